@@ -1,0 +1,232 @@
+"""ONNX model -> IR: the pipeline ONNX -> RnnSpec -> LayerGraph -> XML/bin.
+
+    load_model / graph_view      (onnx_io)    ModelProto -> GraphView
+    apply_input_shapes           (here)       --input NAME[dims] overrides
+    normalise_rnn                (spec)       RNN node -> RnnSpec, every check
+    lower_rnn                    (lowering)   RnnSpec -> layers in a LayerGraph
+    emit                         (emitter)    LayerGraph -> (xml bytes, bin bytes)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Union
+
+import onnx
+
+from . import __version__, ops
+from .dtypes import BY_ONNX, onnx_type_name
+from .emitter import emit
+from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
+from .ir import IR, RnnSummary
+from .layer_graph import LayerGraph, Output
+from .lowering import lower_rnn
+from .onnx_io import ONNX_DOMAINS, GraphView, ModelSource, TensorInfo, graph_view, load_model
+from .shapes import Dim, Shape, parse_input_specs, shape_text
+from .spec import RnnSpec, normalise_rnn
+
+InputShapes = Union[Sequence[str], str, Mapping[str, Union[Sequence[Union[int, None]], None]], None]
+
+
+def convert_model(model: ModelSource, input: InputShapes = None) -> IR:  # noqa: A002 (ovc's name)
+    """Convert an ONNX model whose RNN nodes read graph inputs and initializers.
+
+    ``input`` fixes input shapes, in ovc's syntax (``"X[5,?,3]"``, several strings or one
+    comma-separated string) or as ``{"X": [5, None, 3]}``.
+    """
+    view = graph_view(load_model(model))
+    view = apply_input_shapes(view, _input_shapes(input))
+    plan = _plan(view)
+    specs = _normalise_all(view, plan)
+    g = LayerGraph(view.model.graph.name or "ovrnn_model")
+    builder = _Builder(g, view, specs)
+    summaries = builder.build(plan)
+    g.rt_info = {"ovrnn": {"version": __version__, **{s.label: s.rt_info() for s in summaries}}}
+    xml, bin_ = emit(g)
+    notes = tuple(n for spec in specs for n in spec.notes)
+    return IR(xml=xml, bin=bin_, notes=notes, rnns=tuple(summaries))
+
+
+# --- --input ------------------------------------------------------------------------------------
+
+
+def _input_shapes(value: InputShapes) -> dict[str, Shape | None]:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return parse_input_specs([value])
+    if isinstance(value, Mapping):
+        return {k: None if v is None else tuple(Dim.of(None if d in (None, -1) else int(d)) for d in v) for k, v in value.items()}
+    return parse_input_specs(list(value))
+
+
+def apply_input_shapes(view: GraphView, shapes: dict[str, Shape | None]) -> GraphView:
+    """Fix graph-input shapes before lowering, the way ovc's --input does."""
+    if not shapes:
+        return view
+    by_name = {i.name: i for i in view.inputs}
+    new_inputs = list(view.inputs)
+    for name, shape in shapes.items():
+        if name in view.constants:
+            raise UsageError(f"--input '{name}': this is an initializer (constant), not a graph input; only inputs can be reshaped")
+        if name not in by_name:
+            known = ", ".join(i.name for i in view.inputs) or "none"
+            raise UsageError(f"--input '{name}': the model has no input of that name (inputs: {known})")
+        if shape is None:
+            continue
+        info = by_name[name]
+        merged = _merge_shape(name, info.shape, shape)
+        new_inputs[new_inputs.index(info)] = TensorInfo(info.name, info.elem_type, merged)
+    view.inputs = new_inputs
+    return view
+
+
+def _merge_shape(name: str, declared: Shape | None, given: Shape) -> Shape:
+    if declared is None:
+        return given
+    if len(declared) != len(given):
+        raise UsageError(f"--input '{name}': rank {len(given)} {shape_text(given)}, but the model declares rank {len(declared)} {shape_text(declared)}")
+    out = []
+    for axis, (have, want) in enumerate(zip(declared, given)):
+        merged = have.merge(want)
+        if merged is None:
+            raise UsageError(f"--input '{name}': dim {axis} is {want.describe()}, but the model declares {have.describe()}")
+        out.append(merged if not want.is_static else want)
+    return tuple(out)
+
+
+# --- which nodes, which tensors -----------------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    rnn_nodes: list[tuple[int, onnx.NodeProto]]
+    needed: set[str]  # tensor names a graph output or a later node reads
+
+
+def _plan(view: GraphView) -> _Plan:
+    rnn_nodes, other = [], []
+    for i, node in enumerate(view.model.graph.node):
+        if node.domain not in ONNX_DOMAINS:
+            other.append(f"'{node.name or node.output[:1]}' ({node.domain}::{node.op_type})")
+        elif node.op_type == "RNN":
+            rnn_nodes.append((i, node))
+        elif node.op_type != "Constant":
+            other.append(f"'{node.name}' ({node.op_type})" if node.name else f"#{i} ({node.op_type})")
+    if other:
+        raise UnsupportedFeatureError(
+            f"node {other[0]}{f' and {len(other) - 1} more' if len(other) > 1 else ''}: only RNN and Constant nodes "
+            "are supported (models with other ops around the RNN are not supported yet)"
+        )
+    if not rnn_nodes:
+        raise UnsupportedFeatureError("the model has no RNN node (an exporter may have written the RNN as a Loop or as plain ops)")
+    needed = {o.name for o in view.outputs}
+    for _, node in rnn_nodes:
+        needed.update(n for n in node.input if n)
+    return _Plan(rnn_nodes, needed)
+
+
+def _normalise_all(view: GraphView, plan: _Plan) -> list[RnnSpec]:
+    produced: dict[str, TensorInfo] = {}
+
+    def lookup(name: str) -> TensorInfo | None:
+        return produced.get(name) or view.info(name)
+
+    specs = []
+    used_labels: set[str] = set()
+    for k, (i, node) in enumerate(plan.rnn_nodes):
+        label = _label(node, k, used_labels)
+        spec = normalise_rnn(node, i, view.opset, lookup, label)
+        specs.append(spec)
+        for name, shape in _output_shapes(spec).items():
+            produced[name] = TensorInfo(name, spec.etype.onnx, shape)
+    return specs
+
+
+def _label(node: onnx.NodeProto, k: int, used: set[str]) -> str:
+    """Layer-name prefix: the node's name when it has one, else rnn_<k>; unique."""
+    base = node.name or f"rnn_{k}"
+    label, n = base, 1
+    while label in used:
+        label, n = f"{base}_{n}", n + 1
+    used.add(label)
+    return label
+
+
+def _output_shapes(spec: RnnSpec) -> dict[str, Shape]:
+    T, D, B, H = Dim.of(spec.seq_length), Dim.of(spec.num_directions), spec.batch, Dim.of(spec.hidden_size)
+    shapes = {}
+    if spec.Y:
+        shapes[spec.Y] = (B, T, D, H) if spec.layout else (T, D, B, H)
+    if spec.Y_h:
+        shapes[spec.Y_h] = (B, D, H) if spec.layout else (D, B, H)
+    return shapes
+
+
+# --- building the layer graph -------------------------------------------------------------------
+
+
+class _Builder:
+    def __init__(self, g: LayerGraph, view: GraphView, specs: list[RnnSpec]) -> None:
+        self.g, self.view, self.specs = g, view, specs
+        self.ports: dict[str, Output] = {}
+
+    def port_of(self, name: str) -> Output:
+        if name not in self.ports:
+            info = self.view.constants[name]  # everything else was created as a Parameter or produced
+            self.ports[name] = ops.const(self.g, name, info.value)
+        return self.ports[name]
+
+    def build(self, plan: _Plan) -> list[RnnSummary]:
+        self._parameters()
+        summaries = []
+        for spec in self.specs:
+            want_y, want_y_h = spec.Y in plan.needed, spec.Y_h in plan.needed
+            lowered = lower_rnn(self.g, spec, self.port_of, want_y, want_y_h)
+            self.ports.update(lowered.outputs)
+            summaries.append(RnnSummary.of(spec, lowered.chains))
+        self._results()
+        return summaries
+
+    def _parameters(self) -> None:
+        filled: dict[str, Shape] = {}
+        for spec in self.specs:
+            for rin in (spec.X, spec.W, spec.R, spec.B, spec.sequence_lens, spec.initial_h):
+                if rin is None or rin.is_constant or rin.name not in {i.name for i in self.view.inputs}:
+                    continue
+                have = filled.get(rin.name)
+                filled[rin.name] = rin.shape if have is None else _merge_shape(rin.name, have, rin.shape)
+        for info in self.view.inputs:
+            shape = filled.get(info.name, info.shape)
+            if shape is None:
+                raise UsageError(f"graph input '{info.name}' has no declared shape; give one with --input \"{info.name}[d0,d1,...]\"")
+            etype = BY_ONNX.get(info.elem_type) if info.elem_type else None
+            if etype is None:
+                got = "unknown" if not info.elem_type else onnx_type_name(info.elem_type)
+                raise UnsupportedFeatureError(f"graph input '{info.name}': element type {got} is not supported")
+            self.ports[info.name] = ops.parameter(self.g, info.name, etype, shape)
+
+    def _results(self) -> None:
+        seen = set()
+        for out in self.view.outputs:
+            if out.name in seen:
+                raise InvalidModelError(f"graph output '{out.name}' is listed twice")
+            seen.add(out.name)
+            port = self.ports.get(out.name)
+            if port is None:
+                if out.name in self.view.constants or any(i.name == out.name for i in self.view.inputs):
+                    raise UnsupportedFeatureError(f"graph output '{out.name}' is a graph input or initializer, not an RNN output")
+                raise InvalidModelError(f"graph output '{out.name}' is not produced by any node")
+            _check_declared(out, port)
+            ops.result(self.g, f"{out.name}/sink_port_0", port, out.name)
+
+
+def _check_declared(out: TensorInfo, port: Output) -> None:
+    """A graph output's declared type must be what the RNN produces (catches layout mix-ups)."""
+    if out.elem_type and out.elem_type != port.etype.onnx:
+        raise InvalidModelError(f"graph output '{out.name}': declared element type {onnx_type_name(out.elem_type)}, but the RNN produces {port.etype.onnx_name}")
+    if out.shape is None:
+        return
+    if len(out.shape) != len(port.shape) or any(a.merge(b) is None for a, b in zip(out.shape, port.shape)):
+        raise InvalidModelError(f"graph output '{out.name}': declared shape {shape_text(out.shape)}, but the RNN produces {shape_text(port.shape)}")

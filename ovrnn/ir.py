@@ -1,0 +1,83 @@
+"""The conversion result: IR bytes plus what was lowered, and an atomic ``save``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .activations import Activation
+from .fileio import ir_paths, write_atomic
+from .spec import Direction, RnnSpec
+
+
+@dataclass(frozen=True)
+class ChainSummary:
+    direction: str  # "fwd" | "rev"
+    activation: str  # e.g. "LeakyRelu(alpha=0.1)"
+    lowering: str  # "cell" (RNNCell) | "explicit" (MatMul/Add/activation ops)
+    steps: int
+
+
+@dataclass(frozen=True)
+class RnnSummary:
+    label: str
+    node_name: str
+    seq_length: int
+    batch: str
+    input_size: int
+    hidden_size: int
+    layout: int
+    clip: float | None
+    dtype: str
+    sequence_lens: str | None  # input name when masking is in the graph
+    chains: tuple[ChainSummary, ...]
+
+    @staticmethod
+    def of(spec: RnnSpec, chains: list[tuple[Direction, Activation, str]]) -> RnnSummary:
+        return RnnSummary(
+            label=spec.label,
+            node_name=spec.node_name,
+            seq_length=spec.seq_length,
+            batch=spec.batch.ir(),
+            input_size=spec.input_size,
+            hidden_size=spec.hidden_size,
+            layout=spec.layout,
+            clip=spec.clip,
+            dtype=spec.etype.ir,
+            sequence_lens=spec.sequence_lens.name if spec.sequence_lens is not None else None,
+            chains=tuple(ChainSummary(d.value, a.describe(), kind, spec.seq_length) for d, a, kind in chains),
+        )
+
+    def rt_info(self) -> dict[str, str]:
+        info = {
+            "onnx_node": self.node_name,
+            "steps": str(self.seq_length),
+            "batch": self.batch,
+            "input_size": str(self.input_size),
+            "hidden_size": str(self.hidden_size),
+            "layout": str(self.layout),
+            "clip": "none" if self.clip is None else repr(self.clip),
+            "element_type": self.dtype,
+        }
+        if self.sequence_lens is not None:
+            info["sequence_lens"] = self.sequence_lens
+        for c in self.chains:
+            info[c.direction] = f"{c.activation} {c.lowering}"
+        return info
+
+
+@dataclass(frozen=True, eq=False)
+class IR:
+    """An OpenVINO IR in memory: ``xml`` and ``bin`` bytes, byte-identical for the same input."""
+
+    xml: bytes
+    bin: bytes
+    notes: tuple[str, ...] = ()
+    rnns: tuple[RnnSummary, ...] = ()
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write OUT.xml and OUT.bin (folder created as needed); all or nothing."""
+        xml_path, bin_path = ir_paths(path)
+        write_atomic({xml_path: self.xml, bin_path: self.bin})
+        return xml_path

@@ -1,0 +1,299 @@
+"""Lower an ``RnnSpec`` into layers: one cell per time step per direction.
+
+The equation, per direction d, with the reverse direction walking t = T-1 .. 0:
+
+    H_t = f_d(clip(X_t·W_dᵀ + H_{t-1}·R_dᵀ + (Wb_d + Rb_d)))
+
+* relu/tanh/sigmoid: one ``RNNCell`` per step (W_d, R_d and B_d = Wb_d + Rb_d shared by all steps).
+* the other eight activations: the same equation as explicit ops ("cell.explicit" layers):
+  X·W_dᵀ + B_d for all steps in one MatMul, then per step MatMul(H, R_dᵀ) + Add [+ Clamp] + f_d.
+* ``sequence_lens`` L: step t of batch entry b runs only when t < L[b]. Otherwise H is kept and
+  Y_t = 0 (masking with Select), so the reverse direction starts at t = L-1. A length of 0 gives
+  Y_h = 0 (README, "Semantic decisions").
+* ``layout`` only changes the axis the edges split and concatenate on; the chain itself always
+  sees [batch, size] tensors.
+
+This module and ``reference.py`` (the float64 oracle) are the only two places with RNN math.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import ops
+from .activations import Activation
+from .layer_graph import LayerGraph, Output, array_bytes
+from .shapes import Dim
+from .spec import Direction, RnnInput, RnnSpec
+
+NATIVE = "cell"
+EXPLICIT = "explicit"
+
+
+@dataclass
+class LoweredRnn:
+    """What one node became: its output ports and a description for rt_info/inspect."""
+
+    outputs: dict[str, Output]
+    chains: list[tuple[Direction, Activation, str]] = field(default_factory=list)  # (dir, act, NATIVE|EXPLICIT)
+
+
+def lowering_of(activation: Activation) -> str:
+    return NATIVE if activation.native else EXPLICIT
+
+
+def lower_rnn(
+    g: LayerGraph,
+    spec: RnnSpec,
+    port_of: Callable[[str], Output],
+    want_y: bool = True,
+    want_y_h: bool = True,
+) -> LoweredRnn:
+    return _Lowering(g, spec, port_of).run(want_y, want_y_h)
+
+
+def time_major_parts(g: LayerGraph, name: str, seq: Output, parts: int, width: int, layout: int) -> list[Output]:
+    """[N, B, width] (layout 0) or [B, N, width] (layout 1) -> N tensors [B, width], in order.
+
+    One Reshape and one Split: layout 0 splits rows of [N*B, width], layout 1 splits
+    columns of [B, N*width]. Used for X (N = T), X·Wᵀ + B (N = T) and initial_h (N = D).
+    """
+    if layout == 0:
+        rows = ops.reshape(g, f"{name}/rows", seq, [-1, width])
+        return ops.split(g, f"{name}/split", rows, 0, parts)
+    cols = ops.reshape(g, f"{name}/cols", seq, [-1, parts * width])
+    return ops.split(g, f"{name}/split", cols, 1, parts)
+
+
+class _Lowering:
+    def __init__(self, g: LayerGraph, spec: RnnSpec, port_of: Callable[[str], Output]) -> None:
+        self.g, self.s, self.port_of = g, spec, port_of
+        self.p = spec.label
+        self.width = max(4, len(str(spec.seq_length - 1)))
+        self._x_steps: list[Output] | None = None
+        self._zero: Output | None = None
+        self._split_cache: dict[str, list[Output]] = {}
+
+    # --- shared pieces --------------------------------------------------------------------------
+
+    def step_name(self, direction: Direction, t: int) -> str:
+        return f"{self.p}/{direction.value}/t{t:0{self.width}d}"
+
+    def zero(self) -> Output:
+        if self._zero is None:
+            self._zero = ops.const(self.g, f"{self.p}/zero", 0, self.s.etype)
+        return self._zero
+
+    def x_steps(self) -> list[Output]:
+        if self._x_steps is None:
+            s = self.s
+            self._x_steps = time_major_parts(self.g, f"{self.p}/x", self.port_of(s.X.name), s.seq_length, s.input_size, s.layout)
+        return self._x_steps
+
+    def zeros_bh(self) -> Output:
+        """H_0 when initial_h is absent: zeros [batch, hidden_size]."""
+        s, g = self.s, self.g
+        name = f"{self.p}/h0_zeros"
+        if s.batch.is_static:
+            target = ops.i64(g, f"{name}/shape", [s.batch.value, s.hidden_size])
+        else:
+            batch_axis = 0 if s.layout else 1
+            dims = ops.shape_of(g, f"{name}/shape_of_x", self.port_of(s.X.name))
+            batch = ops.gather(g, f"{name}/batch", dims, [batch_axis])
+            target = ops.concat(g, f"{name}/shape", [batch, ops.i64(g, f"{name}/hidden_size", [s.hidden_size])], 0)
+        return ops.broadcast_to(g, name, self.zero(), target, (s.batch, Dim.of(s.hidden_size)))
+
+    def initial_states(self) -> list[Output]:
+        s = self.s
+        if s.initial_h is None:
+            return [self.zeros_bh()] * s.num_directions
+        h0 = self.port_of(s.initial_h.name)
+        return time_major_parts(self.g, f"{self.p}/initial_h", h0, s.num_directions, s.hidden_size, s.layout)
+
+    def step_masks(self) -> tuple[list[Output], Output] | None:
+        """m_t [B, 1] = t < L[b] for each step, and L > 0 [B, 1]."""
+        s, g = self.s, self.g
+        if s.sequence_lens is None:
+            return None
+        name = f"{self.p}/mask"
+        lens = ops.reshape(g, f"{name}/lens", self.port_of(s.sequence_lens.name), [-1, 1])
+        steps = ops.const(g, f"{name}/steps", np.arange(s.seq_length, dtype=np.int32).reshape(1, -1))
+        valid = ops.greater(g, f"{name}/t_lt_len", lens, steps)  # [B, T]
+        masks = ops.split(g, f"{name}/split", valid, 1, s.seq_length)
+        nonempty = ops.greater(g, f"{name}/len_gt_0", lens, ops.int_scalar(g, f"{name}/zero", 0))
+        return masks, nonempty
+
+    # --- weights: W_d [H, I], R_d [H, H], B_d = Wb_d + Rb_d [H] ---------------------------------
+
+    def _const_slices(self, key: str, array: np.ndarray, d: int, shape: tuple[int, ...]) -> Output:
+        """Direction d's slice of a constant [D, ...] tensor; the bytes are stored once for all d."""
+        base = self.g.weights.add(array_bytes(array))
+        offset = base + d * int(np.prod(shape)) * array.dtype.itemsize
+        return ops.const_from_store(self.g, f"{self.p}/{self.s.directions[d].value}/{key}", self.s.etype, shape, offset)
+
+    def _runtime_slices(self, key: str, tensor: RnnInput, rows: int, width: int, d: int) -> Output:
+        """Direction d's slice of a runtime tensor: Reshape [D*rows, width] + Split."""
+        if key not in self._split_cache:
+            flat = ops.reshape(self.g, f"{self.p}/{key}/rows", self.port_of(tensor.name), [-1, width])
+            self._split_cache[key] = ops.split(self.g, f"{self.p}/{key}/split", flat, 0, self.s.num_directions * rows)
+        return self._split_cache[key]
+
+    def weight(self, key: str, d: int) -> Output:
+        s = self.s
+        H, I = s.hidden_size, s.input_size
+        tensor, cols = (s.W, I) if key == "W" else (s.R, H)
+        if tensor.is_constant:
+            return self._const_slices(key, tensor.value, d, (H, cols))
+        parts = self._runtime_slices(key, tensor, 1, H * cols, d)
+        return ops.reshape(self.g, f"{self.p}/{s.directions[d].value}/{key}", parts[d], [H, cols])
+
+    def bias(self, d: int) -> Output:
+        s, H = self.s, self.s.hidden_size
+        if s.B is None or s.B.is_constant:
+            # Wb + Rb summed once, in float64, rounded once to the model type.
+            b = np.zeros((s.num_directions, 2 * H)) if s.B is None else s.B.value.astype(np.float64)
+            summed = (b[:, :H] + b[:, H:]).astype(s.etype.numpy)
+            return self._const_slices("B", summed, d, (H,))
+        halves = self._runtime_slices("B", s.B, 2, H, d)  # [Wb_0, Rb_0, Wb_1, Rb_1], each [1, H]
+        summed = ops.add(self.g, f"{self.p}/{s.directions[d].value}/B_sum", halves[2 * d], halves[2 * d + 1])
+        return ops.reshape(self.g, f"{self.p}/{s.directions[d].value}/B", summed, [H])
+
+    def zero_weights(self, d: int) -> tuple[Output, Output, Output]:
+        """clip=0 clamps every pre-activation to 0, so each step computes f(0) whatever X and H
+        are: exactly what a cell with zero W, R and B computes."""
+        s, H = self.s, self.s.hidden_size
+        name = f"{self.p}/{s.directions[d].value}/clip0"
+        zeros = lambda key, shape: ops.const(self.g, f"{name}/{key}", np.zeros(shape, s.etype.numpy))  # noqa: E731
+        return zeros("W", (H, s.input_size)), zeros("R", (H, H)), zeros("B", (H,))
+
+    # --- the chain ------------------------------------------------------------------------------
+
+    def run(self, want_y: bool, want_y_h: bool) -> LoweredRnn:
+        s = self.s
+        T = s.seq_length
+        masked = self.step_masks()
+        h0 = self.initial_states()
+        ys: list[list[Output | None]] = []
+        finals: list[Output] = []
+        lowered = LoweredRnn({})
+        for d, (direction, act) in enumerate(zip(s.directions, s.activations)):
+            kind = lowering_of(act)
+            lowered.chains.append((direction, act, kind))
+            step = self.native_steps(d, act) if kind == NATIVE else self.explicit_steps(d, act, h0[d])
+            h, y_d = h0[d], [None] * T
+            for t in (range(T) if direction is Direction.FORWARD else range(T - 1, -1, -1)):
+                base = self.step_name(direction, t)
+                out = step(t, h, base)
+                if masked is None:
+                    h, y_d[t] = out, out
+                    continue
+                # t >= L[b]: H keeps its value and Y_t is 0.
+                h = ops.select(self.g, f"{base}/keep_h", masked[0][t], out, h)
+                y_d[t] = ops.select(self.g, f"{base}/y", masked[0][t], out, self.zero()) if want_y else None
+            if masked is not None and s.initial_h is not None and want_y_h:
+                # L = 0: no step ran; Y_h is 0, not initial_h.
+                h = ops.select(self.g, f"{self.p}/{direction.value}/y_h", masked[1], h, self.zero())
+            ys.append(y_d)
+            finals.append(h)
+        if want_y and s.Y:
+            lowered.outputs[s.Y] = self.assemble_y(ys)
+        if want_y_h and s.Y_h:
+            lowered.outputs[s.Y_h] = self.assemble_y_h(finals)
+        return lowered
+
+    def native_steps(self, d: int, act: Activation):
+        s = self.s
+        if s.clip == 0:
+            w, r, b = self.zero_weights(d)
+        else:
+            w, r, b = self.weight("W", d), self.weight("R", d), self.bias(d)
+        xs, name, clip = self.x_steps(), act.name.lower(), s.clip or 0.0
+
+        def step(t: int, h: Output, base: str) -> Output:
+            return ops.rnn_cell(self.g, f"{base}/cell", xs[t], h, w, r, b, s.hidden_size, name, clip)
+
+        return step
+
+    def explicit_steps(self, d: int, act: Activation, h0: Output):
+        s, g = self.s, self.g
+        direction = s.directions[d].value
+        w, r, b = self.weight("W", d), self.weight("R", d), self.bias(d)
+        # X·W_dᵀ + (Wb_d + Rb_d) for every step at once: [T, B, H] or [B, T, H].
+        name = f"{self.p}/{direction}/xw"
+        xw = ops.add(g, f"{name}/add_b", ops.matmul(g, f"{name}/matmul", self.port_of(s.X.name), w, transpose_b=True), b)
+        xw_steps = time_major_parts(g, name, xw, s.seq_length, s.hidden_size, s.layout)
+        f = _ActivationOps(g, f"{self.p}/{direction}/{act.name.lower()}", act, s.etype, self.zero)
+
+        def step(t: int, h: Output, base: str) -> Output:
+            cell = f"{base}/cell.explicit"
+            pre = xw_steps[t]
+            if h is not h0 or s.initial_h is not None:  # H_{-1} = 0 adds nothing on the first step
+                pre = ops.add(g, f"{cell}/add", ops.matmul(g, f"{cell}/matmul_r", h, r, transpose_b=True), pre)
+            if s.clip is not None:
+                pre = ops.unary(g, "Clamp", f"{cell}/clip", pre, {"min": ops.fmt_float(-s.clip), "max": ops.fmt_float(s.clip)})
+            return f(pre, f"{cell}/{act.name.lower()}")
+
+        return step
+
+    # --- outputs --------------------------------------------------------------------------------
+
+    def assemble_y(self, ys: list[list[Output]]) -> Output:
+        """Y [T, D, B, H] (layout 0) / [B, T, D, H] (layout 1) from the [B, H] steps, in (t, d) order."""
+        s = self.s
+        T, D, H = s.seq_length, s.num_directions, s.hidden_size
+        pieces = [ys[d][t] for t in range(T) for d in range(D)]
+        name = f"{self.p}/Y"
+        if s.layout == 0:
+            y = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", pieces, 0), [T, D, -1, H])
+        else:
+            y = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", pieces, 1), [-1, T, D, H])
+        y.set_names(s.Y)
+        return y
+
+    def assemble_y_h(self, finals: list[Output]) -> Output:
+        """Y_h [D, B, H] (layout 0) / [B, D, H] (layout 1)."""
+        s = self.s
+        D, H = s.num_directions, s.hidden_size
+        name = f"{self.p}/Y_h"
+        if s.layout == 0:
+            y_h = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", finals, 0), [D, -1, H])
+        else:
+            y_h = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", finals, 1), [-1, D, H])
+        y_h.set_names(s.Y_h)
+        return y_h
+
+
+class _ActivationOps:
+    """f(x) for the explicit cell, with its alpha/beta constants made once per direction."""
+
+    def __init__(self, g: LayerGraph, prefix: str, act: Activation, etype, zero: Callable[[], Output]) -> None:
+        self.g, self.act, self.zero = g, act, zero
+        scalar = lambda key, v: ops.const(g, f"{prefix}/{key}", np.array(v), etype)  # noqa: E731
+        self.alpha = scalar("alpha", act.alpha) if act.alpha is not None else None
+        self.beta = scalar("beta", act.beta) if act.beta is not None else None
+        if act.name == "LeakyRelu":
+            self.slope = ops.const(g, f"{prefix}/slope", np.array([act.alpha]), etype)
+
+    def __call__(self, x: Output, name: str) -> Output:
+        g, a = self.g, self.act
+        simple = {"Relu": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softsign": "SoftSign", "Softplus": "SoftPlus"}
+        if a.name in simple:
+            return ops.unary(g, simple[a.name], name, x)
+        if a.name == "Affine":  # alpha*x + beta
+            return ops.add(g, f"{name}/add", ops.multiply(g, f"{name}/mul", x, self.alpha), self.beta)
+        if a.name == "LeakyRelu":  # x if x >= 0 else alpha*x
+            return ops.with_scalars(g, "PReLU", name, x, self.slope)
+        if a.name == "ThresholdedRelu":  # x if x >= alpha else 0
+            keep = ops.greater_equal(g, f"{name}/ge_alpha", x, self.alpha)
+            return ops.select(g, name, keep, x, self.zero())
+        if a.name == "ScaledTanh":  # alpha*tanh(beta*x)
+            inner = ops.unary(g, "Tanh", f"{name}/tanh", ops.multiply(g, f"{name}/mul_beta", x, self.beta))
+            return ops.multiply(g, f"{name}/mul_alpha", inner, self.alpha)
+        if a.name == "HardSigmoid":  # min(max(alpha*x + beta, 0), 1)
+            return ops.with_scalars(g, "HardSigmoid", name, x, self.alpha, self.beta)
+        if a.name == "Elu":  # x if x >= 0 else alpha*(exp(x) - 1)
+            return ops.unary(g, "Elu", name, x, {"alpha": ops.fmt_float(a.alpha)})
+        raise AssertionError(f"no lowering for activation {a.name}")

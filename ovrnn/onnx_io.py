@@ -1,0 +1,231 @@
+"""Reading ONNX: files, external data, and a read-only view of a graph's tensors.
+
+This is the only module that touches protobuf for models. Everything downstream gets
+``GraphView``/``TensorInfo`` values and numpy arrays.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+import onnx
+import onnx.defs
+from onnx import ModelProto, TensorProto, numpy_helper
+
+from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
+from .shapes import Dim, Shape
+
+ONNX_DOMAINS = ("", "ai.onnx")
+
+ModelSource = Union[str, "os.PathLike[str]", bytes, ModelProto]
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What is known about one ONNX tensor: type, shape and, for constants, its value."""
+
+    name: str
+    elem_type: int | None  # TensorProto.DataType; None when unknown
+    shape: Shape | None  # None when the rank is unknown
+    value: np.ndarray | None = None  # set for initializers and Constant outputs
+
+    @property
+    def is_constant(self) -> bool:
+        return self.value is not None
+
+
+@dataclass
+class GraphView:
+    model: ModelProto
+    opset: int  # the model's ai.onnx opset
+    inputs: list[TensorInfo]  # graph inputs that are not initializers, in graph order
+    constants: dict[str, TensorInfo]  # initializers and Constant-node outputs
+    outputs: list[TensorInfo]  # graph outputs, in graph order
+    value_info: dict[str, TensorInfo] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> list[onnx.NodeProto]:
+        return list(self.model.graph.node)
+
+    def info(self, name: str) -> TensorInfo | None:
+        for table in (self.constants, {i.name: i for i in self.inputs}, self.value_info):
+            if name in table:
+                return table[name]
+        return None
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+def load_model(source: ModelSource) -> ModelProto:
+    """Load a model from a path, bytes or ModelProto, with its external data resolved safely."""
+    if isinstance(source, ModelProto):
+        model, base = source, None
+    elif isinstance(source, (bytes, bytearray)):
+        model, base = _parse(bytes(source), "<bytes>"), None
+    else:
+        path = Path(os.fspath(source))
+        model, base = _parse(_read(path), str(path)), path.parent
+    _check_envelope(model)
+    _resolve_external_data(model, base)
+    return model
+
+
+def _read(path: Path) -> bytes:
+    if not path.exists():
+        raise UsageError(f"model file '{path}' does not exist")
+    if path.is_dir():
+        raise UsageError(f"model path '{path}' is a folder, expected an .onnx file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read model file '{path}': {exc.strerror or exc}") from None
+    if not data:
+        raise InvalidModelError(f"'{path}' is empty (0 bytes), not an ONNX model")
+    return data
+
+
+def _parse(data: bytes, where: str) -> ModelProto:
+    model = ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as exc:  # protobuf raises DecodeError, and others on odd bytes
+        raise InvalidModelError(f"'{where}' is not an ONNX model (protobuf parse failed: {exc})") from None
+    return model
+
+
+def _check_envelope(model: ModelProto) -> None:
+    """Reject bytes that happened to parse as protobuf but are not a model."""
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise InvalidModelError("not an ONNX model: no ir_version or no graph (is the file truncated or of another format?)")
+
+
+def model_opset(model: ModelProto) -> int:
+    versions = [o.version for o in model.opset_import if o.domain in ONNX_DOMAINS]
+    if not versions:
+        raise InvalidModelError("model declares no ai.onnx opset in opset_import")
+    opset = max(versions)
+    newest = onnx.defs.onnx_opset_version()
+    if opset < 1:
+        raise InvalidModelError(f"model opset_import: expected an ai.onnx opset >= 1, got {opset}")
+    if opset > newest:
+        raise UnsupportedFeatureError(
+            f"model opset_import: ai.onnx opset {opset} is newer than the newest this onnx "
+            f"{onnx.__version__} knows ({newest}); expected an opset between 1 and {newest}"
+        )
+    return opset
+
+
+# --- external data ------------------------------------------------------------------------------
+
+
+def _all_tensors(graph: onnx.GraphProto):
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+
+
+def _resolve_external_data(model: ModelProto, base: Path | None) -> None:
+    """Read external tensors into raw_data. Locations must stay inside the model's folder."""
+    for tensor in _all_tensors(model.graph):
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        entries = {e.key: e.value for e in tensor.external_data}
+        location = entries.get("location", "")
+        label = f"initializer '{tensor.name}': external data location '{location}'"
+        if base is None:
+            raise UsageError(f"{label}: a model with external data must be given as a file path")
+        if not location or os.path.isabs(location) or location.startswith(("/", "\\")):
+            raise InvalidModelError(f"{label}: expected a path relative to the model's folder")
+        root = base.resolve()
+        target = (base / location).resolve()  # follows symlinks
+        if root != target and root not in target.parents:
+            raise InvalidModelError(f"{label}: resolves outside the model's folder '{root}'")
+        if not target.is_file():
+            raise InvalidModelError(f"{label}: file not found")
+        offset, length = int(entries.get("offset", 0) or 0), entries.get("length")
+        size = target.stat().st_size
+        need = offset + (int(length) if length is not None else 0)
+        if offset < 0 or need > size:
+            raise InvalidModelError(f"{label}: offset {offset} + length {length} is past the end of the file ({size} bytes)")
+        with open(target, "rb") as fh:
+            fh.seek(offset)
+            tensor.raw_data = fh.read(int(length)) if length is not None else fh.read()
+        del tensor.external_data[:]
+        tensor.data_location = TensorProto.DEFAULT
+
+
+# --- graph view ---------------------------------------------------------------------------------
+
+
+def _shape_of(vi: onnx.ValueInfoProto) -> tuple[int | None, Shape | None]:
+    if not vi.type.HasField("tensor_type"):
+        return None, None
+    tt = vi.type.tensor_type
+    elem = tt.elem_type or None
+    if not tt.HasField("shape"):
+        return elem, None
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(Dim.of(d.dim_value))
+        else:
+            dims.append(Dim(symbol=d.dim_param or None))
+    return elem, tuple(dims)
+
+
+def tensor_to_array(tensor: TensorProto, where: str) -> np.ndarray:
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as exc:
+        raise InvalidModelError(f"{where}: cannot read tensor data ({exc})") from None
+
+
+def _constant_node_value(node: onnx.NodeProto) -> np.ndarray:
+    where = f"Constant node '{node.name or node.output[0]}'"
+    if len(node.attribute) != 1:
+        raise InvalidModelError(f"{where}: expected exactly one value attribute, got {len(node.attribute)}")
+    attr = node.attribute[0]
+    if attr.name == "value":
+        return tensor_to_array(attr.t, where)
+    simple = {
+        "value_float": (np.float32, lambda a: a.f),
+        "value_floats": (np.float32, lambda a: list(a.floats)),
+        "value_int": (np.int64, lambda a: a.i),
+        "value_ints": (np.int64, lambda a: list(a.ints)),
+    }
+    if attr.name in simple:
+        dtype, get = simple[attr.name]
+        return np.array(get(attr), dtype=dtype)
+    raise UnsupportedFeatureError(f"{where}: attribute '{attr.name}' is not supported (expected value, value_float(s) or value_int(s))")
+
+
+def _from_array(name: str, value: np.ndarray) -> TensorInfo:
+    elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+    return TensorInfo(name, elem, tuple(Dim.of(int(s)) for s in value.shape), value)
+
+
+def graph_view(model: ModelProto) -> GraphView:
+    graph = model.graph
+    opset = model_opset(model)
+    constants: dict[str, TensorInfo] = {}
+    for init in graph.initializer:
+        constants[init.name] = _from_array(init.name, tensor_to_array(init, f"initializer '{init.name}'"))
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ONNX_DOMAINS and node.output:
+            constants[node.output[0]] = _from_array(node.output[0], _constant_node_value(node))
+    inputs = []
+    for vi in graph.input:
+        # An initializer listed as an input (IR < 4 style) is a constant, as ovc treats it.
+        if vi.name not in constants:
+            inputs.append(TensorInfo(vi.name, *_shape_of(vi)))
+    value_info = {vi.name: TensorInfo(vi.name, *_shape_of(vi)) for vi in graph.value_info}
+    outputs = [TensorInfo(vi.name, *_shape_of(vi)) for vi in graph.output]
+    return GraphView(model, opset, inputs, constants, outputs, value_info)

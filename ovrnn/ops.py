@@ -1,0 +1,230 @@
+"""Typed factories for the OpenVINO ops the lowering uses, in the style of ``openvino.opsetN``.
+
+Each factory infers its output type (so the XML carries `<dim>`s and precisions like OpenVINO's
+own serializer writes) and formats its attributes. Port order is the op spec's input order.
+Only ops present in opset1 (plus SoftPlus-4, SoftSign-9) are used, so IRs load on old releases.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import BOOL, I32, I64, ElementType, from_numpy
+from .layer_graph import ConstData, LayerGraph, Output, TensorType, array_bytes
+from .shapes import Dim, Shape, shape_ir
+
+# --- attribute formatting -----------------------------------------------------------------------
+
+
+def fmt_float(value: float) -> str:
+    """Shortest text that reads back as the same float32 (ONNX attributes are float32)."""
+    f = np.float32(value)
+    if float(f).is_integer() and abs(f) < 1e15:
+        return str(int(f))
+    return str(f)
+
+
+def fmt_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def fmt_const_shape(shape: tuple[int, ...]) -> str:
+    return ", ".join(str(d) for d in shape)  # "4, 3": what the serializer writes
+
+
+# --- shape helpers ------------------------------------------------------------------------------
+
+
+def broadcast(*shapes: Shape) -> Shape:
+    """numpy broadcasting over Dims."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for axis in range(rank):
+        dims = [s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0]
+        non_one = [d for d in dims if d.value != 1]
+        if not non_one:
+            out.append(Dim.of(1))
+            continue
+        merged = non_one[0]
+        for d in non_one[1:]:
+            merged = merged.merge(d) or Dim()
+        out.append(merged)
+    return tuple(out)
+
+
+def _split_dim(d: Dim, n: int) -> Dim:
+    if d.is_static:
+        return Dim.of(d.lo // n)
+    return Dim(d.lo // n, None if d.hi is None else d.hi // n)
+
+
+def _sum_dims(dims: list[Dim]) -> Dim:
+    if all(d.is_static for d in dims):
+        return Dim.of(sum(d.lo for d in dims))
+    his = [d.hi for d in dims]
+    return Dim(sum(d.lo for d in dims), None if None in his else sum(his))
+
+
+# --- sources ------------------------------------------------------------------------------------
+
+
+def parameter(g: LayerGraph, name: str, etype: ElementType, shape: Shape) -> Output:
+    layer = g.add("Parameter", name, (), (TensorType(etype, shape),), {"shape": shape_ir(shape), "element_type": etype.ir})
+    out = layer.out()
+    out.set_names(name)
+    return out
+
+
+def const_from_store(g: LayerGraph, name: str, etype: ElementType, shape: tuple[int, ...], offset: int) -> Output:
+    """A Const over bytes already in the weight store (how W[d] shares the bytes of W)."""
+    size = int(np.prod(shape, dtype=np.int64)) * etype.numpy.itemsize
+    attrs = {"element_type": etype.ir, "shape": fmt_const_shape(shape), "offset": str(offset), "size": str(size)}
+    typ = TensorType(etype, tuple(Dim.of(d) for d in shape))
+    return g.add("Const", name, (), (typ,), attrs, ConstData(offset, size)).out()
+
+
+def const(g: LayerGraph, name: str, value: np.ndarray | int | float, etype: ElementType | None = None) -> Output:
+    array = np.asarray(value) if etype is None else np.asarray(value).astype(etype.numpy)
+    etype = etype or from_numpy(array.dtype)
+    offset = g.weights.add(array_bytes(array))
+    return const_from_store(g, name, etype, tuple(int(d) for d in array.shape), offset)
+
+
+def i64(g: LayerGraph, name: str, values: list[int] | int) -> Output:
+    return const(g, name, np.array(values, dtype=np.int64))
+
+
+def result(g: LayerGraph, name: str, value: Output, output_name: str) -> None:
+    g.add("Result", name, (value,), (), {"output_names": output_name.replace(",", "\\,")})
+
+
+# --- data movement ------------------------------------------------------------------------------
+
+
+def reshape(g: LayerGraph, name: str, x: Output, target: list[int]) -> Output:
+    """Reshape with special_zero=false; `target` may hold one -1."""
+    dims = list(x.shape)
+    known = [d.lo for d in dims if d.is_static]
+    total = int(np.prod(known, dtype=np.int64)) if len(known) == len(dims) else None
+    out: list[Dim] = []
+    for t in target:
+        if t != -1:
+            out.append(Dim.of(t))
+        elif total is not None:
+            rest = int(np.prod([v for v in target if v != -1], dtype=np.int64))
+            out.append(Dim.of(total // rest if rest else 0))
+        else:
+            out.append(Dim())
+    shape_const = i64(g, f"{name}/shape", target)
+    return g.add("Reshape", name, (x, shape_const), (TensorType(x.etype, tuple(out)),), {"special_zero": "false"}).out()
+
+
+def split(g: LayerGraph, name: str, x: Output, axis: int, parts: int) -> list[Output]:
+    if parts == 1:
+        return [x]
+    dims = list(x.shape)
+    dims[axis] = _split_dim(dims[axis], parts)
+    typ = TensorType(x.etype, tuple(dims))
+    axis_const = i64(g, f"{name}/axis", axis)
+    return g.add("Split", name, (x, axis_const), (typ,) * parts, {"num_splits": str(parts)}).outputs
+
+
+def concat(g: LayerGraph, name: str, xs: list[Output], axis: int) -> Output:
+    if len(xs) == 1:
+        return xs[0]
+    dims = list(xs[0].shape)
+    dims[axis] = _sum_dims([x.shape[axis] for x in xs])
+    return g.add("Concat", name, xs, (TensorType(xs[0].etype, tuple(dims)),), {"axis": str(axis)}).out()
+
+
+def shape_of(g: LayerGraph, name: str, x: Output) -> Output:
+    typ = TensorType(I64, (Dim.of(len(x.shape)),))
+    return g.add("ShapeOf", name, (x,), (typ,), {"output_type": "i64"}).out()
+
+
+def gather(g: LayerGraph, name: str, x: Output, indices: list[int], axis: int = 0) -> Output:
+    idx, ax = i64(g, f"{name}/indices", indices), i64(g, f"{name}/axis", axis)
+    typ = TensorType(x.etype, (Dim.of(len(indices)),))
+    return g.add("Gather", name, (x, idx, ax), (typ,), {"batch_dims": "0"}).out()
+
+
+def broadcast_to(g: LayerGraph, name: str, value: Output, target: Output, out_shape: Shape) -> Output:
+    return g.add("Broadcast", name, (value, target), (TensorType(value.etype, out_shape),), {"mode": "numpy"}).out()
+
+
+# --- arithmetic ---------------------------------------------------------------------------------
+
+
+def _binary(g: LayerGraph, op: str, name: str, a: Output, b: Output, etype: ElementType | None = None) -> Output:
+    typ = TensorType(etype or a.etype, broadcast(a.shape, b.shape))
+    return g.add(op, name, (a, b), (typ,), {"auto_broadcast": "numpy"}).out()
+
+
+def add(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
+    return _binary(g, "Add", name, a, b)
+
+
+def multiply(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
+    return _binary(g, "Multiply", name, a, b)
+
+
+def greater(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
+    return _binary(g, "Greater", name, a, b, BOOL)
+
+
+def greater_equal(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
+    return _binary(g, "GreaterEqual", name, a, b, BOOL)
+
+
+def select(g: LayerGraph, name: str, cond: Output, then: Output, other: Output) -> Output:
+    typ = TensorType(then.etype, broadcast(cond.shape, then.shape, other.shape))
+    return g.add("Select", name, (cond, then, other), (typ,), {"auto_broadcast": "numpy"}).out()
+
+
+def matmul(g: LayerGraph, name: str, a: Output, b: Output, transpose_b: bool = False) -> Output:
+    """a [..., M, K] x b [N, K] (transpose_b) or [K, N]."""
+    n = b.shape[0] if transpose_b else b.shape[-1]
+    typ = TensorType(a.etype, a.shape[:-1] + (n,))
+    attrs = {"transpose_a": "false", "transpose_b": fmt_bool(transpose_b)}
+    return g.add("MatMul", name, (a, b), (typ,), attrs).out()
+
+
+def unary(g: LayerGraph, op: str, name: str, x: Output, attrs: dict[str, str] | None = None) -> Output:
+    """Relu, Tanh, Sigmoid, SoftPlus, SoftSign, Clamp (attrs min/max), Elu (attr alpha)."""
+    return g.add(op, name, (x,), (x.type,), attrs).out()
+
+
+def with_scalars(g: LayerGraph, op: str, name: str, x: Output, *scalars: Output) -> Output:
+    """Ops whose extra inputs are parameters: HardSigmoid(x, alpha, beta), PRelu(x, slope)."""
+    return g.add(op, name, (x, *scalars), (x.type,)).out()
+
+
+# --- the cell -----------------------------------------------------------------------------------
+
+
+def rnn_cell(
+    g: LayerGraph,
+    name: str,
+    x: Output,
+    h: Output,
+    w: Output,
+    r: Output,
+    b: Output,
+    hidden_size: int,
+    activation: str,
+    clip: float,
+) -> Output:
+    """RNNCell-3: H' = f(clip(x·Wᵀ + h·Rᵀ + B)); x [B, I], h [B, H], W [H, I], R [H, H], B [H]."""
+    typ = TensorType(x.etype, (h.shape[0].merge(x.shape[0]) or x.shape[0], Dim.of(hidden_size)))
+    attrs = {
+        "hidden_size": str(hidden_size),
+        "activations": activation,
+        "activations_alpha": "",
+        "activations_beta": "",
+        "clip": fmt_float(clip),
+    }
+    return g.add("RNNCell", name, (x, h, w, r, b), (typ,), attrs).out()
+
+
+def int_scalar(g: LayerGraph, name: str, value: int) -> Output:
+    return const(g, name, np.array(value, dtype=np.int32), I32)

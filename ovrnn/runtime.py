@@ -1,0 +1,187 @@
+"""Compile and run an IR on a named OpenVINO device. The only module that imports openvino.
+
+Validation compiles with ``INFERENCE_PRECISION_HINT=f32``: on CPUs with native bf16 the default
+precision is bf16, which puts RNN outputs about 1e-2 off.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from .errors import DeviceError, IRFormatError, UsageError
+
+VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
+DEFAULT_PRECISION = "f32"
+
+_WRAPPER_LINE = re.compile(r"^(Exception from .*:\d+:|Check '.*' failed at .*|\[ ?GENERAL_ERROR ?\]|.*\.(cpp|hpp):\d+:?)$")
+
+
+def ov():
+    import openvino  # deferred: `ovrnn convert` never pays for it
+
+    return openvino
+
+
+@lru_cache(maxsize=1)
+def core():
+    return ov().Core()
+
+
+def ov_message(exc: BaseException) -> str:
+    """The informative part of an OpenVINO error: wrapper lines with file:line removed."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not _WRAPPER_LINE.match(ln)]
+    return " ".join(useful or lines) or type(exc).__name__
+
+
+def available_devices() -> list[str]:
+    return list(core().available_devices)
+
+
+def check_device(device: str) -> None:
+    """The exact device string must name devices that exist; list what does when it doesn't."""
+    available = available_devices()
+    base, _, rest = device.partition(":")
+    names = [re.sub(r"\(.*\)$", "", n).strip() for n in rest.split(",") if n.strip()] if base in VIRTUAL_DEVICES else [device]
+    for name in names:
+        if not any(a == name or a.split(".")[0] == name for a in available):
+            raise DeviceError(f"device '{name}' is not available on this machine (available: {', '.join(available) or 'none'})")
+
+
+def compile_config(precision: str | None, cache_dir: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    config = {}
+    if precision and precision != "default":
+        config["INFERENCE_PRECISION_HINT"] = precision
+    if cache_dir is not None:
+        config["CACHE_DIR"] = os.fspath(cache_dir)
+    return config
+
+
+def read_model(ir) -> object:
+    """An ov.Model from an IR object (bytes) or a path to model.xml."""
+    from .ir import IR
+
+    try:
+        if isinstance(ir, IR):
+            weights = ov().Tensor(np.frombuffer(ir.bin, dtype=np.uint8).copy()) if ir.bin else ov().Tensor(np.zeros(0, np.uint8))
+            return core().read_model(ir.xml, weights)
+        path = Path(os.fspath(ir))
+        if not path.is_file():
+            raise UsageError(f"IR file '{path}' does not exist")
+        return core().read_model(str(path))
+    except RuntimeError as exc:
+        raise IRFormatError(f"OpenVINO cannot read the IR: {ov_message(exc)}") from None
+
+
+@dataclass
+class Compiled:
+    compiled: object  # ov.CompiledModel
+    device: str
+    precision: str
+    execution_devices: list[str] = field(default_factory=list)
+
+    def runtime_layer_types(self) -> Counter:
+        """Layer types the plugin actually runs (a chain may be folded back into a sequence)."""
+        runtime = self.compiled.get_runtime_model()
+        return Counter(op.get_rt_info()["layerType"].astype(str) for op in runtime.get_ordered_ops())
+
+
+def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> Compiled:
+    check_device(device)
+    config = compile_config(precision, cache_dir)
+    try:
+        compiled = core().compile_model(model, device, config)
+    except RuntimeError as exc:
+        raise DeviceError(f"OpenVINO could not compile the IR for {device}: {ov_message(exc)}") from None
+    try:
+        used = [str(d) for d in compiled.get_property("EXECUTION_DEVICES")]
+    except RuntimeError:
+        used = [device]
+    try:
+        actual = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    except RuntimeError:
+        actual = precision or "default"
+    return Compiled(compiled, device, _precision_name(actual), used)
+
+
+def _precision_name(value: str) -> str:
+    return {"<Type: 'float32'>": "f32", "float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(value, value)
+
+
+# --- inputs and outputs -------------------------------------------------------------------------
+
+
+def _port_name(port) -> str:
+    return port.get_any_name() if port.get_names() else "<unnamed>"
+
+
+def make_tensor(port, value: np.ndarray, name: str):
+    """An ov.Tensor for one input, converting numpy values to the port's element type."""
+    o = ov()
+    etype = port.get_element_type()
+    array = np.asarray(value)
+    pshape = port.get_partial_shape()
+    if pshape.rank.is_static and len(pshape) != array.ndim:
+        raise UsageError(f"input '{name}': expected rank {len(pshape)} {pshape}, got shape {list(array.shape)}")
+    if pshape.rank.is_static:
+        for axis, (dim, n) in enumerate(zip(pshape, array.shape)):
+            if not dim.compatible(o.Dimension(n)):
+                raise UsageError(f"input '{name}': dim {axis} must be {dim}, got {n} (shape {list(array.shape)})")
+    if etype == o.Type.bf16:
+        bits = np.ascontiguousarray(array.astype(ml_dtypes.bfloat16)).view(np.uint16)
+        tensor = o.Tensor(o.Type.bf16, list(array.shape))
+        tensor.data.view(np.uint16)[...] = bits  # the Python API exposes bf16 as raw 16-bit words
+        return tensor
+    want = np.dtype(etype.to_dtype())
+    if array.dtype != want:
+        if np.issubdtype(want, np.integer):
+            if not np.issubdtype(array.dtype, np.integer):
+                raise UsageError(f"input '{name}': expected integers ({want}), got {array.dtype}")
+            info = np.iinfo(want)
+            if array.size and (array.min() < info.min or array.max() > info.max):
+                raise UsageError(f"input '{name}': values do not fit {want}")
+        array = array.astype(want)
+    return o.Tensor(np.ascontiguousarray(array))
+
+
+def to_numpy(tensor) -> np.ndarray:
+    o = ov()
+    if tensor.element_type == o.Type.bf16:
+        return tensor.data.view(np.uint16).view(ml_dtypes.bfloat16).copy()
+    return np.array(tensor.data, copy=True)
+
+
+def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run once. Inputs by tensor name; outputs by tensor name, in the model's output order."""
+    ports = c.compiled.inputs
+    by_name = {}
+    for port in ports:
+        for n in port.get_names():
+            by_name[n] = port
+    unknown = [n for n in inputs if n not in by_name]
+    if unknown:
+        raise UsageError(f"input '{unknown[0]}' is not an input of the model (inputs: {', '.join(_port_name(p) for p in ports)})")
+    tensors = {}
+    for index, port in enumerate(ports):
+        given = [n for n in port.get_names() if n in inputs]
+        if not given:
+            raise UsageError(f"input '{_port_name(port)}' is missing (give every input: {', '.join(_port_name(p) for p in ports)})")
+        tensors[index] = make_tensor(port, inputs[given[0]], given[0])
+    request = c.compiled.create_infer_request()
+    try:
+        request.infer(tensors)
+    except RuntimeError as exc:
+        raise DeviceError(f"inference on {c.device} failed: {ov_message(exc)}") from None
+    return {_port_name(port): to_numpy(request.get_tensor(port)) for port in c.compiled.outputs}
+
+
+def versions() -> dict[str, str]:
+    return {"openvino": ov().get_version()}

@@ -1,0 +1,144 @@
+"""Dimensions and shapes, and the ovc-style ``--input NAME[d0,d1,...]`` syntax.
+
+A ``Dim`` is an interval ``[lo, hi]`` (``hi=None`` = unbounded), the same model OpenVINO's
+``PartialShape`` uses: a static dim has ``lo == hi``. ONNX symbolic dims keep their symbol so error
+messages can name them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Dim:
+    lo: int = 0
+    hi: int | None = None
+    symbol: str | None = None  # ONNX dim_param, for messages only
+
+    @staticmethod
+    def of(value: int | None, symbol: str | None = None) -> Dim:
+        return Dim() if value is None else Dim(value, value)
+
+    @property
+    def value(self) -> int | None:
+        """The static value, or None when the dim is dynamic."""
+        return self.lo if self.hi == self.lo else None
+
+    @property
+    def is_static(self) -> bool:
+        return self.hi == self.lo
+
+    def ir(self) -> str:
+        """Parameter `shape=` syntax: "5", "?", "1..10", "..10", "2.."."""
+        if self.is_static:
+            return str(self.lo)
+        if self.lo == 0 and self.hi is None:
+            return "?"
+        return f"{self.lo if self.lo else ''}..{'' if self.hi is None else self.hi}"
+
+    def port(self) -> int:
+        """Port `<dim>` value: -1 for any dynamic dim, as the serializer writes."""
+        return self.lo if self.is_static else -1
+
+    def describe(self) -> str:
+        if self.is_static:
+            return str(self.lo)
+        return f"'{self.symbol}'" if self.symbol else self.ir()
+
+    def __mul__(self, other: Dim) -> Dim:
+        if self.is_static and other.is_static:
+            return Dim.of(self.lo * other.lo)
+        hi = None if self.hi is None or other.hi is None else self.hi * other.hi
+        return Dim(self.lo * other.lo, hi)
+
+    def merge(self, other: Dim) -> Dim | None:
+        """Intersection of two dims; None when they contradict."""
+        lo = max(self.lo, other.lo)
+        his = [h for h in (self.hi, other.hi) if h is not None]
+        hi = min(his) if his else None
+        if hi is not None and lo > hi:
+            return None
+        return Dim(lo, hi, self.symbol or other.symbol)
+
+
+Shape = tuple[Dim, ...]
+
+
+def static(*values: int) -> Shape:
+    return tuple(Dim.of(v) for v in values)
+
+
+def shape_ir(shape: Shape) -> str:
+    return ",".join(d.ir() for d in shape)
+
+
+def shape_text(shape: Shape | None) -> str:
+    return "unknown" if shape is None else "[" + ",".join(d.describe() for d in shape) + "]"
+
+
+# --- ovc's --input syntax -----------------------------------------------------------------------
+# "X[5,?,3]", "X[5,-1,3],L[?]", "X[1..10,2,3]", "name with spaces[2,3]". Dims: int, ?, -1, a..b.
+
+_DIM_RE = re.compile(r"^\s*(?:(-1|\?)|(\d+)|(\d*)\s*\.\.\s*(\d*))\s*$")
+
+
+def parse_dim(text: str, spec: str) -> Dim:
+    m = _DIM_RE.match(text)
+    if not m:
+        raise UsageError(f"--input '{spec}': bad dimension '{text}' (expected an integer, ?, -1 or lo..hi)")
+    if m.group(1):
+        return Dim()
+    if m.group(2):
+        return Dim.of(int(m.group(2)))
+    lo = int(m.group(3)) if m.group(3) else 0
+    hi = int(m.group(4)) if m.group(4) else None
+    if hi is not None and lo > hi:
+        raise UsageError(f"--input '{spec}': empty range '{text}'")
+    return Dim(lo, hi)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are outside [...]."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def parse_input_specs(specs: list[str] | tuple[str, ...] | None) -> dict[str, Shape | None]:
+    """Parse repeated ``--input`` values into {name: shape or None (name only)}."""
+    result: dict[str, Shape | None] = {}
+    for spec in specs or ():
+        for item in _split_top_level(spec):
+            name, shape = _parse_one(item.strip(), spec)
+            if name in result:
+                raise UsageError(f"--input: input '{name}' is given twice")
+            result[name] = shape
+    return result
+
+
+def _parse_one(item: str, spec: str) -> tuple[str, Shape | None]:
+    if not item:
+        raise UsageError(f"--input '{spec}': empty entry")
+    if "[" not in item and "]" not in item:
+        return item, None
+    open_at = item.find("[")
+    if open_at <= 0 or not item.endswith("]") or item.count("[") != 1 or item.count("]") != 1:
+        raise UsageError(f"--input '{spec}': expected NAME[d0,d1,...], got '{item}'")
+    name, body = item[:open_at].strip(), item[open_at + 1 : -1]
+    if not body.strip():
+        return name, ()
+    return name, tuple(parse_dim(d, spec) for d in body.split(","))
