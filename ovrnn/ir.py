@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .activations import Activation
 from .fileio import ir_paths, write_atomic
-from .spec import Direction, RnnSpec
+from .spec import INPUT_NAMES, Direction, RnnSpec
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,10 @@ class RnnSummary:
     dtype: str
     sequence_lens: str | None  # input name when masking is in the graph
     chains: tuple[ChainSummary, ...]
+    runtime_inputs: tuple[tuple[str, str], ...] = ()  # (role, tensor name) of non-constant inputs
+
+    def role_of(self, tensor: str) -> str | None:
+        return next((role for role, name in self.runtime_inputs if name == tensor), None)
 
     @staticmethod
     def of(spec: RnnSpec, chains: list[tuple[Direction, Activation, str]]) -> RnnSummary:
@@ -47,6 +51,11 @@ class RnnSummary:
             dtype=spec.etype.ir,
             sequence_lens=spec.sequence_lens.name if spec.sequence_lens is not None else None,
             chains=tuple(ChainSummary(d.value, a.describe(), kind, spec.seq_length) for d, a, kind in chains),
+            runtime_inputs=tuple(
+                (role, rin.name)
+                for role, rin in zip(INPUT_NAMES, (spec.X, spec.W, spec.R, spec.B, spec.sequence_lens, spec.initial_h))
+                if rin is not None and not rin.is_constant
+            ),
         )
 
     def rt_info(self) -> dict[str, str]:

@@ -185,3 +185,8 @@ def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def versions() -> dict[str, str]:
     return {"openvino": ov().get_version()}
+
+
+def run(ir, inputs: dict[str, np.ndarray], device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> dict[str, np.ndarray]:
+    """Compile `ir` (an IR object or a path to model.xml) on `device` and run it once."""
+    return infer(compile_ir(read_model(ir), device, precision, cache_dir), inputs)

@@ -1,0 +1,188 @@
+"""``ovrnn`` command line: convert, run, validate, inspect, demo.
+
+Every failure is one ``error: ...`` line on stderr and an exit status: 2 for invalid or
+unsupported input (and bad usage), 3 for a device failure, 1 for a validation mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from . import __version__
+from .errors import OvrnnError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="ovrnn", description="ONNX RNN -> OpenVINO IR as an unrolled RNNCell chain; run and validate it.")
+    p.add_argument("--version", action="version", version=f"ovrnn {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("convert", help="convert an ONNX model to OUT.xml + OUT.bin")
+    c.add_argument("model", help="ONNX model file")
+    c.add_argument("-o", "--output", required=True, help="output .xml path (the .bin goes next to it)")
+    c.add_argument("--input", action="append", metavar="NAME[d0,d1,...]", help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; repeatable")
+    c.set_defaults(func=cmd_convert)
+
+    r = sub.add_parser("run", help="run an IR on a device")
+    r.add_argument("ir", help="IR .xml file")
+    r.add_argument("--device", default="CPU", help="exact OpenVINO device: CPU, GPU, GPU.1, NPU, AUTO, HETERO:GPU,CPU (default CPU)")
+    r.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array; or FILE.npz holding all inputs by name; repeatable")
+    r.add_argument("-o", "--output", help="write the outputs to this .npz")
+    r.add_argument("--precision", default="f32", help="INFERENCE_PRECISION_HINT: f32 (default), f16, bf16 or default (the device's own)")
+    r.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
+    r.set_defaults(func=cmd_run)
+
+    v = sub.add_parser("validate", help="convert, run on a device and compare with the float64 reference and onnxruntime")
+    v.add_argument("model", help="ONNX model file")
+    v.add_argument("--device", default="CPU")
+    v.add_argument("--input", action="append", metavar="NAME[d0,d1,...]", help="fix an input's shape (as for convert); repeatable")
+    v.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--batch", type=int, default=None, help="batch size for dynamic batch dims (default 3)")
+    v.add_argument("--precision", default="f32", help="INFERENCE_PRECISION_HINT (default f32)")
+    v.add_argument("--no-onnxruntime", action="store_true", help="compare with the reference only")
+    v.set_defaults(func=cmd_validate)
+
+    i = sub.add_parser("inspect", help="describe an IR: layers, inputs/outputs, cell chains, weights")
+    i.add_argument("ir", help="IR .xml file (ours or any other)")
+    i.add_argument("--json", action="store_true", help="print JSON instead of text")
+    i.set_defaults(func=cmd_inspect)
+
+    d = sub.add_parser("demo", help="convert, inspect, run and validate a bundled example model")
+    d.add_argument("--device", default="CPU")
+    d.add_argument("--output-dir", help="keep the demo IR in this folder (default: a temporary folder)")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    warnings.simplefilter("ignore")  # numpy overflow warnings in a diverging relu chain, etc.
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except OvrnnError as exc:
+        _error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except Exception as exc:  # the contract is one line and no traceback, even for our own bugs
+        if os.environ.get("OVRNN_DEBUG"):
+            raise
+        _error(f"internal error: {type(exc).__name__}: {exc} (please report it; OVRNN_DEBUG=1 shows the traceback)")
+        return 2
+
+
+def _error(message: str) -> None:
+    print("error: " + " ".join(message.split()), file=sys.stderr)
+
+
+def _notes(notes) -> None:
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+def cmd_convert(args) -> int:
+    from .convert import convert_model
+
+    ir = convert_model(args.model, args.input)
+    xml_path = ir.save(args.output)
+    _notes(ir.notes)
+    cells = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "cell")
+    explicit = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "explicit")
+    kinds = f"{cells} RNNCell layers" + (f", {explicit} explicit cells" if explicit else "")
+    print(f"wrote {xml_path} and {xml_path.with_suffix('.bin')} ({len(ir.bin):,} bytes): {kinds}")
+    return 0
+
+
+def load_inputs(specs: list[str] | None) -> dict:
+    import numpy as np
+
+    inputs = {}
+    for spec in specs or ():
+        name, sep, file = spec.partition("=")
+        path = Path(file if sep else name)
+        if not path.is_file():
+            raise UsageError(f"--input '{spec}': file '{path}' does not exist")
+        try:
+            data = np.load(path, allow_pickle=False)
+        except Exception as exc:
+            raise UsageError(f"--input '{spec}': cannot read '{path}' as .npy/.npz ({exc})") from None
+        if hasattr(data, "files"):
+            if sep:
+                raise UsageError(f"--input '{spec}': give a .npz without a NAME= prefix")
+            inputs.update({k: data[k] for k in data.files})
+        elif sep:
+            inputs[name] = data
+        else:
+            raise UsageError(f"--input '{spec}': expected NAME=FILE.npy or FILE.npz")
+    return inputs
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from . import runtime
+
+    inputs = load_inputs(args.input)
+    compiled = runtime.compile_ir(runtime.read_model(args.ir), args.device, args.precision, args.cache_dir)
+    outputs = runtime.infer(compiled, inputs)
+    print(f"ran {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision {compiled.precision})")
+    for name, value in outputs.items():
+        stats = np.asarray(value, dtype=np.float64)
+        print(f"  {name}: {value.dtype} {list(value.shape)}  min {stats.min():.6g}  max {stats.max():.6g}  mean {stats.mean():.6g}")
+    if args.output:
+        from .fileio import write_atomic
+
+        import io
+
+        buf = io.BytesIO()
+        # bf16 has no .npz type: saved as float32, exactly.
+        np.savez(buf, **{k: (v.astype(np.float32) if v.dtype.name == "bfloat16" else v) for k, v in outputs.items()})
+        out = Path(args.output)
+        write_atomic({out: buf.getvalue()})
+        print(f"wrote {out}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from .validate import validate
+
+    report = validate(args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime)
+    print(report.format())
+    if args.json:
+        from .fileio import write_atomic
+
+        write_atomic({Path(args.json): report.to_json().encode() + b"\n"})
+    return 0 if report.passed else 1
+
+
+def cmd_inspect(args) -> int:
+    from .inspect_ir import inspect_ir
+
+    report = inspect_ir(args.ir)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.device, args.output_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

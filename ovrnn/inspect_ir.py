@@ -1,0 +1,242 @@
+"""Describe any IR XML (ours or OpenVINO's) without loading OpenVINO.
+
+Layer counts by type, inputs and outputs, the cell chain per direction, recurrent layers that hide
+the steps (RNNSequence, TensorIterator, Loop), .bin size and how far weights are shared.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lxml import etree
+
+from .errors import IRFormatError, UsageError
+
+SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
+CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")
+# Ops the H state may pass through between two cells (masking, precision changes).
+_TRANSPARENT = ("Select", "Convert")
+_STEP_NAME = re.compile(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t(?P<t>\d+)/cell\.explicit/")
+_PRECISION_TO_TYPE = {"FP32": "f32", "FP16": "f16", "FP64": "f64", "BF16": "bf16", "I32": "i32", "I64": "i64", "BOOL": "boolean"}
+_PARSER = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
+
+
+@dataclass
+class TensorDesc:
+    name: str
+    element_type: str
+    shape: str
+
+
+@dataclass
+class Chain:
+    rnn: str  # node label (our IR) or "" (other IRs)
+    direction: str  # fwd | rev | ?
+    lowering: str  # cell | explicit
+    steps: int
+    activation: str
+    hidden_size: int | None = None
+    clip: str = ""
+    weights_shared_by: int = 0  # cells reading the first cell's W constant
+
+
+@dataclass
+class InspectReport:
+    path: str
+    ir_version: str
+    name: str
+    layer_count: int
+    layer_counts: dict[str, int]
+    inputs: list[TensorDesc]
+    outputs: list[TensorDesc]
+    chains: list[Chain]
+    sequence_layers: dict[str, int]
+    bin_size: int | None
+    const_layers: int
+    const_bytes: int  # bytes the Const layers reference, each distinct range once
+    ovrnn: dict = field(default_factory=dict)  # our rt_info, when the IR is ours
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def format(self) -> str:
+        bin_text = "no .bin" if self.bin_size is None else f".bin {self.bin_size:,} bytes"
+        out = [f"IR {self.path} (v{self.ir_version}, '{self.name}'): {self.layer_count} layers, {bin_text}"]
+        out.append("layers: " + ", ".join(f"{t} {n}" for t, n in sorted(self.layer_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+        out.append("inputs:")
+        out += [f"  {t.name:<20} {t.element_type:<8} [{t.shape}]" for t in self.inputs]
+        out.append("outputs:")
+        out += [f"  {t.name:<20} {t.element_type:<8} [{t.shape}]" for t in self.outputs]
+        if self.chains:
+            out.append("cell chains:")
+            for c in self.chains:
+                share = f", W shared by {c.weights_shared_by} cells" if c.weights_shared_by else ""
+                clip = f", clip {c.clip}" if c.clip not in ("", "0") else ""
+                kind = "RNNCell" if c.lowering == "cell" else "explicit MatMul/Add/activation ops"
+                label = f"{c.rnn} " if c.rnn else ""
+                out.append(f"  {label}{c.direction}: {c.steps} steps, {c.activation}, {kind}, hidden {c.hidden_size}{clip}{share}")
+        if self.sequence_layers:
+            out.append("recurrent layers that hide the steps: " + ", ".join(f"{t} {n}" for t, n in self.sequence_layers.items()))
+        else:
+            out.append("no RNNSequence / TensorIterator / Loop layers")
+        out.append(f"weights: {self.const_layers} Const layers reference {self.const_bytes:,} distinct bytes" + ("" if self.bin_size is None else f" of the {self.bin_size:,}-byte .bin"))
+        return "\n".join(out)
+
+
+def read_xml(path: Path) -> etree._Element:
+    if not path.is_file():
+        raise UsageError(f"IR file '{path}' does not exist")
+    try:
+        root = etree.parse(str(path), _PARSER).getroot()
+    except etree.XMLSyntaxError as exc:
+        raise IRFormatError(f"'{path}' is not well-formed XML: {exc}") from None
+    if root.tag != "net" or root.find("layers") is None:
+        raise IRFormatError(f"'{path}' is not an OpenVINO IR: expected a <net> root with <layers>, got <{root.tag}>")
+    return root
+
+
+def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
+    xml_path = Path(os.fspath(path))
+    root = read_xml(xml_path)
+    layers = {el.get("id"): el for el in root.find("layers").findall("layer")}
+    graph = _Graph(layers, root.find("edges"))
+    counts = Counter(el.get("type") for el in layers.values())
+    bin_path = xml_path.with_suffix(".bin")
+    ranges = {(d.get("offset"), d.get("size")) for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None}
+    ovrnn = _rt_info(root)
+    chains = _cell_chains(graph) + _explicit_chains(layers)
+    for c in chains:
+        info = ovrnn.get(c.rnn, {})
+        if c.lowering == "explicit" and isinstance(info, dict):
+            c.hidden_size = int(info.get("hidden_size", 0)) or None
+            c.clip = "" if info.get("clip", "none") == "none" else info["clip"]
+            c.activation = info.get(c.direction, c.activation).rsplit(" ", 1)[0]
+    return InspectReport(
+        path=str(xml_path),
+        ir_version=root.get("version", "?"),
+        name=root.get("name", ""),
+        layer_count=len(layers),
+        layer_counts=dict(counts),
+        inputs=[_parameter(el) for el in layers.values() if el.get("type") == "Parameter"],
+        outputs=[_result(el, graph) for el in layers.values() if el.get("type") == "Result"],
+        chains=chains,
+        sequence_layers={t: counts[t] for t in SEQUENCE_TYPES if counts.get(t)},
+        bin_size=bin_path.stat().st_size if bin_path.is_file() else None,
+        const_layers=counts.get("Const", 0),
+        const_bytes=sum(int(s or 0) for _, s in ranges),
+        ovrnn=ovrnn,
+    )
+
+
+class _Graph:
+    def __init__(self, layers: dict[str, etree._Element], edges_el) -> None:
+        self.layers = layers
+        self.producer: dict[tuple[str, int], tuple[str, str]] = {}  # (to layer, input index) -> (from layer, from port)
+        self.consumers: dict[str, list[str]] = defaultdict(list)
+        in_index = {lid: {p.get("id"): i for i, p in enumerate(el.findall("input/port"))} for lid, el in layers.items()}
+        for e in edges_el.findall("edge") if edges_el is not None else []:
+            to, frm = e.get("to-layer"), e.get("from-layer")
+            idx = in_index.get(to, {}).get(e.get("to-port"))
+            if idx is not None:
+                self.producer[(to, idx)] = (frm, e.get("from-port"))
+                self.consumers[frm].append(to)
+
+    def source(self, layer_id: str, index: int, through=()) -> etree._Element | None:
+        """The layer feeding input `index`, looking through the given op types."""
+        seen = set()
+        src = self.producer.get((layer_id, index))
+        while src is not None and src[0] not in seen:
+            seen.add(src[0])
+            el = self.layers.get(src[0])
+            if el is None or el.get("type") not in through:
+                return el
+            # Select's state input is port 2 (else branch) when the new value is port 1; follow the cell.
+            index = 1 if el.get("type") == "Select" else 0
+            src = self.producer.get((src[0], index))
+        return None
+
+
+def _dims(port) -> str:
+    return ",".join(d.text or "?" for d in port.findall("dim")).replace("-1", "?")
+
+
+def _parameter(el) -> TensorDesc:
+    port = el.find("output/port")
+    data = el.find("data")
+    names = port.get("names") if port is not None else None
+    return TensorDesc(names or el.get("name"), data.get("element_type", "?") if data is not None else "?", (data.get("shape", "") if data is not None else "").replace("-1", "?"))
+
+
+def _result(el, graph: _Graph) -> TensorDesc:
+    port = el.find("input/port")
+    src = graph.source(el.get("id"), 0)
+    names = el.get("output_names")
+    if not names and src is not None:
+        names = next((p.get("names") for p in src.findall("output/port") if p.get("names")), None)
+    precision = port.get("precision", "?") if port is not None else "?"
+    return TensorDesc(names or el.get("name"), _PRECISION_TO_TYPE.get(precision.upper(), precision), _dims(port) if port is not None else "")
+
+
+def _cell_chains(graph: _Graph) -> list[Chain]:
+    cells = {lid: el for lid, el in graph.layers.items() if el.get("type") in CELL_TYPES}
+    prev: dict[str, str] = {}
+    for lid in cells:
+        src = graph.source(lid, 1, through=_TRANSPARENT)
+        if src is not None and src.get("id") in cells:
+            prev[lid] = src.get("id")
+    nxt = {p: c for c, p in prev.items()}
+    chains = []
+    for head in (lid for lid in cells if lid not in prev):
+        members = [head]
+        while members[-1] in nxt:
+            members.append(nxt[members[-1]])
+        first = cells[head]
+        data = first.find("data")
+        attr = (lambda k: data.get(k, "")) if data is not None else (lambda k: "")
+        match = re.match(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t\d+/cell$", first.get("name", ""))
+        w = graph.source(head, 2, through=("Convert",))
+        shared = sum(1 for lid in cells if (s := graph.source(lid, 2, through=("Convert",))) is not None and w is not None and s.get("id") == w.get("id"))
+        hidden = attr("hidden_size")
+        chains.append(
+            Chain(
+                rnn=match.group("rnn") if match else "",
+                direction=match.group("dir") if match else "?",
+                lowering="cell",
+                steps=len(members),
+                activation=attr("activations") or "tanh",
+                hidden_size=int(hidden) if hidden.isdigit() else None,
+                clip=attr("clip"),
+                weights_shared_by=shared,
+            )
+        )
+    return sorted(chains, key=lambda c: (c.rnn, c.direction))
+
+
+def _explicit_chains(layers: dict[str, etree._Element]) -> list[Chain]:
+    steps: dict[tuple[str, str], set[int]] = defaultdict(set)
+    acts: dict[tuple[str, str], str] = {}
+    for el in layers.values():
+        m = _STEP_NAME.match(el.get("name", ""))
+        if m:
+            key = (m.group("rnn"), m.group("dir"))
+            steps[key].add(int(m.group("t")))
+            tail = el.get("name")[m.end():].split("/")[0]
+            if tail not in ("add", "matmul_r", "clip"):
+                acts[key] = tail
+    return [Chain(rnn, d, "explicit", len(ts), acts.get((rnn, d), "?")) for (rnn, d), ts in sorted(steps.items())]
+
+
+def _rt_info(root) -> dict:
+    def walk(el) -> dict:
+        out = {}
+        for info in el.findall("info"):
+            out[info.get("name")] = walk(info) if info.get("value") is None else info.get("value")
+        return out
+
+    rt = root.find("rt_info")
+    section = rt.find("info[@name='ovrnn']") if rt is not None else None
+    return walk(section) if section is not None else {}

@@ -1,0 +1,243 @@
+"""Prove an IR matches ONNX semantics: convert, run on a device, compare with the oracles.
+
+Oracles, per output:
+* ``reference``: ``reference.py``, float64, fed the same inputs rounded to the model type. Always.
+* ``onnxruntime``: where it accepts the model. Cases where onnxruntime is known to deviate from
+  the spec (absent ThresholdedRelu/Affine/ScaledTanh parameters) are shown but not counted.
+
+An element passes when |got - want| <= atol + rtol * |want|.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import onnx
+
+from . import __version__, reference, runtime
+from .convert import InputShapes, convert_model
+from .dtypes import from_numpy
+from .ir import IR
+from .onnx_io import ModelSource, load_model
+
+# (atol, rtol) by element type; f64 admits f32 internals (OpenVINO CPU computes f64 in f32).
+TOLERANCES = {"f64": (1e-6, 1e-6), "f32": (2e-5, 2e-5), "f16": (1e-2, 1e-2), "bf16": (6e-2, 3e-2)}
+DEFAULT_BATCH = 3
+ORT_MAX_IR_VERSION = 10  # onnx 1.23 writes 14, onnxruntime 1.31 reads <= 13; opset 22 needs >= 10
+
+
+@dataclass
+class Comparison:
+    output: str
+    oracle: str  # "reference" | "onnxruntime"
+    shape: list[int]
+    max_abs: float
+    max_rel: float
+    atol: float
+    rtol: float
+    passed: bool
+    counted: bool = True  # False: a known onnxruntime deviation, shown for information
+    note: str = ""
+
+
+@dataclass
+class ValidationReport:
+    model: str
+    device: str
+    precision: str
+    execution_devices: list[str]
+    seed: int
+    batch: int
+    comparisons: list[Comparison]
+    onnxruntime: str  # "used", or why not
+    notes: list[str] = field(default_factory=list)
+    runtime_layer_types: dict[str, int] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.comparisons if c.counted)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["passed"] = self.passed
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def format(self) -> str:
+        lines = [
+            f"validate {self.model} on {self.device} (ran on {', '.join(self.execution_devices)}), "
+            f"inference precision {self.precision}, seed {self.seed}, batch {self.batch}",
+            f"{'output':<16}{'oracle':<13}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result",
+        ]
+        for c in self.comparisons:
+            verdict = ("PASS" if c.passed else "FAIL") if c.counted else ("agrees" if c.passed else "differs, not counted")
+            tol = f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
+            lines.append(f"{c.output:<16}{c.oracle:<13}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
+        if self.onnxruntime != "used":
+            lines.append(f"onnxruntime: {self.onnxruntime}")
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append("PASS" if self.passed else "FAIL")
+        return "\n".join(lines)
+
+
+def validate(
+    model: ModelSource,
+    device: str = "CPU",
+    input: InputShapes = None,  # noqa: A002
+    seed: int = 0,
+    batch: int | None = None,
+    precision: str | None = runtime.DEFAULT_PRECISION,
+    use_onnxruntime: bool = True,
+    ir: IR | None = None,
+) -> ValidationReport:
+    """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare."""
+    proto = load_model(model)
+    ir = ir or convert_model(proto, input)
+    t0 = time.perf_counter()
+    compiled = runtime.compile_ir(runtime.read_model(ir), device, precision)
+    compile_seconds = time.perf_counter() - t0
+    batch = batch or DEFAULT_BATCH
+    feeds = random_inputs(compiled, ir, seed, batch)
+    got = runtime.infer(compiled, feeds)
+    want = reference.run_model(proto, feeds)
+    comparisons = [compare(name, got[name], want[name], "reference", compiled.precision) for name in want]
+    ort_status, ort_out = run_onnxruntime(proto, feeds)
+    deviation = ort_known_deviation(proto)
+    for name, value in (ort_out or {}).items():
+        c = compare(name, got[name], value, "onnxruntime", compiled.precision)
+        if deviation:
+            c.counted, c.note = False, f"onnxruntime deviates from the spec: {deviation}"
+        comparisons.append(c)
+    return ValidationReport(
+        model=_model_label(model, proto),
+        device=device,
+        precision=compiled.precision,
+        execution_devices=compiled.execution_devices,
+        seed=seed,
+        batch=batch,
+        comparisons=comparisons,
+        onnxruntime=ort_status,
+        notes=list(ir.notes),
+        runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
+        compile_seconds=round(compile_seconds, 4),
+        versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
+    )
+
+
+def _model_label(source, proto) -> str:
+    if isinstance(source, (str,)) or hasattr(source, "__fspath__"):
+        return str(source)
+    return proto.graph.name or "<model>"
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int) -> dict[str, np.ndarray]:
+    """Seeded inputs for every IR input, already rounded to the input's element type.
+
+    Dynamic dims (only batch dims are left dynamic) take `batch`. Weights given as inputs are
+    scaled by 1/sqrt(hidden_size) so long relu chains stay finite. Sequence lengths include a full
+    length and, from batch 3 on, a zero length.
+    """
+    rng = np.random.default_rng(seed)
+    roles = {name: (role, rnn) for rnn in ir.rnns for role, name in rnn.runtime_inputs}
+    feeds = {}
+    for port in compiled.compiled.inputs:
+        name = port.get_any_name()
+        shape = [d.get_length() if d.is_static else batch for d in port.get_partial_shape()]
+        role, rnn = roles.get(name, (None, None))
+        etype = port.get_element_type()
+        if role == "sequence_lens":
+            lens = rng.integers(1, rnn.seq_length + 1, size=shape)
+            lens.flat[0] = rnn.seq_length
+            if lens.size >= 3:
+                lens.flat[1] = 0
+            feeds[name] = lens.astype(np.int32)
+            continue
+        if etype.is_integral():
+            feeds[name] = rng.integers(0, 3, size=shape).astype(etype.to_dtype())
+            continue
+        scale = 1.0 / np.sqrt(rnn.hidden_size) if role in ("W", "R", "B") else 1.0
+        values = rng.uniform(-1.0, 1.0, size=shape) * scale
+        feeds[name] = values.astype(_numpy_type(etype))
+    return feeds
+
+
+def _numpy_type(etype) -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16) if etype == runtime.ov().Type.bf16 else np.dtype(etype.to_dtype())
+
+
+# --- comparison ---------------------------------------------------------------------------------
+
+
+def tolerance(output_type: str, precision: str) -> tuple[float, float]:
+    """The looser of the output type's and the inference precision's tolerance."""
+    tols = [TOLERANCES.get(output_type, TOLERANCES["f32"]), TOLERANCES.get(precision, TOLERANCES["f32"])]
+    return max(t[0] for t in tols), max(t[1] for t in tols)
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, oracle: str, precision: str) -> Comparison:
+    atol, rtol = tolerance(from_numpy(got.dtype).ir, precision)
+    g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    if g.shape != w.shape:
+        return Comparison(name, oracle, list(g.shape), float("inf"), float("inf"), atol, rtol, False, f"shape {list(g.shape)} != {list(w.shape)}")
+    diff = np.abs(g - w)
+    diff[np.isnan(g) != np.isnan(w)] = np.inf
+    diff[np.isnan(g) & np.isnan(w)] = 0.0
+    ok = diff <= atol + rtol * np.abs(np.nan_to_num(w))
+    max_abs = float(diff.max()) if diff.size else 0.0
+    rel = diff / np.maximum(np.abs(w), atol)
+    max_rel = float(np.nanmax(rel)) if rel.size else 0.0
+    return Comparison(name, oracle, list(g.shape), max_abs, max_rel, atol, rtol, bool(ok.all()))
+
+
+# --- onnxruntime --------------------------------------------------------------------------------
+
+
+def run_onnxruntime(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[str, dict[str, np.ndarray] | None]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return "not installed (pip install onnxruntime)", None
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    model.ir_version = min(model.ir_version, ORT_MAX_IR_VERSION)
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        values = session.run(names, {k: v for k, v in feeds.items() if k in {i.name for i in session.get_inputs()}})
+    except Exception as exc:  # onnxruntime raises its own exception types for unsupported cases
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"does not support this model ({first[:200]})", None
+    return "used", dict(zip(names, values))
+
+
+def ort_known_deviation(proto: onnx.ModelProto) -> str:
+    """onnxruntime uses 0 for absent ThresholdedRelu/Affine/ScaledTanh parameters (the spec: 1.0, 1.0/0.0)."""
+    for node in proto.graph.node:
+        if node.op_type != "RNN":
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        alphas, betas = len(attrs.get("activation_alpha", [])), len(attrs.get("activation_beta", []))
+        for raw in attrs.get("activations", []):
+            name = raw.decode().lower()
+            takes_alpha = name in ("affine", "leakyrelu", "thresholdedrelu", "scaledtanh", "hardsigmoid", "elu")
+            takes_beta = name in ("affine", "scaledtanh", "hardsigmoid")
+            if (takes_alpha and alphas <= 0 and name in ("thresholdedrelu", "affine", "scaledtanh")) or (takes_beta and betas <= 0 and name in ("affine", "scaledtanh")):
+                return f"{raw.decode()} without explicit parameters"
+            alphas -= takes_alpha
+            betas -= takes_beta
+    return ""

@@ -1,0 +1,44 @@
+"""Shared helpers: convert, run on OpenVINO CPU at f32, count layers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+from lxml import etree
+
+import ovrnn
+from ovrnn import runtime
+
+
+def run_ir(ir, feeds, device="CPU"):
+    """Outputs of an IR (object or path) on OpenVINO, compiled with INFERENCE_PRECISION_HINT=f32."""
+    compiled = runtime.compile_ir(runtime.read_model(ir), device, "f32")
+    assert compiled.precision == "f32"
+    return runtime.infer(compiled, feeds)
+
+
+def layer_counts(xml: bytes) -> Counter:
+    root = etree.fromstring(xml, etree.XMLParser(huge_tree=True))
+    return Counter(el.get("type") for el in root.iter("layer"))
+
+
+def assert_close(got, want, atol, rtol, what=""):
+    got64 = np.asarray(got, dtype=np.float64)
+    assert got64.shape == want.shape, f"{what}: shape {got64.shape} != {want.shape}"
+    err = np.abs(got64 - want)
+    bad = err > atol + rtol * np.abs(want)
+    assert not bad.any(), f"{what}: max abs err {err.max():.3g} (atol {atol}, rtol {rtol}) at {np.argwhere(bad)[:3].tolist()}"
+
+
+def ovrnn_cli(*args, cwd=None, env=None):
+    """Run the CLI in a child process, as a user would."""
+    return subprocess.run([sys.executable, "-m", "ovrnn", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+@pytest.fixture(scope="session")
+def api():
+    return ovrnn
