@@ -75,6 +75,9 @@ class _Lowering:
         self.width = max(4, len(str(spec.seq_length - 1)))
         self._x_steps: list[Output] | None = None
         self._zero: Output | None = None
+        self._zeros_bh: Output | None = None
+        self._nonempty: Output | None = None
+        self.lens: Output | None = None  # sequence_lens as [B, 1]
         self._split_cache: dict[str, list[Output]] = {}
 
     # --- shared pieces --------------------------------------------------------------------------
@@ -94,7 +97,9 @@ class _Lowering:
         return self._x_steps
 
     def zeros_bh(self) -> Output:
-        """H_0 when initial_h is absent: zeros [batch, hidden_size]."""
+        """H_0 when initial_h is absent: zeros [batch, hidden_size], made once, when first needed."""
+        if self._zeros_bh is not None:
+            return self._zeros_bh
         s, g = self.s, self.g
         name = f"{self.p}/h0_zeros"
         if s.batch.is_static:
@@ -104,27 +109,33 @@ class _Lowering:
             dims = ops.shape_of(g, f"{name}/shape_of_x", self.port_of(s.X.name))
             batch = ops.gather(g, f"{name}/batch", dims, [batch_axis])
             target = ops.concat(g, f"{name}/shape", [batch, ops.i64(g, f"{name}/hidden_size", [s.hidden_size])], 0)
-        return ops.broadcast_to(g, name, self.zero(), target, (s.batch, Dim.of(s.hidden_size)))
+        self._zeros_bh = ops.broadcast_to(g, name, self.zero(), target, (s.batch, Dim.of(s.hidden_size)))
+        return self._zeros_bh
 
-    def initial_states(self) -> list[Output]:
+    def initial_states(self) -> list[Output | None]:
+        """H_0 per direction [B, H]; None stands for zeros (initial_h absent)."""
         s = self.s
         if s.initial_h is None:
-            return [self.zeros_bh()] * s.num_directions
+            return [None] * s.num_directions
         h0 = self.port_of(s.initial_h.name)
         return time_major_parts(self.g, f"{self.p}/initial_h", h0, s.num_directions, s.hidden_size, s.layout)
 
-    def step_masks(self) -> tuple[list[Output], Output] | None:
-        """m_t [B, 1] = t < L[b] for each step, and L > 0 [B, 1]."""
+    def step_masks(self) -> list[Output] | None:
+        """m_t [B, 1] = t < L[b], one per step."""
         s, g = self.s, self.g
         if s.sequence_lens is None:
             return None
-        name = f"{self.p}/mask"
-        lens = ops.reshape(g, f"{name}/lens", self.port_of(s.sequence_lens.name), [-1, 1])
-        steps = ops.const(g, f"{name}/steps", np.arange(s.seq_length, dtype=np.int32).reshape(1, -1))
-        valid = ops.greater(g, f"{name}/t_lt_len", lens, steps)  # [B, T]
-        masks = ops.split(g, f"{name}/split", valid, 1, s.seq_length)
-        nonempty = ops.greater(g, f"{name}/len_gt_0", lens, ops.int_scalar(g, f"{name}/zero", 0))
-        return masks, nonempty
+        self.lens = ops.reshape(g, f"{self.p}/mask/lens", self.port_of(s.sequence_lens.name), [-1, 1])
+        steps = ops.const(g, f"{self.p}/mask/steps", np.arange(s.seq_length, dtype=np.int32).reshape(1, -1))
+        valid = ops.greater(g, f"{self.p}/mask/t_lt_len", self.lens, steps)  # [B, T]
+        return ops.split(g, f"{self.p}/mask/split", valid, 1, s.seq_length)
+
+    def nonempty(self) -> Output:
+        """L > 0 [B, 1]."""
+        if self._nonempty is None:
+            zero = ops.int_scalar(self.g, f"{self.p}/mask/zero", 0)
+            self._nonempty = ops.greater(self.g, f"{self.p}/mask/len_gt_0", self.lens, zero)
+        return self._nonempty
 
     # --- weights: W_d [H, I], R_d [H, H], B_d = Wb_d + Rb_d [H] ---------------------------------
 
@@ -174,7 +185,7 @@ class _Lowering:
     def run(self, want_y: bool, want_y_h: bool) -> LoweredRnn:
         s = self.s
         T = s.seq_length
-        masked = self.step_masks()
+        masks = self.step_masks()
         h0 = self.initial_states()
         ys: list[list[Output | None]] = []
         finals: list[Output] = []
@@ -182,20 +193,20 @@ class _Lowering:
         for d, (direction, act) in enumerate(zip(s.directions, s.activations)):
             kind = lowering_of(act)
             lowered.chains.append((direction, act, kind))
-            step = self.native_steps(d, act) if kind == NATIVE else self.explicit_steps(d, act, h0[d])
+            step = self.native_steps(d, act) if kind == NATIVE else self.explicit_steps(d, act)
             h, y_d = h0[d], [None] * T
             for t in (range(T) if direction is Direction.FORWARD else range(T - 1, -1, -1)):
                 base = self.step_name(direction, t)
                 out = step(t, h, base)
-                if masked is None:
+                if masks is None:
                     h, y_d[t] = out, out
                     continue
                 # t >= L[b]: H keeps its value and Y_t is 0.
-                h = ops.select(self.g, f"{base}/keep_h", masked[0][t], out, h)
-                y_d[t] = ops.select(self.g, f"{base}/y", masked[0][t], out, self.zero()) if want_y else None
-            if masked is not None and s.initial_h is not None and want_y_h:
+                h = ops.select(self.g, f"{base}/keep_h", masks[t], out, self.zeros_bh() if h is None else h)
+                y_d[t] = ops.select(self.g, f"{base}/y", masks[t], out, self.zero()) if want_y else None
+            if masks is not None and s.initial_h is not None and want_y_h:
                 # L = 0: no step ran; Y_h is 0, not initial_h.
-                h = ops.select(self.g, f"{self.p}/{direction.value}/y_h", masked[1], h, self.zero())
+                h = ops.select(self.g, f"{self.p}/{direction.value}/y_h", self.nonempty(), h, self.zero())
             ys.append(y_d)
             finals.append(h)
         if want_y and s.Y:
@@ -212,12 +223,13 @@ class _Lowering:
             w, r, b = self.weight("W", d), self.weight("R", d), self.bias(d)
         xs, name, clip = self.x_steps(), act.name.lower(), s.clip or 0.0
 
-        def step(t: int, h: Output, base: str) -> Output:
+        def step(t: int, h: Output | None, base: str) -> Output:
+            h = self.zeros_bh() if h is None else h
             return ops.rnn_cell(self.g, f"{base}/cell", xs[t], h, w, r, b, s.hidden_size, name, clip)
 
         return step
 
-    def explicit_steps(self, d: int, act: Activation, h0: Output):
+    def explicit_steps(self, d: int, act: Activation):
         s, g = self.s, self.g
         direction = s.directions[d].value
         w, r, b = self.weight("W", d), self.weight("R", d), self.bias(d)
@@ -227,10 +239,10 @@ class _Lowering:
         xw_steps = time_major_parts(g, name, xw, s.seq_length, s.hidden_size, s.layout)
         f = _ActivationOps(g, f"{self.p}/{direction}/{act.name.lower()}", act, s.etype, self.zero)
 
-        def step(t: int, h: Output, base: str) -> Output:
+        def step(t: int, h: Output | None, base: str) -> Output:
             cell = f"{base}/cell.explicit"
             pre = xw_steps[t]
-            if h is not h0 or s.initial_h is not None:  # H_{-1} = 0 adds nothing on the first step
+            if h is not None:  # None: H_{-1} = 0, which adds nothing
                 pre = ops.add(g, f"{cell}/add", ops.matmul(g, f"{cell}/matmul_r", h, r, transpose_b=True), pre)
             if s.clip is not None:
                 pre = ops.unary(g, "Clamp", f"{cell}/clip", pre, {"min": ops.fmt_float(-s.clip), "max": ops.fmt_float(s.clip)})
@@ -270,12 +282,21 @@ class _ActivationOps:
     """f(x) for the explicit cell, with its alpha/beta constants made once per direction."""
 
     def __init__(self, g: LayerGraph, prefix: str, act: Activation, etype, zero: Callable[[], Output]) -> None:
-        self.g, self.act, self.zero = g, act, zero
-        scalar = lambda key, v: ops.const(g, f"{prefix}/{key}", np.array(v), etype)  # noqa: E731
-        self.alpha = scalar("alpha", act.alpha) if act.alpha is not None else None
-        self.beta = scalar("beta", act.beta) if act.beta is not None else None
-        if act.name == "LeakyRelu":
-            self.slope = ops.const(g, f"{prefix}/slope", np.array([act.alpha]), etype)
+        self.g, self.act, self.zero, self.prefix, self.etype = g, act, zero, prefix, etype
+        self._consts: dict[str, Output] = {}
+
+    def const(self, key: str, value: float, shape: tuple[int, ...] = ()) -> Output:
+        if key not in self._consts:
+            self._consts[key] = ops.const(self.g, f"{self.prefix}/{key}", np.full(shape, value), self.etype)
+        return self._consts[key]
+
+    @property
+    def alpha(self) -> Output:
+        return self.const("alpha", self.act.alpha)
+
+    @property
+    def beta(self) -> Output:
+        return self.const("beta", self.act.beta)
 
     def __call__(self, x: Output, name: str) -> Output:
         g, a = self.g, self.act
@@ -285,7 +306,7 @@ class _ActivationOps:
         if a.name == "Affine":  # alpha*x + beta
             return ops.add(g, f"{name}/add", ops.multiply(g, f"{name}/mul", x, self.alpha), self.beta)
         if a.name == "LeakyRelu":  # x if x >= 0 else alpha*x
-            return ops.with_scalars(g, "PReLU", name, x, self.slope)
+            return ops.with_scalars(g, "PReLU", name, x, self.const("slope", a.alpha, (1,)))
         if a.name == "ThresholdedRelu":  # x if x >= alpha else 0
             keep = ops.greater_equal(g, f"{name}/ge_alpha", x, self.alpha)
             return ops.select(g, name, keep, x, self.zero())

@@ -1,0 +1,104 @@
+"""What OpenVINO's own serializer writes for each op ovrnn emits: type, version, <data> attributes.
+
+Builds one instance of every op with the OpenVINO Python API, serializes it with
+ov.save_model(compress_to_fp16=False), and reads the XML back. tests/test_templates.py compares the
+result with ir_templates/; run this file to print the table and any difference.
+
+    python tools/ov_serialize_reference.py
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from lxml import etree
+
+
+def serializer_layers() -> dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+    """{our op name: (xml type, version, <data> attribute names in order, other <layer> attributes)}."""
+    import openvino as ov
+    import openvino.opset1 as o1
+    import openvino.opset3 as o3
+    import openvino.opset4 as o4
+    import openvino.opset8 as o8
+    import openvino.opset9 as o9
+
+    x = o1.parameter([2, 6], np.float32, name="x")
+    h = o1.parameter([2, 4], np.float32, name="h")
+    c = lambda v: o1.constant(np.array(v, dtype=np.float32))  # noqa: E731
+    i64 = lambda v: o1.constant(np.array(v, dtype=np.int64))  # noqa: E731
+    w, r, b = c(np.ones((4, 3))), c(np.ones((4, 4))), c(np.ones(4))
+    split = o1.split(x, i64(1), 2)
+    cell = o3.rnn_cell(split.output(0), h, w, r, b, 4, ["tanh"], [], [], 0.0)
+    nodes = {
+        "Parameter": x,
+        "Const": w,
+        "Split": split,
+        "RNNCell": cell,
+        "Reshape": o1.reshape(cell, i64([4, 2]), False),
+        "Concat": o1.concat([cell, cell], 0),
+        "Add": o1.add(cell, b),
+        "Multiply": o1.multiply(cell, b),
+        "Greater": o1.greater(cell, b),
+        "GreaterEqual": o1.greater_equal(cell, b),
+        "Select": o1.select(o1.greater(cell, b), cell, c(0)),
+        "MatMul": o1.matmul(cell, r, False, True),
+        "Clamp": o1.clamp(cell, -1.0, 1.0),
+        "Elu": o1.elu(cell, 0.5),
+        "Relu": o1.relu(cell),
+        "Tanh": o1.tanh(cell),
+        "Sigmoid": o1.sigmoid(cell),
+        "SoftPlus": o4.softplus(cell),
+        "SoftSign": o9.softsign(cell),
+        "HardSigmoid": o1.hard_sigmoid(cell, c(0.2), c(0.5)),
+        "PReLU": o1.prelu(cell, c([0.1])),
+        "ShapeOf": o3.shape_of(cell),
+        "Gather": o8.gather(o3.shape_of(cell), i64([0]), i64(0)),
+        "Broadcast": o3.broadcast(c(0), i64([2, 4])),
+        "Convert": o1.convert(cell, "f16"),
+        "Transpose": o1.transpose(cell, i64([1, 0])),
+    }
+    for name, node in nodes.items():
+        node.set_friendly_name(f"probe_{name}")
+    results = [o1.result(n.output(0)) for n in nodes.values() if n is not x]
+    model = ov.Model(results, [x, h], "probe")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "probe.xml"
+        ov.save_model(model, path, compress_to_fp16=False)
+        root = etree.parse(str(path)).getroot()
+    by_name = {el.get("name"): el for el in root.iter("layer")}
+    out = {}
+    for name in list(nodes) + ["Result"]:
+        el = by_name.get(f"probe_{name}") if name != "Result" else next(e for e in root.iter("layer") if e.get("type") == "Result")
+        data = el.find("data")
+        extra = tuple(k for k in el.attrib if k not in ("id", "name", "type", "version"))
+        out[name] = (el.get("type"), el.get("version"), tuple(data.attrib) if data is not None else (), extra)
+    return out
+
+
+def template_layers() -> dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+    folder = Path(__file__).resolve().parent.parent / "ir_templates"
+    parser = etree.XMLParser(remove_comments=True)
+    out = {}
+    for path in sorted(folder.glob("*.xml")):
+        if path.stem.startswith("_"):
+            continue
+        el = etree.parse(str(path), parser).getroot()
+        data = el.find("data")
+        extra = tuple(k for k in el.attrib if k not in ("id", "name", "type", "version"))
+        out[path.stem] = (el.get("type"), el.get("version"), tuple(data.attrib) if data is not None else (), extra)
+    return out
+
+
+if __name__ == "__main__":
+    ours, theirs = template_layers(), serializer_layers()
+    differ = 0
+    for name in sorted(set(ours) | set(theirs)):
+        a, b = ours.get(name), theirs.get(name)
+        mark = "same" if a == b else "DIFF"
+        differ += a != b
+        print(f"{mark:5} {name:<13} ours={a}\n{'':19} openvino={b}" if a != b else f"{mark:5} {name:<13} {a}")
+    sys.exit(1 if differ else 0)
