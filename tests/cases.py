@@ -254,9 +254,9 @@ def make_model(c: Case, seed: int | None = None):
         attrs["layout"] = 1
     if c.activations is not None:
         attrs["activations"] = list(c.activations)
-    if c.alpha is not None:
+    if c.alpha:
         attrs["activation_alpha"] = list(c.alpha)
-    if c.beta is not None:
+    if c.beta:
         attrs["activation_beta"] = list(c.beta)
     if c.clip is not None:
         attrs["clip"] = c.clip

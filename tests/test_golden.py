@@ -1,0 +1,70 @@
+"""Deterministic bytes: the golden IR, twice in one process and across processes and hash seeds."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from conftest import run_ir
+
+import ovrnn
+from ovrnn import reference
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("regen_golden", ROOT / "tools" / "regen_golden.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_golden_bytes():
+    ir = ovrnn.convert_model(_tool().golden_model())
+    assert ir.xml == (GOLDEN / "golden_rnn.xml").read_bytes(), "run tools/regen_golden.py and review the diff"
+    assert ir.bin == (GOLDEN / "golden_rnn.bin").read_bytes()
+
+
+def test_same_bytes_twice_in_one_process():
+    model = _tool().golden_model()
+    a, b = ovrnn.convert_model(model), ovrnn.convert_model(model)
+    assert (a.xml, a.bin) == (b.xml, b.bin)
+
+
+def test_same_bytes_across_processes_and_hash_seeds(tmp_path):
+    model_path = tmp_path / "golden.onnx"
+    onnx.save(_tool().golden_model(), model_path)
+    outputs = []
+    for seed in ("0", "12345"):
+        out = tmp_path / seed / "m.xml"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        proc = subprocess.run([sys.executable, "-m", "ovrnn", "convert", model_path, "-o", out], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        outputs.append((out.read_bytes(), out.with_suffix(".bin").read_bytes()))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][0] == (GOLDEN / "golden_rnn.xml").read_bytes()
+
+
+def test_golden_names_round_trip_and_numbers(tmp_path):
+    """XML-special characters in tensor names survive, and the golden IR computes the right thing."""
+    model = _tool().golden_model()
+    x_name = model.graph.input[0].name
+    path = GOLDEN / "golden_rnn.xml"
+    rng = np.random.default_rng(0)
+    feeds = {x_name: rng.uniform(-2, 2, (3, 4, 3)).astype(np.float32), "lens": np.array([3, 0, 2, 1], np.int32), "h0": rng.uniform(-1, 1, (2, 4, 2)).astype(np.float32)}
+    got = run_ir(path, feeds)
+    want = reference.run_model(model, feeds)
+    for name in ("Y", "Y_h"):
+        np.testing.assert_allclose(got[name], want[name], atol=2e-5, rtol=2e-5)
+    import openvino as ov
+
+    read = ov.Core().read_model(str(path))
+    assert [sorted(i.get_names()) for i in read.inputs] == [[x_name], ["lens"], ["h0"]]
+    assert [sorted(o.get_names()) for o in read.outputs] == [["Y"], ["Y_h"]]
