@@ -44,7 +44,7 @@ def convert_model(model: ModelSource, input: InputShapes = None) -> IR:  # noqa:
     summaries = builder.build(plan)
     g.rt_info = {"ovrnn": {"version": __version__, **{s.label: s.rt_info() for s in summaries}}}
     xml, bin_ = emit(g)
-    notes = tuple(n for spec in specs for n in spec.notes)
+    notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes)
     return IR(xml=xml, bin=bin_, notes=notes, rnns=tuple(summaries))
 
 
@@ -171,6 +171,7 @@ class _Builder:
     def __init__(self, g: LayerGraph, view: GraphView, specs: list[RnnSpec]) -> None:
         self.g, self.view, self.specs = g, view, specs
         self.ports: dict[str, Output] = {}
+        self.notes: list[str] = []
 
     def port_of(self, name: str) -> Output:
         if name not in self.ports:
@@ -183,6 +184,9 @@ class _Builder:
         summaries = []
         for spec in self.specs:
             want_y, want_y_h = spec.Y in plan.needed, spec.Y_h in plan.needed
+            if not want_y and not want_y_h:
+                self.notes.append(f"RNN node '{spec.node_name or spec.label}': no graph output or node reads Y or Y_h; skipped")
+                continue
             lowered = lower_rnn(self.g, spec, self.port_of, want_y, want_y_h)
             self.ports.update(lowered.outputs)
             summaries.append(RnnSummary.of(spec, lowered.chains))

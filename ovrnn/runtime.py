@@ -87,6 +87,7 @@ class Compiled:
     device: str
     precision: str
     execution_devices: list[str] = field(default_factory=list)
+    length_limits: dict[str, int] = field(default_factory=dict)  # sequence_lens input -> steps
 
     def runtime_layer_types(self) -> Counter:
         """Layer types the plugin actually runs (a chain may be folded back into a sequence)."""
@@ -109,7 +110,32 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
         actual = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
     except RuntimeError:
         actual = precision or "default"
-    return Compiled(compiled, device, _precision_name(actual), used)
+    return Compiled(compiled, device, _precision_name(actual), used, length_limits(model))
+
+
+def length_limits(model) -> dict[str, int]:
+    """{sequence_lens input name: number of steps}, from the rt_info ovrnn writes."""
+    try:
+        section = model.get_rt_info()["ovrnn"]
+    except (AttributeError, KeyError, RuntimeError, TypeError):
+        return {}
+    limits = {}
+    for info in section.values() if isinstance(section, dict) else ():
+        if isinstance(info, dict) and "sequence_lens" in info and "steps" in info:
+            limits[info["sequence_lens"].astype(str)] = int(info["steps"].astype(str))
+    return limits
+
+
+def check_lengths(inputs: dict[str, np.ndarray], limits: dict[str, int]) -> None:
+    """Runtime lengths get the same check constant ones get at conversion: 0 <= L <= steps."""
+    for name, steps in limits.items():
+        if name not in inputs:
+            continue
+        lens = np.asarray(inputs[name]).reshape(-1)
+        bad = np.flatnonzero((lens < 0) | (lens > steps))
+        if bad.size:
+            b = int(bad[0])
+            raise UsageError(f"input '{name}': value {int(lens[b])} at batch index {b} is out of range, expected 0 <= length <= {steps} (the sequence length)")
 
 
 def _precision_name(value: str) -> str:
@@ -166,6 +192,7 @@ def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for port in ports:
         for n in port.get_names():
             by_name[n] = port
+    check_lengths(inputs, c.length_limits)
     unknown = [n for n in inputs if n not in by_name]
     if unknown:
         raise UsageError(f"input '{unknown[0]}' is not an input of the model (inputs: {', '.join(_port_name(p) for p in ports)})")

@@ -151,3 +151,14 @@ def test_demo():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.rstrip().endswith("PASS")
     assert "[4/4] validate" in proc.stdout and "RNNCell" in proc.stdout
+
+
+def test_run_refuses_out_of_range_lengths(tmp_path, model_file):
+    path, _, feeds = model_file
+    xml = tmp_path / "m.xml"
+    ovrnn_cli("convert", path, "-o", xml)
+    bad = dict(feeds, sequence_lens=np.array([4, 9], np.int32))
+    np.savez(tmp_path / "in.npz", **bad)
+    proc = ovrnn_cli("run", xml, "--input", tmp_path / "in.npz")
+    assert proc.returncode == 2
+    assert proc.stderr == "error: input 'sequence_lens': value 9 at batch index 1 is out of range, expected 0 <= length <= 4 (the sequence length)\n"

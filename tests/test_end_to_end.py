@@ -43,3 +43,36 @@ def test_no_dead_layers(case):
     consumed = {e.get("from-layer") for e in root.iter("edge")}
     dead = [el.get("name") for el in root.iter("layer") if el.get("type") not in ("Parameter", "Result") and el.get("id") not in consumed]
     assert dead == []
+
+
+def _two_node_model(dead_second_output=False):
+    """rnn_a's Y_h is rnn_b's initial_h; rnn_c reads X but nothing reads its outputs."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    H, I, T = 4, 3, 5
+    init = lambda name, shape: numpy_helper.from_array(rng.uniform(-0.7, 0.7, shape).astype(np.float32), name)  # noqa: E731
+    nodes = [
+        helper.make_node("RNN", ["X", "Wa", "Ra"], ["", "Ha"], name="rnn_a", hidden_size=H, activations=["Relu"]),
+        helper.make_node("RNN", ["X", "Wb", "Rb", "", "", "Ha"], ["Yb", "Hb"], name="rnn_b", hidden_size=H, direction="reverse"),
+        helper.make_node("RNN", ["X", "Wa", "Ra"], ["Yc"], name="rnn_c", hidden_size=H),
+    ]
+    graph = helper.make_graph(
+        nodes, "two", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 2, I])],
+        [helper.make_tensor_value_info("Yb", TensorProto.FLOAT, None), helper.make_tensor_value_info("Hb", TensorProto.FLOAT, None)],
+        [init("Wa", (1, H, I)), init("Ra", (1, H, H)), init("Wb", (1, H, I)), init("Rb", (1, H, H))],
+    )
+    from onnx import helper as h
+
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 14)], ir_version=8), {"X": rng.uniform(-1, 1, (T, 2, I)).astype(np.float32)}
+
+
+def test_chained_nodes_and_unused_node():
+    model, feeds = _two_node_model()
+    ir = ovrnn.convert_model(model)
+    assert ir.notes == ("RNN node 'rnn_c': no graph output or node reads Y or Y_h; skipped",)
+    assert layer_counts(ir.xml)["RNNCell"] == 10
+    got = run_ir(ir, feeds)
+    want = reference.run_model(model, feeds)
+    for name in ("Yb", "Hb"):
+        assert_close(got[name], want[name], 2e-5, 2e-5, name)
