@@ -68,3 +68,18 @@ def test_golden_names_round_trip_and_numbers(tmp_path):
     read = ov.Core().read_model(str(path))
     assert [sorted(i.get_names()) for i in read.inputs] == [[x_name], ["lens"], ["h0"]]
     assert [sorted(o.get_names()) for o in read.outputs] == [["Y"], ["Y_h"]]
+
+
+def test_conversion_does_not_import_openvino(tmp_path):
+    """Emission uses onnx, numpy and lxml only (OpenVINO's import costs start-up time)."""
+    model_path = tmp_path / "golden.onnx"
+    onnx.save(_tool().golden_model(), model_path)
+    code = (
+        "import sys, ovrnn\n"
+        f"ovrnn.convert_model({str(model_path)!r}).save({str(tmp_path / 'm.xml')!r})\n"
+        "from ovrnn import cli\n"
+        f"assert cli.main(['convert', {str(model_path)!r}, '-o', {str(tmp_path / 'n.xml')!r}]) == 0\n"
+        "sys.exit(1 if any(m == 'openvino' or m.startswith('openvino.') for m in sys.modules) else 0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
