@@ -145,8 +145,8 @@ class _Lowering:
         offset = base + d * int(np.prod(shape)) * array.dtype.itemsize
         return ops.const_from_store(self.g, f"{self.p}/{self.s.directions[d].value}/{key}", self.s.etype, shape, offset)
 
-    def _runtime_slices(self, key: str, tensor: RnnInput, rows: int, width: int, d: int) -> Output:
-        """Direction d's slice of a runtime tensor: Reshape [D*rows, width] + Split."""
+    def _runtime_slices(self, key: str, tensor: RnnInput, rows: int, width: int) -> list[Output]:
+        """A runtime [D, ...] tensor cut into D*rows pieces of `width`: one Reshape + one Split."""
         if key not in self._split_cache:
             flat = ops.reshape(self.g, f"{self.p}/{key}/rows", self.port_of(tensor.name), [-1, width])
             self._split_cache[key] = ops.split(self.g, f"{self.p}/{key}/split", flat, 0, self.s.num_directions * rows)
@@ -158,7 +158,7 @@ class _Lowering:
         tensor, cols = (s.W, I) if key == "W" else (s.R, H)
         if tensor.is_constant:
             return self._const_slices(key, tensor.value, d, (H, cols))
-        parts = self._runtime_slices(key, tensor, 1, H * cols, d)
+        parts = self._runtime_slices(key, tensor, 1, H * cols)
         return ops.reshape(self.g, f"{self.p}/{s.directions[d].value}/{key}", parts[d], [H, cols])
 
     def bias(self, d: int) -> Output:
@@ -168,7 +168,7 @@ class _Lowering:
             b = np.zeros((s.num_directions, 2 * H)) if s.B is None else s.B.value.astype(np.float64)
             summed = (b[:, :H] + b[:, H:]).astype(s.etype.numpy)
             return self._const_slices("B", summed, d, (H,))
-        halves = self._runtime_slices("B", s.B, 2, H, d)  # [Wb_0, Rb_0, Wb_1, Rb_1], each [1, H]
+        halves = self._runtime_slices("B", s.B, 2, H)  # [Wb_0, Rb_0, Wb_1, Rb_1], each [1, H]
         summed = ops.add(self.g, f"{self.p}/{s.directions[d].value}/B_sum", halves[2 * d], halves[2 * d + 1])
         return ops.reshape(self.g, f"{self.p}/{s.directions[d].value}/B", summed, [H])
 
