@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Union
 
 import onnx
@@ -22,9 +24,10 @@ from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
 from .ir import IR, RnnSummary
 from .layer_graph import LayerGraph, Output
 from .lowering import lower_rnn
-from .onnx_io import ONNX_DOMAINS, GraphView, ModelSource, TensorInfo, graph_view, load_model
+from .onnx_io import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .shapes import Dim, Shape, parse_input_specs, shape_text
 from .spec import RnnSpec, normalise_rnn
+from .whole_model import convert_whole_model, needs_frontend
 
 InputShapes = Union[Sequence[str], str, Mapping[str, Union[Sequence[Union[int, None]], None]], None]
 
@@ -36,7 +39,11 @@ def convert_model(model: ModelSource, input: InputShapes = None) -> IR:  # noqa:
     comma-separated string) or as ``{"X": [5, None, 3]}``.
     """
     view = graph_view(load_model(model))
-    view = apply_input_shapes(view, _input_shapes(input))
+    shapes = _input_shapes(input)
+    view = apply_input_shapes(view, shapes)
+    if needs_frontend(view.model.graph):
+        source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
+        return convert_whole_model(view, shapes, source)
     plan = _plan(view)
     specs = _normalise_all(view, plan)
     g = LayerGraph(view.model.graph.name or "ovrnn_model")
@@ -106,21 +113,8 @@ class _Plan:
 
 
 def _plan(view: GraphView) -> _Plan:
-    rnn_nodes, other = [], []
-    for i, node in enumerate(view.model.graph.node):
-        if node.domain not in ONNX_DOMAINS:
-            other.append(f"'{node.name or node.output[:1]}' ({node.domain}::{node.op_type})")
-        elif node.op_type == "RNN":
-            rnn_nodes.append((i, node))
-        elif node.op_type != "Constant":
-            other.append(f"'{node.name}' ({node.op_type})" if node.name else f"#{i} ({node.op_type})")
-    if other:
-        raise UnsupportedFeatureError(
-            f"node {other[0]}{f' and {len(other) - 1} more' if len(other) > 1 else ''}: only RNN and Constant nodes "
-            "are supported (models with other ops around the RNN are not supported yet)"
-        )
-    if not rnn_nodes:
-        raise UnsupportedFeatureError("the model has no RNN node (an exporter may have written the RNN as a Loop or as plain ops)")
+    """A model made of RNN and Constant nodes only: which RNN outputs are read."""
+    rnn_nodes = [(i, node) for i, node in enumerate(view.model.graph.node) if node.op_type == "RNN"]
     needed = {o.name for o in view.outputs}
     for _, node in rnn_nodes:
         needed.update(n for n in node.input if n)

@@ -96,7 +96,10 @@ def _activation_functions(names, alphas, betas, num_dir):
 
 
 def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Evaluate a model made of RNN and Constant nodes; every output in float64."""
+    """Every graph output in float64. RNN-only graphs are computed wholly in float64; other
+    graphs run on onnx.reference with this RNN plugged in (other ops in the model's type)."""
+    if any(n.op_type not in ("RNN", "Constant") for n in model.graph.node):
+        return _run_with_onnx_reference(model, feeds)
     values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     values.update(feeds)
     for node in model.graph.node:
@@ -117,3 +120,24 @@ def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str,
             if name:
                 values[name] = value
     return {o.name: np.asarray(values[o.name], dtype=np.float64) for o in model.graph.output}
+
+
+def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+    from onnx.reference.op_run import OpRun
+
+    class RNN(OpRun):  # replaces onnx.reference's own RNN (Tanh/Affine only, ignores clip and lengths)
+        op_domain = ""
+
+        def _run(self, X, W, R, B=None, sequence_lens=None, initial_h=None, activation_alpha=None, activation_beta=None,
+                 activations=None, clip=None, direction=None, hidden_size=None, layout=None, output_sequence=None):
+            if clip is not None and np.isinf(clip):
+                clip = None
+            Y, Y_h = rnn_reference(X, W, R, B, sequence_lens, initial_h, activations=activations, activation_alpha=activation_alpha,
+                                   activation_beta=activation_beta, clip=clip, direction=direction or "forward",
+                                   hidden_size=hidden_size, layout=layout or 0)
+            return Y.astype(X.dtype), Y_h.astype(X.dtype)
+
+    names = [o.name for o in model.graph.output]
+    values = ReferenceEvaluator(model, new_ops=[RNN]).run(names, feeds)
+    return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}

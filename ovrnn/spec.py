@@ -35,6 +35,14 @@ INPUT_NAMES = ("X", "W", "R", "B", "sequence_lens", "initial_h")
 OUTPUT_NAMES = ("Y", "Y_h")
 
 
+class DynamicStepsError(UsageError):
+    """The number of time steps is not known at conversion time."""
+
+    def __init__(self, message: str, node_label: str, x_name: str, axis: int) -> None:
+        super().__init__(message)
+        self.node_label, self.x_name, self.axis = node_label, x_name, axis
+
+
 class Direction(Enum):
     FORWARD = "fwd"
     REVERSE = "rev"
@@ -247,9 +255,12 @@ def normalise_rnn(node: onnx.NodeProto, index: int, opset: int, lookup, label: s
     if not T.is_static:
         t_axis = 1 if layout else 0
         suggestion = _suggest(infos[0].shape, t_axis, layout)
-        raise UsageError(
+        raise DynamicStepsError(
             f"{n.who}: the sequence length (dim {t_axis} of X '{x_name}') is dynamic ({T.describe()}), "
-            f"and the RNNCell chain needs a fixed number of steps; fix it with --input \"{x_name}[{suggestion}]\" (T = number of time steps)"
+            f"and the RNNCell chain needs a fixed number of steps; fix it with --input \"{x_name}[{suggestion}]\" (T = number of time steps)",
+            n.who,
+            x_name,
+            t_axis,
         )
     if T.value == 0:
         raise UnsupportedFeatureError(f"{n.who}: input X '{x_name}' has sequence length 0; expected at least 1 step")

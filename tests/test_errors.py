@@ -109,10 +109,6 @@ BAD = [
      "--input 'X[4,two,3]': bad dimension 'two' (expected an integer, ?, -1 or lo..hi)"),
     ("input-unbalanced", lambda: _mutated(lambda m: None), ["X[4,2,3"], UsageError,
      "--input 'X[4,2,3': expected NAME[d0,d1,...], got 'X[4,2,3'"),
-    ("other-op", lambda: _other_op_model(), None, UnsupportedFeatureError,
-     "node 'relu' (Relu): only RNN and Constant nodes are supported (models with other ops around the RNN are not supported yet)"),
-    ("no-rnn", lambda: _no_rnn_model(), None, UnsupportedFeatureError,
-     "the model has no RNN node (an exporter may have written the RNN as a Loop or as plain ops)"),
     ("declared-output-wrong", lambda: _mutated(lambda m: setattr(m.graph.output[0].type.tensor_type.shape.dim[0], "dim_value", 9)), None, InvalidModelError,
      "graph output 'Y': declared shape [9,1,2,5], but the RNN produces [4,1,2,5]"),
 ]
@@ -122,17 +118,6 @@ def _lens_batch_mismatch():
     model, _, _ = make_model(Case("err", lens=(4, 2), lens_const=True))
     _replace_init(model, "sequence_lens", np.array([4, 2, 1], np.int32))
     return model
-
-
-def _other_op_model():
-    model, _, _ = make_model(Case("err", outputs=("Y_h",)))
-    model.graph.node.append(helper.make_node("Relu", ["Y_h"], ["Z"], name="relu"))
-    return model
-
-
-def _no_rnn_model():
-    graph = helper.make_graph([], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
 @pytest.mark.parametrize("case_id, factory, flags, error, message", BAD, ids=[b[0] for b in BAD])

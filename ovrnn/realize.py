@@ -1,0 +1,79 @@
+"""Build OpenVINO nodes from a ``LayerGraph``: the same lowering, realised in memory.
+
+Used by the whole-model path, where OpenVINO's ONNX frontend calls ovrnn for each RNN node. No
+RNN logic here: each layer becomes the op its template names (type and opset version), with its
+attributes typed back from the text the emitter would write.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .layer_graph import LayerGraph, Layer
+from .runtime import ov
+from .templates import template
+
+# op type in the IR -> op class name in OpenVINO's opset tables, where they differ
+_CLASS_NAMES = {"PReLU": "PRelu"}
+_INT = {"hidden_size", "num_splits", "axis", "batch_dims"}
+_FLOAT = {"clip", "min", "max", "alpha"}
+_BOOL = {"special_zero", "transpose_a", "transpose_b"}
+_STR_LIST = {"activations"}
+_FLOAT_LIST = {"activations_alpha", "activations_beta"}
+
+
+def typed(key: str, text: str):
+    if key in _INT:
+        return int(text)
+    if key in _FLOAT:
+        return float(text)
+    if key in _BOOL:
+        return text == "true"
+    if key in _STR_LIST:
+        return [t for t in text.split(",") if t]
+    if key in _FLOAT_LIST:
+        return [float(t) for t in text.split(",") if t]
+    return text
+
+
+@lru_cache(maxsize=None)
+def _factory(version: str):
+    from openvino.utils.node_factory import NodeFactory
+
+    return NodeFactory(version)
+
+
+def _constant(g: LayerGraph, layer: Layer, blob: memoryview):
+    o = ov()
+    typ = layer.out_types[0]
+    shape = [d.lo for d in typ.shape]
+    raw = blob[layer.const.offset : layer.const.offset + layer.const.size]
+    if typ.etype.ir == "bf16":
+        tensor = o.Tensor(o.Type.bf16, shape)
+        tensor.data.view(np.uint16)[...] = np.frombuffer(raw, dtype=np.uint16).reshape(shape)
+        return o.op.Constant(tensor)
+    return o.op.Constant(np.frombuffer(raw, dtype=typ.etype.numpy).reshape(shape).copy())
+
+
+def realize(g: LayerGraph, bindings: dict[int, object]) -> dict[int, list]:
+    """{layer id: [ov.Output per output]}. Parameters come from `bindings` (layer id -> ov.Output)."""
+    blob = memoryview(g.weights.getvalue())
+    outs: dict[int, list] = {}
+    for layer in g.layers:
+        if layer.type == "Parameter":
+            outs[layer.id] = [bindings[layer.id]]
+            continue
+        if layer.type == "Result":
+            continue
+        if layer.type == "Const":
+            node = _constant(g, layer, blob)
+        else:
+            version = template(layer.type).get("version")
+            args = [outs[src.layer.id][src.index] for src in layer.inputs]
+            attrs = {k: typed(k, v) for k, v in layer.attrs.items()}
+            node = _factory(version).create(_CLASS_NAMES.get(layer.type, layer.type), args, attrs)
+        node.set_friendly_name(layer.name)
+        outs[layer.id] = [node.output(i) for i in range(node.get_output_size())]
+    return outs

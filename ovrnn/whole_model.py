@@ -1,0 +1,325 @@
+"""Whole models: OpenVINO's ONNX frontend converts every other op, ovrnn lowers every RNN node.
+
+    ONNX file ──FrontEnd("onnx") + ConversionExtension("RNN")──> ov.Model ──ConstantFolding──>
+        deterministic names ──ov.save_model(compress_to_fp16=False)──> IR bytes
+
+The extension is called once per RNN node, in graph order, with the node's inputs as OpenVINO
+outputs (shapes already inferred from the fixed input shapes). It normalises the node with the
+same ``normalise_rnn`` and lowers it with the same ``lower_rnn`` as the lone-RNN path; only the
+last step differs: the layer graph is realised as OpenVINO nodes (``realize.py``) instead of
+being written as XML. The frontend API, unlike ``ov.convert_model``, runs no fusion pass that
+would fold the cell chain back into an RNNSequence; ``_check_chain_kept`` verifies it.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+
+from . import __version__, ops
+from .dtypes import BY_IR
+from .errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError
+from .ir import IR, RnnSummary
+from .layer_graph import LayerGraph
+from .lowering import lower_rnn
+from .onnx_io import ONNX_DOMAINS, GraphView, TensorInfo
+from .realize import realize
+from .runtime import ov, ov_message
+from .shapes import Dim, Shape
+from .spec import DynamicStepsError, normalise_rnn
+
+HIDDEN_STEPS = ("RNNSequence", "TensorIterator", "Loop")
+NO_RNN_NOTE = (
+    "the model has no RNN node, so it was converted by OpenVINO's ONNX frontend as it is. PyTorch's "
+    "dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
+    "to get an ONNX RNN node"
+)
+
+
+def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
+    return [(i, n) for i, n in enumerate(graph.node) if n.op_type == "RNN" and n.domain in ONNX_DOMAINS]
+
+
+def convert_whole_model(view: GraphView, shapes: dict[str, Shape | None], source: Path | None) -> IR:
+    from openvino.frontend import ConversionExtension, FrontEndManager
+
+    _refuse_rnn_in_subgraphs(view.model.graph)
+    nodes = rnn_nodes(view.model.graph)
+    extension = _RnnExtension(view, nodes)
+    fe = FrontEndManager().load_by_framework("onnx")
+    fe.add_extension(ConversionExtension("RNN", extension))
+    with _model_file(view.model, source) as path:
+        input_model = fe.load(str(path))
+        for info in view.inputs:
+            if shapes.get(info.name) is not None:
+                input_model.set_partial_shape(input_model.get_place_by_tensor_name(info.name), partial_shape(info.shape))
+        try:
+            model = fe.convert(input_model)
+        except Exception as exc:  # the frontend wraps whatever the extension raised
+            if isinstance(extension.error, DynamicStepsError) and extension.error.x_name not in {i.name for i in view.inputs}:
+                raise _steps_source_error(view, path, extension.error) from None
+            if extension.error is not None:
+                raise extension.error from None
+            raise _conversion_error(view, path, exc) from None
+    if extension.calls != len(nodes):
+        raise AssertionError(f"the ONNX frontend called the RNN extension {extension.calls} times for {len(nodes)} RNN nodes")
+    model.set_friendly_name(view.model.graph.name or "ovrnn_model")
+    _deterministic_names(model)  # before folding too: folded constants inherit these names
+    _fold_constants(model)
+    _deterministic_names(model)
+    _check_chain_kept(model, extension.labels)
+    notes = list(extension.notes) + ([] if nodes else [NO_RNN_NOTE])
+    for summary in extension.summaries:
+        for key, value in summary.rt_info().items():
+            model.set_rt_info(value, ["ovrnn", summary.label, key])
+    model.set_rt_info(__version__, ["ovrnn", "version"])
+    xml, bin_ = _serialize(model)
+    return IR(xml=xml, bin=bin_, notes=tuple(notes), rnns=tuple(extension.summaries))
+
+
+# --- the extension ------------------------------------------------------------------------------
+
+
+class _RnnExtension:
+    """Called by the frontend for each RNN node, in graph order."""
+
+    def __init__(self, view: GraphView, nodes: list[tuple[int, onnx.NodeProto]]) -> None:
+        self.view, self.nodes = view, nodes
+        self.calls = 0
+        self.error: OvrnnError | None = None
+        self.summaries: list[RnnSummary] = []
+        self.notes: list[str] = []
+        self.labels: list[str] = []
+
+    def __call__(self, context):
+        try:
+            return self._convert(context)
+        except OvrnnError as exc:
+            self.error = self.error or exc  # the frontend goes on after a failure: keep the first
+            raise
+
+    def _convert(self, context):
+        index, node = self.nodes[self.calls]
+        self.calls += 1
+        if context.get_input_size() != len(node.input):
+            raise AssertionError(f"RNN node '{node.name}': the frontend passed {context.get_input_size()} inputs, the ONNX node has {len(node.input)}")
+        inputs = {name: context.get_input(i) for i, name in enumerate(node.input) if name}
+        infos = {name: tensor_info(name, out) for name, out in inputs.items()}
+        label = _unique(node.name or f"rnn_{len(self.labels)}", self.labels)
+        spec = normalise_rnn(node, index, self.view.opset, infos.get, label)
+        g = LayerGraph(label)
+        placeholders: dict[str, object] = {}
+        bindings: dict[int, object] = {}
+
+        def port_of(name: str):
+            if name not in placeholders:
+                info = infos[name]
+                if info.value is not None:
+                    placeholders[name] = ops.const(g, name, info.value)
+                else:
+                    placeholders[name] = ops.parameter(g, name, BY_IR[_ir_type(inputs[name])], info.shape)
+                    bindings[placeholders[name].layer.id] = inputs[name]
+            return placeholders[name]
+
+        lowered = lower_rnn(g, spec, port_of)
+        realized = realize(g, bindings)
+        produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
+        self.summaries.append(RnnSummary.of(spec, lowered.chains))
+        self.notes.extend(spec.notes)
+        by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items()}
+        # An ONNX output slot with no name still needs a value; nothing reads it.
+        return [by_name.get(name, produced[0]) for name in node.output]
+
+
+def tensor_info(name: str, output) -> TensorInfo:
+    """What ovrnn's normaliser needs to know of one input the frontend hands over."""
+    etype = BY_IR.get(_ir_type(output))
+    pshape = output.get_partial_shape()
+    shape = None if pshape.rank.is_dynamic else tuple(_dim(d) for d in pshape)
+    value = None
+    node = output.get_node()
+    if node.get_type_name() == "Constant":
+        value = node.get_data()
+        if etype is not None and etype.ir == "bf16":
+            value = value.view(np.uint16).view(ml_dtypes.bfloat16)
+        value = np.array(value, copy=True)
+    return TensorInfo(name, etype.onnx if etype else None, shape, value)
+
+
+def _ir_type(output) -> str:
+    return output.get_element_type().get_type_name()
+
+
+def _dim(d) -> Dim:
+    if d.is_static:
+        return Dim.of(d.get_length())
+    hi = d.get_max_length()
+    return Dim(max(d.get_min_length(), 0), None if hi < 0 else hi)
+
+
+def partial_shape(shape: Shape):
+    o = ov()
+    return o.PartialShape([o.Dimension(d.lo) if d.is_static else o.Dimension(d.lo, -1 if d.hi is None else d.hi) for d in shape])
+
+
+def _unique(base: str, used: list[str]) -> str:
+    label, n = base, 1
+    while label in used:
+        label, n = f"{base}_{n}", n + 1
+    used.append(label)
+    return label
+
+
+# --- around the conversion ----------------------------------------------------------------------
+
+
+@contextmanager
+def _model_file(model: onnx.ModelProto, source: Path | None):
+    """The frontend reads files: the user's own when there is one (external data stays next to it)."""
+    if source is not None:
+        yield source
+        return
+    with tempfile.TemporaryDirectory(prefix="ovrnn-") as tmp:
+        path = Path(tmp) / "model.onnx"
+        onnx.save(model, path)
+        yield path
+
+
+def _refuse_rnn_in_subgraphs(graph: onnx.GraphProto, where: str = "") -> None:
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                inner = f"{node.op_type} node '{node.name or node.output[0]}' attribute '{attr.name}'"
+                for n in sub.node:
+                    if n.op_type == "RNN":
+                        raise UnsupportedFeatureError(
+                            f"RNN node '{n.name or n.output[0]}' is inside the subgraph of {inner}; RNN nodes in If/Loop/Scan "
+                            "bodies are not supported (the number of steps must be known at conversion time)"
+                        )
+                _refuse_rnn_in_subgraphs(sub, inner)
+
+
+# Distinct values no model uses as a real size: a dim found holding one came from that input.
+_SENTINELS = [10007, 10009, 10037, 10039, 10061, 10067, 10069, 10079, 10091, 10093, 10099, 10103]
+
+
+class _Probed(Exception):
+    pass
+
+
+def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError) -> UsageError:
+    """Which graph input's dim becomes the RNN's step count? Convert once more with each dynamic
+    input dim set to its own sentinel size and see which sentinel reaches the RNN's X."""
+    from openvino.frontend import ConversionExtension, FrontEndManager
+
+    sentinels: dict[int, tuple[str, int, Shape]] = {}
+    fe = FrontEndManager().load_by_framework("onnx")
+    found: list[int] = []
+    target = error.node_label
+
+    def probe(context):
+        x = context.get_input(0).get_partial_shape()
+        if x.rank.is_static and len(x) == 3 and x[error.axis].is_static:
+            found.append(x[error.axis].get_length())
+        raise _Probed()
+
+    fe.add_extension(ConversionExtension("RNN", probe))
+    input_model = fe.load(str(path))
+    for info in view.inputs:
+        if info.shape is None:
+            continue
+        dims = list(info.shape)
+        for axis, d in enumerate(dims):
+            if not d.is_static and len(sentinels) < len(_SENTINELS):
+                value = _SENTINELS[len(sentinels)]
+                sentinels[value] = (info.name, axis, info.shape)
+                dims[axis] = Dim.of(value)
+        input_model.set_partial_shape(input_model.get_place_by_tensor_name(info.name), partial_shape(tuple(dims)))
+    try:
+        fe.convert(input_model)
+    except Exception:
+        pass
+    # Only the first RNN node reached can be probed this way; it is the one that failed first.
+    hit = sentinels.get(found[0]) if found else None
+    if hit is None:
+        dynamic = [f"{i.name}[{','.join(d.ir() if d.is_static else (d.symbol or '?') for d in i.shape)}]" for i in view.inputs if i.shape and not all(d.is_static for d in i.shape)]
+        return UsageError(f"{target}: the number of time steps is dynamic; fix the dynamic input dims with --input (dynamic inputs: {', '.join(dynamic) or 'none'})")
+    name, axis, shape = hit
+    suggestion = ",".join("T" if a == axis else d.ir() for a, d in enumerate(shape))
+    return UsageError(
+        f"{target}: the number of time steps comes from dim {axis} of input '{name}', which is dynamic "
+        f"({shape[axis].describe()}), and the RNNCell chain needs a fixed number of steps; "
+        f"fix it with --input \"{name}[{suggestion}]\" (T = number of time steps)"
+    )
+
+
+def _conversion_error(view: GraphView, path: Path, exc: Exception) -> OvrnnError:
+    """Name the ops OpenVINO cannot convert; otherwise pass OpenVINO's message on."""
+    from openvino.frontend import FrontEndManager
+
+    kinds = set()
+    try:  # a plain frontend: unconvertible ops stay as framework nodes that say their ONNX type
+        fe = FrontEndManager().load_by_framework("onnx")
+        # Keep the input model alive while its framework nodes are read: they point into it,
+        # and OpenVINO segfaults if it is freed first.
+        input_model = fe.load(str(path))
+        partial = fe.convert_partially(input_model)
+        for op in partial.get_ordered_ops():
+            if "FrameworkNode" in op.get_type_name():
+                attrs = op.get_attributes()
+                kinds.add((attrs.get("ONNX_META_domain", ""), attrs.get("ONNX_META_type", "")))
+    except Exception:
+        pass
+    failed = [
+        f"{n.domain + '.' if n.domain else ''}{n.op_type} (node '{n.name or n.output[0]}')"
+        for n in view.model.graph.node
+        if (n.domain if n.domain != "ai.onnx" else "", n.op_type) in kinds
+    ]
+    if failed:
+        return UnsupportedFeatureError(f"OpenVINO's ONNX frontend cannot convert {len(failed)} op(s): {', '.join(failed)}")
+    return InvalidModelError(f"OpenVINO's ONNX frontend cannot convert the model: {ov_message(exc)}")
+
+
+def _fold_constants(model) -> None:
+    """Computed initial_h and shape subgraphs become constants when the shapes are static."""
+    from openvino.passes import ConstantFolding, Manager
+
+    manager = Manager()
+    manager.register_pass(ConstantFolding())
+    manager.run_passes(model)
+
+
+def _check_chain_kept(model, labels: list[str]) -> None:
+    hidden = [op.get_friendly_name() for op in model.get_ordered_ops() if op.get_type_name() in HIDDEN_STEPS and any(op.get_friendly_name().startswith(f"{lb}/") for lb in labels)]
+    if hidden:
+        raise AssertionError(f"an RNN chain was folded back into {hidden}")
+
+
+_AUTO_NAME = re.compile(r"^[A-Za-z]+_\d+$")
+
+
+def _deterministic_names(model) -> None:
+    """Nodes nobody named carry a process-wide counter (Constant_1234): number them by position."""
+    for i, op in enumerate(model.get_ordered_ops()):
+        if op.get_friendly_name() == op.get_name() and _AUTO_NAME.match(op.get_name()):
+            op.set_friendly_name(f"{op.get_type_name()}_{i}")
+
+
+def _serialize(model) -> tuple[bytes, bytes]:
+    with tempfile.TemporaryDirectory(prefix="ovrnn-") as tmp:
+        xml = Path(tmp) / "model.xml"
+        ov().save_model(model, str(xml), compress_to_fp16=False)
+        return xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
+
+
+def needs_frontend(graph: onnx.GraphProto) -> bool:
+    """True when the model has ops other than RNN and Constant (or no RNN at all)."""
+    ops_ = {(n.domain, n.op_type) for n in graph.node}
+    return not rnn_nodes(graph) or any(d not in ONNX_DOMAINS or t not in ("RNN", "Constant") for d, t in ops_)
+
