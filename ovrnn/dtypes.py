@@ -9,7 +9,7 @@ import numpy as np
 from onnx import TensorProto
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # the table's entries are the only instances: identity is equality
 class ElementType:
     onnx: int  # TensorProto.DataType
     onnx_name: str  # as the ONNX spec spells it: "float", "float16", ...

@@ -25,8 +25,9 @@ def emit(g: LayerGraph) -> tuple[bytes, bytes]:
     net.set("name", g.name)
     layers_el, edges_el, rt_el = net.find("layers"), net.find("edges"), net.find("rt_info")
     edges = []
+    prototypes: dict[tuple, etree._Element] = {}
     for layer in g.layers:
-        layers_el.append(_layer_element(layer))
+        layers_el.append(_layer_element(layer, prototypes))
         for to_port, src in enumerate(layer.inputs):
             edges.append((src.layer.id, len(src.layer.inputs) + src.index, layer.id, to_port))
     for e in sorted(edges):
@@ -38,13 +39,29 @@ def emit(g: LayerGraph) -> tuple[bytes, bytes]:
     return XML_DECLARATION + etree.tostring(net, encoding="utf-8") + b"\n", g.weights.getvalue()
 
 
-def _layer_element(layer: Layer) -> etree._Element:
+def _layer_element(layer: Layer, prototypes: dict[tuple, etree._Element]) -> etree._Element:
+    """A filled copy of the layer's template. Layers that differ only in id and name (every step's
+    cell) share one prototype, which is built once and copied."""
+    key = (
+        layer.type,
+        tuple(layer.attrs.items()),
+        tuple(src.type for src in layer.inputs),
+        tuple(zip(layer.out_types, map(tuple, layer.out_names))),
+    )
+    proto = prototypes.get(key)
+    if proto is None:
+        proto = prototypes[key] = _build_element(layer)
+    el = copy.deepcopy(proto)
+    el.set("id", str(layer.id))
+    el.set("name", layer.name)
+    return el
+
+
+def _build_element(layer: Layer) -> etree._Element:
     el = copy.deepcopy(template(layer.type))
     wanted = placeholders(layer.type)
     if set(wanted) != set(layer.attrs):
         raise EmitError(f"layer '{layer.name}' ({layer.type}): template wants {sorted(wanted)}, layer has {sorted(layer.attrs)}")
-    el.set("id", str(layer.id))
-    el.set("name", layer.name)
     data = el.find("data")
     for key in wanted:
         target = data if data is not None and key in data.attrib else el

@@ -16,7 +16,7 @@ from .dtypes import ElementType
 from .shapes import Shape
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorType:
     etype: ElementType
     shape: Shape

@@ -300,7 +300,7 @@ class _ActivationOps:
 
     def __call__(self, x: Output, name: str) -> Output:
         g, a = self.g, self.act
-        simple = {"Relu": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softsign": "SoftSign", "Softplus": "SoftPlus"}
+        simple = {"Relu": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softplus": "SoftPlus"}
         if a.name in simple:
             return ops.unary(g, simple[a.name], name, x)
         if a.name == "Affine":  # alpha*x + beta
@@ -315,6 +315,10 @@ class _ActivationOps:
             return ops.multiply(g, f"{name}/mul_alpha", inner, self.alpha)
         if a.name == "HardSigmoid":  # min(max(alpha*x + beta, 0), 1)
             return ops.with_scalars(g, "HardSigmoid", name, x, self.alpha, self.beta)
+        if a.name == "Softsign":  # x / (1 + |x|); not SoftSign-9, which OpenVINO <= 2025.3 CPU gets
+            # wrong when its JIT fuses it after an Add (openvinotoolkit/openvino#31252)
+            denominator = ops.add(g, f"{name}/one_plus_abs", ops.unary(g, "Abs", f"{name}/abs", x), self.const("one", 1.0))
+            return ops.divide(g, name, x, denominator)
         if a.name == "Elu":  # x if x >= 0 else alpha*(exp(x) - 1)
             return ops.unary(g, "Elu", name, x, {"alpha": ops.fmt_float(a.alpha)})
         raise AssertionError(f"no lowering for activation {a.name}")

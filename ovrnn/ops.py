@@ -2,7 +2,7 @@
 
 Each factory infers its output type (so the XML carries `<dim>`s and precisions like OpenVINO's
 own serializer writes) and formats its attributes. Port order is the op spec's input order.
-Only ops present in opset1 (plus SoftPlus-4, SoftSign-9) are used, so IRs load on old releases.
+Only ops present in opset1 (plus SoftPlus-4) are used, so IRs load on old releases.
 """
 
 from __future__ import annotations
@@ -168,6 +168,11 @@ def multiply(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
     return _binary(g, "Multiply", name, a, b)
 
 
+def divide(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
+    typ = TensorType(a.etype, broadcast(a.shape, b.shape))
+    return g.add("Divide", name, (a, b), (typ,), {"auto_broadcast": "numpy", "m_pythondiv": "true"}).out()
+
+
 def greater(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
     return _binary(g, "Greater", name, a, b, BOOL)
 
@@ -190,7 +195,7 @@ def matmul(g: LayerGraph, name: str, a: Output, b: Output, transpose_b: bool = F
 
 
 def unary(g: LayerGraph, op: str, name: str, x: Output, attrs: dict[str, str] | None = None) -> Output:
-    """Relu, Tanh, Sigmoid, SoftPlus, SoftSign, Clamp (attrs min/max), Elu (attr alpha)."""
+    """Relu, Tanh, Sigmoid, Abs, SoftPlus, Clamp (attrs min/max), Elu (attr alpha)."""
     return g.add(op, name, (x,), (x.type,), attrs).out()
 
 

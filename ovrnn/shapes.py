@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .errors import UsageError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Dim:
     lo: int = 0
     hi: int | None = None

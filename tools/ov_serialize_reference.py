@@ -24,7 +24,6 @@ def serializer_layers() -> dict[str, tuple[str, str, tuple[str, ...], tuple[str,
     import openvino.opset3 as o3
     import openvino.opset4 as o4
     import openvino.opset8 as o8
-    import openvino.opset9 as o9
 
     x = o1.parameter([2, 6], np.float32, name="x")
     h = o1.parameter([2, 4], np.float32, name="h")
@@ -52,7 +51,8 @@ def serializer_layers() -> dict[str, tuple[str, str, tuple[str, ...], tuple[str,
         "Tanh": o1.tanh(cell),
         "Sigmoid": o1.sigmoid(cell),
         "SoftPlus": o4.softplus(cell),
-        "SoftSign": o9.softsign(cell),
+        "Abs": o1.absolute(cell),
+        "Divide": o1.divide(cell, b),
         "HardSigmoid": o1.hard_sigmoid(cell, c(0.2), c(0.5)),
         "PReLU": o1.prelu(cell, c([0.1])),
         "ShapeOf": o3.shape_of(cell),
