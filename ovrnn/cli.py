@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 from . import __version__
-from .errors import OvrnnError, UsageError
+from .errors import IRFormatError, OvrnnError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("model", help="ONNX model file")
     c.add_argument("-o", "--output", required=True, help="output .xml path (the .bin goes next to it)")
     c.add_argument("--input", action="append", metavar="NAME[d0,d1,...]", help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; repeatable")
+    c.add_argument("--ir-version", type=int, default=11, choices=(10, 11), help="IR version to write (default 11; 10 for old runtimes)")
     c.set_defaults(func=cmd_convert)
 
     r = sub.add_parser("run", help="run an IR on a device")
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")  # numpy overflow warnings in a diverging relu chain, etc.
     try:
         args = build_parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)
         return int(args.func(args) or 0)
     except OvrnnError as exc:
         _error(str(exc))
@@ -98,7 +102,7 @@ def _notes(notes) -> None:
 def cmd_convert(args) -> int:
     from .convert import convert_model
 
-    ir = convert_model(args.model, args.input)
+    ir = convert_model(args.model, args.input, args.ir_version)
     xml_path = ir.save(args.output)
     _notes(ir.notes)
     cells = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "cell")
@@ -132,7 +136,29 @@ def load_inputs(specs: list[str] | None) -> dict:
     return inputs
 
 
+CHILD_ENV = "OVRNN_RUN_CHILD"
+
+
 def cmd_run(args) -> int:
+    """OpenVINO runs in a child process: a malformed IR that crashes it cannot take this process
+    down, and OpenVINO's own log lines do not reach the user's stderr."""
+    if os.environ.get(CHILD_ENV):
+        return run_here(args)
+    from .ir_check import check_ir
+
+    check_ir(args.ir)
+    child = subprocess.run([sys.executable, "-m", "ovrnn", *args.argv], capture_output=True, text=True, env={**os.environ, CHILD_ENV: "1"})
+    sys.stdout.write(child.stdout)
+    if child.returncode < 0:
+        signame = signal.Signals(-child.returncode).name if -child.returncode in signal.valid_signals() else str(-child.returncode)
+        raise IRFormatError(f"OpenVINO crashed ({signame}) on IR '{args.ir}'; the IR is malformed in a way ovrnn's checks do not catch")
+    for line in child.stderr.splitlines():
+        if line.startswith(("error: ", "note: ")):
+            print(line, file=sys.stderr)
+    return child.returncode
+
+
+def run_here(args) -> int:
     import numpy as np
 
     from . import runtime

@@ -19,7 +19,7 @@ import onnx
 
 from . import __version__, ops
 from .dtypes import BY_ONNX, onnx_type_name
-from .emitter import emit
+from .emitter import IR_VERSIONS, emit
 from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
 from .ir import IR, RnnSummary
 from .layer_graph import LayerGraph, Output
@@ -32,16 +32,21 @@ from .whole_model import convert_whole_model, needs_frontend
 InputShapes = Union[Sequence[str], str, Mapping[str, Union[Sequence[Union[int, None]], None]], None]
 
 
-def convert_model(model: ModelSource, input: InputShapes = None) -> IR:  # noqa: A002 (ovc's name)
-    """Convert an ONNX model whose RNN nodes read graph inputs and initializers.
+def convert_model(model: ModelSource, input: InputShapes = None, ir_version: int = 11) -> IR:  # noqa: A002 (ovc's name)
+    """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
     ``input`` fixes input shapes, in ovc's syntax (``"X[5,?,3]"``, several strings or one
-    comma-separated string) or as ``{"X": [5, None, 3]}``.
+    comma-separated string) or as ``{"X": [5, None, 3]}``. ``ir_version`` 10 is offered for
+    old runtimes (models made of RNN nodes only; OpenVINO's serializer writes whole models as 11).
     """
+    if ir_version not in IR_VERSIONS:
+        raise UsageError(f"--ir-version: expected 10 or 11, got {ir_version}")
     view = graph_view(load_model(model))
     shapes = _input_shapes(input)
     view = apply_input_shapes(view, shapes)
     if needs_frontend(view.model.graph):
+        if ir_version != 11:
+            raise UnsupportedFeatureError("--ir-version 10 is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
         source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
         return convert_whole_model(view, shapes, source)
     plan = _plan(view)
@@ -50,7 +55,7 @@ def convert_model(model: ModelSource, input: InputShapes = None) -> IR:  # noqa:
     builder = _Builder(g, view, specs)
     summaries = builder.build(plan)
     g.rt_info = {"ovrnn": {"version": __version__, **{s.label: s.rt_info() for s in summaries}}}
-    xml, bin_ = emit(g)
+    xml, bin_ = emit(g, ir_version)
     notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes)
     return IR(xml=xml, bin=bin_, notes=notes, rnns=tuple(summaries))
 

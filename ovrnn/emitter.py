@@ -20,9 +20,15 @@ class EmitError(AssertionError):
     """A layer does not fit its template: a bug in ovrnn, not in the user's model."""
 
 
-def emit(g: LayerGraph) -> tuple[bytes, bytes]:
+IR_VERSIONS = (10, 11)
+
+
+def emit(g: LayerGraph, ir_version: int = 11) -> tuple[bytes, bytes]:
+    """IR v11 by default. v10 differs only in the header here: it has no output_names on Result
+    and its readers ignore rt_info, so both are left out."""
     net = copy.deepcopy(template("_net"))
     net.set("name", g.name)
+    net.set("version", str(ir_version))
     layers_el, edges_el, rt_el = net.find("layers"), net.find("edges"), net.find("rt_info")
     edges = []
     prototypes: dict[tuple, etree._Element] = {}
@@ -32,7 +38,11 @@ def emit(g: LayerGraph) -> tuple[bytes, bytes]:
             edges.append((src.layer.id, len(src.layer.inputs) + src.index, layer.id, to_port))
     for e in sorted(edges):
         etree.SubElement(edges_el, "edge", {"from-layer": str(e[0]), "from-port": str(e[1]), "to-layer": str(e[2]), "to-port": str(e[3])})
-    _rt_info(rt_el, g.rt_info)
+    if ir_version >= 11:
+        _rt_info(rt_el, g.rt_info)
+    else:
+        for result in layers_el.iterfind("layer[@type='Result']"):
+            del result.attrib["output_names"]
     if not len(rt_el):
         net.remove(rt_el)
     etree.indent(net, space="\t")

@@ -59,6 +59,7 @@ class InspectReport:
     const_layers: int
     const_bytes: int  # bytes the Const layers reference, each distinct range once
     ovrnn: dict = field(default_factory=dict)  # our rt_info, when the IR is ours
+    problem: str = ""  # why OpenVINO would refuse (or crash on) this IR, if ir_check finds a reason
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -83,6 +84,8 @@ class InspectReport:
             out.append("recurrent layers that hide the steps: " + ", ".join(f"{t} {n}" for t, n in self.sequence_layers.items()))
         else:
             out.append("no RNNSequence / TensorIterator / Loop layers")
+        if self.problem:
+            out.append(f"problem: {self.problem}")
         out.append(f"weights: {self.const_layers} Const layers reference {self.const_bytes:,} distinct bytes" + ("" if self.bin_size is None else f" of the {self.bin_size:,}-byte .bin"))
         return "\n".join(out)
 
@@ -100,8 +103,15 @@ def read_xml(path: Path) -> etree._Element:
 
 
 def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
+    from .ir_check import check_ir
+
     xml_path = Path(os.fspath(path))
     root = read_xml(xml_path)
+    try:
+        check_ir(xml_path)
+        problem = ""
+    except IRFormatError as exc:
+        problem = str(exc)
     layers = {el.get("id"): el for el in root.find("layers").findall("layer")}
     graph = _Graph(layers, root.find("edges"))
     counts = Counter(el.get("type") for el in layers.values())
@@ -129,6 +139,7 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         const_layers=counts.get("Const", 0),
         const_bytes=sum(int(s or 0) for _, s in ranges),
         ovrnn=ovrnn,
+        problem=problem,
     )
 
 

@@ -73,9 +73,10 @@ def read_model(ir) -> object:
         if isinstance(ir, IR):
             weights = ov().Tensor(np.frombuffer(ir.bin, dtype=np.uint8).copy()) if ir.bin else ov().Tensor(np.zeros(0, np.uint8))
             return core().read_model(ir.xml, weights)
+        from .ir_check import check_ir
+
         path = Path(os.fspath(ir))
-        if not path.is_file():
-            raise UsageError(f"IR file '{path}' does not exist")
+        check_ir(path)  # a clean error for IR that would crash OpenVINO
         return core().read_model(str(path))
     except RuntimeError as exc:
         raise IRFormatError(f"OpenVINO cannot read the IR: {ov_message(exc)}") from None
@@ -88,6 +89,7 @@ class Compiled:
     precision: str
     execution_devices: list[str] = field(default_factory=list)
     length_limits: dict[str, int] = field(default_factory=dict)  # sequence_lens input -> steps
+    output_names: list[str] = field(default_factory=list)  # as the IR names them, by index
 
     def runtime_layer_types(self) -> Counter:
         """Layer types the plugin actually runs (a chain may be folded back into a sequence)."""
@@ -110,7 +112,10 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
         actual = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
     except RuntimeError:
         actual = precision or "default"
-    return Compiled(compiled, device, _precision_name(actual), used, length_limits(model))
+    # Names come from the model as read: compiling may merge tensor names (a fused Relu's output
+    # also answers to its input's name), and then get_any_name() can pick the wrong one.
+    names = [min(o.get_names()) if o.get_names() else f"output_{i}" for i, o in enumerate(model.outputs)]
+    return Compiled(compiled, device, _precision_name(actual), used, length_limits(model), names)
 
 
 def length_limits(model) -> dict[str, int]:
@@ -207,7 +212,7 @@ def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         request.infer(tensors)
     except RuntimeError as exc:
         raise DeviceError(f"inference on {c.device} failed: {ov_message(exc)}") from None
-    return {_port_name(port): to_numpy(request.get_tensor(port)) for port in c.compiled.outputs}
+    return {name: to_numpy(request.get_tensor(port)) for name, port in zip(c.output_names, c.compiled.outputs)}
 
 
 def versions() -> dict[str, str]:

@@ -1,0 +1,102 @@
+"""Check a user's IR XML before OpenVINO reads it: a clean error instead of a crash.
+
+OpenVINO crashes the process (SIGSEGV) on some malformed IR, e.g. a layer typed ``Constant``
+instead of ``Const``, and reads others with misleading errors. These checks use lxml only. They
+cover structure and the .bin: whatever passes here is for OpenVINO to judge.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lxml import etree
+
+from .errors import IRFormatError, UsageError
+
+_PARSER = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
+_ELEMENT_TYPES = {
+    "f64", "f32", "f16", "bf16", "i4", "i8", "i16", "i32", "i64", "u1", "u4", "u8", "u16", "u32", "u64",
+    "boolean", "nf4", "f8e4m3", "f8e5m2", "f4e2m1", "string", "dynamic", "undefined",
+}
+
+
+def check_ir(path: str | os.PathLike[str]) -> None:
+    xml = Path(os.fspath(path))
+    if not xml.is_file():
+        raise UsageError(f"IR file '{xml}' does not exist")
+    try:
+        root = etree.parse(str(xml), _PARSER).getroot()
+    except etree.XMLSyntaxError as exc:
+        raise IRFormatError(f"'{xml}' is not well-formed XML: {exc}") from None
+    where = f"IR '{xml}'"
+    if root.tag != "net" or root.find("layers") is None:
+        raise IRFormatError(f"{where}: expected a <net> root with <layers>, got <{root.tag}>")
+    if root.get("version") not in ("10", "11"):
+        raise IRFormatError(f"{where}: <net version=\"{root.get('version')}\">, expected version 10 or 11")
+    layers = _layers(root, where)
+    _check_consts(layers, xml.with_suffix(".bin"), where)
+    _check_edges(root, layers, where)
+
+
+def _layers(root, where: str) -> dict[str, etree._Element]:
+    layers: dict[str, etree._Element] = {}
+    for el in root.find("layers").findall("layer"):
+        for attr in ("id", "name", "type", "version"):
+            if el.get(attr) is None:
+                raise IRFormatError(f"{where}: a <layer> has no '{attr}' attribute (layer {el.get('name') or el.get('id')})")
+        lid = el.get("id")
+        if not lid.isdigit():
+            raise IRFormatError(f"{where}: layer '{el.get('name')}' has id '{lid}', expected an unsigned integer")
+        if lid in layers:
+            raise IRFormatError(f"{where}: layer id {lid} is used twice ('{layers[lid].get('name')}' and '{el.get('name')}')")
+        if el.get("type").lower() == "constant":
+            raise IRFormatError(f"{where}: layer '{el.get('name')}' (id {lid}) has type '{el.get('type')}', expected 'Const' (OpenVINO crashes on 'Constant')")
+        layers[lid] = el
+    return layers
+
+
+def _check_consts(layers: dict[str, etree._Element], bin_path: Path, where: str) -> None:
+    consts = [el for el in layers.values() if el.get("type") == "Const"]
+    if not consts:
+        return
+    if not bin_path.is_file():
+        raise IRFormatError(f"{where}: {len(consts)} Const layers need weights, but '{bin_path}' does not exist")
+    size = bin_path.stat().st_size
+    for el in consts:
+        data = el.find("data")
+        label = f"{where}: Const layer '{el.get('name')}' (id {el.get('id')})"
+        if data is None:
+            raise IRFormatError(f"{label} has no <data>")
+        missing = [k for k in ("element_type", "shape", "offset", "size") if data.get(k) is None]
+        if missing:
+            raise IRFormatError(f"{label}: <data> lacks {', '.join(missing)}")
+        if data.get("element_type") not in _ELEMENT_TYPES:
+            raise IRFormatError(f"{label}: element_type '{data.get('element_type')}' is not an IR element type (e.g. f32, f16, i64)")
+        dims = [d.strip() for d in data.get("shape").split(",")] if data.get("shape").strip() else []
+        if not all(d.isdigit() for d in dims):
+            raise IRFormatError(f"{label}: shape '{data.get('shape')}' must be comma-separated integers")
+        offset, nbytes = data.get("offset"), data.get("size")
+        if not (offset.isdigit() and nbytes.isdigit()):
+            raise IRFormatError(f"{label}: offset '{offset}' and size '{nbytes}' must be unsigned integers")
+        if int(offset) + int(nbytes) > size:
+            raise IRFormatError(f"{label}: bytes {offset}..{int(offset) + int(nbytes)} are past the end of the {size}-byte .bin")
+
+
+def _check_edges(root, layers: dict[str, etree._Element], where: str) -> None:
+    ports = {
+        lid: ({p.get("id") for p in el.findall("input/port")}, {p.get("id") for p in el.findall("output/port")})
+        for lid, el in layers.items()
+    }
+    edges = root.find("edges")
+    for e in edges.findall("edge") if edges is not None else []:
+        attrs = [e.get(k) for k in ("from-layer", "from-port", "to-layer", "to-port")]
+        if None in attrs:
+            raise IRFormatError(f"{where}: an <edge> lacks one of from-layer, from-port, to-layer, to-port")
+        frm, fport, to, tport = attrs
+        for lid, port, side in ((frm, fport, 1), (to, tport, 0)):
+            if lid not in layers:
+                raise IRFormatError(f"{where}: an edge refers to layer id {lid}, which does not exist")
+            if port not in ports[lid][side]:
+                kind = "output" if side else "input"
+                raise IRFormatError(f"{where}: an edge uses {kind} port {port} of layer '{layers[lid].get('name')}' (id {lid}), which has no such port")
