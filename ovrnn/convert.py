@@ -200,8 +200,13 @@ class _Builder:
                     continue
                 have = filled.get(rin.name)
                 filled[rin.name] = rin.shape if have is None else _merge_shape(rin.name, have, rin.shape)
+        read = {n for node in self.view.model.graph.node for n in node.input} | {o.name for o in self.view.outputs}
         for info in self.view.inputs:
             shape = filled.get(info.name, info.shape)
+            if shape is None and info.name not in read:
+                # OpenVINO's CPU plugin cannot compile a dynamic-rank input; nothing reads this one
+                self.notes.append(f"graph input '{info.name}' is read by no node and has no declared shape; left out of the IR")
+                continue
             if shape is None:
                 raise UsageError(f"graph input '{info.name}' has no declared shape; give one with --input \"{info.name}[d0,d1,...]\"")
             etype = BY_ONNX.get(info.elem_type) if info.elem_type else None

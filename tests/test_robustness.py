@@ -214,3 +214,33 @@ def test_ir_version_10(tmp_path):
         np.testing.assert_allclose(got[name], value, atol=2e-5, rtol=2e-5)
     with pytest.raises(ovrnn.UsageError, match="expected 10 or 11, got 9"):
         ovrnn.convert_model(model, ir_version=9)
+
+
+def _odd_models():
+    from onnx import numpy_helper
+
+    m1, f1, _ = make_model(Case("constant-nodes"))
+    consts = [helper.make_node("Constant", [], [i.name], value=i) for i in m1.graph.initializer]
+    del m1.graph.initializer[:]
+    for i, node in enumerate(consts):
+        m1.graph.node.insert(i, node)
+    m2, f2, _ = make_model(Case("initializers-listed-as-inputs"))
+    for init in m2.graph.initializer:
+        m2.graph.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    m3, f3, _ = make_model(Case("constant-X"))
+    m3.graph.initializer.append(numpy_helper.from_array(f3.pop("X"), "X"))
+    del m3.graph.input[0]
+    m4, f4, _ = make_model(Case("output-without-type"))
+    m4.graph.output[0].CopyFrom(onnx.ValueInfoProto(name="Y"))
+    m5, f5, _ = make_model(Case("unused-input-without-shape"))
+    m5.graph.input.append(helper.make_tensor_value_info("unused", TensorProto.FLOAT, None))
+    return [(m1, f1, ()), (m2, f2, ()), (m3, f3, ()), (m4, f4, ()), (m5, f5, ("graph input 'unused' is read by no node and has no declared shape; left out of the IR",))]
+
+
+@pytest.mark.parametrize("model, feeds, notes", _odd_models(), ids=lambda v: v.graph.name if hasattr(v, "graph") else "")
+def test_odd_but_valid_models_convert(model, feeds, notes):
+    ir = ovrnn.convert_model(model)
+    assert ir.notes == notes
+    got = run_ir(ir, feeds)
+    for name, value in reference.run_model(model, feeds).items():
+        np.testing.assert_allclose(got[name], value, atol=2e-5, rtol=2e-5)
