@@ -31,9 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("convert", help="convert an ONNX model to OUT.xml + OUT.bin")
     c.add_argument("model", help="ONNX model file")
-    c.add_argument("-o", "--output", required=True, help="output .xml path (the .bin goes next to it)")
+    c.add_argument("-o", "--output", help="output .xml path (the .bin goes next to it); or use --ovms-repo")
     c.add_argument("--input", action="append", metavar="NAME[d0,d1,...]", help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; repeatable")
     c.add_argument("--ir-version", type=int, default=11, choices=(10, 11), help="IR version to write (default 11; 10 for old runtimes)")
+    _lowering_args(c)
+    c.add_argument("--ovms-repo", metavar="DIR", help="write DIR/NAME/VERSION/model.xml|bin and DIR/config.json for OpenVINO Model Server (with --model-name)")
+    c.add_argument("--model-name", help="the model's name in the OVMS repository")
+    c.add_argument("--version", type=int, default=1, dest="model_version", help="OVMS model version, a positive integer (default 1)")
     c.set_defaults(func=cmd_convert)
 
     r = sub.add_parser("run", help="run an IR on a device")
@@ -54,18 +58,40 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--batch", type=int, default=None, help="batch size for dynamic batch dims (default 3)")
     v.add_argument("--precision", default="f32", help="INFERENCE_PRECISION_HINT (default f32)")
     v.add_argument("--no-onnxruntime", action="store_true", help="compare with the reference only")
+    v.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
+    v.add_argument("--report", metavar="DIR", help="write report.json, report.md, error_per_step.png and the inputs/outputs to reproduce into DIR")
+    v.add_argument("--report-precisions", default="f32", help="inference precisions to plot the per-step error for, e.g. f32,bf16,f16 (default f32)")
+    _lowering_args(v)
     v.set_defaults(func=cmd_validate)
 
     i = sub.add_parser("inspect", help="describe an IR: layers, inputs/outputs, cell chains, weights")
     i.add_argument("ir", help="IR .xml file (ours or any other)")
     i.add_argument("--json", action="store_true", help="print JSON instead of text")
+    i.add_argument("--graph", metavar="OUT.svg|OUT.png|OUT.dot", help="also draw the layer graph: always writes OUT.dot; renders .svg/.png with graphviz's dot when installed")
+    i.add_argument("--expand", action="store_true", help="with --graph: draw every layer (default: one node per cell chain)")
     i.set_defaults(func=cmd_inspect)
+
+    dv = sub.add_parser("devices", help="list the OpenVINO devices on this machine with their properties")
+    dv.add_argument("--json", action="store_true", help="print JSON instead of text")
+    dv.set_defaults(func=cmd_devices)
 
     d = sub.add_parser("demo", help="convert, inspect, run and validate a bundled example model")
     d.add_argument("--device", default="CPU")
     d.add_argument("--output-dir", help="keep the demo IR in this folder (default: a temporary folder)")
     d.set_defaults(func=cmd_demo)
     return p
+
+
+def _lowering_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lowering", default="cell", choices=("cell", "matmul", "auto"), help="cell: RNNCell per step (default); matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device")
+    p.add_argument("--static", action="store_true", help="every shape static (for NPU): dynamic input dims must be fixed with --input")
+    p.add_argument("--compress-to-fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
+    if not any(a.dest == "device" for a in p._actions):
+        p.add_argument("--device", help="target device for --lowering auto (e.g. CPU, GPU, NPU)")
+
+
+def _lowering_kwargs(args) -> dict:
+    return {"lowering": args.lowering, "static": args.static, "compress_to_fp16": args.compress_to_fp16}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,7 +128,19 @@ def _notes(notes) -> None:
 def cmd_convert(args) -> int:
     from .convert import convert_model
 
-    ir = convert_model(args.model, args.input, args.ir_version)
+    if bool(args.output) == bool(args.ovms_repo):
+        raise UsageError("ovrnn convert: give either -o OUT.xml or --ovms-repo DIR --model-name NAME")
+    if args.ovms_repo and not args.model_name:
+        raise UsageError("ovrnn convert: --ovms-repo needs --model-name")
+    ir = convert_model(args.model, args.input, args.ir_version, device=args.device, **_lowering_kwargs(args))
+    if args.ovms_repo:
+        from .ovms import save_to_repository
+
+        xml_path, config, command = save_to_repository(ir, args.ovms_repo, args.model_name, args.model_version)
+        _notes(ir.notes)
+        print(f"wrote {xml_path}, {xml_path.with_suffix('.bin').name} and {config}")
+        print(f"serve it with: {command}")
+        return 0
     xml_path = ir.save(args.output)
     _notes(ir.notes)
     cells = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "cell")
@@ -167,6 +205,7 @@ def run_here(args) -> int:
     compiled = runtime.compile_ir(runtime.read_model(args.ir), args.device, args.precision, args.cache_dir)
     outputs = runtime.infer(compiled, inputs)
     print(f"ran {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision {compiled.precision})")
+    print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
     for name, value in outputs.items():
         stats = np.asarray(value, dtype=np.float64)
         print(f"  {name}: {value.dtype} {list(value.shape)}  min {stats.min():.6g}  max {stats.max():.6g}  mean {stats.mean():.6g}")
@@ -187,8 +226,13 @@ def run_here(args) -> int:
 def cmd_validate(args) -> int:
     from .validate import validate
 
-    report = validate(args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime)
+    report = validate(
+        args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
+        cache_dir=args.cache_dir, report_dir=args.report, report_precisions=_precisions(args.report_precisions), **_lowering_kwargs(args),
+    )
     print(report.format())
+    if args.report:
+        print(f"wrote the report to {args.report}")
     if args.json:
         from .fileio import write_atomic
 
@@ -196,11 +240,43 @@ def cmd_validate(args) -> int:
     return 0 if report.passed else 1
 
 
+def _precisions(text: str) -> list[str]:
+    values = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in values if p not in ("f32", "f16", "bf16")]
+    if bad or not values:
+        raise UsageError(f"--report-precisions: expected a comma-separated list of f32, f16, bf16, got '{text}'")
+    return values
+
+
+def cmd_devices(args) -> int:
+    from .runtime import describe_devices
+
+    devices = describe_devices()
+    if args.json:
+        print(json.dumps(devices, indent=2))
+        return 0
+    for d in devices:
+        print(f"{d['device']}: {d['full_name']}")
+        for key, value in d["properties"].items():
+            print(f"    {key}: {value}")
+    return 0
+
+
 def cmd_inspect(args) -> int:
     from .inspect_ir import inspect_ir
 
+    if args.expand and not args.graph:
+        raise UsageError("--expand needs --graph OUT.svg|OUT.png|OUT.dot")
     report = inspect_ir(args.ir)
+    picture = None
+    if args.graph:
+        from .graph_picture import write_graph
+
+        picture = write_graph(args.ir, args.graph, expand=args.expand)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+    if picture is not None:
+        print(picture.message(), file=sys.stderr if args.json else sys.stdout)  # keep --json's stdout pure JSON
+        _notes([picture.note] if picture.note else [])
     return 0
 
 

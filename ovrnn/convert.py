@@ -23,7 +23,7 @@ from .emitter import IR_VERSIONS, emit
 from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
 from .ir import IR, RnnSummary
 from .layer_graph import LayerGraph, Output
-from .lowering import lower_rnn
+from .lowering import CELL_MODES, LoweringOptions, lower_rnn
 from .onnx_io import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .shapes import Dim, Shape, parse_input_specs, shape_text
 from .spec import RnnSpec, normalise_rnn
@@ -32,29 +32,78 @@ from .whole_model import convert_whole_model, needs_frontend
 InputShapes = Union[Sequence[str], str, Mapping[str, Union[Sequence[Union[int, None]], None]], None]
 
 
-def convert_model(model: ModelSource, input: InputShapes = None, ir_version: int = 11) -> IR:  # noqa: A002 (ovc's name)
+def convert_model(
+    model: ModelSource,
+    input: InputShapes = None,  # noqa: A002 (ovc's name)
+    ir_version: int = 11,
+    *,
+    lowering: str = "cell",
+    device: str | None = None,
+    static: bool = False,
+    compress_to_fp16: bool = False,
+) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
-    ``input`` fixes input shapes, in ovc's syntax (``"X[5,?,3]"``, several strings or one
-    comma-separated string) or as ``{"X": [5, None, 3]}``. ``ir_version`` 10 is offered for
-    old runtimes (models made of RNN nodes only; OpenVINO's serializer writes whole models as 11).
+    * ``input`` fixes input shapes, in ovc's syntax (``"X[5,?,3]"``, several strings or one
+      comma-separated string) or as ``{"X": [5, None, 3]}``.
+    * ``lowering``: ``"cell"`` (RNNCell per step, the default), ``"matmul"`` (MatMul/Add/
+      activation per step, for plugins without RNNCell such as NPU) or ``"auto"`` (chosen for
+      ``device``).
+    * ``static``: every shape static (NPU); ``compress_to_fp16``: f32 weights stored as f16.
+    * ``ir_version`` 10 is offered for old runtimes (models made of RNN nodes only).
     """
     if ir_version not in IR_VERSIONS:
         raise UsageError(f"--ir-version: expected 10 or 11, got {ir_version}")
+    if lowering not in ("auto",) + CELL_MODES:
+        raise UsageError(f"--lowering: expected cell, matmul or auto, got '{lowering}'")
     view = graph_view(load_model(model))
     shapes = _input_shapes(input)
     view = apply_input_shapes(view, shapes)
-    if needs_frontend(view.model.graph):
-        if ir_version != 11:
-            raise UnsupportedFeatureError("--ir-version 10 is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
-        source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
-        return convert_whole_model(view, shapes, source)
+    if static:
+        _check_static(view)
+    whole = needs_frontend(view.model.graph)
+    if whole and ir_version != 11:
+        raise UnsupportedFeatureError("--ir-version 10 is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
+    source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
+
+    def build(cells: str) -> IR:
+        options = LoweringOptions(cells, static, compress_to_fp16)
+        if whole:
+            return convert_whole_model(view, shapes, source, options)
+        return _convert_rnn_graph(view, options, ir_version)
+
+    if lowering != "auto":
+        return build(lowering)
+    from .device_choice import choose_cells
+
+    cells, note = choose_cells(build, device)
+    ir = build(cells)
+    return IR(ir.xml, ir.bin, ir.notes + (note,), ir.rnns)
+
+
+def _options_info(options: LoweringOptions) -> dict[str, str]:
+    return {"lowering": options.cells, "static": str(options.static).lower(), "compress_to_fp16": str(options.compress_to_fp16).lower()}
+
+
+def _check_static(view: GraphView) -> None:
+    """--static: every input dim must be a number before anything is lowered."""
+    for info in view.inputs:
+        dims = info.shape or ()
+        dynamic = [axis for axis, d in enumerate(dims) if not d.is_static]
+        if info.shape is None or dynamic:
+            which = "its rank" if info.shape is None else f"dim {dynamic[0]} ({dims[dynamic[0]].describe()})"
+            example = "d0,d1,..." if info.shape is None else ",".join(d.ir() if d.is_static else "N" for d in dims)
+            raise UsageError(f"--static: input '{info.name}' has a dynamic {which}; give every dim a number with --input \"{info.name}[{example}]\"")
+
+
+def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: int) -> IR:
+    """A model made of RNN and Constant nodes: ovrnn's own emitter writes it."""
     plan = _plan(view)
     specs = _normalise_all(view, plan)
     g = LayerGraph(view.model.graph.name or "ovrnn_model")
-    builder = _Builder(g, view, specs)
+    builder = _Builder(g, view, specs, options)
     summaries = builder.build(plan)
-    g.rt_info = {"ovrnn": {"version": __version__, **{s.label: s.rt_info() for s in summaries}}}
+    g.rt_info = {"ovrnn": {"version": __version__, **_options_info(options), **{s.label: s.rt_info() for s in summaries}}}
     xml, bin_ = emit(g, ir_version)
     notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes)
     return IR(xml=xml, bin=bin_, notes=notes, rnns=tuple(summaries))
@@ -167,8 +216,8 @@ def _output_shapes(spec: RnnSpec) -> dict[str, Shape]:
 
 
 class _Builder:
-    def __init__(self, g: LayerGraph, view: GraphView, specs: list[RnnSpec]) -> None:
-        self.g, self.view, self.specs = g, view, specs
+    def __init__(self, g: LayerGraph, view: GraphView, specs: list[RnnSpec], options: LoweringOptions) -> None:
+        self.g, self.view, self.specs, self.options = g, view, specs, options
         self.ports: dict[str, Output] = {}
         self.notes: list[str] = []
 
@@ -186,7 +235,7 @@ class _Builder:
             if not want_y and not want_y_h:
                 self.notes.append(f"RNN node '{spec.node_name or spec.label}': no graph output or node reads Y or Y_h; skipped")
                 continue
-            lowered = lower_rnn(self.g, spec, self.port_of, want_y, want_y_h)
+            lowered = lower_rnn(self.g, spec, self.port_of, want_y, want_y_h, self.options)
             self.ports.update(lowered.outputs)
             summaries.append(RnnSummary.of(spec, lowered.chains))
         self._results()

@@ -17,11 +17,13 @@ def write_atomic(files: dict[Path, bytes]) -> None:
     created = _make_folder(folder)
     temps: list[Path] = []
     try:
+        mode = 0o666 & ~_umask()  # what open() would give; mkstemp's 0600 is for secrets
         for path, data in files.items():
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
             temps.append(Path(tmp))
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
+            os.chmod(tmp, mode)
         # The .xml is renamed last: a reader that sees it also sees its .bin.
         for (path, _), tmp in sorted(zip(files.items(), temps), key=lambda item: item[0][0].suffix == ".xml"):
             os.replace(tmp, path)
@@ -34,6 +36,12 @@ def write_atomic(files: dict[Path, bytes]) -> None:
             except OSError:
                 pass
         raise UsageError(f"cannot write '{folder}': {exc.strerror or exc}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _make_folder(folder: Path) -> list[Path]:

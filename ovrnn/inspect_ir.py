@@ -60,6 +60,8 @@ class InspectReport:
     const_bytes: int  # bytes the Const layers reference, each distinct range once
     ovrnn: dict = field(default_factory=dict)  # our rt_info, when the IR is ours
     problem: str = ""  # why OpenVINO would refuse (or crash on) this IR, if ir_check finds a reason
+    fp16_compressed: int = 0  # f16 Const layers widened by a decompression Convert
+    dynamic_dims: bool = False  # any port with a dynamic dim
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,6 +88,11 @@ class InspectReport:
             out.append("no RNNSequence / TensorIterator / Loop layers")
         if self.problem:
             out.append(f"problem: {self.problem}")
+        opts = self.ovrnn
+        if opts.get("lowering"):
+            out.append(f"lowering: {opts['lowering']}" + (", static shapes" if opts.get("static") == "true" else ""))
+        out.append(f"shapes: {'dynamic dims present' if self.dynamic_dims else 'all static'}")
+        out.append(f"FP16 compression: {f'{self.fp16_compressed} weight tensors stored as f16' if self.fp16_compressed else 'off'}")
         out.append(f"weights: {self.const_layers} Const layers reference {self.const_bytes:,} distinct bytes" + ("" if self.bin_size is None else f" of the {self.bin_size:,}-byte .bin"))
         return "\n".join(out)
 
@@ -140,6 +147,8 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         const_bytes=sum(int(s or 0) for _, s in ranges),
         ovrnn=ovrnn,
         problem=problem,
+        fp16_compressed=sum(1 for el in layers.values() if el.get("type") == "Convert" and el.find("rt_info/attribute[@name='decompression']") is not None),
+        dynamic_dims=any(d.text == "-1" for d in root.iter("dim")),
     )
 
 

@@ -33,6 +33,11 @@ class RnnSummary:
     sequence_lens: str | None  # input name when masking is in the graph
     chains: tuple[ChainSummary, ...]
     runtime_inputs: tuple[tuple[str, str], ...] = ()  # (role, tensor name) of non-constant inputs
+    outputs: tuple[tuple[str, str], ...] = ()  # ("Y" | "Y_h", tensor name)
+
+    def time_axis(self, tensor: str) -> int | None:
+        """The step axis of this node's Y (0, or 1 for layout 1); None for other tensors."""
+        return self.layout if ("Y", tensor) in self.outputs else None
 
     def role_of(self, tensor: str) -> str | None:
         return next((role for role, name in self.runtime_inputs if name == tensor), None)
@@ -56,6 +61,7 @@ class RnnSummary:
                 for role, rin in zip(INPUT_NAMES, (spec.X, spec.W, spec.R, spec.B, spec.sequence_lens, spec.initial_h))
                 if rin is not None and not rin.is_constant
             ),
+            outputs=tuple((role, name) for role, name in (("Y", spec.Y), ("Y_h", spec.Y_h)) if name),
         )
 
     def rt_info(self) -> dict[str, str]:

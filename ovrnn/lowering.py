@@ -25,12 +25,23 @@ import numpy as np
 
 from . import ops
 from .activations import Activation
+from .dtypes import F16
 from .layer_graph import LayerGraph, Output, array_bytes
 from .shapes import Dim
 from .spec import Direction, RnnInput, RnnSpec
 
 NATIVE = "cell"
 EXPLICIT = "explicit"
+CELL_MODES = ("cell", "matmul")
+
+
+@dataclass(frozen=True)
+class LoweringOptions:
+    """How to lower, beyond the spec: what the target device needs."""
+
+    cells: str = "cell"  # "cell": RNNCell for relu/tanh/sigmoid; "matmul": explicit ops for every direction
+    static: bool = False  # every shape is static: zeros are true constants, no ShapeOf/Broadcast
+    compress_to_fp16: bool = False  # f32 weights stored as f16 + a decompression Convert
 
 
 @dataclass
@@ -41,8 +52,8 @@ class LoweredRnn:
     chains: list[tuple[Direction, Activation, str]] = field(default_factory=list)  # (dir, act, NATIVE|EXPLICIT)
 
 
-def lowering_of(activation: Activation) -> str:
-    return NATIVE if activation.native else EXPLICIT
+def lowering_of(activation: Activation, cells: str = "cell") -> str:
+    return NATIVE if activation.native and cells == "cell" else EXPLICIT
 
 
 def lower_rnn(
@@ -51,8 +62,9 @@ def lower_rnn(
     port_of: Callable[[str], Output],
     want_y: bool = True,
     want_y_h: bool = True,
+    options: LoweringOptions = LoweringOptions(),
 ) -> LoweredRnn:
-    return _Lowering(g, spec, port_of).run(want_y, want_y_h)
+    return _Lowering(g, spec, port_of, options).run(want_y, want_y_h)
 
 
 def time_major_parts(g: LayerGraph, name: str, seq: Output, parts: int, width: int, layout: int) -> list[Output]:
@@ -69,8 +81,8 @@ def time_major_parts(g: LayerGraph, name: str, seq: Output, parts: int, width: i
 
 
 class _Lowering:
-    def __init__(self, g: LayerGraph, spec: RnnSpec, port_of: Callable[[str], Output]) -> None:
-        self.g, self.s, self.port_of = g, spec, port_of
+    def __init__(self, g: LayerGraph, spec: RnnSpec, port_of: Callable[[str], Output], options: LoweringOptions) -> None:
+        self.g, self.s, self.port_of, self.options = g, spec, port_of, options
         self.p = spec.label
         self.width = max(4, len(str(spec.seq_length - 1)))
         self._x_steps: list[Output] | None = None
@@ -102,6 +114,9 @@ class _Lowering:
             return self._zeros_bh
         s, g = self.s, self.g
         name = f"{self.p}/h0_zeros"
+        if self.options.static:  # a true constant: nothing left to fold for static-graph devices
+            self._zeros_bh = ops.const(g, name, np.zeros((s.batch.value, s.hidden_size)), s.etype)
+            return self._zeros_bh
         if s.batch.is_static:
             target = ops.i64(g, f"{name}/shape", [s.batch.value, s.hidden_size])
         else:
@@ -140,10 +155,17 @@ class _Lowering:
     # --- weights: W_d [H, I], R_d [H, H], B_d = Wb_d + Rb_d [H] ---------------------------------
 
     def _const_slices(self, key: str, array: np.ndarray, d: int, shape: tuple[int, ...]) -> Output:
-        """Direction d's slice of a constant [D, ...] tensor; the bytes are stored once for all d."""
-        base = self.g.weights.add(array_bytes(array))
-        offset = base + d * int(np.prod(shape)) * array.dtype.itemsize
-        return ops.const_from_store(self.g, f"{self.p}/{self.s.directions[d].value}/{key}", self.s.etype, shape, offset)
+        """Direction d's slice of a constant [D, ...] tensor; the bytes are stored once for all d.
+        With FP16 compression, f32 weights that fit f16 are stored as f16 and widened by a
+        decompression Convert, the way ov.save_model(compress_to_fp16=True) writes them."""
+        name = f"{self.p}/{self.s.directions[d].value}/{key}"
+        if self.options.compress_to_fp16 and self.s.etype.ir == "f32" and fits_f16(array):
+            half = array.astype(np.float16)
+            offset = self.g.weights.add(array_bytes(half)) + d * int(np.prod(shape)) * half.dtype.itemsize
+            stored = ops.const_from_store(self.g, f"{name}_compressed", F16, shape, offset)
+            return ops.decompress(self.g, name, stored, self.s.etype)
+        offset = self.g.weights.add(array_bytes(array)) + d * int(np.prod(shape)) * array.dtype.itemsize
+        return ops.const_from_store(self.g, name, self.s.etype, shape, offset)
 
     def _runtime_slices(self, key: str, tensor: RnnInput, rows: int, width: int) -> list[Output]:
         """A runtime [D, ...] tensor cut into D*rows pieces of `width`: one Reshape + one Split."""
@@ -191,7 +213,7 @@ class _Lowering:
         finals: list[Output] = []
         lowered = LoweredRnn({})
         for d, (direction, act) in enumerate(zip(s.directions, s.activations)):
-            kind = lowering_of(act)
+            kind = lowering_of(act, self.options.cells)
             lowered.chains.append((direction, act, kind))
             step = self.native_steps(d, act) if kind == NATIVE else self.explicit_steps(d, act)
             h, y_d = h0[d], [None] * T
@@ -276,6 +298,11 @@ class _Lowering:
             y_h = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", finals, 1), [-1, D, H])
         y_h.set_names(s.Y_h)
         return y_h
+
+
+def fits_f16(array: np.ndarray) -> bool:
+    """OpenVINO keeps a constant in f32 when f16 would overflow it; so do we."""
+    return bool(np.all(np.abs(array) <= np.finfo(np.float16).max))
 
 
 class _ActivationOps:

@@ -94,6 +94,12 @@ def i64(g: LayerGraph, name: str, values: list[int] | int) -> Output:
     return const(g, name, np.array(values, dtype=np.int64))
 
 
+def decompress(g: LayerGraph, name: str, stored: Output, etype: ElementType) -> Output:
+    """Convert-1 marked as weight decompression (its template carries the rt_info)."""
+    typ = TensorType(etype, stored.shape)
+    return g.add("DecompressionConvert", name, (stored,), (typ,), {"destination_type": etype.ir}).out()
+
+
 def result(g: LayerGraph, name: str, value: Output, output_name: str) -> None:
     g.add("Result", name, (value,), (), {"output_names": output_name.replace(",", "\\,")})
 

@@ -109,13 +109,13 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
     except RuntimeError:
         used = [device]
     try:
-        actual = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+        actual = _property_text(compiled.get_property("INFERENCE_PRECISION_HINT"))
     except RuntimeError:
         actual = precision or "default"
     # Names come from the model as read: compiling may merge tensor names (a fused Relu's output
     # also answers to its input's name), and then get_any_name() can pick the wrong one.
     names = [min(o.get_names()) if o.get_names() else f"output_{i}" for i, o in enumerate(model.outputs)]
-    return Compiled(compiled, device, _precision_name(actual), used, length_limits(model), names)
+    return Compiled(compiled, device, actual, used, length_limits(model), names)
 
 
 def length_limits(model) -> dict[str, int]:
@@ -141,10 +141,6 @@ def check_lengths(inputs: dict[str, np.ndarray], limits: dict[str, int]) -> None
         if bad.size:
             b = int(bad[0])
             raise UsageError(f"input '{name}': value {int(lens[b])} at batch index {b} is out of range, expected 0 <= length <= {steps} (the sequence length)")
-
-
-def _precision_name(value: str) -> str:
-    return {"<Type: 'float32'>": "f32", "float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(value, value)
 
 
 # --- inputs and outputs -------------------------------------------------------------------------
@@ -222,3 +218,59 @@ def versions() -> dict[str, str]:
 def run(ir, inputs: dict[str, np.ndarray], device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> dict[str, np.ndarray]:
     """Compile `ir` (an IR object or a path to model.xml) on `device` and run it once."""
     return infer(compile_ir(read_model(ir), device, precision, cache_dir), inputs)
+
+
+_DEVICE_PROPERTIES = (
+    "DEVICE_TYPE",
+    "DEVICE_ARCHITECTURE",
+    "OPTIMIZATION_CAPABILITIES",
+    "INFERENCE_PRECISION_HINT",
+    "PERFORMANCE_HINT",
+    "NUM_STREAMS",
+    "INFERENCE_NUM_THREADS",
+    "RANGE_FOR_STREAMS",
+    "DEVICE_GOPS",
+)
+
+
+def describe_devices() -> list[dict]:
+    """Each available device: full name, key properties, plugin version, and whether it takes an
+    RNNCell (asked with query_model on a one-cell model)."""
+    out = []
+    for device in available_devices():
+        supported = set(core().get_property(device, "SUPPORTED_PROPERTIES"))
+        props = {}
+        for key in _DEVICE_PROPERTIES:
+            if key in supported:
+                try:
+                    props[key] = _property_text(core().get_property(device, key))
+                except RuntimeError:
+                    pass
+        props["plugin version"] = str(core().get_versions(device)[device.split(".")[0]].build_number)
+        props["takes RNNCell"] = "yes" if _takes_rnncell(device) else "no (use --lowering matmul)"
+        out.append({"device": device, "full_name": str(core().get_property(device, "FULL_DEVICE_NAME")), "properties": props})
+    return out
+
+
+def _property_text(value) -> str:
+    """OpenVINO's Python values as a user reads them: bf16, LATENCY, INTEGRATED, 1-2."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_property_text(v) for v in value)
+    if hasattr(value, "get_type_name"):  # an element type
+        return value.get_type_name()
+    text = str(value)
+    return text.split(".", 1)[1] if text.startswith(("Type.", "PerformanceMode.")) else text
+
+
+def _takes_rnncell(device: str) -> bool:
+    import openvino.opset1 as o1
+    import openvino.opset3 as o3
+
+    x, h = o1.parameter([1, 2], np.float32), o1.parameter([1, 2], np.float32)
+    w = o1.constant(np.zeros((2, 2), np.float32))
+    cell = o3.rnn_cell(x, h, w, w, o1.constant(np.zeros(2, np.float32)), 2, ["tanh"], [], [], 0.0)
+    model = ov().Model([cell.output(0)], [x, h])
+    try:
+        return cell.get_friendly_name() in core().query_model(model, device)
+    except RuntimeError:
+        return False

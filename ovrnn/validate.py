@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 
 from . import __version__, reference, runtime
+from . import report as report_module
 from .convert import InputShapes, convert_model
 from .dtypes import from_numpy
 from .ir import IR
@@ -58,6 +59,7 @@ class ValidationReport:
     runtime_layer_types: dict[str, int] = field(default_factory=dict)
     compile_seconds: float = 0.0
     versions: dict[str, str] = field(default_factory=dict)
+    options: dict = field(default_factory=dict)  # lowering, static, compress_to_fp16, cache_dir
 
     @property
     def passed(self) -> bool:
@@ -97,26 +99,41 @@ def validate(
     precision: str | None = runtime.DEFAULT_PRECISION,
     use_onnxruntime: bool = True,
     ir: IR | None = None,
+    *,
+    cache_dir=None,
+    report_dir=None,
+    report_precisions: list[str] | tuple[str, ...] = ("f32",),
+    lowering: str = "cell",
+    static: bool = False,
+    compress_to_fp16: bool = False,
 ) -> ValidationReport:
-    """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare."""
+    """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
+
+    With `report_dir`, also write the report files (report.py) there."""
+    if report_dir is not None:
+        report_module.require_plotting()
     proto = load_model(model)
-    ir = ir or convert_model(proto, input)
+    ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16)
+    ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
-    compiled = runtime.compile_ir(runtime.read_model(ir), device, precision)
+    compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
     compile_seconds = time.perf_counter() - t0
     batch = batch or DEFAULT_BATCH
     feeds = random_inputs(compiled, ir, seed, batch)
     got = runtime.infer(compiled, feeds)
     want = reference.run_model(proto, feeds)
-    comparisons = [compare(name, got[name], want[name], "reference", compiled.precision) for name in want]
-    ort_status, ort_out = run_onnxruntime(proto, feeds)
+    # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
+    floor = "f16" if compress_to_fp16 else None
+    notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
+    comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floor) for name in want]
+    ort_status, ort_out = run_onnxruntime(proto, feeds) if use_onnxruntime else ("not asked for (--no-onnxruntime)", None)
     deviation = ort_known_deviation(proto)
     for name, value in (ort_out or {}).items():
-        c = compare(name, got[name], value, "onnxruntime", compiled.precision)
+        c = compare(name, got[name], value, "onnxruntime", compiled.precision, floor)
         if deviation:
             c.counted, c.note = False, f"onnxruntime deviates from the spec: {deviation}"
         comparisons.append(c)
-    return ValidationReport(
+    result = ValidationReport(
         model=_model_label(model, proto),
         device=device,
         precision=compiled.precision,
@@ -125,11 +142,30 @@ def validate(
         batch=batch,
         comparisons=comparisons,
         onnxruntime=ort_status,
-        notes=list(ir.notes),
+        notes=notes,
         runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
         compile_seconds=round(compile_seconds, 4),
         versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
+        options={"lowering": lowering, "static": static, "compress_to_fp16": compress_to_fp16, "cache_dir": None if cache_dir is None else str(cache_dir)},
     )
+    if report_dir is not None:
+        time_axes = {name: axis for rnn in ir.rnns for role, name in rnn.outputs if (axis := rnn.time_axis(name)) is not None}
+        steps = {compiled.precision: report_module.per_step_errors(got, want, time_axes)}
+        for asked in report_precisions:
+            c = runtime.compile_ir(ov_model, device, asked, cache_dir)
+            if c.precision != asked:
+                result.notes.append(f"--report-precisions {asked}: {device} ran at {c.precision} instead")
+            if c.precision not in steps:
+                steps[c.precision] = report_module.per_step_errors(runtime.infer(c, feeds), want, time_axes)
+        report_module.write_report(report_dir, result, feeds, got, want, steps, _rerun_command(result, input))
+    return result
+
+
+def _rerun_command(report: ValidationReport, input) -> str:
+    flags = [f"--device {report.device}", f"--seed {report.seed}", f"--batch {report.batch}"]
+    flags += [f'--input "{i}"' for i in ([input] if isinstance(input, str) else input or [])]
+    flags += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in report.options.items() if v not in (None, False, "cell")]
+    return f"ovrnn validate {report.model} " + " ".join(flags)
 
 
 def _model_label(source, proto) -> str:
@@ -181,14 +217,14 @@ def _numpy_type(etype) -> np.dtype:
 # --- comparison ---------------------------------------------------------------------------------
 
 
-def tolerance(output_type: str, precision: str) -> tuple[float, float]:
-    """The looser of the output type's and the inference precision's tolerance."""
-    tols = [TOLERANCES.get(output_type, TOLERANCES["f32"]), TOLERANCES.get(precision, TOLERANCES["f32"])]
+def tolerance(output_type: str, precision: str, floor: str | None = None) -> tuple[float, float]:
+    """The loosest of the output type's, the inference precision's and `floor`'s tolerance."""
+    tols = [TOLERANCES.get(t, TOLERANCES["f32"]) for t in (output_type, precision, floor or output_type)]
     return max(t[0] for t in tols), max(t[1] for t in tols)
 
 
-def compare(name: str, got: np.ndarray, want: np.ndarray, oracle: str, precision: str) -> Comparison:
-    atol, rtol = tolerance(from_numpy(got.dtype).ir, precision)
+def compare(name: str, got: np.ndarray, want: np.ndarray, oracle: str, precision: str, floor: str | None = None) -> Comparison:
+    atol, rtol = tolerance(from_numpy(got.dtype).ir, precision, floor)
     g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     if g.shape != w.shape:
         return Comparison(name, oracle, list(g.shape), float("inf"), float("inf"), atol, rtol, False, f"shape {list(g.shape)} != {list(w.shape)}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import tempfile
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import ml_dtypes
@@ -27,7 +28,7 @@ from .dtypes import BY_IR
 from .errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError
 from .ir import IR, RnnSummary
 from .layer_graph import LayerGraph
-from .lowering import lower_rnn
+from .lowering import LoweringOptions, lower_rnn
 from .onnx_io import ONNX_DOMAINS, GraphView, TensorInfo
 from .realize import realize
 from .runtime import ov, ov_message
@@ -46,12 +47,12 @@ def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
     return [(i, n) for i, n in enumerate(graph.node) if n.op_type == "RNN" and n.domain in ONNX_DOMAINS]
 
 
-def convert_whole_model(view: GraphView, shapes: dict[str, Shape | None], source: Path | None) -> IR:
+def convert_whole_model(view: GraphView, shapes: dict[str, Shape | None], source: Path | None, options: LoweringOptions = LoweringOptions()) -> IR:
     from openvino.frontend import ConversionExtension, FrontEndManager
 
     _refuse_rnn_in_subgraphs(view.model.graph)
     nodes = rnn_nodes(view.model.graph)
-    extension = _RnnExtension(view, nodes)
+    extension = _RnnExtension(view, nodes, replace(options, compress_to_fp16=False))  # the serializer compresses
     fe = FrontEndManager().load_by_framework("onnx")
     fe.add_extension(ConversionExtension("RNN", extension))
     with _model_file(view.model, source) as path:
@@ -74,12 +75,17 @@ def convert_whole_model(view: GraphView, shapes: dict[str, Shape | None], source
     _fold_constants(model)
     _deterministic_names(model)
     _check_chain_kept(model, extension.labels)
+    if options.static and model.is_dynamic():
+        dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
+        raise UsageError(f"--static: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with --input")
     notes = list(extension.notes) + ([] if nodes else [NO_RNN_NOTE])
     for summary in extension.summaries:
         for key, value in summary.rt_info().items():
             model.set_rt_info(value, ["ovrnn", summary.label, key])
     model.set_rt_info(__version__, ["ovrnn", "version"])
-    xml, bin_ = _serialize(model)
+    for key, value in (("lowering", options.cells), ("static", options.static), ("compress_to_fp16", options.compress_to_fp16)):
+        model.set_rt_info(str(value).lower(), ["ovrnn", key])
+    xml, bin_ = _serialize(model, options.compress_to_fp16)
     return IR(xml=xml, bin=bin_, notes=tuple(notes), rnns=tuple(extension.summaries))
 
 
@@ -89,8 +95,8 @@ def convert_whole_model(view: GraphView, shapes: dict[str, Shape | None], source
 class _RnnExtension:
     """Called by the frontend for each RNN node, in graph order."""
 
-    def __init__(self, view: GraphView, nodes: list[tuple[int, onnx.NodeProto]]) -> None:
-        self.view, self.nodes = view, nodes
+    def __init__(self, view: GraphView, nodes: list[tuple[int, onnx.NodeProto]], options: LoweringOptions) -> None:
+        self.view, self.nodes, self.options = view, nodes, options
         self.calls = 0
         self.error: OvrnnError | None = None
         self.summaries: list[RnnSummary] = []
@@ -127,7 +133,7 @@ class _RnnExtension:
                     bindings[placeholders[name].layer.id] = inputs[name]
             return placeholders[name]
 
-        lowered = lower_rnn(g, spec, port_of)
+        lowered = lower_rnn(g, spec, port_of, options=self.options)
         realized = realize(g, bindings)
         produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
         self.summaries.append(RnnSummary.of(spec, lowered.chains))
@@ -311,10 +317,10 @@ def _deterministic_names(model) -> None:
             op.set_friendly_name(f"{op.get_type_name()}_{i}")
 
 
-def _serialize(model) -> tuple[bytes, bytes]:
+def _serialize(model, compress_to_fp16: bool) -> tuple[bytes, bytes]:
     with tempfile.TemporaryDirectory(prefix="ovrnn-") as tmp:
         xml = Path(tmp) / "model.xml"
-        ov().save_model(model, str(xml), compress_to_fp16=False)
+        ov().save_model(model, str(xml), compress_to_fp16=compress_to_fp16)
         return xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
 
 

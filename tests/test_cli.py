@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import json
 
 import numpy as np
@@ -118,7 +119,7 @@ def test_validate_reports_mismatch_with_exit_1(tmp_path, model_file, monkeypatch
     wrong.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(w * 1.01, wrong.graph.initializer[0].name))
     real = ovrnn.convert_model
     validate_module = importlib.import_module("ovrnn.validate")  # `ovrnn.validate` is the function
-    monkeypatch.setattr(validate_module, "convert_model", lambda m, i=None: real(wrong, i))
+    monkeypatch.setattr(validate_module, "convert_model", lambda m, i=None, **kw: real(wrong, i, **kw))
     assert cli.main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "FAIL" and "FAIL" in out.splitlines()[2]
@@ -162,3 +163,14 @@ def test_run_refuses_out_of_range_lengths(tmp_path, model_file):
     proc = ovrnn_cli("run", xml, "--input", tmp_path / "in.npz")
     assert proc.returncode == 2
     assert proc.stderr == "error: input 'sequence_lens': value 9 at batch index 1 is out of range, expected 0 <= length <= 4 (the sequence length)\n"
+
+
+def test_written_files_get_the_usual_permissions(tmp_path, model_file):
+    path, _, _ = model_file
+    old = os.umask(0o022)
+    try:
+        assert ovrnn_cli("convert", path, "-o", tmp_path / "p" / "m.xml").returncode == 0
+    finally:
+        os.umask(old)
+    for name in ("m.xml", "m.bin"):
+        assert oct((tmp_path / "p" / name).stat().st_mode & 0o777) == oct(0o644)

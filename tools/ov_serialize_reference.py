@@ -17,8 +17,16 @@ import numpy as np
 from lxml import etree
 
 
-def serializer_layers() -> dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
-    """{our op name: (xml type, version, <data> attribute names in order, other <layer> attributes)}."""
+def _signature(el) -> tuple:
+    """(xml type, version, <data> attribute names in order, other <layer> attributes, rt_info attributes)."""
+    data = el.find("data")
+    extra = tuple(k for k in el.attrib if k not in ("id", "name", "type", "version"))
+    rt = tuple(a.get("name") for a in el.findall("rt_info/attribute"))
+    return (el.get("type"), el.get("version"), tuple(data.attrib) if data is not None else (), extra, rt)
+
+
+def serializer_layers() -> dict[str, tuple]:
+    """{our template name: its signature as ov.save_model writes that op}."""
     import openvino as ov
     import openvino.opset1 as o1
     import openvino.opset3 as o3
@@ -69,28 +77,20 @@ def serializer_layers() -> dict[str, tuple[str, str, tuple[str, ...], tuple[str,
         path = Path(tmp) / "probe.xml"
         ov.save_model(model, path, compress_to_fp16=False)
         root = etree.parse(str(path)).getroot()
+        # FP16 compression: the serializer writes each f32 weight as f16 Const + decompression Convert
+        ov.save_model(ov.Model([o1.matmul(x, c(np.ones((6, 3))), False, False).output(0)], [x], "fp16"), path, compress_to_fp16=True)
+        compressed = etree.parse(str(path)).getroot()
     by_name = {el.get("name"): el for el in root.iter("layer")}
-    out = {}
-    for name in list(nodes) + ["Result"]:
-        el = by_name.get(f"probe_{name}") if name != "Result" else next(e for e in root.iter("layer") if e.get("type") == "Result")
-        data = el.find("data")
-        extra = tuple(k for k in el.attrib if k not in ("id", "name", "type", "version"))
-        out[name] = (el.get("type"), el.get("version"), tuple(data.attrib) if data is not None else (), extra)
+    out = {name: _signature(by_name[f"probe_{name}"]) for name in nodes}
+    out["Result"] = _signature(next(e for e in root.iter("layer") if e.get("type") == "Result"))
+    out["DecompressionConvert"] = _signature(next(e for e in compressed.iter("layer") if e.get("type") == "Convert"))
     return out
 
 
-def template_layers() -> dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+def template_layers() -> dict[str, tuple]:
     folder = Path(__file__).resolve().parent.parent / "ir_templates"
     parser = etree.XMLParser(remove_comments=True)
-    out = {}
-    for path in sorted(folder.glob("*.xml")):
-        if path.stem.startswith("_"):
-            continue
-        el = etree.parse(str(path), parser).getroot()
-        data = el.find("data")
-        extra = tuple(k for k in el.attrib if k not in ("id", "name", "type", "version"))
-        out[path.stem] = (el.get("type"), el.get("version"), tuple(data.attrib) if data is not None else (), extra)
-    return out
+    return {p.stem: _signature(etree.parse(str(p), parser).getroot()) for p in sorted(folder.glob("*.xml")) if not p.stem.startswith("_")}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""``--lowering auto``: RNNCell chain or MatMul ops, chosen for the target device.
+
+When the device is on this machine, OpenVINO's ``query_model`` says whether it takes every op of
+the RNNCell IR. When it is not, a table of what each plugin is known to import decides: the NPU
+compiler has no importer for RNNCell or RNNSequence; CPU and GPU take RNNCell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .errors import UsageError
+
+NO_RNNCELL = ("NPU",)  # plugins known to lack RNNCell (see the README's device table)
+
+# IR layer types the NPU compiler imports, from its importer table (openvinotoolkit/npu_compiler,
+# src/vpux_compiler/src/frontend/IE.cpp, NGraphImporter::getParser, commit 0ccf9bf): every type
+# `--lowering matmul --static` writes is in it. RNNCell and RNNSequence are not; ShapeOf only as
+# v0 (ovrnn writes ShapeOf-3, and only for dynamic shapes, which --static removes).
+NPU_IR_TYPES = frozenset({
+    "Parameter", "Result", "Const", "Convert", "Reshape", "Split", "Concat", "MatMul", "Add", "Multiply",
+    "Divide", "Abs", "ReLU", "Tanh", "Sigmoid", "Clamp", "Elu", "HardSigmoid", "PReLU", "SoftPlus",
+    "Select", "Greater", "GreaterEqual",
+})
+
+
+def _names(device: str) -> list[str]:
+    base, _, rest = device.partition(":")
+    return [n.split("(")[0].split(".")[0].strip() for n in rest.split(",")] if rest else [base.split(".")[0]]
+
+
+def choose_cells(build: Callable[[str], object], device: str | None) -> tuple[str, str]:
+    """(cells, note) for `device`; `build(cells)` converts the model with that lowering."""
+    if not device:
+        raise UsageError("--lowering auto needs --device (the device the IR is for, e.g. CPU, GPU, NPU)")
+    from . import runtime
+
+    available = runtime.available_devices()
+    present = all(any(a == n or a.split(".")[0] == n for a in available) for n in _names(device) if n not in runtime.VIRTUAL_DEVICES)
+    if not present:
+        cells = "matmul" if any(n in NO_RNNCELL for n in _names(device)) else "cell"
+        return cells, f"--lowering auto: {device} is not on this machine (available: {', '.join(available)}); chose '{cells}' from what its plugin is known to import"
+    model = runtime.read_model(build("cell"))
+    supported = runtime.core().query_model(model, device)
+    missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
+    if missing:
+        return "matmul", f"--lowering auto: {device} does not take {', '.join(missing)} (query_model); chose 'matmul'"
+    return "cell", f"--lowering auto: {device} takes every op of the RNNCell chain (query_model); chose 'cell'"

@@ -1,0 +1,220 @@
+"""Per-device lowering and the ecosystem around it: --lowering matmul/auto, --static, FP16
+compression, devices, the validation report, the OVMS repository layout.
+
+GPU and NPU are not on this machine: their paths are checked by simulation, namely the IR's op
+set against the NPU compiler's importer table, static shapes, and query_model on CPU."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import onnx
+import openvino as ov
+import pytest
+from cases import CASES, DTYPES, TOL, Case, make_model
+from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
+from lxml import etree
+
+import ovrnn
+from ovrnn import reference
+from ovrnn.device_choice import NPU_IR_TYPES
+from ovrnn.errors import UsageError
+
+DYNAMIC_ONLY = {"ShapeOf", "Gather", "Broadcast"}
+
+
+def static_flags(model, feeds) -> list[str]:
+    """--input flags that fix every graph input to the shape of its feed."""
+    return [f"{vi.name}[{','.join(map(str, feeds[vi.name].shape))}]" for vi in model.graph.input if vi.name in feeds]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_matmul_lowering_matches_cell_lowering(case):
+    model, feeds, flags = make_model(case)
+    cells = run_ir(ovrnn.convert_model(model, flags), feeds)
+    ir = ovrnn.convert_model(model, flags, lowering="matmul")
+    got = run_ir(ir, feeds)
+    atol, rtol = TOL[case.dtype]
+    for name, want in reference.run_model(model, feeds).items():
+        assert_close(got[name], want, atol, rtol, f"{case.id} {name} vs reference")
+        assert_close(got[name], np.asarray(cells[name], np.float64), atol, rtol, f"{case.id} {name} vs cell lowering")
+        assert got[name].dtype == np.dtype(DTYPES[case.dtype][0])
+    types = set(layer_counts(ir.xml))
+    assert "RNNCell" not in types
+    assert types <= NPU_IR_TYPES | DYNAMIC_ONLY, types - NPU_IR_TYPES
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_static_matmul_ir_is_npu_shaped(case):
+    model, feeds, _ = make_model(case)
+    ir = ovrnn.convert_model(model, static_flags(model, feeds), lowering="matmul", static=True)
+    root = etree.fromstring(ir.xml)
+    assert all(d.text != "-1" for d in root.iter("dim")), "a dynamic dim is left"
+    assert all("?" not in p.find("data").get("shape") and ".." not in p.find("data").get("shape") for p in root.iter("layer") if p.get("type") == "Parameter")
+    assert set(layer_counts(ir.xml)) <= NPU_IR_TYPES
+    got = run_ir(ir, feeds)
+    atol, rtol = TOL[case.dtype]
+    for name, want in reference.run_model(model, feeds).items():
+        assert_close(got[name], want, atol, rtol, f"{case.id} {name}")
+
+
+def test_static_refuses_a_dynamic_dim():
+    model, _, _ = make_model(Case("s", dyn_batch=True, lens=(4, 2)))
+    with pytest.raises(UsageError) as info:
+        ovrnn.convert_model(model, static=True)
+    assert str(info.value) == "--static: input 'X' has a dynamic dim 1 ('batch'); give every dim a number with --input \"X[4,N,3]\""
+
+
+def test_static_whole_model(tmp_path):
+    from test_whole_models import fixture
+
+    path, inputs, torch_out = fixture("rnn_relu_2layer_bidir_dynamic")
+    ir = ovrnn.convert_model(path, ["x[4,9,6]"], lowering="matmul", static=True)
+    model = ov.Core().read_model(ir.xml, ov.Tensor(np.frombuffer(ir.bin, np.uint8).copy()))
+    assert not model.is_dynamic()
+    assert "RNNCell" not in {op.get_type_name() for op in model.get_ordered_ops()}
+    got = run_ir(ir, inputs)
+    for name, want in torch_out.items():
+        assert_close(got[name], want.astype(np.float64), 1e-4, 1e-4, name)
+
+
+def test_simulated_devices_take_every_op():
+    """query_model on CPU must claim every op of both lowerings (the simulation's sanity floor)."""
+    model, _, _ = make_model(Case("q", direction="bidirectional", activations=("Relu", "Elu"), lens=(4, 2), h0=True))
+    core = ov.Core()
+    for lowering in ("cell", "matmul"):
+        ir = ovrnn.convert_model(model, lowering=lowering)
+        m = core.read_model(ir.xml, ov.Tensor(np.frombuffer(ir.bin, np.uint8).copy()))
+        supported = core.query_model(m, "CPU")
+        assert all(op.get_friendly_name() in supported for op in m.get_ordered_ops())
+
+
+def test_auto_lowering_per_device():
+    model, _, _ = make_model(Case("auto", direction="bidirectional"))
+    cpu = ovrnn.convert_model(model, lowering="auto", device="CPU")
+    assert cpu.notes[-1] == "--lowering auto: CPU takes every op of the RNNCell chain (query_model); chose 'cell'"
+    assert layer_counts(cpu.xml)["RNNCell"] == 8
+    if "NPU" not in ov.Core().available_devices:
+        npu = ovrnn.convert_model(model, lowering="auto", device="NPU")
+        assert npu.notes[-1].startswith("--lowering auto: NPU is not on this machine") and npu.notes[-1].endswith("chose 'matmul' from what its plugin is known to import")
+        assert layer_counts(npu.xml)["RNNCell"] == 0
+    with pytest.raises(UsageError, match="--lowering auto needs --device"):
+        ovrnn.convert_model(model, lowering="auto")
+
+
+# --- FP16 compression ---------------------------------------------------------------------------
+
+
+def test_fp16_compression_is_off_by_default_and_reported(tmp_path):
+    model, feeds, _ = make_model(Case("fp16", direction="bidirectional", hidden=32, input_size=16, T=16, lens=(16, 9), h0=True))
+    plain = ovrnn.convert_model(model)
+    assert b'element_type="f16"' not in plain.xml and b"decompression" not in plain.xml
+    ir = ovrnn.convert_model(model, compress_to_fp16=True)
+    assert ir.xml.count(b'<attribute name="decompression" version="0"/>') == 6  # W, R, B per direction
+    assert len(ir.bin) < 0.6 * len(plain.bin)
+    report = ovrnn.inspect(ir.save(tmp_path / "c.xml"))
+    assert report.fp16_compressed == 6 and "FP16 compression: 6 weight tensors stored as f16" in report.format()
+    assert "FP16 compression: off" in ovrnn.inspect(plain.save(tmp_path / "p.xml")).format()
+    got = run_ir(ir, feeds)
+    want = reference.run_model(model, feeds)
+    errors = {n: float(np.abs(got[n] - want[n]).max()) for n in want}
+    assert all(e < 1e-2 for e in errors.values()), errors  # f16 weights: about 1e-3 off
+    assert any(e > 2e-5 for e in errors.values()), "compression should be visible in the numbers"
+
+
+def test_fp16_compression_keeps_weights_f16_cannot_hold():
+    model, _, _ = make_model(Case("big"))
+    w = onnx.numpy_helper.to_array(model.graph.initializer[0]).copy()
+    w[0, 0, 0] = 1e6  # beyond float16's 65504
+    model.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(w, "W"))
+    ir = ovrnn.convert_model(model, compress_to_fp16=True)
+    assert ir.xml.count(b"decompression") == 2  # R and B only
+
+
+# --- devices, OVMS ------------------------------------------------------------------------------
+
+
+def test_devices_command():
+    proc = ovrnn_cli("devices")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("CPU: ")
+    assert "    takes RNNCell: yes" in proc.stdout and "    INFERENCE_PRECISION_HINT: " in proc.stdout
+    data = json.loads(ovrnn_cli("devices", "--json").stdout)
+    assert data[0]["device"] == "CPU" and data[0]["properties"]["takes RNNCell"] == "yes"
+
+
+def test_ovms_repository_layout(tmp_path):
+    model, feeds, _ = make_model(Case("ovms", direction="bidirectional", lens=(4, 2)))
+    path = tmp_path / "rnn.onnx"
+    onnx.save(model, path)
+    repo = tmp_path / "models"
+    proc = ovrnn_cli("convert", path, "--ovms-repo", repo, "--model-name", "rnn_chain", "--version", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "rnn_chain" / "2" / "model.xml").is_file() and (repo / "rnn_chain" / "2" / "model.bin").is_file()
+    assert json.loads((repo / "config.json").read_text()) == {"model_config_list": [{"config": {"name": "rnn_chain", "base_path": "rnn_chain"}}]}
+    assert f"-v {repo.resolve()}:/models openvino/model_server:latest --config_path /models/config.json" in proc.stdout
+    # a second model joins the same config; the first stays
+    assert ovrnn_cli("convert", path, "--ovms-repo", repo, "--model-name", "other").returncode == 0
+    names = [e["config"]["name"] for e in json.loads((repo / "config.json").read_text())["model_config_list"]]
+    assert names == ["other", "rnn_chain"] and (repo / "other" / "1" / "model.xml").is_file()
+    got = run_ir(repo / "rnn_chain" / "2" / "model.xml", feeds)
+    np.testing.assert_allclose(got["Y"], reference.run_model(model, feeds)["Y"], atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--ovms-repo", "R", "--model-name", "a/b"], "--model-name: expected a plain name (no '/'), got 'a/b'"),
+        (["--ovms-repo", "R", "--model-name", "m", "--version", "0"], "--version: expected a positive integer, got 0"),
+        (["--ovms-repo", "R"], "ovrnn convert: --ovms-repo needs --model-name"),
+        ([], "ovrnn convert: give either -o OUT.xml or --ovms-repo DIR --model-name NAME"),
+    ],
+)
+def test_ovms_errors(tmp_path, args, message):
+    model, _, _ = make_model(Case("e"))
+    onnx.save(model, tmp_path / "m.onnx")
+    proc = ovrnn_cli("convert", tmp_path / "m.onnx", *[str(tmp_path / a) if a == "R" else a for a in args])
+    assert proc.returncode == 2 and proc.stderr == f"error: {message}\n"
+    assert not (tmp_path / "R").exists()
+
+
+# --- the validation report ----------------------------------------------------------------------
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_validate_report_content(tmp_path):
+    case = Case("report", direction="bidirectional", T=12, lens=(12, 5, 0), batch=3, h0=True, dyn_batch=True)
+    model, _, _ = make_model(case)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "report"
+    proc = ovrnn_cli("validate", path, "--report", out, "--report-precisions", "f32,bf16", "--seed", "7")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["error_per_step.png", "inputs.npz", "outputs.npz", "reference.npz", "report.json", "report.md"]
+    data = json.loads((out / "report.json").read_text())
+    assert data["passed"] is True and data["precision"] == "f32" and data["device"] == "CPU" and data["seed"] == 7
+    assert set(data["versions"]) >= {"openvino", "onnx", "numpy", "ovrnn", "python"}
+    assert data["compile_seconds"] > 0 and data["runtime_layer_types"]
+    y = next(c for c in data["comparisons"] if c["output"] == "Y" and c["oracle"] == "reference")
+    assert (y["atol"], y["rtol"]) == (2e-5, 2e-5)
+    per_step = data["per_step_error"]
+    assert set(per_step) == {"f32", "bf16"} and len(per_step["f32"]["Y"]) == 12
+    assert max(per_step["f32"]["Y"]) == pytest.approx(y["max_abs"])
+    assert max(per_step["bf16"]["Y"]) > 10 * max(per_step["f32"]["Y"])  # bf16 visibly worse
+    # the saved inputs reproduce the reference outputs
+    inputs = dict(np.load(out / "inputs.npz"))
+    assert inputs["sequence_lens"].tolist()[:2] == [12, 0]
+    want = reference.run_model(model, inputs)
+    np.testing.assert_allclose(np.load(out / "reference.npz")["Y"], want["Y"])
+    assert data["reproduce"]["command"].endswith("--device CPU --seed 7 --batch 3")
+    width, height = _png_size((out / "error_per_step.png").read_bytes())
+    assert (width, height) == (700, 400)
+    md = (out / "report.md").read_text()
+    assert md.startswith("# ovrnn validation: PASS") and "![error per time step](error_per_step.png)" in md
+    assert "| Y | reference |" in md and "- Y at bf16: largest error" in md

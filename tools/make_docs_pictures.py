@@ -1,0 +1,88 @@
+"""Regenerate the pictures in docs/ (deterministic: same ovrnn and graphviz, same bytes).
+
+Each picture is one function in PICTURES that writes its files into a folder; add a new picture
+by writing a function and listing it there.
+
+    python tools/make_docs_pictures.py            # rewrite docs/ pictures
+    python tools/make_docs_pictures.py --check    # exit 1 if a committed picture differs
+
+The graph pictures need graphviz's `dot` on PATH to write the .svg; the .dot sources next to
+them are written without it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def small_bidirectional_rnn(T: int = 4, batch: int = 2, I: int = 3, H: int = 4):  # noqa: E741
+    """Bidirectional, Tanh forward and Relu reverse, with sequence_lens: small enough to draw every layer."""
+    rng = np.random.default_rng(4)
+    D = 2
+    W = rng.uniform(-0.5, 0.5, (D, H, I)).astype(np.float32)
+    R = rng.uniform(-0.5, 0.5, (D, H, H)).astype(np.float32)
+    B = rng.uniform(-0.2, 0.2, (D, 2 * H)).astype(np.float32)
+    node = helper.make_node(
+        "RNN", ["X", "W", "R", "B", "sequence_lens"], ["Y", "Y_h"], name="rnn", hidden_size=H, direction="bidirectional", activations=["Tanh", "Relu"]
+    )
+    graph = helper.make_graph(
+        [node],
+        "bidirectional_T4",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, I]), helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [batch])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [T, D, batch, H]), helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [D, batch, H])],
+        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def graph_pictures(folder: Path) -> list[Path]:
+    """unrolled_graph.svg: every layer of a T=4 bidirectional RNN (ovrnn inspect --graph --expand);
+    collapsed_graph.svg: the same IR with one node per cell chain (ovrnn inspect --graph)."""
+    import ovrnn
+    from ovrnn.graph_picture import write_graph
+
+    written = []
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = ovrnn.convert_model(small_bidirectional_rnn()).save(Path(tmp) / "model.xml")
+        for name, expand in (("unrolled_graph", True), ("collapsed_graph", False)):
+            picture = write_graph(xml, folder / f"{name}.svg", expand=expand)
+            if picture.note:
+                print(f"note: {picture.note}", file=sys.stderr)
+            written += picture.files
+    return written
+
+
+PICTURES: list[Callable[[Path], list[Path]]] = [graph_pictures]
+
+
+def main(argv: list[str]) -> int:
+    if "--check" not in argv:
+        for make in PICTURES:
+            for path in make(DOCS):
+                print(f"wrote {path.relative_to(DOCS.parent)}")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        differ = []
+        for make in PICTURES:
+            for path in make(Path(tmp)):
+                committed = DOCS / path.name
+                if not committed.is_file() or committed.read_bytes() != path.read_bytes():
+                    differ.append(path.name)
+        for name in differ:
+            print(f"docs/{name} differs from what {Path(__file__).name} writes", file=sys.stderr)
+        return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    if shutil.which("dot") is None:
+        print("note: graphviz (dot) is not installed: only the .dot files can be written", file=sys.stderr)
+    sys.exit(main(sys.argv[1:]))
