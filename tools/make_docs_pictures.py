@@ -61,7 +61,40 @@ def graph_pictures(folder: Path) -> list[Path]:
     return written
 
 
-PICTURES: list[Callable[[Path], list[Path]]] = [graph_pictures]
+def error_plot(folder: Path) -> list[Path]:
+    """error_per_step.png: `ovrnn validate --report` on a 64-step bidirectional RNN, at f32 and bf16:
+    where error builds up along the recurrence."""
+    import ovrnn
+
+    from onnx import save
+
+    rng = np.random.default_rng(5)
+    T, batch, I, H, D = 64, 4, 16, 32, 2
+    node = helper.make_node(
+        "RNN", ["X", "W", "R", "B", "sequence_lens"], ["Y", "Y_h"], name="rnn", hidden_size=H, direction="bidirectional", activations=["Tanh", "Relu"]
+    )
+    graph = helper.make_graph(
+        [node],
+        "bidirectional_T64",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, I]), helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [batch])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [T, D, batch, H]), helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [D, batch, H])],
+        [
+            numpy_helper.from_array((rng.uniform(-1, 1, (D, H, I)) / np.sqrt(H)).astype(np.float32), "W"),
+            numpy_helper.from_array((rng.uniform(-1, 1, (D, H, H)) / np.sqrt(H)).astype(np.float32), "R"),
+            numpy_helper.from_array(rng.uniform(-0.2, 0.2, (D, 2 * H)).astype(np.float32), "B"),
+        ],
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bidirectional_T64.onnx"
+        save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
+        ovrnn.validate(path, report_dir=Path(tmp) / "report", report_precisions=["f32", "bf16"])
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / "error_per_step.png"
+        shutil.copyfile(Path(tmp) / "report" / "error_per_step.png", target)
+    return [target]
+
+
+PICTURES: list[Callable[[Path], list[Path]]] = [graph_pictures, error_plot]
 
 
 def main(argv: list[str]) -> int:
