@@ -3,14 +3,17 @@
     ir = ovrnn.convert_model("model.onnx", input=["X[16,?,32]"])   # -> IR (xml/bin bytes)
     ir.save("out/model.xml")                                        # model.xml + model.bin
     outputs = ovrnn.run("out/model.xml", {"X": x}, device="CPU")    # f32 inference precision
+    runner = ovrnn.Runner("out/model.xml", device="CPU")            # compile once, infer many times
     report = ovrnn.validate("model.onnx", device="CPU")             # vs float64 reference + onnxruntime
     print(ovrnn.inspect("out/model.xml").format())
+
+The API is imported on first use, so `ovrnn convert` does not load OpenVINO, onnxruntime or
+matplotlib.
 """
 
-__version__ = "0.1.0"
+from importlib import import_module
 
-from .convert import convert_model  # noqa: E402
-from .errors import (  # noqa: E402
+from .errors import (
     DeviceError,
     InvalidModelError,
     IRFormatError,
@@ -19,28 +22,38 @@ from .errors import (  # noqa: E402
     UnsupportedFeatureError,
     UsageError,
 )
-from .inspect_ir import InspectReport  # noqa: E402
-from .inspect_ir import inspect_ir as inspect  # noqa: E402
-from .ir import IR  # noqa: E402
-from .runtime import run  # noqa: E402
-from .spec import RnnSpec  # noqa: E402
-from .validate import ValidationReport, validate  # noqa: E402
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "convert_model": ("convert", "convert_model"),
+    "IR": ("ir", "IR"),
+    "RnnSpec": ("spec", "RnnSpec"),
+    "run": ("runtime", "run"),
+    "Runner": ("runtime", "Runner"),
+    "validate": ("validation", "validate"),
+    "ValidationReport": ("validation", "ValidationReport"),
+    "inspect": ("inspect_ir", "inspect_ir"),
+    "InspectReport": ("inspect_ir", "InspectReport"),
+}
 
 __all__ = [
-    "IR",
     "DeviceError",
-    "InspectReport",
     "InvalidModelError",
     "IRFormatError",
     "NumericMismatchError",
     "OvrnnError",
-    "RnnSpec",
     "UnsupportedFeatureError",
     "UsageError",
-    "ValidationReport",
     "__version__",
-    "convert_model",
-    "inspect",
-    "run",
-    "validate",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ovrnn' has no attribute '{name}'")

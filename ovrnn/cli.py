@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", help="write the outputs to this .npz")
     r.add_argument("--precision", default="f32", help="INFERENCE_PRECISION_HINT: f32 (default), f16, bf16 or default (the device's own)")
     r.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
+    r.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times with one reused infer request and print the latency (median, p90)")
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("validate", help="convert, run on a device and compare with the float64 reference and onnxruntime")
@@ -201,11 +202,23 @@ def run_here(args) -> int:
 
     from . import runtime
 
+    import time
+
+    if args.repeat < 1:
+        raise UsageError(f"--repeat: expected a positive number of runs, got {args.repeat}")
     inputs = load_inputs(args.input)
-    compiled = runtime.compile_ir(runtime.read_model(args.ir), args.device, args.precision, args.cache_dir)
-    outputs = runtime.infer(compiled, inputs)
+    t0 = time.perf_counter()
+    runner = runtime.Runner(args.ir, args.device, args.precision, args.cache_dir)
+    compile_seconds = time.perf_counter() - t0
+    compiled = runner.compiled
+    times = []
+    for _ in range(args.repeat):
+        t = time.perf_counter()
+        outputs = runner(inputs)
+        times.append(time.perf_counter() - t)
     print(f"ran {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision {compiled.precision})")
     print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
+    print(f"  compile {compile_seconds:.3f} s" + (f"; latency over {len(times)} runs: median {np.median(times) * 1e3:.3f} ms, p90 {np.percentile(times, 90) * 1e3:.3f} ms" if len(times) > 1 else f"; inference {times[0] * 1e3:.3f} ms"))
     for name, value in outputs.items():
         stats = np.asarray(value, dtype=np.float64)
         print(f"  {name}: {value.dtype} {list(value.shape)}  min {stats.min():.6g}  max {stats.max():.6g}  mean {stats.mean():.6g}")
@@ -224,7 +237,7 @@ def run_here(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .validate import validate
+    from .validation import validate
 
     report = validate(
         args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,

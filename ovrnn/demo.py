@@ -14,7 +14,7 @@ def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:
     from . import runtime
     from .convert import convert_model
     from .inspect_ir import inspect_ir
-    from .validate import random_inputs, validate
+    from .validation import random_inputs, validate
 
     print(f"ovrnn demo: {DEMO_MODEL.name}, a bidirectional ONNX RNN (Tanh forward, Relu reverse) with sequence_lens and initial_h")
     with tempfile.TemporaryDirectory(prefix="ovrnn-demo-") as tmp:

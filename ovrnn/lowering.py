@@ -25,7 +25,7 @@ import numpy as np
 
 from . import ops
 from .activations import Activation
-from .dtypes import F16
+from .dtypes import F16, I32
 from .layer_graph import LayerGraph, Output, array_bytes
 from .shapes import Dim
 from .spec import Direction, RnnInput, RnnSpec
@@ -141,7 +141,7 @@ class _Lowering:
         if s.sequence_lens is None:
             return None
         self.lens = ops.reshape(g, f"{self.p}/mask/lens", self.port_of(s.sequence_lens.name), [-1, 1])
-        steps = ops.const(g, f"{self.p}/mask/steps", np.arange(s.seq_length, dtype=np.int32).reshape(1, -1))
+        steps = ops.arange(g, f"{self.p}/mask/steps", s.seq_length, I32)  # [T]: broadcasts against [B, 1]
         valid = ops.greater(g, f"{self.p}/mask/t_lt_len", self.lens, steps)  # [B, T]
         return ops.split(g, f"{self.p}/mask/split", valid, 1, s.seq_length)
 

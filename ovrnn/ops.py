@@ -143,6 +143,12 @@ def concat(g: LayerGraph, name: str, xs: list[Output], axis: int) -> Output:
     return g.add("Concat", name, xs, (TensorType(xs[0].etype, tuple(dims)),), {"axis": str(axis)}).out()
 
 
+def arange(g: LayerGraph, name: str, stop: int, etype: ElementType) -> Output:
+    """Range-4 [0, 1, ..., stop-1]: computed in the graph, so the .bin does not grow with T."""
+    scalars = [const(g, f"{name}/{k}", np.array(v), etype) for k, v in (("start", 0), ("stop", stop), ("step", 1))]
+    return g.add("Range", name, scalars, (TensorType(etype, (Dim.of(stop),)),), {"output_type": etype.ir}).out()
+
+
 def shape_of(g: LayerGraph, name: str, x: Output) -> Output:
     typ = TensorType(I64, (Dim.of(len(x.shape)),))
     return g.add("ShapeOf", name, (x,), (typ,), {"output_type": "i64"}).out()

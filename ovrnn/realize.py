@@ -18,6 +18,7 @@ from .templates import template
 # op type in the IR -> op class name in OpenVINO's opset tables, where they differ
 _CLASS_NAMES = {"PReLU": "PRelu"}
 _INT = {"hidden_size", "num_splits", "axis", "batch_dims"}
+_ELEMENT_TYPE = {"output_type"}
 _FLOAT = {"clip", "min", "max", "alpha"}
 _BOOL = {"special_zero", "transpose_a", "transpose_b"}
 _STR_LIST = {"activations"}
@@ -35,6 +36,10 @@ def typed(key: str, text: str):
         return [t for t in text.split(",") if t]
     if key in _FLOAT_LIST:
         return [float(t) for t in text.split(",") if t]
+    if key in _ELEMENT_TYPE:
+        from .runtime import ov
+
+        return ov().Type(text) if text != "i64" else ov().Type.i64
     return text
 
 

@@ -176,7 +176,7 @@ def make_tensor(port, value: np.ndarray, name: str):
             if array.size and (array.min() < info.min or array.max() > info.max):
                 raise UsageError(f"input '{name}': values do not fit {want}")
         array = array.astype(want)
-    return o.Tensor(np.ascontiguousarray(array))
+    return o.Tensor(np.ascontiguousarray(array), shared_memory=True)
 
 
 def to_numpy(tensor) -> np.ndarray:
@@ -188,27 +188,48 @@ def to_numpy(tensor) -> np.ndarray:
 
 def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run once. Inputs by tensor name; outputs by tensor name, in the model's output order."""
-    ports = c.compiled.inputs
-    by_name = {}
-    for port in ports:
-        for n in port.get_names():
-            by_name[n] = port
-    check_lengths(inputs, c.length_limits)
-    unknown = [n for n in inputs if n not in by_name]
-    if unknown:
-        raise UsageError(f"input '{unknown[0]}' is not an input of the model (inputs: {', '.join(_port_name(p) for p in ports)})")
-    tensors = {}
-    for index, port in enumerate(ports):
-        given = [n for n in port.get_names() if n in inputs]
-        if not given:
-            raise UsageError(f"input '{_port_name(port)}' is missing (give every input: {', '.join(_port_name(p) for p in ports)})")
-        tensors[index] = make_tensor(port, inputs[given[0]], given[0])
-    request = c.compiled.create_infer_request()
-    try:
-        request.infer(tensors)
-    except RuntimeError as exc:
-        raise DeviceError(f"inference on {c.device} failed: {ov_message(exc)}") from None
-    return {name: to_numpy(request.get_tensor(port)) for name, port in zip(c.output_names, c.compiled.outputs)}
+    return Runner.from_compiled(c)(inputs)
+
+
+class Runner:
+    """Compile once, infer many times: what a serving loop needs.
+
+    One infer request is reused, and numpy inputs already of the port's type are passed without a
+    copy (share_inputs). The outputs returned are copies, safe to keep across calls.
+    """
+
+    def __init__(self, ir, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> None:
+        self._setup(compile_ir(read_model(ir), device, precision, cache_dir))
+
+    @classmethod
+    def from_compiled(cls, c: Compiled) -> Runner:
+        runner = cls.__new__(cls)
+        runner._setup(c)
+        return runner
+
+    def _setup(self, c: Compiled) -> None:
+        self.compiled = c
+        self.request = c.compiled.create_infer_request()
+        self.ports = list(c.compiled.inputs)
+        self.by_name = {n: i for i, p in enumerate(self.ports) for n in p.get_names()}
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        c = self.compiled
+        check_lengths(inputs, c.length_limits)
+        unknown = [n for n in inputs if n not in self.by_name]
+        if unknown:
+            raise UsageError(f"input '{unknown[0]}' is not an input of the model (inputs: {', '.join(_port_name(p) for p in self.ports)})")
+        tensors = {}
+        for index, port in enumerate(self.ports):
+            given = [n for n in port.get_names() if n in inputs]
+            if not given:
+                raise UsageError(f"input '{_port_name(port)}' is missing (give every input: {', '.join(_port_name(p) for p in self.ports)})")
+            tensors[index] = make_tensor(port, inputs[given[0]], given[0])
+        try:
+            self.request.infer(tensors, share_inputs=True)
+        except RuntimeError as exc:
+            raise DeviceError(f"inference on {c.device} failed: {ov_message(exc)}") from None
+        return {name: to_numpy(self.request.get_tensor(port)) for name, port in zip(c.output_names, c.compiled.outputs)}
 
 
 def versions() -> dict[str, str]:

@@ -15,7 +15,7 @@ from cases import CASES, TOL, Case, make_model
 from conftest import assert_close
 
 from ovrnn import reference
-from ovrnn.validate import ort_known_deviation
+from ovrnn.validation import ort_known_deviation
 
 ORT_CASES = [c for c in CASES if c.ort_supported]
 

@@ -32,6 +32,7 @@ def serializer_layers() -> dict[str, tuple]:
     import openvino.opset3 as o3
     import openvino.opset4 as o4
     import openvino.opset8 as o8
+    from openvino.utils.node_factory import NodeFactory
 
     x = o1.parameter([2, 6], np.float32, name="x")
     h = o1.parameter([2, 4], np.float32, name="h")
@@ -68,6 +69,8 @@ def serializer_layers() -> dict[str, tuple]:
         "Broadcast": o3.broadcast(c(0), i64([2, 4])),
         "Convert": o1.convert(cell, "f16"),
         "Transpose": o1.transpose(cell, i64([1, 0])),
+        # openvino.opset4.range is Range-1; Range-4 (output_type) comes from the opset4 factory
+        "Range": NodeFactory("opset4").create("Range", [o1.constant(np.int32(v)).output(0) for v in (0, 4, 1)], {"output_type": "i32"}),
     }
     for name, node in nodes.items():
         node.set_friendly_name(f"probe_{name}")
