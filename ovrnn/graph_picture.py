@@ -279,11 +279,15 @@ class _Picture:
         member_of = {i: c for c in self.chains for i in c.members}
         for n, chain in enumerate(self.chains):
             chain.node = f"C{n}"
+        same_bytes: dict[tuple, str] = {}  # Const layers over the same .bin bytes are one weight
         for lay in self.layers:
             if self.is_folded(lay.index):
                 lay.node = ""
             elif not self.expand and lay.index in member_of:
                 lay.node = member_of[lay.index].node
+            elif lay.type == "Const" and (data := lay.el.find("data")) is not None:
+                key = tuple(data.get(k) for k in ("offset", "size", "element_type", "shape"))
+                lay.node = same_bytes.setdefault(key, f"L{lay.index}")
             else:
                 lay.node = f"L{lay.index}"
         self.member_of = member_of
@@ -500,7 +504,7 @@ class _Picture:
             f'    label=<{label}>; style="rounded,filled"; fillcolor="#fff6e6"; color="{border}"; penwidth=1.5; fontname="Helvetica"; fontsize=12;',
         ]
         for i in chain.extra:
-            if self.layers[i].node:
+            if self.layers[i].node == f"L{i}":  # not folded, and not a second Const over the same bytes
                 out.append("  " + self._node(self.layers[i]))
         if chain.rnn and self._step_cluster(chain):
             by_step: dict[str, list[int]] = defaultdict(list)

@@ -218,8 +218,8 @@ def _cell_chains(graph: _Graph) -> list[Chain]:
         data = first.find("data")
         attr = (lambda k: data.get(k, "")) if data is not None else (lambda k: "")
         match = re.match(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t\d+/cell$", first.get("name", ""))
-        w = graph.source(head, 2, through=("Convert",))
-        shared = sum(1 for lid in cells if (s := graph.source(lid, 2, through=("Convert",))) is not None and w is not None and s.get("id") == w.get("id"))
+        w = _weight_key(graph.source(head, 2, through=("Convert",)))
+        shared = sum(1 for lid in members if w is not None and _weight_key(graph.source(lid, 2, through=("Convert",))) == w)
         hidden = attr("hidden_size")
         chains.append(
             Chain(
@@ -234,6 +234,16 @@ def _cell_chains(graph: _Graph) -> list[Chain]:
             )
         )
     return sorted(chains, key=lambda c: (c.rnn, c.direction))
+
+
+def _weight_key(el) -> tuple | None:
+    """What a cell's W is: the bytes a Const points at (several Const layers may share them)."""
+    if el is None:
+        return None
+    data = el.find("data")
+    if el.get("type") == "Const" and data is not None:
+        return ("bytes", data.get("offset"), data.get("size"), data.get("element_type"), data.get("shape"))
+    return ("layer", el.get("id"))
 
 
 def _explicit_chains(layers: dict[str, etree._Element]) -> list[Chain]:

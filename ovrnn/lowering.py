@@ -12,6 +12,12 @@ The equation, per direction d, with the reverse direction walking t = T-1 .. 0:
   Y_h = 0 (README, "Semantic decisions").
 * ``layout`` only changes the axis the edges split and concatenate on; the chain itself always
   sees [batch, size] tensors.
+* Compile time: OpenVINO's CPU plugin folds a chain of equal RNNCells back into one RNNSeq, and
+  that pass, plus the pass that compares consumers of a shared Const, costs O(T²) for a T-step
+  chain (about 4 s at T=1000). ovrnn cuts each chain into pieces of ``chunk`` steps the plugin
+  folds separately: each piece has its own W/R/B Const layers (over the same .bin bytes), and
+  alternate pieces carry ``activations_alpha="0"``, which relu/tanh/sigmoid ignore but which
+  makes neighbouring pieces unequal cells. The numbers do not change.
 
 This module and ``reference.py`` (the float64 oracle) are the only two places with RNN math.
 """
@@ -42,6 +48,7 @@ class LoweringOptions:
     cells: str = "cell"  # "cell": RNNCell for relu/tanh/sigmoid; "matmul": explicit ops for every direction
     static: bool = False  # every shape is static: zeros are true constants, no ShapeOf/Broadcast
     compress_to_fp16: bool = False  # f32 weights stored as f16 + a decompression Convert
+    chunk: int = 64  # steps per chain piece that OpenVINO's CPU plugin folds separately; 0: one piece
 
 
 @dataclass
@@ -237,24 +244,47 @@ class _Lowering:
             lowered.outputs[s.Y_h] = self.assemble_y_h(finals)
         return lowered
 
+    def piece(self, t: int) -> int:
+        """Which chain piece step t belongs to, counted in the direction's walking order."""
+        return 0 if not self.options.chunk else t // self.options.chunk
+
     def native_steps(self, d: int, act: Activation):
         s = self.s
-        if s.clip == 0:
-            w, r, b = self.zero_weights(d)
-        else:
-            w, r, b = self.weight("W", d), self.weight("R", d), self.bias(d)
         xs, name, clip = self.x_steps(), act.name.lower(), s.clip or 0.0
+        weights = self._piece_weights(d, lambda: self.zero_weights(d) if s.clip == 0 else (self.weight("W", d), self.weight("R", d), self.bias(d)))
+        T, reverse = s.seq_length, s.directions[d] is Direction.REVERSE
 
         def step(t: int, h: Output | None, base: str) -> Output:
             h = self.zeros_bh() if h is None else h
-            return ops.rnn_cell(self.g, f"{base}/cell", xs[t], h, w, r, b, s.hidden_size, name, clip)
+            piece = self.piece(T - 1 - t if reverse else t)
+            w, r, b = weights(piece)
+            cell = ops.rnn_cell(self.g, f"{base}/cell", xs[t], h, w, r, b, s.hidden_size, name, clip)
+            if piece % 2:  # unequal to the neighbouring pieces' cells; relu/tanh/sigmoid take no alpha
+                cell.layer.attrs["activations_alpha"] = "0"
+            return cell
 
         return step
+
+    def _piece_weights(self, d: int, make):
+        """W/R/B (or any weights) made once per chain piece: constants get their own Const layers
+        per piece, pointing at the same .bin bytes; runtime weights are shared."""
+        made: dict[int, tuple] = {}
+        constant = all(t is None or t.is_constant for t in (self.s.W, self.s.R, self.s.B)) or self.s.clip == 0
+
+        def weights(piece: int) -> tuple:
+            key = piece if constant else 0
+            if key not in made:
+                made[key] = make()
+            return made[key]
+
+        return weights
 
     def explicit_steps(self, d: int, act: Activation):
         s, g = self.s, self.g
         direction = s.directions[d].value
-        w, r, b = self.weight("W", d), self.weight("R", d), self.bias(d)
+        w, b = self.weight("W", d), self.bias(d)
+        rs = self._piece_weights(d, lambda: self.weight("R", d))
+        T, reverse = s.seq_length, s.directions[d] is Direction.REVERSE
         # X·W_dᵀ + (Wb_d + Rb_d) for every step at once: [T, B, H] or [B, T, H].
         name = f"{self.p}/{direction}/xw"
         xw = ops.add(g, f"{name}/add_b", ops.matmul(g, f"{name}/matmul", self.port_of(s.X.name), w, transpose_b=True), b)
@@ -265,6 +295,7 @@ class _Lowering:
             cell = f"{base}/cell.explicit"
             pre = xw_steps[t]
             if h is not None:  # None: H_{-1} = 0, which adds nothing
+                r = rs(self.piece(T - 1 - t if reverse else t))
                 pre = ops.add(g, f"{cell}/add", ops.matmul(g, f"{cell}/matmul_r", h, r, transpose_b=True), pre)
             if s.clip is not None:
                 pre = ops.unary(g, "Clamp", f"{cell}/clip", pre, {"min": ops.fmt_float(-s.clip), "max": ops.fmt_float(s.clip)})
