@@ -23,7 +23,9 @@ from .emitter import IR_VERSIONS, emit
 from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
 from .ir import IR, RnnSummary
 from .layer_graph import LayerGraph, Output
+from .limits import check_steps
 from .lowering import CELL_MODES, LoweringOptions, lower_rnn
+from .progress import stage
 from .onnx_io import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .shapes import Dim, Shape, parse_input_specs, shape_text
 from .spec import RnnSpec, normalise_rnn
@@ -41,6 +43,7 @@ def convert_model(
     device: str | None = None,
     static: bool = False,
     compress_to_fp16: bool = False,
+    max_steps: int | None = None,
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
@@ -51,6 +54,7 @@ def convert_model(
       ``device``).
     * ``static``: every shape static (NPU); ``compress_to_fp16``: f32 weights stored as f16.
     * ``ir_version`` 10 is offered for old runtimes (models made of RNN nodes only).
+    * ``max_steps``: refuse models that unroll to more steps than this (default 8192; 0: no limit).
     """
     if ir_version not in IR_VERSIONS:
         raise UsageError(f"--ir-version: expected 10 or 11, got {ir_version}")
@@ -69,8 +73,8 @@ def convert_model(
     def build(cells: str) -> IR:
         options = LoweringOptions(cells, static, compress_to_fp16)
         if whole:
-            return convert_whole_model(view, shapes, source, options)
-        return _convert_rnn_graph(view, options, ir_version)
+            return convert_whole_model(view, shapes, source, options, max_steps)
+        return _convert_rnn_graph(view, options, ir_version, max_steps)
 
     if lowering != "auto":
         return build(lowering)
@@ -96,16 +100,19 @@ def _check_static(view: GraphView) -> None:
             raise UsageError(f"--static: input '{info.name}' has a dynamic {which}; give every dim a number with --input \"{info.name}[{example}]\"")
 
 
-def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: int) -> IR:
+def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None) -> IR:
     """A model made of RNN and Constant nodes: ovrnn's own emitter writes it."""
     plan = _plan(view)
     specs = _normalise_all(view, plan)
+    steps_note = check_steps(sum(s.seq_length * s.num_directions for s in specs), len(specs), max_steps)
     g = LayerGraph(view.model.graph.name or "ovrnn_model")
     builder = _Builder(g, view, specs, options)
-    summaries = builder.build(plan)
+    with stage(f"lowering {len(specs)} RNN node(s)"):
+        summaries = builder.build(plan)
     g.rt_info = {"ovrnn": {"version": __version__, **_options_info(options), **{s.label: s.rt_info() for s in summaries}}}
-    xml, bin_ = emit(g, ir_version)
-    notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes)
+    with stage(f"writing {len(g.layers):,} layers"):
+        xml, bin_ = emit(g, ir_version)
+    notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes) + ((steps_note,) if steps_note else ())
     return IR(xml=xml, bin=bin_, notes=notes, rnns=tuple(summaries))
 
 

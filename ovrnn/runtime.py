@@ -98,10 +98,13 @@ class Compiled:
 
 
 def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> Compiled:
+    from .progress import stage
+
     check_device(device)
     config = compile_config(precision, cache_dir)
     try:
-        compiled = core().compile_model(model, device, config)
+        with stage(f"compiling for {device}"):
+            compiled = core().compile_model(model, device, config)
     except RuntimeError as exc:
         raise DeviceError(f"OpenVINO could not compile the IR for {device}: {ov_message(exc)}") from None
     try:

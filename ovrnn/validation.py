@@ -106,6 +106,7 @@ def validate(
     lowering: str = "cell",
     static: bool = False,
     compress_to_fp16: bool = False,
+    max_steps: int | None = None,
 ) -> ValidationReport:
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
@@ -113,7 +114,7 @@ def validate(
     if report_dir is not None:
         report_module.require_plotting()
     proto = load_model(model)
-    ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16)
+    ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps)
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)

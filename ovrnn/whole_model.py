@@ -28,6 +28,7 @@ from .dtypes import BY_IR
 from .errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError
 from .ir import IR, RnnSummary
 from .layer_graph import LayerGraph
+from .limits import check_steps
 from .lowering import LoweringOptions, lower_rnn
 from .onnx_io import ONNX_DOMAINS, GraphView, TensorInfo
 from .realize import realize
@@ -47,7 +48,9 @@ def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
     return [(i, n) for i, n in enumerate(graph.node) if n.op_type == "RNN" and n.domain in ONNX_DOMAINS]
 
 
-def convert_whole_model(view: GraphView, shapes: dict[str, Shape | None], source: Path | None, options: LoweringOptions = LoweringOptions()) -> IR:
+def convert_whole_model(
+    view: GraphView, shapes: dict[str, Shape | None], source: Path | None, options: LoweringOptions = LoweringOptions(), max_steps: int | None = None
+) -> IR:
     from openvino.frontend import ConversionExtension, FrontEndManager
 
     _refuse_rnn_in_subgraphs(view.model.graph)
@@ -70,6 +73,7 @@ def convert_whole_model(view: GraphView, shapes: dict[str, Shape | None], source
             raise _conversion_error(view, path, exc) from None
     if extension.calls != len(nodes):
         raise AssertionError(f"the ONNX frontend called the RNN extension {extension.calls} times for {len(nodes)} RNN nodes")
+    steps_note = check_steps(sum(c.steps for s in extension.summaries for c in s.chains), len(nodes), max_steps)
     model.set_friendly_name(view.model.graph.name or "ovrnn_model")
     _deterministic_names(model)  # before folding too: folded constants inherit these names
     _fold_constants(model)
@@ -78,7 +82,7 @@ def convert_whole_model(view: GraphView, shapes: dict[str, Shape | None], source
     if options.static and model.is_dynamic():
         dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
         raise UsageError(f"--static: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with --input")
-    notes = list(extension.notes) + ([] if nodes else [NO_RNN_NOTE])
+    notes = list(extension.notes) + ([] if nodes else [NO_RNN_NOTE]) + ([steps_note] if steps_note else [])
     for summary in extension.summaries:
         for key, value in summary.rt_info().items():
             model.set_rt_info(value, ["ovrnn", summary.label, key])

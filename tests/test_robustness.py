@@ -244,3 +244,31 @@ def test_odd_but_valid_models_convert(model, feeds, notes):
     got = run_ir(ir, feeds)
     for name, value in reference.run_model(model, feeds).items():
         np.testing.assert_allclose(got[name], value, atol=2e-5, rtol=2e-5)
+
+
+def test_step_limit_refuses_with_a_way_out():
+    model, _, _ = make_model(Case("steps", T=4200, direction="bidirectional", hidden=4, input_size=2))
+    with pytest.raises(ovrnn.UsageError) as info:
+        ovrnn.convert_model(model)
+    assert str(info.value) == (
+        "the model unrolls to 8400 steps (time steps x directions, over 1 RNN node), more than --max-steps 8192: compiling that many "
+        "cells takes OpenVINO minutes; raise --max-steps to convert anyway (0 = no limit), or fix a shorter sequence with --input"
+    )
+    assert layer_counts(ovrnn.convert_model(model, max_steps=0).xml)["RNNCell"] == 8400
+    note = ovrnn.convert_model(make_model(Case("steps", T=1500, direction="bidirectional", hidden=4, input_size=2))[0]).notes
+    assert note == ("the model unrolls to 3000 steps (time steps x directions, over 1 RNN node): OpenVINO will take a while to compile it (tens of seconds on CPU); --cache-dir makes later compiles faster",)
+
+
+def test_progress_only_on_a_terminal(monkeypatch, capsys):
+    import time
+
+    from ovrnn import progress
+
+    with progress.stage("quiet", min_seconds=0):
+        time.sleep(0.3)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(progress, "enabled", lambda: True)
+    with progress.stage("compiling for CPU", min_seconds=0):
+        time.sleep(0.3)
+    err = capsys.readouterr().err
+    assert err.startswith("\rcompiling for CPU ... ") and err.endswith(" s\n") and "done in" in err

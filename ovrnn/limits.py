@@ -1,0 +1,27 @@
+"""How many unrolled steps before compiling gets slow: a note, then a refusal.
+
+Measured on OpenVINO 2026.4 CPU (2 cores, hidden 64, chains cut into 64-step pieces): about
+0.5 s to compile 512 cells (T=256, bidirectional) and 3 s for 2000 (T=1000, bidirectional); the
+cost grows faster than linearly, so some 8000 cells take over half a minute and T=10,000 minutes.
+"""
+
+from __future__ import annotations
+
+from .errors import UsageError
+
+NOTE_ABOVE = 2048  # unrolled steps (time steps x directions, over all RNN nodes)
+DEFAULT_MAX_STEPS = 8192
+
+
+def check_steps(total: int, nodes: int, max_steps: int | None) -> str | None:
+    """None, a note when compiling will take a while, or a UsageError past `max_steps`."""
+    limit = DEFAULT_MAX_STEPS if max_steps is None else max_steps
+    where = f"{total} steps (time steps x directions, over {nodes} RNN node{'s' if nodes != 1 else ''})"
+    if limit and total > limit:
+        raise UsageError(
+            f"the model unrolls to {where}, more than --max-steps {limit}: compiling that many cells takes "
+            "OpenVINO minutes; raise --max-steps to convert anyway (0 = no limit), or fix a shorter sequence with --input"
+        )
+    if total > NOTE_ABOVE:
+        return f"the model unrolls to {where}: OpenVINO will take a while to compile it (tens of seconds on CPU); --cache-dir makes later compiles faster"
+    return None
