@@ -25,8 +25,8 @@ from .ir import IR, RnnSummary
 from .layer_graph import LayerGraph, Output
 from .limits import check_steps
 from .lowering import CELL_MODES, LoweringOptions, lower_rnn
-from .progress import stage
 from .onnx_io import GraphView, ModelSource, TensorInfo, graph_view, load_model
+from .progress import stage
 from .shapes import Dim, Shape, parse_input_specs, shape_text
 from .spec import RnnSpec, normalise_rnn
 from .whole_model import convert_whole_model, needs_frontend
@@ -70,11 +70,15 @@ def convert_model(
         raise UnsupportedFeatureError("--ir-version 10 is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
 
+    built: dict[str, IR] = {}
+
     def build(cells: str) -> IR:
-        options = LoweringOptions(cells, static, compress_to_fp16)
-        if whole:
-            return convert_whole_model(view, shapes, source, options, max_steps)
-        return _convert_rnn_graph(view, options, ir_version, max_steps)
+        if cells not in built:  # --lowering auto asks for the cell IR, and may keep it
+            options = LoweringOptions(cells, static, compress_to_fp16)
+            built[cells] = (
+                convert_whole_model(view, shapes, source, options, max_steps) if whole else _convert_rnn_graph(view, options, ir_version, max_steps)
+            )
+        return built[cells]
 
     if lowering != "auto":
         return build(lowering)
