@@ -87,13 +87,14 @@ def _lowering_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lowering", default="cell", choices=("cell", "matmul", "auto"), help="cell: RNNCell per step (default); matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device")
     p.add_argument("--static", action="store_true", help="every shape static (for NPU): dynamic input dims must be fixed with --input")
     p.add_argument("--compress-to-fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
+    p.add_argument("--chunk-steps", type=int, default=64, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64; 0: one piece)")
     p.add_argument("--max-steps", type=int, default=None, metavar="N", help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)")
     if not any(a.dest == "device" for a in p._actions):
         p.add_argument("--device", help="target device for --lowering auto (e.g. CPU, GPU, NPU)")
 
 
 def _lowering_kwargs(args) -> dict:
-    return {"lowering": args.lowering, "static": args.static, "compress_to_fp16": args.compress_to_fp16, "max_steps": args.max_steps}
+    return {"lowering": args.lowering, "static": args.static, "compress_to_fp16": args.compress_to_fp16, "max_steps": args.max_steps, "chunk_steps": args.chunk_steps}
 
 
 def main(argv: list[str] | None = None) -> int:

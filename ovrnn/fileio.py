@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from .errors import UsageError
@@ -17,13 +16,13 @@ def write_atomic(files: dict[Path, bytes]) -> None:
     created = _make_folder(folder)
     temps: list[Path] = []
     try:
-        mode = 0o666 & ~_umask()  # what open() would give; mkstemp's 0600 is for secrets
         for path, data in files.items():
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            temps.append(Path(tmp))
+            tmp = _temp_name(path)
+            # O_EXCL: never another's file; mode 0o666 less the umask, as open() gives
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            temps.append(tmp)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-            os.chmod(tmp, mode)
         # The .xml is renamed last: a reader that sees it also sees its .bin.
         for (path, _), tmp in sorted(zip(files.items(), temps), key=lambda item: item[0][0].suffix == ".xml"):
             os.replace(tmp, path)
@@ -38,10 +37,12 @@ def write_atomic(files: dict[Path, bytes]) -> None:
         raise UsageError(f"cannot write '{folder}': {exc.strerror or exc}") from None
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _temp_name(path: Path) -> Path:
+    for attempt in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{attempt}.tmp")
+        if not tmp.exists():
+            return tmp
+    raise UsageError(f"cannot write '{path}': too many leftover temporary files next to it")
 
 
 def _make_folder(folder: Path) -> list[Path]:

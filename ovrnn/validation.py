@@ -107,6 +107,7 @@ def validate(
     static: bool = False,
     compress_to_fp16: bool = False,
     max_steps: int | None = None,
+    chunk_steps: int = 64,
 ) -> ValidationReport:
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
@@ -114,7 +115,7 @@ def validate(
     if report_dir is not None:
         report_module.require_plotting()
     proto = load_model(model)
-    ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps)
+    ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps)
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
@@ -147,7 +148,13 @@ def validate(
         runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
         compile_seconds=round(compile_seconds, 4),
         versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
-        options={"lowering": lowering, "static": static, "compress_to_fp16": compress_to_fp16, "cache_dir": None if cache_dir is None else str(cache_dir)},
+        options={
+            "lowering": lowering,
+            "static": static,
+            "compress_to_fp16": compress_to_fp16,
+            "chunk_steps": None if chunk_steps == 64 else chunk_steps,
+            "cache_dir": None if cache_dir is None else str(cache_dir),
+        },
     )
     if report_dir is not None:
         time_axes = {name: axis for rnn in ir.rnns for role, name in rnn.outputs if (axis := rnn.time_axis(name)) is not None}

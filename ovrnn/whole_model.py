@@ -87,7 +87,7 @@ def convert_whole_model(
         for key, value in summary.rt_info().items():
             model.set_rt_info(value, ["ovrnn", summary.label, key])
     model.set_rt_info(__version__, ["ovrnn", "version"])
-    for key, value in (("lowering", options.cells), ("static", options.static), ("compress_to_fp16", options.compress_to_fp16)):
+    for key, value in (("lowering", options.cells), ("static", options.static), ("compress_to_fp16", options.compress_to_fp16), ("chunk_steps", options.chunk)):
         model.set_rt_info(str(value).lower(), ["ovrnn", key])
     xml, bin_ = _serialize(model, options.compress_to_fp16)
     return IR(xml=xml, bin=bin_, notes=tuple(notes), rnns=tuple(extension.summaries))

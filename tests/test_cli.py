@@ -174,3 +174,21 @@ def test_written_files_get_the_usual_permissions(tmp_path, model_file):
         os.umask(old)
     for name in ("m.xml", "m.bin"):
         assert oct((tmp_path / "p" / name).stat().st_mode & 0o777) == oct(0o644)
+
+
+def test_runner_reuses_its_request_and_converts_inputs(tmp_path):
+    model, feeds, _ = make_model(Case("runner", direction="bidirectional", lens=(4, 2), h0=True))
+    xml = ovrnn.convert_model(model).save(tmp_path / "m.xml")
+    runner = ovrnn.Runner(xml)
+    want = reference.run_model(model, feeds)
+    first = runner(feeds)
+    again = runner({k: v.astype(np.float64) if v.dtype == np.float32 else v.astype(np.int64) for k, v in feeds.items()})  # converted
+    for name in want:
+        np.testing.assert_allclose(first[name], want[name], atol=2e-5, rtol=2e-5)
+        np.testing.assert_array_equal(first[name], again[name])
+    first["Y"][...] = 0  # outputs are copies: the next call is not affected
+    assert np.abs(runner(feeds)["Y"]).max() > 0
+    with pytest.raises(ovrnn.UsageError, match="input 'initial_h' is missing"):
+        runner({"X": feeds["X"], "sequence_lens": feeds["sequence_lens"]})
+    with pytest.raises(ovrnn.UsageError, match="input 'Z' is not an input of the model"):
+        runner(dict(feeds, Z=feeds["X"]))

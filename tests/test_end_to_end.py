@@ -76,3 +76,35 @@ def test_chained_nodes_and_unused_node():
     want = reference.run_model(model, feeds)
     for name in ("Yb", "Hb"):
         assert_close(got[name], want[name], 2e-5, 2e-5, name)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_lean_lowering(direction):
+    """Common case: one layer per step per direction plus O(1) glue (chunk_steps=0); the default
+    chunking adds only 3 Const layers (W, R, B over the same bytes) per 64-step piece."""
+    from cases import Case
+
+    def glue(T, chunk):
+        model, _, _ = make_model(Case("lean", T=T, direction=direction, hidden=8, input_size=4))
+        counts = layer_counts(ovrnn.convert_model(model, chunk_steps=chunk).xml)
+        D = 2 if direction == "bidirectional" else 1
+        assert counts["RNNCell"] == T * D
+        return sum(counts.values()) - counts["RNNCell"], counts
+    flat64, _ = glue(64, 0)
+    flat300, counts = glue(300, 0)
+    assert flat64 == flat300 and not any(counts[t] for t in ("Squeeze", "Unsqueeze", "Select"))
+    pieces64, _ = glue(64, 64)
+    pieces300, _ = glue(300, 64)
+    D = 2 if direction == "bidirectional" else 1
+    assert pieces300 - pieces64 == 3 * D * (5 - 1)  # 300 steps = 5 pieces of 64
+
+
+def test_chunking_keeps_the_numbers():
+    from cases import Case
+
+    model, feeds, _ = make_model(Case("chunks", T=150, direction="bidirectional", lens=(150, 70), h0=True, hidden=8, input_size=4))
+    want = reference.run_model(model, feeds)
+    for chunk in (0, 1, 7, 64):
+        got = run_ir(ovrnn.convert_model(model, chunk_steps=chunk), feeds)
+        for name in want:
+            assert_close(got[name], want[name], 2e-5, 2e-5, f"chunk {chunk} {name}")

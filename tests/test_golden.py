@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import onnx
 from conftest import run_ir
 
@@ -83,3 +84,28 @@ def test_conversion_does_not_import_openvino(tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_escaping_matches_lxml():
+    """The emitter escapes names itself (for speed): it must write what lxml would."""
+    from lxml import etree
+
+    from ovrnn.emitter import _escape_attr
+
+    for text in ['plain', 'a&b<c>d"e\'f', "new\nline\ttab\rcr", "é ü «» 漢字 🙂", "&amp; already", ""]:
+        via_lxml = etree.tostring(etree.Element("x", {"v": text}), encoding="unicode")
+        assert via_lxml == f'<x v="{_escape_attr(text)}"/>'
+
+
+def test_names_xml_cannot_hold_are_refused():
+    from cases import Case, make_model
+
+    model, _, _ = make_model(Case("ctrl"))
+    model.graph.node[0].name = "bad\x01node"
+    with pytest.raises(ovrnn.UnsupportedFeatureError) as info:
+        ovrnn.convert_model(model)
+    assert str(info.value) == "name 'bad\\x01node/x/rows/shape' contains the character U+0001, which XML cannot hold; rename it"
+    model, _, _ = make_model(Case("ctrl2"))
+    model.graph.output[0].name = model.graph.node[0].output[0] = "Y\x02"
+    with pytest.raises(ovrnn.UnsupportedFeatureError, match="tensor name 'Y\\\\x02' contains the character U\\+0002"):
+        ovrnn.convert_model(model)
