@@ -220,6 +220,8 @@ def run_here(args) -> int:
         times.append(time.perf_counter() - t)
     print(f"ran {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision {compiled.precision})")
     print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
+    if compiled.layers_per_device:
+        print("  layers per device: " + ", ".join(f"{d} {n}" for d, n in compiled.layers_per_device.items()))
     print(f"  compile {compile_seconds:.3f} s" + (f"; latency over {len(times)} runs: median {np.median(times) * 1e3:.3f} ms, p90 {np.percentile(times, 90) * 1e3:.3f} ms" if len(times) > 1 else f"; inference {times[0] * 1e3:.3f} ms"))
     for name, value in outputs.items():
         stats = np.asarray(value, dtype=np.float64)

@@ -90,6 +90,7 @@ class Compiled:
     execution_devices: list[str] = field(default_factory=list)
     length_limits: dict[str, int] = field(default_factory=dict)  # sequence_lens input -> steps
     output_names: list[str] = field(default_factory=list)  # as the IR names them, by index
+    layers_per_device: dict[str, int] = field(default_factory=dict)  # HETERO: which device runs how many layers
 
     def runtime_layer_types(self) -> Counter:
         """Layer types the plugin actually runs (a chain may be folded back into a sequence)."""
@@ -118,7 +119,18 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
     # Names come from the model as read: compiling may merge tensor names (a fused Relu's output
     # also answers to its input's name), and then get_any_name() can pick the wrong one.
     names = [min(o.get_names()) if o.get_names() else f"output_{i}" for i, o in enumerate(model.outputs)]
-    return Compiled(compiled, device, actual, used, length_limits(model), names)
+    return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device))
+
+
+def _layers_per_device(model, device: str) -> dict[str, int]:
+    """For HETERO, how OpenVINO splits the layers between devices (query_model's assignment)."""
+    if not device.startswith("HETERO"):
+        return {}
+    try:
+        assignment = core().query_model(model, device)
+    except RuntimeError:
+        return {}
+    return dict(sorted(Counter(assignment.values()).items()))
 
 
 def length_limits(model) -> dict[str, int]:

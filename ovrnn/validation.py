@@ -57,6 +57,7 @@ class ValidationReport:
     onnxruntime: str  # "used", or why not
     notes: list[str] = field(default_factory=list)
     runtime_layer_types: dict[str, int] = field(default_factory=dict)
+    layers_per_device: dict[str, int] = field(default_factory=dict)  # HETERO only
     compile_seconds: float = 0.0
     versions: dict[str, str] = field(default_factory=dict)
     options: dict = field(default_factory=dict)  # lowering, static, compress_to_fp16, cache_dir
@@ -83,6 +84,8 @@ class ValidationReport:
             verdict = ("PASS" if c.passed else "FAIL") if c.counted else ("agrees" if c.passed else "differs, not counted")
             tol = f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
             lines.append(f"{c.output:<16}{c.oracle:<13}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
+        if self.layers_per_device:
+            lines.append("layers per device: " + ", ".join(f"{d} {n}" for d, n in self.layers_per_device.items()))
         if self.onnxruntime != "used":
             lines.append(f"onnxruntime: {self.onnxruntime}")
         lines += [f"note: {n}" for n in self.notes]
@@ -146,6 +149,7 @@ def validate(
         onnxruntime=ort_status,
         notes=notes,
         runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
+        layers_per_device=compiled.layers_per_device,
         compile_seconds=round(compile_seconds, 4),
         versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
         options={

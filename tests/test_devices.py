@@ -218,3 +218,16 @@ def test_validate_report_content(tmp_path):
     md = (out / "report.md").read_text()
     assert md.startswith("# ovrnn validation: PASS") and "![error per time step](error_per_step.png)" in md
     assert "| Y | reference |" in md and "- Y at bf16: largest error" in md
+
+
+def test_hetero_and_auto_report_where_they_ran(tmp_path):
+    model, feeds, _ = make_model(Case("hetero", direction="bidirectional", lens=(4, 2)))
+    xml = ovrnn.convert_model(model).save(tmp_path / "m.xml")
+    np.savez(tmp_path / "in.npz", **feeds)
+    hetero = ovrnn_cli("run", xml, "--device", "HETERO:CPU", "--input", tmp_path / "in.npz")
+    assert hetero.returncode == 0, hetero.stderr
+    assert "(executed on CPU, precision f32)" in hetero.stdout
+    layers = ov.Core().read_model(str(xml)).get_ordered_ops()
+    assert f"  layers per device: CPU {len(layers)}" in hetero.stdout
+    auto = ovrnn_cli("run", xml, "--device", "AUTO", "--input", tmp_path / "in.npz")
+    assert auto.returncode == 0 and "(executed on CPU" in auto.stdout and "layers per device" not in auto.stdout
