@@ -40,7 +40,8 @@ from pathlib import Path
 
 from .errors import OvrnnError, UsageError
 from .fileio import write_atomic
-from .inspect_ir import CELL_TYPES, SEQUENCE_TYPES, _rt_info, read_xml
+from .inspect_ir import CELL_TYPES, SEQUENCE_TYPES, _rt_info
+from .ir_check import read_xml
 
 FORMATS = (".dot", ".svg", ".png")
 MAX_RENDER_NODES = 2000  # above this, dot can take minutes: write the DOT, do not render

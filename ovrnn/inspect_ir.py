@@ -14,7 +14,8 @@ from pathlib import Path
 
 from lxml import etree
 
-from .errors import IRFormatError, UsageError
+from .errors import IRFormatError
+from .ir_check import check_ir, read_xml
 
 SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")
@@ -22,7 +23,6 @@ CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")
 _TRANSPARENT = ("Select", "Convert")
 _STEP_NAME = re.compile(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t(?P<t>\d+)/cell\.explicit/")
 _PRECISION_TO_TYPE = {"FP32": "f32", "FP16": "f16", "FP64": "f64", "BF16": "bf16", "I32": "i32", "I64": "i64", "BOOL": "boolean"}
-_PARSER = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
 
 
 @dataclass
@@ -97,21 +97,7 @@ class InspectReport:
         return "\n".join(out)
 
 
-def read_xml(path: Path) -> etree._Element:
-    if not path.is_file():
-        raise UsageError(f"IR file '{path}' does not exist")
-    try:
-        root = etree.parse(str(path), _PARSER).getroot()
-    except etree.XMLSyntaxError as exc:
-        raise IRFormatError(f"'{path}' is not well-formed XML: {exc}") from None
-    if root.tag != "net" or root.find("layers") is None:
-        raise IRFormatError(f"'{path}' is not an OpenVINO IR: expected a <net> root with <layers>, got <{root.tag}>")
-    return root
-
-
 def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
-    from .ir_check import check_ir
-
     xml_path = Path(os.fspath(path))
     root = read_xml(xml_path)
     try:

@@ -21,17 +21,23 @@ _ELEMENT_TYPES = {
 }
 
 
+def read_xml(path: Path) -> etree._Element:
+    """The <net> root of an IR XML, parsed safely (no entities, no network); clean errors."""
+    if not path.is_file():
+        raise UsageError(f"IR file '{path}' does not exist")
+    try:
+        root = etree.parse(str(path), _PARSER).getroot()
+    except etree.XMLSyntaxError as exc:
+        raise IRFormatError(f"'{path}' is not well-formed XML: {exc}") from None
+    if root.tag != "net" or root.find("layers") is None:
+        raise IRFormatError(f"'{path}' is not an OpenVINO IR: expected a <net> root with <layers>, got <{root.tag}>")
+    return root
+
+
 def check_ir(path: str | os.PathLike[str]) -> None:
     xml = Path(os.fspath(path))
-    if not xml.is_file():
-        raise UsageError(f"IR file '{xml}' does not exist")
-    try:
-        root = etree.parse(str(xml), _PARSER).getroot()
-    except etree.XMLSyntaxError as exc:
-        raise IRFormatError(f"'{xml}' is not well-formed XML: {exc}") from None
+    root = read_xml(xml)
     where = f"IR '{xml}'"
-    if root.tag != "net" or root.find("layers") is None:
-        raise IRFormatError(f"{where}: expected a <net> root with <layers>, got <{root.tag}>")
     if root.get("version") not in ("10", "11"):
         raise IRFormatError(f"{where}: <net version=\"{root.get('version')}\">, expected version 10 or 11")
     layers = _layers(root, where)
