@@ -24,19 +24,20 @@ from onnx import TensorProto, helper, numpy_helper
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
-def small_bidirectional_rnn(T: int = 4, batch: int = 2, I: int = 3, H: int = 4):  # noqa: E741
-    """Bidirectional, Tanh forward and Relu reverse, with sequence_lens: small enough to draw every layer."""
-    rng = np.random.default_rng(4)
+def bidirectional_rnn(T: int, batch: int, I: int, H: int, seed: int, w_divisor: float):  # noqa: E741
+    """Bidirectional RNN, Tanh forward and Relu reverse, with sequence_lens as a graph input.
+    W and R are uniform in ±1/w_divisor, B in ±0.2."""
+    rng = np.random.default_rng(seed)
     D = 2
-    W = rng.uniform(-0.5, 0.5, (D, H, I)).astype(np.float32)
-    R = rng.uniform(-0.5, 0.5, (D, H, H)).astype(np.float32)
+    W = (rng.uniform(-1, 1, (D, H, I)) / w_divisor).astype(np.float32)
+    R = (rng.uniform(-1, 1, (D, H, H)) / w_divisor).astype(np.float32)
     B = rng.uniform(-0.2, 0.2, (D, 2 * H)).astype(np.float32)
     node = helper.make_node(
         "RNN", ["X", "W", "R", "B", "sequence_lens"], ["Y", "Y_h"], name="rnn", hidden_size=H, direction="bidirectional", activations=["Tanh", "Relu"]
     )
     graph = helper.make_graph(
         [node],
-        "bidirectional_T4",
+        f"bidirectional_T{T}",
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, I]), helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [batch])],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [T, D, batch, H]), helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [D, batch, H])],
         [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B")],
@@ -52,7 +53,7 @@ def graph_pictures(folder: Path) -> list[Path]:
 
     written = []
     with tempfile.TemporaryDirectory() as tmp:
-        xml = ovrnn.convert_model(small_bidirectional_rnn()).save(Path(tmp) / "model.xml")
+        xml = ovrnn.convert_model(bidirectional_rnn(T=4, batch=2, I=3, H=4, seed=4, w_divisor=2)).save(Path(tmp) / "model.xml")
         for name, expand in (("unrolled_graph", True), ("collapsed_graph", False)):
             picture = write_graph(xml, folder / f"{name}.svg", expand=expand)
             if picture.note:
@@ -68,25 +69,9 @@ def error_plot(folder: Path) -> list[Path]:
 
     from onnx import save
 
-    rng = np.random.default_rng(5)
-    T, batch, I, H, D = 64, 4, 16, 32, 2
-    node = helper.make_node(
-        "RNN", ["X", "W", "R", "B", "sequence_lens"], ["Y", "Y_h"], name="rnn", hidden_size=H, direction="bidirectional", activations=["Tanh", "Relu"]
-    )
-    graph = helper.make_graph(
-        [node],
-        "bidirectional_T64",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, I]), helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [batch])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [T, D, batch, H]), helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [D, batch, H])],
-        [
-            numpy_helper.from_array((rng.uniform(-1, 1, (D, H, I)) / np.sqrt(H)).astype(np.float32), "W"),
-            numpy_helper.from_array((rng.uniform(-1, 1, (D, H, H)) / np.sqrt(H)).astype(np.float32), "R"),
-            numpy_helper.from_array(rng.uniform(-0.2, 0.2, (D, 2 * H)).astype(np.float32), "B"),
-        ],
-    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bidirectional_T64.onnx"
-        save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
+        save(bidirectional_rnn(T=64, batch=4, I=16, H=32, seed=5, w_divisor=np.sqrt(32)), path)
         ovrnn.validate(path, report_dir=Path(tmp) / "report", report_precisions=["f32", "bf16"])
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / "error_per_step.png"
