@@ -2,9 +2,10 @@
 
     python tools/check_openvino_releases.py [--releases 2024.6.0 2025.4.1] [--venv-cache DIR] [--keep] [--json FILE] [--snippets-off]
 
-1. In this interpreter (ovrnn installed), build a few one-node ONNX RNN models with onnx.helper,
-   convert each with ``ovrnn.convert_model(model).save(NAME.xml)``, make seeded random inputs and
-   compute the expected outputs with ovrnn's float64 oracle (``ovrnn.reference.run_model``).
+1. In this interpreter (ovrnn installed), build a few one-node ONNX RNN models with the test
+   suite's case table builder (``tests/cases.py``), convert each with
+   ``ovrnn.convert_model(model).save(NAME.xml)``, make seeded random inputs and compute the
+   expected outputs with ovrnn's float64 oracle (``ovrnn.reference.run_model``).
    Inputs and expected outputs are saved as ``NAME.inputs.npz`` / ``NAME.expected.npz`` next to
    the IR.
 2. For each release, create a throwaway venv, ``pip install openvino==X numpy`` into it (pip
@@ -48,16 +49,16 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_RELEASES = ("2024.6.0", "2025.4.1")
 
-# |got - want| <= atol + rtol*|want|, per element type (the same bars as ovrnn validate)
-TOL = {"float32": (2e-5, 2e-5), "float16": (1e-2, 1e-2), "bfloat16": (6e-2, 3e-2), "float64": (1e-6, 1e-6)}
-ONNX_IR_VERSION = 8
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+# the case table's builder and its |got - want| <= atol + rtol*|want| bars, per element type
+from cases import TOL, Case, make_model  # noqa: E402
 
 # --------------------------------------------------------------------------------------------
 # The runner: runs inside each release's venv. It must import nothing but openvino and numpy
@@ -175,193 +176,72 @@ main()
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    dtype: str = "float32"
-    opset: int = 14
-    direction: str = "forward"
-    layout: int = 0
-    activations: tuple[str, ...] | None = None
-    alpha: tuple[float, ...] | None = None
-    beta: tuple[float, ...] | None = None
-    clip: float | None = None
-    lens: tuple[int, ...] | None = None  # sequence_lens as a graph input
-    h0: bool = False  # initial_h as a graph input
-    weights_as_inputs: bool = False  # W, R, B as graph inputs (B summed in the graph)
-    dyn_batch: bool = False
-    T: int = 5
-    batch: int = 2
-    input_size: int = 3
-    hidden: int = 4
-    covers: str = ""  # what the model is here for
-
-
-MODELS = [
-    ModelSpec("fwd_tanh", covers="RNNCell chain, zero initial_h (Broadcast)"),
-    ModelSpec(
-        "bidir_relu_tanh_lens_h0_clip",
-        direction="bidirectional",
-        activations=("Relu", "Tanh"),
-        clip=1.5,
-        lens=(5, 2, 0),
-        batch=3,
-        h0=True,
-        covers="two activations, sequence_lens (Greater/Select masking, a 0 length), initial_h, clip",
+# One-node models from the project's case table (tests/cases.py), with the same builder and
+# tolerances as the test suite. T=5 and hidden 4 keep every IR small.
+_SMALL = {"T": 5, "hidden": 4}
+MODELS: list[tuple[Case, str]] = [  # (case, what the model is here for)
+    (Case("fwd_tanh", **_SMALL), "RNNCell chain, zero initial_h (Broadcast)"),
+    (
+        Case("bidir_relu_tanh_lens_h0_clip", direction="bidirectional", activations=("Relu", "Tanh"), clip=1.5, lens=(5, 2, 0), batch=3, h0=True, **_SMALL),
+        "two activations, sequence_lens (Greater/Select masking, a 0 length), initial_h, clip",
     ),
-    ModelSpec("layout1_rev_sigmoid_lens_h0", layout=1, direction="reverse", activations=("Sigmoid",), lens=(3, 5), h0=True, covers="layout=1, reverse"),
-    ModelSpec("fwd_leakyrelu_clip", activations=("LeakyRelu",), alpha=(0.2,), clip=0.7, covers="explicit ops: MatMul/Add/Clamp/PReLU"),
-    ModelSpec(
-        "dynbatch_bidir_tanh_softsign_lens",
-        direction="bidirectional",
-        activations=("Tanh", "Softsign"),
-        lens=(5, 1, 3),
-        batch=3,
-        dyn_batch=True,
-        covers="dynamic batch (ShapeOf/Gather/Broadcast), Softsign as Abs/Add/Divide, RNNCell + explicit mix",
+    (Case("layout1_rev_sigmoid_lens_h0", layout=1, direction="reverse", activations=("Sigmoid",), lens=(3, 5), h0=True, **_SMALL), "layout=1, reverse"),
+    (Case("fwd_leakyrelu_clip", activations=("LeakyRelu",), alpha=(0.2,), clip=0.7, **_SMALL), "explicit ops: MatMul/Add/Clamp/PReLU"),
+    (
+        Case("dynbatch_bidir_tanh_softsign_lens", direction="bidirectional", activations=("Tanh", "Softsign"), lens=(5, 1, 3), batch=3, dyn_batch=True, **_SMALL),
+        "dynamic batch (ShapeOf/Gather/Broadcast), Softsign as Abs/Add/Divide, RNNCell + explicit mix",
     ),
-    ModelSpec("rev_softsign_clip", direction="reverse", activations=("Softsign",), clip=1.2, covers="Softsign with a static batch (Snippets path)"),
-    ModelSpec(
-        "bidir_elu_hardsigmoid",
-        direction="bidirectional",
-        activations=("Elu", "HardSigmoid"),
-        alpha=(0.7, 0.3),
-        beta=(0.4,),
-        covers="Elu, HardSigmoid",
+    (Case("rev_softsign_clip", direction="reverse", activations=("Softsign",), clip=1.2, **_SMALL), "Softsign with a static batch (Snippets path)"),
+    (Case("bidir_elu_hardsigmoid", direction="bidirectional", activations=("Elu", "HardSigmoid"), alpha=(0.7, 0.3), beta=(0.4,), **_SMALL), "Elu, HardSigmoid"),
+    (
+        Case("bidir_scaledtanh_thresholdedrelu", direction="bidirectional", activations=("ScaledTanh", "ThresholdedRelu"), alpha=(1.5, 0.3), beta=(0.7,), **_SMALL),
+        "Multiply/Tanh, GreaterEqual/Select",
     ),
-    ModelSpec(
-        "bidir_scaledtanh_thresholdedrelu",
-        direction="bidirectional",
-        activations=("ScaledTanh", "ThresholdedRelu"),
-        alpha=(1.5, 0.3),
-        beta=(0.7,),
-        covers="Multiply/Tanh, GreaterEqual/Select",
+    (
+        Case("wrb_inputs_layout1_softplus_affine", layout=1, direction="bidirectional", activations=("Softplus", "Affine"), alpha=(0.8,), beta=(0.1,), weights_as_inputs=True, **_SMALL),
+        "W/R/B graph inputs (in-graph bias Add), SoftPlus-4, Affine",
     ),
-    ModelSpec(
-        "wrb_inputs_layout1_softplus_affine",
-        layout=1,
-        direction="bidirectional",
-        activations=("Softplus", "Affine"),
-        alpha=(0.8,),
-        beta=(0.1,),
-        weights_as_inputs=True,
-        covers="W/R/B graph inputs (in-graph bias Add), SoftPlus-4, Affine",
-    ),
-    ModelSpec("f16_bidir_lens_h0", dtype="float16", direction="bidirectional", lens=(5, 2), h0=True, covers="float16 IR"),
-    ModelSpec("bf16_fwd_opset22", dtype="bfloat16", opset=22, h0=True, covers="bfloat16 IR (opset 22)"),
-    ModelSpec("f64_fwd_relu", dtype="float64", activations=("Relu",), covers="float64 IR"),
+    (Case("f16_bidir_lens_h0", dtype="float16", direction="bidirectional", lens=(5, 2), h0=True, **_SMALL), "float16 IR"),
+    (Case("bf16_fwd_opset22", dtype="bfloat16", opset=22, h0=True, **_SMALL), "bfloat16 IR (opset 22)"),
+    (Case("f64_fwd_relu", dtype="float64", activations=("Relu",), **_SMALL), "float64 IR"),
 ]
-
-
-def _dtypes():
-    import ml_dtypes
-    import numpy as np
-    from onnx import TensorProto
-
-    return {
-        "float32": (np.float32, TensorProto.FLOAT),
-        "float16": (np.float16, TensorProto.FLOAT16),
-        "float64": (np.float64, TensorProto.DOUBLE),
-        "bfloat16": (ml_dtypes.bfloat16, TensorProto.BFLOAT16),
-    }
-
-
-def build_model(s: ModelSpec):
-    """(onnx.ModelProto, feeds {name: array in the model's dtype}) for one RNN node."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(zlib.crc32(s.name.encode()))
-    np_dtype, onnx_type = _dtypes()[s.dtype]
-    D = 2 if s.direction == "bidirectional" else 1
-    T, Bn, I, H = s.T, s.batch, s.input_size, s.hidden
-    scale = 1.5 / np.sqrt(H)
-
-    def arr(shape, mult=1.0):
-        return (rng.uniform(-1, 1, shape) * mult).astype(np_dtype)
-
-    W, R, B = arr((D, H, I), scale), arr((D, H, H), scale), arr((D, 2 * H), 0.5)
-    bdim = "batch" if s.dyn_batch else Bn
-    feeds = {"X": arr([Bn, T, I] if s.layout else [T, Bn, I], 2.0)}
-    graph_inputs = [helper.make_tensor_value_info("X", onnx_type, [bdim, T, I] if s.layout else [T, bdim, I])]
-    inits = []
-    for name, value in (("W", W), ("R", R), ("B", B)):
-        if s.weights_as_inputs:
-            graph_inputs.append(helper.make_tensor_value_info(name, onnx_type, list(value.shape)))
-            feeds[name] = value
-        else:
-            inits.append(numpy_helper.from_array(value, name))
-    node_inputs = ["X", "W", "R", "B"]
-    if s.lens is not None:
-        assert len(s.lens) == Bn, s.name
-        graph_inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [bdim]))
-        feeds["sequence_lens"] = np.array(s.lens, dtype=np.int32)
-    node_inputs.append("sequence_lens" if s.lens is not None else "")
-    if s.h0:
-        graph_inputs.append(helper.make_tensor_value_info("initial_h", onnx_type, [bdim, D, H] if s.layout else [D, bdim, H]))
-        feeds["initial_h"] = arr([Bn, D, H] if s.layout else [D, Bn, H])
-        node_inputs.append("initial_h")
-    while node_inputs[-1] == "":
-        node_inputs.pop()
-    attrs = {"hidden_size": H}
-    if s.direction != "forward":
-        attrs["direction"] = s.direction
-    if s.layout:
-        attrs["layout"] = 1
-    if s.activations:
-        attrs["activations"] = list(s.activations)
-    if s.alpha:
-        attrs["activation_alpha"] = list(s.alpha)
-    if s.beta:
-        attrs["activation_beta"] = list(s.beta)
-    if s.clip is not None:
-        attrs["clip"] = s.clip
-    node = helper.make_node("RNN", node_inputs, ["Y", "Y_h"], name="rnn", **attrs)
-    outputs = [
-        helper.make_tensor_value_info("Y", onnx_type, [bdim, T, D, H] if s.layout else [T, D, bdim, H]),
-        helper.make_tensor_value_info("Y_h", onnx_type, [bdim, D, H] if s.layout else [D, bdim, H]),
-    ]
-    graph = helper.make_graph([node], s.name, graph_inputs, outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", s.opset)], ir_version=ONNX_IR_VERSION, producer_name="check_openvino_releases")
-    import onnx
-
-    onnx.checker.check_model(model)
-    return model, feeds
 
 
 def prepare_models(workdir: Path) -> dict:
     """Convert every model, save IR + inputs + expected outputs; return the manifest."""
     import numpy as np
+    import onnx
 
     import ovrnn
     from ovrnn import reference
 
     entries = []
-    for s in MODELS:
-        model, feeds = build_model(s)
-        xml = workdir / f"{s.name}.xml"
+    for case, covers in MODELS:
+        model, feeds, _ = make_model(case)
+        onnx.checker.check_model(model)
+        xml = workdir / f"{case.id}.xml"
         ir = ovrnn.convert_model(model)
         ir.save(xml)
         expected = reference.run_model(model, feeds)
         saved_inputs = {}
         for name, value in feeds.items():
-            if s.dtype == "bfloat16" and value.dtype.itemsize == 2 and not np.issubdtype(value.dtype, np.integer):
+            if case.dtype == "bfloat16" and value.dtype.itemsize == 2 and not np.issubdtype(value.dtype, np.integer):
                 value = np.ascontiguousarray(value).view(np.uint16)  # raw bf16 words for the runner
             saved_inputs[name] = value
-        np.savez(workdir / f"{s.name}.inputs.npz", **saved_inputs)
-        np.savez(workdir / f"{s.name}.expected.npz", **{k: np.asarray(v, dtype=np.float64) for k, v in expected.items()})
-        atol, rtol = TOL[s.dtype]
+        np.savez(workdir / f"{case.id}.inputs.npz", **saved_inputs)
+        np.savez(workdir / f"{case.id}.expected.npz", **{k: np.asarray(v, dtype=np.float64) for k, v in expected.items()})
+        atol, rtol = TOL[case.dtype]
         types = sorted(set(re.findall(rb'<layer id="\d+" name="[^"]*" type="([A-Za-z]+)" version="(\w+)"', ir.xml)))
         entries.append(
             {
-                "name": s.name,
+                "name": case.id,
                 "xml": str(xml),
-                "inputs": str(workdir / f"{s.name}.inputs.npz"),
-                "expected": str(workdir / f"{s.name}.expected.npz"),
-                "dtype": s.dtype,
+                "inputs": str(workdir / f"{case.id}.inputs.npz"),
+                "expected": str(workdir / f"{case.id}.expected.npz"),
+                "dtype": case.dtype,
                 "atol": atol,
                 "rtol": rtol,
-                "covers": s.covers,
+                "covers": covers,
                 "layer_types": [f"{t.decode()}-{v.decode()}" for t, v in types],
             }
         )
