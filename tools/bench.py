@@ -1027,7 +1027,8 @@ def _jsonable(o):
     return o
 
 
-SECTIONS = ("convert", "size", "count", "compile", "latency", "batch1", "scale")
+# --only name -> the section, in running order; gflops is derived from latency's rows afterwards
+SECTIONS = {"convert": s1_convert, "size": s2_bin_size, "count": s3_node_count, "compile": s4_compile, "latency": s5_latency, "batch1": s6_batch1, "scale": s8_scale}
 
 
 def main(argv=None) -> int:
@@ -1052,21 +1053,10 @@ def main(argv=None) -> int:
                                               "onnx_ir_version": IR_VERSION, "onnx_opset": OPSET, "out": str(out)}, "targets": TARGETS}
     with tempfile.TemporaryDirectory(prefix="ovrnn_bench_") as tmp:
         ctx = Ctx(Path(tmp), a.quick)
-        if "convert" in only:
-            s1_convert(ctx, R)
-        if "size" in only:
-            s2_bin_size(ctx, R)
-        if "count" in only:
-            s3_node_count(ctx, R)
-        if "compile" in only:
-            s4_compile(ctx, R)
-        if "latency" in only:
-            s5_latency(ctx, R)
-        if "batch1" in only:
-            s6_batch1(ctx, R)
+        for name, section in SECTIONS.items():
+            if name in only and (name != "scale" or scale):
+                section(ctx, R)
         s7_gflops(R, machine)
-        if scale:
-            s8_scale(ctx, R)
     R["total_runtime_s"] = time.perf_counter() - _START
     R["summary"] = build_summary(R)
     (out / "bench.json").write_text(json.dumps(_jsonable(R), indent=1) + "\n")
