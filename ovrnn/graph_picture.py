@@ -40,17 +40,15 @@ from pathlib import Path
 
 from .errors import OvrnnError, UsageError
 from .fileio import write_atomic
-from .inspect_ir import CELL_TYPES, SEQUENCE_TYPES, _rt_info
+from .inspect_ir import _TRANSPARENT, CELL_TYPES, SEQUENCE_TYPES, _rt_info, port_dims, port_element_type
 from .ir_check import read_xml
 
 FORMATS = (".dot", ".svg", ".png")
 MAX_RENDER_NODES = 2000  # above this, dot can take minutes: write the DOT, do not render
 RENDER_TIMEOUT = 120.0  # seconds
 
-_TRANSPARENT = ("Select", "Convert")  # ops the H state may pass through between two cells
 _STEP = re.compile(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t(?P<t>\d+)/(?P<tail>.*)$")
 _FLOAT_TYPES = {"f16", "f32", "f64", "bf16"}
-_PRECISION_TO_TYPE = {"FP32": "f32", "FP16": "f16", "FP64": "f64", "BF16": "bf16", "I32": "i32", "I64": "i64", "U8": "u8", "BOOL": "boolean"}
 _EXPLICIT_PLUMBING = ("add", "matmul_r", "clip")  # explicit-cell ops other than the activation
 
 # Colours (fill, border) by kind of node.
@@ -576,16 +574,10 @@ def _last_dim(lay: _Layer) -> str:
     return (dims[-1].text or "").strip() if dims else ""
 
 
-def _dims(port) -> str:
-    return ",".join((d.text or "?").strip() for d in port.findall("dim")).replace("-1", "?")
-
-
 def _port_text(port) -> str:
     if port is None:
         return ""
-    precision = port.get("precision", "")
-    etype = _PRECISION_TO_TYPE.get(precision.upper(), precision.lower())
-    return f"{etype} [{_dims(port)}]".strip()
+    return f"{port_element_type(port)} [{port_dims(port)}]".strip()
 
 
 def _ports_text(ports) -> str:

@@ -22,7 +22,8 @@ CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")
 # Ops the H state may pass through between two cells (masking, precision changes).
 _TRANSPARENT = ("Select", "Convert")
 _STEP_NAME = re.compile(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t(?P<t>\d+)/cell\.explicit/")
-_PRECISION_TO_TYPE = {"FP32": "f32", "FP16": "f16", "FP64": "f64", "BF16": "bf16", "I32": "i32", "I64": "i64", "BOOL": "boolean"}
+# port `precision` -> element type where the two spellings differ by more than case (I32 -> i32, U8 -> u8)
+_PRECISION_TO_TYPE = {"FP32": "f32", "FP16": "f16", "FP64": "f64", "BF16": "bf16", "BOOL": "boolean"}
 
 
 @dataclass
@@ -166,8 +167,15 @@ class _Graph:
         return None
 
 
-def _dims(port) -> str:
-    return ",".join(d.text or "?" for d in port.findall("dim")).replace("-1", "?")
+def port_element_type(port) -> str:
+    """A port's element type spelled as in Const/Parameter (f32, i64, ...); '?' without one."""
+    precision = port.get("precision", "?") if port is not None else "?"
+    return _PRECISION_TO_TYPE.get(precision.upper(), precision.lower())
+
+
+def port_dims(port) -> str:
+    """A port's dims as 'd0,d1,...', dynamic ones as '?'."""
+    return ",".join((d.text or "?").strip() for d in port.findall("dim")).replace("-1", "?")
 
 
 def _parameter(el) -> TensorDesc:
@@ -183,8 +191,7 @@ def _result(el, graph: _Graph) -> TensorDesc:
     names = el.get("output_names")
     if not names and src is not None:
         names = next((p.get("names") for p in src.findall("output/port") if p.get("names")), None)
-    precision = port.get("precision", "?") if port is not None else "?"
-    return TensorDesc(names or el.get("name"), _PRECISION_TO_TYPE.get(precision.upper(), precision), _dims(port) if port is not None else "")
+    return TensorDesc(names or el.get("name"), port_element_type(port), port_dims(port) if port is not None else "")
 
 
 def _cell_chains(graph: _Graph) -> list[Chain]:
