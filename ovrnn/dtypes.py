@@ -52,9 +52,5 @@ def onnx_type_name(onnx_type: int) -> str:
         return f"type#{onnx_type}"
 
 
-def from_ir(name: str) -> ElementType:
-    return BY_IR[name]
-
-
 def from_numpy(dtype: np.dtype) -> ElementType:
     return BY_NUMPY[np.dtype(dtype)]

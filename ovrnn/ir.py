@@ -39,9 +39,6 @@ class RnnSummary:
         """The step axis of this node's Y (0, or 1 for layout 1); None for other tensors."""
         return self.layout if ("Y", tensor) in self.outputs else None
 
-    def role_of(self, tensor: str) -> str | None:
-        return next((role for role, name in self.runtime_inputs if name == tensor), None)
-
     @staticmethod
     def of(spec: RnnSpec, chains: list[tuple[Direction, Activation, str]]) -> RnnSummary:
         return RnnSummary(

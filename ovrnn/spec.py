@@ -32,7 +32,6 @@ from .onnx_io import TensorInfo
 from .shapes import Dim, Shape, shape_text
 
 INPUT_NAMES = ("X", "W", "R", "B", "sequence_lens", "initial_h")
-OUTPUT_NAMES = ("Y", "Y_h")
 
 
 class DynamicStepsError(UsageError):

@@ -45,7 +45,7 @@ def test_no_dead_layers(case):
     assert dead == []
 
 
-def _two_node_model(dead_second_output=False):
+def _two_node_model():
     """rnn_a's Y_h is rnn_b's initial_h; rnn_c reads X but nothing reads its outputs."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -62,9 +62,7 @@ def _two_node_model(dead_second_output=False):
         [helper.make_tensor_value_info("Yb", TensorProto.FLOAT, None), helper.make_tensor_value_info("Hb", TensorProto.FLOAT, None)],
         [init("Wa", (1, H, I)), init("Ra", (1, H, H)), init("Wb", (1, H, I)), init("Rb", (1, H, H))],
     )
-    from onnx import helper as h
-
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 14)], ir_version=8), {"X": rng.uniform(-1, 1, (T, 2, I)).astype(np.float32)}
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), {"X": rng.uniform(-1, 1, (T, 2, I)).astype(np.float32)}
 
 
 def test_chained_nodes_and_unused_node():

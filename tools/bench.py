@@ -498,7 +498,7 @@ def s4_compile(ctx: Ctx, R: dict) -> None:
     R["compile_time"] = out
 
 
-def _contenders(onnx_path: str, xml: str, extra: dict | None = None, dynamic_ok: bool = True):
+def _contenders(onnx_path: str, xml: str, extra: dict | None = None):
     import openvino as ov
 
     core = ov.Core()
