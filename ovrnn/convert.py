@@ -30,8 +30,8 @@ from .lowering import CELL_MODES, LoweringOptions, lower_rnn
 from .onnx_io import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, Shape, parse_input_specs, shape_text
-from .spec import RnnSpec, normalise_rnn
-from .whole_model import convert_whole_model, needs_frontend
+from .spec import RnnSpec, normalise_rnn, unique_label
+from .whole_model import convert_whole_model, needs_frontend, rnn_nodes
 
 InputShapes = Union[Sequence[str], str, Mapping[str, Union[Sequence[Union[int, None]], None]], None]
 
@@ -96,15 +96,6 @@ def convert_model(
     return IR(ir.xml, ir.bin, ir.notes + (note,), ir.rnns)
 
 
-def _options_info(options: LoweringOptions) -> dict[str, str]:
-    return {
-        "lowering": options.cells,
-        "static": str(options.static).lower(),
-        "compress_to_fp16": str(options.compress_to_fp16).lower(),
-        "chunk_steps": str(options.chunk),
-    }
-
-
 def _check_static(view: GraphView) -> None:
     """--static: every input dim must be a number before anything is lowered."""
     for info in view.inputs:
@@ -139,7 +130,7 @@ def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: in
     builder = _Builder(g, view, specs, options)
     with stage(f"lowering {len(specs)} RNN node(s)"):
         summaries = builder.build(plan)
-    g.rt_info = {"ovrnn": {"version": __version__, **_options_info(options), **{s.label: s.rt_info() for s in summaries}}}
+    g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **{s.label: s.rt_info() for s in summaries}}}
     with stage(f"writing {len(g.layers):,} layers"):
         xml, bin_ = emit(g, ir_version)
     notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes) + ((steps_note,) if steps_note else ())
@@ -205,11 +196,11 @@ class _Plan:
 
 def _plan(view: GraphView) -> _Plan:
     """A model made of RNN and Constant nodes only: which RNN outputs are read."""
-    rnn_nodes = [(i, node) for i, node in enumerate(view.model.graph.node) if node.op_type == "RNN"]
+    nodes = rnn_nodes(view.model.graph)
     needed = {o.name for o in view.outputs}
-    for _, node in rnn_nodes:
+    for _, node in nodes:
         needed.update(n for n in node.input if n)
-    return _Plan(rnn_nodes, needed)
+    return _Plan(nodes, needed)
 
 
 def _normalise_all(view: GraphView, plan: _Plan) -> list[RnnSpec]:
@@ -221,22 +212,13 @@ def _normalise_all(view: GraphView, plan: _Plan) -> list[RnnSpec]:
     specs = []
     used_labels: set[str] = set()
     for k, (i, node) in enumerate(plan.rnn_nodes):
-        label = _label(node, k, used_labels)
+        label = unique_label(node, k, used_labels)
+        used_labels.add(label)
         spec = normalise_rnn(node, i, view.opset, lookup, label)
         specs.append(spec)
         for name, shape in _output_shapes(spec).items():
             produced[name] = TensorInfo(name, spec.etype.onnx, shape)
     return specs
-
-
-def _label(node: onnx.NodeProto, k: int, used: set[str]) -> str:
-    """Layer-name prefix: the node's name when it has one, else rnn_<k>; unique."""
-    base = node.name or f"rnn_{k}"
-    label, n = base, 1
-    while label in used:
-        label, n = f"{base}_{n}", n + 1
-    used.add(label)
-    return label
 
 
 def _output_shapes(spec: RnnSpec) -> dict[str, Shape]:

@@ -50,6 +50,10 @@ class LoweringOptions:
     compress_to_fp16: bool = False  # f32 weights stored as f16 + a decompression Convert
     chunk: int = 64  # steps per chain piece that OpenVINO's CPU plugin folds separately; 0: one piece
 
+    def rt_info(self) -> dict[str, str]:
+        """The options as the IR's rt_info records them, under ovrnn/."""
+        return {"lowering": self.cells, "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
+
 
 @dataclass
 class LoweredRnn:

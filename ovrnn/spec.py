@@ -18,6 +18,7 @@ Decisions where the spec is ambiguous are documented in the README ("Semantic de
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
 
@@ -103,6 +104,15 @@ class RnnSpec:
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
     return f"RNN node '{node.name}'" if node.name else f"RNN node #{index} (unnamed)"
+
+
+def unique_label(node: onnx.NodeProto, k: int, used: Collection[str]) -> str:
+    """Layer-name prefix of the k-th RNN node: its name when it has one, else rnn_<k>; not in `used`."""
+    base = node.name or f"rnn_{k}"
+    label, n = base, 1
+    while label in used:
+        label, n = f"{base}_{n}", n + 1
+    return label
 
 
 class _Normaliser:

@@ -34,7 +34,7 @@ from .onnx_io import ONNX_DOMAINS, GraphView, TensorInfo
 from .realize import realize
 from .runtime import ov, ov_message
 from .shapes import Dim, Shape
-from .spec import DynamicStepsError, normalise_rnn
+from .spec import DynamicStepsError, normalise_rnn, unique_label
 
 HIDDEN_STEPS = ("RNNSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (
@@ -87,8 +87,8 @@ def convert_whole_model(
         for key, value in summary.rt_info().items():
             model.set_rt_info(value, ["ovrnn", summary.label, key])
     model.set_rt_info(__version__, ["ovrnn", "version"])
-    for key, value in (("lowering", options.cells), ("static", options.static), ("compress_to_fp16", options.compress_to_fp16), ("chunk_steps", options.chunk)):
-        model.set_rt_info(str(value).lower(), ["ovrnn", key])
+    for key, value in options.rt_info().items():
+        model.set_rt_info(value, ["ovrnn", key])
     xml, bin_ = _serialize(model, options.compress_to_fp16)
     return IR(xml=xml, bin=bin_, notes=tuple(notes), rnns=tuple(extension.summaries))
 
@@ -121,7 +121,8 @@ class _RnnExtension:
             raise AssertionError(f"RNN node '{node.name}': the frontend passed {context.get_input_size()} inputs, the ONNX node has {len(node.input)}")
         inputs = {name: context.get_input(i) for i, name in enumerate(node.input) if name}
         infos = {name: tensor_info(name, out) for name, out in inputs.items()}
-        label = _unique(node.name or f"rnn_{len(self.labels)}", self.labels)
+        label = unique_label(node, len(self.labels), self.labels)
+        self.labels.append(label)
         spec = normalise_rnn(node, index, self.view.opset, infos.get, label)
         g = LayerGraph(label)
         placeholders: dict[str, object] = {}
@@ -176,14 +177,6 @@ def _dim(d) -> Dim:
 def partial_shape(shape: Shape):
     o = ov()
     return o.PartialShape([o.Dimension(d.lo) if d.is_static else o.Dimension(d.lo, -1 if d.hi is None else d.hi) for d in shape])
-
-
-def _unique(base: str, used: list[str]) -> str:
-    label, n = base, 1
-    while label in used:
-        label, n = f"{base}_{n}", n + 1
-    used.append(label)
-    return label
 
 
 # --- around the conversion ----------------------------------------------------------------------
