@@ -1,4 +1,5 @@
-"""Compile and run an IR on a named OpenVINO device. The only module that imports openvino.
+"""Compile and run an IR on a named OpenVINO device. openvino is imported on first use (`ov()`), so
+converting a lone RNN graph never loads it.
 
 Validation compiles with ``INFERENCE_PRECISION_HINT=f32``: on CPUs with native bf16 the default
 precision is bf16, which puts RNN outputs about 1e-2 off.

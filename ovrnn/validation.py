@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import onnx
 
-from . import __version__, reference, runtime
+from . import __version__, activations, reference, runtime
 from . import report as report_module
 from .convert import InputShapes, convert_model
 from .dtypes import from_numpy
@@ -273,6 +273,11 @@ def run_onnxruntime(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tup
     return "used", dict(zip(names, values))
 
 
+# Activations whose absent alpha / beta onnxruntime takes as 0 instead of the spec's default.
+_ORT_ZERO_ALPHA = ("thresholdedrelu", "affine", "scaledtanh")
+_ORT_ZERO_BETA = ("affine", "scaledtanh")
+
+
 def ort_known_deviation(proto: onnx.ModelProto) -> str:
     """onnxruntime uses 0 for absent ThresholdedRelu/Affine/ScaledTanh parameters (the spec: 1.0, 1.0/0.0)."""
     for node in proto.graph.node:
@@ -281,11 +286,12 @@ def ort_known_deviation(proto: onnx.ModelProto) -> str:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         alphas, betas = len(attrs.get("activation_alpha", [])), len(attrs.get("activation_beta", []))
         for raw in attrs.get("activations", []):
-            name = raw.decode().lower()
-            takes_alpha = name in ("affine", "leakyrelu", "thresholdedrelu", "scaledtanh", "hardsigmoid", "elu")
-            takes_beta = name in ("affine", "scaledtanh", "hardsigmoid")
-            if (takes_alpha and alphas <= 0 and name in ("thresholdedrelu", "affine", "scaledtanh")) or (takes_beta and betas <= 0 and name in ("affine", "scaledtanh")):
+            kind = activations.lookup(raw.decode())
+            if kind is None:
+                continue
+            name = kind.name.lower()
+            if (alphas <= 0 and name in _ORT_ZERO_ALPHA) or (betas <= 0 and name in _ORT_ZERO_BETA):
                 return f"{raw.decode()} without explicit parameters"
-            alphas -= takes_alpha
-            betas -= takes_beta
+            alphas -= kind.takes_alpha  # alphas and betas are consumed in order, by the activations that take them
+            betas -= kind.takes_beta
     return ""
