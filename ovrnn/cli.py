@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -204,8 +205,6 @@ def run_here(args) -> int:
 
     from . import runtime
 
-    import time
-
     if args.repeat < 1:
         raise UsageError(f"--repeat: expected a positive number of runs, got {args.repeat}")
     inputs = load_inputs(args.input)
@@ -228,14 +227,10 @@ def run_here(args) -> int:
         print(f"  {name}: {value.dtype} {list(value.shape)}  min {stats.min():.6g}  max {stats.max():.6g}  mean {stats.mean():.6g}")
     if args.output:
         from .fileio import write_atomic
+        from .report import npz_bytes
 
-        import io
-
-        buf = io.BytesIO()
-        # bf16 has no .npz type: saved as float32, exactly.
-        np.savez(buf, **{k: (v.astype(np.float32) if v.dtype.name == "bfloat16" else v) for k, v in outputs.items()})
         out = Path(args.output)
-        write_atomic({out: buf.getvalue()})
+        write_atomic({out: npz_bytes(outputs)})
         print(f"wrote {out}")
     return 0
 

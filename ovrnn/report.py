@@ -47,9 +47,9 @@ def write_report(folder: str | Path, report, feeds, got, want, steps_by_precisio
     files = {
         folder / "report.json": (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(),
         folder / "report.md": _markdown(report, steps_by_precision, rerun).encode(),
-        folder / "inputs.npz": _npz(feeds),
-        folder / "reference.npz": _npz(want),
-        folder / "outputs.npz": _npz(got),
+        folder / "inputs.npz": npz_bytes(feeds),
+        folder / "reference.npz": npz_bytes(want),
+        folder / "outputs.npz": npz_bytes(got),
     }
     if any(steps_by_precision.values()):
         files[folder / PLOT] = _plot(steps_by_precision, report)
@@ -57,7 +57,7 @@ def write_report(folder: str | Path, report, feeds, got, want, steps_by_precisio
     return sorted(files)
 
 
-def _npz(arrays: dict[str, np.ndarray]) -> bytes:
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     buf = io.BytesIO()
     # bf16 has no .npz type: stored as float32, exactly.
     np.savez(buf, **{k: (np.asarray(v).astype(np.float32) if np.asarray(v).dtype.name == "bfloat16" else np.asarray(v)) for k, v in arrays.items()})
