@@ -248,19 +248,21 @@ class _Lowering:
             lowered.outputs[s.Y_h] = self.assemble_y_h(finals)
         return lowered
 
-    def piece(self, t: int) -> int:
-        """Which chain piece step t belongs to, counted in the direction's walking order."""
-        return 0 if not self.options.chunk else t // self.options.chunk
+    def piece(self, d: int, t: int) -> int:
+        """Which chain piece step t of direction d belongs to, counted in the direction's walking order."""
+        if not self.options.chunk:
+            return 0
+        walked = self.s.seq_length - 1 - t if self.s.directions[d] is Direction.REVERSE else t
+        return walked // self.options.chunk
 
     def native_steps(self, d: int, act: Activation):
         s = self.s
         xs, name, clip = self.x_steps(), act.name.lower(), s.clip or 0.0
-        weights = self._piece_weights(d, lambda: self.zero_weights(d) if s.clip == 0 else (self.weight("W", d), self.weight("R", d), self.bias(d)))
-        T, reverse = s.seq_length, s.directions[d] is Direction.REVERSE
+        weights = self._piece_weights(lambda: self.zero_weights(d) if s.clip == 0 else (self.weight("W", d), self.weight("R", d), self.bias(d)))
 
         def step(t: int, h: Output | None, base: str) -> Output:
             h = self.zeros_bh() if h is None else h
-            piece = self.piece(T - 1 - t if reverse else t)
+            piece = self.piece(d, t)
             w, r, b = weights(piece)
             cell = ops.rnn_cell(self.g, f"{base}/cell", xs[t], h, w, r, b, s.hidden_size, name, clip)
             if piece % 2:  # unequal to the neighbouring pieces' cells; relu/tanh/sigmoid take no alpha
@@ -269,7 +271,7 @@ class _Lowering:
 
         return step
 
-    def _piece_weights(self, d: int, make):
+    def _piece_weights(self, make):
         """W/R/B (or any weights) made once per chain piece: constants get their own Const layers
         per piece, pointing at the same .bin bytes; runtime weights are shared."""
         made: dict[int, tuple] = {}
@@ -287,8 +289,7 @@ class _Lowering:
         s, g = self.s, self.g
         direction = s.directions[d].value
         w, b = self.weight("W", d), self.bias(d)
-        rs = self._piece_weights(d, lambda: self.weight("R", d))
-        T, reverse = s.seq_length, s.directions[d] is Direction.REVERSE
+        rs = self._piece_weights(lambda: self.weight("R", d))
         # X·W_dᵀ + (Wb_d + Rb_d) for every step at once: [T, B, H] or [B, T, H].
         name = f"{self.p}/{direction}/xw"
         xw = ops.add(g, f"{name}/add_b", ops.matmul(g, f"{name}/matmul", self.port_of(s.X.name), w, transpose_b=True), b)
@@ -299,7 +300,7 @@ class _Lowering:
             cell = f"{base}/cell.explicit"
             pre = xw_steps[t]
             if h is not None:  # None: H_{-1} = 0, which adds nothing
-                r = rs(self.piece(T - 1 - t if reverse else t))
+                r = rs(self.piece(d, t))
                 pre = ops.add(g, f"{cell}/add", ops.matmul(g, f"{cell}/matmul_r", h, r, transpose_b=True), pre)
             if s.clip is not None:
                 pre = ops.unary(g, "Clamp", f"{cell}/clip", pre, {"min": ops.fmt_float(-s.clip), "max": ops.fmt_float(s.clip)})
@@ -314,25 +315,20 @@ class _Lowering:
         s = self.s
         T, D, H = s.seq_length, s.num_directions, s.hidden_size
         pieces = [ys[d][t] for t in range(T) for d in range(D)]
-        name = f"{self.p}/Y"
-        if s.layout == 0:
-            y = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", pieces, 0), [T, D, -1, H])
-        else:
-            y = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", pieces, 1), [-1, T, D, H])
-        y.set_names(s.Y)
-        return y
+        return self._stack(s.Y, "Y", pieces, [T, D, -1, H], [-1, T, D, H])
 
     def assemble_y_h(self, finals: list[Output]) -> Output:
         """Y_h [D, B, H] (layout 0) / [B, D, H] (layout 1)."""
         s = self.s
-        D, H = s.num_directions, s.hidden_size
-        name = f"{self.p}/Y_h"
-        if s.layout == 0:
-            y_h = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", finals, 0), [D, -1, H])
-        else:
-            y_h = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", finals, 1), [-1, D, H])
-        y_h.set_names(s.Y_h)
-        return y_h
+        return self._stack(s.Y_h, "Y_h", finals, [s.num_directions, -1, s.hidden_size], [-1, s.num_directions, s.hidden_size])
+
+    def _stack(self, tensor: str, key: str, pieces: list[Output], layout0_shape: list[int], layout1_shape: list[int]) -> Output:
+        """[B, H] pieces -> one output: one Concat (rows for layout 0, columns for layout 1) and one Reshape."""
+        name = f"{self.p}/{key}"
+        axis, shape = (0, layout0_shape) if self.s.layout == 0 else (1, layout1_shape)
+        out = ops.reshape(self.g, f"{name}/reshape", ops.concat(self.g, f"{name}/concat", pieces, axis), shape)
+        out.set_names(tensor)
+        return out
 
 
 def fits_f16(array: np.ndarray) -> bool:
