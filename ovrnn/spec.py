@@ -382,15 +382,10 @@ def _unify_dims(n: _Normaliser, infos: list[TensorInfo | None], num_dir: int, la
 
 
 def _filled_shapes(num_dir: int, layout: int, T: Dim, batch: Dim, I: Dim, H: Dim) -> list[Shape]:
-    D, two_h = Dim.of(num_dir), Dim.of(2 * H.value)
-    return [
-        (batch, T, I) if layout else (T, batch, I),
-        (D, H, I),
-        (D, H, H),
-        (D, two_h),
-        (batch,),
-        (batch, D, H) if layout else (D, batch, H),
-    ]
+    """Each input's shape with every named dimension resolved, slot by slot."""
+    dims = {"seq_length": T, "batch": batch, "input_size": I, "hidden_size": H, "num_directions": Dim.of(num_dir), "2*hidden_size": Dim.of(2 * H.value)}
+    roles = _roles(num_dir, layout)
+    return [tuple(dims[role] for role in roles[slot]) for slot in range(6)]
 
 
 def _sequence_lens(n: _Normaliser, lens: RnnInput | None, T: int) -> RnnInput | None:
