@@ -167,9 +167,9 @@ def broadcast_to(g: LayerGraph, name: str, value: Output, target: Output, out_sh
 # --- arithmetic ---------------------------------------------------------------------------------
 
 
-def _binary(g: LayerGraph, op: str, name: str, a: Output, b: Output, etype: ElementType | None = None) -> Output:
+def _binary(g: LayerGraph, op: str, name: str, a: Output, b: Output, etype: ElementType | None = None, extra: dict[str, str] | None = None) -> Output:
     typ = TensorType(etype or a.etype, broadcast(a.shape, b.shape))
-    return g.add(op, name, (a, b), (typ,), {"auto_broadcast": "numpy"}).out()
+    return g.add(op, name, (a, b), (typ,), {"auto_broadcast": "numpy", **(extra or {})}).out()
 
 
 def add(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
@@ -181,8 +181,7 @@ def multiply(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
 
 
 def divide(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
-    typ = TensorType(a.etype, broadcast(a.shape, b.shape))
-    return g.add("Divide", name, (a, b), (typ,), {"auto_broadcast": "numpy", "m_pythondiv": "true"}).out()
+    return _binary(g, "Divide", name, a, b, extra={"m_pythondiv": "true"})
 
 
 def greater(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
