@@ -20,7 +20,7 @@ _CLASS_NAMES = {"PReLU": "PRelu"}
 _INT = {"hidden_size", "num_splits", "axis", "batch_dims"}
 _ELEMENT_TYPE = {"output_type"}
 _FLOAT = {"clip", "min", "max", "alpha"}
-_BOOL = {"special_zero", "transpose_a", "transpose_b"}
+_BOOL = {"special_zero", "transpose_a", "transpose_b", "m_pythondiv"}
 _STR_LIST = {"activations"}
 _FLOAT_LIST = {"activations_alpha", "activations_beta"}
 
@@ -36,10 +36,8 @@ def typed(key: str, text: str):
         return [t for t in text.split(",") if t]
     if key in _FLOAT_LIST:
         return [float(t) for t in text.split(",") if t]
-    if key in _ELEMENT_TYPE:
-        from .runtime import ov
-
-        return ov().Type(text) if text != "i64" else ov().Type.i64
+    if key in _ELEMENT_TYPE:  # IR spelling (i32, i64, f32, boolean) = ov.Type's attribute names
+        return getattr(ov().Type, text)
     return text
 
 
@@ -50,7 +48,7 @@ def _factory(version: str):
     return NodeFactory(version)
 
 
-def _constant(g: LayerGraph, layer: Layer, blob: memoryview):
+def _constant(layer: Layer, blob: memoryview):
     o = ov()
     typ = layer.out_types[0]
     shape = [d.lo for d in typ.shape]
@@ -73,7 +71,7 @@ def realize(g: LayerGraph, bindings: dict[int, object]) -> dict[int, list]:
         if layer.type == "Result":
             continue
         if layer.type == "Const":
-            node = _constant(g, layer, blob)
+            node = _constant(layer, blob)
         else:
             version = template(layer.type).get("version")
             args = [outs[src.layer.id][src.index] for src in layer.inputs]
