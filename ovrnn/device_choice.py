@@ -25,11 +25,6 @@ NPU_IR_TYPES = frozenset({
 })
 
 
-def _names(device: str) -> list[str]:
-    base, _, rest = device.partition(":")
-    return [n.split("(")[0].split(".")[0].strip() for n in rest.split(",")] if rest else [base.split(".")[0]]
-
-
 def choose_cells(build: Callable[[str], object], device: str | None) -> tuple[str, str]:
     """(cells, note) for `device`; `build(cells)` converts the model with that lowering."""
     if not device:
@@ -37,9 +32,9 @@ def choose_cells(build: Callable[[str], object], device: str | None) -> tuple[st
     from . import runtime
 
     available = runtime.available_devices()
-    present = all(any(a == n or a.split(".")[0] == n for a in available) for n in _names(device) if n not in runtime.VIRTUAL_DEVICES)
-    if not present:
-        cells = "matmul" if any(n in NO_RNNCELL for n in _names(device)) else "cell"
+    names = runtime.device_names(device)
+    if not all(runtime.is_available(n, available) for n in names):
+        cells = "matmul" if any(n.split(".")[0] in NO_RNNCELL for n in names) else "cell"
         return cells, f"--lowering auto: {device} is not on this machine (available: {', '.join(available)}); chose '{cells}' from what its plugin is known to import"
     model = runtime.read_model(build("cell"))
     supported = runtime.core().query_model(model, device)

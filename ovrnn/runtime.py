@@ -47,13 +47,24 @@ def available_devices() -> list[str]:
     return list(core().available_devices)
 
 
+def device_names(device: str) -> list[str]:
+    """The devices a device string names: HETERO:GPU(2),CPU -> GPU, CPU; a bare AUTO -> none."""
+    base, _, rest = device.partition(":")
+    if base not in VIRTUAL_DEVICES:
+        return [device]
+    return [re.sub(r"\(.*\)$", "", n).strip() for n in rest.split(",") if n.strip()]
+
+
+def is_available(name: str, available: list[str]) -> bool:
+    """GPU counts as available when GPU.0 is."""
+    return any(a == name or a.split(".")[0] == name for a in available)
+
+
 def check_device(device: str) -> None:
     """The exact device string must name devices that exist; list what does when it doesn't."""
     available = available_devices()
-    base, _, rest = device.partition(":")
-    names = [re.sub(r"\(.*\)$", "", n).strip() for n in rest.split(",") if n.strip()] if base in VIRTUAL_DEVICES else [device]
-    for name in names:
-        if not any(a == name or a.split(".")[0] == name for a in available):
+    for name in device_names(device):
+        if not is_available(name, available):
             raise DeviceError(f"device '{name}' is not available on this machine (available: {', '.join(available) or 'none'})")
 
 
