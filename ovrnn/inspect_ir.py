@@ -102,7 +102,7 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
     xml_path = Path(os.fspath(path))
     root = read_xml(xml_path)
     try:
-        check_ir(xml_path)
+        check_ir(xml_path, root)
         problem = ""
     except IRFormatError as exc:
         problem = str(exc)

@@ -34,9 +34,10 @@ def read_xml(path: Path) -> etree._Element:
     return root
 
 
-def check_ir(path: str | os.PathLike[str]) -> None:
+def check_ir(path: str | os.PathLike[str], root: etree._Element | None = None) -> None:
+    """Raise IRFormatError for IR OpenVINO would crash on or misread. `root`: the XML already parsed."""
     xml = Path(os.fspath(path))
-    root = read_xml(xml)
+    root = read_xml(xml) if root is None else root
     where = f"IR '{xml}'"
     if root.get("version") not in ("10", "11"):
         raise IRFormatError(f"{where}: <net version=\"{root.get('version')}\">, expected version 10 or 11")
