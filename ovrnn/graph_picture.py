@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .errors import OvrnnError, UsageError
 from .fileio import write_atomic
-from .inspect_ir import _TRANSPARENT, CELL_TYPES, SEQUENCE_TYPES, _rt_info, port_dims, port_element_type
+from .inspect_ir import _TRANSPARENT, CELL_TYPES, EXPLICIT_PLUMBING, SEQUENCE_TYPES, _rt_info, port_dims, port_element_type
 from .ir_check import read_xml
 
 FORMATS = (".dot", ".svg", ".png")
@@ -49,7 +49,6 @@ RENDER_TIMEOUT = 120.0  # seconds
 
 _STEP = re.compile(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t(?P<t>\d+)/(?P<tail>.*)$")
 _FLOAT_TYPES = {"f16", "f32", "f64", "bf16"}
-_EXPLICIT_PLUMBING = ("add", "matmul_r", "clip")  # explicit-cell ops other than the activation
 
 # Colours (fill, border) by kind of node.
 _STYLE = {
@@ -320,7 +319,7 @@ class _Picture:
                 details.append(act.rsplit(" ", 1)[0])
             else:
                 tails = [m.name.rsplit("/cell.explicit/", 1)[1].split("/")[0] for m in members if "/cell.explicit/" in m.name]
-                details.append(next((t for t in tails if t not in _EXPLICIT_PLUMBING), "?"))
+                details.append(next((t for t in tails if t not in EXPLICIT_PLUMBING), "?"))
             hidden = info.get("hidden_size") or _last_dim([m for m in members if "/cell.explicit/" in m.name][-1])
             if hidden:
                 details.append(f"hidden {hidden}")

@@ -21,6 +21,7 @@ SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator"
 CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")
 # Ops the H state may pass through between two cells (masking, precision changes).
 _TRANSPARENT = ("Select", "Convert")
+EXPLICIT_PLUMBING = ("add", "matmul_r", "clip")  # explicit-cell ops other than the activation
 _STEP_NAME = re.compile(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t(?P<t>\d+)/cell\.explicit/")
 # port `precision` -> element type where the two spellings differ by more than case (I32 -> i32, U8 -> u8)
 _PRECISION_TO_TYPE = {"FP32": "f32", "FP16": "f16", "FP64": "f64", "BF16": "bf16", "BOOL": "boolean"}
@@ -143,14 +144,12 @@ class _Graph:
     def __init__(self, layers: dict[str, etree._Element], edges_el) -> None:
         self.layers = layers
         self.producer: dict[tuple[str, int], tuple[str, str]] = {}  # (to layer, input index) -> (from layer, from port)
-        self.consumers: dict[str, list[str]] = defaultdict(list)
         in_index = {lid: {p.get("id"): i for i, p in enumerate(el.findall("input/port"))} for lid, el in layers.items()}
         for e in edges_el.findall("edge") if edges_el is not None else []:
             to, frm = e.get("to-layer"), e.get("from-layer")
             idx = in_index.get(to, {}).get(e.get("to-port"))
             if idx is not None:
                 self.producer[(to, idx)] = (frm, e.get("from-port"))
-                self.consumers[frm].append(to)
 
     def source(self, layer_id: str, index: int, through=()) -> etree._Element | None:
         """The layer feeding input `index`, looking through the given op types."""
@@ -248,7 +247,7 @@ def _explicit_chains(layers: dict[str, etree._Element]) -> list[Chain]:
             key = (m.group("rnn"), m.group("dir"))
             steps[key].add(int(m.group("t")))
             tail = el.get("name")[m.end():].split("/")[0]
-            if tail not in ("add", "matmul_r", "clip"):
+            if tail not in EXPLICIT_PLUMBING:
                 acts[key] = tail
     return [Chain(rnn, d, "explicit", len(ts), acts.get((rnn, d), "?")) for (rnn, d), ts in sorted(steps.items())]
 
