@@ -47,10 +47,6 @@ class GraphView:
     outputs: list[TensorInfo]  # graph outputs, in graph order
     value_info: dict[str, TensorInfo] = field(default_factory=dict)
 
-    @property
-    def nodes(self) -> list[onnx.NodeProto]:
-        return list(self.model.graph.node)
-
     def info(self, name: str) -> TensorInfo | None:
         for table in (self.constants, {i.name: i for i in self.inputs}, self.value_info):
             if name in table:

@@ -7,7 +7,7 @@ what each case is, e.g. ``bidir-relu-tanh-lens-h0``.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -51,7 +51,6 @@ class Case:
     dyn_seq: bool = False  # X's sequence dim symbolic: needs --input
     output_sequence: int | None = None  # opset 1 only
     x_scale: float = 2.0
-    tags: frozenset = field(default_factory=frozenset)
 
     @property
     def num_directions(self) -> int:
@@ -198,10 +197,6 @@ CASES: list[Case] = [
 ]
 
 
-def case_by_id(case_id: str) -> Case:
-    return next(c for c in CASES if c.id == case_id)
-
-
 def make_model(c: Case, seed: int | None = None):
     """(ModelProto, feeds {name: array}, --input flags)."""
     rng = np.random.default_rng(zlib.crc32(c.id.encode()) if seed is None else seed)
@@ -274,7 +269,3 @@ def make_model(c: Case, seed: int | None = None):
     if c.dyn_seq:
         flags.append(f"X[{','.join('?' if d == 'batch' else str(T) if d == 'seq' else str(d) for d in x_shape)}]")
     return model, feeds, flags
-
-
-def with_id(c: Case, **changes) -> Case:
-    return replace(c, **changes)

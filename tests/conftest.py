@@ -7,10 +7,8 @@ import sys
 from collections import Counter
 
 import numpy as np
-import pytest
 from lxml import etree
 
-import ovrnn
 from ovrnn import runtime
 
 
@@ -37,8 +35,3 @@ def assert_close(got, want, atol, rtol, what=""):
 def ovrnn_cli(*args, cwd=None, env=None):
     """Run the CLI in a child process, as a user would."""
     return subprocess.run([sys.executable, "-m", "ovrnn", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
-
-
-@pytest.fixture(scope="session")
-def api():
-    return ovrnn

@@ -8,7 +8,6 @@ never a wrong IR.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 from cases import TOL, Case, make_model
 from conftest import assert_close, run_ir
 from hypothesis import HealthCheck, given, settings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cases import NATIVE, TOL, Case, make_model
+from cases import TOL, Case, make_model
 from conftest import assert_close, layer_counts, run_ir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

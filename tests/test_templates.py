@@ -11,7 +11,6 @@ import hashlib
 import importlib.util
 from pathlib import Path
 
-import numpy as np
 import openvino as ov
 import pytest
 from cases import Case, make_model

@@ -477,7 +477,7 @@ def s4_compile(ctx: Ctx, R: dict) -> None:
     # chunk=64 (default) vs chunk=0 (one piece per chain)
     chunk_rows, how = [], None
     for T in [t for t in (256, 1000) if t in models]:
-        m, xml64 = models[T]
+        m, _ = models[T]
         ir0, how = ovrnn_convert_chunk(m["path"], 0)
         if ir0 is None:
             log(f"  chunk=0 unavailable: {how}")
