@@ -27,14 +27,14 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "convert_model": ("convert", "convert_model"),
-    "IR": ("ir", "IR"),
-    "RnnSpec": ("spec", "RnnSpec"),
-    "run": ("runtime", "run"),
-    "Runner": ("runtime", "Runner"),
-    "validate": ("validation", "validate"),
-    "ValidationReport": ("validation", "ValidationReport"),
-    "inspect": ("inspect_ir", "inspect_ir"),
-    "InspectReport": ("inspect_ir", "InspectReport"),
+    "IR": ("ir.model", "IR"),
+    "RnnSpec": ("spec.rnn", "RnnSpec"),
+    "run": ("runtime.engine", "run"),
+    "Runner": ("runtime.engine", "Runner"),
+    "validate": ("validation.compare", "validate"),
+    "ValidationReport": ("validation.compare", "ValidationReport"),
+    "inspect": ("ir.inspect", "inspect_ir"),
+    "InspectReport": ("ir.inspect", "InspectReport"),
 }
 
 __all__ = [

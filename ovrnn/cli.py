@@ -186,7 +186,7 @@ def cmd_run(args) -> int:
     down, and OpenVINO's own log lines do not reach the user's stderr."""
     if os.environ.get(CHILD_ENV):
         return run_here(args)
-    from .ir_check import check_ir
+    from .ir.check import check_ir
 
     check_ir(args.ir)
     child = subprocess.run([sys.executable, "-m", "ovrnn", *args.argv], capture_output=True, text=True, env={**os.environ, CHILD_ENV: "1"})
@@ -203,7 +203,7 @@ def cmd_run(args) -> int:
 def run_here(args) -> int:
     import numpy as np
 
-    from . import runtime
+    from .runtime import engine as runtime
 
     if args.repeat < 1:
         raise UsageError(f"--repeat: expected a positive number of runs, got {args.repeat}")
@@ -227,7 +227,7 @@ def run_here(args) -> int:
         print(f"  {name}: {value.dtype} {list(value.shape)}  min {stats.min():.6g}  max {stats.max():.6g}  mean {stats.mean():.6g}")
     if args.output:
         from .fileio import write_atomic
-        from .report import npz_bytes
+        from .validation.report import npz_bytes
 
         out = Path(args.output)
         write_atomic({out: npz_bytes(outputs)})
@@ -236,7 +236,7 @@ def run_here(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .validation import validate
+    from .validation.compare import validate
 
     report = validate(
         args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
@@ -261,7 +261,7 @@ def _precisions(text: str) -> list[str]:
 
 
 def cmd_devices(args) -> int:
-    from .runtime import describe_devices
+    from .runtime.engine import describe_devices
 
     devices = describe_devices()
     if args.json:
@@ -275,14 +275,14 @@ def cmd_devices(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .inspect_ir import inspect_ir
+    from .ir.inspect import inspect_ir
 
     if args.expand and not args.graph:
         raise UsageError("--expand needs --graph OUT.svg|OUT.png|OUT.dot")
     report = inspect_ir(args.ir)
     picture = None
     if args.graph:
-        from .graph_picture import write_graph
+        from .ir.picture import write_graph
 
         picture = write_graph(args.ir, args.graph, expand=args.expand)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())

@@ -19,19 +19,20 @@ from typing import Union
 
 import onnx
 
-from . import __version__, ops
+from . import __version__
+from .lower import ops
 from .dtypes import BY_ONNX, onnx_type_name
-from .emitter import IR_VERSIONS, emit
+from .ir.emit import IR_VERSIONS, emit
 from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
-from .ir import IR, RnnSummary
-from .layer_graph import LayerGraph, Output
-from .limits import check_steps
-from .lowering import CELL_MODES, LoweringOptions, lower_rnn
-from .onnx_io import GraphView, ModelSource, TensorInfo, graph_view, load_model
+from .ir.model import IR, RnnSummary
+from .lower.layer_graph import LayerGraph, Output
+from .spec.limits import check_steps
+from .lower.rnn import CELL_MODES, LoweringOptions, lower_rnn
+from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, Shape, parse_input_specs, shape_text
-from .spec import RnnSpec, normalise_rnn, unique_label
-from .whole_model import convert_whole_model, needs_frontend, rnn_nodes
+from .spec.rnn import RnnSpec, normalise_rnn, unique_label
+from .runtime.whole_model import convert_whole_model, needs_frontend, rnn_nodes
 
 InputShapes = Union[Sequence[str], str, Mapping[str, Union[Sequence[Union[int, None]], None]], None]
 
@@ -89,7 +90,7 @@ def convert_model(
 
     if lowering != "auto":
         return build(lowering)
-    from .device_choice import choose_cells
+    from .runtime.devices import choose_cells
 
     cells, note = choose_cells(build, device)
     ir = build(cells)

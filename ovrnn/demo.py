@@ -11,10 +11,10 @@ DEMO_MODEL = Path(__file__).resolve().parent / "examples" / "demo_rnn.onnx"
 
 
 def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:
-    from . import runtime
+    from .runtime import engine as runtime
     from .convert import convert_model
-    from .inspect_ir import inspect_ir
-    from .validation import random_inputs, validate
+    from .ir.inspect import inspect_ir
+    from .validation.compare import random_inputs, validate
 
     print(f"ovrnn demo: {DEMO_MODEL.name}, a bidirectional ONNX RNN (Tanh forward, Relu reverse) with sequence_lens and initial_h")
     with tempfile.TemporaryDirectory(prefix="ovrnn-demo-") as tmp:

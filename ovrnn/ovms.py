@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .errors import UsageError
 from .fileio import write_atomic
-from .ir import IR
+from .ir.model import IR
 
 
 def save_to_repository(ir: IR, repo: str | os.PathLike[str], name: str, version: int = 1) -> tuple[Path, Path, str]:

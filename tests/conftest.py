@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 from lxml import etree
 
-from ovrnn import runtime
+from ovrnn.runtime import engine as runtime
 
 
 def run_ir(ir, feeds, device="CPU"):

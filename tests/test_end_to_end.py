@@ -9,7 +9,7 @@ from conftest import assert_close, layer_counts, run_ir
 from lxml import etree
 
 import ovrnn
-from ovrnn import reference
+from ovrnn.validation import reference
 
 HIDDEN_STEPS = ("RNNSequence", "TensorIterator", "Loop", "GRUSequence", "LSTMSequence")
 

@@ -14,7 +14,7 @@ import onnx
 from conftest import run_ir
 
 import ovrnn
-from ovrnn import reference
+from ovrnn.validation import reference
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
@@ -90,7 +90,7 @@ def test_escaping_matches_lxml():
     """The emitter escapes names itself (for speed): it must write what lxml would."""
     from lxml import etree
 
-    from ovrnn.emitter import _escape_attr
+    from ovrnn.ir.emit import _escape_attr
 
     for text in ['plain', 'a&b<c>d"e\'f', "new\nline\ttab\rcr", "é ü «» 漢字 🙂", "&amp; already", ""]:
         via_lxml = etree.tostring(etree.Element("x", {"v": text}), encoding="unicode")

@@ -8,7 +8,7 @@ from conftest import assert_close, run_ir
 from onnx.backend.test.case.node import collect_testcases
 
 import ovrnn
-from ovrnn import reference
+from ovrnn.validation import reference
 
 CASES = [c for c in collect_testcases("RNN") if "rnn" in c.name]
 

@@ -14,8 +14,8 @@ import pytest
 from cases import CASES, TOL, Case, make_model
 from conftest import assert_close
 
-from ovrnn import reference
-from ovrnn.validation import ort_known_deviation
+from ovrnn.validation import reference
+from ovrnn.validation.compare import ort_known_deviation
 
 ORT_CASES = [c for c in CASES if c.ort_supported]
 

@@ -6,7 +6,7 @@ import pytest
 from cases import Case, make_model
 
 from ovrnn.convert import _normalise_all, _plan
-from ovrnn.onnx_io import graph_view
+from ovrnn.onnx.read import graph_view
 
 
 def spec_of(case: Case):

@@ -17,7 +17,7 @@ from cases import Case, make_model
 from lxml import etree
 
 import ovrnn
-from ovrnn.templates import available, placeholders, template, template_dir
+from ovrnn.ir.templates import available, placeholders, template, template_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 

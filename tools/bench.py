@@ -129,12 +129,12 @@ def ovrnn_convert_chunk(path, chunk: int):
     """An IR lowered with a given chunk; (ir, how) or (None, why not)."""
     if "chunk" in _inspect.signature(ovrnn.convert_model).parameters:
         return ovrnn.convert_model(str(path), chunk=chunk, **_limit_kwargs(ovrnn.convert_model)), "ovrnn.convert_model(chunk=...)"
-    from ovrnn.lowering import LoweringOptions
+    from ovrnn.lower.rnn import LoweringOptions
 
     if "chunk" not in getattr(LoweringOptions, "__dataclass_fields__", {}):
         return None, "LoweringOptions has no 'chunk' field"
     from ovrnn.convert import _convert_rnn_graph
-    from ovrnn.onnx_io import graph_view, load_model
+    from ovrnn.onnx.read import graph_view, load_model
 
     ir = _convert_rnn_graph(graph_view(load_model(str(path))), LoweringOptions(chunk=chunk), 11, **_limit_kwargs(_convert_rnn_graph))
     return ir, "ovrnn.convert._convert_rnn_graph(view, LoweringOptions(chunk=...), 11) (convert_model has no chunk parameter)"

@@ -5,7 +5,7 @@
 1. In this interpreter (ovrnn installed), build a few one-node ONNX RNN models with the test
    suite's case table builder (``tests/cases.py``), convert each with
    ``ovrnn.convert_model(model).save(NAME.xml)``, make seeded random inputs and compute the
-   expected outputs with ovrnn's float64 oracle (``ovrnn.reference.run_model``).
+   expected outputs with ovrnn's float64 oracle (``ovrnn.validation.reference.run_model``).
    Inputs and expected outputs are saved as ``NAME.inputs.npz`` / ``NAME.expected.npz`` next to
    the IR.
 2. For each release, create a throwaway venv, ``pip install openvino==X numpy`` into it (pip
@@ -212,7 +212,7 @@ def prepare_models(workdir: Path) -> dict:
     import onnx
 
     import ovrnn
-    from ovrnn import reference
+    from ovrnn.validation import reference
 
     entries = []
     for case, covers in MODELS:

@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 from cases import CASES, TOL, make_model  # noqa: E402
 
 import ovrnn  # noqa: E402
-from ovrnn import reference, runtime  # noqa: E402
+from ovrnn import runtime  # noqa: E402
+from ovrnn.validation import reference
 
 
 def _close(got: dict, want: dict, dtype: str) -> bool:

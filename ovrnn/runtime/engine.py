@@ -17,7 +17,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from .errors import DeviceError, IRFormatError, UsageError
+from ..errors import DeviceError, IRFormatError, UsageError
 
 VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 DEFAULT_PRECISION = "f32"
@@ -79,13 +79,13 @@ def compile_config(precision: str | None, cache_dir: str | os.PathLike[str] | No
 
 def read_model(ir) -> object:
     """An ov.Model from an IR object (bytes) or a path to model.xml."""
-    from .ir import IR
+    from ..ir.model import IR
 
     try:
         if isinstance(ir, IR):
             weights = ov().Tensor(np.frombuffer(ir.bin, dtype=np.uint8).copy()) if ir.bin else ov().Tensor(np.zeros(0, np.uint8))
             return core().read_model(ir.xml, weights)
-        from .ir_check import check_ir
+        from ..ir.check import check_ir
 
         path = Path(os.fspath(ir))
         check_ir(path)  # a clean error for IR that would crash OpenVINO
@@ -111,7 +111,7 @@ class Compiled:
 
 
 def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> Compiled:
-    from .progress import stage
+    from ..progress import stage
 
     check_device(device)
     config = compile_config(precision, cache_dir)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from lxml import etree
 
-from .errors import IRFormatError
-from .ir_check import check_ir, read_xml
+from ..errors import IRFormatError
+from .check import check_ir, read_xml
 
 SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")

@@ -27,10 +27,10 @@ import onnx
 import onnx.defs
 
 from . import activations as acts
-from .dtypes import BY_ONNX, ElementType, onnx_type_name
-from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
-from .onnx_io import TensorInfo
-from .shapes import Dim, Shape, shape_text
+from ..dtypes import BY_ONNX, ElementType, onnx_type_name
+from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError
+from ..onnx.read import TensorInfo
+from ..shapes import Dim, Shape, shape_text
 
 INPUT_NAMES = ("X", "W", "R", "B", "sequence_lens", "initial_h")
 

@@ -11,9 +11,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .layer_graph import LayerGraph, Layer
-from .runtime import ov
-from .templates import template
+from ..lower.layer_graph import LayerGraph, Layer
+from .engine import ov
+from ..ir.templates import template
 
 # op type in the IR -> op class name in OpenVINO's opset tables, where they differ
 _CLASS_NAMES = {"PReLU": "PRelu"}

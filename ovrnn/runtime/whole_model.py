@@ -23,18 +23,19 @@ import ml_dtypes
 import numpy as np
 import onnx
 
-from . import __version__, ops
-from .dtypes import BY_IR
-from .errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError
-from .ir import IR, RnnSummary
-from .layer_graph import LayerGraph
-from .limits import check_steps
-from .lowering import LoweringOptions, lower_rnn
-from .onnx_io import ONNX_DOMAINS, GraphView, TensorInfo
+from .. import __version__
+from ..lower import ops
+from ..dtypes import BY_IR
+from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError
+from ..ir.model import IR, RnnSummary
+from ..lower.layer_graph import LayerGraph
+from ..spec.limits import check_steps
+from ..lower.rnn import LoweringOptions, lower_rnn
+from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
 from .realize import realize
-from .runtime import ov, ov_message
-from .shapes import Dim, Shape
-from .spec import DynamicStepsError, normalise_rnn, unique_label
+from .engine import ov, ov_message
+from ..shapes import Dim, Shape
+from ..spec.rnn import DynamicStepsError, normalise_rnn, unique_label
 
 HIDDEN_STEPS = ("RNNSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (

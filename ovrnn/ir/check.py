@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from .errors import IRFormatError, UsageError
+from ..errors import IRFormatError, UsageError
 
 _PARSER = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
 _ELEMENT_TYPES = {

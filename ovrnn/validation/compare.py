@@ -18,12 +18,15 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import onnx
 
-from . import __version__, activations, reference, runtime
+from .. import __version__
+from ..spec import activations
+from . import reference
+from ..runtime import engine as runtime
 from . import report as report_module
-from .convert import InputShapes, convert_model
-from .dtypes import from_numpy
-from .ir import IR
-from .onnx_io import ModelSource, load_model
+from ..convert import InputShapes, convert_model
+from ..dtypes import from_numpy
+from ..ir.model import IR
+from ..onnx.read import ModelSource, load_model
 
 # (atol, rtol) by element type; f64 admits f32 internals (OpenVINO CPU computes f64 in f32).
 TOLERANCES = {"f64": (1e-6, 1e-6), "f32": (2e-5, 2e-5), "f16": (1e-2, 1e-2), "bf16": (6e-2, 3e-2)}

@@ -7,7 +7,7 @@ cost grows faster than linearly, so some 8000 cells take over half a minute and 
 
 from __future__ import annotations
 
-from .errors import UsageError
+from ..errors import UsageError
 
 NOTE_ABOVE = 2048  # unrolled steps (time steps x directions, over all RNN nodes)
 DEFAULT_MAX_STEPS = 8192

@@ -13,7 +13,7 @@ _PARSER = etree.XMLParser(remove_blank_text=True, remove_comments=True, resolve_
 def template_dir() -> Path:
     """The wheel copy inside the package, else the source tree's top-level folder."""
     here = Path(__file__).resolve().parent
-    for candidate in (here / "ir_templates", here.parent / "ir_templates"):
+    for candidate in (here.parent / "ir_templates", here.parent.parent / "ir_templates"):  # wheel, checkout
         if (candidate / "_net.xml").is_file():
             return candidate
     raise FileNotFoundError(f"ir_templates not found next to {here}; the installation is incomplete")

@@ -38,10 +38,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import OvrnnError, UsageError
-from .fileio import write_atomic
-from .inspect_ir import _TRANSPARENT, CELL_TYPES, EXPLICIT_PLUMBING, SEQUENCE_TYPES, _rt_info, port_dims, port_element_type
-from .ir_check import read_xml
+from ..errors import OvrnnError, UsageError
+from ..fileio import write_atomic
+from .inspect import _TRANSPARENT, CELL_TYPES, EXPLICIT_PLUMBING, SEQUENCE_TYPES, _rt_info, port_dims, port_element_type
+from .check import read_xml
 
 FORMATS = (".dot", ".svg", ".png")
 MAX_RENDER_NODES = 2000  # above this, dot can take minutes: write the DOT, do not render

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .dtypes import ElementType
-from .shapes import Shape
+from ..dtypes import ElementType
+from ..shapes import Shape
 
 
 @dataclass(frozen=True, slots=True)

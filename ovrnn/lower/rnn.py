@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ops
-from .activations import Activation
-from .dtypes import F16, I32
+from ..spec.activations import Activation
+from ..dtypes import F16, I32
 from .layer_graph import LayerGraph, Output, array_bytes
-from .shapes import Dim
-from .spec import Direction, RnnInput, RnnSpec
+from ..shapes import Dim
+from ..spec.rnn import Direction, RnnInput, RnnSpec
 
 NATIVE = "cell"
 EXPLICIT = "explicit"

@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .activations import Activation
-from .fileio import ir_paths, write_atomic
-from .spec import INPUT_NAMES, Direction, RnnSpec
+from ..spec.activations import Activation
+from ..fileio import ir_paths, write_atomic
+from ..spec.rnn import INPUT_NAMES, Direction, RnnSpec
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .errors import UsageError
+from ..errors import UsageError
 
 NO_RNNCELL = ("NPU",)  # plugins known to lack RNNCell (see the README's device table)
 
@@ -29,7 +29,7 @@ def choose_cells(build: Callable[[str], object], device: str | None) -> tuple[st
     """(cells, note) for `device`; `build(cells)` converts the model with that lowering."""
     if not device:
         raise UsageError("--lowering auto needs --device (the device the IR is for, e.g. CPU, GPU, NPU)")
-    from . import runtime
+    from . import engine as runtime
 
     available = runtime.available_devices()
     names = runtime.device_names(device)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UsageError
-from .fileio import write_atomic
+from ..errors import UsageError
+from ..fileio import write_atomic
 
 PLOT = "error_per_step.png"
 

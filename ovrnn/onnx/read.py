@@ -16,8 +16,8 @@ import onnx
 import onnx.defs
 from onnx import ModelProto, TensorProto, numpy_helper
 
-from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
-from .shapes import Dim, Shape
+from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError
+from ..shapes import Dim, Shape
 
 ONNX_DOMAINS = ("", "ai.onnx")
 

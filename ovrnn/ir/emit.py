@@ -11,8 +11,8 @@ import re
 
 from lxml import etree
 
-from .errors import UnsupportedFeatureError
-from .layer_graph import Layer, LayerGraph, TensorType
+from ..errors import UnsupportedFeatureError
+from ..lower.layer_graph import Layer, LayerGraph, TensorType
 from .templates import placeholders, template
 
 XML_DECLARATION = b'<?xml version="1.0"?>\n'

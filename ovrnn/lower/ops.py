@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import BOOL, I32, I64, ElementType, from_numpy
+from ..dtypes import BOOL, I32, I64, ElementType, from_numpy
 from .layer_graph import ConstData, LayerGraph, Output, TensorType, array_bytes
-from .shapes import Dim, Shape, shape_ir
+from ..shapes import Dim, Shape, shape_ir
 
 # --- attribute formatting -----------------------------------------------------------------------
 
