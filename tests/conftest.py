@@ -35,3 +35,19 @@ def assert_close(got, want, atol, rtol, what=""):
 def ovrnn_cli(*args, cwd=None, env=None):
     """Run the CLI in a child process, as a user would."""
     return subprocess.run([sys.executable, "-m", "ovrnn", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def backend_cases(op_type: str) -> list:
+    """ONNX's own backend test cases for one recurrent op, with their expected outputs.
+
+    collect_testcases(op) fills one list shared by the whole process, once: a second call for
+    another op returns the first op's cases. So import the op modules ourselves, unfiltered, and
+    pick by the node's op_type."""
+    import importlib
+
+    from onnx.backend.test.case import node
+
+    node._TargetOpType = None
+    for name in ("rnn", "gru", "lstm"):
+        importlib.import_module(f"onnx.backend.test.case.node.{name}")
+    return [c for c in node._NodeTestCases if c.model.graph.node[0].op_type == op_type]

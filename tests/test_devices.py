@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import openvino as ov
 import pytest
-from cases import CASES, DTYPES, TOL, Case, make_model
+from cases import DTYPES, RNN_CASES, TOL, Case, make_model
 from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 
@@ -30,7 +30,7 @@ def static_flags(model, feeds) -> list[str]:
     return [f"{vi.name}[{','.join(map(str, feeds[vi.name].shape))}]" for vi in model.graph.input if vi.name in feeds]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
 def test_matmul_lowering_matches_cell_lowering(case):
     model, feeds, flags = make_model(case)
     cells = run_ir(ovrnn.convert_model(model, flags), feeds)
@@ -46,7 +46,7 @@ def test_matmul_lowering_matches_cell_lowering(case):
     assert types <= NPU_IR_TYPES | DYNAMIC_ONLY, types - NPU_IR_TYPES
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
 def test_static_matmul_ir_is_npu_shaped(case):
     model, feeds, _ = make_model(case)
     ir = ovrnn.convert_model(model, static_flags(model, feeds), lowering="matmul", static=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cases import CASES, DTYPES, TOL, make_model
+from cases import DTYPES, RNN_CASES, TOL, make_model
 from conftest import assert_close, layer_counts, run_ir
 from lxml import etree
 
@@ -14,7 +14,7 @@ from ovrnn.validation import reference
 HIDDEN_STEPS = ("RNNSequence", "TensorIterator", "Loop", "GRUSequence", "LSTMSequence")
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
 def test_matches_reference(case):
     model, feeds, flags = make_model(case)
     ir = ovrnn.convert_model(model, flags)
@@ -27,7 +27,7 @@ def test_matches_reference(case):
         assert_close(got[name], want[name], atol, rtol, f"{case.id} {name}")
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
 def test_one_rnncell_per_step_per_native_direction(case):
     model, _, flags = make_model(case)
     counts = layer_counts(ovrnn.convert_model(model, flags).xml)
@@ -35,7 +35,7 @@ def test_one_rnncell_per_step_per_native_direction(case):
     assert not any(counts[t] for t in HIDDEN_STEPS)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
 def test_no_dead_layers(case):
     """OpenVINO silently drops layers that reach no Result: we must not write any."""
     model, _, flags = make_model(case)

@@ -1,16 +1,15 @@
-"""ONNX's own RNN backend test cases (onnx.backend.test.case.node.collect_testcases)."""
+"""ONNX's own RNN backend test cases (onnx.backend.test.case.node), through ovrnn and the reference."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_close, run_ir
-from onnx.backend.test.case.node import collect_testcases
+from conftest import assert_close, backend_cases, run_ir
 
 import ovrnn
 from ovrnn.validation import reference
 
-CASES = [c for c in collect_testcases("RNN") if "rnn" in c.name]
+CASES = backend_cases("RNN")
 
 
 def test_backend_cases_exist():

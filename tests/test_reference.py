@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from cases import CASES, TOL, Case, make_model
+from cases import RNN_CASES, TOL, Case, make_model
 from conftest import assert_close
 
 from ovrnn.validation import reference
 from ovrnn.validation.compare import ort_known_deviation
 
-ORT_CASES = [c for c in CASES if c.ort_supported]
+ORT_CASES = [c for c in RNN_CASES if c.ort_supported]
 
 
 def run_ort(model, feeds):

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import openvino as ov
 import pytest
-from cases import CASES, TOL, make_model
+from cases import RNN_CASES, TOL, make_model
 from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 from onnx import TensorProto, helper, numpy_helper
 
@@ -166,7 +166,7 @@ def test_rnn_errors_inside_whole_models_keep_their_message():
     assert str(info.value) == "RNN node 'rnn': input R 'R' has shape [1,5,5]: dim 1 (hidden_size) is 5, expected 9 from attribute 'hidden_size'"
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
 def test_every_case_inside_a_whole_model(case):
     """The whole-model path (frontend + realize) lowers every case of the table too: each case with
     a Relu after its first output, so the model is no longer made of RNN nodes only."""

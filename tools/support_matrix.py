@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from cases import CASES, TOL, make_model  # noqa: E402
+from cases import RNN_CASES, TOL, make_model  # noqa: E402
 
 import ovrnn  # noqa: E402
 from ovrnn import runtime  # noqa: E402
@@ -77,7 +77,7 @@ TOOLS = {"ovrnn": run_ovrnn, "OpenVINO ONNX import": run_openvino_import, "onnxr
 def main() -> int:
     tally = {t: Counter() for t in TOOLS}
     rows = []
-    for case in CASES:
+    for case in RNN_CASES:
         model, feeds, flags = make_model(case)
         want = reference.run_model(model, feeds)
         row = [case.id]
@@ -96,7 +96,7 @@ def main() -> int:
         print(("| " + " | ".join(row) + " |") if md else f"{row[0]:<40}" + "".join(f"{v:<22}" for v in row[1:]))
     print()
     for tool, c in tally.items():
-        print(f"{tool}: {c['ok']}/{len(CASES)} correct, {c['WRONG']} silently wrong, {c['refused']} refused")
+        print(f"{tool}: {c['ok']}/{len(RNN_CASES)} correct, {c['WRONG']} silently wrong, {c['refused']} refused")
     return 0
 
 

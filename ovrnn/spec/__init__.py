@@ -1,0 +1,15 @@
+"""Stage 2: one frozen spec per ONNX recurrent op (rnn.py, gru.py, lstm.py), the normaliser they
+share (recurrent.py), activations and limits. Downstream stages read specs, never raw attributes."""
+
+from __future__ import annotations
+
+from .gru import GruSpec, normalise_gru
+from .lstm import LstmSpec, normalise_lstm
+from .rnn import RnnSpec, normalise_rnn
+
+Spec = RnnSpec | GruSpec | LstmSpec
+
+# op_type -> normaliser(node, index, opset, lookup, label)
+NORMALISERS = {"RNN": normalise_rnn, "GRU": normalise_gru, "LSTM": normalise_lstm}
+
+__all__ = ["NORMALISERS", "GruSpec", "LstmSpec", "RnnSpec", "Spec", "normalise_gru", "normalise_lstm", "normalise_rnn"]

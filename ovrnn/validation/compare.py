@@ -284,7 +284,7 @@ _ORT_ZERO_BETA = ("affine", "scaledtanh")
 def ort_known_deviation(proto: onnx.ModelProto) -> str:
     """onnxruntime uses 0 for absent ThresholdedRelu/Affine/ScaledTanh parameters (the spec: 1.0, 1.0/0.0)."""
     for node in proto.graph.node:
-        if node.op_type != "RNN":
+        if node.op_type not in ("RNN", "GRU", "LSTM"):
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         alphas, betas = len(attrs.get("activation_alpha", [])), len(attrs.get("activation_beta", []))

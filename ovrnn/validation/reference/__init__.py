@@ -1,0 +1,73 @@
+"""The oracle: float64 numpy implementations of the whole ONNX RNN, GRU and LSTM specs.
+
+One module per op holds its cell equations (rnn.py, gru.py, lstm.py); ``loop.py`` holds the one
+recurrent loop they share. Deliberately independent of ``ovrnn.spec`` and ``ovrnn.lower``: the
+references read raw ONNX attributes themselves, so a mistake in the normaliser cannot hide in both
+places. ``run_model`` computes whole models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .gru import gru_reference
+from .lstm import lstm_reference
+from .rnn import rnn_reference
+
+__all__ = ["OPS", "gru_reference", "lstm_reference", "rnn_reference", "run_model"]
+
+# op_type -> reference; each takes the ONNX inputs positionally and the attributes by name
+OPS = {"RNN": rnn_reference, "GRU": gru_reference, "LSTM": lstm_reference}
+
+
+def run_node(op_type: str, inputs: list, attrs: dict) -> tuple[np.ndarray, ...]:
+    """One recurrent node's outputs in float64. `attrs` as onnx.helper.get_attribute_value gives
+    them (strings may still be bytes); output_sequence (opset 1) only makes Y optional."""
+    kw = {k: v for k, v in attrs.items() if v is not None and k != "output_sequence"}
+    if isinstance(kw.get("direction"), bytes):
+        kw["direction"] = kw["direction"].decode()
+    if "activations" in kw:
+        kw["activations"] = [a.decode() if isinstance(a, bytes) else a for a in kw["activations"]]
+    return OPS[op_type](*inputs, **kw)
+
+
+def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every graph output in float64. Graphs of recurrent and Constant nodes only are computed
+    wholly in float64; other graphs run on onnx.reference with these references plugged in (other
+    ops in the model's type)."""
+    if any(n.op_type not in (*OPS, "Constant") for n in model.graph.node):
+        return _run_with_onnx_reference(model, feeds)
+    values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    values.update(feeds)
+    for node in model.graph.node:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "Constant":
+            values[node.output[0]] = numpy_helper.to_array(attrs["value"]) if "value" in attrs else np.array(next(iter(attrs.values())))
+            continue
+        outputs = run_node(node.op_type, [values[n] if n else None for n in node.input], attrs)
+        for name, value in zip(node.output, outputs):
+            if name:
+                values[name] = value
+    return {o.name: np.asarray(values[o.name], dtype=np.float64) for o in model.graph.output}
+
+
+def _plugged_op(op_type: str):
+    """An onnx.reference op that computes `op_type` with our reference (onnx.reference's own RNN
+    knows Tanh/Affine only, its GRU/LSTM ignore activations, clip, sequence_lens, input_forget).
+    OpRun hands _run every attribute, the schema's defaults filled in."""
+    from onnx.reference.op_run import OpRun
+
+    def _run(self, *inputs, **attrs):
+        return tuple(y.astype(inputs[0].dtype) for y in run_node(op_type, list(inputs), attrs))
+
+    return type(op_type, (OpRun,), {"op_domain": "", "_run": _run})
+
+
+def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    names = [o.name for o in model.graph.output]
+    values = ReferenceEvaluator(model, new_ops=[_plugged_op(op) for op in OPS]).run(names, feeds)
+    return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}

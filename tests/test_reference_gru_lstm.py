@@ -1,0 +1,263 @@
+"""The GRU and LSTM float64 references checked against independent implementations.
+
+* onnxruntime on every GRU/LSTM case of the table it accepts (layout 0, float/float16, opset >= 7,
+  clip > 0, ...): every activation in every slot, alpha/beta in order, peepholes, input_forget
+  (f = 1 - i), clip on the gate pre-activations, sequence_lens incl. 0, directions; the documented
+  default-parameter deviations (ThresholdedRelu/Affine/ScaledTanh) asserted to differ;
+* ONNX's own backend test data (test_gru_*, test_lstm_*);
+* onnx.reference and onnx's GRUHelper/LSTMHelper where they are right (default activations, no
+  clip, no sequence_lens, no input_forget): the anchors for layout=1, peepholes, float64/bfloat16;
+* identities the spec implies where no other implementation reaches (layout 1 with
+  sequence_lens/clip/other activations, input_forget's unused weights).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from cases import GRU_CASES, LSTM_CASES, TOL, Case, make_model
+from conftest import assert_close, backend_cases
+from test_reference import run_ort
+
+from ovrnn.validation import reference
+from ovrnn.validation.compare import ort_known_deviation
+
+ORT_CASES = [c for c in GRU_CASES + LSTM_CASES if c.ort_supported]
+
+
+def test_enough_cases_are_cross_checked():
+    assert len([c for c in ORT_CASES if c.op == "GRU"]) >= 50
+    assert len([c for c in ORT_CASES if c.op == "LSTM"]) >= 60
+
+
+@pytest.mark.parametrize("case", ORT_CASES, ids=lambda c: c.id)
+def test_reference_agrees_with_onnxruntime(case):
+    model, feeds, _ = make_model(case)
+    want = reference.run_model(model, feeds)
+    got = run_ort(model, feeds)
+    assert set(got) == set(want) == set(case.outputs)
+    atol, rtol = TOL[case.dtype]
+    if ort_known_deviation(model):
+        differs = any(not np.allclose(got[n], want[n], atol=atol, rtol=rtol) for n in want)
+        assert differs, f"{case.id}: onnxruntime was documented to deviate here but agrees"
+        return
+    for name in want:
+        assert_close(got[name], want[name], atol, rtol, f"{case.id} {name}")
+
+
+@pytest.mark.parametrize("case", [c for c in GRU_CASES + LSTM_CASES if not c.ort_supported and c.layout == 0 and c.dtype in ("float32", "float16")], ids=lambda c: c.id)
+def test_onnxruntime_refuses_what_the_table_says(case):
+    """Keeps `ort_supported` honest: every float32/float16 layout-0 case it excludes, ORT refuses
+    (opset 1 and GRU-3, clip=0, a missing hidden_size, one direction's activations for two)."""
+    model, feeds, _ = make_model(case)
+    with pytest.raises(Exception):  # noqa: B017, PT011 (onnxruntime raises its own exception types)
+        run_ort(model, feeds)
+
+
+BACKEND = backend_cases("GRU") + backend_cases("LSTM")
+
+
+def test_backend_cases_exist():
+    assert sorted(c.name for c in BACKEND) == [
+        "test_gru_batchwise", "test_gru_bidirectional", "test_gru_defaults", "test_gru_reverse", "test_gru_seq_length", "test_gru_with_initial_bias",
+        "test_lstm_batchwise", "test_lstm_bidirectional", "test_lstm_defaults", "test_lstm_reverse", "test_lstm_with_initial_bias", "test_lstm_with_peepholes",
+    ]
+
+
+@pytest.mark.parametrize("case", BACKEND, ids=lambda c: c.name)
+def test_reference_matches_onnx_backend_data(case):
+    model = case.model
+    for inputs, outputs in case.data_sets:
+        feeds = {i.name: v for i, v in zip(model.graph.input, inputs)}
+        want = reference.run_model(model, feeds)
+        for out, expected in zip(model.graph.output, outputs):
+            assert_close(want[out.name], np.asarray(expected, np.float64), 1e-6, 1e-5, f"{case.name} {out.name}")
+
+
+def _onnx_reference_reaches(c: Case) -> bool:
+    """onnx.reference's GRU/LSTM ignore activations, clip, sequence_lens and input_forget, and
+    refuse opset 1 (output_sequence)."""
+    return c.activations is None and c.clip is None and c.lens is None and not c.input_forget and c.opset >= 7 and c.hidden_size_attr
+
+
+ONNX_REFERENCE_CASES = [c for c in GRU_CASES + LSTM_CASES if _onnx_reference_reaches(c)]
+
+
+@pytest.mark.parametrize("case", ONNX_REFERENCE_CASES, ids=lambda c: c.id)
+def test_reference_agrees_with_onnx_reference(case):
+    from onnx.reference import ReferenceEvaluator
+
+    model, feeds, _ = make_model(case)
+    names = [o.name for o in model.graph.output]
+    theirs = dict(zip(names, ReferenceEvaluator(model).run(names, feeds)))
+    ours = reference.run_model(model, feeds)
+    atol, rtol = TOL[case.dtype]
+    for name in names:
+        assert_close(np.asarray(theirs[name], np.float64), ours[name], atol, rtol, f"{case.id} {name}")
+
+
+def test_onnx_reference_covers_layout1_and_peepholes():
+    ids = {c.id for c in ONNX_REFERENCE_CASES}
+    assert {"gru-layout1-fwd", "gru-bf16-fwd", "lstm-layout1-peepholes-h0-c0", "lstm-layout1-bidir-peepholes", "lstm-peepholes-wrb-inputs"} <= ids
+    assert sum(c.layout for c in ONNX_REFERENCE_CASES) >= 6 and sum(c.peepholes for c in ONNX_REFERENCE_CASES) >= 6
+
+
+@pytest.mark.parametrize("case", [c for c in ONNX_REFERENCE_CASES if c.dtype == "float64" or c.layout or c.peepholes], ids=lambda c: c.id)
+def test_reference_agrees_with_onnx_helpers(case):
+    """onnx's GRUHelper / LSTMHelper (backend test generators), a third implementation, in float64."""
+    from onnx.backend.test.case.node.gru import GRUHelper
+    from onnx.backend.test.case.node.lstm import LSTMHelper
+
+    model, feeds, _ = make_model(dataclasses.replace(case, dtype="float64"))
+    values = {i.name: np.asarray(v) for i, v in ((i, _initializer(model, i)) for i in model.graph.initializer)} | feeds
+    names = ["X", "W", "R", "B", "initial_h", "initial_c", "P"]
+    params = {n: values[n] for n in names if n in values}
+    attrs = {"layout": case.layout, "direction": case.direction}
+    if case.op == "GRU":
+        helper = GRUHelper(**params, linear_before_reset=case.linear_before_reset or 0, **attrs)
+    else:
+        helper = LSTMHelper(**params, **attrs)
+    theirs = helper.step()
+    ours = reference.run_model(model, feeds)
+    for name, value in zip(("Y", "Y_h"), theirs):
+        if name in ours:
+            assert_close(np.asarray(value, np.float64), ours[name], 1e-9, 1e-9, f"{case.id} {name}")
+
+
+def _initializer(model, init):
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(init)
+
+
+# --- identities where no other implementation reaches -------------------------------------------
+
+
+@pytest.mark.parametrize("case", [c for c in GRU_CASES + LSTM_CASES if c.layout == 1], ids=lambda c: c.id)
+def test_layout1_is_layout0_transposed(case):
+    """Layout 1 with sequence_lens, clip and any activation: the same numbers as the layout-0 model
+    on transposed inputs (no other implementation computes these combinations)."""
+    model1, feeds1, _ = make_model(case)
+    model0, _, _ = make_model(dataclasses.replace(case, layout=0))
+    feeds0 = {k: (v.swapaxes(0, 1) if k in ("X", "initial_h", "initial_c") else v) for k, v in feeds1.items()}
+    for init in model0.graph.initializer:  # constant weights are the same draws; constant states need the transpose
+        if init.name in ("initial_h", "initial_c"):
+            from onnx import numpy_helper
+
+            init.CopyFrom(numpy_helper.from_array(feeds0.get(init.name, numpy_helper.to_array(init).swapaxes(0, 1)), init.name))
+    want = reference.run_model(model0, feeds0)
+    got = reference.run_model(model1, feeds1)
+    back = {"Y": (2, 0, 1, 3), "Y_h": (1, 0, 2), "Y_c": (1, 0, 2)}
+    for name in got:
+        np.testing.assert_array_equal(got[name], want[name].transpose(back[name]))
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_sequence_lens_is_each_row_alone(op):
+    """A batch row with length L gives the outputs of that row run alone for L steps, zero-padded."""
+    case = Case("rows", op=op, direction="bidirectional", lens=(4, 2, 0), batch=3, h0=True, c0=op == "LSTM", clip=0.9)
+    model, feeds, _ = make_model(case)
+    full = reference.run_model(model, feeds)
+    for b, L in enumerate(case.lens):
+        if L == 0:
+            assert not full["Y"][:, :, b].any() and not full["Y_h"][:, b].any()
+            continue
+        one = {k: (v[:L, b : b + 1] if k == "X" else v[:, b : b + 1] if k.startswith("initial") else np.array([L], np.int32) if k == "sequence_lens" else v) for k, v in feeds.items()}
+        single = reference.run_model(_with_T(model, L, 1), one)
+        np.testing.assert_allclose(full["Y"][:L, :, b : b + 1], single["Y"], atol=1e-12)
+        assert not full["Y"][L:, :, b].any()
+        for name in ("Y_h", "Y_c"):
+            if name in full:
+                np.testing.assert_allclose(full[name][:, b : b + 1], single[name], atol=1e-12)
+
+
+def _with_T(model, T, batch):
+    from onnx import ModelProto
+
+    m = ModelProto()
+    m.CopyFrom(model)
+    for vi in list(m.graph.input) + list(m.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name in ("X", "Y"):
+            dims[0].dim_value, dims[2 if vi.name == "Y" else 1].dim_value = T, batch
+        elif vi.name == "sequence_lens":
+            dims[0].dim_value = batch
+        else:
+            dims[1].dim_value = batch
+    return m
+
+
+def test_input_forget_ignores_the_forget_gate_weights():
+    """ft = 1 - it: Wf, Rf, Wbf, Rbf and Pf do not change any output."""
+    case = Case("coupled", op="LSTM", input_forget=1, peepholes=True, h0=True, c0=True, weights_as_inputs=True)
+    model, feeds, _ = make_model(case)
+    H = case.hidden
+    changed = dict(feeds)
+    changed["W"] = feeds["W"].copy()
+    changed["W"][:, 2 * H : 3 * H] += 1.0  # Wf
+    changed["R"] = feeds["R"].copy()
+    changed["R"][:, 2 * H : 3 * H] -= 1.0  # Rf
+    changed["B"] = feeds["B"].copy()
+    changed["B"][:, 2 * H : 3 * H] += 2.0  # Wbf
+    changed["B"][:, 6 * H : 7 * H] += 2.0  # Rbf
+    changed["P"] = feeds["P"].copy()
+    changed["P"][:, 2 * H :] += 3.0  # Pf
+    a, b = reference.run_model(model, feeds), reference.run_model(model, changed)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])
+    changed["W"][:, :H] += 1.0  # Wi does matter
+    assert not np.allclose(reference.run_model(model, changed)["Y"], a["Y"])
+
+
+def test_mixed_model_runs_every_op_on_the_references():
+    """A model with RNN, GRU, LSTM and other ops goes through onnx.reference with our three
+    references plugged in: the recurrent nodes give exactly what the references give alone."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rnn, rfeeds, _ = make_model(Case("m-rnn", T=3, hidden=4, input_size=2, activations=("Relu",), lens=(3, 1)))
+    gru, _, _ = make_model(Case("m-gru", op="GRU", T=3, hidden=5, input_size=4, activations=("HardSigmoid", "Softsign"), clip=0.7))
+    lstm, _, _ = make_model(Case("m-lstm", op="LSTM", T=3, hidden=3, input_size=5, peepholes=True, input_forget=1))
+    inits = []
+    for tag, m in (("r", rnn), ("g", gru), ("l", lstm)):
+        inits += [numpy_helper.from_array(numpy_helper.to_array(i), f"{tag}{i.name}") for i in m.graph.initializer]
+
+    def node(m, tag, x, outs):
+        n = helper.make_node(m.graph.node[0].op_type, [x] + [f"{tag}{n}" if n else "" for n in m.graph.node[0].input[1:]], outs)
+        n.attribute.extend(m.graph.node[0].attribute)
+        return n
+
+    nodes = [
+        node(rnn, "r", "X", ["rY"]),
+        helper.make_node("Squeeze", ["rY", "axis1"], ["rY3"]),
+        node(gru, "g", "rY3", ["gY"]),
+        helper.make_node("Squeeze", ["gY", "axis1"], ["gY3"]),
+        helper.make_node("Tanh", ["gY3"], ["gT"]),
+        node(lstm, "l", "gT", ["Y", "Y_h", "Y_c"]),
+    ]
+    inits.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
+    for i in list(inits):
+        if i.name == "rsequence_lens":
+            inits.remove(i)
+    graph = helper.make_graph(
+        nodes, "mixed",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 2, 2]), helper.make_tensor_value_info("rsequence_lens", TensorProto.INT32, [2])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    feeds = {"X": rfeeds["X"], "rsequence_lens": rfeeds["sequence_lens"]}
+    got = reference.run_model(model, feeds)
+
+    def alone(m, tag, x, extra=None):
+        vals = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+        ins = [x] + [vals.get(n) if n not in ("sequence_lens",) else extra for n in m.graph.node[0].input[1:]]
+        attrs = {a.name: helper.get_attribute_value(a) for a in m.graph.node[0].attribute}
+        return reference.run_node(m.graph.node[0].op_type, ins, attrs)
+
+    f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731 (onnx.reference keeps the model type between ops)
+    y1 = f32(alone(rnn, "r", feeds["X"], feeds["rsequence_lens"])[0])[:, 0]
+    y2 = np.tanh(f32(alone(gru, "g", y1)[0])[:, 0])
+    want = alone(lstm, "l", y2)
+    for name, value in zip(("Y", "Y_h", "Y_c"), want):
+        assert_close(got[name], np.asarray(f32(value), np.float64), 1e-6, 1e-6, name)
