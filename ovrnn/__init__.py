@@ -29,6 +29,8 @@ _LAZY = {
     "convert_model": ("convert", "convert_model"),
     "IR": ("ir.model", "IR"),
     "RnnSpec": ("spec.rnn", "RnnSpec"),
+    "GruSpec": ("spec.gru", "GruSpec"),
+    "LstmSpec": ("spec.lstm", "LstmSpec"),
     "run": ("runtime.engine", "run"),
     "Runner": ("runtime.engine", "Runner"),
     "validate": ("validation.compare", "validate"),

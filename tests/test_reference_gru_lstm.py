@@ -261,3 +261,14 @@ def test_mixed_model_runs_every_op_on_the_references():
     want = alone(lstm, "l", y2)
     for name, value in zip(("Y", "Y_h", "Y_c"), want):
         assert_close(got[name], np.asarray(f32(value), np.float64), 1e-6, 1e-6, name)
+
+
+@pytest.mark.parametrize("case", [Case("v-gru", op="GRU", direction="bidirectional", h0=True, lens=(4, 2)), Case("v-lstm", op="LSTM", direction="reverse", h0=True, c0=True)], ids=lambda c: c.id)
+def test_validate_judges_gru_and_lstm_against_their_references(case):
+    """`validate` compares every output, Y_c included, with the float64 reference of the op."""
+    import ovrnn
+
+    report = ovrnn.validate(make_model(case)[0])
+    by_oracle = {(c.output, c.oracle): c for c in report.comparisons}
+    assert {o for o, oracle in by_oracle if oracle == "reference"} == set(case.outputs)
+    assert report.passed and all(c.passed and c.max_abs < 1e-5 for c in report.comparisons), report.format()

@@ -1,7 +1,7 @@
 """Prove an IR matches ONNX semantics: convert, run on a device, compare with the oracles.
 
 Oracles, per output:
-* ``reference``: ``reference.py``, float64, fed the same inputs rounded to the model type. Always.
+* ``reference``: ``reference/`` (RNN, GRU, LSTM), float64, fed the same inputs rounded to the model type. Always.
 * ``onnxruntime``: where it accepts the model. Cases where onnxruntime is known to deviate from
   the spec (absent ThresholdedRelu/Affine/ScaledTanh parameters) are shown but not counted.
 
