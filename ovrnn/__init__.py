@@ -13,6 +13,7 @@ matplotlib.
 
 from importlib import import_module
 
+from . import hygiene
 from .errors import (
     DeviceError,
     InvalidModelError,
@@ -24,6 +25,8 @@ from .errors import (
 )
 
 __version__ = "0.1.0"
+
+hygiene.install()  # no telemetry, no writes under ~, no network lookups (hygiene.py)
 
 _LAZY = {
     "convert_model": ("convert", "convert_model"),

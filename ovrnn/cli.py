@@ -10,14 +10,15 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
 from . import __version__
-from .errors import IRFormatError, OvrnnError, UsageError
+from .errors import Interrupted, IRFormatError, KilledError, OvrnnError, UsageError
+from .signals import name as signal_name
+from .signals import raise_on_signals
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,16 +101,23 @@ def _lowering_kwargs(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")  # numpy overflow warnings in a diverging relu chain, etc.
+    raise_on_signals()  # SIGTERM/SIGHUP too unwind through every finally: no temp file stays behind
     try:
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:  # `ovrnn inspect m.xml | head -1`: the reader has all it wants
+        _quiet_stdout()
+        return 0
     except OvrnnError as exc:
         _error(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt:
-        _error("interrupted")
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        _error(f"interrupted by {signal_name(signum)}")
+        return 2
     except Exception as exc:  # the contract is one line and no traceback, even for our own bugs
         if os.environ.get("OVRNN_DEBUG"):
             raise
@@ -118,7 +126,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error(message: str) -> None:
-    print("error: " + " ".join(message.split()), file=sys.stderr)
+    try:
+        print("error: " + " ".join(message.split()), file=sys.stderr)
+    except OSError:  # stderr closed too: nothing to tell
+        pass
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader is gone: point it at /dev/null so the flush at exit stays silent."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _notes(notes) -> None:
@@ -155,49 +174,125 @@ def cmd_convert(args) -> int:
 
 
 def load_inputs(specs: list[str] | None) -> dict:
-    import numpy as np
-
+    """Arrays from NAME=FILE.npy and FILE.npz. Files must be regular; no pickles; each array, and
+    each .npz member once decompressed, at most bounds.max_input_bytes()."""
     inputs = {}
     for spec in specs or ():
         name, sep, file = spec.partition("=")
         path = Path(file if sep else name)
-        if not path.is_file():
-            raise UsageError(f"--input '{spec}': file '{path}' does not exist")
-        try:
-            data = np.load(path, allow_pickle=False)
-        except Exception as exc:
-            raise UsageError(f"--input '{spec}': cannot read '{path}' as .npy/.npz ({exc})") from None
-        if hasattr(data, "files"):
+        arrays = _read_arrays(path, spec)
+        if isinstance(arrays, dict):
             if sep:
                 raise UsageError(f"--input '{spec}': give a .npz without a NAME= prefix")
-            inputs.update({k: data[k] for k in data.files})
+            inputs.update(arrays)
         elif sep:
-            inputs[name] = data
+            inputs[name] = arrays
         else:
             raise UsageError(f"--input '{spec}': expected NAME=FILE.npy or FILE.npz")
     return inputs
 
 
-CHILD_ENV = "OVRNN_RUN_CHILD"
+def _check_npy_header(fh, size: int, what: str) -> None:
+    """The array a .npy header declares must fit in the bytes that follow it: numpy allocates
+    the declared size before reading."""
+    from numpy.lib import format as npy
+
+    version = npy.read_magic(fh)
+    read_header = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+    shape, _, dtype = read_header(fh)
+    if dtype.hasobject:
+        raise UsageError(f"{what} holds Python objects (a pickle), which ovrnn does not load")
+    count = 1
+    for d in shape:
+        count *= d
+    if count * max(dtype.itemsize, 1) > size:
+        raise UsageError(f"{what} declares shape {list(shape)} of {dtype}, {count * dtype.itemsize:,} bytes, but holds only {size:,}")
+
+
+def _read_arrays(path: Path, spec: str):
+    import zipfile
+
+    import numpy as np
+
+    from .bounds import max_input_bytes
+    from .fileio import open_regular
+
+    limit = max_input_bytes()
+    raise_it = "; raise the limit with OVRNN_MAX_INPUT_BYTES=<bytes>"
+    with os.fdopen(open_regular(path, f"--input '{spec}': file"), "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        try:
+            if zipfile.is_zipfile(fh):
+                fh.seek(0)
+                with zipfile.ZipFile(fh) as z:
+                    for info in z.infolist():
+                        what = f"--input '{spec}': member '{info.filename}' of '{path}'"
+                        if info.file_size > limit:
+                            raise UsageError(f"{what} is {info.file_size:,} bytes once decompressed, more than the limit of {limit:,}{raise_it}")
+                        with z.open(info) as member:
+                            _check_npy_header(member, info.file_size, what)
+                fh.seek(0)
+                with np.load(fh, allow_pickle=False) as data:
+                    return {k: data[k] for k in data.files}
+            if size > limit:
+                raise UsageError(f"--input '{spec}': '{path}' is {size:,} bytes, more than the limit of {limit:,}{raise_it}")
+            fh.seek(0)
+            _check_npy_header(fh, size, f"--input '{spec}': '{path}'")
+            fh.seek(0)
+            return np.load(fh, allow_pickle=False)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, RecursionError) as exc:
+            raise UsageError(f"--input '{spec}': cannot read '{path}' as .npy/.npz ({exc})") from None
+
+
+CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)
 
 
 def cmd_run(args) -> int:
-    """OpenVINO runs in a child process: a malformed IR that crashes it cannot take this process
-    down, and OpenVINO's own log lines do not reach the user's stderr."""
-    if os.environ.get(CHILD_ENV):
+    """OpenVINO runs in a child process (runtime/child.py): a malformed IR that crashes it cannot
+    take this process down, and OpenVINO's own log lines do not reach the user's stderr."""
+    from .runtime import child
+
+    if os.environ.get(child.CHILD_ENV):
         return run_here(args)
     from .ir.check import check_ir
 
     check_ir(args.ir)
-    child = subprocess.run([sys.executable, "-m", "ovrnn", *args.argv], capture_output=True, text=True, env={**os.environ, CHILD_ENV: "1"})
-    sys.stdout.write(child.stdout)
-    if child.returncode < 0:
-        signame = signal.Signals(-child.returncode).name if -child.returncode in signal.valid_signals() else str(-child.returncode)
-        raise IRFormatError(f"OpenVINO crashed ({signame}) on IR '{args.ir}'; the IR is malformed in a way ovrnn's checks do not catch")
-    for line in child.stderr.splitlines():
-        if line.startswith(("error: ", "note: ")):
+    if args.output:
+        from .fileio import refuse_overwriting_inputs
+
+        refuse_overwriting_inputs([args.output], _run_inputs(args))
+    done = child.run(args.argv)
+    sys.stdout.write(done.stdout)
+    interrupted = done.interrupted_by is not None  # then this process says so, once
+    for line in done.stderr.splitlines():
+        if line.startswith("note: ") or (line.startswith("error: ") and not interrupted):
             print(line, file=sys.stderr)
-    return child.returncode
+    if done.returncode < 0 and args.output:
+        _remove_temps_of(done.pid, Path(args.output))  # killed mid-write: its temp file is ours to remove
+    if interrupted:
+        raise Interrupted(done.interrupted_by)
+    if done.returncode < 0:
+        signum = -done.returncode
+        which = f"signal {signum} ({signal_name(signum)})"
+        if signum in CRASH_SIGNALS:
+            raise IRFormatError(f"OpenVINO crashed with {which} on IR '{args.ir}'; the IR is malformed in a way ovrnn's checks do not catch")
+        hint = "; the kernel's out-of-memory killer sends SIGKILL: is the model too large for this machine's memory?" if signum == signal.SIGKILL else ""
+        raise KilledError(f"the child process running OpenVINO on IR '{args.ir}' was killed by {which}{hint}")
+    return done.returncode
+
+
+def _run_inputs(args) -> list[Path]:
+    ir = Path(args.ir)
+    files = [ir, ir.with_suffix(".bin")]
+    for spec in args.input or ():
+        name, sep, file = spec.partition("=")
+        files.append(Path(file if sep else name))
+    return files
+
+
+def _remove_temps_of(pid: int, target: Path) -> None:
+    for tmp in target.parent.glob(f".{target.name}.{pid}.*.tmp"):
+        tmp.unlink(missing_ok=True)
 
 
 def run_here(args) -> int:
@@ -212,6 +307,11 @@ def run_here(args) -> int:
     runner = runtime.Runner(args.ir, args.device, args.precision, args.cache_dir)
     compile_seconds = time.perf_counter() - t0
     compiled = runner.compiled
+    for name, value in inputs.items():
+        position = runner.by_name.get(name)
+        if position is not None:
+            note = runtime.narrowing_note(np.asarray(value).dtype, np.dtype(runner.ports[position].get_element_type().to_dtype()), name)
+            _notes([note] if note else [])
     times = []
     for _ in range(args.repeat):
         t = time.perf_counter()
@@ -230,7 +330,7 @@ def run_here(args) -> int:
         from .validation.report import npz_bytes
 
         out = Path(args.output)
-        write_atomic({out: npz_bytes(outputs)})
+        write_atomic({out: npz_bytes(outputs)}, inputs=_run_inputs(args))
         print(f"wrote {out}")
     return 0
 
@@ -238,6 +338,8 @@ def run_here(args) -> int:
 def cmd_validate(args) -> int:
     from .validation.compare import validate
 
+    if args.json or args.report:
+        _refuse_validate_outputs(args)
     report = validate(
         args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
         cache_dir=args.cache_dir, report_dir=args.report, report_precisions=_precisions(args.report_precisions), **_lowering_kwargs(args),
@@ -248,8 +350,25 @@ def cmd_validate(args) -> int:
     if args.json:
         from .fileio import write_atomic
 
-        write_atomic({Path(args.json): report.to_json().encode() + b"\n"})
+        write_atomic({Path(args.json): report.to_json().encode() + b"\n"}, inputs=source_files(args.model))
     return 0 if report.passed else 1
+
+
+def _refuse_validate_outputs(args) -> None:
+    """--json FILE and the --report files must not be the model or its external data."""
+    from .fileio import refuse_overwriting_inputs
+    from .validation.report import REPORT_FILES
+
+    outputs = ([Path(args.json)] if args.json else []) + ([Path(args.report) / f for f in REPORT_FILES] if args.report else [])
+    refuse_overwriting_inputs(outputs, source_files(args.model))
+
+
+def source_files(model: str) -> list[Path]:
+    from .onnx.read import load_model
+
+    files: list[Path] = []
+    load_model(model, files)
+    return files
 
 
 def _precisions(text: str) -> list[str]:

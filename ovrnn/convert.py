@@ -13,7 +13,7 @@ import gc
 import os
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Union
 
@@ -68,7 +68,8 @@ def convert_model(
         raise UsageError(f"--lowering: expected cell, matmul or auto, got '{lowering}'")
     if chunk_steps < 0:
         raise UsageError(f"--chunk-steps: expected 0 (one piece) or a positive number of steps, got {chunk_steps}")
-    view = graph_view(load_model(model))
+    files: list[Path] = []  # the model and its external data: never to be overwritten by the output
+    view = graph_view(load_model(model, files))
     shapes = _input_shapes(input)
     view = apply_input_shapes(view, shapes)
     if static:
@@ -89,12 +90,12 @@ def convert_model(
         return built[cells]
 
     if lowering != "auto":
-        return build(lowering)
+        return replace(build(lowering), sources=tuple(files))
     from .runtime.devices import choose_cells
 
     cells, note = choose_cells(build, device)
     ir = build(cells)
-    return IR(ir.xml, ir.bin, ir.notes + (note,), ir.rnns)
+    return IR(ir.xml, ir.bin, ir.notes + (note,), ir.rnns, tuple(files))
 
 
 def _check_static(view: GraphView) -> None:

@@ -50,3 +50,16 @@ class NumericMismatchError(OvrnnError, AssertionError):
     """Outputs differ from the oracle by more than the tolerance."""
 
     exit_code = 1
+
+
+class KilledError(OvrnnError):
+    """A process ovrnn started (the OpenVINO child of ``ovrnn run``) was killed by a signal."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP arrived. A KeyboardInterrupt, so that ``except Exception`` lets it
+    through and every ``finally`` and ``with`` on the way out runs (temp files are removed)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

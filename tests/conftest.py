@@ -34,7 +34,8 @@ def assert_close(got, want, atol, rtol, what=""):
 
 def ovrnn_cli(*args, cwd=None, env=None):
     """Run the CLI in a child process, as a user would."""
-    return subprocess.run([sys.executable, "-m", "ovrnn", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
+    # -P: the working directory stays off the module path, as for the installed `ovrnn` script
+    return subprocess.run([sys.executable, "-P", "-m", "ovrnn", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
 
 
 def backend_cases(op_type: str) -> list:

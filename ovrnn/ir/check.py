@@ -41,9 +41,34 @@ def check_ir(path: str | os.PathLike[str], root: etree._Element | None = None) -
     where = f"IR '{xml}'"
     if root.get("version") not in ("10", "11"):
         raise IRFormatError(f"{where}: <net version=\"{root.get('version')}\">, expected version 10 or 11")
-    layers = _layers(root, where)
-    _check_consts(layers, xml.with_suffix(".bin"), where)
-    _check_edges(root, layers, where)
+    _check_graph(root, xml.with_suffix(".bin"), where)
+
+
+def _check_graph(net, bin_path: Path, where: str) -> None:
+    """One graph: the <net>, or the <body> of a TensorIterator or Loop (checked the same way, with
+    its port map pointing at layers of the body)."""
+    layers = _layers(net, where)
+    _check_consts(layers, bin_path, where)
+    _check_edges(net, layers, where)
+    for el in layers.values():
+        body = el.find("body")
+        if body is None:
+            continue
+        inner = f"{where} {el.get('type')} layer '{el.get('name')}' (id {el.get('id')}) body"
+        if body.find("layers") is None:
+            raise IRFormatError(f"{inner}: has no <layers>")
+        _check_graph(body, bin_path, inner)
+        body_ids = {b.get("id") for b in body.find("layers").findall("layer")}
+        outer_ports = {p.get("id") for p in el.findall("input/port") + el.findall("output/port")} | {"-1"}
+        for section in ("port_map", "back_edges"):
+            for m in el.findall(f"{section}/*"):
+                for key in ("internal_layer_id", "from-layer", "to-layer"):
+                    ref = m.get(key)
+                    if ref is not None and ref not in body_ids:
+                        raise IRFormatError(f"{inner}: <{section}> refers to layer id {ref}, which the body does not have")
+                port = m.get("external_port_id")
+                if section == "port_map" and port is not None and port not in outer_ports:
+                    raise IRFormatError(f"{inner}: <port_map> refers to port {port}, which layer '{el.get('name')}' does not have")
 
 
 def _layers(root, where: str) -> dict[str, etree._Element]:

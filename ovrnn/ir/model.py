@@ -87,9 +87,11 @@ class IR:
     bin: bytes
     notes: tuple[str, ...] = ()
     rnns: tuple[RnnSummary, ...] = ()
+    sources: tuple[Path, ...] = ()  # the files it was converted from (model, external data): never overwritten
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write OUT.xml and OUT.bin (folder created as needed); all or nothing."""
+        """Write OUT.xml and OUT.bin (folder created as needed); all or nothing. Refused when
+        either is the same file as one the IR was converted from."""
         xml_path, bin_path = ir_paths(path)
-        write_atomic({xml_path: self.xml, bin_path: self.bin})
+        write_atomic({xml_path: self.xml, bin_path: self.bin}, inputs=self.sources)
         return xml_path

@@ -17,6 +17,7 @@ import onnx.defs
 from onnx import ModelProto, TensorProto, numpy_helper
 
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError
+from ..fileio import open_regular, read_regular
 from ..shapes import Dim, Shape
 
 ONNX_DOMAINS = ("", "ai.onnx")
@@ -57,8 +58,9 @@ class GraphView:
 # --- loading ------------------------------------------------------------------------------------
 
 
-def load_model(source: ModelSource) -> ModelProto:
-    """Load a model from a path, bytes or ModelProto, with its external data resolved safely."""
+def load_model(source: ModelSource, files: list[Path] | None = None) -> ModelProto:
+    """Load a model from a path, bytes or ModelProto, with its external data resolved safely.
+    `files`, when given, receives the model file and every external-data file read."""
     if isinstance(source, ModelProto):
         model, base = source, None
     elif isinstance(source, (bytes, bytearray)):
@@ -66,20 +68,20 @@ def load_model(source: ModelSource) -> ModelProto:
     else:
         path = Path(os.fspath(source))
         model, base = _parse(_read(path), str(path)), path.parent
+        if files is not None:
+            files.append(path)
     _check_envelope(model)
-    _resolve_external_data(model, base)
+    _resolve_external_data(model, base, files if files is not None else [])
     return model
 
 
+MAX_MODEL_BYTES = (2 << 30) - 1  # protobuf's own limit for one message; bigger models keep weights as external data
+
+
 def _read(path: Path) -> bytes:
-    if not path.exists():
-        raise UsageError(f"model file '{path}' does not exist")
     if path.is_dir():
         raise UsageError(f"model path '{path}' is a folder, expected an .onnx file")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read model file '{path}': {exc.strerror or exc}") from None
+    data = read_regular(path, "model file", MAX_MODEL_BYTES, " (protobuf's limit for one ONNX file; store the weights as external data)")
     if not data:
         raise InvalidModelError(f"'{path}' is empty (0 bytes), not an ONNX model")
     return data
@@ -119,23 +121,39 @@ def model_opset(model: ModelProto) -> int:
 # --- external data ------------------------------------------------------------------------------
 
 
-def _all_tensors(graph: onnx.GraphProto):
-    yield from graph.initializer
+def _all_tensors(graph: onnx.GraphProto, where: str = ""):
+    """(tensor, where) for every tensor a graph holds, subgraphs (If/Loop/Scan bodies) included."""
+    for t in graph.initializer:
+        yield t, where
+    for sparse in graph.sparse_initializer:
+        yield sparse.values, where
+        yield sparse.indices, where
     for node in graph.node:
         for attr in node.attribute:
             if attr.HasField("t"):
-                yield attr.t
-            yield from attr.tensors
+                yield attr.t, where
+            for t in attr.tensors:
+                yield t, where
+            if attr.HasField("sparse_tensor"):
+                yield attr.sparse_tensor.values, where
+                yield attr.sparse_tensor.indices, where
+            inner = f"{where}node '{node.name or node.op_type}' attribute '{attr.name}': "
+            if attr.HasField("g"):
+                yield from _all_tensors(attr.g, inner)
+            for g in attr.graphs:
+                yield from _all_tensors(g, inner)
 
 
-def _resolve_external_data(model: ModelProto, base: Path | None) -> None:
-    """Read external tensors into raw_data. Locations must stay inside the model's folder."""
-    for tensor in _all_tensors(model.graph):
+def _resolve_external_data(model: ModelProto, base: Path | None, files: list[Path]) -> None:
+    """Read external tensors into raw_data, in every graph and subgraph. Locations must stay
+    inside the model's folder, and only the tensor's own bytes are read, after checking that
+    offset + length lies inside the file and matches the tensor's type and shape."""
+    for tensor, where in _all_tensors(model.graph):
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
         entries = {e.key: e.value for e in tensor.external_data}
         location = entries.get("location", "")
-        label = f"initializer '{tensor.name}': external data location '{location}'"
+        label = f"{where}initializer '{tensor.name}': external data location '{location}'"
         if base is None:
             raise UsageError(f"{label}: a model with external data must be given as a file path")
         if not location or os.path.isabs(location) or location.startswith(("/", "\\")):
@@ -144,18 +162,68 @@ def _resolve_external_data(model: ModelProto, base: Path | None) -> None:
         target = (base / location).resolve()  # follows symlinks
         if root != target and root not in target.parents:
             raise InvalidModelError(f"{label}: resolves outside the model's folder '{root}'")
-        if not target.is_file():
-            raise InvalidModelError(f"{label}: file not found")
-        offset, length = int(entries.get("offset", 0) or 0), entries.get("length")
-        size = target.stat().st_size
-        need = offset + (int(length) if length is not None else 0)
-        if offset < 0 or need > size:
-            raise InvalidModelError(f"{label}: offset {offset} + length {length} is past the end of the file ({size} bytes)")
-        with open(target, "rb") as fh:
-            fh.seek(offset)
-            tensor.raw_data = fh.read(int(length)) if length is not None else fh.read()
+        offset = _external_int(entries, "offset", label)
+        length = _external_int(entries, "length", label)
+        expected = _tensor_bytes(tensor)
+        if length is not None and expected is not None and length != expected:
+            raise InvalidModelError(f"{label}: length {length} does not match the tensor's {expected} bytes ({_type_and_dims(tensor)})")
+        try:
+            fd = open_regular(target, f"{label}: file")
+        except UsageError as exc:
+            raise InvalidModelError(f"{label}: file not found" if "does not exist" in str(exc) else str(exc)) from None
+        try:
+            size = os.fstat(fd).st_size
+            offset = offset or 0
+            nbytes = length if length is not None else expected if expected is not None else size - offset
+            if offset + nbytes > size:
+                raise InvalidModelError(f"{label}: offset {offset} + length {nbytes} is past the end of the file ({size} bytes)")
+            tensor.raw_data = _pread_all(fd, nbytes, offset)
+        finally:
+            os.close(fd)
+        if target not in files:
+            files.append(target)
         del tensor.external_data[:]
         tensor.data_location = TensorProto.DEFAULT
+
+
+def _external_int(entries: dict[str, str], key: str, label: str) -> int | None:
+    text = entries.get(key)
+    if text is None or text == "":
+        return None
+    if not text.strip().isdigit():
+        raise InvalidModelError(f"{label}: {key} '{text}' is not a non-negative integer")
+    return int(text)
+
+
+_FIXED_SIZE = {TensorProto.FLOAT: 4, TensorProto.FLOAT16: 2, TensorProto.DOUBLE: 8, TensorProto.BFLOAT16: 2, TensorProto.INT8: 1, TensorProto.UINT8: 1, TensorProto.INT16: 2, TensorProto.UINT16: 2, TensorProto.INT32: 4, TensorProto.UINT32: 4, TensorProto.INT64: 8, TensorProto.UINT64: 8, TensorProto.BOOL: 1, TensorProto.COMPLEX64: 8, TensorProto.COMPLEX128: 16}
+
+
+def _tensor_bytes(tensor: TensorProto) -> int | None:
+    """Bytes the tensor's raw data must have; None for types without a fixed size."""
+    item = _FIXED_SIZE.get(tensor.data_type)
+    if item is None or any(d < 0 for d in tensor.dims):
+        return None
+    n = item
+    for d in tensor.dims:
+        n *= d
+    return n
+
+
+def _type_and_dims(tensor: TensorProto) -> str:
+    from ..dtypes import onnx_type_name
+
+    return f"{onnx_type_name(tensor.data_type)} {list(tensor.dims)}"
+
+
+def _pread_all(fd: int, nbytes: int, offset: int) -> bytes:
+    chunks, got = [], 0
+    while got < nbytes:
+        chunk = os.pread(fd, min(nbytes - got, 1 << 26), offset + got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 # --- graph view ---------------------------------------------------------------------------------

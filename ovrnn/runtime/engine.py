@@ -190,11 +190,13 @@ def make_tensor(port, value: np.ndarray, name: str):
             if not dim.compatible(o.Dimension(n)):
                 raise UsageError(f"input '{name}': dim {axis} must be {dim}, got {n} (shape {list(array.shape)})")
     if etype == o.Type.bf16:
+        _check_kind(array.dtype, np.dtype(np.float32), name)
         bits = np.ascontiguousarray(array.astype(ml_dtypes.bfloat16)).view(np.uint16)
         tensor = o.Tensor(o.Type.bf16, list(array.shape))
         tensor.data.view(np.uint16)[...] = bits  # the Python API exposes bf16 as raw 16-bit words
         return tensor
     want = np.dtype(etype.to_dtype())
+    _check_kind(array.dtype, want, name)
     if array.dtype != want:
         if np.issubdtype(want, np.integer):
             if not np.issubdtype(array.dtype, np.integer):
@@ -204,6 +206,23 @@ def make_tensor(port, value: np.ndarray, name: str):
                 raise UsageError(f"input '{name}': values do not fit {want}")
         array = array.astype(want)
     return o.Tensor(np.ascontiguousarray(array), shared_memory=True)
+
+
+def _check_kind(have: np.dtype, want: np.dtype, name: str) -> None:
+    """Numbers for number ports, booleans for boolean ones; never a silent cast from strings,
+    complex numbers or booleans (float64 -> float32 rounding is allowed; the CLI notes it)."""
+    wanted = "booleans" if want.kind == "b" else "integers" if want.kind in "iu" else "real numbers"
+    ok = have.kind == "b" if want.kind == "b" else have.kind in "iu" if want.kind in "iu" else have.kind in "fiu" or have.name == "bfloat16"
+    if not ok:
+        kinds = {"b": "booleans", "c": "complex numbers", "U": "strings", "S": "byte strings", "O": "Python objects", "M": "datetimes", "m": "timedeltas", "V": "raw records"}
+        raise UsageError(f"input '{name}': expected {wanted} ({want.name}), got {have} ({kinds.get(have.kind, have.kind)})")
+
+
+def narrowing_note(have: np.dtype, want: np.dtype, name: str) -> str | None:
+    """A note when float inputs are rounded to a narrower float type."""
+    if have.kind == "f" and want.kind in "fV" and have.itemsize > want.itemsize:
+        return f"input '{name}': {have.name} values are rounded to {want.name}, the model's type"
+    return None
 
 
 def to_numpy(tensor) -> np.ndarray:

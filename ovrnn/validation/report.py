@@ -18,11 +18,14 @@ import numpy as np
 
 from ..errors import UsageError
 from ..fileio import write_atomic
+from ..hygiene import private_matplotlib_config
 
 PLOT = "error_per_step.png"
+REPORT_FILES = ("report.json", "report.md", "inputs.npz", "reference.npz", "outputs.npz", PLOT)
 
 
 def require_plotting() -> None:
+    private_matplotlib_config()  # its font cache would otherwise go under ~/.cache
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -65,6 +68,7 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 
 
 def _plot(steps_by_precision, report) -> bytes:
+    private_matplotlib_config()
     import matplotlib
 
     matplotlib.use("Agg")

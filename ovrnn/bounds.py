@@ -1,0 +1,52 @@
+"""Limits on what ovrnn reads and builds, so that hostile or huge input ends in a clear error, not
+an exhausted machine. Each limit with an ``OVRNN_*`` name can be raised through that environment
+variable (a plain integer); the others are fixed by the formats.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import UsageError
+
+
+def _env_limit(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    if not text.strip().isdigit() or int(text) <= 0:
+        raise UsageError(f"environment variable {name}='{text}': expected a positive integer")
+    return int(text)
+
+
+def max_input_bytes() -> int:
+    """One input array of `ovrnn run --input`: a .npy file, or one .npz member once decompressed."""
+    return _env_limit("OVRNN_MAX_INPUT_BYTES", 2 << 30)
+
+
+def max_ir_layers() -> int:
+    """Layers (counted before parsing) in an IR that `run` and `inspect` read: parsing takes ~4 kB
+    of memory per layer (1e6 layers: 3.9 GB)."""
+    return _env_limit("OVRNN_MAX_IR_LAYERS", 300_000)
+
+
+def max_ir_bytes() -> int:
+    """The estimated size of the IR XML a conversion would write (checked before lowering)."""
+    return _env_limit("OVRNN_MAX_IR_BYTES", 1 << 30)
+
+
+MAX_DIM = 2**31 - 1  # one dimension of --input, --batch or a declared shape (OpenVINO plugins index with int32)
+MAX_ELEMENTS = 2**40  # elements in one tensor of fixed shape (2^40 float32 is 4 TiB)
+
+
+def check_dims(dims, what: str) -> None:
+    """Each dim at most MAX_DIM, and their product at most MAX_ELEMENTS (None: dynamic, skipped)."""
+    product = 1
+    for axis, d in enumerate(dims):
+        if d is None:
+            continue
+        if d > MAX_DIM:
+            raise UsageError(f"{what}: dim {axis} is {d}, more than the largest dimension ovrnn accepts ({MAX_DIM:,})")
+        product *= d
+        if product > MAX_ELEMENTS:
+            raise UsageError(f"{what}: the dims multiply to more than {MAX_ELEMENTS:,} elements")

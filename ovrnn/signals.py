@@ -1,0 +1,48 @@
+"""Signals become exceptions, so that every exit path cleans up.
+
+Python's default SIGTERM/SIGHUP action ends the process on the spot, with no ``finally`` run and
+temporary files left behind. ``raise_on_signals`` makes SIGINT, SIGTERM and SIGHUP raise
+``Interrupted`` instead. ``deferred`` holds them back over a few statements that must not be cut
+in half (the renames that publish an output).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+from .errors import Interrupted
+
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _raise(signum, frame):
+    raise Interrupted(signum)
+
+
+def raise_on_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for s in TERMINATING:
+            if signal.getsignal(s) is not signal.SIG_IGN:  # nohup'ed: stay ignored
+                signal.signal(s, _raise)
+
+
+@contextmanager
+def deferred():
+    """Signals that arrive inside are delivered when it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -1,0 +1,370 @@
+"""Safety and data integrity (issue 11): no code from the working directory, no telemetry or
+writes under ~, no output onto an input, transactional OVMS writes, atomic and locked outputs
+under concurrency and signals, bounded resources on hostile input, one clear line for odd input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from cases import Case, make_model
+from conftest import ovrnn_cli
+from lxml import etree
+from onnx import TensorProto as TP
+from onnx import helper
+
+import ovrnn
+from ovrnn.errors import IRFormatError, UsageError
+from ovrnn.ir.check import check_ir
+
+OVRNN = Path(sys.executable).with_name("ovrnn")  # the console script, as a user runs it
+
+
+def _model(folder: Path, name="m", **kw) -> tuple[Path, dict]:
+    model, feeds, _ = make_model(Case(name, **kw))
+    path = folder / f"{name}.onnx"
+    onnx.save(model, path)
+    np.savez(folder / f"{name}_in.npz", **feeds)
+    return path, feeds
+
+
+def _one_error_line(proc, *fragments):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    for f in fragments:
+        assert f in proc.stderr, proc.stderr
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.name.startswith(".") or ".tmp" in p.name or ".old" in p.name)
+
+
+@pytest.fixture()
+def ir(tmp_path):
+    path, _ = _model(tmp_path, direction="bidirectional")
+    assert ovrnn_cli("convert", path, "-o", tmp_path / "m.xml").returncode == 0
+    return tmp_path / "m.xml", tmp_path / "m_in.npz"
+
+
+# --- no code from the working directory ---------------------------------------------------------
+
+HOSTILE = "open({marker!r}, 'a').write(__name__ + '\\n')\n"
+
+
+def _hostile_dir(tmp_path) -> tuple[Path, Path]:
+    cwd, marker = tmp_path / "cwd", tmp_path / "marker"
+    (cwd / "ovrnn").mkdir(parents=True)
+    for f in ("numpy.py", "openvino.py", "lxml.py", "ovrnn/__init__.py", "ovrnn/__main__.py"):
+        (cwd / f).write_text(HOSTILE.format(marker=str(marker)))
+    return cwd, marker
+
+
+def test_run_does_not_import_code_from_the_working_directory(tmp_path, ir):
+    cwd, marker = _hostile_dir(tmp_path)
+    xml, inputs = ir
+    proc = subprocess.run([str(OVRNN), "run", xml, "--input", inputs, "-o", tmp_path / "out.npz"], capture_output=True, text=True, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists(), marker.read_text()
+    assert (tmp_path / "out.npz").exists()
+
+
+def test_python_m_ovrnn_does_not_import_numpy_from_the_working_directory(tmp_path, ir):
+    cwd, marker = _hostile_dir(tmp_path)
+    shutil.rmtree(cwd / "ovrnn")  # `python -m ovrnn` itself is found on the path: only its imports can be protected
+    xml, inputs = ir
+    proc = subprocess.run([sys.executable, "-m", "ovrnn", "run", xml, "--input", inputs], capture_output=True, text=True, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists(), marker.read_text()
+
+
+def test_run_child_is_isolated_and_runs_this_ovrnn(tmp_path, monkeypatch):
+    from ovrnn.runtime import child
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cmd = child.command(["run", "x.xml"])
+    assert cmd[:3] == [sys.executable, "-I", "-c"]
+    path = json.loads(cmd[4])
+    assert path[0] == str(Path(ovrnn.__file__).resolve().parents[1])
+    assert os.path.realpath(os.curdir) not in [os.path.realpath(p) for p in path]
+
+
+# --- telemetry, caches, network ----------------------------------------------------------------
+
+
+def test_commands_leave_home_untouched_and_make_no_network_lookup(tmp_path, ir):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "MPLCONFIGDIR", "ORT_", "CI"))}
+    env["HOME"] = str(home)
+    model, _ = _model(tmp_path, "w")
+    xml, inputs = ir
+    strace = shutil.which("strace")
+    commands = [
+        ["convert", model, "-o", tmp_path / "w.xml"],
+        ["run", xml, "--input", inputs, "-o", tmp_path / "o.npz"],
+        ["validate", model, "--json", tmp_path / "v.json", "--report", tmp_path / "report"],
+    ]
+    for args in commands:
+        cmd = [str(OVRNN), *map(str, args)]
+        trace = tmp_path / f"{args[0]}.strace"
+        if strace:
+            cmd = [strace, "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o", str(trace), *cmd]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert list(home.rglob("*")) == [], f"{args[0]} wrote {list(home.rglob('*'))}"
+        if strace:
+            inet = [ln for ln in trace.read_text().splitlines() if "AF_INET" in ln]
+            assert inet == [], f"{args[0]}: {inet[:3]}"
+
+
+# --- no output onto an input --------------------------------------------------------------------
+
+
+def test_outputs_that_are_an_input_are_refused(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    model, feeds, _ = make_model(Case("ext", hidden=8, input_size=4))
+    onnx.save(model, folder / "m.onnx", save_as_external_data=True, location="weights.data", size_threshold=0)
+    np.savez(tmp_path / "in.npz", **feeds)
+    src = folder / "m.onnx"
+    os.link(src, tmp_path / "model_link.xml")  # a hard link: another name, the same file
+    os.link(folder / "weights.data", tmp_path / "w.bin")
+    before = {p: p.read_bytes() for p in (src, folder / "weights.data", tmp_path / "in.npz")}
+    cases = [
+        (["convert", src, "-o", tmp_path / "model_link.xml"], "model_link.xml"),
+        (["convert", src, "-o", tmp_path / "w.xml"], "w.bin"),  # the .bin would be the external data
+        (["validate", src, "--json", src], "m.onnx"),
+        (["validate", src, "--json", folder / "weights.data"], "weights.data"),
+    ]
+    assert ovrnn_cli("convert", src, "-o", tmp_path / "ok.xml").returncode == 0
+    cases += [
+        (["run", tmp_path / "ok.xml", "--input", tmp_path / "in.npz", "-o", tmp_path / "ok.xml"], "ok.xml"),
+        (["run", tmp_path / "ok.xml", "--input", tmp_path / "in.npz", "-o", tmp_path / "in.npz"], "in.npz"),
+    ]
+    report = tmp_path / "report"
+    report.mkdir()
+    os.link(src, report / "report.json")
+    cases.append((["validate", src, "--report", report], "report.json"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    os.link(src, repo / "config.json")
+    cases.append((["convert", src, "--ovms-repo", repo, "--model-name", "m"], "config.json"))
+    for args, name in cases:
+        _one_error_line(ovrnn_cli(*args), "is the input file", name, "refusing to overwrite it")
+    for p, data in before.items():
+        assert p.read_bytes() == data, p
+    with pytest.raises(UsageError, match="is the input file"):
+        ovrnn.convert_model(src).save(tmp_path / "model_link.xml")
+
+
+# --- OVMS repository ----------------------------------------------------------------------------
+
+
+def test_ovms_keeps_unknown_fields_and_other_models(tmp_path):
+    model, _ = _model(tmp_path)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    config = {
+        "model_config_list": [
+            {"config": {"name": "m", "base_path": "m", "target_device": "GPU", "nireq": 4, "plugin_config": {"PERFORMANCE_HINT": "LATENCY"}}, "note": "mine"},
+            {"config": {"name": "other", "base_path": "/models/other"}},
+        ],
+        "mediapipe_config_list": [{"name": "graph"}],
+    }
+    (repo / "config.json").write_text(json.dumps(config))
+    proc = ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--version", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((repo / "config.json").read_text()) == config
+    assert sorted(os.listdir(repo / "m" / "2")) == ["model.bin", "model.xml"]
+    assert _leftovers(repo) == []
+
+
+MALFORMED_CONFIGS = [
+    ("list-not-a-list", {"model_config_list": {"config": {}}}, "model_config_list is dict, expected a list"),
+    ("entry-not-object", {"model_config_list": ["m"]}, "model_config_list[0] is not an object with a \"config\" object"),
+    ("no-base-path", {"model_config_list": [{"config": {"name": "x"}}]}, "model_config_list[0]: \"config\" has no \"base_path\" string"),
+    ("no-name", {"model_config_list": [{"config": {"base_path": "x"}}]}, "model_config_list[0]: \"config\" has no \"name\" string"),
+    ("top-is-list", [1, 2], "expected a JSON object at the top, got list"),
+    ("nested-10000", "[" * 10000 + "]" * 10000, "is not valid JSON (nested too deeply)"),
+    ("not-json", "{", "exists but is not valid JSON"),
+]
+
+
+@pytest.mark.parametrize("name, config, message", MALFORMED_CONFIGS, ids=[c[0] for c in MALFORMED_CONFIGS])
+def test_ovms_malformed_config_is_refused_and_kept(tmp_path, name, config, message):
+    model, _ = _model(tmp_path)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    text = config if isinstance(config, str) else json.dumps(config)
+    (repo / "config.json").write_text(text)
+    _one_error_line(ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m"), message)
+    assert (repo / "config.json").read_text() == text
+    assert sorted(os.listdir(repo)) == ["config.json"]
+
+
+def test_ovms_refuses_to_replace_a_version_folder_with_foreign_files(tmp_path):
+    model, _ = _model(tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "m" / "1").mkdir(parents=True)
+    (repo / "m" / "1" / "notes.txt").write_text("mine")
+    _one_error_line(ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m"), "already holds files ovrnn did not write (notes.txt)")
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == ["m", "m/1", "m/1/notes.txt"]
+    # a version folder ovrnn wrote is replaced whole
+    assert ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--version", "2").returncode == 0
+    assert ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--version", "2").returncode == 0
+    assert sorted(os.listdir(repo / "m" / "2")) == ["model.bin", "model.xml"] and _leftovers(repo) == []
+
+
+# --- signals and the run child ------------------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _wait_for_child(proc: subprocess.Popen, timeout=30.0) -> int:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        kids = _children(proc.pid)
+        if kids:
+            return kids[0]
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.005)
+    raise AssertionError("no child process appeared")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def slow_ir(tmp_path_factory):
+    """An IR OpenVINO takes a few seconds to compile: the run child is alive long enough to signal."""
+    folder = tmp_path_factory.mktemp("slow")
+    path, _ = _model(folder, "slow", T=600, direction="bidirectional", hidden=16)
+    assert ovrnn_cli("convert", path, "-o", folder / "slow.xml", "--chunk-steps", "0").returncode == 0
+    return folder / "slow.xml", folder / "slow_in.npz"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_a_child_killed_by_a_signal_is_reported_as_such(slow_ir, tmp_path, sig):
+    xml, inputs = slow_ir
+    proc = subprocess.Popen([str(OVRNN), "run", xml, "--input", inputs, "-o", tmp_path / "out.npz"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.kill(_wait_for_child(proc), sig)
+    _, err = proc.communicate(timeout=60)
+    name = signal.Signals(sig).name
+    if sig == signal.SIGSEGV:
+        expected = f"error: OpenVINO crashed with signal {int(sig)} ({name}) on IR '{xml}'; the IR is malformed in a way ovrnn's checks do not catch\n"
+    else:
+        expected = (f"error: the child process running OpenVINO on IR '{xml}' was killed by signal 9 (SIGKILL); the kernel's out-of-memory killer "
+                    "sends SIGKILL: is the model too large for this machine's memory?\n")
+    assert (proc.returncode, err) == (2, expected)
+    assert os.listdir(tmp_path) == []
+
+
+def test_sigterm_to_run_is_forwarded_to_its_child_and_the_child_reaped(slow_ir, tmp_path):
+    xml, inputs = slow_ir
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        proc = subprocess.Popen([str(OVRNN), "run", xml, "--input", inputs, "-o", tmp_path / "out.npz"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        kid = _wait_for_child(proc)
+        time.sleep(0.3)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert (proc.returncode, err) == (2, f"error: interrupted by {signal.Signals(sig).name}\n")
+        assert not _alive(kid), f"child {kid} survived its parent"
+        assert os.listdir(tmp_path) == []
+
+
+def test_interrupted_converts_leave_no_temp_files_and_keep_the_old_output(tmp_path):
+    """A few dozen conversions, each sent SIGINT or SIGTERM at a random moment: the output is either
+    the old pair or the new one, whole, and nothing else is left in the folder."""
+    rng = np.random.default_rng(0)
+    model, _ = _model(tmp_path, "big", T=1000, hidden=64, input_size=32)
+    out = tmp_path / "out"
+    assert subprocess.run([str(OVRNN), "convert", model, "-o", out / "m.xml"], capture_output=True).returncode == 0
+    good = {p.name: p.read_bytes() for p in out.iterdir()}
+    seen = {0: 0, 2: 0}
+    for i in range(18):
+        if i % 2:
+            (out / "m.xml").write_bytes(b"old")  # an "old" output the interrupted run must not damage
+        before = {p.name: p.read_bytes() for p in out.iterdir()}
+        proc = subprocess.Popen([str(OVRNN), "convert", model, "-o", out / "m.xml"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(float(rng.uniform(0.25, 0.7)))
+        proc.send_signal(signal.SIGTERM if i % 3 else signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        sig = signal.SIGTERM if i % 3 else signal.SIGINT
+        if proc.returncode == -sig:  # it landed before ovrnn's main() started, or after it ended
+            assert sorted(os.listdir(out)) == ["m.bin", "m.xml"]
+            assert {p.name: p.read_bytes() for p in out.iterdir()} in (before, good)
+            continue
+        assert proc.returncode in (0, 2), err
+        seen[proc.returncode] += 1
+        assert sorted(os.listdir(out)) == ["m.bin", "m.xml"], os.listdir(out)
+        after = {p.name: p.read_bytes() for p in out.iterdir()}
+        if proc.returncode == 2:
+            assert err.startswith("error: interrupted by SIG") and err.count("\n") == 1, err
+            assert after == before
+        else:
+            assert after == good
+    assert seen[2] >= 3, seen  # the signal did land mid-conversion, more than once
+
+
+# --- concurrent writers -------------------------------------------------------------------------
+
+
+def test_concurrent_converts_into_one_ovms_repository_keep_every_model(tmp_path):
+    models = [_model(tmp_path, f"m{i}", hidden=3 + i)[0] for i in range(10)]
+    repo = tmp_path / "repo"
+    procs = [subprocess.Popen([str(OVRNN), "convert", m, "--ovms-repo", repo, "--model-name", m.stem], stdout=subprocess.PIPE, stderr=subprocess.PIPE) for m in models]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    config = json.loads((repo / "config.json").read_text())
+    assert [e["config"]["name"] for e in config["model_config_list"]] == sorted(m.stem for m in models)
+    for m in models:
+        assert sorted(os.listdir(repo / m.stem / "1")) == ["model.bin", "model.xml"]
+    assert _leftovers(repo) == []
+
+
+def _pair_is_consistent(xml: Path) -> bool:
+    """The .bin is exactly the one the .xml's Const layers describe (each model here has its own size)."""
+    root = etree.parse(str(xml)).getroot()
+    end = max(int(d.get("offset")) + int(d.get("size")) for d in root.iter("data") if d.get("offset") is not None)
+    return end == xml.with_suffix(".bin").stat().st_size
+
+
+def test_concurrent_writers_of_one_output_leave_a_pair_from_one_writer(tmp_path):
+    """Rounds of concurrent writers of one OUT.xml, as processes (the CLI) and as threads (the
+    API): once they finish, the .xml and the .bin always come from the same writer."""
+    models = [_model(tmp_path, f"c{i}", hidden=2 + i, input_size=3 + i)[0] for i in range(6)]
+    out = tmp_path / "out" / "m.xml"
+    procs = [subprocess.Popen([str(OVRNN), "convert", m, "-o", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE) for m in models]
+    assert [p.wait(timeout=120) for p in procs] == [0] * len(procs)
+    assert _pair_is_consistent(out) and _leftovers(out.parent) == []
+    irs = [ovrnn.convert_model(m) for m in models]
+    for _ in range(30):
+        threads = [threading.Thread(target=ir.save, args=(out,)) for ir in irs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert _pair_is_consistent(out)
+        assert sorted(os.listdir(out.parent)) == ["m.bin", "m.xml"]
