@@ -22,7 +22,7 @@ from cases import Case, make_model
 from conftest import ovrnn_cli
 from lxml import etree
 from onnx import TensorProto as TP
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import ovrnn
 from ovrnn.errors import IRFormatError, UsageError
@@ -368,3 +368,85 @@ def test_concurrent_writers_of_one_output_leave_a_pair_from_one_writer(tmp_path)
             t.join()
         assert _pair_is_consistent(out)
         assert sorted(os.listdir(out.parent)) == ["m.bin", "m.xml"]
+
+
+# --- subgraphs: Loop/TensorIterator bodies, external data in If/Loop/Scan bodies ----------------
+
+
+def _loop_model() -> onnx.ModelProto:
+    """x -> Loop(3 times: x + W), W an initializer of the Loop's body."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["x_in", "W"], ["x_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TP.INT64, []), helper.make_tensor_value_info("cond_in", TP.BOOL, []), helper.make_tensor_value_info("x_in", TP.FLOAT, [2])],
+        [helper.make_tensor_value_info("cond_out", TP.BOOL, []), helper.make_tensor_value_info("x_out", TP.FLOAT, [2])],
+        initializer=[numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "W")],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "x0"], ["x_final"], body=body)], "loop",
+        [helper.make_tensor_value_info("x0", TP.FLOAT, [2])], [helper.make_tensor_value_info("x_final", TP.FLOAT, [2])],
+        initializer=[helper.make_tensor("M", TP.INT64, [], [3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.fixture(scope="module")
+def loop_ir(tmp_path_factory):
+    import openvino as ov
+
+    folder = tmp_path_factory.mktemp("loop")
+    onnx.save(_loop_model(), folder / "loop.onnx")
+    ov.save_model(ov.convert_model(str(folder / "loop.onnx")), str(folder / "loop.xml"), compress_to_fp16=False)
+    np.savez(folder / "in.npz", x0=np.array([1.0, 1.0], np.float32))
+    return folder
+
+
+def _in_body(text: str, old: str, new: str) -> str:
+    at = text.index("<body>")
+    return text[:at] + text[at:].replace(old, new, 1)
+
+
+BAD_BODIES = [
+    ("constant-typed", lambda t: _in_body(t, 'type="Const"', 'type="Constant"'), "Loop layer 'x_final' (id 3) body: layer 'W' (id 2) has type 'Constant', expected 'Const'"),
+    ("const-past-bin", lambda t: _in_body(t, 'offset="9"', 'offset="99999"'), "body: Const layer 'W' (id 2): bytes 99999..100007 are past the end of the"),
+    ("edge-to-nowhere", lambda t: _in_body(t, '<edge from-layer="1" from-port="0" to-layer="3"', '<edge from-layer="1" from-port="0" to-layer="93"'), "body: an edge refers to layer id 93"),
+    ("port-map", lambda t: t.replace('internal_layer_id="6"', 'internal_layer_id="66"'), "body: <port_map> refers to layer id 66, which the body does not have"),
+    ("no-type", lambda t: _in_body(t, 'type="Add" ', ""), "body: a <layer> has no 'type' attribute (layer x_out)"),
+]
+
+
+@pytest.mark.parametrize("name, edit, message", BAD_BODIES, ids=[b[0] for b in BAD_BODIES])
+def test_check_ir_looks_inside_loop_bodies(loop_ir, name, edit, message):
+    check_ir(loop_ir / "loop.xml")  # the good one passes
+    bad = loop_ir / f"{name}.xml"
+    bad.write_text(edit((loop_ir / "loop.xml").read_text()))
+    shutil.copy(loop_ir / "loop.bin", bad.with_suffix(".bin"))
+    with pytest.raises(IRFormatError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        check_ir(bad)
+    _one_error_line(ovrnn_cli("run", bad, "--input", loop_ir / "in.npz"), message)
+
+
+def test_external_data_inside_a_loop_body_is_confined(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    onnx.save(_loop_model(), folder / "loop.onnx", save_as_external_data=True, location="loop.data", size_threshold=0)
+    model = onnx.load(folder / "loop.onnx", load_external_data=False)
+    body_w = model.graph.node[0].attribute[0].g.initializer[0]
+    assert body_w.data_location == TP.EXTERNAL
+    (tmp_path / "secret.data").write_bytes((tmp_path / "model" / "loop.data").read_bytes())
+    for e in body_w.external_data:
+        if e.key == "location":
+            e.value = "../secret.data"
+    onnx.save(model, folder / "evil.onnx")
+    _one_error_line(ovrnn_cli("convert", folder / "evil.onnx", "-o", tmp_path / "out.xml"),
+                    "node 'Loop' attribute 'body': initializer 'W': external data location '../secret.data': resolves outside the model's folder")
+    for e in body_w.external_data:
+        if e.key == "offset":
+            e.value = "12abc"
+        if e.key == "location":
+            e.value = "loop.data"
+    onnx.save(model, folder / "offset.onnx")
+    _one_error_line(ovrnn_cli("convert", folder / "offset.onnx", "-o", tmp_path / "out.xml"), "external data location 'loop.data': offset '12abc' is not a non-negative integer")
+    assert not (tmp_path / "out.xml").exists()
