@@ -7,6 +7,7 @@ unsupported input (and bad usage), 3 for a device failure, 1 for a validation mi
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import signal
@@ -15,8 +16,8 @@ import time
 import warnings
 from pathlib import Path
 
-from . import __version__
-from .errors import Interrupted, IRFormatError, KilledError, OvrnnError, UsageError
+from . import __version__, progress
+from .errors import Interrupted, IRFormatError, KilledError, OvrnnError, UsageError, cli_spelling_on
 from .signals import name as signal_name
 from .signals import raise_on_signals
 
@@ -26,39 +27,82 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
+class _VersionAction(argparse.Action):
+    """``ovrnn --version``: ovrnn's version and the OpenVINO build it runs on."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print ovrnn's and OpenVINO's versions and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            import openvino
+
+            build = openvino.get_version()
+        except Exception as exc:  # noqa: BLE001 - a broken OpenVINO install must not hide ovrnn's version
+            build = f"not loadable ({type(exc).__name__})"
+        print(f"ovrnn {__version__} (OpenVINO {build})")
+        parser.exit(0)
+
+
+# --- numbers checked when the command line is read -------------------------------------------------
+
+
+def _int_at_least(low: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
+
+
+POSITIVE = _int_at_least(1, "a positive integer")
+COUNT = _int_at_least(0, "an integer >= 0")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ovrnn", description="ONNX RNN -> OpenVINO IR as an unrolled RNNCell chain; run and validate it.")
-    p.add_argument("--version", action="version", version=f"ovrnn {__version__}")
+    p.add_argument("--version", action=_VersionAction)
+    common = _Parser(add_help=False)
+    talk = common.add_mutually_exclusive_group()
+    talk.add_argument("-v", "--verbose", action="store_true", help="show progress (compile, inferences) even when stderr is not a terminal")
+    talk.add_argument("-q", "--quiet", action="store_true", help="no notes and no progress: only results and errors")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    c = sub.add_parser("convert", help="convert an ONNX model to OUT.xml + OUT.bin")
+    c = sub.add_parser("convert", parents=[common], help="convert an ONNX model to OUT.xml + OUT.bin")
     c.add_argument("model", help="ONNX model file")
-    c.add_argument("-o", "--output", help="output .xml path (the .bin goes next to it); or use --ovms-repo")
-    c.add_argument("--input", action="append", metavar="NAME[d0,d1,...]", help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; repeatable")
+    c.add_argument("-o", "--output", "--output_model", dest="output", help="output .xml path (the .bin goes next to it; default ./MODEL.xml, as ovc); or use --ovms-repo")
+    c.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; no name: the inputs in order; repeatable")
     c.add_argument("--ir-version", type=int, default=11, choices=(10, 11), help="IR version to write (default 11; 10 for old runtimes)")
     _lowering_args(c)
     c.add_argument("--ovms-repo", metavar="DIR", help="write DIR/NAME/VERSION/model.xml|bin and DIR/config.json for OpenVINO Model Server (with --model-name)")
     c.add_argument("--model-name", help="the model's name in the OVMS repository")
-    c.add_argument("--version", type=int, default=1, dest="model_version", help="OVMS model version, a positive integer (default 1)")
+    c.add_argument("--model-version", type=POSITIVE, default=None, help="the model's version in the OVMS repository, a positive integer (default 1)")
     c.set_defaults(func=cmd_convert)
 
-    r = sub.add_parser("run", help="run an IR on a device")
+    r = sub.add_parser("run", parents=[common], help="run an IR on a device")
     r.add_argument("ir", help="IR .xml file")
-    r.add_argument("--device", default="CPU", help="exact OpenVINO device: CPU, GPU, GPU.1, NPU, AUTO, HETERO:GPU,CPU (default CPU)")
+    r.add_argument("--device", default="CPU", help="OpenVINO device: CPU, GPU, GPU.1, NPU, AUTO, HETERO:GPU,CPU (default CPU; any case)")
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array; or FILE.npz holding all inputs by name; repeatable")
     r.add_argument("-o", "--output", help="write the outputs to this .npz")
     r.add_argument("--precision", default="f32", help="INFERENCE_PRECISION_HINT: f32 (default), f16, bf16 or default (the device's own)")
     r.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
-    r.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times with one reused infer request and print the latency (median, p90)")
+    r.add_argument("--repeat", type=POSITIVE, default=1, metavar="N", help="run N times: latency (median, p90) on one reused infer request, then throughput with N inferences in flight, like benchmark_app")
+    r.add_argument("--hint", choices=("latency", "throughput", "none"), default=None, help="PERFORMANCE_HINT to compile with (default: the device's own)")
+    r.add_argument("--streams", type=POSITIVE, default=None, metavar="N", help="NUM_STREAMS to compile with (default: what the hint chooses)")
     r.set_defaults(func=cmd_run)
 
-    v = sub.add_parser("validate", help="convert, run on a device and compare with the float64 reference and onnxruntime")
+    v = sub.add_parser("validate", parents=[common], help="convert, run on a device and compare with the float64 reference and onnxruntime")
     v.add_argument("model", help="ONNX model file")
     v.add_argument("--device", default="CPU")
-    v.add_argument("--input", action="append", metavar="NAME[d0,d1,...]", help="fix an input's shape (as for convert); repeatable")
+    v.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape (as for convert); repeatable")
     v.add_argument("--json", metavar="FILE", help="also write the report as JSON")
-    v.add_argument("--seed", type=int, default=0)
-    v.add_argument("--batch", type=int, default=None, help="batch size for dynamic batch dims (default 3)")
+    v.add_argument("--seed", type=COUNT, default=0, help="seed of the random inputs, an integer >= 0 (default 0)")
+    v.add_argument("--batch", type=POSITIVE, default=None, help="batch size for dynamic batch dims (default 3)")
     v.add_argument("--precision", default="f32", help="INFERENCE_PRECISION_HINT (default f32)")
     v.add_argument("--no-onnxruntime", action="store_true", help="compare with the reference only")
     v.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
@@ -67,18 +111,18 @@ def build_parser() -> argparse.ArgumentParser:
     _lowering_args(v)
     v.set_defaults(func=cmd_validate)
 
-    i = sub.add_parser("inspect", help="describe an IR: layers, inputs/outputs, cell chains, weights")
+    i = sub.add_parser("inspect", parents=[common], help="describe an IR: layers, inputs/outputs, cell chains, weights")
     i.add_argument("ir", help="IR .xml file (ours or any other)")
     i.add_argument("--json", action="store_true", help="print JSON instead of text")
     i.add_argument("--graph", metavar="OUT.svg|OUT.png|OUT.dot", help="also draw the layer graph: always writes OUT.dot; renders .svg/.png with graphviz's dot when installed")
     i.add_argument("--expand", action="store_true", help="with --graph: draw every layer (default: one node per cell chain)")
     i.set_defaults(func=cmd_inspect)
 
-    dv = sub.add_parser("devices", help="list the OpenVINO devices on this machine with their properties")
+    dv = sub.add_parser("devices", parents=[common], help="list the OpenVINO devices on this machine with their properties")
     dv.add_argument("--json", action="store_true", help="print JSON instead of text")
     dv.set_defaults(func=cmd_devices)
 
-    d = sub.add_parser("demo", help="convert, inspect, run and validate a bundled example model")
+    d = sub.add_parser("demo", parents=[common], help="convert, inspect, run and validate a bundled example model")
     d.add_argument("--device", default="CPU")
     d.add_argument("--output-dir", help="keep the demo IR in this folder (default: a temporary folder)")
     d.set_defaults(func=cmd_demo)
@@ -88,9 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _lowering_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lowering", default="cell", choices=("cell", "matmul", "auto"), help="cell: RNNCell per step (default); matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device")
     p.add_argument("--static", action="store_true", help="every shape static (for NPU): dynamic input dims must be fixed with --input")
-    p.add_argument("--compress-to-fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
-    p.add_argument("--chunk-steps", type=int, default=64, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64; 0: one piece)")
-    p.add_argument("--max-steps", type=int, default=None, metavar="N", help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)")
+    p.add_argument("--compress-to-fp16", "--compress_to_fp16", dest="compress_to_fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
+    p.add_argument("--chunk-steps", type=COUNT, default=64, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64; 0: one piece)")
+    p.add_argument("--max-steps", type=COUNT, default=None, metavar="N", help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)")
     if not any(a.dest == "device" for a in p._actions):
         p.add_argument("--device", help="target device for --lowering auto (e.g. CPU, GPU, NPU)")
 
@@ -99,12 +143,47 @@ def _lowering_kwargs(args) -> dict:
     return {"lowering": args.lowering, "static": args.static, "compress_to_fp16": args.compress_to_fp16, "max_steps": args.max_steps, "chunk_steps": args.chunk_steps}
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """argparse, plus what an OpenVINO user expects: a mistyped flag gets the nearest real one."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = _subparser(parser, args.command)
+        known = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
+        first = extra[0]
+        flag_ = first.split("=")[0]
+        guess = difflib.get_close_matches(flag_, known, n=1, cutoff=0.6) if first.startswith("-") else []
+        hint = f"; did you mean {guess[0]}?" if guess else ""
+        if args.command == "convert" and flag_ == "--version":
+            hint = "; the OVMS model version is --model-version (ovrnn --version prints ovrnn's own)"
+        raise UsageError(f"{sub.prog}: unrecognized argument{'s' if len(extra) > 1 else ''}: {' '.join(extra)}{hint} (see {sub.prog} --help)")
+    return args
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[command]
+
+
 def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")  # numpy overflow warnings in a diverging relu chain, etc.
     raise_on_signals()  # SIGTERM/SIGHUP too unwind through every finally: no temp file stays behind
+    with cli_spelling_on():  # messages name --flags, not Python parameters
+        try:
+            return _main(argv)
+        finally:
+            progress.set_mode(None)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = parse_args(list(sys.argv[1:] if argv is None else argv))
         args.argv = list(sys.argv[1:] if argv is None else argv)
+        progress.set_mode("quiet" if args.quiet else "verbose" if args.verbose else "auto")
+        if getattr(args, "device", None):
+            from .runtime.devices import canonical_device
+
+            args.device = canonical_device(args.device)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
@@ -141,6 +220,8 @@ def _quiet_stdout() -> None:
 
 
 def _notes(notes) -> None:
+    if progress.quiet():
+        return
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
 
@@ -151,20 +232,24 @@ def _notes(notes) -> None:
 def cmd_convert(args) -> int:
     from .convert import convert_model
 
-    if bool(args.output) == bool(args.ovms_repo):
-        raise UsageError("ovrnn convert: give either -o OUT.xml or --ovms-repo DIR --model-name NAME")
+    if args.output and args.ovms_repo:
+        raise UsageError("ovrnn convert: give either -o OUT.xml or --ovms-repo DIR --model-name NAME, not both")
+    if not args.ovms_repo and (args.model_name or args.model_version is not None):
+        given = " and ".join(f for f, v in (("--model-name", args.model_name), ("--model-version", args.model_version)) if v is not None)
+        raise UsageError(f"ovrnn convert: {given} name{'s' if ' and ' not in given else ''} the model in an OVMS repository; add --ovms-repo DIR" + (" instead of -o" if args.output else ""))
     if args.ovms_repo and not args.model_name:
         raise UsageError("ovrnn convert: --ovms-repo needs --model-name")
     ir = convert_model(args.model, args.input, args.ir_version, device=args.device, **_lowering_kwargs(args))
     if args.ovms_repo:
         from .ovms import save_to_repository
 
-        xml_path, config, command = save_to_repository(ir, args.ovms_repo, args.model_name, args.model_version)
+        xml_path, config, command = save_to_repository(ir, args.ovms_repo, args.model_name, args.model_version or 1)
         _notes(ir.notes)
         print(f"wrote {xml_path}, {xml_path.with_suffix('.bin').name} and {config}")
         print(f"serve it with: {command}")
         return 0
-    xml_path = ir.save(args.output)
+    output = args.output or Path(args.model).with_suffix(".xml").name  # ovc: ./MODEL.xml
+    xml_path = ir.save(output)
     _notes(ir.notes)
     cells = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "cell")
     explicit = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "explicit")
@@ -249,7 +334,8 @@ CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, s
 
 def cmd_run(args) -> int:
     """OpenVINO runs in a child process (runtime/child.py): a malformed IR that crashes it cannot
-    take this process down, and OpenVINO's own log lines do not reach the user's stderr."""
+    take this process down, and OpenVINO's own log lines do not reach the user's stderr. Progress
+    does: the child writes it to a copy of this process's stderr (progress.FD_ENV)."""
     from .runtime import child
 
     if os.environ.get(child.CHILD_ENV):
@@ -261,11 +347,15 @@ def cmd_run(args) -> int:
         from .fileio import refuse_overwriting_inputs
 
         refuse_overwriting_inputs([args.output], _run_inputs(args))
-    done = child.run(args.argv)
+    progress_fd = os.dup(2)
+    try:
+        done = child.run(args.argv, {progress.FD_ENV: str(progress_fd), progress.MODE_ENV: progress.style()}, (progress_fd,))
+    finally:
+        os.close(progress_fd)
     sys.stdout.write(done.stdout)
     interrupted = done.interrupted_by is not None  # then this process says so, once
     for line in done.stderr.splitlines():
-        if line.startswith("note: ") or (line.startswith("error: ") and not interrupted):
+        if (line.startswith("note: ") and not progress.quiet()) or (line.startswith("error: ") and not interrupted):
             print(line, file=sys.stderr)
     if done.returncode < 0 and args.output:
         _remove_temps_of(done.pid, Path(args.output))  # killed mid-write: its temp file is ours to remove
@@ -295,16 +385,22 @@ def _remove_temps_of(pid: int, target: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+_HINTS = {"latency": "LATENCY", "throughput": "THROUGHPUT", "none": "UNDEFINED"}
+
+
 def run_here(args) -> int:
     import numpy as np
 
     from .runtime import engine as runtime
 
-    if args.repeat < 1:
-        raise UsageError(f"--repeat: expected a positive number of runs, got {args.repeat}")
     inputs = load_inputs(args.input)
+    properties = {}
+    if args.hint:
+        properties["PERFORMANCE_HINT"] = _HINTS[args.hint]
+    if args.streams:
+        properties["NUM_STREAMS"] = str(args.streams)
     t0 = time.perf_counter()
-    runner = runtime.Runner(args.ir, args.device, args.precision, args.cache_dir)
+    runner = runtime.Runner(args.ir, args.device, args.precision, args.cache_dir, properties)
     compile_seconds = time.perf_counter() - t0
     compiled = runner.compiled
     for name, value in inputs.items():
@@ -313,15 +409,25 @@ def run_here(args) -> int:
             note = runtime.narrowing_note(np.asarray(value).dtype, np.dtype(runner.ports[position].get_element_type().to_dtype()), name)
             _notes([note] if note else [])
     times = []
-    for _ in range(args.repeat):
+    counter = progress.Counter("inference", args.repeat)
+    for i in range(args.repeat):
         t = time.perf_counter()
         outputs = runner(inputs)
         times.append(time.perf_counter() - t)
+        counter.step(i + 1)
+    counter.close()
     print(f"ran {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision {compiled.precision})")
     print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
     if compiled.layers_per_device:
         print("  layers per device: " + ", ".join(f"{d} {n}" for d, n in compiled.layers_per_device.items()))
-    print(f"  compile {compile_seconds:.3f} s" + (f"; latency over {len(times)} runs: median {np.median(times) * 1e3:.3f} ms, p90 {np.percentile(times, 90) * 1e3:.3f} ms" if len(times) > 1 else f"; inference {times[0] * 1e3:.3f} ms"))
+    if len(times) > 1:
+        counter = progress.Counter("throughput", args.repeat)
+        fps, requests = runner.throughput(inputs, args.repeat, counter.step)
+        counter.close()
+        print(f"  compile {compile_seconds:.3f} s; latency over {len(times)} runs: median {np.median(times) * 1e3:.3f} ms, p90 {np.percentile(times, 90) * 1e3:.3f} ms")
+        print(f"  throughput: {fps:.1f} inferences/s ({args.repeat} inferences on {requests} infer requests, {_streams(compiled)} streams, hint {_hint(compiled)})")
+    else:
+        print(f"  compile {compile_seconds:.3f} s; inference {times[0] * 1e3:.3f} ms")
     for name, value in outputs.items():
         stats = np.asarray(value, dtype=np.float64)
         print(f"  {name}: {value.dtype} {list(value.shape)}  min {stats.min():.6g}  max {stats.max():.6g}  mean {stats.mean():.6g}")
@@ -333,6 +439,20 @@ def run_here(args) -> int:
         write_atomic({out: npz_bytes(outputs)}, inputs=_run_inputs(args))
         print(f"wrote {out}")
     return 0
+
+
+def _streams(compiled) -> str:
+    try:
+        return str(compiled.compiled.get_property("NUM_STREAMS"))
+    except RuntimeError:
+        return "?"
+
+
+def _hint(compiled) -> str:
+    try:
+        return str(compiled.compiled.get_property("PERFORMANCE_HINT")).split(".")[-1]
+    except RuntimeError:
+        return "?"
 
 
 def cmd_validate(args) -> int:

@@ -23,18 +23,20 @@ from . import __version__
 from .lower import ops
 from .dtypes import BY_ONNX, onnx_type_name
 from .ir.emit import IR_VERSIONS, emit
-from .errors import InvalidModelError, UnsupportedFeatureError, UsageError
+from .errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
 from .ir.model import IR, RnnSummary
 from .lower.layer_graph import LayerGraph, Output
 from .spec.limits import check_steps
 from .lower.rnn import CELL_MODES, LoweringOptions, lower_rnn
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
-from .shapes import Dim, Shape, parse_input_specs, shape_text
+from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_text
 from .spec.rnn import RnnSpec, normalise_rnn, unique_label
 from .runtime.whole_model import convert_whole_model, needs_frontend, rnn_nodes
 
-InputShapes = Union[Sequence[str], str, Mapping[str, Union[Sequence[Union[int, None]], None]], None]
+# ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
+# [("X", [5, -1, 3])], an ov.PartialShape or a list of them (by position), [5, -1, 3].
+InputShapes = Union[str, Sequence[object], Mapping[str, object], None]
 
 
 def convert_model(
@@ -51,8 +53,11 @@ def convert_model(
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
-    * ``input`` fixes input shapes, in ovc's syntax (``"X[5,?,3]"``, several strings or one
-      comma-separated string) or as ``{"X": [5, None, 3]}``.
+    * ``input`` fixes input shapes as ``ov.convert_model`` takes them: ovc's syntax
+      (``"X[5,?,3]"``, ``"[5,?,3]"``, several strings or one comma-separated string),
+      ``[("X", [5, -1, 3])]``, ``{"X": [5, None, 3]}``, an ``ov.PartialShape`` or a list of shapes
+      (matched to the inputs by position). A dim is an int, ``-1``/``None`` (dynamic), an
+      ``ov.Dimension`` or a ``(lo, hi)`` range.
     * ``lowering``: ``"cell"`` (RNNCell per step, the default), ``"matmul"`` (MatMul/Add/
       activation per step, for plugins without RNNCell such as NPU) or ``"auto"`` (chosen for
       ``device``).
@@ -63,20 +68,21 @@ def convert_model(
       plugin compiles up to 2.7x faster (default 64; 0: one piece, strictly one layer per step).
     """
     if ir_version not in IR_VERSIONS:
-        raise UsageError(f"--ir-version: expected 10 or 11, got {ir_version}")
+        raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
     if lowering not in ("auto",) + CELL_MODES:
-        raise UsageError(f"--lowering: expected cell, matmul or auto, got '{lowering}'")
-    if chunk_steps < 0:
-        raise UsageError(f"--chunk-steps: expected 0 (one piece) or a positive number of steps, got {chunk_steps}")
+        raise UsageError(f"{flag('lowering')}: expected cell, matmul or auto, got '{lowering}'")
+    check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
+    if max_steps is not None:
+        check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     view = graph_view(load_model(model, files))
-    shapes = _input_shapes(input)
+    shapes = resolve_positions(view, _input_shapes(input))
     view = apply_input_shapes(view, shapes)
     if static:
         _check_static(view)
     whole = needs_frontend(view.model.graph)
     if whole and ir_version != 11:
-        raise UnsupportedFeatureError("--ir-version 10 is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
+        raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
 
     built: dict[str, IR] = {}
@@ -98,15 +104,27 @@ def convert_model(
     return IR(ir.xml, ir.bin, ir.notes + (note,), ir.rnns, tuple(files))
 
 
+def check_count(name: str, value: object, expected: str) -> None:
+    """A count option (steps, chunk size) is an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"{flag(name)}: expected {expected}, got {value}")
+
+
 def _check_static(view: GraphView) -> None:
     """--static: every input dim must be a number before anything is lowered."""
     for info in view.inputs:
         dims = info.shape or ()
         dynamic = [axis for axis, d in enumerate(dims) if not d.is_static]
-        if info.shape is None or dynamic:
-            which = "its rank" if info.shape is None else f"dim {dynamic[0]} ({dims[dynamic[0]].describe()})"
-            example = "d0,d1,..." if info.shape is None else ",".join(d.ir() if d.is_static else "N" for d in dims)
-            raise UsageError(f"--static: input '{info.name}' has a dynamic {which}; give every dim a number with --input \"{info.name}[{example}]\"")
+        if info.shape is None:
+            raise UsageError(f"{flag('static', True)}: input '{info.name}' has a dynamic rank; give every dim a number with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}")
+        if dynamic:
+            example = ",".join(str(d.example()) for d in dims)
+            axes = " and ".join(str(a) for a in dynamic)
+            raise UsageError(
+                f"{flag('static', True)}: input '{info.name}' has a dynamic dim {dynamic[0]} ({dims[dynamic[0]].describe()}); give every dim a number, "
+                f"for example {flag('input', quoted(f'{info.name}[{example}]'))} (dim{'s' if len(dynamic) > 1 else ''} {axes} set to "
+                f"{'a guess' if len(dynamic) == 1 else 'guesses'}: use your real sizes)"
+            )
 
 
 @contextmanager
@@ -142,14 +160,86 @@ def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: in
 # --- --input ------------------------------------------------------------------------------------
 
 
-def _input_shapes(value: InputShapes) -> dict[str, Shape | None]:
-    if value is None:
+def _input_shapes(value: InputShapes) -> InputShapeMap:
+    """Every form ``ov.convert_model(input=...)`` takes -> {name or Position: shape or None}."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
         return {}
     if isinstance(value, str):
         return parse_input_specs([value])
     if isinstance(value, Mapping):
-        return {k: None if v is None else tuple(Dim.of(None if d in (None, -1) else int(d)) for d in v) for k, v in value.items()}
-    return parse_input_specs(list(value))
+        return {str(k): _shape_of(v, str(k)) for k, v in value.items()}
+    if _is_shape(value):
+        return {Position(0): _shape_of(value, "input 0")}
+    result: InputShapeMap = {}
+    strings = [v for v in value if isinstance(v, str)]
+    result.update(parse_input_specs(strings))
+    unnamed = sum(isinstance(k, Position) for k in result)
+    for item in value:
+        if isinstance(item, str):
+            continue
+        if isinstance(item, (tuple, list)) and item and isinstance(item[0], str):
+            name, shape = item[0], item[1] if len(item) > 1 else None  # (name, shape[, type])
+            if name in result:
+                raise UsageError(f"{flag('input')}: input '{name}' is given twice")
+            result[name] = _shape_of(shape, name)
+        elif _is_shape(item):
+            result[Position(unnamed)] = _shape_of(item, f"input {unnamed}")
+            unnamed += 1
+        else:
+            raise UsageError(f"{flag('input')}: cannot read {item!r} as an input shape (expected \"X[5,?,3]\", (\"X\", [5, -1, 3]), a list of dims or an ov.PartialShape)")
+    return result
+
+
+def _is_dim(d: object) -> bool:
+    return d is None or (isinstance(d, int) and not isinstance(d, bool)) or hasattr(d, "get_min_length") or (
+        isinstance(d, tuple) and len(d) == 2 and all(isinstance(x, int) for x in d)
+    )
+
+
+def _is_shape(value: object) -> bool:
+    if hasattr(value, "rank") and hasattr(value, "is_static"):  # ov.PartialShape
+        return True
+    return isinstance(value, (list, tuple)) and all(_is_dim(d) for d in value)
+
+
+def _shape_of(value: object, who: str) -> Shape | None:
+    """[5, -1, 3], [5, None, 3], [Dimension(1, 10), ...], PartialShape, (lo, hi) ranges."""
+    if value is None:
+        return None
+    if hasattr(value, "rank") and hasattr(value, "is_static"):
+        if value.rank.is_dynamic:
+            return None
+        value = list(value)
+    if not isinstance(value, (list, tuple)) or not all(_is_dim(d) for d in value):
+        raise UsageError(f"{flag('input')} '{who}': cannot read {value!r} as a shape (a list of ints, -1/None for dynamic, (lo, hi) ranges or ov.Dimension)")
+    dims = []
+    for d in value:
+        if d is None or d == -1:
+            dims.append(Dim())
+        elif isinstance(d, tuple):
+            lo, hi = d
+            dims.append(Dim(max(lo, 0), None if hi < 0 else hi))
+        elif hasattr(d, "get_min_length"):
+            hi = d.get_max_length()
+            dims.append(Dim.of(d.get_length()) if d.is_static else Dim(max(d.get_min_length(), 0), None if hi < 0 else hi))
+        elif d < 0:
+            raise UsageError(f"{flag('input')} '{who}': bad dimension {d} (expected a size >= 0, or -1 for dynamic)")
+        else:
+            dims.append(Dim.of(d))
+    return tuple(dims)
+
+
+def resolve_positions(view: GraphView, shapes: InputShapeMap) -> dict[str, Shape | None]:
+    """Unnamed shapes (``[5,?,3]``) go to the model's inputs in order, as in ovc."""
+    unnamed = sorted(k for k in shapes if isinstance(k, Position))
+    if not unnamed:
+        return dict(shapes)
+    if len(unnamed) != len(shapes):
+        raise UsageError(f"{flag('input')}: give every shape with its input's name, or none of them (ovc's rule)")
+    if len(unnamed) > len(view.inputs):
+        known = ", ".join(i.name for i in view.inputs) or "none"
+        raise UsageError(f"{flag('input')}: {len(unnamed)} unnamed shapes for {len(view.inputs)} model input(s) ({known})")
+    return {view.inputs[k].name: shapes[k] for k in unnamed}
 
 
 def apply_input_shapes(view: GraphView, shapes: dict[str, Shape | None]) -> GraphView:
@@ -160,10 +250,10 @@ def apply_input_shapes(view: GraphView, shapes: dict[str, Shape | None]) -> Grap
     new_inputs = list(view.inputs)
     for name, shape in shapes.items():
         if name in view.constants:
-            raise UsageError(f"--input '{name}': this is an initializer (constant), not a graph input; only inputs can be reshaped")
+            raise UsageError(f"{flag('input')} '{name}': this is an initializer (constant), not a graph input; only inputs can be reshaped")
         if name not in by_name:
             known = ", ".join(i.name for i in view.inputs) or "none"
-            raise UsageError(f"--input '{name}': the model has no input of that name (inputs: {known})")
+            raise UsageError(f"{flag('input')} '{name}': the model has no input of that name (inputs: {known})")
         if shape is None:
             continue
         info = by_name[name]
@@ -177,12 +267,12 @@ def _merge_shape(name: str, declared: Shape | None, given: Shape) -> Shape:
     if declared is None:
         return given
     if len(declared) != len(given):
-        raise UsageError(f"--input '{name}': rank {len(given)} {shape_text(given)}, but the model declares rank {len(declared)} {shape_text(declared)}")
+        raise UsageError(f"{flag('input')} '{name}': rank {len(given)} {shape_text(given)}, but the model declares rank {len(declared)} {shape_text(declared)}")
     out = []
     for axis, (have, want) in enumerate(zip(declared, given)):
         merged = have.merge(want)
         if merged is None:
-            raise UsageError(f"--input '{name}': dim {axis} is {want.describe()}, but the model declares {have.describe()}")
+            raise UsageError(f"{flag('input')} '{name}': dim {axis} is {want.describe()}, but the model declares {have.describe()}")
         out.append(merged if not want.is_static else want)
     return tuple(out)
 
@@ -278,7 +368,7 @@ class _Builder:
                 self.notes.append(f"graph input '{info.name}' is read by no node and has no declared shape; left out of the IR")
                 continue
             if shape is None:
-                raise UsageError(f"graph input '{info.name}' has no declared shape; give one with --input \"{info.name}[d0,d1,...]\"")
+                raise UsageError(f"graph input '{info.name}' has no declared shape; give one with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}")
             etype = BY_ONNX.get(info.elem_type) if info.elem_type else None
             if etype is None:
                 got = "unknown" if not info.elem_type else onnx_type_name(info.elem_type)

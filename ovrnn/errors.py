@@ -13,6 +13,9 @@ values, so that the CLI can print ``error: <message>`` and nothing else.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 
 class OvrnnError(Exception):
     """Base class. ``exit_code`` is the CLI exit status."""
@@ -63,3 +66,39 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+# --- how a message names an option ----------------------------------------------------------------
+# The same check serves `ovrnn convert --max-steps 0` and `ovrnn.convert_model(max_steps=0)`: a
+# message tells each caller about the spelling it can act on. The CLI switches this on in main().
+
+_CLI_SPELLING = ContextVar("ovrnn_cli_spelling", default=False)
+
+
+@contextmanager
+def cli_spelling_on():
+    """Within: messages name --flags (the CLI's main() runs in here)."""
+    token = _CLI_SPELLING.set(True)
+    try:
+        yield
+    finally:
+        _CLI_SPELLING.reset(token)
+
+
+def cli_spelling() -> bool:
+    return _CLI_SPELLING.get()
+
+
+def flag(name: str, value: object = None) -> str:
+    """``--max-steps 0`` on the command line, ``max_steps=0`` for a Python caller.
+
+    `name` is the command-line spelling without dashes (``max-steps``)."""
+    if _CLI_SPELLING.get():
+        return f"--{name}" if value is None or value is True else f"--{name} {value}"
+    py = name.replace("-", "_")
+    return py if value is None else f"{py}={value}"
+
+
+def quoted(text: str) -> str:
+    """A value as the user pastes it: in double quotes (shell and Python alike)."""
+    return f'"{text}"'

@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import UsageError, flag
 from .fileio import _make_folder, locked, refuse_overwriting_inputs
 from .ir.model import IR
 from .signals import deferred
@@ -32,11 +32,11 @@ MAX_CONFIG_BYTES = 64 << 20  # a config.json larger than this is not a hand-writ
 def save_to_repository(ir: IR, repo: str | os.PathLike[str], name: str, version: int = 1, inputs: Iterable[str | os.PathLike[str]] = ()) -> tuple[Path, Path, str]:
     """Write the model and update config.json; return (model.xml, config.json, the serve command)."""
     if not name or name in (".", "..") or any(c in name for c in "/\\\0"):
-        raise UsageError(f"--model-name: expected a plain name (no '/'), got '{name}'")
+        raise UsageError(f"{flag('model-name')}: expected a plain name (no '/'), got '{name}'")
     if name.startswith("."):  # hidden: OVMS skips it, and ovrnn's temporary folders start with '.'
-        raise UsageError(f"--model-name: expected a name that does not start with '.', got '{name}'")
+        raise UsageError(f"{flag('model-name')}: expected a name that does not start with '.', got '{name}'")
     if version < 1:
-        raise UsageError(f"--version: expected a positive integer, got {version}")
+        raise UsageError(f"{flag('model-version')}: expected a positive integer, got {version}")
     root = Path(os.fspath(repo))
     config_path, model_dir = root / "config.json", root / name
     version_dir = model_dir / str(version)

@@ -8,9 +8,9 @@ messages can name them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .errors import UsageError
+from .errors import UsageError, flag
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +18,7 @@ class Dim:
     lo: int = 0
     hi: int | None = None
     symbol: str | None = None  # ONNX dim_param, for messages only
+    given: str | None = field(default=None, compare=False)  # how the user wrote it, for messages only
 
     @staticmethod
     def of(value: int | None, symbol: str | None = None) -> Dim:
@@ -47,6 +48,8 @@ class Dim:
     def describe(self) -> str:
         if self.is_static:
             return str(self.lo)
+        if self.given:
+            return self.given
         return f"'{self.symbol}'" if self.symbol else self.ir()
 
     def __mul__(self, other: Dim) -> Dim:
@@ -62,7 +65,13 @@ class Dim:
         hi = min(his) if his else None
         if hi is not None and lo > hi:
             return None
-        return Dim(lo, hi, self.symbol or other.symbol)
+        return Dim(lo, hi, self.symbol or other.symbol, self.given or other.given)
+
+    def example(self) -> int:
+        """A number the user can paste for this dim: itself, a range's bound, or 1."""
+        if self.is_static:
+            return self.lo
+        return self.lo if self.lo > 0 else (self.hi if self.hi is not None else 1)
 
 
 Shape = tuple[Dim, ...]
@@ -89,16 +98,17 @@ _DIM_RE = re.compile(r"^\s*(?:(-1|\?)|(\d+)|(\d*)\s*\.\.\s*(\d*))\s*$")
 def parse_dim(text: str, spec: str) -> Dim:
     m = _DIM_RE.match(text)
     if not m:
-        raise UsageError(f"--input '{spec}': bad dimension '{text}' (expected an integer, ?, -1 or lo..hi)")
+        raise UsageError(f"{flag('input')} '{spec}': bad dimension '{text}' (expected an integer, ?, -1 or lo..hi)")
+    given = f"{text.strip()}, as given in {flag('input')} '{spec}'"
     if m.group(1):
-        return Dim()
+        return Dim(given=given)
     if m.group(2):
         return Dim.of(int(m.group(2)))
     lo = int(m.group(3)) if m.group(3) else 0
     hi = int(m.group(4)) if m.group(4) else None
     if hi is not None and lo > hi:
-        raise UsageError(f"--input '{spec}': empty range '{text}'")
-    return Dim(lo, hi)
+        raise UsageError(f"{flag('input')} '{spec}': empty range '{text}'")
+    return Dim(lo, hi, given=given)
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -118,27 +128,38 @@ def _split_top_level(text: str) -> list[str]:
     return parts
 
 
-def parse_input_specs(specs: list[str] | tuple[str, ...] | None) -> dict[str, Shape | None]:
-    """Parse repeated ``--input`` values into {name: shape or None (name only)}."""
-    result: dict[str, Shape | None] = {}
+class Position(int):
+    """The key of an unnamed shape (ovc's ``--input "[5,?,3]"``): the model's n-th input."""
+
+
+InputShapeMap = dict["str | Position", "Shape | None"]
+
+
+def parse_input_specs(specs: list[str] | tuple[str, ...] | None) -> InputShapeMap:
+    """Parse repeated ``--input`` values into {name: shape or None (name only)}; an unnamed
+    shape ``[5,?,3]`` is keyed by its position among the unnamed ones (``Position``)."""
+    result: InputShapeMap = {}
+    unnamed = 0
     for spec in specs or ():
         for item in _split_top_level(spec):
             name, shape = _parse_one(item.strip(), spec)
-            if name in result:
-                raise UsageError(f"--input: input '{name}' is given twice")
+            if name is None:
+                name, unnamed = Position(unnamed), unnamed + 1
+            elif name in result:
+                raise UsageError(f"{flag('input')}: input '{name}' is given twice")
             result[name] = shape
     return result
 
 
-def _parse_one(item: str, spec: str) -> tuple[str, Shape | None]:
+def _parse_one(item: str, spec: str) -> tuple[str | None, Shape | None]:
     if not item:
-        raise UsageError(f"--input '{spec}': empty entry")
+        raise UsageError(f"{flag('input')} '{spec}': empty entry")
     if "[" not in item and "]" not in item:
         return item, None
     open_at = item.find("[")
-    if open_at <= 0 or not item.endswith("]") or item.count("[") != 1 or item.count("]") != 1:
-        raise UsageError(f"--input '{spec}': expected NAME[d0,d1,...], got '{item}'")
-    name, body = item[:open_at].strip(), item[open_at + 1 : -1]
+    if open_at < 0 or not item.endswith("]") or item.count("[") != 1 or item.count("]") != 1:
+        raise UsageError(f"{flag('input')} '{spec}': expected NAME[d0,d1,...] or [d0,d1,...], got '{item}'")
+    name, body = item[:open_at].strip() or None, item[open_at + 1 : -1]
     if not body.strip():
         return name, ()
     return name, tuple(parse_dim(d, spec) for d in body.split(","))

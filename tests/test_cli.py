@@ -91,10 +91,40 @@ def test_run_unknown_device_lists_available(tmp_path, model_file):
     path, _, _ = model_file
     xml = tmp_path / "m.xml"
     ovrnn_cli("convert", path, "-o", xml)
-    proc = ovrnn_cli("run", xml, "--device", "FOO")
+    proc = ovrnn_cli("run", xml, "--device", "NPU")  # a real OpenVINO device this machine lacks: a device failure
     assert proc.returncode == 3
-    assert proc.stderr.startswith("error: device 'FOO' is not available on this machine (available: ")
+    assert proc.stderr.startswith("error: device 'NPU' is not available on this machine (available: ")
     assert "CPU" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "device, message",
+    [
+        ("FOO", "error: --device 'FOO': unknown device 'FOO' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several)\n"),
+        ("CPUU", "error: --device 'CPUU': unknown device 'CPUU' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean CPU?)\n"),
+        ("hetero:cpu,gpx", "error: --device 'hetero:cpu,gpx': unknown device 'gpx' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean GPU?)\n"),
+    ],
+)
+def test_unknown_device_is_a_usage_error_with_a_suggestion(tmp_path, model_file, device, message):
+    path, _, _ = model_file
+    xml = tmp_path / "m.xml"
+    ovrnn_cli("convert", path, "-o", xml)
+    for args in (["run", xml], ["validate", path], ["convert", path, "-o", tmp_path / "x.xml", "--lowering", "auto"]):
+        proc = ovrnn_cli(*args, "--device", device)
+        assert (proc.returncode, proc.stderr) == (2, message), args
+    assert not (tmp_path / "x.xml").exists()
+
+
+def test_device_names_are_case_insensitive(tmp_path, model_file):
+    path, _, feeds = model_file
+    xml = tmp_path / "m.xml"
+    ovrnn_cli("convert", path, "-o", xml)
+    np.savez(tmp_path / "in.npz", **feeds)
+    proc = ovrnn_cli("run", xml, "--device", "cpu", "--input", tmp_path / "in.npz")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"ran {xml} on CPU (executed on CPU,")
+    report = ovrnn.validate(path, device="cpu")
+    assert report.passed and report.device == "CPU"
 
 
 def test_validate_pass_and_json(tmp_path, model_file):

@@ -64,7 +64,21 @@ def test_static_refuses_a_dynamic_dim():
     model, _, _ = make_model(Case("s", dyn_batch=True, lens=(4, 2)))
     with pytest.raises(UsageError) as info:
         ovrnn.convert_model(model, static=True)
-    assert str(info.value) == "--static: input 'X' has a dynamic dim 1 ('batch'); give every dim a number with --input \"X[4,N,3]\""
+    # a Python caller is told about Python parameters, with a value it can paste
+    assert str(info.value) == "static=True: input 'X' has a dynamic dim 1 ('batch'); give every dim a number, for example input=\"X[4,1,3]\" (dim 1 set to a guess: use your real sizes)"
+    ovrnn.convert_model(model, input=["X[4,1,3]", "sequence_lens[1]"], static=True)
+
+
+def test_static_suggestion_is_pasteable_on_the_command_line(tmp_path):
+    model, _, _ = make_model(Case("s", dyn_seq=True, dyn_batch=True))
+    onnx.save(model, tmp_path / "m.onnx")
+    proc = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--static")
+    assert proc.returncode == 2
+    assert proc.stderr == "error: --static: input 'X' has a dynamic dim 0 ('seq'); give every dim a number, for example --input \"X[1,1,3]\" (dims 0 and 1 set to guesses: use your real sizes)\n"
+    pasted = proc.stderr.split("for example ")[1].split(" (dims")[0]
+    flag, value = pasted.split(" ", 1)
+    again = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--static", flag, value.strip('"'))
+    assert again.returncode == 0, again.stderr
 
 
 def test_static_whole_model(tmp_path):
@@ -94,13 +108,13 @@ def test_simulated_devices_take_every_op():
 def test_auto_lowering_per_device():
     model, _, _ = make_model(Case("auto", direction="bidirectional"))
     cpu = ovrnn.convert_model(model, lowering="auto", device="CPU")
-    assert cpu.notes[-1] == "--lowering auto: CPU takes every op of the RNNCell chain (query_model); chose 'cell'"
+    assert cpu.notes[-1] == "lowering=auto: CPU takes every op of the RNNCell chain (query_model); chose 'cell'"
     assert layer_counts(cpu.xml)["RNNCell"] == 8
     if "NPU" not in ov.Core().available_devices:
         npu = ovrnn.convert_model(model, lowering="auto", device="NPU")
-        assert npu.notes[-1].startswith("--lowering auto: NPU is not on this machine") and npu.notes[-1].endswith("chose 'matmul' from what its plugin is known to import")
+        assert npu.notes[-1].startswith("lowering=auto: NPU is not on this machine") and npu.notes[-1].endswith("chose 'matmul' from what its plugin is known to import")
         assert layer_counts(npu.xml)["RNNCell"] == 0
-    with pytest.raises(UsageError, match="--lowering auto needs --device"):
+    with pytest.raises(UsageError, match="lowering=auto needs device"):
         ovrnn.convert_model(model, lowering="auto")
 
 
@@ -150,7 +164,7 @@ def test_ovms_repository_layout(tmp_path):
     path = tmp_path / "rnn.onnx"
     onnx.save(model, path)
     repo = tmp_path / "models"
-    proc = ovrnn_cli("convert", path, "--ovms-repo", repo, "--model-name", "rnn_chain", "--version", "2")
+    proc = ovrnn_cli("convert", path, "--ovms-repo", repo, "--model-name", "rnn_chain", "--model-version", "2")
     assert proc.returncode == 0, proc.stderr
     assert (repo / "rnn_chain" / "2" / "model.xml").is_file() and (repo / "rnn_chain" / "2" / "model.bin").is_file()
     assert json.loads((repo / "config.json").read_text()) == {"model_config_list": [{"config": {"name": "rnn_chain", "base_path": "rnn_chain"}}]}
@@ -167,9 +181,13 @@ def test_ovms_repository_layout(tmp_path):
     "args, message",
     [
         (["--ovms-repo", "R", "--model-name", "a/b"], "--model-name: expected a plain name (no '/'), got 'a/b'"),
-        (["--ovms-repo", "R", "--model-name", "m", "--version", "0"], "--version: expected a positive integer, got 0"),
+        (["--ovms-repo", "R", "--model-name", "m", "--model-version", "0"], "ovrnn convert: argument --model-version: expected a positive integer, got 0 (see ovrnn convert --help)"),
+        (["--ovms-repo", "R", "--model-name", "m", "--version", "2"],
+         "ovrnn convert: unrecognized arguments: --version 2; the OVMS model version is --model-version (ovrnn --version prints ovrnn's own) (see ovrnn convert --help)"),
+        (["-o", "R", "--model-name", "m"], "ovrnn convert: --model-name names the model in an OVMS repository; add --ovms-repo DIR instead of -o"),
+        (["-o", "R", "--model-version", "3"], "ovrnn convert: --model-version names the model in an OVMS repository; add --ovms-repo DIR instead of -o"),
+        (["-o", "R", "--ovms-repo", "R", "--model-name", "m"], "ovrnn convert: give either -o OUT.xml or --ovms-repo DIR --model-name NAME, not both"),
         (["--ovms-repo", "R"], "ovrnn convert: --ovms-repo needs --model-name"),
-        ([], "ovrnn convert: give either -o OUT.xml or --ovms-repo DIR --model-name NAME"),
     ],
 )
 def test_ovms_errors(tmp_path, args, message):

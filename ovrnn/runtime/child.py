@@ -52,7 +52,8 @@ def command(argv: list[str]) -> list[str]:
     return [sys.executable, "-I", "-c", _BOOT, json.dumps(module_path()), *argv]
 
 
-def run(argv: list[str]) -> Finished:
+def run(argv: list[str], env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> Finished:
+    """`env`: more environment variables for the child; `pass_fds`: file descriptors it inherits."""
     received: list[int] = []
     proc: subprocess.Popen | None = None
 
@@ -64,7 +65,7 @@ def run(argv: list[str]) -> Finished:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, forward) for s in TERMINATING} if main_thread else {}
     try:
-        proc = subprocess.Popen(command(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, CHILD_ENV: "1"})
+        proc = subprocess.Popen(command(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {}), CHILD_ENV: "1"}, pass_fds=pass_fds)
         if received:  # arrived while the child was being started
             proc.send_signal(received[0])
         deadline = None

@@ -7,9 +7,11 @@ compiler has no importer for RNNCell or RNNSequence; CPU and GPU take RNNCell.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Callable
 
-from ..errors import UsageError
+from ..errors import UsageError, flag
 
 NO_RNNCELL = ("NPU",)  # plugins known to lack RNNCell (see the README's device table)
 
@@ -25,20 +27,44 @@ NPU_IR_TYPES = frozenset({
 })
 
 
+# Every device name an OpenVINO release knows, real and virtual; anything else is a typo.
+KNOWN_DEVICES = ("CPU", "GPU", "NPU", "AUTO", "HETERO", "MULTI", "BATCH")
+_PART = re.compile(r"^([A-Za-z]+)((?:\.\d+)?(?:\(\d+\))?)$")
+
+
+def canonical_device(device: str) -> str:
+    """Device names as OpenVINO spells them (``cpu`` -> ``CPU``, ``hetero:gpu.1,cpu`` ->
+    ``HETERO:GPU.1,CPU``); an unknown name is a usage error with the nearest known one."""
+    text = str(device).strip()
+    base, sep, rest = text.partition(":")
+    parts = [base] + ([p.strip() for p in rest.split(",")] if sep else [])
+    fixed = []
+    for part in parts:
+        m = _PART.match(part)
+        name = m.group(1).upper() if m else part
+        if name not in KNOWN_DEVICES:
+            guess = difflib.get_close_matches(name.upper(), KNOWN_DEVICES, n=1, cutoff=0.5)
+            hint = f"; did you mean {guess[0]}?" if guess else ""
+            raise UsageError(f"{flag('device')} '{device}': unknown device '{part}' (OpenVINO devices: {', '.join(KNOWN_DEVICES)}, with .N for one of several{hint})")
+        fixed.append(name + m.group(2))
+    return fixed[0] + (":" + ",".join(fixed[1:]) if sep else "")
+
+
 def choose_cells(build: Callable[[str], object], device: str | None) -> tuple[str, str]:
     """(cells, note) for `device`; `build(cells)` converts the model with that lowering."""
     if not device:
-        raise UsageError("--lowering auto needs --device (the device the IR is for, e.g. CPU, GPU, NPU)")
+        raise UsageError(f"{flag('lowering', 'auto')} needs {flag('device')} (the device the IR is for, e.g. CPU, GPU, NPU)")
     from . import engine as runtime
 
+    device = canonical_device(device)
     available = runtime.available_devices()
     names = runtime.device_names(device)
     if not all(runtime.is_available(n, available) for n in names):
         cells = "matmul" if any(n.split(".")[0] in NO_RNNCELL for n in names) else "cell"
-        return cells, f"--lowering auto: {device} is not on this machine (available: {', '.join(available)}); chose '{cells}' from what its plugin is known to import"
+        return cells, f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose '{cells}' from what its plugin is known to import"
     model = runtime.read_model(build("cell"))
     supported = runtime.core().query_model(model, device)
     missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
     if missing:
-        return "matmul", f"--lowering auto: {device} does not take {', '.join(missing)} (query_model); chose 'matmul'"
-    return "cell", f"--lowering auto: {device} takes every op of the RNNCell chain (query_model); chose 'cell'"
+        return "matmul", f"{flag('lowering', 'auto')}: {device} does not take {', '.join(missing)} (query_model); chose 'matmul'"
+    return "cell", f"{flag('lowering', 'auto')}: {device} takes every op of the RNNCell chain (query_model); chose 'cell'"

@@ -17,7 +17,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from ..errors import DeviceError, IRFormatError, UsageError
+from ..errors import DeviceError, IRFormatError, UsageError, flag
 
 VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 DEFAULT_PRECISION = "f32"
@@ -68,7 +68,21 @@ def check_device(device: str) -> None:
             raise DeviceError(f"device '{name}' is not available on this machine (available: {', '.join(available) or 'none'})")
 
 
+PRECISIONS = ("f32", "f16", "bf16", "default")
+_PRECISION_ALIASES = {"fp32": "f32", "float32": "f32", "fp16": "f16", "float16": "f16", "bfloat16": "bf16"}
+
+
+def check_precision(precision: str | None) -> None:
+    """An inference precision the user can give: a usage error, not a compile failure, when wrong."""
+    if precision is None or precision in PRECISIONS:
+        return
+    guess = _PRECISION_ALIASES.get(str(precision).lower())
+    hint = f"; did you mean {guess}?" if guess else ""
+    raise UsageError(f"{flag('precision')}: expected {', '.join(PRECISIONS[:-1])} or default, got '{precision}'{hint}")
+
+
 def compile_config(precision: str | None, cache_dir: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    check_precision(precision)
     config = {}
     if precision and precision != "default":
         config["INFERENCE_PRECISION_HINT"] = precision
@@ -110,11 +124,14 @@ class Compiled:
         return Counter(op.get_rt_info()["layerType"].astype(str) for op in runtime.get_ordered_ops())
 
 
-def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> Compiled:
+def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> Compiled:
+    """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"}."""
     from ..progress import stage
+    from .devices import canonical_device
 
+    device = canonical_device(device)  # cpu -> CPU; a typo is a usage error with a suggestion
     check_device(device)
-    config = compile_config(precision, cache_dir)
+    config = {**compile_config(precision, cache_dir), **(properties or {})}
     try:
         with stage(f"compiling for {device}"):
             compiled = core().compile_model(model, device, config)
@@ -244,8 +261,8 @@ class Runner:
     copy (share_inputs). The outputs returned are copies, safe to keep across calls.
     """
 
-    def __init__(self, ir, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> None:
-        self._setup(compile_ir(read_model(ir), device, precision, cache_dir))
+    def __init__(self, ir, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> None:
+        self._setup(compile_ir(read_model(ir), device, precision, cache_dir, properties))
 
     @classmethod
     def from_compiled(cls, c: Compiled) -> Runner:
@@ -268,6 +285,45 @@ class Runner:
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         c = self.compiled
+        feeds = self.feeds(inputs)
+        try:
+            self.request.infer(feeds, share_inputs=True)
+        except RuntimeError as exc:
+            raise DeviceError(f"inference on {c.device} failed: {ov_message(exc)}") from None
+        return {name: to_numpy(self.request.get_tensor(port)) for name, port in self.outputs}
+
+    def throughput(self, inputs: dict[str, np.ndarray], runs: int, on_done=None) -> tuple[float, int]:
+        """(inferences per second, infer requests) for `runs` inferences kept in flight on the
+        device's optimal number of requests, as benchmark_app measures throughput."""
+        import time
+
+        c = self.compiled
+        feeds = self.feeds(inputs)
+        try:
+            jobs = int(c.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        except RuntimeError:
+            jobs = 1
+        queue = ov().AsyncInferQueue(c.compiled, max(jobs, 1))
+        done = [0]
+
+        def finished(_request, _userdata) -> None:
+            done[0] += 1
+
+        queue.set_callback(finished)
+        start = time.perf_counter()
+        try:
+            for _ in range(runs):
+                queue.start_async(feeds, share_inputs=True)
+                if on_done is not None:
+                    on_done(done[0])
+            queue.wait_all()
+        except RuntimeError as exc:
+            raise DeviceError(f"inference on {c.device} failed: {ov_message(exc)}") from None
+        return runs / (time.perf_counter() - start), max(jobs, 1)
+
+    def feeds(self, inputs: dict[str, np.ndarray]) -> dict[int, object]:
+        """Checked inputs by port index: numpy arrays that can be shared, else ov.Tensors."""
+        c = self.compiled
         if c.length_limits:
             check_lengths(inputs, c.length_limits)
         if len(inputs) != len(self.ports) or any(n not in self.by_name for n in inputs):
@@ -282,11 +338,7 @@ class Runner:
                 feeds[position] = make_tensor(self.ports[position], value, name)
         if len(feeds) != len(self.ports):
             self._explain(inputs)
-        try:
-            self.request.infer(feeds, share_inputs=True)
-        except RuntimeError as exc:
-            raise DeviceError(f"inference on {c.device} failed: {ov_message(exc)}") from None
-        return {name: to_numpy(self.request.get_tensor(port)) for name, port in self.outputs}
+        return feeds
 
     def _explain(self, inputs: dict[str, np.ndarray]):
         """The one-line error for inputs that do not match the model's."""

@@ -26,7 +26,7 @@ import onnx
 from .. import __version__
 from ..lower import ops
 from ..dtypes import BY_IR
-from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError
+from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.model import IR, RnnSummary
 from ..lower.layer_graph import LayerGraph
 from ..spec.limits import check_steps
@@ -82,7 +82,7 @@ def convert_whole_model(
     _check_chain_kept(model, extension.labels)
     if options.static and model.is_dynamic():
         dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
-        raise UsageError(f"--static: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with --input")
+        raise UsageError(f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with {flag('input')}")
     notes = list(extension.notes) + ([] if nodes else [NO_RNN_NOTE]) + ([steps_note] if steps_note else [])
     for summary in extension.summaries:
         for key, value in summary.rt_info().items():
@@ -253,13 +253,13 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError) -
     hit = sentinels.get(found[0]) if found else None
     if hit is None:
         dynamic = [f"{i.name}[{','.join(d.ir() if d.is_static else (d.symbol or '?') for d in i.shape)}]" for i in view.inputs if i.shape and not all(d.is_static for d in i.shape)]
-        return UsageError(f"{target}: the number of time steps is dynamic; fix the dynamic input dims with --input (dynamic inputs: {', '.join(dynamic) or 'none'})")
+        return UsageError(f"{target}: the number of time steps is dynamic; fix the dynamic input dims with {flag('input')} (dynamic inputs: {', '.join(dynamic) or 'none'})")
     name, axis, shape = hit
     suggestion = ",".join("T" if a == axis else d.ir() for a, d in enumerate(shape))
     return UsageError(
         f"{target}: the number of time steps comes from dim {axis} of input '{name}', which is dynamic "
         f"({shape[axis].describe()}), and the RNNCell chain needs a fixed number of steps; "
-        f"fix it with --input \"{name}[{suggestion}]\" (T = number of time steps)"
+        f"fix it with {flag('input', quoted(f'{name}[{suggestion}]'))} (T = number of time steps)"
     )
 
 

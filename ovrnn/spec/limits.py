@@ -7,7 +7,7 @@ cost grows faster than linearly, so some 8000 cells take over half a minute and 
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..errors import UsageError, flag
 
 NOTE_ABOVE = 2048  # unrolled steps (time steps x directions, over all RNN nodes)
 DEFAULT_MAX_STEPS = 8192
@@ -19,9 +19,9 @@ def check_steps(total: int, nodes: int, max_steps: int | None) -> str | None:
     where = f"{total} steps (time steps x directions, over {nodes} RNN node{'s' if nodes != 1 else ''})"
     if limit and total > limit:
         raise UsageError(
-            f"the model unrolls to {where}, more than --max-steps {limit}: compiling that many cells takes "
-            "OpenVINO minutes; raise --max-steps to convert anyway (0 = no limit), or fix a shorter sequence with --input"
+            f"the model unrolls to {where}, more than {flag('max-steps', limit)}: compiling that many cells takes "
+            f"OpenVINO minutes; raise {flag('max-steps')} to convert anyway (0 = no limit), or fix a shorter sequence with {flag('input')}"
         )
     if total > NOTE_ABOVE:
-        return f"the model unrolls to {where}: OpenVINO will take a while to compile it (tens of seconds on CPU); --cache-dir makes later compiles faster"
+        return f"the model unrolls to {where}: OpenVINO will take a while to compile it (tens of seconds on CPU); {flag('cache-dir')} makes later compiles faster"
     return None

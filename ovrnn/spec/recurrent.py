@@ -30,7 +30,7 @@ import onnx.defs
 
 from . import activations as acts
 from ..dtypes import BY_ONNX, ElementType, onnx_type_name
-from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError
+from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..onnx.read import TensorInfo
 from ..shapes import Dim, Shape, shape_text
 
@@ -230,6 +230,14 @@ class Normaliser:
                 self.notes.append(f"{self.who}: activation '{name}' read as '{kind.name}'")
             kinds.append(kind)
         want = len(slots) * num_directions
+        if num_directions == 1 and len(slots) == 1 and len(kinds) == 2:
+            # spox writes RNN's schema default ["Tanh", "Tanh"] on forward nodes; onnxruntime and
+            # OpenVINO use the first entry, so ovrnn does too, and says so.
+            self.notes.append(
+                f"{self.who}: attribute 'activations' has 2 entries ({', '.join(names)}) for one direction; "
+                f"used the first ({kinds[0].name}) as onnxruntime and OpenVINO do, and ignored '{names[1]}'"
+            )
+            kinds = kinds[:1]
         if len(kinds) != want and not (num_directions == 2 and len(kinds) == len(slots)):
             per = f" ({', '.join(slots)} per direction)" if len(slots) > 1 else ""
             raise self.fail(f"attribute 'activations': expected {want} activation(s) for {num_directions} direction(s){per}, got {len(kinds)} ({', '.join(names)})")
@@ -297,13 +305,13 @@ def normalise(family: OpFamily, node: onnx.NodeProto, index: int, opset: int, lo
     if not H.is_static:
         raise n.fail("cannot tell hidden_size: no 'hidden_size' attribute and W/R/B have dynamic shapes")
     if not I.is_static:
-        raise UsageError(f"{n.who}: input_size of X '{x_name}' (its last dim) is dynamic and W's shape does not fix it; fix it with --input")
+        raise UsageError(f"{n.who}: input_size of X '{x_name}' (its last dim) is dynamic and W's shape does not fix it; fix it with {flag('input')}")
     if not T.is_static:
         t_axis = 1 if layout else 0
         suggestion = _suggest(infos[0].shape, t_axis, layout)
         raise DynamicStepsError(
             f"{n.who}: the sequence length (dim {t_axis} of X '{x_name}') is dynamic ({T.describe()}), "
-            f"and the {family.cell} chain needs a fixed number of steps; fix it with --input \"{x_name}[{suggestion}]\" (T = number of time steps)",
+            f"and the {family.cell} chain needs a fixed number of steps; fix it with {flag('input', quoted(f'{x_name}[{suggestion}]'))} (T = number of time steps)",
             n.who,
             x_name,
             t_axis,
@@ -399,7 +407,8 @@ def _unify_dims(n: Normaliser, infos: list[TensorInfo | None], num_dir: int, lay
         role_list = roles[name]
         if info.shape is None:
             if name == "X":
-                raise UsageError(f"{n.who}: input X '{info.name}' has no declared shape; give one with --input \"{info.name}[{','.join(role_list)}]\" (numbers or ?)")
+                example = quoted(f"{info.name}[{','.join(role_list)}]")
+                raise UsageError(f"{n.who}: input X '{info.name}' has no declared shape; give one with {flag('input', example)} (numbers or ?)")
             continue
         if len(info.shape) != len(role_list):
             raise n.fail(f"input {name} '{info.name}': expected rank {len(role_list)} [{', '.join(role_list)}], got rank {len(info.shape)} {shape_text(info.shape)}")

@@ -25,6 +25,7 @@ from ..runtime import engine as runtime
 from . import report as report_module
 from ..convert import InputShapes, convert_model
 from ..dtypes import from_numpy
+from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
 from ..onnx.read import ModelSource, load_model
 
@@ -118,8 +119,14 @@ def validate(
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
     With `report_dir`, also write the report files (report.py) there."""
-    if report_dir is not None:
-        report_module.require_plotting()
+    from ..convert import check_count
+    from ..runtime.devices import canonical_device
+
+    device = canonical_device(device)
+    runtime.check_precision(precision)
+    check_count("seed", seed, "a seed >= 0")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise UsageError(f"{flag('batch')}: expected a positive batch size, got {batch}")
     proto = load_model(model)
     ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps)
     ov_model = runtime.read_model(ir)
@@ -134,7 +141,7 @@ def validate(
     floor = "f16" if compress_to_fp16 else None
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
     comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floor) for name in want]
-    ort_status, ort_out = run_onnxruntime(proto, feeds) if use_onnxruntime else ("not asked for (--no-onnxruntime)", None)
+    ort_status, ort_out = run_onnxruntime(proto, feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
     deviation = ort_known_deviation(proto)
     for name, value in (ort_out or {}).items():
         c = compare(name, got[name], value, "onnxruntime", compiled.precision, floor)
@@ -169,7 +176,7 @@ def validate(
         for asked in report_precisions:
             c = runtime.compile_ir(ov_model, device, asked, cache_dir)
             if c.precision != asked:
-                result.notes.append(f"--report-precisions {asked}: {device} ran at {c.precision} instead")
+                result.notes.append(f"{flag('report-precisions', asked)}: {device} ran at {c.precision} instead")
             if c.precision not in steps:
                 steps[c.precision] = report_module.per_step_errors(runtime.infer(c, feeds), want, time_axes)
         report_module.write_report(report_dir, result, feeds, got, want, steps, _rerun_command(result, input))

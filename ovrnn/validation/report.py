@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UsageError
 from ..fileio import write_atomic
 from ..hygiene import private_matplotlib_config
 
@@ -24,12 +23,16 @@ PLOT = "error_per_step.png"
 REPORT_FILES = ("report.json", "report.md", "inputs.npz", "reference.npz", "outputs.npz", PLOT)
 
 
-def require_plotting() -> None:
+NO_MATPLOTLIB = f"matplotlib is not installed, so {PLOT} was not drawn (pip install 'ovrnn[report]'); the per-step errors are in report.json"
+
+
+def can_plot() -> bool:
     private_matplotlib_config()  # its font cache would otherwise go under ~/.cache
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UsageError("--report draws its plot with matplotlib, which is not installed: pip install 'ovrnn[report]'") from None
+        return False
+    return True
 
 
 def per_step_errors(got: dict[str, np.ndarray], want: dict[str, np.ndarray], time_axes: dict[str, int]) -> dict[str, list[float]]:
@@ -44,6 +47,9 @@ def per_step_errors(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tim
 
 def write_report(folder: str | Path, report, feeds, got, want, steps_by_precision: dict[str, dict[str, list[float]]], rerun: str) -> list[Path]:
     folder = Path(folder)
+    plot = any(steps_by_precision.values()) and can_plot()
+    if any(steps_by_precision.values()) and not plot and NO_MATPLOTLIB not in report.notes:
+        report.notes.append(NO_MATPLOTLIB)
     data = report.to_dict()
     data["per_step_error"] = steps_by_precision
     data["reproduce"] = {"command": rerun, "seed": report.seed, "batch": report.batch, "inputs": "inputs.npz", "reference": "reference.npz", "outputs": "outputs.npz"}
@@ -54,7 +60,7 @@ def write_report(folder: str | Path, report, feeds, got, want, steps_by_precisio
         folder / "reference.npz": npz_bytes(want),
         folder / "outputs.npz": npz_bytes(got),
     }
-    if any(steps_by_precision.values()):
+    if plot:
         files[folder / PLOT] = _plot(steps_by_precision, report)
     write_atomic(files)
     return sorted(files)
@@ -96,6 +102,7 @@ def _plot(steps_by_precision, report) -> bytes:
 
 
 def _markdown(report, steps_by_precision, rerun: str) -> str:
+    plotted = can_plot()
     lines = [
         f"# ovrnn validation: {'PASS' if report.passed else 'FAIL'}",
         "",
@@ -112,7 +119,7 @@ def _markdown(report, steps_by_precision, rerun: str) -> str:
         verdict = ("PASS" if c.passed else "FAIL") if c.counted else "not counted"
         lines.append(f"| {c.output} | {c.oracle} | {c.max_abs:.2e} | {c.max_rel:.2e} | {c.atol:.0e} + {c.rtol:.0e}·\\|ref\\| | {verdict} |")
     if any(steps_by_precision.values()):
-        lines += ["", f"![error per time step]({PLOT})", ""]
+        lines += ["", f"![error per time step]({PLOT})" if plotted else "(no plot: matplotlib is not installed)", ""]
         for precision, outputs in steps_by_precision.items():
             for name, errors in outputs.items():
                 worst = int(np.argmax(errors))
