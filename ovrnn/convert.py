@@ -31,7 +31,7 @@ from .lower.rnn import CELL_MODES, LoweringOptions, lower_rnn
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_text
-from .spec.rnn import RnnSpec, normalise_rnn, unique_label
+from .spec.rnn import INPUT_NAMES, RnnSpec, normalise_rnn, unique_label
 from .runtime.whole_model import convert_whole_model, needs_frontend, rnn_nodes
 
 # ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
@@ -81,6 +81,8 @@ def convert_model(
     if static:
         _check_static(view)
     whole = needs_frontend(view.model.graph)
+    if whole:  # the lone-RNN path names such a tensor in the spec check, by the RNN input's role
+        _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
@@ -102,6 +104,19 @@ def convert_model(
     cells, note = choose_cells(build, device)
     ir = build(cells)
     return IR(ir.xml, ir.bin, ir.notes + (note,), ir.rnns, tuple(files))
+
+
+def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
+    """A node input that no graph input, initializer or node provides (paddle2onnx writes such
+    files) is an invalid model, named here rather than deep inside OpenVINO's frontend."""
+    known = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output if o}
+    for node in graph.node:
+        for slot, name in enumerate(node.input):
+            if name and name not in known:
+                role = f"'{INPUT_NAMES[slot]}'" if node.op_type == "RNN" and slot < len(INPUT_NAMES) else str(slot)
+                raise InvalidModelError(
+                    f"{node.op_type} node '{node.name or node.output[0]}': input {role} is tensor '{name}', which no graph input, initializer or node provides"
+                )
 
 
 def check_count(name: str, value: object, expected: str) -> None:

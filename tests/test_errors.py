@@ -79,8 +79,6 @@ BAD = [
      f"{NODE}: attribute 'layout' is not an attribute of RNN-7 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size)"),
     ("negative-clip", lambda: _mutated(lambda m: _set_attr(m, "clip", -1.0)), None, InvalidModelError,
      f"{NODE}: attribute 'clip': expected a threshold >= 0, got -1"),
-    ("two-activations-forward", lambda: _mutated(lambda m: _set_attr(m, "activations", ["Tanh", "Relu"])), None, InvalidModelError,
-     f"{NODE}: attribute 'activations': expected 1 activation(s) for 1 direction(s), got 2 (Tanh, Relu)"),
     ("three-activations-bidir", lambda: _mutated(lambda m: _set_attr(m, "activations", ["Tanh", "Relu", "Tanh"]), direction="bidirectional"), None, InvalidModelError,
      f"{NODE}: attribute 'activations': expected 2 activation(s) for 2 direction(s), got 3 (Tanh, Relu, Tanh)"),
     ("lens-too-long", lambda: _mutated(lambda m: None, lens=(5, 2), lens_const=True), None, InvalidModelError,

@@ -17,7 +17,7 @@ def test_inspect_our_chain(tmp_path):
     assert report.layer_counts["RNNCell"] == 6
     assert report.bin_size == len(ir.bin)
     assert [(c.rnn, c.direction, c.lowering, c.steps, c.activation, c.hidden_size, c.clip) for c in report.chains] == [
-        ("rnn", "fwd", "cell", 6, "tanh", 5, "1.5"),
+        ("rnn", "fwd", "cell", 6, "Tanh", 5, "1.5"),
         ("rnn", "rev", "explicit", 6, "HardSigmoid(alpha=0.2, beta=0.5)", 5, "1.5"),
     ]
     assert report.chains[0].weights_shared_by == 6

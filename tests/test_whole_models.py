@@ -82,7 +82,7 @@ def test_dynamic_steps_error_names_the_graph_input():
         ovrnn.convert_model(path)
     assert str(info.value) == (
         "RNN node '/rnn/RNN': the number of time steps comes from dim 1 of input 'x', which is dynamic ('seq'), "
-        "and the RNNCell chain needs a fixed number of steps; fix it with --input \"x[?,T,6]\" (T = number of time steps)"
+        "and the RNNCell chain needs a fixed number of steps; fix it with input=\"x[?,T,6]\" (T = number of time steps)"
     )
 
 
@@ -94,7 +94,7 @@ def test_inspect_lists_each_rnn_node(tmp_path):
     text = ovrnn_cli("inspect", xml).stdout
     for node in ("/rnn/RNN", "/rnn/RNN_1"):
         for d in ("fwd", "rev"):
-            assert f"  {node} {d}: 9 steps, relu, RNNCell, hidden 12, W shared by 9 cells" in text
+            assert f"  {node} {d}: 9 steps, Relu, RNNCell, hidden 12, W shared by 9 cells" in text
 
 
 def test_validate_whole_model_uses_onnxruntime(tmp_path):

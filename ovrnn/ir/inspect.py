@@ -113,11 +113,11 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
     bin_path = xml_path.with_suffix(".bin")
     ranges = {(d.get("offset"), d.get("size")) for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None}
     ovrnn = _rt_info(root)
-    chains = _cell_chains(graph) + _explicit_chains(layers)
+    chains = sorted(_cell_chains(graph) + _explicit_chains(layers), key=lambda c: (c.rnn, c.direction))
     for c in chains:
         info = ovrnn.get(c.rnn, {})
-        if c.lowering == "explicit" and isinstance(info, dict):
-            c.hidden_size = int(info.get("hidden_size", 0)) or None
+        if isinstance(info, dict) and info:  # ours: the spec's own names and parameters, e.g. LeakyRelu(alpha=0.3)
+            c.hidden_size = int(info.get("hidden_size", 0)) or c.hidden_size
             c.clip = "" if info.get("clip", "none") == "none" else info["clip"]
             c.activation = info.get(c.direction, c.activation).rsplit(" ", 1)[0]
     return InspectReport(
@@ -253,12 +253,23 @@ def _explicit_chains(layers: dict[str, etree._Element]) -> list[Chain]:
 
 
 def _rt_info(root) -> dict:
+    """The `ovrnn` rt_info section, in either spelling: ovrnn's emitter writes
+    <info name="ovrnn"><info name="k" value="v"/>, OpenVINO's serializer (whole models)
+    <ovrnn><k value="v"/><info name="label">...."""
+
     def walk(el) -> dict:
         out = {}
-        for info in el.findall("info"):
-            out[info.get("name")] = walk(info) if info.get("value") is None else info.get("value")
+        for child in el:
+            if not isinstance(child.tag, str):
+                continue  # comments
+            key = child.get("name") if child.tag == "info" else child.tag
+            out[key] = walk(child) if child.get("value") is None else child.get("value")
         return out
 
     rt = root.find("rt_info")
-    section = rt.find("info[@name='ovrnn']") if rt is not None else None
+    if rt is None:
+        return {}
+    section = rt.find("info[@name='ovrnn']")
+    if section is None:
+        section = rt.find("ovrnn")
     return walk(section) if section is not None else {}

@@ -31,6 +31,7 @@ from ..ir.model import IR, RnnSummary
 from ..lower.layer_graph import LayerGraph
 from ..spec.limits import check_steps
 from ..lower.rnn import LoweringOptions, lower_rnn
+from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
 from .realize import realize
 from .engine import ov, ov_message
@@ -59,7 +60,8 @@ def convert_whole_model(
     extension = _RnnExtension(view, nodes, replace(options, compress_to_fp16=False))  # the serializer compresses
     fe = FrontEndManager().load_by_framework("onnx")
     fe.add_extension(ConversionExtension("RNN", extension))
-    with _model_file(view.model, source) as path:
+    folded_model, folded = fold_constants(_with_input_shapes(view))
+    with _model_file(folded_model, source if not folded else None) as path:
         input_model = fe.load(str(path))
         for info in view.inputs:
             if shapes.get(info.name) is not None:
@@ -181,6 +183,36 @@ def partial_shape(shape: Shape):
 
 
 # --- around the conversion ----------------------------------------------------------------------
+
+
+def _with_input_shapes(view: GraphView) -> onnx.ModelProto:
+    """The model with the graph inputs' static dims (--input included) written into it, so that
+    onnx's shape inference, and the folding that follows it, knows them."""
+    declared = {i.name: i.shape for i in view.inputs}
+    changes = {}
+    for vi in view.model.graph.input:
+        shape = declared.get(vi.name)
+        if shape is None or not vi.type.HasField("tensor_type"):
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) != len(shape) or any(d.is_static and not (old.HasField("dim_value") and old.dim_value == d.lo) for d, old in zip(shape, dims)):
+            changes[vi.name] = shape
+    if not changes:
+        return view.model
+    model = onnx.ModelProto()
+    model.CopyFrom(view.model)
+    for vi in model.graph.input:
+        if vi.name in changes:
+            shape = changes[vi.name]
+            del vi.type.tensor_type.shape.dim[:]
+            for d in shape:
+                dim = vi.type.tensor_type.shape.dim.add()
+                if d.is_static:
+                    dim.dim_value = d.lo
+                elif d.symbol:
+                    dim.dim_param = d.symbol
+    return model
+
 
 
 @contextmanager

@@ -134,7 +134,7 @@ def validate(
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
     compile_seconds = time.perf_counter() - t0
     batch = batch or DEFAULT_BATCH
-    feeds = random_inputs(compiled, ir, seed, batch)
+    feeds = random_inputs(compiled, ir, seed, batch, {i.name for i in proto.graph.input})
     got = runtime.infer(compiled, feeds)
     want = reference.run_model(proto, feeds)
     # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
@@ -199,7 +199,7 @@ def _model_label(source, proto) -> str:
 # --- inputs -------------------------------------------------------------------------------------
 
 
-def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int) -> dict[str, np.ndarray]:
+def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int, graph_inputs: set[str] | None = None) -> dict[str, np.ndarray]:
     """Seeded inputs for every IR input, already rounded to the input's element type.
 
     Dynamic dims (only batch dims are left dynamic) take `batch`. Weights given as inputs are
@@ -210,7 +210,8 @@ def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int) -> 
     roles = {name: (role, rnn) for rnn in ir.rnns for role, name in rnn.runtime_inputs}
     feeds = {}
     for port in compiled.compiled.inputs:
-        name = port.get_any_name()
+        # OpenVINO may merge tensor names (state * ones keeps both): feed the ONNX input's own
+        name = next((n for n in sorted(port.get_names()) if n in graph_inputs), port.get_any_name()) if graph_inputs else port.get_any_name()
         shape = [d.get_length() if d.is_static else batch for d in port.get_partial_shape()]
         role, rnn = roles.get(name, (None, None))
         etype = port.get_element_type()

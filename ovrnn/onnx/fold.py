@@ -1,0 +1,164 @@
+"""Fold what the input shapes decide, before anything is lowered: onnx's own machinery.
+
+Exporters compute shapes, lengths and weights in the graph. mx2onnx writes ``swapaxes`` as
+Shape/ScatterND/GatherND/Pad/Reshape in front of the RNN and ``sequence_lens`` as
+``Cast(Tile(seq_length, batch))``. With every graph input static, all of that is a constant, but
+neither OpenVINO's frontend (no shape propagation through GatherND/ScatterND, and its
+ConstantFolding does not evaluate GatherND) nor a lowering that reads X's shape can see it.
+
+    repeat until nothing changes:
+        onnx.shape_inference.infer_shapes(data_prop=True)   which tensors have a static shape
+        Shape/Size of a static tensor                       -> initializer
+        a node whose inputs are all constants               -> initializer, evaluated by onnx.reference
+
+Only values that cannot depend on a graph input's values are folded: a graph input's shape, never
+its data. Random ops, ops with subgraphs, non-ONNX domains and the recurrent ops themselves are left
+alone, and so is any result bigger than ``MAX_ELEMENTS`` (weights are folded later by OpenVINO's
+ConstantFolding, which evaluates the ops weights go through).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+MAX_ELEMENTS = 1 << 16  # shapes, lengths, small tensors
+_MAX_ROUNDS = 16
+_KEEP = {
+    "RNN", "GRU", "LSTM", "If", "Loop", "Scan", "SequenceMap",
+    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout",
+}
+_DOMAINS = ("", "ai.onnx")
+
+
+def fold_constants(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """(model with the foldable nodes replaced by initializers, names of the tensors folded).
+
+    The input model is not changed; when nothing folds it is returned as it is."""
+    folded_names: list[str] = []
+    current = None
+    for _ in range(_MAX_ROUNDS):
+        names = _fold_once(current or model, copy_first=current is None)
+        if not names:
+            break
+        current, names = names
+        folded_names += names
+    if current is None:
+        return model, []
+    if current.ir_version < 4:  # IR 3 lists every initializer among the inputs; ours are not
+        current.ir_version = 4
+    return current, folded_names
+
+
+def _fold_once(model: onnx.ModelProto, copy_first: bool) -> tuple[onnx.ModelProto, list[str]] | None:
+    graph = model.graph
+    shapes = _static_shapes(model)
+    consts = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in _DOMAINS and len(node.output) == 1:
+            consts.setdefault(node.output[0], None)  # value read on demand
+    keep_outputs = {o.name for o in graph.output}
+    opset = next((o.version for o in model.opset_import if o.domain in _DOMAINS), None)
+    new_initializers: list[onnx.TensorProto] = []
+    folded: set[int] = set()
+    for index, node in enumerate(graph.node):
+        if not _foldable(node) or any(o in keep_outputs for o in node.output):
+            continue
+        values = _evaluate(node, consts, shapes, graph, opset)
+        if values is None:
+            continue
+        folded.add(index)
+        for name, value in zip(node.output, values):
+            if name:
+                tensor = numpy_helper.from_array(np.asarray(value), name)
+                new_initializers.append(tensor)
+                consts[name] = tensor
+    if not folded:
+        return None
+    if copy_first:  # the caller's model stays as it was; later rounds edit this copy
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+    else:
+        out = model
+    kept_nodes = [n for i, n in enumerate(out.graph.node) if i not in folded]
+    del out.graph.node[:]
+    out.graph.node.extend(kept_nodes)
+    out.graph.initializer.extend(new_initializers)
+    names = [t.name for t in new_initializers]
+    stale = set(names)
+    kept = [vi for vi in out.graph.value_info if vi.name not in stale]
+    del out.graph.value_info[:]
+    out.graph.value_info.extend(kept)
+    return out, names
+
+
+def _foldable(node: onnx.NodeProto) -> bool:
+    if node.domain not in _DOMAINS or node.op_type in _KEEP or node.op_type == "Constant":
+        return False
+    return not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> static shape, from onnx's shape inference with data propagation."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - a model onnx cannot infer keeps only its declared shapes
+        inferred = model
+    shapes = {}
+    g = inferred.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        t = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            shapes[vi.name] = tuple(d.dim_value for d in t.shape.dim)
+    for init in g.initializer:
+        shapes[init.name] = tuple(init.dims)
+    return shapes
+
+
+def _constant_value(name: str, consts: dict, graph: onnx.GraphProto) -> np.ndarray | None:
+    tensor = consts.get(name)
+    if tensor is not None:
+        return numpy_helper.to_array(tensor)
+    if name not in consts:
+        return None
+    node = next(n for n in graph.node if n.op_type == "Constant" and n.output and n.output[0] == name)
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        return ReferenceEvaluator(node).run(None, {})[0]
+    except Exception:  # noqa: BLE001 - an odd Constant stays as it is
+        return None
+
+
+def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.GraphProto, opset: int | None) -> list[np.ndarray] | None:
+    if node.op_type in ("Shape", "Size") and node.input and node.input[0] in shapes:
+        shape = np.array(shapes[node.input[0]], dtype=np.int64)
+        if node.op_type == "Size":
+            return [np.array(int(np.prod(shape)), dtype=np.int64)]
+        attrs = {a.name: a.i for a in node.attribute}
+        return [shape[attrs.get("start", 0) : attrs.get("end", len(shape)) if "end" in attrs else None]]
+    names = [n for n in node.input if n]
+    if not names or any(n not in consts for n in names):
+        return None
+    feeds = {}
+    for n in names:
+        value = _constant_value(n, consts, graph)
+        if value is None:
+            return None
+        feeds[n] = value
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in feeds.items()]
+        outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output if o]
+        probe = helper.make_model(
+            helper.make_graph([node], "fold", inputs, outputs),
+            opset_imports=[helper.make_opsetid("", opset or onnx.defs.onnx_opset_version())],
+        )
+        values = ReferenceEvaluator(probe).run(None, feeds)
+    except Exception:  # noqa: BLE001 - an op onnx.reference cannot run is left to OpenVINO
+        return None
+    if any(np.asarray(v).size > MAX_ELEMENTS or np.asarray(v).dtype == object for v in values):
+        return None
+    return list(values)
