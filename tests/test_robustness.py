@@ -235,12 +235,12 @@ def test_step_limit_refuses_with_a_way_out():
     with pytest.raises(ovrnn.UsageError) as info:
         ovrnn.convert_model(model)
     assert str(info.value) == (
-        "the model unrolls to 8400 steps (time steps x directions, over 1 RNN node), more than --max-steps 8192: compiling that many "
-        "cells takes OpenVINO minutes; raise --max-steps to convert anyway (0 = no limit), or fix a shorter sequence with --input"
+        "the model unrolls to 8400 steps (time steps x directions, over 1 RNN node), more than max_steps=8192: compiling that many "
+        "cells takes OpenVINO minutes; raise max_steps to convert anyway (0 = no limit), or fix a shorter sequence with input"
     )
     assert layer_counts(ovrnn.convert_model(model, max_steps=0).xml)["RNNCell"] == 8400
     note = ovrnn.convert_model(make_model(Case("steps", T=1500, direction="bidirectional", hidden=4, input_size=2))[0]).notes
-    assert note == ("the model unrolls to 3000 steps (time steps x directions, over 1 RNN node): OpenVINO will take a while to compile it (tens of seconds on CPU); --cache-dir makes later compiles faster",)
+    assert note == ("the model unrolls to 3000 steps (time steps x directions, over 1 RNN node): OpenVINO will take a while to compile it (tens of seconds on CPU); cache_dir makes later compiles faster",)
 
 
 def test_progress_only_on_a_terminal(monkeypatch, capsys):
