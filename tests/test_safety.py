@@ -185,7 +185,7 @@ def test_ovms_keeps_unknown_fields_and_other_models(tmp_path):
         "mediapipe_config_list": [{"name": "graph"}],
     }
     (repo / "config.json").write_text(json.dumps(config))
-    proc = ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--version", "2")
+    proc = ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--model-version", "2")
     assert proc.returncode == 0, proc.stderr
     assert json.loads((repo / "config.json").read_text()) == config
     assert sorted(os.listdir(repo / "m" / "2")) == ["model.bin", "model.xml"]
@@ -223,8 +223,8 @@ def test_ovms_refuses_to_replace_a_version_folder_with_foreign_files(tmp_path):
     _one_error_line(ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m"), "already holds files ovrnn did not write (notes.txt)")
     assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == ["m", "m/1", "m/1/notes.txt"]
     # a version folder ovrnn wrote is replaced whole
-    assert ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--version", "2").returncode == 0
-    assert ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--version", "2").returncode == 0
+    assert ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--model-version", "2").returncode == 0
+    assert ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--model-version", "2").returncode == 0
     assert sorted(os.listdir(repo / "m" / "2")) == ["model.bin", "model.xml"] and _leftovers(repo) == []
 
 

@@ -199,7 +199,7 @@ BAD = [
     ("gru-lens-too-long", lambda: _mutated(lambda m: None, "GRU", lens=(5, 2), lens_const=True), InvalidModelError,
      f"{G}: input sequence_lens 'sequence_lens': value 5 at batch index 0 is out of range, expected 0 <= length <= 4 (the sequence length)"),
     ("lstm-dynamic-seq", lambda: _mutated(lambda m: None, "LSTM", dyn_seq=True), UsageError,
-     f"{L}: the sequence length (dim 0 of X 'X') is dynamic ('seq'), and the LSTMCell chain needs a fixed number of steps; fix it with --input \"X[T,2,3]\" (T = number of time steps)"),
+     f"{L}: the sequence length (dim 0 of X 'X') is dynamic ('seq'), and the LSTMCell chain needs a fixed number of steps; fix it with input=\"X[T,2,3]\" (T = number of time steps)"),
     ("gru-X-integer", lambda: _mutated(lambda m: setattr(m.graph.input[0].type.tensor_type, "elem_type", TensorProto.INT32), "GRU"), InvalidModelError,
      f"{G}: input X 'X': expected element type float, float16, double or bfloat16, got int32"),
 ]
