@@ -104,7 +104,7 @@ def test_names_xml_cannot_hold_are_refused():
     model.graph.node[0].name = "bad\x01node"
     with pytest.raises(ovrnn.UnsupportedFeatureError) as info:
         ovrnn.convert_model(model)
-    assert str(info.value) == "name 'bad\\x01node/x/rows/shape' contains the character U+0001, which XML cannot hold; rename it"
+    assert str(info.value) == "name 'bad\\x01node/fwd/piece0/x_batch_major/order' contains the character U+0001, which XML cannot hold; rename it"
     model, _, _ = make_model(Case("ctrl2"))
     model.graph.output[0].name = model.graph.node[0].output[0] = "Y\x02"
     with pytest.raises(ovrnn.UnsupportedFeatureError, match="tensor name 'Y\\\\x02' contains the character U\\+0002"):

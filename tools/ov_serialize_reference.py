@@ -69,6 +69,12 @@ def serializer_layers() -> dict[str, tuple]:
         "Broadcast": o3.broadcast(c(0), i64([2, 4])),
         "Convert": o1.convert(cell, "f16"),
         "Transpose": o1.transpose(cell, i64([1, 0])),
+        "Squeeze": o1.squeeze(o1.unsqueeze(cell, i64([1])), i64([1])),
+        "Unsqueeze": o1.unsqueeze(cell, i64([1])),
+        "VariadicSplit": o1.variadic_split(x, i64(1), i64([4, 2])),
+        "StridedSlice": o1.strided_slice(cell, i64([0, 0]), i64([0, 0]), i64([1, -1]), [1, 1], [1, 1], [0, 0], [0, 0], [0, 0]),
+        "ReverseSequence": o1.reverse_sequence(cell, o1.constant(np.array([1, 2], dtype=np.int32)), 0, 1),
+        "Maximum": o1.maximum(cell, b),
         # openvino.opset4.range is Range-1; Range-4 (output_type) comes from the opset4 factory
         "Range": NodeFactory("opset4").create("Range", [o1.constant(np.int32(v)).output(0) for v in (0, 4, 1)], {"output_type": "i32"}),
     }

@@ -48,6 +48,7 @@ MAX_RENDER_NODES = 2000  # above this, dot can take minutes: write the DOT, do n
 RENDER_TIMEOUT = 120.0  # seconds
 
 _STEP = re.compile(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t(?P<t>\d+)/(?P<tail>.*)$")
+_PIECE = re.compile(r"^.*/(fwd|rev)/piece\d+/")  # a chain piece's own plumbing: drawn inside the chain
 _FLOAT_TYPES = {"f16", "f32", "f64", "bf16"}
 
 # Colours (fill, border) by kind of node.
@@ -275,6 +276,7 @@ class _Picture:
 
     def _assign_nodes(self) -> None:
         member_of = {i: c for c in self.chains for i in c.members}
+        member_of.update({i: c for c in self.chains for i in c.extra if _PIECE.match(self.layers[i].name)})
         for n, chain in enumerate(self.chains):
             chain.node = f"C{n}"
         same_bytes: dict[tuple, str] = {}  # Const layers over the same .bin bytes are one weight

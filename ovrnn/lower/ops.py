@@ -2,7 +2,8 @@
 
 Each factory infers its output type (so the XML carries `<dim>`s and precisions like OpenVINO's
 own serializer writes) and formats its attributes. Port order is the op spec's input order.
-Only ops present in opset1 (plus SoftPlus-4) are used, so IRs load on old releases.
+Only ops present in opset1 (plus SoftPlus-4, ShapeOf-3, Broadcast-3, Range-4, Gather-8) are used,
+so IRs load on old releases (OpenVINO 2024.6 and later).
 """
 
 from __future__ import annotations
@@ -143,6 +144,82 @@ def concat(g: LayerGraph, name: str, xs: list[Output], axis: int) -> Output:
     return g.add("Concat", name, xs, (TensorType(xs[0].etype, tuple(dims)),), {"axis": str(axis)}).out()
 
 
+def variadic_split(g: LayerGraph, name: str, x: Output, axis: int, lengths: list[int]) -> list[Output]:
+    """Parts of the given lengths along `axis` (VariadicSplit-1); Split-1 when they are equal."""
+    if len(lengths) == 1:
+        return [x]
+    if len(set(lengths)) == 1:
+        return split(g, name, x, axis, len(lengths))
+    axis_const, lengths_const = i64(g, f"{name}/axis", axis), i64(g, f"{name}/lengths", lengths)
+    types = []
+    for n in lengths:
+        dims = list(x.shape)
+        dims[axis] = Dim.of(n)
+        types.append(TensorType(x.etype, tuple(dims)))
+    return g.add("VariadicSplit", name, (x, axis_const, lengths_const), types).outputs
+
+
+def squeeze(g: LayerGraph, name: str, x: Output, axis: int, axes: Output | None = None) -> Output:
+    """Squeeze-1 of one axis; `axes` reuses an i64 [axis] Const instead of making one."""
+    dims = tuple(d for i, d in enumerate(x.shape) if i != axis)
+    axes = axes or i64(g, f"{name}/axis", [axis])
+    return g.add("Squeeze", name, (x, axes), (TensorType(x.etype, dims),)).out()
+
+
+def unsqueeze(g: LayerGraph, name: str, x: Output, axes: list[int], axes_const: Output | None = None) -> Output:
+    """Unsqueeze-1; `axes_const` reuses an i64 Const holding `axes` instead of making one."""
+    dims = list(x.shape)
+    for a in sorted(axes):
+        dims.insert(a, Dim.of(1))
+    axes_const = axes_const or i64(g, f"{name}/axes", axes)
+    return g.add("Unsqueeze", name, (x, axes_const), (TensorType(x.etype, tuple(dims)),)).out()
+
+
+def transpose(g: LayerGraph, name: str, x: Output, order: list[int]) -> Output:
+    dims = tuple(x.shape[i] for i in order)
+    return g.add("Transpose", name, (x, i64(g, f"{name}/order", order)), (TensorType(x.etype, dims),)).out()
+
+
+def reverse_axis(g: LayerGraph, name: str, x: Output, axis: int) -> Output:
+    """x[..., ::-1, ...] along `axis`: StridedSlice-1 with stride -1 over the whole axis (begin and
+    end masked; begin/end/stride only as long as `axis` + 1, the rest is taken whole), which the NPU
+    compiler also imports (Slice-8 it does not)."""
+    n = axis + 1
+    zeros = i64(g, f"{name}/begin", [0] * n)
+    ends = i64(g, f"{name}/end", [0] * n)
+    strides = i64(g, f"{name}/stride", [-1 if i == axis else 1 for i in range(n)])
+    ones, none = ", ".join(["1"] * n), ", ".join(["0"] * n)
+    attrs = {"begin_mask": ones, "end_mask": ones, "new_axis_mask": none, "shrink_axis_mask": none, "ellipsis_mask": none}
+    return g.add("StridedSlice", name, (x, zeros, ends, strides), (x.type,), attrs).out()
+
+
+def slice_axis(g: LayerGraph, name: str, x: Output, axis: int, start: int, stop: int) -> Output:
+    """x[..., start:stop, ...] along `axis` (StridedSlice-1; the other axes masked: taken whole)."""
+    rank = len(x.shape)
+    begin = i64(g, f"{name}/begin", [start if i == axis else 0 for i in range(rank)])
+    end = i64(g, f"{name}/end", [stop if i == axis else 0 for i in range(rank)])
+    strides = i64(g, f"{name}/stride", [1] * rank)
+    masks = ", ".join("0" if i == axis else "1" for i in range(rank))
+    none = ", ".join(["0"] * rank)
+    attrs = {"begin_mask": masks, "end_mask": masks, "new_axis_mask": none, "shrink_axis_mask": none, "ellipsis_mask": none}
+    dims = list(x.shape)
+    dims[axis] = Dim.of(stop - start)
+    return g.add("StridedSlice", name, (x, begin, end, strides), (TensorType(x.etype, tuple(dims)),), attrs).out()
+
+
+def reverse_sequence(g: LayerGraph, name: str, x: Output, lens: Output, batch_axis: int, seq_axis: int) -> Output:
+    """ReverseSequence-1: per batch entry b, reverse the first lens[b] items along seq_axis."""
+    attrs = {"batch_axis": str(batch_axis), "seq_axis": str(seq_axis)}
+    return g.add("ReverseSequence", name, (x, lens), (x.type,), attrs).out()
+
+
+def take(g: LayerGraph, name: str, x: Output, indices: Output, axis: int, batch_dims: int = 0) -> Output:
+    """Gather-8 with tensor indices: out shape = x[:axis] + indices[batch_dims:] + x[axis+1:]."""
+    dims = x.shape[:axis] + indices.shape[batch_dims:] + x.shape[axis + 1 :]
+    ax = i64(g, f"{name}/axis", axis)
+    return g.add("Gather", name, (x, indices, ax), (TensorType(x.etype, tuple(dims)),), {"batch_dims": str(batch_dims)}).out()
+
+
 def arange(g: LayerGraph, name: str, stop: int, etype: ElementType) -> Output:
     """Range-4 [0, 1, ..., stop-1]: computed in the graph, so the .bin does not grow with T."""
     scalars = [const(g, f"{name}/{k}", np.array(v), etype) for k, v in (("start", 0), ("stop", stop), ("step", 1))]
@@ -182,6 +259,10 @@ def multiply(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
 
 def divide(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
     return _binary(g, "Divide", name, a, b, extra={"m_pythondiv": "true"})
+
+
+def maximum(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
+    return _binary(g, "Maximum", name, a, b)
 
 
 def greater(g: LayerGraph, name: str, a: Output, b: Output) -> Output:

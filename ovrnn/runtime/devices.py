@@ -17,13 +17,14 @@ NO_RNNCELL = ("NPU",)  # plugins known to lack RNNCell (see the README's device 
 
 # IR layer types the NPU compiler imports, from its importer table (openvinotoolkit/npu_compiler,
 # src/vpux_compiler/src/frontend/IE.cpp, NGraphImporter::getParser, commit 0ccf9bf; Range is
-# there as opset4::Range): every type
+# there as opset4::Range; Gather as opset8::Gather, the rest as opset1): every type
 # `--lowering matmul --static` writes is in it. RNNCell and RNNSequence are not; ShapeOf only as
 # v0 (ovrnn writes ShapeOf-3, and only for dynamic shapes, which --static removes).
 NPU_IR_TYPES = frozenset({
     "Parameter", "Result", "Const", "Convert", "Reshape", "Split", "Concat", "MatMul", "Add", "Multiply",
     "Divide", "Abs", "ReLU", "Tanh", "Sigmoid", "Clamp", "Elu", "HardSigmoid", "PReLU", "SoftPlus",
-    "Select", "Greater", "GreaterEqual", "Range",
+    "Select", "Greater", "GreaterEqual", "Range", "Squeeze", "Unsqueeze", "Transpose", "VariadicSplit",
+    "StridedSlice", "ReverseSequence", "Gather", "Maximum",
 })
 
 

@@ -17,7 +17,8 @@ from ..ir.templates import template
 
 # op type in the IR -> op class name in OpenVINO's opset tables, where they differ
 _CLASS_NAMES = {"PReLU": "PRelu"}
-_INT = {"hidden_size", "num_splits", "axis", "batch_dims"}
+_INT = {"hidden_size", "num_splits", "axis", "batch_dims", "batch_axis", "seq_axis"}
+_INT_LIST = {"begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask", "ellipsis_mask"}
 _ELEMENT_TYPE = {"output_type"}
 _FLOAT = {"clip", "min", "max", "alpha"}
 _BOOL = {"special_zero", "transpose_a", "transpose_b", "m_pythondiv"}
@@ -28,6 +29,8 @@ _FLOAT_LIST = {"activations_alpha", "activations_beta"}
 def typed(key: str, text: str):
     if key in _INT:
         return int(text)
+    if key in _INT_LIST:
+        return [int(t) for t in text.split(",")]
     if key in _FLOAT:
         return float(text)
     if key in _BOOL:
