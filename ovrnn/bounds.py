@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 
 from .errors import UsageError
+from .shapes import MAX_DIM  # one dimension of --input, --batch or a declared shape
+
+__all__ = ["MAX_DIM", "MAX_ELEMENTS", "check_dims", "check_input_size", "check_shape", "max_input_bytes", "max_ir_bytes", "max_ir_layers"]
 
 
 def _env_limit(name: str, default: int) -> int:
@@ -35,8 +38,16 @@ def max_ir_bytes() -> int:
     return _env_limit("OVRNN_MAX_IR_BYTES", 1 << 30)
 
 
-MAX_DIM = 2**31 - 1  # one dimension of --input, --batch or a declared shape (OpenVINO plugins index with int32)
 MAX_ELEMENTS = 2**40  # elements in one tensor of fixed shape (2^40 float32 is 4 TiB)
+
+
+def check_shape(shape, what: str) -> None:
+    """A graph input's Dims: lo and hi each at most MAX_DIM, the static ones' product bounded."""
+    for axis, d in enumerate(shape):
+        for v in (d.lo, d.hi):
+            if v is not None and v > MAX_DIM:
+                raise UsageError(f"{what}: dim {axis} is {d.describe()}, more than the largest dimension ovrnn accepts ({MAX_DIM:,})")
+    check_dims([d.value for d in shape], what)
 
 
 def check_dims(dims, what: str) -> None:
@@ -50,3 +61,14 @@ def check_dims(dims, what: str) -> None:
         product *= d
         if product > MAX_ELEMENTS:
             raise UsageError(f"{what}: the dims multiply to more than {MAX_ELEMENTS:,} elements")
+
+
+def check_input_size(shape, itemsize: int, what: str) -> None:
+    """An array about to be made: its dims (check_dims) and its bytes (max_input_bytes)."""
+    check_dims(shape, what)
+    nbytes = itemsize
+    for d in shape:
+        nbytes *= d
+    limit = max_input_bytes()
+    if nbytes > limit:
+        raise UsageError(f"{what}: shape {list(shape)} is {nbytes:,} bytes, more than the limit of {limit:,}; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>")

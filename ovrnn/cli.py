@@ -325,10 +325,13 @@ def _read_arrays(path: Path, spec: str):
             _check_npy_header(fh, size, f"--input '{spec}': '{path}'")
             fh.seek(0)
             return np.load(fh, allow_pickle=False)
+        except UsageError:
+            raise
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, RecursionError) as exc:
             raise UsageError(f"--input '{spec}': cannot read '{path}' as .npy/.npz ({exc})") from None
 
 
+MAX_REPEAT = 10_000_000
 CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)
 
 
@@ -393,6 +396,8 @@ def run_here(args) -> int:
 
     from .runtime import engine as runtime
 
+    if args.repeat > MAX_REPEAT:
+        raise UsageError(f"--repeat: expected a number of runs between 1 and {MAX_REPEAT:,}, got {args.repeat}")
     inputs = load_inputs(args.input)
     properties = {}
     if args.hint:

@@ -26,6 +26,7 @@ from .ir.emit import IR_VERSIONS, emit
 from .errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
 from .ir.model import IR, RnnSummary
 from .lower.layer_graph import LayerGraph, Output
+from .bounds import check_shape
 from .spec.limits import check_steps
 from .lower.rnn import CELL_MODES, LoweringOptions, lower_rnn
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
@@ -78,6 +79,8 @@ def convert_model(
     view = graph_view(load_model(model, files))
     shapes = resolve_positions(view, _input_shapes(input))
     view = apply_input_shapes(view, shapes)
+    for info in view.inputs:  # declared or given: no dim, or product of dims, that overflows later
+        check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
     if static:
         _check_static(view)
     whole = needs_frontend(view.model.graph)

@@ -37,6 +37,8 @@ def save_to_repository(ir: IR, repo: str | os.PathLike[str], name: str, version:
         raise UsageError(f"{flag('model-name')}: expected a name that does not start with '.', got '{name}'")
     if version < 1:
         raise UsageError(f"{flag('model-version')}: expected a positive integer, got {version}")
+    if version >= 2**63:  # OVMS reads versions as int64
+        raise UsageError(f"{flag('model-version')}: expected a version below 2**63, got {version}")
     root = Path(os.fspath(repo))
     config_path, model_dir = root / "config.json", root / name
     version_dir = model_dir / str(version)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from .errors import UsageError, flag
 
+MAX_DIM = 2**31 - 1  # one dimension (OpenVINO plugins index with int32); bounds.py holds the other limits
+
 
 @dataclass(frozen=True, slots=True)
 class Dim:
@@ -102,6 +104,9 @@ def parse_dim(text: str, spec: str) -> Dim:
     given = f"{text.strip()}, as given in {flag('input')} '{spec}'"
     if m.group(1):
         return Dim(given=given)
+    for g in (m.group(2), m.group(3), m.group(4)):
+        if g and int(g) > MAX_DIM:
+            raise UsageError(f"{flag('input')} '{spec}': dimension {int(g)} is larger than the largest ovrnn accepts ({MAX_DIM:,})")
     if m.group(2):
         return Dim.of(int(m.group(2)))
     lo = int(m.group(3)) if m.group(3) else 0

@@ -450,3 +450,214 @@ def test_external_data_inside_a_loop_body_is_confined(tmp_path):
     onnx.save(model, folder / "offset.onnx")
     _one_error_line(ovrnn_cli("convert", folder / "offset.onnx", "-o", tmp_path / "out.xml"), "external data location 'loop.data': offset '12abc' is not a non-negative integer")
     assert not (tmp_path / "out.xml").exists()
+
+
+# --- bounded resources --------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def dyn_model(tmp_path):
+    """X [seq, batch, 3] with both dims symbolic."""
+    model, feeds, _ = make_model(Case("d", dyn_batch=True, dyn_seq=True, lens=(4, 2)))
+    onnx.save(model, tmp_path / "dyn.onnx")
+    return tmp_path / "dyn.onnx"
+
+
+def test_dimensions_and_their_products_are_bounded(tmp_path, dyn_model):
+    out = tmp_path / "o.xml"
+    _one_error_line(ovrnn_cli("convert", dyn_model, "-o", out, "--input", "X[4,1000000000000000000,3]"),
+                    "--input 'X[4,1000000000000000000,3]': dimension 1000000000000000000 is larger than the largest ovrnn accepts (2,147,483,647)")
+    _one_error_line(ovrnn_cli("validate", dyn_model, "--input", "X[4,?,3]", "--batch", str(2**63 - 1)),
+                    f"--batch: expected a batch size between 1 and 2,147,483,647, got {2**63 - 1}")
+    _one_error_line(ovrnn_cli("validate", dyn_model, "--input", "X[4,?,3]", "--batch", "2000000000"),
+                    "--batch 2000000000: input 'X': shape [4, 2000000000, 3] is 96,000,000,000 bytes, more than the limit of 2,147,483,648; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>")
+    model = onnx.load(dyn_model)  # a model that declares such dims itself
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 2**62
+    onnx.save(model, tmp_path / "huge.onnx")
+    _one_error_line(ovrnn_cli("convert", tmp_path / "huge.onnx", "-o", out, "--input", "X[4,4611686018427387904,3]"), "larger than the largest ovrnn accepts")
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4
+    onnx.save(model, tmp_path / "huge.onnx")
+    _one_error_line(ovrnn_cli("convert", tmp_path / "huge.onnx", "-o", out), "input 'X' [4,4611686018427387904,3]: dim 1 is 4611686018427387904, more than the largest dimension ovrnn accepts")
+    assert not out.exists()
+
+
+def test_a_million_steps_is_refused_up_front_with_the_size(dyn_model, tmp_path):
+    t0 = time.perf_counter()
+    proc = ovrnn_cli("convert", dyn_model, "-o", tmp_path / "o.xml", "--input", "X[1000000,2,3]", "--max-steps", "0")
+    _one_error_line(proc, "unrolls to 1000000 steps", "its IR would be at least 1,300,000,000 bytes of XML (1,300 per step), more than the limit of 1,073,741,824",
+                    "raise the limit with OVRNN_MAX_IR_BYTES=<bytes>")
+    assert time.perf_counter() - t0 < 20
+
+
+def _fifo(tmp_path, name):
+    path = tmp_path / name
+    os.mkfifo(path)
+    return path
+
+
+def test_non_regular_files_are_refused(tmp_path, ir):
+    xml, inputs = ir
+    cases = [
+        (["convert", "/dev/zero", "-o", tmp_path / "o.xml"], "model file '/dev/zero' is a device, expected a regular file"),
+        (["convert", _fifo(tmp_path, "f.onnx"), "-o", tmp_path / "o.xml"], "model file '{tmp}/f.onnx' is a FIFO, expected a regular file"),
+        (["validate", "/dev/zero"], "model file '/dev/zero' is a device, expected a regular file"),
+        (["inspect", "/dev/zero"], "IR file '/dev/zero' is a device, expected a regular file"),
+        (["inspect", _fifo(tmp_path, "f.xml")], "IR file '{tmp}/f.xml' is a FIFO, expected a regular file"),
+        (["run", "/dev/zero"], "IR file '/dev/zero' is a device, expected a regular file"),
+        (["run", xml, "--input", "X=/dev/zero"], "--input 'X=/dev/zero': file '/dev/zero' is a device, expected a regular file"),
+        (["run", xml, "--input", _fifo(tmp_path, "in.npz")], "is a FIFO, expected a regular file"),
+    ]
+    for args, message in cases:
+        proc = subprocess.run([sys.executable, "-P", "-m", "ovrnn", *map(str, args)], capture_output=True, text=True, timeout=60)
+        _one_error_line(proc, message.format(tmp=tmp_path))
+
+
+def test_external_data_reads_only_the_tensor_bytes(tmp_path):
+    """A tensor in a 64 GiB (sparse) data file, with no length given: only its own bytes are read,
+    under a 3 GiB address-space cap (reading the rest of the file would need 64 GiB)."""
+    import resource
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    model, feeds, _ = make_model(Case("ext", hidden=8, input_size=4))
+    inline = model.SerializeToString()
+    onnx.save(model, folder / "m.onnx", save_as_external_data=True, location="w.data", size_threshold=0)
+    with open(folder / "w.data", "r+b") as fh:
+        fh.truncate(64 << 30)
+    proto = onnx.load(folder / "m.onnx", load_external_data=False)
+    for t in proto.graph.initializer:
+        keep = [(e.key, e.value) for e in t.external_data if e.key != "length"]
+        del t.external_data[:]
+        for k, v in keep:
+            t.external_data.add(key=k, value=v)
+    onnx.save(proto, folder / "m.onnx")
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    proc = subprocess.run([str(OVRNN), "convert", folder / "m.onnx", "-o", tmp_path / "out.xml"], capture_output=True, text=True, preexec_fn=cap, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out.bin").read_bytes() == ovrnn.convert_model(inline).bin
+    t = proto.graph.initializer[0]
+    t.external_data.add(key="length", value="12")
+    onnx.save(proto, folder / "bad.onnx")
+    _one_error_line(ovrnn_cli("convert", folder / "bad.onnx", "-o", tmp_path / "bad.xml"), f"initializer '{t.name}': external data location 'w.data': length 12 does not match the tensor's")
+
+
+def test_npz_members_are_checked_before_loading(tmp_path, ir):
+    xml, _ = ir
+    x = np.zeros((40, 1000, 1000), np.float32)  # 160 MB once decompressed, 155 kB on disk
+    np.savez_compressed(tmp_path / "bomb.npz", X=x)
+    assert (tmp_path / "bomb.npz").stat().st_size < 1_000_000
+    env = {**os.environ, "OVRNN_MAX_INPUT_BYTES": "1000000"}
+    _one_error_line(ovrnn_cli("run", xml, "--input", tmp_path / "bomb.npz", env=env),
+                    f"--input '{tmp_path / 'bomb.npz'}': member 'X.npy' of '{tmp_path / 'bomb.npz'}' is 160,000,128 bytes once decompressed, "
+                    "more than the limit of 1,000,000; raise the limit with OVRNN_MAX_INPUT_BYTES=<bytes>")
+    # a header that declares more than the file holds: refused before numpy allocates it
+    with zipfile.ZipFile(tmp_path / "liar.npz", "w") as z:
+        header = b"\x93NUMPY\x01\x00" + b"v\x00" + b"{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }".ljust(117) + b"\n"
+        z.writestr("X.npy", header + b"\0" * 16)
+    _one_error_line(ovrnn_cli("run", xml, "--input", tmp_path / "liar.npz"), "declares shape [1000000, 1000000] of float32, 4,000,000,000,000 bytes, but holds only")
+    from ovrnn.bounds import max_input_bytes
+
+    assert max_input_bytes() == 2 << 30  # the documented default
+
+
+def test_ir_layers_are_counted_before_parsing(tmp_path):
+    """1e6 layers: refused in well under a second, before lxml builds the tree (3.9 GB)."""
+    xml = tmp_path / "huge.xml"
+    with open(xml, "w") as fh:
+        fh.write('<?xml version="1.0"?>\n<net name="x" version="11">\n<layers>\n')
+        fh.writelines(f'<layer id="{i}" name="p{i}" type="Parameter" version="opset1"/>\n' for i in range(1_000_000))
+        fh.write("</layers>\n<edges/>\n</net>\n")
+    for command in ("inspect", "run"):
+        t0 = time.perf_counter()
+        _one_error_line(ovrnn_cli(command, xml), f"'{xml}' has more than 300,000 layers, the most ovrnn reads", "raise the limit with OVRNN_MAX_IR_LAYERS=<layers>")
+        assert time.perf_counter() - t0 < 15
+
+
+def test_batch_mismatch_at_run_time_is_a_usage_error(tmp_path):
+    model, feeds, flags = make_model(Case("d", dyn_batch=True, lens=(4, 2), h0=True))
+    ovrnn.convert_model(model, flags or None).save(tmp_path / "m.xml")
+    feeds["sequence_lens"] = np.array([4, 2, 1], np.int32)  # batch 3, X has batch 2
+    np.savez(tmp_path / "in.npz", **feeds)
+    _one_error_line(ovrnn_cli("run", tmp_path / "m.xml", "--input", tmp_path / "in.npz"),
+                    "the input shapes do not fit together (X [4, 2, 3], sequence_lens [3], initial_h [1, 2, 5]): the batch (or another dynamic dim) must be the same in every input")
+
+
+# --- odd input: one clear line, never "internal error" ------------------------------------------
+
+
+def _edit_ir(ir, name, edit):
+    xml, _ = ir
+    out = xml.with_name(f"{name}.xml")
+    out.write_text(edit(xml.read_text()))
+    shutil.copy(xml.with_suffix(".bin"), out.with_suffix(".bin"))
+    return out
+
+
+def _nest_rt_info(depth):
+    return lambda t: t.replace("<rt_info>", "<rt_info>" + '<info name="deep">' * depth + "</info>" * depth, 1)
+
+
+def test_odd_irs_get_one_clear_line(ir):
+    xml, inputs = ir
+    cases = [
+        (_edit_ir(ir, "deep", _nest_rt_info(10_000)), "elements are nested more than lxml's limit of 2048 deep"),
+        (_edit_ir(ir, "notype", lambda t: t.replace(' type="Parameter"', "", 1)), "a <layer> has no 'type' attribute (layer X)"),
+        (_edit_ir(ir, "noid", lambda t: t.replace('<layer id="0" ', "<layer ", 1)), "a <layer> has no 'id' attribute"),
+    ]
+    for bad, message in cases:
+        for args in (["inspect", bad], ["inspect", bad, "--json"], ["run", bad, "--input", inputs]):
+            _one_error_line(ovrnn_cli(*args), message)
+    # nesting lxml accepts, but deeper than Python's recursion limit: inspect still describes it
+    deep = _edit_ir(ir, "deep1500", lambda t: t.replace('<info name="ovrnn">', '<info name="ovrnn">' + '<info name="deep">' * 1500 + "</info>" * 1500, 1))
+    proc = ovrnn_cli("inspect", deep, "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["ovrnn"]["deep"] != {}, proc.stderr
+    steps = _edit_ir(ir, "steps", lambda t: t.replace('<info name="steps" value="4"/>', '<info name="steps" value="four"/>'))
+    assert ovrnn_cli("run", steps, "--input", inputs).returncode == 0
+
+
+@pytest.mark.parametrize("kind, make, message", [
+    ("strings", lambda x: np.full(x.shape, "ab"), "input 'X': expected real numbers (float32), got <U2 (strings)"),
+    ("complex", lambda x: x.astype(np.complex64), "input 'X': expected real numbers (float32), got complex64 (complex numbers)"),
+    ("bool", lambda x: x > 0, "input 'X': expected real numbers (float32), got bool (booleans)"),
+    ("object", lambda x: np.array([object()] * 2, dtype=object), "holds Python objects (a pickle), which ovrnn does not load"),
+])
+def test_odd_input_arrays_get_one_clear_line(ir, tmp_path, kind, make, message):
+    xml, inputs = ir
+    feeds = dict(np.load(inputs))
+    feeds["X"] = make(feeds["X"])
+    np.savez(tmp_path / "odd.npz", **feeds)
+    _one_error_line(ovrnn_cli("run", xml, "--input", tmp_path / "odd.npz"), message)
+
+
+def test_float64_input_for_a_float32_model_is_noted(ir, tmp_path):
+    xml, inputs = ir
+    feeds = {k: (v.astype(np.float64) if k == "X" else v) for k, v in np.load(inputs).items()}
+    np.savez(tmp_path / "f64.npz", **feeds)
+    proc = ovrnn_cli("run", xml, "--input", tmp_path / "f64.npz")
+    assert proc.returncode == 0 and proc.stderr == "note: input 'X': float64 values are rounded to float32, the model's type\n"
+
+
+def test_a_closed_stdout_exits_quietly(ir):
+    xml, inputs = ir
+    for args in (["inspect", xml], ["inspect", xml, "--json"], ["run", xml, "--input", inputs], ["--help"]):
+        r, w = os.pipe()
+        os.close(r)  # the reader is gone before ovrnn writes, as with `| head -1` on a long output
+        proc = subprocess.run([str(OVRNN), *map(str, args)], stdout=w, stderr=subprocess.PIPE, text=True)
+        os.close(w)
+        assert (proc.returncode, proc.stderr) == (0, ""), (args, proc.stderr)
+
+
+def test_odd_numbers_on_the_command_line_get_one_clear_line(tmp_path, ir):
+    xml, inputs = ir
+    model, _ = _model(tmp_path, "n")
+    cases = [
+        (["validate", model, "--seed", "-1"], "--seed: expected an integer between 0 and 2**128-1, got -1"),
+        (["convert", model, "--ovms-repo", tmp_path / "r", "--model-name", "m", "--version", str(2**64)], f"--version: expected a version below 2**63, got {2**64}"),
+        (["run", xml, "--input", inputs, "--repeat", str(10**20)], f"--repeat: expected a number of runs between 1 and 10,000,000, got {10**20}"),
+    ]
+    for args, message in cases:
+        _one_error_line(ovrnn_cli(*args), message)
+    assert not (tmp_path / "r").exists()

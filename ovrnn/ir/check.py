@@ -7,12 +7,15 @@ cover structure and the .bin: whatever passes here is for OpenVINO to judge.
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
 from lxml import etree
 
-from ..errors import IRFormatError, UsageError
+from ..bounds import max_ir_layers
+from ..errors import IRFormatError
+from ..fileio import open_regular
 
 _PARSER = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
 _ELEMENT_TYPES = {
@@ -22,16 +25,44 @@ _ELEMENT_TYPES = {
 
 
 def read_xml(path: Path) -> etree._Element:
-    """The <net> root of an IR XML, parsed safely (no entities, no network); clean errors."""
-    if not path.is_file():
-        raise UsageError(f"IR file '{path}' does not exist")
-    try:
-        root = etree.parse(str(path), _PARSER).getroot()
-    except etree.XMLSyntaxError as exc:
-        raise IRFormatError(f"'{path}' is not well-formed XML: {exc}") from None
+    """The <net> root of an IR XML, parsed safely (no entities, no network); clean errors. The file
+    must be regular (not a FIFO or a device), and its layers (counted before parsing, which takes
+    about 4 kB of memory per layer) at most bounds.max_ir_layers()."""
+    with os.fdopen(open_regular(path, "IR file"), "rb") as fh:
+        _check_layer_count(fh, path)
+        try:
+            root = etree.parse(fh, _PARSER, base_url=str(path)).getroot()
+        except etree.XMLSyntaxError as exc:
+            if "Excessive depth" in str(exc):
+                raise IRFormatError(f"'{path}': elements are nested more than lxml's limit of 2048 deep, as no IR is ({exc.lineno and f'line {exc.lineno}'})") from None
+            raise IRFormatError(f"'{path}' is not well-formed XML: {exc}") from None
     if root.tag != "net" or root.find("layers") is None:
         raise IRFormatError(f"'{path}' is not an OpenVINO IR: expected a <net> root with <layers>, got <{root.tag}>")
     return root
+
+
+def _check_layer_count(fh, path: Path) -> None:
+    size = os.fstat(fh.fileno()).st_size
+    if not size:
+        return
+    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        count, at, limit = 0, view.find(b"<layer "), max_ir_layers()
+        while at != -1:
+            count += 1
+            if count > limit:
+                raise IRFormatError(
+                    f"'{path}' has more than {limit:,} layers, the most ovrnn reads (parsing takes about 4 kB of memory per layer); "
+                    "raise the limit with OVRNN_MAX_IR_LAYERS=<layers>"
+                )
+            at = view.find(b"<layer ", at + 7)
+
+
+def require_layer_attributes(root, where: str) -> None:
+    """Every layer has the attributes any reader of the IR needs (id, name, type, version)."""
+    for el in root.iter("layer"):
+        for attr in ("id", "name", "type", "version"):
+            if el.get(attr) is None:
+                raise IRFormatError(f"{where}: a <layer> has no '{attr}' attribute (layer {el.get('name') or el.get('id')})")
 
 
 def check_ir(path: str | os.PathLike[str], root: etree._Element | None = None) -> None:

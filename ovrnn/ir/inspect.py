@@ -15,7 +15,7 @@ from pathlib import Path
 from lxml import etree
 
 from ..errors import IRFormatError
-from .check import check_ir, read_xml
+from .check import check_ir, read_xml, require_layer_attributes
 
 SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")
@@ -102,6 +102,7 @@ class InspectReport:
 def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
     xml_path = Path(os.fspath(path))
     root = read_xml(xml_path)
+    require_layer_attributes(root, f"IR '{xml_path}'")  # without these there is nothing to describe
     try:
         check_ir(xml_path, root)
         problem = ""
@@ -117,7 +118,8 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
     for c in chains:
         info = ovrnn.get(c.rnn, {})
         if isinstance(info, dict) and info:  # ours: the spec's own names and parameters, e.g. LeakyRelu(alpha=0.3)
-            c.hidden_size = int(info.get("hidden_size", 0)) or c.hidden_size
+            hidden = str(info.get("hidden_size", ""))
+            c.hidden_size = int(hidden) if hidden.isdigit() and int(hidden) else c.hidden_size
             c.clip = "" if info.get("clip", "none") == "none" else info["clip"]
             c.activation = info.get(c.direction, c.activation).rsplit(" ", 1)[0]
     return InspectReport(
@@ -132,7 +134,7 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         sequence_layers={t: counts[t] for t in SEQUENCE_TYPES if counts.get(t)},
         bin_size=bin_path.stat().st_size if bin_path.is_file() else None,
         const_layers=counts.get("Const", 0),
-        const_bytes=sum(int(s or 0) for _, s in ranges),
+        const_bytes=sum(int(s) for _, s in ranges if s and s.isdigit()),
         ovrnn=ovrnn,
         problem=problem,
         fp16_compressed=sum(1 for el in layers.values() if el.get("type") == "Convert" and el.find("rt_info/attribute[@name='decompression']") is not None),
@@ -255,15 +257,19 @@ def _explicit_chains(layers: dict[str, etree._Element]) -> list[Chain]:
 def _rt_info(root) -> dict:
     """The `ovrnn` rt_info section, in either spelling: ovrnn's emitter writes
     <info name="ovrnn"><info name="k" value="v"/>, OpenVINO's serializer (whole models)
-    <ovrnn><k value="v"/><info name="label">...."""
+    <ovrnn><k value="v"/><info name="label">.... Levels past RT_INFO_DEPTH are left out (ovrnn
+    writes three; a hostile file may nest thousands, past Python's recursion limit)."""
 
-    def walk(el) -> dict:
+    def walk(el, depth: int) -> dict:
         out = {}
         for child in el:
             if not isinstance(child.tag, str):
                 continue  # comments
-            key = child.get("name") if child.tag == "info" else child.tag
-            out[key] = walk(child) if child.get("value") is None else child.get("value")
+            key = (child.get("name") if child.tag == "info" else child.tag) or ""
+            if child.get("value") is not None:
+                out[key] = child.get("value")
+            elif depth < RT_INFO_DEPTH:
+                out[key] = walk(child, depth + 1)
         return out
 
     rt = root.find("rt_info")
@@ -272,4 +278,7 @@ def _rt_info(root) -> dict:
     section = rt.find("info[@name='ovrnn']")
     if section is None:
         section = rt.find("ovrnn")
-    return walk(section) if section is not None else {}
+    return walk(section, 0) if section is not None else {}
+
+
+RT_INFO_DEPTH = 8

@@ -156,7 +156,7 @@ def _resolve_external_data(model: ModelProto, base: Path | None, files: list[Pat
         label = f"{where}initializer '{tensor.name}': external data location '{location}'"
         if base is None:
             raise UsageError(f"{label}: a model with external data must be given as a file path")
-        if not location or os.path.isabs(location) or location.startswith(("/", "\\")):
+        if not location or "\0" in location or os.path.isabs(location) or location.startswith(("/", "\\")):
             raise InvalidModelError(f"{label}: expected a path relative to the model's folder")
         root = base.resolve()
         target = (base / location).resolve()  # follows symlinks

@@ -22,6 +22,7 @@ from ..errors import DeviceError, IRFormatError, UsageError, flag
 VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 DEFAULT_PRECISION = "f32"
 
+_SHAPE_MISMATCH = re.compile(r"shape infer|mismatch|not matched|incompatible|Dimension .* is not|cannot broadcast|Broadcast", re.IGNORECASE)
 _WRAPPER_LINE = re.compile(r"^(Exception from .*:\d+:|Check '.*' failed at .*|\[ ?GENERAL_ERROR ?\]|.*\.(cpp|hpp):\d+:?)$")
 
 
@@ -171,7 +172,9 @@ def length_limits(model) -> dict[str, int]:
     limits = {}
     for info in section.values() if isinstance(section, dict) else ():
         if isinstance(info, dict) and "sequence_lens" in info and "steps" in info:
-            limits[info["sequence_lens"].astype(str)] = int(info["steps"].astype(str))
+            steps = info["steps"].astype(str)
+            if steps.isdigit():  # a hand-edited IR may say anything here
+                limits[info["sequence_lens"].astype(str)] = int(steps)
     return limits
 
 
@@ -223,6 +226,16 @@ def make_tensor(port, value: np.ndarray, name: str):
                 raise UsageError(f"input '{name}': values do not fit {want}")
         array = array.astype(want)
     return o.Tensor(np.ascontiguousarray(array), shared_memory=True)
+
+
+def inference_error(device: str, exc: RuntimeError, inputs: dict[str, np.ndarray]) -> Exception:
+    """A failed inference: inputs whose dynamic dims disagree are a usage error (exit 2); the
+    rest is the device's (exit 3)."""
+    message = ov_message(exc)
+    if _SHAPE_MISMATCH.search(message):
+        shapes = ", ".join(f"{n} {list(np.shape(v))}" for n, v in inputs.items())
+        return UsageError(f"the input shapes do not fit together ({shapes}): the batch (or another dynamic dim) must be the same in every input; OpenVINO: {message}")
+    return DeviceError(f"inference on {device} failed: {message}")
 
 
 def _check_kind(have: np.dtype, want: np.dtype, name: str) -> None:
@@ -289,7 +302,7 @@ class Runner:
         try:
             self.request.infer(feeds, share_inputs=True)
         except RuntimeError as exc:
-            raise DeviceError(f"inference on {c.device} failed: {ov_message(exc)}") from None
+            raise inference_error(c.device, exc, inputs) from None
         return {name: to_numpy(self.request.get_tensor(port)) for name, port in self.outputs}
 
     def throughput(self, inputs: dict[str, np.ndarray], runs: int, on_done=None) -> tuple[float, int]:
@@ -318,7 +331,7 @@ class Runner:
                     on_done(done[0])
             queue.wait_all()
         except RuntimeError as exc:
-            raise DeviceError(f"inference on {c.device} failed: {ov_message(exc)}") from None
+            raise inference_error(c.device, exc, inputs) from None
         return runs / (time.perf_counter() - start), max(jobs, 1)
 
     def feeds(self, inputs: dict[str, np.ndarray]) -> dict[int, object]:

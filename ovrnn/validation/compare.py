@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 
 from .. import __version__
+from ..bounds import MAX_DIM, check_input_size
+from ..errors import UsageError
 from ..spec import activations
 from . import reference
 from ..runtime import engine as runtime
@@ -127,6 +129,8 @@ def validate(
     check_count("seed", seed, "a seed >= 0")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise UsageError(f"{flag('batch')}: expected a positive batch size, got {batch}")
+    if batch is not None and batch > MAX_DIM:
+        raise UsageError(f"{flag('batch')}: expected a batch size between 1 and {MAX_DIM:,}, got {batch}")
     proto = load_model(model)
     ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps)
     ov_model = runtime.read_model(ir)
@@ -213,6 +217,7 @@ def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int, gra
         # OpenVINO may merge tensor names (state * ones keeps both): feed the ONNX input's own
         name = next((n for n in sorted(port.get_names()) if n in graph_inputs), port.get_any_name()) if graph_inputs else port.get_any_name()
         shape = [d.get_length() if d.is_static else batch for d in port.get_partial_shape()]
+        check_input_size(shape, np.dtype(_numpy_type(port.get_element_type())).itemsize, f"--batch {batch}: input '{name}'")
         role, rnn = roles.get(name, (None, None))
         etype = port.get_element_type()
         if role == "sequence_lens":
