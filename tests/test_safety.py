@@ -654,8 +654,8 @@ def test_odd_numbers_on_the_command_line_get_one_clear_line(tmp_path, ir):
     xml, inputs = ir
     model, _ = _model(tmp_path, "n")
     cases = [
-        (["validate", model, "--seed", "-1"], "--seed: expected an integer between 0 and 2**128-1, got -1"),
-        (["convert", model, "--ovms-repo", tmp_path / "r", "--model-name", "m", "--version", str(2**64)], f"--version: expected a version below 2**63, got {2**64}"),
+        (["validate", model, "--seed", "-1"], "--seed: expected an integer >= 0, got -1"),
+        (["convert", model, "--ovms-repo", tmp_path / "r", "--model-name", "m", "--model-version", str(2**64)], f"--model-version: expected a version below 2**63, got {2**64}"),
         (["run", xml, "--input", inputs, "--repeat", str(10**20)], f"--repeat: expected a number of runs between 1 and 10,000,000, got {10**20}"),
     ]
     for args, message in cases:
