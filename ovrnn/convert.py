@@ -31,7 +31,7 @@ from .spec.limits import check_steps
 from .lower.rnn import CELL_MODES, LoweringOptions, lower_rnn
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
-from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_text
+from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
 from .spec.rnn import INPUT_NAMES, RnnSpec, normalise_rnn, unique_label
 from .runtime.whole_model import convert_whole_model, needs_frontend, rnn_nodes
 
@@ -206,6 +206,17 @@ def _input_shapes(value: InputShapes) -> InputShapeMap:
         else:
             raise UsageError(f"{flag('input')}: cannot read {item!r} as an input shape (expected \"X[5,?,3]\", (\"X\", [5, -1, 3]), a list of dims or an ov.PartialShape)")
     return result
+
+
+def input_specs_text(value: InputShapes) -> list[str]:
+    """Any accepted ``input`` form written back in ovc's syntax: ``X[5,?,3]``, ``[5,?,3]``."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return [("" if isinstance(k, Position) else k) + ("" if shape is None else f"[{shape_ir(shape)}]") for k, shape in _input_shapes(value).items()]
 
 
 def _is_dim(d: object) -> bool:

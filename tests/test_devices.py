@@ -235,7 +235,7 @@ def test_validate_report_content(tmp_path):
     assert inputs["sequence_lens"].tolist()[:2] == [12, 0]
     want = reference.run_model(model, inputs)
     np.testing.assert_allclose(np.load(out / "reference.npz")["Y"], want["Y"])
-    assert data["reproduce"]["command"].endswith("--device CPU --seed 7 --batch 3")
+    assert data["reproduce"]["command"] == f"ovrnn validate {path} --device CPU --seed 7 --batch 3 --report {out} --report-precisions f32,bf16"
     width, height = _png_size((out / "error_per_step.png").read_bytes())
     assert (width, height) == (700, 400)
     md = (out / "report.md").read_text()

@@ -138,6 +138,11 @@ def validate(
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
     compile_seconds = time.perf_counter() - t0
     batch = batch or DEFAULT_BATCH
+    static_batches = {int(r.batch) for r in ir.rnns if r.batch.isdigit()}
+    if len(static_batches) == 1 and not any(not r.batch.isdigit() for r in ir.rnns):
+        batch_run = static_batches.pop()  # every batch dim is fixed: that is the batch that runs
+    else:
+        batch_run = batch
     feeds = random_inputs(compiled, ir, seed, batch, {i.name for i in proto.graph.input})
     got = runtime.infer(compiled, feeds)
     want = reference.run_model(proto, feeds)
@@ -158,7 +163,7 @@ def validate(
         precision=compiled.precision,
         execution_devices=compiled.execution_devices,
         seed=seed,
-        batch=batch,
+        batch=batch_run,
         comparisons=comparisons,
         onnxruntime=ort_status,
         notes=notes,
@@ -175,23 +180,68 @@ def validate(
         },
     )
     if report_dir is not None:
-        time_axes = {name: axis for rnn in ir.rnns for role, name in rnn.outputs if (axis := rnn.time_axis(name)) is not None}
-        steps = {compiled.precision: report_module.per_step_errors(got, want, time_axes)}
-        for asked in report_precisions:
-            c = runtime.compile_ir(ov_model, device, asked, cache_dir)
-            if c.precision != asked:
-                result.notes.append(f"{flag('report-precisions', asked)}: {device} ran at {c.precision} instead")
-            if c.precision not in steps:
-                steps[c.precision] = report_module.per_step_errors(runtime.infer(c, feeds), want, time_axes)
-        report_module.write_report(report_dir, result, feeds, got, want, steps, _rerun_command(result, input))
+        steps = _per_step_errors(proto, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
+        rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
+        report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result
 
 
-def _rerun_command(report: ValidationReport, input) -> str:
-    flags = [f"--device {report.device}", f"--seed {report.seed}", f"--batch {report.batch}"]
-    flags += [f'--input "{i}"' for i in ([input] if isinstance(input, str) else input or [])]
-    flags += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in report.options.items() if v not in (None, False, "cell")]
-    return f"ovrnn validate {report.model} " + " ".join(flags)
+def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, report_precisions, cache_dir, result) -> dict:
+    """{precision: {Y tensor: [max abs error at step t]}} for every RNN's Y. In a whole model Y
+    is an inner tensor: it is added as an output of both the IR and the reference for this."""
+    time_axes = {name: axis for rnn in ir.rnns for role, name in rnn.outputs if (axis := rnn.time_axis(name)) is not None}
+    inner = [name for name in time_axes if name not in want]
+    if inner:
+        ov_model = runtime.read_model(ir)
+        inner = [name for name in inner if _add_output(ov_model, name)]
+        extended = onnx.ModelProto()
+        extended.CopyFrom(proto)
+        extended.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None) for name in inner)
+        want = {**want, **{k: v for k, v in reference.run_model(extended, feeds).items() if k in inner}}
+        got = None  # the compiled model has no such outputs: run the extended one
+    steps = {}
+    for asked in [precision, *report_precisions]:
+        if asked in steps:
+            continue
+        if asked == precision and got is not None:
+            steps[precision] = report_module.per_step_errors(got, want, time_axes)
+            continue
+        c = runtime.compile_ir(ov_model, device, asked, cache_dir)
+        if c.precision != asked and asked != precision:
+            result.notes.append(f"{flag('report-precisions', asked)}: {device} ran at {c.precision} instead")
+        if c.precision not in steps:
+            steps[c.precision] = report_module.per_step_errors(runtime.infer(c, feeds), want, time_axes)
+    return steps
+
+
+def _add_output(ov_model, name: str) -> bool:
+    try:
+        ov_model.add_outputs(name)
+    except RuntimeError:  # folded or fused away: no per-step error for it
+        return False
+    return True
+
+
+def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, report_dir, report_precisions) -> str:
+    """The command that reproduces this run: every flag that changed it, paths quoted for a shell."""
+    import shlex
+
+    from ..convert import input_specs_text
+
+    flags = ["--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
+    for spec in input_specs_text(input):
+        flags += ["--input", spec]
+    if precision != runtime.DEFAULT_PRECISION:
+        flags += ["--precision", str(precision)]
+    if not use_onnxruntime:
+        flags.append("--no-onnxruntime")
+    for key, value in report.options.items():
+        if value not in (None, False, "cell"):
+            flags += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    flags += ["--report", str(report_dir)]
+    if list(report_precisions) != ["f32"]:
+        flags += ["--report-precisions", ",".join(report_precisions)]
+    return shlex.join(["ovrnn", "validate", report.model, *flags])
 
 
 def _model_label(source, proto) -> str:
