@@ -1,0 +1,145 @@
+"""The README's code is true: its Python blocks run, its command lines parse with the real CLI
+parser (and run, where that is cheap), and the tools and files it names exist."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+from cases import Case, make_model
+from conftest import ovrnn_cli
+
+from ovrnn import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
+
+
+def blocks(language: str) -> list[str]:
+    out = []
+    for indent, lang, body in FENCE.findall(README):
+        if lang == language:
+            out.append("\n".join(line[len(indent):] for line in body.splitlines()))
+    return out
+
+
+def command_lines(text: str) -> list[str]:
+    """Shell lines, with backslash continuations joined."""
+    return [ln.strip() for ln in text.replace("\\\n", " ").splitlines() if ln.strip() and not ln.strip().startswith("#")]
+
+
+def ovrnn_commands() -> list[str]:
+    """Every `ovrnn ...` line of the sh blocks (after `&&`), and every inline `ovrnn ...` span."""
+    found = []
+    for block in blocks("sh"):
+        for line in command_lines(block):
+            for part in line.split("&&"):
+                part = part.split("  #")[0].strip()
+                if part.startswith("ovrnn "):
+                    found.append(part)
+    found += [span for span in re.findall(r"`(ovrnn [^`]+)`", README)]
+    return found
+
+
+def options_of(command: str) -> set[str]:
+    parser = cli.build_parser()
+    sub = cli._subparser(parser, command)
+    return {o for a in sub._actions for o in a.option_strings}
+
+
+def test_python_blocks_run(tmp_path):
+    python = blocks("python")
+    assert python, "the README has Python examples"
+    for i, code in enumerate(python):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, f"README python block {i} fails:\n{proc.stderr}"
+        # what the comments say a line prints is what it prints
+        for expected in re.findall(r"print\(.*\)\s+# (\{.*\}|input '.*)$", code, re.M):
+            assert expected in proc.stdout, (expected, proc.stdout)
+
+
+def test_every_ovrnn_command_uses_real_flags():
+    commands = ovrnn_commands()
+    assert len(commands) >= 10
+    subcommands = {"convert", "run", "validate", "inspect", "devices", "demo"}
+    for line in commands:
+        words = line.split()
+        if words[1].startswith("--"):  # ovrnn --version
+            assert words[1] in {"--version", "--help"}, line
+            continue
+        assert words[1] in subcommands, line
+        flags = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", " ".join(words[2:])))
+        unknown = flags - options_of(words[1])
+        assert not unknown, f"README: `{line}` uses {sorted(unknown)}, which `ovrnn {words[1]}` does not take"
+
+
+def is_concrete(line: str) -> bool:
+    """No [optional] part, no `a|b` choice and no placeholder such as MODEL.onnx, OUT.xml or N."""
+    tokens = shlex.split(line)
+    for i, token in enumerate(tokens):
+        if i and tokens[i - 1] == "--input":
+            continue
+        if "[" in token or "|" in token or re.search(r"\b(MODEL|OUT|IR|DIR|FILE|NAME|N)\b", token):
+            return False
+    return True
+
+
+def test_concrete_commands_parse_with_the_real_parser():
+    # a bare `ovrnn run` in prose names the command; `ovrnn demo` and longer lines are commands
+    concrete = [c for c in ovrnn_commands() if is_concrete(c) and not c.split()[1].startswith("--") and (len(c.split()) > 2 or c == "ovrnn demo")]
+    assert len(concrete) >= 4, concrete
+    for line in concrete:
+        cli.parse_args(shlex.split(line)[1:])  # raises UsageError on a flag or value the CLI refuses
+
+
+def test_whole_model_and_ovms_commands_run(tmp_path):
+    """The README's whole-model and OVMS command lines, run as written on stand-in models."""
+    shutil.copy(ROOT / "tests" / "fixtures" / "rnn_embedding_classifier.onnx", tmp_path / "rnn_classifier.onnx")
+    model, _, _ = make_model(Case("readme", direction="bidirectional"))
+    onnx.save(model, tmp_path / "model.onnx")
+    ran = 0
+    for line in ovrnn_commands():
+        if ("rnn_classifier.onnx" in line or "out/classifier.xml" in line or "--ovms-repo models" in line) and is_concrete(line):
+            proc = ovrnn_cli(*shlex.split(line)[1:], cwd=tmp_path)
+            assert proc.returncode == 0, f"`{line}`: {proc.stderr}"
+            ran += 1
+    assert ran >= 4
+    assert (tmp_path / "models" / "rnn_chain" / "1" / "model.xml").is_file()
+
+
+def test_tools_and_paths_named_exist():
+    for tool in re.findall(r"python (tools/\w+\.py)", README):
+        assert (ROOT / tool).is_file(), tool
+    for path in re.findall(r"`((?:ovrnn|tests|tools|docs|ir_templates)/[\w./]+)`", README):
+        assert (ROOT / path).exists(), path
+
+
+def test_test_count_is_about_right():
+    claimed = int(re.search(r"about ([\d,]+) tests", README).group(1).replace(",", ""))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    collected = int(re.search(r"(\d+) tests? collected", proc.stdout).group(1))
+    assert abs(collected - claimed) <= 0.15 * claimed, f"README says about {claimed} tests; {collected} are collected"
+
+
+def test_the_flag_check_is_not_vacuous():
+    """convert's OVMS version flag was renamed: the old spelling would be caught above."""
+    assert "--version" not in options_of("convert") and "--model-version" in options_of("convert")
+    assert {"--output_model", "--compress_to_fp16", "-o"} <= options_of("convert")
+
+
+def test_the_ir_op_versions_are_the_ones_the_readme_lists():
+    """"Only opset1 ops (plus ...)": every template of another opset is in that list, and back."""
+    listed = re.search(r"opset1 ops \(plus ([^)]*)\)", README.replace("\n  ", " ")).group(1)
+    claimed = {tuple(item.strip().rsplit("-", 1)) for item in listed.split(",")}
+    actual = set()
+    for template in (ROOT / "ir_templates").glob("*.xml"):
+        for op_type, version in re.findall(r'type="(\w+)" version="opset(\d+)"', template.read_text()):
+            if version != "1":
+                actual.add((op_type, version))
+    assert actual == claimed
