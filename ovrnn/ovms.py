@@ -112,10 +112,10 @@ def _check_version_folder(version_dir: Path) -> None:
     if not version_dir.exists() and not version_dir.is_symlink():
         return
     if version_dir.is_symlink() or not version_dir.is_dir():
-        raise UsageError(f"'{version_dir}' exists and is not a folder; remove it or choose another --version")
+        raise UsageError(f"'{version_dir}' exists and is not a folder; remove it or choose another {flag('model-version')}")
     others = sorted(p.name for p in version_dir.iterdir() if p.name not in OURS or not p.is_file())
     if others:
-        raise UsageError(f"'{version_dir}' already holds files ovrnn did not write ({', '.join(others[:3])}); choose another --version or move them")
+        raise UsageError(f"'{version_dir}' already holds files ovrnn did not write ({', '.join(others[:3])}); choose another {flag('model-version')} or move them")
 
 
 def _temp_dir(parent: Path, stem: str, staged: list[Path]) -> Path:

@@ -316,23 +316,20 @@ class Runner:
             jobs = int(c.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         except RuntimeError:
             jobs = 1
-        queue = ov().AsyncInferQueue(c.compiled, max(jobs, 1))
-        done = [0]
-
-        def finished(_request, _userdata) -> None:
-            done[0] += 1
-
-        queue.set_callback(finished)
+        jobs = max(jobs, 1)
+        queue = ov().AsyncInferQueue(c.compiled, jobs)
         start = time.perf_counter()
         try:
-            for _ in range(runs):
-                queue.start_async(feeds, share_inputs=True)
+            for i in range(runs):
+                queue.start_async(feeds, share_inputs=True)  # waits for a free request: at most `jobs` in flight
                 if on_done is not None:
-                    on_done(done[0])
+                    on_done(max(i + 1 - jobs, 0))
             queue.wait_all()
         except RuntimeError as exc:
             raise inference_error(c.device, exc, inputs) from None
-        return runs / (time.perf_counter() - start), max(jobs, 1)
+        finally:
+            del queue  # before the inputs it shares go, and never left to interpreter shutdown
+        return runs / (time.perf_counter() - start), jobs
 
     def feeds(self, inputs: dict[str, np.ndarray]) -> dict[int, object]:
         """Checked inputs by port index: numpy arrays that can be shared, else ov.Tensors."""
