@@ -112,8 +112,10 @@ def test_commands_leave_home_untouched_and_make_no_network_lookup(tmp_path, ir):
     model, _ = _model(tmp_path, "w")
     xml, inputs = ir
     strace = shutil.which("strace")
+    onnx.save(_loop_model(), tmp_path / "loop.onnx")  # a whole model: OpenVINO's frontend converts it in-process
     commands = [
         ["convert", model, "-o", tmp_path / "w.xml"],
+        ["convert", tmp_path / "loop.onnx", "-o", tmp_path / "loop.xml"],
         ["run", xml, "--input", inputs, "-o", tmp_path / "o.npz"],
         ["validate", model, "--json", tmp_path / "v.json", "--report", tmp_path / "report"],
     ]
@@ -162,6 +164,9 @@ def test_outputs_that_are_an_input_are_refused(tmp_path):
     repo.mkdir()
     os.link(src, repo / "config.json")
     cases.append((["convert", src, "--ovms-repo", repo, "--model-name", "m"], "config.json"))
+    os.link(tmp_path / "ok.xml", tmp_path / "ok_link.dot")
+    cases.append((["inspect", tmp_path / "ok.xml", "--graph", tmp_path / "ok_link.dot"], "ok_link.dot"))
+    before[tmp_path / "ok.xml"] = (tmp_path / "ok.xml").read_bytes()
     for args, name in cases:
         _one_error_line(ovrnn_cli(*args), "is the input file", name, "refusing to overwrite it")
     for p, data in before.items():
@@ -322,10 +327,10 @@ def test_interrupted_converts_leave_no_temp_files_and_keep_the_old_output(tmp_pa
         after = {p.name: p.read_bytes() for p in out.iterdir()}
         if proc.returncode == 2:
             assert err.startswith("error: interrupted by SIG") and err.count("\n") == 1, err
-            assert after == before
+            assert after in (before, good)  # held back over the renames, it lands once the new pair is whole
         else:
             assert after == good
-    assert seen[2] >= 3, seen  # the signal did land mid-conversion, more than once
+    assert seen[2] >= 2, seen  # the signal did land mid-conversion, more than once
 
 
 # --- concurrent writers -------------------------------------------------------------------------

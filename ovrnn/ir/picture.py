@@ -104,7 +104,8 @@ def write_graph(xml_path: str | os.PathLike[str], out_path: str | os.PathLike[st
     graph = build_graph(xml_path, expand)
     text = graph.dot()
     dot_path = out.with_suffix(".dot")
-    write_atomic({dot_path: text.encode("utf-8")})
+    sources = [Path(os.fspath(xml_path)), Path(os.fspath(xml_path)).with_suffix(".bin")]  # never drawn over
+    write_atomic({dot_path: text.encode("utf-8")}, inputs=sources)
     result = GraphPicture([dot_path], nodes=graph.node_count, layers=graph.layer_count)
     fmt = out.suffix.lower()[1:]
     if fmt == "dot":
@@ -127,7 +128,7 @@ def write_graph(xml_path: str | os.PathLike[str], out_path: str | os.PathLike[st
     if proc.returncode != 0 or not proc.stdout:
         first = next((line for line in proc.stderr.decode("utf-8", "replace").splitlines() if line.strip()), f"exit status {proc.returncode}")
         raise RenderError(f"graphviz (dot) could not render '{dot_path}' to {fmt}: {first}")
-    write_atomic({out: proc.stdout})
+    write_atomic({out: proc.stdout}, inputs=sources)
     result.files.append(out)
     return result
 
