@@ -666,3 +666,28 @@ def test_odd_numbers_on_the_command_line_get_one_clear_line(tmp_path, ir):
     for args, message in cases:
         _one_error_line(ovrnn_cli(*args), message)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_write_that_fails_midway_leaves_everything_as_it_was(tmp_path):
+    """The file-size limit makes the second file's write fail (EFBIG), after the first was
+    written: the OVMS repository and an -o pair are left exactly as they were, with no leftovers."""
+    import resource
+
+    model, _ = _model(tmp_path, "big", T=64, hidden=48, input_size=32)  # .bin ~ 20 kB, .xml larger
+    repo = tmp_path / "repo"
+    assert ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "other").returncode == 0
+    out = tmp_path / "out" / "m.xml"
+    assert ovrnn_cli("convert", model, "-o", out).returncode == 0
+    (out.parent / "m.xml").write_bytes(b"old xml")
+    size = (repo / "other" / "1" / "model.bin").stat().st_size
+    before = {p: p.read_bytes() for p in [*repo.rglob("*"), *out.parent.rglob("*")] if p.is_file()}
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 10, size + 10))  # the .bin fits, the .xml does not
+
+    for args in (["--ovms-repo", repo, "--model-name", "m"], ["-o", out]):
+        proc = subprocess.run([str(OVRNN), "convert", model, *map(str, args)], capture_output=True, text=True, preexec_fn=cap)
+        _one_error_line(proc, "File too large")
+    after = {p: p.read_bytes() for p in [*repo.rglob("*"), *out.parent.rglob("*")] if p.is_file()}
+    assert after == before
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == ["config.json", "other", "other/1", "other/1/model.bin", "other/1/model.xml"]
