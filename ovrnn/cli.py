@@ -350,11 +350,15 @@ def cmd_run(args) -> int:
         from .fileio import refuse_overwriting_inputs
 
         refuse_overwriting_inputs([args.output], _run_inputs(args))
-    progress_fd = os.dup(2)
     try:
-        done = child.run(args.argv, {progress.FD_ENV: str(progress_fd), progress.MODE_ENV: progress.style()}, (progress_fd,))
-    finally:
-        os.close(progress_fd)
+        progress_fd = os.dup(2)  # the child's progress goes to our stderr, its own stderr is filtered
+    except OSError:  # stderr closed: no progress to show
+        done = child.run(args.argv, {progress.MODE_ENV: "off"})
+    else:
+        try:
+            done = child.run(args.argv, {progress.FD_ENV: str(progress_fd), progress.MODE_ENV: progress.style()}, (progress_fd,))
+        finally:
+            os.close(progress_fd)
     sys.stdout.write(done.stdout)
     interrupted = done.interrupted_by is not None  # then this process says so, once
     for line in done.stderr.splitlines():

@@ -171,3 +171,20 @@ def test_python_errors_name_parameters_not_flags(dyn_model):
     assert cli.main(["convert", str(path), "--input", "X[5,?,3]", "--max-steps", "2", "-o", "/nonexistent/x.xml"]) == 2
     with pytest.raises(ovrnn.UsageError, match="raise max_steps"):
         ovrnn.convert_model(path, input="X[5,?,3]", max_steps=2)
+
+
+def test_run_with_stderr_closed_still_runs(tmp_path, dyn_model):
+    """run hands its stderr to the child for progress; with no stderr at all it runs without."""
+    import os
+    import subprocess
+    import sys
+
+    path, _ = dyn_model
+    xml = tmp_path / "m.xml"
+    assert ovrnn_cli("convert", path, "-o", xml, "--input", "X[5,2,3]").returncode == 0
+    np.save(tmp_path / "x.npy", np.ones((5, 2, 3), np.float32))
+    proc = subprocess.run(
+        [sys.executable, "-m", "ovrnn", "run", str(xml), "--input", f"X={tmp_path / 'x.npy'}", "-v"],
+        stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(2),
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith(f"ran {xml} on CPU")
