@@ -28,11 +28,14 @@ from .ir.model import IR, RnnSummary
 from .lower.layer_graph import LayerGraph, Output
 from .bounds import check_shape
 from .spec.limits import check_steps
+from .lower.gru import lower_gru
+from .lower.lstm import lower_lstm
 from .lower.rnn import CELL_MODES, LoweringOptions, lower_rnn
-from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
+from .onnx.read import ONNX_DOMAINS, GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
-from .spec.rnn import INPUT_NAMES, RnnSpec, normalise_rnn, unique_label
+from .spec import NORMALISERS, Spec
+from .spec.recurrent import FAMILIES, unique_label
 from .runtime.whole_model import convert_whole_model, needs_frontend, rnn_nodes
 
 # ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
@@ -84,7 +87,7 @@ def convert_model(
     if static:
         _check_static(view)
     whole = needs_frontend(view.model.graph)
-    if whole:  # the lone-RNN path names such a tensor in the spec check, by the RNN input's role
+    if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
@@ -116,7 +119,8 @@ def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
     for node in graph.node:
         for slot, name in enumerate(node.input):
             if name and name not in known:
-                role = f"'{INPUT_NAMES[slot]}'" if node.op_type == "RNN" and slot < len(INPUT_NAMES) else str(slot)
+                names = FAMILIES[node.op_type].inputs if node.op_type in FAMILIES else ()
+                role = f"'{names[slot]}'" if slot < len(names) else str(slot)
                 raise InvalidModelError(
                     f"{node.op_type} node '{node.name or node.output[0]}': input {role} is tensor '{name}', which no graph input, initializer or node provides"
                 )
@@ -316,7 +320,7 @@ class _Plan:
 
 
 def _plan(view: GraphView) -> _Plan:
-    """A model made of RNN and Constant nodes only: which RNN outputs are read."""
+    """A model made of recurrent and Constant nodes only: which of their outputs are read."""
     nodes = rnn_nodes(view.model.graph)
     needed = {o.name for o in view.outputs}
     for _, node in nodes:
@@ -324,7 +328,7 @@ def _plan(view: GraphView) -> _Plan:
     return _Plan(nodes, needed)
 
 
-def _normalise_all(view: GraphView, plan: _Plan) -> list[RnnSpec]:
+def _normalise_all(view: GraphView, plan: _Plan) -> list[Spec]:
     produced: dict[str, TensorInfo] = {}
 
     def lookup(name: str) -> TensorInfo | None:
@@ -335,20 +339,21 @@ def _normalise_all(view: GraphView, plan: _Plan) -> list[RnnSpec]:
     for k, (i, node) in enumerate(plan.rnn_nodes):
         label = unique_label(node, k, used_labels)
         used_labels.add(label)
-        spec = normalise_rnn(node, i, view.opset, lookup, label)
+        spec = NORMALISERS[node.op_type](node, i, view.opset, lookup, label)
         specs.append(spec)
         for name, shape in _output_shapes(spec).items():
             produced[name] = TensorInfo(name, spec.etype.onnx, shape)
     return specs
 
 
-def _output_shapes(spec: RnnSpec) -> dict[str, Shape]:
+def _output_shapes(spec: Spec) -> dict[str, Shape]:
     T, D, B, H = Dim.of(spec.seq_length), Dim.of(spec.num_directions), spec.batch, Dim.of(spec.hidden_size)
     shapes = {}
     if spec.Y:
         shapes[spec.Y] = (B, T, D, H) if spec.layout else (T, D, B, H)
-    if spec.Y_h:
-        shapes[spec.Y_h] = (B, D, H) if spec.layout else (D, B, H)
+    for state in (spec.Y_h, getattr(spec, "Y_c", None)):
+        if state:
+            shapes[state] = (B, D, H) if spec.layout else (D, B, H)
     return shapes
 
 
@@ -356,7 +361,7 @@ def _output_shapes(spec: RnnSpec) -> dict[str, Shape]:
 
 
 class _Builder:
-    def __init__(self, g: LayerGraph, view: GraphView, specs: list[RnnSpec], options: LoweringOptions) -> None:
+    def __init__(self, g: LayerGraph, view: GraphView, specs: list[Spec], options: LoweringOptions) -> None:
         self.g, self.view, self.specs, self.options = g, view, specs, options
         self.ports: dict[str, Output] = {}
         self.notes: list[str] = []
@@ -371,11 +376,13 @@ class _Builder:
         self._parameters()
         summaries = []
         for spec in self.specs:
-            want_y, want_y_h = spec.Y in plan.needed, spec.Y_h in plan.needed
-            if not want_y and not want_y_h:
-                self.notes.append(f"RNN node '{spec.node_name or spec.label}': no graph output or node reads Y or Y_h; skipped")
+            family = FAMILIES[_op(spec)]
+            want = [getattr(spec, out) in plan.needed for out in family.outputs]
+            if not any(want):
+                self.notes.append(f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped")
                 continue
-            lowered = lower_rnn(self.g, spec, self.port_of, want_y, want_y_h, self.options)
+            lower = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}[family.name]
+            lowered = lower(self.g, spec, self.port_of, *want, options=self.options)
             self.ports.update(lowered.outputs)
             summaries.append(RnnSummary.of(spec, lowered.chains))
         self._results()
@@ -384,7 +391,7 @@ class _Builder:
     def _parameters(self) -> None:
         filled: dict[str, Shape] = {}
         for spec in self.specs:
-            for rin in (spec.X, spec.W, spec.R, spec.B, spec.sequence_lens, spec.initial_h):
+            for rin in (getattr(spec, name, None) for name in FAMILIES[_op(spec)].inputs):
                 if rin is None or rin.is_constant or rin.name not in {i.name for i in self.view.inputs}:
                     continue
                 have = filled.get(rin.name)
@@ -417,6 +424,10 @@ class _Builder:
                 raise InvalidModelError(f"graph output '{out.name}' is not produced by any node")
             _check_declared(out, port)
             ops.result(self.g, f"{out.name}/sink_port_0", port, out.name)
+
+
+def _op(spec: Spec) -> str:
+    return {"RnnSpec": "RNN", "GruSpec": "GRU", "LstmSpec": "LSTM"}[type(spec).__name__]
 
 
 def _check_declared(out: TensorInfo, port: Output) -> None:

@@ -355,6 +355,7 @@ LSTM_CASES: list[Case] = [
     _lstm("bidir-input-forget-peepholes-h0-c0", direction="bidirectional", input_forget=1, peepholes=True, h0=True, c0=True),
     _lstm("input-forget-lens-c0", input_forget=1, lens=(4, 2), c0=True),
     _lstm("input-forget-clip0.7", input_forget=1, clip=0.7),
+    _lstm("input-forget-peepholes-wrb-inputs-lens", input_forget=1, peepholes=True, weights_as_inputs=True, lens=(3, 4)),
     # every activation in the slots, with explicit parameters and with the defaults
     _lstm("f-relu", activations=("Relu", "Tanh", "Tanh")),
     _lstm("g-relu", activations=("Sigmoid", "Relu", "Tanh")),

@@ -41,11 +41,15 @@ def serializer_layers() -> dict[str, tuple]:
     w, r, b = c(np.ones((4, 3))), c(np.ones((4, 4))), c(np.ones(4))
     split = o1.split(x, i64(1), 2)
     cell = o3.rnn_cell(split.output(0), h, w, r, b, 4, ["tanh"], [], [], 0.0)
+    gru = o3.gru_cell(split.output(0), h, c(np.ones((12, 3))), c(np.ones((12, 4))), c(np.ones(16)), 4, ["sigmoid", "tanh"], [], [], 0.0, True)
+    lstm = o4.lstm_cell(split.output(0), h, h, c(np.ones((16, 3))), c(np.ones((16, 4))), c(np.ones(16)), 4, ["sigmoid", "tanh", "tanh"], [], [], 0.0)
     nodes = {
         "Parameter": x,
         "Const": w,
         "Split": split,
         "RNNCell": cell,
+        "GRUCell": gru,
+        "LSTMCell": lstm,
         "Reshape": o1.reshape(cell, i64([4, 2]), False),
         "Concat": o1.concat([cell, cell], 0),
         "Add": o1.add(cell, b),

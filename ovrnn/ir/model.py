@@ -6,16 +6,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..spec.activations import Activation
 from ..fileio import ir_paths, write_atomic
-from ..spec.rnn import INPUT_NAMES, Direction, RnnSpec
+from ..spec.recurrent import FAMILIES, Direction
 
 
 @dataclass(frozen=True)
 class ChainSummary:
     direction: str  # "fwd" | "rev"
-    activation: str  # e.g. "LeakyRelu(alpha=0.1)"
-    lowering: str  # "cell" (RNNCell) | "explicit" (MatMul/Add/activation ops)
+    activation: str  # e.g. "LeakyRelu(alpha=0.1)"; GRU/LSTM "f=Sigmoid g=Tanh [h=Tanh]"
+    lowering: str  # "cell" (RNNCell/GRUCell/LSTMCell) | "explicit" (MatMul/Add/activation ops)
     steps: int
 
 
@@ -33,14 +32,18 @@ class RnnSummary:
     sequence_lens: str | None  # input name when masking is in the graph
     chains: tuple[ChainSummary, ...]
     runtime_inputs: tuple[tuple[str, str], ...] = ()  # (role, tensor name) of non-constant inputs
-    outputs: tuple[tuple[str, str], ...] = ()  # ("Y" | "Y_h", tensor name)
+    outputs: tuple[tuple[str, str], ...] = ()  # ("Y" | "Y_h" | "Y_c", tensor name)
+    op: str = "RNN"  # RNN | GRU | LSTM
 
     def time_axis(self, tensor: str) -> int | None:
         """The step axis of this node's Y (0, or 1 for layout 1); None for other tensors."""
         return self.layout if ("Y", tensor) in self.outputs else None
 
     @staticmethod
-    def of(spec: RnnSpec, chains: list[tuple[Direction, Activation, str]]) -> RnnSummary:
+    def of(spec, chains: list[tuple[Direction, object, str]]) -> RnnSummary:
+        """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations, lowering)."""
+        op = {"RnnSpec": "RNN", "GruSpec": "GRU", "LstmSpec": "LSTM"}[type(spec).__name__]
+        family = FAMILIES[op]
         return RnnSummary(
             label=spec.label,
             node_name=spec.node_name,
@@ -54,15 +57,15 @@ class RnnSummary:
             sequence_lens=spec.sequence_lens.name if spec.sequence_lens is not None else None,
             chains=tuple(ChainSummary(d.value, a.describe(), kind, spec.seq_length) for d, a, kind in chains),
             runtime_inputs=tuple(
-                (role, rin.name)
-                for role, rin in zip(INPUT_NAMES, (spec.X, spec.W, spec.R, spec.B, spec.sequence_lens, spec.initial_h))
-                if rin is not None and not rin.is_constant
+                (role, rin.name) for role in family.inputs if (rin := getattr(spec, role)) is not None and not rin.is_constant
             ),
-            outputs=tuple((role, name) for role, name in (("Y", spec.Y), ("Y_h", spec.Y_h)) if name),
+            outputs=tuple((role, name) for role in family.outputs if (name := getattr(spec, role))),
+            op=op,
         )
 
     def rt_info(self) -> dict[str, str]:
-        info = {
+        info = {} if self.op == "RNN" else {"op": self.op}
+        info |= {
             "onnx_node": self.node_name,
             "steps": str(self.seq_length),
             "batch": self.batch,

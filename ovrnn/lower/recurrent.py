@@ -205,8 +205,8 @@ def lower_chains(seq: Sequence, chains: list[Chain], y: str | None, finals: dict
         walked = seq.walked(chain.direction)
         if chain.project is not None:
             walked = chain.project(walked)
-        # states gathered along the walk: Y's always; others only when lengths pick the final one
-        collect = [0] + [i for i in finals if i and masked]
+        # states gathered along the walk: H when Y or Y_h reads it; others only when lengths pick the final one
+        collect = ([0] if y is not None or 0 in finals else []) + [i for i in finals if i and masked]
         seqs, states = _walk(seq, chain, walked, collect)  # each [T, 1, B, H] in walk order
         timed = [i for i in collect if masked or (i == 0 and y is not None)]  # what Y or a masked final reads
         in_time = {i: seqs[i] if chain.direction is Direction.FORWARD else seq.flip(f"{p}/{d}/{_key(i)}/reversed", seqs[i], 2) for i in timed}

@@ -280,7 +280,7 @@ def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int, gra
         if etype.is_integral():
             feeds[name] = rng.integers(0, 3, size=shape).astype(etype.to_dtype())
             continue
-        scale = 1.0 / np.sqrt(rnn.hidden_size) if role in ("W", "R", "B") else 1.0
+        scale = 1.0 / np.sqrt(rnn.hidden_size) if role in ("W", "R", "B", "P") else 1.0
         values = rng.uniform(-1.0, 1.0, size=shape) * scale
         feeds[name] = values.astype(_numpy_type(etype))
     return feeds

@@ -1,0 +1,109 @@
+"""Every GRU and LSTM case of the table: ONNX -> IR -> OpenVINO CPU (f32) vs the float64 reference,
+with one GRUCell/LSTMCell per step per direction the cell can express, explicit ops for the rest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cases import DTYPES, GRU_CASES, LSTM_CASES, TOL, Case, make_model
+from conftest import assert_close, layer_counts, run_ir
+from lxml import etree
+
+import ovrnn
+from ovrnn.validation import reference
+
+HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
+CASES = GRU_CASES + LSTM_CASES
+CELL = {"GRU": "GRUCell", "LSTM": "LSTMCell"}
+
+
+def cell_directions(case: Case) -> int:
+    """Directions the cell expresses: native activations; for LSTM no peepholes, no input_forget."""
+    if case.op == "LSTM" and (case.peepholes or case.input_forget):
+        return 0
+    return case.native_directions()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_matches_reference(case):
+    model, feeds, flags = make_model(case)
+    ir = ovrnn.convert_model(model, flags)
+    got = run_ir(ir, feeds)
+    want = reference.run_model(model, feeds)
+    atol, rtol = TOL[case.dtype]
+    assert set(got) == set(case.outputs)
+    for name in case.outputs:
+        assert got[name].dtype == np.dtype(DTYPES[case.dtype][0]), f"{name} keeps the ONNX element type"
+        assert_close(got[name], want[name], atol, rtol, f"{case.id} {name}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_one_cell_per_step_per_cell_direction(case):
+    model, _, flags = make_model(case)
+    ir = ovrnn.convert_model(model, flags)
+    counts = layer_counts(ir.xml)
+    assert counts[CELL[case.op]] == case.T * cell_directions(case)
+    assert not any(counts[t] for t in HIDDEN_STEPS) and not counts["RNNCell"]
+    (summary,) = ir.rnns
+    assert summary.op == case.op
+    assert [c.lowering for c in summary.chains].count("cell") == cell_directions(case)
+    # explicit directions project X for all steps with one MatMul, then one MatMul per step (H·Rᵀ)
+    explicit = case.num_directions - cell_directions(case)
+    per_step = 2 if case.op == "GRU" else 1  # GRU: [Rz; Rr] and Rh
+    assert counts["MatMul"] == explicit * (1 + per_step * case.T)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.dtype == "float32" and c.opset >= 7], ids=lambda c: c.id)
+def test_matmul_lowering_matches_reference(case):
+    """--lowering matmul: explicit ops for every direction, no cell at all."""
+    model, feeds, flags = make_model(case)
+    ir = ovrnn.convert_model(model, flags, lowering="matmul")
+    counts = layer_counts(ir.xml)
+    assert not counts["GRUCell"] and not counts["LSTMCell"]
+    got, want = run_ir(ir, feeds), reference.run_model(model, feeds)
+    for name in case.outputs:
+        assert_close(got[name], want[name], *TOL[case.dtype], f"{case.id} {name}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_no_dead_layers(case):
+    """OpenVINO silently drops layers that reach no Result: we must not write any."""
+    model, _, flags = make_model(case)
+    root = etree.fromstring(ovrnn.convert_model(model, flags).xml)
+    consumed = {e.get("from-layer") for e in root.iter("edge")}
+    dead = [el.get("name") for el in root.iter("layer") if el.get("type") not in ("Parameter", "Result") and el.get("id") not in consumed]
+    assert dead == []
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        Case("fold-gru-bidir", op="GRU", T=16, direction="bidirectional", h0=True),
+        Case("fold-gru-lbr1-lens", op="GRU", T=16, linear_before_reset=1, lens=(16, 9)),
+        Case("fold-lstm-bidir-h0-c0", op="LSTM", T=16, direction="bidirectional", h0=True, c0=True),
+        Case("fold-lstm-lens-no-Y_c", op="LSTM", T=16, lens=(16, 7), outputs=("Y", "Y_h")),
+    ],
+    ids=lambda c: c.id,
+)
+def test_cell_chains_fold_into_the_cpu_sequence_kernel(case):
+    """OpenVINO's CPU plugin folds each direction's chain into one RNNSeq, as for RNNCell chains."""
+    from ovrnn.runtime import engine as runtime
+
+    model, feeds, _ = make_model(case)
+    ir = ovrnn.convert_model(model)
+    compiled = runtime.compile_ir(runtime.read_model(ir), "CPU", "f32")
+    types = compiled.runtime_layer_types()
+    assert types.get("RNNSeq") == case.num_directions and not types.get("RNNCell"), types
+    got, want = runtime.infer(compiled, feeds), reference.run_model(model, feeds)
+    for name in case.outputs:
+        assert_close(got[name], want[name], *TOL[case.dtype], name)
+
+
+def test_lstm_weights_are_stored_once_in_cell_order():
+    """One permuted copy of W, R and B in the .bin, whatever the number of steps and pieces."""
+    case = Case("store", op="LSTM", T=40, direction="bidirectional", hidden=8, input_size=6)
+    model, _, _ = make_model(case)
+    ir = ovrnn.convert_model(model, chunk_steps=8)
+    H, I, D = case.hidden, case.input_size, 2
+    weights = 4 * (D * 4 * H * I + D * 4 * H * H + D * 4 * H)  # float32 W, R and B = Wb + Rb
+    assert weights <= len(ir.bin) < weights + 256
