@@ -31,7 +31,7 @@ from .spec.limits import check_steps
 from .lower.gru import lower_gru
 from .lower.lstm import lower_lstm
 from .lower.rnn import CELL_MODES, LoweringOptions, lower_rnn
-from .onnx.read import ONNX_DOMAINS, GraphView, ModelSource, TensorInfo, graph_view, load_model
+from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
 from .spec import NORMALISERS, Spec

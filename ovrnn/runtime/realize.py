@@ -21,7 +21,7 @@ _INT = {"hidden_size", "num_splits", "axis", "batch_dims", "batch_axis", "seq_ax
 _INT_LIST = {"begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask", "ellipsis_mask"}
 _ELEMENT_TYPE = {"output_type"}
 _FLOAT = {"clip", "min", "max", "alpha"}
-_BOOL = {"special_zero", "transpose_a", "transpose_b", "m_pythondiv"}
+_BOOL = {"special_zero", "transpose_a", "transpose_b", "m_pythondiv", "linear_before_reset"}
 _STR_LIST = {"activations"}
 _FLOAT_LIST = {"activations_alpha", "activations_beta"}
 
@@ -36,7 +36,7 @@ def typed(key: str, text: str):
     if key in _BOOL:
         return text == "true"
     if key in _STR_LIST:
-        return [t for t in text.split(",") if t]
+        return [t.strip() for t in text.split(",") if t.strip()]  # "sigmoid, tanh"
     if key in _FLOAT_LIST:
         return [float(t) for t in text.split(",") if t]
     if key in _ELEMENT_TYPE:  # IR spelling (i32, i64, f32, boolean) = ov.Type's attribute names

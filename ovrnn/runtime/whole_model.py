@@ -1,11 +1,12 @@
-"""Whole models: OpenVINO's ONNX frontend converts every other op, ovrnn lowers every RNN node.
+"""Whole models: OpenVINO's ONNX frontend converts every other op, ovrnn lowers every RNN, GRU
+and LSTM node.
 
-    ONNX file ──FrontEnd("onnx") + ConversionExtension("RNN")──> ov.Model ──ConstantFolding──>
+    ONNX file ──FrontEnd("onnx") + ConversionExtension("RNN" | "GRU" | "LSTM")──> ov.Model ──ConstantFolding──>
         deterministic names ──ov.save_model(compress_to_fp16=False)──> IR bytes
 
-The extension is called once per RNN node, in graph order, with the node's inputs as OpenVINO
+The extension is called once per recurrent node, in graph order, with the node's inputs as OpenVINO
 outputs (shapes already inferred from the fixed input shapes). It normalises the node with the
-same ``normalise_rnn`` and lowers it with the same ``lower_rnn`` as the lone-RNN path; only the
+same normaliser and lowers it with the same lowering as the lone-node path; only the
 last step differs: the layer graph is realised as OpenVINO nodes (``realize.py``) instead of
 being written as XML. The frontend API, unlike ``ov.convert_model``, runs no fusion pass that
 would fold the cell chain back into an RNNSequence; ``_check_chain_kept`` verifies it.
@@ -30,24 +31,29 @@ from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, Usa
 from ..ir.model import IR, RnnSummary
 from ..lower.layer_graph import LayerGraph
 from ..spec.limits import check_steps
+from ..lower.gru import lower_gru
+from ..lower.lstm import lower_lstm
 from ..lower.rnn import LoweringOptions, lower_rnn
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
 from .realize import realize
 from .engine import ov, ov_message
 from ..shapes import Dim, Shape
-from ..spec.rnn import DynamicStepsError, normalise_rnn, unique_label
+from ..spec import NORMALISERS
+from ..spec.recurrent import FAMILIES, DynamicStepsError, unique_label
 
-HIDDEN_STEPS = ("RNNSequence", "TensorIterator", "Loop")
+HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (
-    "the model has no RNN node, so it was converted by OpenVINO's ONNX frontend as it is. PyTorch's "
+    "the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is. PyTorch's "
     "dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
     "to get an ONNX RNN node"
 )
+LOWER = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}
 
 
 def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
-    return [(i, n) for i, n in enumerate(graph.node) if n.op_type == "RNN" and n.domain in ONNX_DOMAINS]
+    """The recurrent nodes (RNN, GRU, LSTM), with their index in the graph."""
+    return [(i, n) for i, n in enumerate(graph.node) if n.op_type in FAMILIES and n.domain in ONNX_DOMAINS]
 
 
 def convert_whole_model(
@@ -56,10 +62,20 @@ def convert_whole_model(
     from openvino.frontend import ConversionExtension, FrontEndManager
 
     _refuse_rnn_in_subgraphs(view.model.graph)
-    nodes = rnn_nodes(view.model.graph)
+    # The frontend calls an op's extension for its nodes in subgraphs too; GRU/LSTM nodes there
+    # (not lowerable: unknown step count) leave every node of that op to the frontend.
+    in_bodies = _ops_in_subgraphs(view.model.graph)
+    lowered_ops = [op for op in FAMILIES if op not in in_bodies]
+    nodes = [(i, n) for i, n in rnn_nodes(view.model.graph) if n.op_type in lowered_ops]
     extension = _RnnExtension(view, nodes, replace(options, compress_to_fp16=False))  # the serializer compresses
+    extension.notes.extend(
+        f"{op} nodes inside If/Loop/Scan bodies: every {op} node was converted by OpenVINO's ONNX frontend ({op}Sequence), not lowered to cells"
+        for op in FAMILIES
+        if op in in_bodies
+    )
     fe = FrontEndManager().load_by_framework("onnx")
-    fe.add_extension(ConversionExtension("RNN", extension))
+    for op in lowered_ops:
+        fe.add_extension(ConversionExtension(op, extension))
     folded_model, folded = fold_constants(_with_input_shapes(view))
     with _model_file(folded_model, source if not folded else None) as path:
         input_model = fe.load(str(path))
@@ -75,7 +91,7 @@ def convert_whole_model(
                 raise extension.error from None
             raise _conversion_error(view, path, exc) from None
     if extension.calls != len(nodes):
-        raise AssertionError(f"the ONNX frontend called the RNN extension {extension.calls} times for {len(nodes)} RNN nodes")
+        raise AssertionError(f"the ONNX frontend called the recurrent-op extension {extension.calls} times for {len(nodes)} RNN/GRU/LSTM nodes")
     steps_note = check_steps(sum(c.steps for s in extension.summaries for c in s.chains), len(nodes), max_steps)
     model.set_friendly_name(view.model.graph.name or "ovrnn_model")
     _deterministic_names(model)  # before folding too: folded constants inherit these names
@@ -100,7 +116,7 @@ def convert_whole_model(
 
 
 class _RnnExtension:
-    """Called by the frontend for each RNN node, in graph order."""
+    """Called by the frontend for each RNN, GRU and LSTM node, in graph order."""
 
     def __init__(self, view: GraphView, nodes: list[tuple[int, onnx.NodeProto]], options: LoweringOptions) -> None:
         self.view, self.nodes, self.options = view, nodes, options
@@ -121,12 +137,12 @@ class _RnnExtension:
         index, node = self.nodes[self.calls]
         self.calls += 1
         if context.get_input_size() != len(node.input):
-            raise AssertionError(f"RNN node '{node.name}': the frontend passed {context.get_input_size()} inputs, the ONNX node has {len(node.input)}")
+            raise AssertionError(f"{node.op_type} node '{node.name}': the frontend passed {context.get_input_size()} inputs, the ONNX node has {len(node.input)}")
         inputs = {name: context.get_input(i) for i, name in enumerate(node.input) if name}
         infos = {name: tensor_info(name, out) for name, out in inputs.items()}
         label = unique_label(node, len(self.labels), self.labels)
         self.labels.append(label)
-        spec = normalise_rnn(node, index, self.view.opset, infos.get, label)
+        spec = NORMALISERS[node.op_type](node, index, self.view.opset, infos.get, label)
         g = LayerGraph(label)
         placeholders: dict[str, object] = {}
         bindings: dict[int, object] = {}
@@ -141,7 +157,7 @@ class _RnnExtension:
                     bindings[placeholders[name].layer.id] = inputs[name]
             return placeholders[name]
 
-        lowered = lower_rnn(g, spec, port_of, options=self.options)
+        lowered = LOWER[node.op_type](g, spec, port_of, options=self.options)
         realized = realize(g, bindings)
         produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
         self.summaries.append(RnnSummary.of(spec, lowered.chains))
@@ -241,6 +257,16 @@ def _refuse_rnn_in_subgraphs(graph: onnx.GraphProto, where: str = "") -> None:
                 _refuse_rnn_in_subgraphs(sub, inner)
 
 
+def _ops_in_subgraphs(graph: onnx.GraphProto, inside: bool = False) -> set[str]:
+    """The op types of the nodes in If/Loop/Scan bodies, at any depth."""
+    found = {n.op_type for n in graph.node} if inside else set()
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                found |= _ops_in_subgraphs(sub, True)
+    return found
+
+
 # Distinct values no model uses as a real size: a dim found holding one came from that input.
 _SENTINELS = [10007, 10009, 10037, 10039, 10061, 10067, 10069, 10079, 10091, 10093, 10099, 10103]
 
@@ -265,7 +291,8 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError) -
             found.append(x[error.axis].get_length())
         raise _Probed()
 
-    fe.add_extension(ConversionExtension("RNN", probe))
+    for op in FAMILIES:
+        fe.add_extension(ConversionExtension(op, probe))
     input_model = fe.load(str(path))
     for info in view.inputs:
         if info.shape is None:
@@ -290,7 +317,7 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError) -
     suggestion = ",".join("T" if a == axis else d.ir() for a, d in enumerate(shape))
     return UsageError(
         f"{target}: the number of time steps comes from dim {axis} of input '{name}', which is dynamic "
-        f"({shape[axis].describe()}), and the RNNCell chain needs a fixed number of steps; "
+        f"({shape[axis].describe()}), and the {FAMILIES[target.split(' ', 1)[0]].cell} chain needs a fixed number of steps; "
         f"fix it with {flag('input', quoted(f'{name}[{suggestion}]'))} (T = number of time steps)"
     )
 
@@ -355,7 +382,6 @@ def _serialize(model, compress_to_fp16: bool) -> tuple[bytes, bytes]:
 
 
 def needs_frontend(graph: onnx.GraphProto) -> bool:
-    """True when the model has ops other than RNN and Constant (or no RNN at all)."""
+    """True when the model has ops other than RNN, GRU, LSTM and Constant (or none of them)."""
     ops_ = {(n.domain, n.op_type) for n in graph.node}
-    return not rnn_nodes(graph) or any(d not in ONNX_DOMAINS or t not in ("RNN", "Constant") for d, t in ops_)
-
+    return not rnn_nodes(graph) or any(d not in ONNX_DOMAINS or (t not in FAMILIES and t != "Constant") for d, t in ops_)
