@@ -251,9 +251,13 @@ def cmd_convert(args) -> int:
     output = args.output or Path(args.model).with_suffix(".xml").name  # ovc: ./MODEL.xml
     xml_path = ir.save(output)
     _notes(ir.notes)
-    cells = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "cell")
+    cells: dict[str, int] = {}
+    for r in ir.rnns:
+        cell = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}[r.op]
+        cells[cell] = cells.get(cell, 0) + sum(c.steps for c in r.chains if c.lowering == "cell")
     explicit = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "explicit")
-    kinds = f"{cells} RNNCell layers" + (f", {explicit} explicit cells" if explicit else "")
+    kinds = ", ".join(f"{n} {cell} layers" for cell, n in cells.items() if n) or "0 RNNCell layers"
+    kinds += f", {explicit} explicit cells" if explicit else ""
     print(f"wrote {xml_path} and {xml_path.with_suffix('.bin')} ({len(ir.bin):,} bytes): {kinds}")
     return 0
 

@@ -161,3 +161,25 @@ def test_mixed_rnn_gru_lstm_whole_model():
     got, want = run_ir(ir, feeds), reference.run_model(model, feeds)
     for name in ("Y", "Y_h", "Y_c"):
         assert_close(got[name], want[name], 2e-5, 2e-5, name)
+
+
+def test_inspect_and_convert_say_which_directions_are_cells_and_why_not(tmp_path):
+    from conftest import ovrnn_cli
+
+    model, _, _ = make_model(Case("say", op="LSTM", direction="bidirectional", T=6, activations=("Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Tanh", "Softsign"), lens=(6, 2), h0=True, c0=True))
+    ir = ovrnn.convert_model(model)
+    assert [(c.direction, c.activation, c.lowering) for c in ir.rnns[0].chains] == [
+        ("fwd", "f=Sigmoid g=Tanh h=Tanh", "cell"),
+        ("rev", "f=HardSigmoid(alpha=0.2, beta=0.5) g=Tanh h=Softsign [explicit: HardSigmoid, Softsign]", "explicit"),
+    ]
+    report = ovrnn.inspect(ir.save(tmp_path / "m.xml")).format()
+    assert "  lstm fwd: 6 steps, sigmoid, tanh, tanh, LSTMCell, hidden 5, W shared by 6 cells" in report
+    assert "  lstm rev: 6 steps, f=HardSigmoid(alpha=0.2, beta=0.5) g=Tanh h=Softsign [explicit: HardSigmoid, Softsign], explicit MatMul/Add/activation ops, hidden 5" in report
+    peep, _, _ = make_model(Case("say-p", op="GRU", T=3))
+    import onnx
+
+    onnx.save(peep, tmp_path / "g.onnx")
+    proc = ovrnn_cli("convert", tmp_path / "g.onnx", "-o", tmp_path / "g.xml")
+    assert proc.returncode == 0 and "3 GRUCell layers" in proc.stdout, proc.stdout + proc.stderr
+    lstm, _, _ = make_model(Case("say-l", op="LSTM", peepholes=True, input_forget=1))
+    assert ovrnn.convert_model(lstm).rnns[0].chains[0].activation == "f=Sigmoid g=Tanh h=Tanh [explicit: peepholes, input_forget]"

@@ -44,6 +44,7 @@ class Chain:
     hidden_size: int | None = None
     clip: str = ""
     weights_shared_by: int = 0  # cells reading the first cell's W constant
+    cell: str = "RNNCell"  # the cell layer type of a "cell" chain
 
 
 @dataclass
@@ -81,7 +82,7 @@ class InspectReport:
             for c in self.chains:
                 share = f", W shared by {c.weights_shared_by} cells" if c.weights_shared_by else ""
                 clip = f", clip {c.clip}" if c.clip not in ("", "0") else ""
-                kind = "RNNCell" if c.lowering == "cell" else "explicit MatMul/Add/activation ops"
+                kind = c.cell if c.lowering == "cell" else "explicit MatMul/Add/activation ops"
                 label = f"{c.rnn} " if c.rnn else ""
                 out.append(f"  {label}{c.direction}: {c.steps} steps, {c.activation}, {kind}, hidden {c.hidden_size}{clip}{share}")
         if self.sequence_layers:
@@ -212,8 +213,9 @@ def _cell_chains(graph: _Graph) -> list[Chain]:
         data = first.find("data")
         attr = (lambda k: data.get(k, "")) if data is not None else (lambda k: "")
         match = re.match(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t\d+/cell$", first.get("name", ""))
-        w = _weight_key(graph.source(head, 2, through=("Convert",)))
-        shared = sum(1 for lid in members if w is not None and _weight_key(graph.source(lid, 2, through=("Convert",))) == w)
+        w_port = 3 if first.get("type") == "LSTMCell" else 2  # X, H[, C], W
+        w = _weight_key(graph.source(head, w_port, through=("Convert",)))
+        shared = sum(1 for lid in members if w is not None and _weight_key(graph.source(lid, w_port, through=("Convert",))) == w)
         hidden = attr("hidden_size")
         chains.append(
             Chain(
@@ -225,6 +227,7 @@ def _cell_chains(graph: _Graph) -> list[Chain]:
                 hidden_size=int(hidden) if hidden.isdigit() else None,
                 clip=attr("clip"),
                 weights_shared_by=shared,
+                cell=first.get("type"),
             )
         )
     return sorted(chains, key=lambda c: (c.rnn, c.direction))

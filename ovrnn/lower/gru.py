@@ -39,6 +39,11 @@ def lowering_of(spec: GruSpec, acts: GruActivations, cells: str = "cell") -> str
     return NATIVE if cells == "cell" and acts.f.native and acts.g.native else EXPLICIT
 
 
+def explicit_reason(spec: GruSpec, acts: GruActivations, cells: str) -> str:
+    """Why a direction is not a GRUCell chain (the CPU plugin's cells run relu/sigmoid/tanh only)."""
+    return f"--lowering {cells}" if cells != "cell" else ", ".join(a.name for a in acts if not a.native)
+
+
 def lower_gru(
     g: LayerGraph,
     spec: GruSpec,
@@ -95,7 +100,7 @@ class _Lowering:
         chains = []
         for d, (direction, acts, h0) in enumerate(zip(s.directions, s.activations, h0s)):
             kind = lowering_of(s, acts, self.options.cells)
-            lowered.chains.append((direction, acts, kind))
+            lowered.chains.append((direction, acts.describe() + ("" if kind == NATIVE else f" [explicit: {explicit_reason(s, acts, self.options.cells)}]"), kind))
             step, project = self.native_chain(d, acts) if kind == NATIVE else self.explicit_chain(d, acts)
             chains.append(Chain(direction, step, (h0,), project))
         y = s.Y if want_y and s.Y else None

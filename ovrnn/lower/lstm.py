@@ -44,6 +44,15 @@ def lowering_of(spec: LstmSpec, acts: LstmActivations, cells: str = "cell") -> s
     return NATIVE if cells == "cell" and native else EXPLICIT
 
 
+def explicit_reason(spec: LstmSpec, acts: LstmActivations, cells: str) -> str:
+    """Why a direction is not an LSTMCell chain: LSTMCell-4 has no peepholes or input_forget, and
+    the CPU plugin's cells run relu/sigmoid/tanh only."""
+    if cells != "cell":
+        return f"--lowering {cells}"
+    why = [what for what, on in (("peepholes", spec.P is not None), ("input_forget", spec.input_forget)) if on]
+    return ", ".join(why + [a.name for a in acts if not a.native])
+
+
 def lower_lstm(
     g: LayerGraph,
     spec: LstmSpec,
@@ -97,7 +106,7 @@ class _Lowering:
         chains = []
         for d, (direction, acts, h0, c0) in enumerate(zip(s.directions, s.activations, self.states("initial_h", s.initial_h), self.states("initial_c", s.initial_c))):
             kind = lowering_of(s, acts, self.options.cells)
-            lowered.chains.append((direction, acts, kind))
+            lowered.chains.append((direction, acts.describe() + ("" if kind == NATIVE else f" [explicit: {explicit_reason(s, acts, self.options.cells)}]"), kind))
             step, project = self.native_chain(d, acts) if kind == NATIVE else self.explicit_chain(d, acts)
             chains.append(Chain(direction, step, (h0, c0), project))
         y = s.Y if want_y and s.Y else None
