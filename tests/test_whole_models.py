@@ -112,7 +112,7 @@ def test_model_without_rnn_converts_with_a_note(tmp_path):
     proc = ovrnn_cli("convert", path, "-o", tmp_path / "plain.xml")
     assert proc.returncode == 0
     assert proc.stderr == (
-        "note: the model has no RNN node, so it was converted by OpenVINO's ONNX frontend as it is. PyTorch's dynamo=True "
+        "note: the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is. PyTorch's dynamo=True "
         "exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) to get an ONNX RNN node\n"
     )
     x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)

@@ -79,6 +79,7 @@ def serializer_layers() -> dict[str, tuple]:
         "StridedSlice": o1.strided_slice(cell, i64([0, 0]), i64([0, 0]), i64([1, -1]), [1, 1], [1, 1], [0, 0], [0, 0], [0, 0]),
         "ReverseSequence": o1.reverse_sequence(cell, o1.constant(np.array([1, 2], dtype=np.int32)), 0, 1),
         "Maximum": o1.maximum(cell, b),
+        "Subtract": o1.subtract(cell, b),
         # openvino.opset4.range is Range-1; Range-4 (output_type) comes from the opset4 factory
         "Range": NodeFactory("opset4").create("Range", [o1.constant(np.int32(v)).output(0) for v in (0, 4, 1)], {"output_type": "i32"}),
     }

@@ -261,6 +261,10 @@ def divide(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
     return _binary(g, "Divide", name, a, b, extra={"m_pythondiv": "true"})
 
 
+def subtract(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
+    return _binary(g, "Subtract", name, a, b)
+
+
 def maximum(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
     return _binary(g, "Maximum", name, a, b)
 

@@ -24,7 +24,7 @@ NPU_IR_TYPES = frozenset({
     "Parameter", "Result", "Const", "Convert", "Reshape", "Split", "Concat", "MatMul", "Add", "Multiply",
     "Divide", "Abs", "ReLU", "Tanh", "Sigmoid", "Clamp", "Elu", "HardSigmoid", "PReLU", "SoftPlus",
     "Select", "Greater", "GreaterEqual", "Range", "Squeeze", "Unsqueeze", "Transpose", "VariadicSplit",
-    "StridedSlice", "ReverseSequence", "Gather", "Maximum",
+    "StridedSlice", "ReverseSequence", "Gather", "Maximum", "Subtract",
 })
 
 

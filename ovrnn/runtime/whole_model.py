@@ -101,7 +101,7 @@ def convert_whole_model(
     if options.static and model.is_dynamic():
         dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
         raise UsageError(f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with {flag('input')}")
-    notes = list(extension.notes) + ([] if nodes else [NO_RNN_NOTE]) + ([steps_note] if steps_note else [])
+    notes = list(extension.notes) + ([] if rnn_nodes(view.model.graph) else [NO_RNN_NOTE]) + ([steps_note] if steps_note else [])
     for summary in extension.summaries:
         for key, value in summary.rt_info().items():
             model.set_rt_info(value, ["ovrnn", summary.label, key])
