@@ -30,8 +30,10 @@ def test_bench_quick(tmp_path):
     assert all(isinstance(f["ratio"], float) for f in data["figures"].values())
     for key in ("ovrnn", "openvino", "onnxruntime", "python"):
         assert key in data["versions"], key
-    assert data["latency"]["rows"] and all(row["max_abs_diff"] < 1e-4 for row in data["latency"]["rows"] + data["latency"]["lens_rows"])
-    assert len(data["graph"]["rows"]) == 12 and data["graph"]["dynamic_batch_folds"]
+    assert data["latency"]["rows"] and all(row["max_abs_diff"] < 1e-4 for row in data["latency"]["rows"] + data["latency"]["lens_rows"] + data["latency"]["gl_rows"])
+    assert {row["op"] for row in data["latency"]["gl_rows"]} == {"GRU", "LSTM"}
+    assert len(data["graph"]["rows"]) == 12 + 12 + 18 and data["graph"]["dynamic_batch_folds"]  # RNN, GRU, LSTM (± Y_c with lengths)
+    assert [(r["direction"], r["batch"], r["folded"]) for r in data["graph"]["known_not_to_fold"]] == [(d, b, False) for b in ("static", "dynamic") for d in ("forward", "reverse", "bidirectional")]
     assert "| figure |" in (out / "bench.md").read_text()
 
 

@@ -22,11 +22,11 @@ from ovrnn.validation import reference
 LEFTOVER = ("Reshape", "Reorder", "Gather", "Subgraph")  # what the old layout left per step (~4 per step)
 
 
-def rnn_model(T, direction="forward", lens=None, dyn_batch=False, batch=2, hidden=8, inputs=4, clip=None):
-    D = 2 if direction == "bidirectional" else 1
+def rnn_model(T, direction="forward", lens=None, dyn_batch=False, batch=2, hidden=8, inputs=4, clip=None, op="RNN"):
+    D, G = (2 if direction == "bidirectional" else 1), {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
     rng = np.random.default_rng(T)
     init = lambda name, shape: numpy_helper.from_array(rng.uniform(-0.4, 0.4, shape).astype(np.float32), name)  # noqa: E731
-    initializers = [init("W", (D, hidden, inputs)), init("R", (D, hidden, hidden)), init("B", (D, 2 * hidden))]
+    initializers = [init("W", (D, G * hidden, inputs)), init("R", (D, G * hidden, hidden)), init("B", (D, 2 * G * hidden))]
     b = "batch" if dyn_batch else batch
     graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, b, inputs])]
     names = ["X", "W", "R", "B"]
@@ -36,9 +36,10 @@ def rnn_model(T, direction="forward", lens=None, dyn_batch=False, batch=2, hidde
     elif lens is not None:
         initializers.append(numpy_helper.from_array(np.array(lens, np.int32), "L"))
         names.append("L")
-    attrs = {"clip": clip} if clip else {}
-    node = helper.make_node("RNN", names, ["Y", "Y_h"], hidden_size=hidden, direction=direction, activations=["Tanh"] * D, **attrs)
-    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h")]
+    attrs = ({"clip": clip} if clip else {}) | ({"activations": ["Tanh"] * D} if op == "RNN" else {})  # GRU/LSTM: default activations
+    outputs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    node = helper.make_node(op, names, outputs, hidden_size=hidden, direction=direction, **attrs)
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
     graph = helper.make_graph([node], "fold", graph_inputs, outs, initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
@@ -65,7 +66,7 @@ def check_numbers(model, c, feeds):
     request = c.create_infer_request()
     request.infer(feeds)
     want = reference.run_model(model, feeds)
-    for i, name in enumerate(("Y", "Y_h")):
+    for i, name in enumerate(o.get_any_name() for o in c.outputs):
         assert_close(request.get_output_tensor(i).data.astype(np.float64), want[name], 2e-5, 2e-5, name)
 
 
@@ -93,6 +94,23 @@ def test_every_piece_folds_and_nothing_is_left_per_step(direction, dyn_batch, le
     assert per_step <= (0.05 if not dyn_batch else 0.1), (per_step, counts)
     model = rnn_model(136, direction, lens, dyn_batch, batch=3)
     check_numbers(model, compiled(ovrnn.convert_model(model)), feeds_for(model, 136, 3, [136, 0, 77]))
+
+
+@pytest.mark.parametrize("dyn_batch", [False, True], ids=["static-batch", "dynamic-batch"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_gru_and_lstm_chains_fold_and_nothing_is_left_per_step(op, direction, dyn_batch):
+    """GRUCell/LSTMCell chains (default activations, Y_c read) fold into one RNNSeq per 64-step piece,
+    with per-step leftovers <= 0.05 (static batch), as tools/bench.py's GRU/LSTM rows measure."""
+    D = 2 if direction == "bidirectional" else 1
+    counts = {}
+    for T in (136, 264):
+        types, counts[T] = leftovers(rnn_model(T, direction, None, dyn_batch, batch=3, op=op))
+        assert types["RNNSeq"] == -(-T // 64) * D and not types["TensorIterator"] and not types["GRUCell"] and not types["LSTMCell"], types
+    per_step = (sum(counts[264].values()) - sum(counts[136].values())) / (128 * D)
+    assert per_step <= (0.05 if not dyn_batch else 0.1), (per_step, counts)  # dynamic batch: the same per-piece Split/Concat/Reorders as RNN (above)
+    model = rnn_model(136, direction, None, dyn_batch, batch=3, op=op)
+    check_numbers(model, compiled(ovrnn.convert_model(model)), feeds_for(model, 136, 3))
 
 
 def test_remainder_piece_is_not_a_tensor_iterator():

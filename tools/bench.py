@@ -10,11 +10,12 @@ cores here) moves both sides of a pair. OpenVINO runs on CPU at INFERENCE_PRECIS
 * compile: `core.compile_model(path, "CPU")` in a fresh process, ours (the .xml) vs OpenVINO's import
   (the .onnx): T=16 and T=256 forward H=128, T=1000 bidirectional H=64; warm model cache (CACHE_DIR,
   second compile) at T=256
-* runtime graph: layer types the CPU plugin runs, and per-step leftovers: what 128 more steps add
+* runtime graph (RNN, GRU, LSTM): layer types the CPU plugin runs, and per-step leftovers: what 128 more steps add
   (Reshape/Reorder/Gather/Subgraph) per step and direction, static and dynamic batch, with and
   without runtime sequence_lens
 * latency: one reused infer request, inputs shared; median over T 16-256, H 64-256, batch 1 and 16;
-  runtime sequence_lens at batch 1 against OpenVINO's import and onnxruntime
+  runtime sequence_lens at batch 1 against OpenVINO's import and onnxruntime; GRU and LSTM (default
+  activations, no P): T 16 and 256, H 64 and 256, forward and bidirectional, batch 1 and 16
 
 Writes DIR/bench.md and DIR/bench.json (DIR defaults to bench_results/). It asserts nothing.
 """
@@ -51,15 +52,25 @@ TARGETS = {  # figure: (target, what the ratio compares)
     "lens_vs_ov": (0.35, "runtime sequence_lens, batch 1 ÷ OpenVINO import (median of fwd/rev/bidir)"),
     "lens_vs_ort": (1.4, "runtime sequence_lens, batch 1 ÷ onnxruntime (median of fwd/rev/bidir)"),
 }
+for _op in ("GRU", "LSTM"):
+    for _b in (1, 16):
+        TARGETS[f"{_op}_latency_b{_b}"] = (1.0, f"{_op} latency ÷ OpenVINO import, batch {_b}, median over T, H, fwd/bidir")
+    for _b in ("static", "dynamic"):
+        TARGETS[f"{_op}_leftovers_{_b}"] = (0.05, f"{_op} per-step leftovers, {_b} batch (worst of fwd/rev/bidir, ± lengths)")
+KNOWN = "LSTM with Y_c read and runtime lengths: known not to fold (the last valid C needs every step's C)"
 
 
 def log(msg: str) -> None:
     print(f"[{time.perf_counter() - START:6.0f}s] {msg}", flush=True)
 
 
-def make_rnn(path: Path, T: int, H: int, I: int, direction: str = "forward", batch: int | None = 1, lens: bool = False) -> Path:
-    """A lone ONNX RNN node (tanh), W/R/B initializers; batch None = dynamic; lens = runtime sequence_lens."""
-    D = 2 if direction == "bidirectional" else 1
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def make_rnn(path: Path, T: int, H: int, I: int, direction: str = "forward", batch: int | None = 1, lens: bool = False, op: str = "RNN", y_c: bool = True) -> Path:
+    """A lone ONNX RNN (tanh), GRU or LSTM node (default activations, no P), W/R/B initializers;
+    batch None = dynamic; lens = runtime sequence_lens; y_c = LSTM's Y_c is a graph output."""
+    D, G = (2 if direction == "bidirectional" else 1), GATES[op]
     rng = np.random.default_rng(T * 7 + H)
     scale = 1 / np.sqrt(H)  # a stable recurrence: long sequences are not chaotic, so outputs compare
     init = lambda n, s: numpy_helper.from_array(rng.uniform(-scale, scale, s).astype(np.float32), n)  # noqa: E731
@@ -67,9 +78,10 @@ def make_rnn(path: Path, T: int, H: int, I: int, direction: str = "forward", bat
     inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, b, I])]
     if lens:
         inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [b]))
-    node = helper.make_node("RNN", ["X", "W", "R", "B"] + (["sequence_lens"] if lens else []), ["Y", "Y_h"], hidden_size=H, direction=direction, activations=["Tanh"] * D)
-    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h")]
-    graph = helper.make_graph([node], "bench", inputs, outs, [init("W", (D, H, I)), init("R", (D, H, H)), init("B", (D, 2 * H))])
+    outputs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" and y_c else [])
+    node = helper.make_node(op, ["X", "W", "R", "B"] + (["sequence_lens"] if lens else []), outputs, hidden_size=H, direction=direction, **({"activations": ["Tanh"] * D} if op == "RNN" else {}))
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
+    graph = helper.make_graph([node], "bench", inputs, outs, [init("W", (D, G * H, I)), init("R", (D, G * H, H)), init("B", (D, 2 * G * H))])
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
     return path
 
@@ -153,24 +165,28 @@ def s_graph(tmp: Path) -> dict:
 
     core = ov.Core()
     rows = []
-    for batch in (2, None):
-        for direction in ("forward", "reverse", "bidirectional"):
-            for lens in (False, True):
-                D = 2 if direction == "bidirectional" else 1
-                types = {}
-                for T in (136, 264):
-                    xml = convert(make_rnn(tmp / f"g_{T}_{batch}_{direction}_{lens}.onnx", T, 32, 16, direction, batch, lens))
-                    types[T] = runtime_types(core.compile_model(str(xml), "CPU", F32))
-                per_step = sum(types[264][t] - types[136][t] for t in LEFTOVER) / (128 * D)
-                folded = types[264]["RNNSeq"] == 5 * D and not types[264]["TensorIterator"] and not types[264]["RNNCell"]
-                rows.append({"batch": "dynamic" if batch is None else "static", "direction": direction, "lens": lens, "per_step": per_step, "folded": folded, "types_T264": dict(sorted(types[264].items()))})
+    for op in GATES:
+        variants = [(False, True), (True, True)] + ([(True, False)] if op == "LSTM" else [])  # (lens, Y_c read)
+        for batch in (2, None):
+            for direction in ("forward", "reverse", "bidirectional"):
+                for lens, y_c in variants:
+                    D = 2 if direction == "bidirectional" else 1
+                    types = {}
+                    for T in (136, 264):
+                        xml = convert(make_rnn(tmp / f"g_{op}_{T}_{batch}_{direction}_{lens}_{y_c}.onnx", T, 32, 16, direction, batch, lens, op, y_c))
+                        types[T] = runtime_types(core.compile_model(str(xml), "CPU", F32))
+                    per_step = sum(types[264][t] - types[136][t] for t in LEFTOVER) / (128 * D)
+                    folded = types[264]["RNNSeq"] == 5 * D and not types[264]["TensorIterator"] and not sum(types[264][c] for c in ("RNNCell", "GRUCell", "LSTMCell"))
+                    known = op == "LSTM" and lens and y_c
+                    rows.append({"op": op, "batch": "dynamic" if batch is None else "static", "direction": direction, "lens": lens, "Y_c": y_c if op == "LSTM" else None, "per_step": per_step, "folded": folded, "known_not_to_fold": known, "types_T264": dict(sorted(types[264].items()))})
     anchor = make_rnn(tmp / "g_anchor.onnx", 256, 128, 128)
     ours = convert(anchor)
+    worst = lambda op, batch: {"ratio": max(r["per_step"] for r in rows if r["op"] == op and r["batch"] == batch and not r["known_not_to_fold"])}  # noqa: E731
     return {
         "rows": rows,
-        "leftovers_static": {"ratio": max(r["per_step"] for r in rows if r["batch"] == "static")},
-        "leftovers_dynamic": {"ratio": max(r["per_step"] for r in rows if r["batch"] == "dynamic")},
-        "dynamic_batch_folds": all(r["folded"] for r in rows),
+        **{f"{'' if op == 'RNN' else op + '_'}leftovers_{b}": worst(op, b) for op in GATES for b in ("static", "dynamic")},
+        "dynamic_batch_folds": all(r["folded"] for r in rows if not r["known_not_to_fold"]),
+        "known_not_to_fold": [r for r in rows if r["known_not_to_fold"]],
         "types_T256": {"ovrnn": dict(sorted(runtime_types(core.compile_model(str(ours), "CPU", F32)).items())), "openvino_import": dict(sorted(runtime_types(core.compile_model(str(anchor), "CPU", F32)).items()))},
     }
 
@@ -231,7 +247,19 @@ def s_latency(tmp: Path, quick: bool) -> dict:
         t = time_contenders(fns, x, 0.1)
         lens_rows.append({"direction": direction, **{k: v * 1e6 for k, v in t.items()}, "vs_openvino": t["ovrnn"] / t["openvino"], "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"], "max_abs_diff": max_diff(x)})
         log(f"lengths {direction}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, OpenVINO {t['openvino'] * 1e6:.0f}, onnxruntime {t['onnxruntime'] * 1e6:.0f}")
+    gl_rows = []
+    for op in ("GRU", "LSTM"):
+        for T, H, direction, B in [(T, H, d, B) for T in (16, 256) for H in ((64,) if quick else (64, 256)) for d in ("forward", "bidirectional") for B in (1, 16)]:
+            onnx_path = make_rnn(tmp / f"lat_{op}_{T}_{H}_{direction}_{B}.onnx", T, H, H, direction, B, op=op)
+            fns, max_diff = contenders(onnx_path, convert(onnx_path))
+            x = {"X": np.random.default_rng(0).uniform(-1, 1, (T, B, H)).astype(np.float32)}
+            t = time_contenders(fns, x, 0.05 if quick else 0.1)
+            gl_rows.append({"op": op, "T": T, "H": H, "direction": direction, "batch": B, **{k: v * 1e6 for k, v in t.items()}, "vs_openvino": t["ovrnn"] / t["openvino"], "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"], "max_abs_diff": max_diff(x)})
+            log(f"{op} latency T={T} H={H} {direction} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO {gl_rows[-1]['vs_openvino']:.2f}, ÷ onnxruntime {gl_rows[-1]['vs_onnxruntime']:.2f}")
+    gl = lambda op, B, key: statistics.median(r[key] for r in gl_rows if r["op"] == op and r["batch"] == B)  # noqa: E731
     return {
+        "gl_rows": gl_rows,
+        **{f"{op}_latency_b{B}": {"ratio": gl(op, B, "vs_openvino"), "vs_onnxruntime": gl(op, B, "vs_onnxruntime")} for op in ("GRU", "LSTM") for B in (1, 16)},
         "rows": rows,
         "latency": {"ratio": statistics.median(r["vs_openvino"] for r in rows)},
         "latency_batch1_vs_onnxruntime": statistics.median(r["vs_onnxruntime"] for r in rows if r["batch"] == 1),
@@ -263,8 +291,8 @@ def render(R: dict) -> str:
         lines.append(f"| {what} | {ours} | {anchor} | **{r['ratio']:.3g}**{spread} | ≤ {target} | {'met' if r['ratio'] <= target else 'NOT met'} |")
     g = R.get("graph")
     if g:
-        lines += ["", f"Dynamic batch folds every piece into RNNSeq (no RNNCell, no TensorIterator): {g['dynamic_batch_folds']}", "", "| batch | direction | lengths | leftovers per step | runtime layer types, T=264 |", "|---|---|---|---|---|"]
-        lines += [f"| {r['batch']} | {r['direction']} | {r['lens']} | {r['per_step']:.3f} | {r['types_T264']} |" for r in g["rows"]]
+        lines += ["", f"Every piece folds into RNNSeq (no cell, no TensorIterator), static and dynamic batch: {g['dynamic_batch_folds']}; not counted: {KNOWN}", "", "| op | batch | direction | lengths | Y_c read | folds | leftovers per step | runtime layer types, T=264 |", "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['op']} | {r['batch']} | {r['direction']} | {r['lens']} | {'' if r['Y_c'] is None else r['Y_c']} | {r['folded']}{' (known: see above)' if r['known_not_to_fold'] else ''} | {r['per_step']:.3f} | {r['types_T264']} |" for r in g["rows"]]
         lines += ["", f"Runtime layer types, T=256 forward H=128: ovrnn {g['types_T256']['ovrnn']}; OpenVINO import {g['types_T256']['openvino_import']}"]
     lat = R.get("latency")
     if lat:
@@ -273,6 +301,9 @@ def render(R: dict) -> str:
         lines += ["", f"Median ÷ onnxruntime: batch 1 {lat['latency_batch1_vs_onnxruntime']:.2f}, batch 16 {lat['latency_batch16_vs_onnxruntime']:.2f}", ""]
         lines += ["| runtime sequence_lens, T=64 H=128 batch 1 | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['direction']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |" for r in lat["lens_rows"]]
+        lines += ["", "| GRU/LSTM (default activations, no P) | T | H | direction | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['op']} | {r['T']} | {r['H']} | {r['direction']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |" for r in lat["gl_rows"]]
+        lines += ["", "Median ÷ onnxruntime: " + ", ".join(f"{op} batch {B} {lat[f'{op}_latency_b{B}']['vs_onnxruntime']:.2f}" for op in ("GRU", "LSTM") for B in (1, 16))]
     return "\n".join(lines) + "\n"
 
 
@@ -297,10 +328,10 @@ def main(argv=None) -> int:
                 R["figures"].update(s_compile(tmp, n))
             elif name == "graph":
                 R["graph"] = s_graph(tmp)
-                R["figures"].update({k: R["graph"][k] for k in ("leftovers_static", "leftovers_dynamic")})
+                R["figures"].update({k: v for k, v in R["graph"].items() if "leftovers" in k})
             else:
                 R["latency"] = s_latency(tmp, args.quick)
-                R["figures"].update({k: R["latency"][k] for k in ("latency", "lens_vs_ov", "lens_vs_ort")})
+                R["figures"].update({k: v for k, v in R["latency"].items() if k in TARGETS})
     R["seconds"] = time.perf_counter() - START
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(R, indent=1, default=str))
