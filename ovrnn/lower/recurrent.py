@@ -55,6 +55,20 @@ from .layer_graph import LayerGraph, Output
 
 # (piece, x_t [B, K], states before the step, step name) -> states after it; states[0] is H_t (Y).
 # A state may be None before the first step: zeros, which the step may exploit (or ask for zeros()).
+# Name the step's layers under the step name ("{name}/cell"): inspect and the graph picture group by it.
+#
+# How an op uses this (an LSTM, for example):
+#     seq = Sequence(g, label, X, layout, T, H, etype, batch, lens if needs_mask(...) else None, chunk, static)
+#     weights = per_piece(lambda: (W_d, R_d, B_d), own_consts=True)   # own Consts per piece, same bytes
+#     def step(piece, x, states, name):                            # states = (H, C)
+#         h, c = (seq.zeros() if s is None else s for s in states)
+#         cell = LSTMCell(x, h, c, *weights(piece)) named f"{name}/cell"; odd pieces must differ
+#                from even ones in something the numbers ignore (RNN: activations_alpha="0")
+#         return (cell.H, cell.C)
+#     outs = lower_chains(seq, [Chain(direction, step, (h0_d, c0_d)) ...], "Y", {0: "Y_h", 1: "Y_c"})
+# A final state other than H (Y_c) is the last step's state without lengths. With lengths it is
+# gathered from the concatenated per-step states like Y_h: exact, but SequenceFusion then leaves the
+# LSTMCell chain unfolded (check_lstm_cell: an intermediate C may feed only the next cell).
 StepFn = Callable[[int, Output, tuple, str], tuple]
 
 
@@ -65,7 +79,7 @@ class Chain:
     direction: Direction
     step: StepFn
     initial: tuple  # states before the first step, each [B, H] or None (zeros)
-    project: Callable[[Output], Output] | None = None  # walked X [B, T, I] -> what steps read [B, T, K]
+    project: Callable[[Output], Output] | None = None  # walked X [T, B, I] -> what steps read [T, B, K]
 
 
 def needs_mask(lens: RnnInput | None, seq_length: int) -> bool:
