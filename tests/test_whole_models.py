@@ -1,12 +1,13 @@
 """Whole models: PyTorch exports (tests/fixtures, made by tools/export_torch_fixtures.py).
 
-OpenVINO's ONNX frontend converts the other ops; every RNN node becomes an RNNCell chain.
-Compared with PyTorch's own outputs, without importing torch.
+OpenVINO's ONNX frontend converts the other ops; every RNN, GRU and LSTM node becomes an
+RNNCell, GRUCell or LSTMCell chain. Compared with PyTorch's own outputs, without importing torch.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,9 @@ from ovrnn.errors import UnsupportedFeatureError, UsageError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
-HIDDEN_STEPS = ("RNNSequence", "TensorIterator", "Loop")
+HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
+CELLS = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}
+GRU_LSTM = sorted(name for name, entry in MANIFEST.items() if set(entry["nodes"]) & {"GRU", "LSTM"})
 
 
 def fixture(name):
@@ -31,16 +34,21 @@ def fixture(name):
 
 
 @pytest.mark.parametrize("name", sorted(MANIFEST))
-def test_matches_pytorch_with_every_rnn_as_cells(name):
+def test_matches_pytorch_with_every_recurrent_node_as_cells(name):
+    """PyTorch's outputs within the manifest's tolerance; one cell per step per layer per direction
+    (the manifest's count comes from the torch modules, not from ONNX), no sequence op left."""
     path, inputs, torch_out = fixture(name)
     entry = MANIFEST[name]
     ir = ovrnn.convert_model(path, entry["input_flags"])
     got = run_ir(ir, inputs)
+    assert set(got) == set(torch_out)
     for out, want in torch_out.items():
         assert_close(got[out], want.astype(np.float64), entry["tolerance"], entry["tolerance"], f"{name} {out}")
     counts = layer_counts(ir.xml)
-    assert len(ir.rnns) == entry["rnn_nodes"]
-    assert counts["RNNCell"] == sum(c.steps for r in ir.rnns for c in r.chains) > 0
+    assert dict(Counter(r.op for r in ir.rnns)) == entry["nodes"]
+    assert {cell: counts[cell] for cell in CELLS.values() if counts[cell]} == entry["cells"]
+    for op, cell in CELLS.items():
+        assert counts[cell] == sum(c.steps for r in ir.rnns if r.op == op for c in r.chains)
     assert all(c.lowering == "cell" for r in ir.rnns for c in r.chains)
     assert not any(counts[t] for t in HIDDEN_STEPS)
 
@@ -66,8 +74,9 @@ def test_computed_initial_h_folds_to_constants():
     assert counts["Gather"] == 3  # the lowering's own, one per RNN node: Y_h picked from Y at step T-1
 
 
-def test_symbolic_batch_stays_dynamic(tmp_path):
-    path, inputs, torch_out = fixture("rnn_relu_2layer_bidir_dynamic")
+@pytest.mark.parametrize("name", ["rnn_relu_2layer_bidir_dynamic", "gru_bidir_batch_first"])
+def test_symbolic_batch_stays_dynamic(tmp_path, name):
+    path, inputs, torch_out = fixture(name)
     ir = ovrnn.convert_model(path, ["x[?,9,6]"])
     report = ovrnn.inspect(ir.save(tmp_path / "m.xml"))
     assert [(t.name, t.shape) for t in report.inputs] == [("x", "?,9,6")]
@@ -77,13 +86,14 @@ def test_symbolic_batch_stays_dynamic(tmp_path):
     assert_close(run_ir(ir, two)["output"], want["output"], 2e-5, 2e-5, "batch 2")
 
 
-def test_dynamic_steps_error_names_the_graph_input():
-    path, _, _ = fixture("rnn_relu_2layer_bidir_dynamic")
+@pytest.mark.parametrize(("name", "node", "cell"), [("rnn_relu_2layer_bidir_dynamic", "/rnn/RNN", "RNNCell"), ("gru_bidir_batch_first", "/rnn/GRU", "GRUCell")])
+def test_dynamic_steps_error_names_the_graph_input(name, node, cell):
+    path, _, _ = fixture(name)
     with pytest.raises(UsageError) as info:
         ovrnn.convert_model(path)
     assert str(info.value) == (
-        "RNN node '/rnn/RNN': the number of time steps comes from dim 1 of input 'x', which is dynamic ('seq'), "
-        "and the RNNCell chain needs a fixed number of steps; fix it with input=\"x[?,T,6]\" (T = number of time steps)"
+        f"{node.split('/')[-1]} node '{node}': the number of time steps comes from dim 1 of input 'x', which is dynamic ('seq'), "
+        f"and the {cell} chain needs a fixed number of steps; fix it with input=\"x[?,T,6]\" (T = number of time steps)"
     )
 
 
@@ -103,6 +113,21 @@ def test_validate_whole_model_uses_onnxruntime(tmp_path):
     report = ovrnn.validate(path)
     assert report.passed and report.onnxruntime == "used"
     assert {(c.output, c.oracle) for c in report.comparisons} == {("probs", "reference"), ("probs", "onnxruntime")}
+
+
+@pytest.mark.parametrize("name", GRU_LSTM)
+def test_validate_cli_on_gru_lstm_exports(tmp_path, name):
+    """`ovrnn validate` on each GRU/LSTM export: the IR against onnxruntime and the float64
+    reference, on every output, on seeded random inputs of the stored inputs' shapes."""
+    path, inputs, torch_out = fixture(name)
+    flags = [a for f in MANIFEST[name]["input_flags"] for a in ("--input", f)]
+    proc = ovrnn_cli("validate", path, *flags, "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == "PASS"
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True and report["precision"] == "f32" and report["onnxruntime"] == "used"
+    assert {(c["output"], c["oracle"]) for c in report["comparisons"]} == {(o, oracle) for o in torch_out for oracle in ("reference", "onnxruntime")}
+    assert all(c["max_abs"] < 1e-4 for c in report["comparisons"])
 
 
 def test_model_without_rnn_converts_with_a_note(tmp_path):

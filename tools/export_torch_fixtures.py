@@ -83,6 +83,49 @@ class Classifier(nn.Module):
         return self.softmax(self.head(out[:, -1, :]))
 
 
+class Recurrent(nn.Module):
+    """forward(x, *state) -> (output, h_n[, c_n]) of one nn.GRU/nn.LSTM; the state (h0, or h0 and
+    c0 for an LSTM), when given, is a graph input."""
+
+    def __init__(self, kind: type[nn.Module], **kwargs):
+        super().__init__()
+        self.rnn = kind(**kwargs)
+
+    def forward(self, x, *state):
+        if isinstance(self.rnn, nn.LSTM):
+            out, (h, c) = self.rnn(x, tuple(state) if state else None)
+            return out, h, c
+        out, h = self.rnn(x, *state)
+        return out, h
+
+
+class GruClassifier(nn.Module):
+    """Embedding -> 2-layer GRU (batch_first) -> last time step -> Linear (logits)."""
+
+    def __init__(self, vocab: int = 40, dim: int = 12, hidden: int = 16, classes: int = 4):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.gru = nn.GRU(dim, hidden, num_layers=2, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, tokens):
+        out, _ = self.gru(self.embed(tokens))
+        return self.head(out[:, -1, :])
+
+
+class GruLstmStack(nn.Module):
+    """GRU(8, 16) -> LSTM(16, 12), seq-first; the LSTM's output and final states."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(8, 16)
+        self.lstm = nn.LSTM(16, 12)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(self.gru(x)[0])
+        return out, h, c
+
+
 # ----------------------------------------------------------------------------- fixtures
 
 
@@ -156,12 +199,68 @@ FIXTURES = [
         ["x"],
         ["output", "h_n"],
     ),
+    Fixture(
+        "gru_classifier",
+        "Embedding(40,12) -> 2-layer nn.GRU(12, 16, batch_first=True) -> last time step -> Linear(16,4); "
+        "static int64 tokens [3,10]; output logits [3,4]",
+        lambda: GruClassifier(),
+        lambda rng: [rng.integers(0, 40, (3, 10)).astype(np.int64)],
+        ["tokens"],
+        ["logits"],
+    ),
+    Fixture(
+        "lstm_encoder_h0",
+        "1-layer nn.LSTM(10, 16) encoder with the initial states as graph inputs: forward(x, h0, c0) = "
+        "lstm(x, (h0, c0)); static x [6,3,10], h0 and c0 [1,3,16]; outputs output [6,3,16], h_n and c_n [1,3,16]",
+        lambda: Recurrent(nn.LSTM, input_size=10, hidden_size=16),
+        lambda rng: [rng.uniform(-1.0, 1.0, s).astype(np.float32) for s in ((6, 3, 10), (1, 3, 16), (1, 3, 16))],
+        ["x", "h0", "c0"],
+        ["output", "h_n", "c_n"],
+    ),
+    Fixture(
+        "lstm_bidir_h0c0",
+        "2-layer bidirectional nn.LSTM(6, 12) with h0/c0 as graph inputs, seq-first; static x [7,2,6], "
+        "h0 and c0 [4,2,12]; outputs output [7,2,24], h_n and c_n [4,2,12]",
+        lambda: Recurrent(nn.LSTM, input_size=6, hidden_size=12, num_layers=2, bidirectional=True),
+        lambda rng: [rng.uniform(-1.0, 1.0, s).astype(np.float32) for s in ((7, 2, 6), (4, 2, 12), (4, 2, 12))],
+        ["x", "h0", "c0"],
+        ["output", "h_n", "c_n"],
+    ),
+    Fixture(
+        "gru_lstm_stack",
+        "nn.GRU(8, 16) -> nn.LSTM(16, 12), seq-first, static x [5,2,8]; outputs the LSTM's output [5,2,12], "
+        "h_n and c_n [1,2,12]",
+        lambda: GruLstmStack(),
+        uniform((5, 2, 8)),
+        ["x"],
+        ["output", "h_n", "c_n"],
+    ),
+    Fixture(
+        "lstm_long_256",
+        "1-layer nn.LSTM(8, 16) over a 256-step sequence, seq-first, static x [256,2,8]; "
+        "outputs output [256,2,16], h_n and c_n [1,2,16]",
+        lambda: Recurrent(nn.LSTM, input_size=8, hidden_size=16),
+        uniform((256, 2, 8)),
+        ["x"],
+        ["output", "h_n", "c_n"],
+    ),
+    Fixture(
+        "gru_bidir_batch_first",
+        "2-layer bidirectional nn.GRU(6, 12, batch_first=True) with dynamic batch and sequence axes on "
+        "input and outputs; stored x [4,9,6], output [4,9,24], h_n [4,4,12]",
+        lambda: Recurrent(nn.GRU, input_size=6, hidden_size=12, num_layers=2, bidirectional=True, batch_first=True),
+        uniform((4, 9, 6)),
+        ["x"],
+        ["output", "h_n"],
+        dynamic_axes={"x": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}, "h_n": {1: "batch"}},
+    ),
 ]
 
 
 # ----------------------------------------------------------------------------- export
 
 
+RECURRENT_OPS = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}
 ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
 
 
@@ -176,15 +275,26 @@ def export(fx: Fixture) -> dict:
     inputs = fx.make_inputs(np.random.default_rng(seed))
     args = tuple(torch.from_numpy(a) for a in inputs)
 
+    # cells = steps x layers x directions of each recurrent module, with the steps torch itself saw.
+    cells: dict[str, int] = {}
+
+    def count_cells(module, module_args):
+        steps = module_args[0].shape[1 if module.batch_first else 0]
+        cell = RECURRENT_OPS[{nn.RNN: "RNN", nn.GRU: "GRU", nn.LSTM: "LSTM"}[type(module)]]
+        cells[cell] = cells.get(cell, 0) + steps * module.num_layers * (2 if module.bidirectional else 1)
+
+    hooks = [m.register_forward_pre_hook(count_cells) for m in model.modules() if isinstance(m, nn.RNNBase)]
     with torch.no_grad():
         outs = model(*args)
+    for hook in hooks:
+        hook.remove()
     outs = outs if isinstance(outs, tuple) else (outs,)
     assert len(outs) == len(fx.output_names), (fx.name, len(outs))
     torch_outputs = {n: o.detach().numpy().astype(np.float32) for n, o in zip(fx.output_names, outs)}
 
     onnx_path = OUT / f"{fx.name}.onnx"
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        # dynamo=False is deliberate: the legacy exporter emits ONNX RNN nodes.
+        # dynamo=False is deliberate: the legacy exporter emits ONNX RNN/GRU/LSTM nodes.
         warnings.filterwarnings("ignore", message="You are using the legacy TorchScript-based ONNX export", category=DeprecationWarning)
         tmp_path = Path(tmp) / "model.onnx"
         torch.onnx.export(
@@ -202,9 +312,9 @@ def export(fx: Fixture) -> dict:
     onnx.checker.check_model(proto)
     onnx.save(proto, str(onnx_path))
 
-    rnn_nodes = sum(n.op_type == "RNN" for n in proto.graph.node)
-    if rnn_nodes == 0:
-        raise SystemExit(f"{fx.name}: the exported graph has no RNN node: {[n.op_type for n in proto.graph.node]}")
+    nodes = {op: n for op in RECURRENT_OPS if (n := sum(node.op_type == op for node in proto.graph.node))}
+    if not nodes:
+        raise SystemExit(f"{fx.name}: the exported graph has no RNN/GRU/LSTM node: {[n.op_type for n in proto.graph.node]}")
 
     initializers = {i.name for i in proto.graph.initializer}
     graph_inputs = [i for i in proto.graph.input if i.name not in initializers]
@@ -229,7 +339,7 @@ def export(fx: Fixture) -> dict:
 
     np.savez(OUT / f"{fx.name}.inputs.npz", **stored_inputs)
     np.savez(OUT / f"{fx.name}.torch.npz", **torch_outputs)
-    return {"description": fx.description, "input_flags": flags, "rnn_nodes": rnn_nodes, "tolerance": TOLERANCE}
+    return {"description": fx.description, "input_flags": flags, "nodes": nodes, "cells": cells, "tolerance": TOLERANCE}
 
 
 def main() -> int:
@@ -237,7 +347,8 @@ def main() -> int:
     manifest = {}
     for fx in FIXTURES:
         manifest[fx.name] = export(fx)
-        print(f"wrote {fx.name}: {manifest[fx.name]['rnn_nodes']} RNN node(s), input flags {manifest[fx.name]['input_flags']}")
+        entry = manifest[fx.name]
+        print(f"wrote {fx.name}: nodes {entry['nodes']}, cells {entry['cells']}, input flags {entry['input_flags']}")
     (OUT / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return 0
 
