@@ -8,6 +8,7 @@ in half (the renames that publish an output).
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from contextlib import contextmanager
@@ -25,7 +26,23 @@ def name(signum: int) -> str:
 
 
 def _raise(signum, frame):
+    if _importing(frame):
+        # An exception raised inside an import can cross a native module's initialiser (onnx's
+        # nanobind one), which then calls std::terminate: the process aborts with no cleanup.
+        # Nothing has been written yet at import time, so deliver the signal again a moment later.
+        timer = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        return
     raise Interrupted(signum)
+
+
+def _importing(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def raise_on_signals() -> None:

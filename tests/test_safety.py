@@ -691,3 +691,27 @@ def test_a_write_that_fails_midway_leaves_everything_as_it_was(tmp_path):
     after = {p: p.read_bytes() for p in [*repo.rglob("*"), *out.parent.rglob("*")] if p.is_file()}
     assert after == before
     assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == ["config.json", "other", "other/1", "other/1/model.bin", "other/1/model.xml"]
+
+
+def test_a_signal_during_an_import_is_delivered_after_it(tmp_path, monkeypatch):
+    """A signal that lands inside an import must not raise there (through a native module's
+    initialiser that aborts the process: onnx's nanobind one did, 'terminate called after throwing
+    nanobind::python_error'); it is delivered once the import is done."""
+    from ovrnn.errors import Interrupted
+    from ovrnn.signals import raise_on_signals
+
+    (tmp_path / "slow_module_for_signal_test.py").write_text("import time\ntime.sleep(0.3)\nDONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        raise_on_signals()
+        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        with pytest.raises(Interrupted):
+            import slow_module_for_signal_test  # noqa: F401
+
+            assert slow_module_for_signal_test.DONE  # the import ran whole
+            time.sleep(5)  # the signal arrives again here
+        assert sys.modules["slow_module_for_signal_test"].DONE
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
