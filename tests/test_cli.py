@@ -173,7 +173,7 @@ def test_inspect_text_and_json(tmp_path, model_file):
     assert text.returncode == 0
     assert "  rnn fwd: 4 steps, Relu, RNNCell, hidden 5, W shared by 4 cells" in text.stdout
     assert "  rnn rev: 4 steps, Tanh, RNNCell, hidden 5, W shared by 4 cells" in text.stdout
-    assert "no RNNSequence / TensorIterator / Loop layers" in text.stdout
+    assert "no RNNSequence / GRUSequence / LSTMSequence / TensorIterator / Loop layers" in text.stdout
     data = json.loads(ovrnn_cli("inspect", xml, "--json").stdout)
     assert data["layer_counts"]["RNNCell"] == 8 and data["bin_size"] == (tmp_path / "m.bin").stat().st_size
 

@@ -88,7 +88,7 @@ class InspectReport:
         if self.sequence_layers:
             out.append("recurrent layers that hide the steps: " + ", ".join(f"{t} {n}" for t, n in self.sequence_layers.items()))
         else:
-            out.append("no RNNSequence / TensorIterator / Loop layers")
+            out.append("no RNNSequence / GRUSequence / LSTMSequence / TensorIterator / Loop layers")
         if self.problem:
             out.append(f"problem: {self.problem}")
         opts = self.ovrnn
