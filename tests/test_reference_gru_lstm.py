@@ -272,3 +272,86 @@ def test_validate_judges_gru_and_lstm_against_their_references(case):
     by_oracle = {(c.output, c.oracle): c for c in report.comparisons}
     assert {o for o, oracle in by_oracle if oracle == "reference"} == set(case.outputs)
     assert report.passed and all(c.passed and c.max_abs < 1e-5 for c in report.comparisons), report.format()
+
+
+# ---- the readings of the README's "Semantic decisions", by equation, on the reference and on ovrnn ----
+
+
+def _one_node(op: str, inputs: dict[str, np.ndarray], **attrs):
+    from onnx import TensorProto, helper, numpy_helper
+
+    names = [n if n in inputs else "" for n in ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c")]
+    while not names[-1]:
+        names.pop()
+    outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    node = helper.make_node(op, names, outs, **attrs)
+    graph = helper.make_graph(
+        [node],
+        op.lower(),
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(inputs["X"].shape))],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+        [numpy_helper.from_array(v, n) for n, v in inputs.items() if n != "X"],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def _reference_and_ovrnn(model, x):
+    import ovrnn
+
+    return reference.run_model(model, {"X": x}), ovrnn.run(ovrnn.convert_model(model), {"X": x})
+
+
+def test_lstm_clip_clamps_the_gates_not_the_cell_state():
+    """clip=1, every gate pre-activation 5 -> 1; C0 = 3, so Ct (2.75) exceeds the clip and stays."""
+    H, f32 = 1, np.float32
+    inputs = {"X": np.ones((1, 1, 1), f32), "W": np.full((1, 4 * H, 1), 5, f32), "R": np.zeros((1, 4 * H, H), f32)}
+    inputs.update(B=np.zeros((1, 8 * H), f32), initial_h=np.zeros((1, 1, H), f32), initial_c=np.full((1, 1, H), 3, f32))
+    model = _one_node("LSTM", inputs, hidden_size=H, clip=1.0)
+    s = 1 / (1 + np.exp(-1.0))
+    c = s * 3 + s * np.tanh(1.0)  # ft*Ct-1 + it*ct, all gates at clip(5) = 1
+    assert c > 1
+    for got in _reference_and_ovrnn(model, inputs["X"]):
+        assert_close(got["Y_c"].ravel(), np.array([c]), *TOL["float32"], "Y_c")
+        assert_close(got["Y_h"].ravel(), np.array([s * np.tanh(c)]), *TOL["float32"], "Y_h")  # h(Ct), Ct unclipped
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_clip_zero_is_literal(op):
+    """clip=0 clamps every pre-activation to 0: GRU Ht = 0.5*Ht-1; LSTM Ct = 0.5*Ct-1, Ht = 0.5*tanh(Ct)."""
+    rng = np.random.default_rng(0)
+    G, H, T = (3 if op == "GRU" else 4), 2, 3
+    inputs = {"X": rng.uniform(-2, 2, (T, 1, 2)).astype(np.float32), "W": rng.uniform(-1, 1, (1, G * H, 2)).astype(np.float32)}
+    inputs["R"] = rng.uniform(-1, 1, (1, G * H, H)).astype(np.float32)
+    inputs["B"] = rng.uniform(-1, 1, (1, 2 * G * H)).astype(np.float32)
+    h0 = np.array([[[0.8, -0.6]]], np.float32)
+    inputs["initial_h"] = h0
+    if op == "LSTM":
+        inputs["initial_c"] = h0 * 2
+    model = _one_node(op, inputs, hidden_size=H, clip=0.0)
+    steps = np.arange(1, T + 1, dtype=np.float64)[:, None, None, None]
+    want = h0 * 0.5**steps if op == "GRU" else 0.5 * np.tanh(2 * h0 * 0.5**steps)
+    for got in _reference_and_ovrnn(model, inputs["X"]):
+        assert_close(got["Y"], want, *TOL["float32"], "Y")
+
+
+def test_zero_length_gives_zero_states_despite_initial_states():
+    case = Case("lstm-lens-zero-h0-c0", op="LSTM", lens=(0, 3), h0=True, c0=True)
+    model, feeds, _ = make_model(case)
+    assert np.abs(feeds["initial_h"][:, 0]).min() > 0 and np.abs(feeds["initial_c"][:, 0]).min() > 0
+    got = reference.run_model(model, feeds)
+    assert not got["Y_h"][:, 0].any() and not got["Y_c"][:, 0].any() and not got["Y"][:, :, 0].any()
+    assert got["Y_h"][:, 1].all() and got["Y_c"][:, 1].all()
+
+
+@pytest.mark.parametrize("op, slots", [("GRU", ("Sigmoid", "{}")), ("LSTM", ("Sigmoid", "Tanh", "{}"))])
+@pytest.mark.parametrize("act, alpha, beta", [("ThresholdedRelu", (1.0,), None), ("Affine", (1.0,), (0.0,)), ("ScaledTanh", (1.0,), (1.0,))])
+def test_parameter_defaults(op, slots, act, alpha, beta):
+    """ThresholdedRelu alpha 1.0, Affine 1.0/0.0, ScaledTanh 1.0/1.0 when the model gives none."""
+    acts = tuple(s.format(act) for s in slots)
+    default, explicit = Case("d", op=op, activations=acts), Case("d", op=op, activations=acts, alpha=alpha, beta=beta)
+    (m1, feeds, _), (m2, _, _) = make_model(default, seed=1), make_model(explicit, seed=1)
+    a, b = reference.run_model(m1, feeds), reference.run_model(m2, feeds)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])
+    zero = Case("d", op=op, activations=acts, alpha=(0.0,), beta=(0.0,) if beta else None)  # onnxruntime's reading differs
+    assert not np.allclose(reference.run_model(make_model(zero, seed=1)[0], feeds)["Y"], a["Y"])
