@@ -21,7 +21,7 @@ README = (ROOT / "README.md").read_text()
 
 def readme_table(op: str) -> list[list[str]]:
     section = README.split("## Support table", 1)[1].split("\n## ", 1)[0]
-    lines = [ln for ln in section.splitlines() if ln.startswith(f"| {op} feature") or ln.startswith("| ")]
+    lines = [ln for ln in section.splitlines() if ln.startswith("|")]
     start = next(i for i, ln in enumerate(lines) if ln.startswith(f"| {op} feature (cases) |"))
     table = []
     for ln in lines[start + 2 :]:
