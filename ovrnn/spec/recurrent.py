@@ -230,14 +230,19 @@ class Normaliser:
                 self.notes.append(f"{self.who}: activation '{name}' read as '{kind.name}'")
             kinds.append(kind)
         want = len(slots) * num_directions
-        if num_directions == 1 and len(slots) == 1 and len(kinds) == 2:
-            # spox writes RNN's schema default ["Tanh", "Tanh"] on forward nodes; onnxruntime and
-            # OpenVINO use the first entry, so ovrnn does too, and says so.
+        k = len(slots)
+        if num_directions == 1 and len(kinds) == 2 * k:
+            # spox writes the schema default (RNN ["Tanh", "Tanh"], GRU/LSTM two directions' worth) on
+            # forward/reverse nodes; OpenVINO uses the first k entries, so ovrnn does too, and says so.
+            # onnxruntime (1.32) does the same for RNN but refuses such a GRU/LSTM node.
+            first = f"the first {k}" if k > 1 else "the first"
+            who = "onnxruntime and OpenVINO do" if k == 1 else "OpenVINO does (onnxruntime refuses such a node)"
             self.notes.append(
-                f"{self.who}: attribute 'activations' has 2 entries ({', '.join(names)}) for one direction; "
-                f"used the first ({kinds[0].name}) as onnxruntime and OpenVINO do, and ignored '{names[1]}'"
+                f"{self.who}: attribute 'activations' has {2 * k} entries ({', '.join(names)}) for one direction; "
+                f"used {first} ({', '.join(x.name for x in kinds[:k])}) as {who}, "
+                f"and ignored {', '.join(repr(n) for n in names[k:])}"
             )
-            kinds = kinds[:1]
+            kinds = kinds[:k]
         if len(kinds) != want and not (num_directions == 2 and len(kinds) == len(slots)):
             per = f" ({', '.join(slots)} per direction)" if len(slots) > 1 else ""
             raise self.fail(f"attribute 'activations': expected {want} activation(s) for {num_directions} direction(s){per}, got {len(kinds)} ({', '.join(names)})")
