@@ -93,22 +93,24 @@ def convert_model(
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
 
-    built: dict[str, IR] = {}
+    built: dict[tuple, IR] = {}
 
-    def build(cells: str) -> IR:
-        if cells not in built:  # --lowering auto asks for the cell IR, and may keep it
-            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps)
-            built[cells] = (
+    def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
+        if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
+            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op)
+            built[cells, by_op] = (
                 convert_whole_model(view, shapes, source, options, max_steps) if whole else _convert_rnn_graph(view, options, ir_version, max_steps)
             )
-        return built[cells]
+        return built[cells, by_op]
 
     if lowering != "auto":
         return replace(build(lowering), sources=tuple(files))
     from .runtime.devices import choose_cells
 
-    cells, note = choose_cells(build, device)
-    ir = build(cells)
+    present = {n.op_type for n in view.model.graph.node}
+    choice, note = choose_cells(build, device, tuple(op for op in FAMILIES if op in present))
+    kinds = set(choice.values())
+    ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ
     return IR(ir.xml, ir.bin, ir.notes + (note,), ir.rnns, tuple(files))
 
 

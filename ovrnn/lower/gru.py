@@ -99,8 +99,8 @@ class _Lowering:
         h0s = [None] * s.num_directions if s.initial_h is None else self.seq.per_direction("initial_h", self.port_of(s.initial_h.name), s.num_directions)
         chains = []
         for d, (direction, acts, h0) in enumerate(zip(s.directions, s.activations, h0s)):
-            kind = lowering_of(s, acts, self.options.cells)
-            lowered.chains.append((direction, acts.describe() + ("" if kind == NATIVE else f" [explicit: {explicit_reason(s, acts, self.options.cells)}]"), kind))
+            kind = lowering_of(s, acts, self.options.cells_for("GRU"))
+            lowered.chains.append((direction, acts.describe() + ("" if kind == NATIVE else f" [explicit: {explicit_reason(s, acts, self.options.cells_for('GRU'))}]"), kind))
             step, project = self.native_chain(d, acts) if kind == NATIVE else self.explicit_chain(d, acts)
             chains.append(Chain(direction, step, (h0,), project))
         y = s.Y if want_y and s.Y else None

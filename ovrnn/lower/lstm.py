@@ -105,8 +105,8 @@ class _Lowering:
         lowered = LoweredRnn({})
         chains = []
         for d, (direction, acts, h0, c0) in enumerate(zip(s.directions, s.activations, self.states("initial_h", s.initial_h), self.states("initial_c", s.initial_c))):
-            kind = lowering_of(s, acts, self.options.cells)
-            lowered.chains.append((direction, acts.describe() + ("" if kind == NATIVE else f" [explicit: {explicit_reason(s, acts, self.options.cells)}]"), kind))
+            kind = lowering_of(s, acts, self.options.cells_for("LSTM"))
+            lowered.chains.append((direction, acts.describe() + ("" if kind == NATIVE else f" [explicit: {explicit_reason(s, acts, self.options.cells_for('LSTM'))}]"), kind))
             step, project = self.native_chain(d, acts) if kind == NATIVE else self.explicit_chain(d, acts)
             chains.append(Chain(direction, step, (h0, c0), project))
         y = s.Y if want_y and s.Y else None

@@ -47,10 +47,19 @@ class LoweringOptions:
     static: bool = False  # every shape is static: zeros are true constants, no ShapeOf/Broadcast
     compress_to_fp16: bool = False  # f32 weights stored as f16 + a decompression Convert
     chunk: int = 64  # steps per chain piece that OpenVINO's CPU plugin folds separately; 0: one piece
+    by_op: tuple[tuple[str, str], ...] = ()  # --lowering auto: (op, cells) where an op differs from `cells`
+
+    def cells_for(self, op: str) -> str:
+        """The lowering for nodes of `op` (RNN, GRU, LSTM): NPU takes GRUCell/LSTMCell, not RNNCell."""
+        return dict(self.by_op).get(op, self.cells)
+
+    def describe(self) -> str:
+        """'cell', 'matmul', or per op when they differ: 'RNN matmul, LSTM cell'."""
+        return ", ".join(f"{op} {cells}" for op, cells in self.by_op) if self.by_op else self.cells
 
     def rt_info(self) -> dict[str, str]:
         """The options as the IR's rt_info records them, under ovrnn/."""
-        return {"lowering": self.cells, "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
+        return {"lowering": self.describe(), "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
 
 
 @dataclass
@@ -152,7 +161,7 @@ class _Lowering:
         lowered = LoweredRnn({})
         chains = []
         for d, (direction, act, h0) in enumerate(zip(s.directions, s.activations, self.initial_states())):
-            kind = lowering_of(act, self.options.cells)
+            kind = lowering_of(act, self.options.cells_for("RNN"))
             lowered.chains.append((direction, act, kind))
             chain = self.native_chain(d, act) if kind == NATIVE else self.explicit_chain(d, act)
             step, project = chain

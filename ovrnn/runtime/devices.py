@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 from ..errors import UsageError, flag
 
-NO_RNNCELL = ("NPU",)  # plugins known to lack RNNCell (see the README's device table)
+# Per op, the plugins known to lack its cell (see the README's device table): the NPU compiler
+# imports GRUCell-3 and LSTMCell-1/-4, not RNNCell.
+NO_CELL = {"RNN": ("NPU",), "GRU": (), "LSTM": ()}
 
 # IR layer types the NPU compiler imports, from its importer table (openvinotoolkit/npu_compiler,
 # src/vpux_compiler/src/frontend/IE.cpp, NGraphImporter::getParser, commit 0ccf9bf; Range is
@@ -25,6 +27,7 @@ NPU_IR_TYPES = frozenset({
     "Divide", "Abs", "ReLU", "Tanh", "Sigmoid", "Clamp", "Elu", "HardSigmoid", "PReLU", "SoftPlus",
     "Select", "Greater", "GreaterEqual", "Range", "Squeeze", "Unsqueeze", "Transpose", "VariadicSplit",
     "StridedSlice", "ReverseSequence", "Gather", "Maximum", "Subtract",
+    "GRUCell", "LSTMCell",  # imported as opset3::GRUCell, opset1/opset4::LSTMCell: --lowering auto keeps them
 })
 
 
@@ -51,21 +54,38 @@ def canonical_device(device: str) -> str:
     return fixed[0] + (":" + ",".join(fixed[1:]) if sep else "")
 
 
-def choose_cells(build: Callable[[str], object], device: str | None) -> tuple[str, str]:
-    """(cells, note) for `device`; `build(cells)` converts the model with that lowering."""
+CELL_TYPES = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}  # the cell each op's chain uses
+
+
+def choose_cells(build: Callable[[str], object], device: str | None, ops: tuple[str, ...] = ("RNN",)) -> tuple[dict[str, str], str]:
+    """({op: cells} for the recurrent ops in the model, note) for `device`; `build("cell")` converts
+    the model with every chain on cells. Per op, because the NPU compiler imports GRUCell and
+    LSTMCell but not RNNCell: there GRU/LSTM keep their cells and RNN nodes become MatMul ops."""
     if not device:
         raise UsageError(f"{flag('lowering', 'auto')} needs {flag('device')} (the device the IR is for, e.g. CPU, GPU, NPU)")
     from . import engine as runtime
 
+    ops = ops or ("RNN",)
     device = canonical_device(device)
     available = runtime.available_devices()
     names = runtime.device_names(device)
     if not all(runtime.is_available(n, available) for n in names):
-        cells = "matmul" if any(n.split(".")[0] in NO_RNNCELL for n in names) else "cell"
-        return cells, f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose '{cells}' from what its plugin is known to import"
+        lacks = {op for op in ops if any(n.split(".")[0] in NO_CELL.get(op, ()) for n in names)}
+        choice = {op: "matmul" if op in lacks else "cell" for op in ops}
+        return choice, f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose {_chosen(choice)} from what its plugin is known to import"
     model = runtime.read_model(build("cell"))
     supported = runtime.core().query_model(model, device)
     missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
-    if missing:
-        return "matmul", f"{flag('lowering', 'auto')}: {device} does not take {', '.join(missing)} (query_model); chose 'matmul'"
-    return "cell", f"{flag('lowering', 'auto')}: {device} takes every op of the RNNCell chain (query_model); chose 'cell'"
+    if not missing:
+        return dict.fromkeys(ops, "cell"), f"{flag('lowering', 'auto')}: {device} takes every op of the {'/'.join(CELL_TYPES[op] for op in ops)} chain{'s' if len(ops) > 1 else ''} (query_model); chose 'cell'"
+    cells_only = set(missing) <= set(CELL_TYPES.values())
+    choice = {op: "matmul" if not cells_only or CELL_TYPES[op] in missing else "cell" for op in ops}
+    return choice, f"{flag('lowering', 'auto')}: {device} does not take {', '.join(missing)} (query_model); chose {_chosen(choice)}"
+
+
+def _chosen(choice: dict[str, str]) -> str:
+    """'matmul' when every op got it; else per op: 'matmul' for RNN, 'cell' for GRU/LSTM."""
+    kinds = sorted(set(choice.values()))
+    if len(kinds) == 1:
+        return f"'{kinds[0]}'"
+    return ", ".join(f"'{k}' for {'/'.join(op for op in choice if choice[op] == k)}" for k in ("matmul", "cell"))
