@@ -1,4 +1,4 @@
-"""Gate-stacked weights of GRU and LSTM, in the order their OpenVINO cell reads the gates.
+"""Gate-stacked weights of RNN (one gate), GRU and LSTM, in the order their OpenVINO cell reads the gates.
 
 ONNX stacks the gates of one direction in W [D, G*H, I], R [D, G*H, H] and B [D, 2*G*H] (GRU z, r, h;
 LSTM i, o, f, c). GRUCell reads z, r, h (ONNX's order); LSTMCell reads f, i, c, o. Constant weights
@@ -86,7 +86,8 @@ class GateWeights:
             return self.const_slice(key, self.permute(np.asarray(tensor.value)), d, name)
         parts = self.runtime_parts(key, tensor, self.G, self.H * cols)  # per direction: G gates [1, H*cols]
         gates = [parts[d * self.G + k] for k in self.order]
-        return ops.reshape(self.g, name, ops.concat(self.g, f"{name}/gates", gates, 0), [self.G * self.H, cols])
+        stacked = gates[0] if self.G == 1 else ops.concat(self.g, f"{name}/gates", gates, 0)  # RNN: one gate
+        return ops.reshape(self.g, name, stacked, [self.G * self.H, cols])
 
     def bias(self, key: str, d: int, name: str, combine: BiasFn, width: int, runtime: Callable[[list[Output], str], Output]) -> Output:
         """The cell's bias [width] for direction d: `combine` on constants (float64, rounded once),

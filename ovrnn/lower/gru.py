@@ -29,7 +29,8 @@ from . import ops
 from .gates import GateWeights
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, lower_chains, needs_mask, per_piece
-from .rnn import EXPLICIT, NATIVE, LoweredRnn, LoweringOptions, _ActivationOps
+from .activation_ops import ActivationOps
+from .rnn import EXPLICIT, NATIVE, LoweredRnn, LoweringOptions
 from ..spec.gru import GruActivations, GruSpec
 
 GATE_ORDER = (0, 1, 2)  # GRUCell reads z, r, h, as ONNX stacks them
@@ -141,8 +142,8 @@ class _Lowering:
             return tuple(ops.variadic_split(g, self.name(d, "R/zr_h"), r, 0, [2 * H, H]))
 
         rs = per_piece(r_parts, self.own_consts())
-        f = _ActivationOps(g, self.name(d, f"f_{acts.f.name.lower()}"), acts.f, s.etype, self.seq.zero)
-        gg = _ActivationOps(g, self.name(d, f"g_{acts.g.name.lower()}"), acts.g, s.etype, self.seq.zero)
+        f = ActivationOps(g, self.name(d, f"f_{acts.f.name.lower()}"), acts.f, s.etype, self.seq.zero)
+        gg = ActivationOps(g, self.name(d, f"g_{acts.g.name.lower()}"), acts.g, s.etype, self.seq.zero)
 
         def clip(x: Output, name: str) -> Output:
             if s.clip is None:

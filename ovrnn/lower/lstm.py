@@ -32,7 +32,8 @@ from . import ops
 from .gates import GateWeights
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, lower_chains, needs_mask, per_piece
-from .rnn import EXPLICIT, NATIVE, LoweredRnn, LoweringOptions, _ActivationOps
+from .activation_ops import ActivationOps
+from .rnn import EXPLICIT, NATIVE, LoweredRnn, LoweringOptions
 from ..spec.lstm import LstmActivations, LstmSpec
 
 GATE_ORDER = (2, 0, 3, 1)  # LSTMCell reads f, i, c, o; ONNX stacks i, o, f, c
@@ -140,7 +141,7 @@ class _Lowering:
         rs = per_piece(lambda: (self.weights.matrix("R", d, self.name(d, "R")),), self.own_consts())
         used = (0, 1) if s.input_forget else (0, 1, 2)  # Pi, Po, Pf; coupled gates leave Pf unused
         peep = per_piece(lambda: (self.weights.per_direction_vector("P", s.P, d, 3, self.name(d, "P"), used),), self.own_consts()) if s.P is not None else None
-        f, gg, hh = (_ActivationOps(g, self.name(d, f"{slot}_{a.name.lower()}"), a, s.etype, self.seq.zero) for slot, a in zip("fgh", acts))
+        f, gg, hh = (ActivationOps(g, self.name(d, f"{slot}_{a.name.lower()}"), a, s.etype, self.seq.zero) for slot, a in zip("fgh", acts))
         one = ops.const(g, self.name(d, "one"), 1.0, s.etype) if s.input_forget else None
 
         def clip(x: Output, name: str) -> Output:

@@ -29,8 +29,9 @@ import numpy as np
 
 from . import ops
 from ..spec.activations import Activation
-from ..dtypes import F16
-from .layer_graph import LayerGraph, Output, array_bytes
+from .activation_ops import ActivationOps
+from .gates import GateWeights
+from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, lower_chains, needs_mask, per_piece
 from ..spec.rnn import Direction, RnnInput, RnnSpec
 
@@ -91,7 +92,7 @@ class _Lowering:
         self.p = spec.label
         lens = port_of(spec.sequence_lens.name) if needs_mask(spec.sequence_lens, spec.seq_length) else None
         self.seq = Sequence(g, spec.label, port_of(spec.X.name), spec.layout, spec.seq_length, spec.hidden_size, spec.etype, spec.batch, lens, options.chunk, options.static)
-        self._split_cache: dict[str, list[Output]] = {}
+        self.weights = GateWeights(g, spec, port_of, (0,), options.compress_to_fp16)
 
     def initial_states(self) -> list[Output | None]:
         """H_0 per direction [B, H]; None stands for zeros (initial_h absent)."""
@@ -102,45 +103,15 @@ class _Lowering:
 
     # --- weights: W_d [H, I], R_d [H, H], B_d = Wb_d + Rb_d [H] ---------------------------------
 
-    def _const_slices(self, key: str, array: np.ndarray, d: int, shape: tuple[int, ...]) -> Output:
-        """Direction d's slice of a constant [D, ...] tensor; the bytes are stored once for all d.
-        With FP16 compression, f32 weights that fit f16 are stored as f16 and widened by a
-        decompression Convert, the way ov.save_model(compress_to_fp16=True) writes them."""
-        name = f"{self.p}/{self.s.directions[d].value}/{key}"
-        if self.options.compress_to_fp16 and self.s.etype.ir == "f32" and fits_f16(array):
-            half = array.astype(np.float16)
-            offset = self.g.weights.add(array_bytes(half)) + d * int(np.prod(shape)) * half.dtype.itemsize
-            stored = ops.const_from_store(self.g, f"{name}_compressed", F16, shape, offset)
-            return ops.decompress(self.g, name, stored, self.s.etype)
-        offset = self.g.weights.add(array_bytes(array)) + d * int(np.prod(shape)) * array.dtype.itemsize
-        return ops.const_from_store(self.g, name, self.s.etype, shape, offset)
-
-    def _runtime_slices(self, key: str, tensor: RnnInput, rows: int, width: int) -> list[Output]:
-        """A runtime [D, ...] tensor cut into D*rows pieces of `width`: one Reshape + one Split."""
-        if key not in self._split_cache:
-            flat = ops.reshape(self.g, f"{self.p}/{key}/rows", self.port_of(tensor.name), [-1, width])
-            self._split_cache[key] = ops.split(self.g, f"{self.p}/{key}/split", flat, 0, self.s.num_directions * rows)
-        return self._split_cache[key]
-
     def weight(self, key: str, d: int) -> Output:
-        s = self.s
-        H, I = s.hidden_size, s.input_size
-        tensor, cols = (s.W, I) if key == "W" else (s.R, H)
-        if tensor.is_constant:
-            return self._const_slices(key, tensor.value, d, (H, cols))
-        parts = self._runtime_slices(key, tensor, 1, H * cols)
-        return ops.reshape(self.g, f"{self.p}/{s.directions[d].value}/{key}", parts[d], [H, cols])
+        """W_d [H, I] (key "W") or R_d [H, H] (key "R"): one gate, so no reordering."""
+        return self.weights.matrix(key, d, f"{self.p}/{self.s.directions[d].value}/{key}")
 
     def bias(self, d: int) -> Output:
-        s, H = self.s, self.s.hidden_size
-        if s.B is None or s.B.is_constant:
-            # Wb + Rb summed once, in float64, rounded once to the model type.
-            b = np.zeros((s.num_directions, 2 * H)) if s.B is None else s.B.value.astype(np.float64)
-            summed = (b[:, :H] + b[:, H:]).astype(s.etype.numpy)
-            return self._const_slices("B", summed, d, (H,))
-        halves = self._runtime_slices("B", s.B, 2, H)  # [Wb_0, Rb_0, Wb_1, Rb_1], each [1, H]
-        summed = ops.add(self.g, f"{self.p}/{s.directions[d].value}/B_sum", halves[2 * d], halves[2 * d + 1])
-        return ops.reshape(self.g, f"{self.p}/{s.directions[d].value}/B", summed, [H])
+        """B_d = Wb_d + Rb_d [H]: summed once in float64 and rounded once for constants."""
+        H = self.s.hidden_size
+        name = f"{self.p}/{self.s.directions[d].value}/B"
+        return self.weights.bias("B", d, name, lambda wb, rb: wb + rb, H, lambda halves, at: ops.add(self.g, f"{at}_sum", *halves))
 
     def zero_weights(self, d: int) -> tuple[Output, Output, Output]:
         """clip=0 clamps every pre-activation to 0, so each step computes f(0) whatever X and H
@@ -193,7 +164,7 @@ class _Lowering:
         direction = s.directions[d].value
         w, b = self.weight("W", d), self.bias(d)
         rs = per_piece(lambda: (self.weight("R", d),), self.own_consts())
-        f = _ActivationOps(g, f"{self.p}/{direction}/{act.name.lower()}", act, s.etype, self.seq.zero)
+        f = ActivationOps(g, f"{self.p}/{direction}/{act.name.lower()}", act, s.etype, self.seq.zero)
 
         def project(walked: Output) -> Output:  # [B, T, I] -> [B, T, H]
             name = f"{self.p}/{direction}/xw"
@@ -208,54 +179,3 @@ class _Lowering:
             return (f(pre, f"{cell}/{act.name.lower()}"),)
 
         return step, project
-
-
-def fits_f16(array: np.ndarray) -> bool:
-    """OpenVINO keeps a constant in f32 when f16 would overflow it; so do we."""
-    return bool(np.all(np.abs(array) <= np.finfo(np.float16).max))
-
-
-class _ActivationOps:
-    """f(x) for the explicit cell, with its alpha/beta constants made once per direction."""
-
-    def __init__(self, g: LayerGraph, prefix: str, act: Activation, etype, zero: Callable[[], Output]) -> None:
-        self.g, self.act, self.zero, self.prefix, self.etype = g, act, zero, prefix, etype
-        self._consts: dict[str, Output] = {}
-
-    def const(self, key: str, value: float, shape: tuple[int, ...] = ()) -> Output:
-        if key not in self._consts:
-            self._consts[key] = ops.const(self.g, f"{self.prefix}/{key}", np.full(shape, value), self.etype)
-        return self._consts[key]
-
-    @property
-    def alpha(self) -> Output:
-        return self.const("alpha", self.act.alpha)
-
-    @property
-    def beta(self) -> Output:
-        return self.const("beta", self.act.beta)
-
-    def __call__(self, x: Output, name: str) -> Output:
-        g, a = self.g, self.act
-        simple = {"Relu": "Relu", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Softplus": "SoftPlus"}
-        if a.name in simple:
-            return ops.unary(g, simple[a.name], name, x)
-        if a.name == "Affine":  # alpha*x + beta
-            return ops.add(g, f"{name}/add", ops.multiply(g, f"{name}/mul", x, self.alpha), self.beta)
-        if a.name == "LeakyRelu":  # x if x >= 0 else alpha*x
-            return ops.with_scalars(g, "PReLU", name, x, self.const("slope", a.alpha, (1,)))
-        if a.name == "ThresholdedRelu":  # x if x >= alpha else 0
-            keep = ops.greater_equal(g, f"{name}/ge_alpha", x, self.alpha)
-            return ops.select(g, name, keep, x, self.zero())
-        if a.name == "ScaledTanh":  # alpha*tanh(beta*x)
-            inner = ops.unary(g, "Tanh", f"{name}/tanh", ops.multiply(g, f"{name}/mul_beta", x, self.beta))
-            return ops.multiply(g, f"{name}/mul_alpha", inner, self.alpha)
-        if a.name == "HardSigmoid":  # min(max(alpha*x + beta, 0), 1)
-            return ops.with_scalars(g, "HardSigmoid", name, x, self.alpha, self.beta)
-        if a.name == "Softsign":  # x / (1 + |x|); not SoftSign-9, which OpenVINO <= 2025.3 CPU gets
-            # wrong when its JIT fuses it after an Add (openvinotoolkit/openvino#31252)
-            denominator = ops.add(g, f"{name}/one_plus_abs", ops.unary(g, "Abs", f"{name}/abs", x), self.const("one", 1.0))
-            return ops.divide(g, name, x, denominator)
-        if a.name == "Elu":  # x if x >= 0 else alpha*(exp(x) - 1)
-            return ops.unary(g, "Elu", name, x, {"alpha": ops.fmt_float(a.alpha)})
-        raise AssertionError(f"no lowering for activation {a.name}")
