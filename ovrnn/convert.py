@@ -30,7 +30,7 @@ from .bounds import check_shape
 from .spec.limits import check_steps
 from .lower.gru import lower_gru
 from .lower.lstm import lower_lstm
-from .lower.rnn import CELL_MODES, LoweringOptions, lower_rnn
+from .lower.rnn import CELL_MODES, LoweringOptions, SharedInputGuard, lower_rnn
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
@@ -367,6 +367,7 @@ class _Builder:
         self.g, self.view, self.specs, self.options = g, view, specs, options
         self.ports: dict[str, Output] = {}
         self.notes: list[str] = []
+        self.shared_x = SharedInputGuard()
 
     def port_of(self, name: str) -> Output:
         if name not in self.ports:
@@ -384,7 +385,9 @@ class _Builder:
                 self.notes.append(f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped")
                 continue
             lower = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}[family.name]
-            lowered = lower(self.g, spec, self.port_of, *want, options=self.options)
+            label = spec.node_name or spec.label
+            options = self.shared_x.options_for(family.name, label, spec.X.name, self.options, self.notes)
+            lowered = lower(self.g, spec, self.port_of, *want, options=options)
             self.ports.update(lowered.outputs)
             summaries.append(RnnSummary.of(spec, lowered.chains))
         self._results()

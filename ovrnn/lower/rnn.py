@@ -23,7 +23,7 @@ This module and ``reference.py`` (the float64 oracle) are the only two places wi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -61,6 +61,31 @@ class LoweringOptions:
     def rt_info(self) -> dict[str, str]:
         """The options as the IR's rt_info records them, under ovrnn/."""
         return {"lowering": self.describe(), "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
+
+
+class SharedInputGuard:
+    """Cell chains of two nodes must not read one X tensor.
+
+    OpenVINO 2026.4's CPU plugin computes wrong numbers (errors near 2) for every such chain but
+    the last when two folded chains share their input: its passes merge the two nodes' identical
+    X plumbing before SequenceFusion rewrites it. The explicit-op lowering is exact there, so a
+    node whose X an earlier cell-lowered node already reads is lowered to explicit ops, with a note.
+    """
+
+    def __init__(self) -> None:
+        self.readers: dict[str, str] = {}  # X tensor -> the node whose cells read it
+
+    def options_for(self, op: str, label: str, x_name: str, options: LoweringOptions, notes: list[str]) -> LoweringOptions:
+        if options.cells_for(op) != "cell":
+            return options
+        first = self.readers.setdefault(x_name, label)
+        if first == label:
+            return options
+        notes.append(
+            f"{op} node '{label}' reads X '{x_name}' as node '{first}' does: lowered to explicit ops, "
+            "because OpenVINO's CPU plugin computes wrong numbers for folded cell chains that share one input"
+        )
+        return replace(options, cells="matmul", by_op=())
 
 
 @dataclass

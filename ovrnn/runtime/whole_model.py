@@ -33,7 +33,7 @@ from ..lower.layer_graph import LayerGraph
 from ..spec.limits import check_steps
 from ..lower.gru import lower_gru
 from ..lower.lstm import lower_lstm
-from ..lower.rnn import LoweringOptions, lower_rnn
+from ..lower.rnn import LoweringOptions, SharedInputGuard, lower_rnn
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
 from .realize import realize
@@ -125,6 +125,7 @@ class _RnnExtension:
         self.summaries: list[RnnSummary] = []
         self.notes: list[str] = []
         self.labels: list[str] = []
+        self.shared_x = SharedInputGuard()
 
     def __call__(self, context):
         try:
@@ -157,7 +158,8 @@ class _RnnExtension:
                     bindings[placeholders[name].layer.id] = inputs[name]
             return placeholders[name]
 
-        lowered = LOWER[node.op_type](g, spec, port_of, options=self.options)
+        options = self.shared_x.options_for(node.op_type, spec.node_name or spec.label, node.input[0], self.options, self.notes)
+        lowered = LOWER[node.op_type](g, spec, port_of, options=options)
         realized = realize(g, bindings)
         produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
         self.summaries.append(RnnSummary.of(spec, lowered.chains))
