@@ -386,7 +386,7 @@ class _Builder:
                 continue
             lower = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}[family.name]
             label = spec.node_name or spec.label
-            options = self.shared_x.options_for(family.name, label, spec.X.name, self.options, self.notes)
+            options = self.shared_x.options_for(family.name, label, spec.X.name, spec.directions, self.options, self.notes)
             lowered = lower(self.g, spec, self.port_of, *want, options=options)
             self.ports.update(lowered.outputs)
             summaries.append(RnnSummary.of(spec, lowered.chains))

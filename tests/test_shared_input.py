@@ -1,5 +1,6 @@
-"""Two recurrent nodes that read one X: OpenVINO's CPU plugin computes wrong numbers for folded cell
-chains that share their input, so every node after the first is lowered to explicit ops, with a note."""
+"""Two recurrent nodes that walk one X in the same direction: OpenVINO's CPU plugin computes wrong
+numbers for folded cell chains that share their input, so every such node after the first is lowered
+to explicit ops, with a note. A forward and a reverse walk of one X stay cells (test_end_to_end)."""
 
 from __future__ import annotations
 
@@ -46,5 +47,5 @@ def test_nodes_sharing_x_match_the_reference(ops, whole):
     for name in want:
         np.testing.assert_allclose(got[name], want[name], atol=2e-5, rtol=2e-5, err_msg=name)
     second = f"{ops[1].lower()}1"
-    assert any(f"node '{second}' reads X" in n and "lowered to explicit ops" in n for n in ir.notes), ir.notes
-    assert not any(f"node '{ops[0].lower()}0' reads X" in n for n in ir.notes)
+    assert any(f"node '{second}' walks X" in n and "lowered to explicit ops" in n for n in ir.notes), ir.notes
+    assert not any(f"node '{ops[0].lower()}0' walks X" in n for n in ir.notes)

@@ -64,28 +64,32 @@ class LoweringOptions:
 
 
 class SharedInputGuard:
-    """Cell chains of two nodes must not read one X tensor.
+    """Cell chains of two nodes must not walk one X tensor the same way.
 
     OpenVINO 2026.4's CPU plugin computes wrong numbers (errors near 2) for every such chain but
-    the last when two folded chains share their input: its passes merge the two nodes' identical
-    X plumbing before SequenceFusion rewrites it. The explicit-op lowering is exact there, so a
-    node whose X an earlier cell-lowered node already reads is lowered to explicit ops, with a note.
+    the last when two folded chains walk the same input in the same direction: its passes merge
+    the two nodes' identical X plumbing before SequenceFusion rewrites it. A forward and a reverse
+    walk differ (the reverse one is flipped first) and stay exact. The explicit-op lowering is
+    exact too, so a node that walks an X the way an earlier cell-lowered node does is lowered to
+    explicit ops, with a note.
     """
 
     def __init__(self) -> None:
-        self.readers: dict[str, str] = {}  # X tensor -> the node whose cells read it
+        self.walkers: dict[tuple[str, Direction], str] = {}  # (X tensor, direction) -> the node whose cells walk it
 
-    def options_for(self, op: str, label: str, x_name: str, options: LoweringOptions, notes: list[str]) -> LoweringOptions:
+    def options_for(self, op: str, label: str, x_name: str, directions: tuple[Direction, ...], options: LoweringOptions, notes: list[str]) -> LoweringOptions:
         if options.cells_for(op) != "cell":
             return options
-        first = self.readers.setdefault(x_name, label)
-        if first == label:
-            return options
-        notes.append(
-            f"{op} node '{label}' reads X '{x_name}' as node '{first}' does: lowered to explicit ops, "
-            "because OpenVINO's CPU plugin computes wrong numbers for folded cell chains that share one input"
-        )
-        return replace(options, cells="matmul", by_op=())
+        earlier = [self.walkers[(x_name, d)] for d in directions if (x_name, d) in self.walkers]
+        if earlier:
+            notes.append(
+                f"{op} node '{label}' walks X '{x_name}' in the same direction as node '{earlier[0]}': lowered to explicit ops, "
+                "because OpenVINO's CPU plugin computes wrong numbers for folded cell chains that share one input"
+            )
+            return replace(options, cells="matmul", by_op=())
+        for d in directions:
+            self.walkers[(x_name, d)] = label
+        return options
 
 
 @dataclass

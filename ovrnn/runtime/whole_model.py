@@ -158,7 +158,7 @@ class _RnnExtension:
                     bindings[placeholders[name].layer.id] = inputs[name]
             return placeholders[name]
 
-        options = self.shared_x.options_for(node.op_type, spec.node_name or spec.label, node.input[0], self.options, self.notes)
+        options = self.shared_x.options_for(node.op_type, spec.node_name or spec.label, node.input[0], spec.directions, self.options, self.notes)
         lowered = LOWER[node.op_type](g, spec, port_of, options=options)
         realized = realize(g, bindings)
         produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
