@@ -77,26 +77,7 @@ def normalise_gru(node: onnx.NodeProto, index: int, opset: int, lookup, label: s
     n, c = normalise(GRU, node, index, opset, lookup)
     lbr = n.switch("linear_before_reset")
     return GruSpec(
-        node_name=node.name,
-        label=label,
-        schema_version=c.schema_version,
-        etype=c.etype,
-        directions=c.directions,
+        **c.spec_fields(node, label),
         activations=tuple(GruActivations(*a) for a in c.activations),
-        layout=c.layout,
-        seq_length=c.seq_length,
-        batch=c.batch,
-        input_size=c.input_size,
-        hidden_size=c.hidden_size,
-        clip=c.clip,
         linear_before_reset=lbr,
-        X=c.inputs["X"],
-        W=c.inputs["W"],
-        R=c.inputs["R"],
-        B=c.inputs["B"],
-        sequence_lens=c.inputs["sequence_lens"],
-        initial_h=c.inputs["initial_h"],
-        Y=c.outputs["Y"],
-        Y_h=c.outputs["Y_h"],
-        notes=tuple(c.notes),
     )

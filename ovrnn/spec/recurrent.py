@@ -112,6 +112,25 @@ class Common:
     attrs: dict[str, object]  # the raw attributes, for the op-specific ones
     notes: list[str]
 
+    def spec_fields(self, node: onnx.NodeProto, label: str) -> dict[str, object]:
+        """The keyword arguments every op's spec takes from here; inputs and outputs by their ONNX names."""
+        return dict(
+            node_name=node.name,
+            label=label,
+            schema_version=self.schema_version,
+            etype=self.etype,
+            directions=self.directions,
+            layout=self.layout,
+            seq_length=self.seq_length,
+            batch=self.batch,
+            input_size=self.input_size,
+            hidden_size=self.hidden_size,
+            clip=self.clip,
+            **self.inputs,
+            **self.outputs,
+            notes=tuple(self.notes),
+        )
+
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
     return f"{node.op_type} node '{node.name}'" if node.name else f"{node.op_type} node #{index} (unnamed)"

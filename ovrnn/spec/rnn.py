@@ -69,25 +69,6 @@ def normalise_rnn(node: onnx.NodeProto, index: int, opset: int, lookup, label: s
     """Check one RNN node and resolve every default. `lookup(name)` gives TensorInfo or None."""
     _, c = normalise(RNN, node, index, opset, lookup)
     return RnnSpec(
-        node_name=node.name,
-        label=label,
-        schema_version=c.schema_version,
-        etype=c.etype,
-        directions=c.directions,
+        **c.spec_fields(node, label),
         activations=tuple(f for (f,) in c.activations),
-        layout=c.layout,
-        seq_length=c.seq_length,
-        batch=c.batch,
-        input_size=c.input_size,
-        hidden_size=c.hidden_size,
-        clip=c.clip,
-        X=c.inputs["X"],
-        W=c.inputs["W"],
-        R=c.inputs["R"],
-        B=c.inputs["B"],
-        sequence_lens=c.inputs["sequence_lens"],
-        initial_h=c.inputs["initial_h"],
-        Y=c.outputs["Y"],
-        Y_h=c.outputs["Y_h"],
-        notes=tuple(c.notes),
     )
