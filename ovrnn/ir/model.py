@@ -34,13 +34,14 @@ class RnnSummary:
     runtime_inputs: tuple[tuple[str, str], ...] = ()  # (role, tensor name) of non-constant inputs
     outputs: tuple[tuple[str, str], ...] = ()  # ("Y" | "Y_h" | "Y_c", tensor name)
     op: str = "RNN"  # RNN | GRU | LSTM
+    weights: str = ""  # integer W/R and their scales ("" = float weights)
 
     def time_axis(self, tensor: str) -> int | None:
         """The step axis of this node's Y (0, or 1 for layout 1); None for other tensors."""
         return self.layout if ("Y", tensor) in self.outputs else None
 
     @staticmethod
-    def of(spec, chains: list[tuple[Direction, object, str]]) -> RnnSummary:
+    def of(spec, chains: list[tuple[Direction, object, str]], weights: str = "") -> RnnSummary:
         """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations or their
         description, lowering)."""
         op = {"RnnSpec": "RNN", "GruSpec": "GRU", "LstmSpec": "LSTM"}[type(spec).__name__]
@@ -62,6 +63,7 @@ class RnnSummary:
             ),
             outputs=tuple((role, name) for role in family.outputs if (name := getattr(spec, role))),
             op=op,
+            weights=weights,
         )
 
     def rt_info(self) -> dict[str, str]:
@@ -80,6 +82,8 @@ class RnnSummary:
             info["sequence_lens"] = self.sequence_lens
         for c in self.chains:
             info[c.direction] = f"{c.activation} {c.lowering}"
+        if self.weights:
+            info["weights"] = self.weights
         return info
 
 

@@ -72,7 +72,7 @@ class _Lowering:
         self.p, self.H = spec.label, spec.hidden_size
         lens = port_of(spec.sequence_lens.name) if needs_mask(spec.sequence_lens, spec.seq_length) else None
         self.seq = Sequence(g, spec.label, port_of(spec.X.name), spec.layout, spec.seq_length, spec.hidden_size, spec.etype, spec.batch, lens, options.chunk, options.static)
-        self.weights = GateWeights(g, spec, port_of, GATE_ORDER, options.compress_to_fp16)
+        self.weights = GateWeights(g, spec, port_of, GATE_ORDER, options.compress_to_fp16, options)
 
     def name(self, d: int, key: str) -> str:
         return f"{self.p}/{self.s.directions[d].value}/{key}"
@@ -103,7 +103,7 @@ class _Lowering:
 
     def run(self, want_y: bool, want_y_h: bool, want_y_c: bool) -> LoweredRnn:
         s = self.s
-        lowered = LoweredRnn({})
+        lowered = LoweredRnn({}, notes=list(self.weights.notes), weights=self.weights.describe())
         chains = []
         for d, (direction, acts, h0, c0) in enumerate(zip(s.directions, s.activations, self.states("initial_h", s.initial_h), self.states("initial_c", s.initial_c))):
             kind = lowering_of(s, acts, self.options.cells_for("LSTM"))
@@ -137,8 +137,8 @@ class _Lowering:
     def explicit_chain(self, d: int, acts: LstmActivations):
         """(X·Wᵀ + B)[t] for all steps in one MatMul (gates f, i, c, o); per step the equations above."""
         s, g, H = self.s, self.g, self.H
-        w, b = self.weights.matrix("W", d, self.name(d, "W")), self.bias(d)
-        rs = per_piece(lambda: (self.weights.matrix("R", d, self.name(d, "R")),), self.own_consts())
+        (w, w_t), b = self.weights.matmul_operand("W", d, self.name(d, "W")), self.bias(d)
+        rs = per_piece(lambda: self.weights.matmul_operand("R", d, self.name(d, "R")), self.own_consts())
         used = (0, 1) if s.input_forget else (0, 1, 2)  # Pi, Po, Pf; coupled gates leave Pf unused
         peep = per_piece(lambda: (self.weights.per_direction_vector("P", s.P, d, 3, self.name(d, "P"), used),), self.own_consts()) if s.P is not None else None
         f, gg, hh = (ActivationOps(g, self.name(d, f"{slot}_{a.name.lower()}"), a, s.etype, self.seq.zero) for slot, a in zip("fgh", acts))
@@ -151,12 +151,13 @@ class _Lowering:
 
         def project(walked: Output) -> Output:  # [T, B, I] -> [T, B, 4H]
             name = self.name(d, "xw")
-            return ops.add(g, f"{name}/add_b", ops.matmul(g, f"{name}/matmul", walked, w, transpose_b=True), b)
+            return ops.add(g, f"{name}/add_b", ops.matmul(g, f"{name}/matmul", walked, w, transpose_b=w_t), b)
 
         def step(piece: int, pre: Output, states: tuple, base: str) -> tuple:
             cell = f"{base}/cell.explicit"
             h_prev, c_prev = (self.seq.zeros() if st is None else st for st in states)
-            gates = ops.add(g, f"{cell}/gates", pre, ops.matmul(g, f"{cell}/matmul_r", h_prev, rs(piece)[0], transpose_b=True))
+            r, r_t = rs(piece)
+            gates = ops.add(g, f"{cell}/gates", pre, ops.matmul(g, f"{cell}/matmul_r", h_prev, r, transpose_b=r_t))
             f_pre, i_pre, c_pre, o_pre = ops.split(g, f"{cell}/split", gates, 1, 4)
             if peep is not None:
                 (p,) = peep(piece)

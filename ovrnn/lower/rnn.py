@@ -31,6 +31,7 @@ from . import ops
 from ..spec.activations import Activation
 from .activation_ops import ActivationOps
 from .gates import GateWeights
+from .quantized import Compression
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, lower_chains, needs_mask, per_piece
 from ..spec.rnn import Direction, RnnInput, RnnSpec
@@ -49,6 +50,7 @@ class LoweringOptions:
     compress_to_fp16: bool = False  # f32 weights stored as f16 + a decompression Convert
     chunk: int = 64  # steps per chain piece that OpenVINO's CPU plugin folds separately; 0: one piece
     by_op: tuple[tuple[str, str], ...] = ()  # --lowering auto: (op, cells) where an op differs from `cells`
+    compression: Compression | None = None  # --compress-weights: constant W/R stored as int8/int4
 
     def cells_for(self, op: str) -> str:
         """The lowering for nodes of `op` (RNN, GRU, LSTM): NPU takes GRUCell/LSTMCell, not RNNCell."""
@@ -60,7 +62,10 @@ class LoweringOptions:
 
     def rt_info(self) -> dict[str, str]:
         """The options as the IR's rt_info records them, under ovrnn/."""
-        return {"lowering": self.describe(), "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
+        info = {"lowering": self.describe(), "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
+        if self.compression is not None:
+            info["compress_weights"] = self.compression.describe()
+        return info
 
 
 class SharedInputGuard:
@@ -98,6 +103,8 @@ class LoweredRnn:
 
     outputs: dict[str, Output]
     chains: list[tuple[Direction, Activation, str]] = field(default_factory=list)  # (dir, act, NATIVE|EXPLICIT)
+    notes: list[str] = field(default_factory=list)
+    weights: str = ""  # integer W/R, e.g. "int8 symmetric, one scale per row: W, R; scales f32"; "" = float
 
 
 def lowering_of(activation: Activation, cells: str = "cell") -> str:
@@ -121,7 +128,7 @@ class _Lowering:
         self.p = spec.label
         lens = port_of(spec.sequence_lens.name) if needs_mask(spec.sequence_lens, spec.seq_length) else None
         self.seq = Sequence(g, spec.label, port_of(spec.X.name), spec.layout, spec.seq_length, spec.hidden_size, spec.etype, spec.batch, lens, options.chunk, options.static)
-        self.weights = GateWeights(g, spec, port_of, (0,), options.compress_to_fp16)
+        self.weights = GateWeights(g, spec, port_of, (0,), options.compress_to_fp16, options)
 
     def initial_states(self) -> list[Output | None]:
         """H_0 per direction [B, H]; None stands for zeros (initial_h absent)."""
@@ -158,7 +165,7 @@ class _Lowering:
 
     def run(self, want_y: bool, want_y_h: bool) -> LoweredRnn:
         s = self.s
-        lowered = LoweredRnn({})
+        lowered = LoweredRnn({}, notes=list(self.weights.notes), weights=self.weights.describe())
         chains = []
         for d, (direction, act, h0) in enumerate(zip(s.directions, s.activations, self.initial_states())):
             kind = lowering_of(act, self.options.cells_for("RNN"))
@@ -191,18 +198,19 @@ class _Lowering:
         """pre_t = (X·W_dᵀ + B_d)[t] for all steps in one MatMul; H_t = f_d(clip(pre_t + H_{t-1}·R_dᵀ))."""
         s, g = self.s, self.g
         direction = s.directions[d].value
-        w, b = self.weight("W", d), self.bias(d)
-        rs = per_piece(lambda: (self.weight("R", d),), self.own_consts())
+        (w, w_t), b = self.weights.matmul_operand("W", d, f"{self.p}/{direction}/W"), self.bias(d)
+        rs = per_piece(lambda: self.weights.matmul_operand("R", d, f"{self.p}/{direction}/R"), self.own_consts())
         f = ActivationOps(g, f"{self.p}/{direction}/{act.name.lower()}", act, s.etype, self.seq.zero)
 
         def project(walked: Output) -> Output:  # [B, T, I] -> [B, T, H]
             name = f"{self.p}/{direction}/xw"
-            return ops.add(g, f"{name}/add_b", ops.matmul(g, f"{name}/matmul", walked, w, transpose_b=True), b)
+            return ops.add(g, f"{name}/add_b", ops.matmul(g, f"{name}/matmul", walked, w, transpose_b=w_t), b)
 
         def step(piece: int, pre: Output, states: tuple, base: str) -> tuple:
             cell, h = f"{base}/cell.explicit", states[0]
             if h is not None:  # None: H_{-1} = 0, which adds nothing
-                pre = ops.add(g, f"{cell}/add", ops.matmul(g, f"{cell}/matmul_r", h, rs(piece)[0], transpose_b=True), pre)
+                r, r_t = rs(piece)
+                pre = ops.add(g, f"{cell}/add", ops.matmul(g, f"{cell}/matmul_r", h, r, transpose_b=r_t), pre)
             if s.clip is not None:
                 pre = ops.unary(g, "Clamp", f"{cell}/clip", pre, {"min": ops.fmt_float(-s.clip), "max": ops.fmt_float(s.clip)})
             return (f(pre, f"{cell}/{act.name.lower()}"),)

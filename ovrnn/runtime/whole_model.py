@@ -162,8 +162,9 @@ class _RnnExtension:
         lowered = LOWER[node.op_type](g, spec, port_of, options=options)
         realized = realize(g, bindings)
         produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
-        self.summaries.append(RnnSummary.of(spec, lowered.chains))
+        self.summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights))
         self.notes.extend(spec.notes)
+        self.notes.extend(lowered.notes)
         by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items()}
         # An ONNX output slot with no name still needs a value; nothing reads it.
         return [by_name.get(name, produced[0]) for name in node.output]
