@@ -36,6 +36,7 @@ from ..dtypes import F16, F32, ElementType
 from .layer_graph import LayerGraph, Output, array_bytes
 
 MODES = ("int8", "int4")
+QUANTIZED_SUFFIX = "/quantized"  # name of the integer Const of a chain (the whole-model path keeps it unfolded)
 GROUP_SIZES = (32, 64, 128, -1)
 F16_TINY = float(np.finfo(np.float16).tiny)  # smallest normal f16
 F16_MAX = float(np.finfo(np.float16).max)
@@ -155,7 +156,7 @@ class DecompressionChains:
         else:
             q_arr, s_arr = q, scale.reshape(rows, 1)
         offset = g.weights.add(stored_bytes(np.ascontiguousarray(q_arr), qz.bits))
-        stored = ops.const_from_store(g, f"{name}/quantized", int_type, tuple(q_arr.shape), offset)
+        stored = ops.const_from_store(g, f"{name}{QUANTIZED_SUFFIX}", int_type, tuple(q_arr.shape), offset)
         compute = self.scale_type  # the type the Multiply runs in
         x = ops.convert(g, f"{name}/to_float", stored, compute)
         if zp is not None:

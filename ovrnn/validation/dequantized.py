@@ -8,6 +8,8 @@ on the original model gives the quantization-only error.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -24,7 +26,7 @@ def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: s
     inits = {t.name: t for t in out.graph.initializer}
     done: dict[str, onnx.TensorProto] = {}
     for node in out.graph.node:
-        if node.op_type not in FAMILIES or (nodes is not None and (node.name or node.output[0]) not in nodes):
+        if node.op_type not in FAMILIES or (nodes is not None and node.name not in nodes):
             continue
         for slot in (1, 2):
             name = node.input[slot] if slot < len(node.input) else ""
@@ -37,3 +39,21 @@ def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: s
         if t.name in done:
             t.CopyFrom(done[t.name])
     return out
+
+
+@dataclass(frozen=True)
+class CompressedReference:
+    model: onnx.ModelProto  # the float model the IR computes
+    what: str  # e.g. "int8 symmetric, one scale per row"
+    ort_deviation: str  # why onnxruntime's numbers are not counted
+
+
+def compressed_reference(proto: onnx.ModelProto, ir, compression: Compression | None) -> CompressedReference | None:
+    """The dequantized model for an IR with integer weights made by `--compress-weights`; None when
+    no node of the IR has integer weights."""
+    compressed = [r for r in ir.rnns if r.weights]
+    if compression is None or not compressed:
+        return None
+    names = {r.node_name for r in compressed}
+    why = "onnxruntime runs the original float weights"
+    return CompressedReference(dequantized_model(proto, compression, names), compression.describe(), why)
