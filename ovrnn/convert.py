@@ -30,7 +30,8 @@ from .bounds import check_shape
 from .spec.limits import check_steps
 from .lower.gru import lower_gru
 from .lower.lstm import lower_lstm
-from .lower.rnn import CELL_MODES, LoweringOptions, SharedInputGuard, lower_rnn
+from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
+from .lower.rnn import lower_rnn
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
@@ -387,7 +388,7 @@ class _Builder:
             lower = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}[family.name]
             label = spec.node_name or spec.label
             options = self.shared_x.options_for(family.name, label, spec.X.name, spec.directions, self.options, self.notes)
-            lowered = lower(self.g, spec, self.port_of, *want, options=options)
+            lowered = lower(self.g, spec, self.port_of, tuple(want), options=options)
             self.ports.update(lowered.outputs)
             summaries.append(RnnSummary.of(spec, lowered.chains))
         self._results()
