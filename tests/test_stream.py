@@ -5,21 +5,27 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cases import TOL, Case
-from stream_models import stateful_ir
+from cases import TOL, Case, make_model
 
 import ovrnn
 from ovrnn.runtime import stream as stream_module
 from ovrnn.validation import reference
 
 K, CHUNKS = 4, 3
-STREAM_CASES = [
-    Case("rnn-fwd-relu-batch2", op="RNN", T=K, batch=2, hidden=5, activations=("Relu",)),
-    Case("gru-layout1-dyn-batch", op="GRU", T=K, batch=2, hidden=4, layout=1, dyn_batch=True, linear_before_reset=1),
-    Case("lstm-peepholes-clip-dyn-batch", op="LSTM", T=K, batch=2, hidden=6, peepholes=True, clip=1.5, dyn_batch=True),
+STREAM_CASES = [  # initial_h (and initial_c) graph inputs: replaced by the states
+    Case("rnn-fwd-relu-batch2", op="RNN", T=K, batch=2, hidden=5, activations=("Relu",), h0=True),
+    Case("gru-layout1-dyn-batch", op="GRU", T=K, batch=2, hidden=4, layout=1, dyn_batch=True, linear_before_reset=1, h0=True),
+    Case("lstm-peepholes-clip-dyn-batch", op="LSTM", T=K, batch=2, hidden=6, peepholes=True, clip=1.5, dyn_batch=True, h0=True, c0=True),
 ]
 IDS = [c.id for c in STREAM_CASES]
 ATOL, RTOL = TOL["float32"]
+
+
+def stateful_ir(case: Case, folder):
+    """(stream.xml, the ONNX model, its feeds): `ovrnn convert --stateful`, saved."""
+    proto, feeds, flags = make_model(case)
+    path = ovrnn.convert_model(proto, flags, stateful=True).save(folder / f"{case.id}.xml")
+    return path, proto, feeds
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +50,8 @@ def whole(proto, case: Case, x: np.ndarray, h0=None, c0=None) -> dict[str, np.nd
     feeds = {"X": x, "initial_h": np.zeros(shape, np.float32) if h0 is None else h0}
     if case.op == "LSTM":
         feeds["initial_c"] = np.zeros(shape, np.float32) if c0 is None else c0
-    return reference.run_model(proto, feeds)
+    inputs = {i.name for i in proto.graph.input}  # constant initial states stay the model's
+    return reference.run_model(proto, {k: v for k, v in feeds.items() if k in inputs})
 
 
 def run_stream(stream, case: Case, x: np.ndarray) -> np.ndarray:
@@ -174,12 +181,10 @@ def test_npu_refuses_a_dynamic_batch_before_compiling(irs):
 
 @pytest.fixture(scope="module")
 def constant_init_ir(tmp_path_factory):
-    """A static-batch LSTM whose initial H and C are constants (as an ONNX initial_h initializer)."""
-    case = Case("lstm-const-init", op="LSTM", T=K, batch=2, hidden=4)
-    rng = np.random.default_rng(9)
-    init = {"H": rng.uniform(-1, 1, (1, 2, 4)).astype(np.float32), "C": rng.uniform(-1, 1, (1, 2, 4)).astype(np.float32)}
-    path, proto, _ = stateful_ir(case, tmp_path_factory.mktemp("const"), init=init)
-    return case, path, proto, init
+    """A static-batch LSTM whose initial_h and initial_c are ONNX initializers (constant states)."""
+    case = Case("lstm-const-init", op="LSTM", T=K, batch=2, hidden=4, h0=True, c0=True, h0_const=True)
+    path, proto, _ = stateful_ir(case, tmp_path_factory.mktemp("const"))
+    return case, path, proto
 
 
 def zero_filling_reset(self):
@@ -195,13 +200,13 @@ def test_npu_reset_seeds_a_constant_initial_state(constant_init_ir, monkeypatch,
     with NPU's rules the stream is right, with CPU's rules (no seeding) a zero-filling reset is wrong."""
     import ovrnn.runtime.engine  # noqa: F401
 
-    case, path, proto, init = constant_init_ir
+    case, path, proto = constant_init_ir
     monkeypatch.setattr(stream_module.Stream, "_reset_request", zero_filling_reset)
     if npu_rules:
         monkeypatch.setattr(stream_module, "device_traits", lambda device: stream_module.DeviceTraits(static_only=True, reset_zero_fills=True))
     stream = ovrnn.Stream(path)
     x = long_input(case, 2, seed=4)
-    want = whole(proto, case, x, init["H"], init["C"])["Y"]
+    want = whole(proto, case, x)["Y"]
     for _ in range(2):  # the first stream, and again after a reset
         y = run_stream(stream, case, x)
         err = np.abs(y - want).max()
@@ -210,10 +215,10 @@ def test_npu_reset_seeds_a_constant_initial_state(constant_init_ir, monkeypatch,
 
 
 def test_a_constant_initial_state_is_restored_by_reset_on_cpu(constant_init_ir):
-    case, path, proto, init = constant_init_ir
+    case, path, proto = constant_init_ir
     stream = ovrnn.Stream(path)
     x = long_input(case, 2, seed=4)
-    want = whole(proto, case, x, init["H"], init["C"])["Y"]
+    want = whole(proto, case, x)["Y"]
     close(run_stream(stream, case, x), want, "first stream")
     stream.reset()
     close(run_stream(stream, case, x), want, "after reset")

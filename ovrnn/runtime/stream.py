@@ -88,7 +88,9 @@ class StreamContract:
         inits = dict(_pairs(rt.get("states", ""), "=", "states"))
         state_batch = {k: _int(v, "state_batch") for k, v in _pairs(rt.get("state_batch", ""), ":", "state_batch")}
         states = []
-        for vid, info in variables.items():
+        order = [*inits, *sorted(set(variables) - set(inits))]  # as the rt_info lists them: H before C
+        for vid in (v for v in order if v in variables):
+            info = variables[vid]
             shape = info.data_shape
             axis = state_batch.get(vid)
             if axis is None:  # not written: the one dynamic dim, if there is exactly one
@@ -188,7 +190,8 @@ class Stream:
         self._runner = engine.Runner.from_compiled(compiled)  # creates this stream's infer request
         self.compiled = compiled
         self.request = self._runner.request
-        self._variables = {s.name: s for s in self.request.query_state()}
+        by_name = {s.name: s for s in self.request.query_state()}
+        self._variables = {s.id: by_name.pop(s.id) for s in contract.states if s.id in by_name} | by_name
         self._info = {s.id: s for s in contract.states}
         self._batches: dict[str, int | None] = {}  # state id -> the batch it holds; None: follows X
         self._seeded: set[str] = set()  # states set by set_state since the last call
