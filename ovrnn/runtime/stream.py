@@ -171,7 +171,7 @@ class Stream:
     """
 
     def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None) -> None:
-        from .devices import canonical_device
+        from ..plugins import canonical_device
 
         device = canonical_device(device)
         model = engine.read_model(ir)
