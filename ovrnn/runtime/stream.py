@@ -173,7 +173,7 @@ class Stream:
     def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> None:
         """`ir`: an IR object, a path to model.xml or an ov.Model; `properties`: more compile
         properties (e.g. {"PERFORMANCE_HINT": "LATENCY"})."""
-        from .devices import canonical_device
+        from ..plugins import canonical_device
 
         device = canonical_device(device)
         model = ir if isinstance(ir, engine.ov().Model) else engine.read_model(ir)
