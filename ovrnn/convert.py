@@ -34,6 +34,8 @@ from .lower.lstm import lower_lstm
 from .lower.quantized import GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
 from .lower.rnn import lower_rnn
+from .onnx.qdq import absorb_dequantize_linear
+from .spec.dynamic_quantize_lstm import is_dynamic_quantize_lstm
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
@@ -100,12 +102,13 @@ def convert_model(
         check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
     if static:
         _check_static(view)
+    view, given_weights, qdq_notes = absorb_dequantize_linear(view)  # QDQ W/R: kept integer, not folded
     whole = needs_frontend(view.model.graph)
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
-    source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
+    source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or given_weights else Path(os.fspath(model))
     stateful = state_request(stateful)
     if stateful and whole:
         raise UnsupportedFeatureError(f"{flag('stateful')} is not available for whole models yet: only for models made of RNN/GRU/LSTM nodes")
@@ -114,17 +117,16 @@ def convert_model(
 
     def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
-            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression)
-            built[cells, by_op] = (
-                convert_whole_model(view, shapes, source, options, max_steps) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
-            )
+            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression, given_weights)
+            ir = convert_whole_model(view, shapes, source, options, max_steps) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
+            built[cells, by_op] = replace(ir, notes=tuple(qdq_notes) + ir.notes)
         return built[cells, by_op]
 
     if lowering != "auto":
         return replace(build(lowering), sources=tuple(files))
     from .runtime.devices import choose_cells
 
-    present = {n.op_type for n in view.model.graph.node}
+    present = {"LSTM" if is_dynamic_quantize_lstm(n) else n.op_type for n in view.model.graph.node}
     choice, note = choose_cells(build, device, tuple(op for op in FAMILIES if op in present))
     kinds = set(choice.values())
     ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ

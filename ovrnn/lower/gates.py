@@ -39,7 +39,7 @@ class GateWeights:
         self._stored: dict[str, tuple[np.ndarray, int, object]] = {}
         self._runtime: dict[str, list[Output]] = {}
         # integer W/R (--compress-weights, or weights that come quantized): None = float weights
-        self.integer, self.notes = IntegerWeights.plan(g, spec, self.permute, compress_to_fp16, getattr(options, "compression", None))
+        self.integer, self.notes = IntegerWeights.plan(g, spec, self.permute, compress_to_fp16, options)
 
     # --- permutation ------------------------------------------------------------------------------
 

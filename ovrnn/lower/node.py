@@ -45,6 +45,8 @@ class LoweringOptions:
     chunk: int = 64  # steps per chain piece that OpenVINO's CPU plugin folds separately; 0: one piece
     by_op: tuple[tuple[str, str], ...] = ()  # --lowering auto: (op, cells) where an op differs from `cells`
     compression: Compression | None = None  # --compress-weights: constant W/R stored as int8/int4
+    # W/R that came quantized (QDQ): tensor name -> lower.quantized.Quantized per direction, ONNX row order
+    given_weights: dict = field(default_factory=dict, hash=False, compare=False)
 
     def cells_for(self, op: str) -> str:
         """The lowering for nodes of `op` (RNN, GRU, LSTM): NPU takes GRUCell/LSTMCell, not RNNCell."""

@@ -202,11 +202,16 @@ class IntegerWeights:
         return self.chains.chain(key, d, name, self.matrices[key][d], transposed)
 
     @staticmethod
-    def plan(g: LayerGraph, spec, permute, compress_to_fp16: bool, compression: Compression | None) -> tuple[IntegerWeights | None, list[str]]:
-        """Which of W/R are integer: given quantized (spec.quantized, rows in ONNX order), or
-        quantized here (`compression`, constant W/R only); -> (plan or None, notes)."""
+    def plan(g: LayerGraph, spec, permute, compress_to_fp16: bool, options) -> tuple[IntegerWeights | None, list[str]]:
+        """Which of W/R are integer: given quantized (spec.quantized or the options' given_weights,
+        rows in ONNX order), or quantized here (options.compression, constant W/R only); -> (plan or None, notes)."""
+        compression = getattr(options, "compression", None)
         who = f"{type(spec).__name__.removesuffix('Spec').upper()} node '{spec.node_name or spec.label}'"
-        given = getattr(spec, "quantized", None) or {}
+        given = dict(getattr(spec, "quantized", None) or {})
+        from_graph = getattr(options, "given_weights", None) or {}
+        for key in ("W", "R"):
+            if getattr(spec, key).name in from_graph:
+                given[key] = from_graph[getattr(spec, key).name]
         notes: list[str] = []
         chosen: dict[str, list[Quantized]] = {}
         for key in ("W", "R"):
@@ -229,7 +234,11 @@ class IntegerWeights:
         if compress_to_fp16 and spec.etype == F32 and scale_type == F32:
             notes.append(f"{who}: weight scales stored as f32: some are outside float16's normal range")
         if given:
-            describe = "quantized " + ("uint8" if any(q.zero_point is not None and q.q.dtype == np.uint8 for qs in chosen.values() for q in qs) else "int8") + " (from the model)"
+            kinds = sorted({"uint8" if q.q.dtype == np.uint8 else "int8" for qs in chosen.values() for q in qs})
+            zp = any(q.zero_point is not None for qs in chosen.values() for q in qs)
+            describe = f"{'/'.join(kinds)} from the model ({'with' if zp else 'no'} zero points)"
+            if compression is not None and len(chosen) < 2:
+                describe += "; " + compression.describe()
         else:
             describe = compression.describe()
         describe += f": {', '.join(chosen)}; scales {scale_type.ir}"

@@ -12,7 +12,8 @@ ConstantFolding does not evaluate GatherND) nor a lowering that reads X's shape 
         a node whose inputs are all constants               -> initializer, evaluated by onnx.reference
 
 Only values that cannot depend on a graph input's values are folded: a graph input's shape, never
-its data. Random ops, ops with subgraphs, non-ONNX domains and the recurrent ops themselves are left
+its data. A DequantizeLinear that feeds W or R of a recurrent node is not folded either: its integer
+weights are kept (``qdq.py``). Random ops, ops with subgraphs, non-ONNX domains and the recurrent ops themselves are left
 alone, and so is any result bigger than ``MAX_ELEMENTS`` (weights are folded later by OpenVINO's
 ConstantFolding, which evaluates the ops weights go through).
 """
@@ -22,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from .qdq import feeds_recurrent_weights, weight_readers
 
 MAX_ELEMENTS = 1 << 16  # shapes, lengths, small tensors
 _MAX_ROUNDS = 16
@@ -62,8 +65,9 @@ def _fold_once(model: onnx.ModelProto, copy_first: bool) -> tuple[onnx.ModelProt
     opset = next((o.version for o in model.opset_import if o.domain in _DOMAINS), None)
     new_initializers: list[onnx.TensorProto] = []
     folded: set[int] = set()
+    readers = weight_readers(graph)
     for index, node in enumerate(graph.node):
-        if not _foldable(node) or any(o in keep_outputs for o in node.output):
+        if not _foldable(node) or any(o in keep_outputs for o in node.output) or feeds_recurrent_weights(node, readers):
             continue
         values = _evaluate(node, consts, shapes, graph, opset)
         if values is None:

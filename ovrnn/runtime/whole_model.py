@@ -42,6 +42,7 @@ from .realize import realize
 from .engine import ov, ov_message
 from ..shapes import Dim, Shape
 from ..spec import NORMALISERS
+from ..spec.dynamic_quantize_lstm import DOMAIN as DQ_DOMAIN, OP as DQ_OP, is_dynamic_quantize_lstm
 from ..spec.recurrent import FAMILIES, DynamicStepsError, unique_label
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
@@ -55,7 +56,7 @@ LOWER = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}
 
 def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
     """The recurrent nodes (RNN, GRU, LSTM), with their index in the graph."""
-    return [(i, n) for i, n in enumerate(graph.node) if n.op_type in FAMILIES and n.domain in ONNX_DOMAINS]
+    return [(i, n) for i, n in enumerate(graph.node) if (n.op_type in FAMILIES and n.domain in ONNX_DOMAINS) or is_dynamic_quantize_lstm(n)]
 
 
 def convert_whole_model(
@@ -405,4 +406,5 @@ def _serialize(model, compress_to_fp16: bool) -> tuple[bytes, bytes]:
 def needs_frontend(graph: onnx.GraphProto) -> bool:
     """True when the model has ops other than RNN, GRU, LSTM and Constant (or none of them)."""
     ops_ = {(n.domain, n.op_type) for n in graph.node}
-    return not rnn_nodes(graph) or any(d not in ONNX_DOMAINS or (t not in FAMILIES and t != "Constant") for d, t in ops_)
+    lowered = {(d, t) for d, t in ops_ if (d in ONNX_DOMAINS and (t in FAMILIES or t == "Constant")) or (d, t) == (DQ_DOMAIN, DQ_OP)}
+    return not rnn_nodes(graph) or bool(ops_ - lowered)

@@ -6,10 +6,11 @@ from __future__ import annotations
 from .gru import GruSpec, normalise_gru
 from .lstm import LstmSpec, normalise_lstm
 from .rnn import RnnSpec, normalise_rnn
+from .dynamic_quantize_lstm import normalise_dynamic_quantize_lstm
 
 Spec = RnnSpec | GruSpec | LstmSpec
 
 # op_type -> normaliser(node, index, opset, lookup, label)
-NORMALISERS = {"RNN": normalise_rnn, "GRU": normalise_gru, "LSTM": normalise_lstm}
+NORMALISERS = {"RNN": normalise_rnn, "GRU": normalise_gru, "LSTM": normalise_lstm, "DynamicQuantizeLSTM": normalise_dynamic_quantize_lstm}
 
 __all__ = ["NORMALISERS", "GruSpec", "LstmSpec", "RnnSpec", "Spec", "normalise_gru", "normalise_lstm", "normalise_rnn"]

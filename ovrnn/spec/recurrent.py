@@ -160,6 +160,10 @@ class RecurrentSpec:
     Y: str | None  # output tensor names, None when absent
     Y_h: str | None
     notes: tuple[str, ...] = ()
+    # W/R that come quantized (DynamicQuantizeLSTM, DequantizeLinear initializers): {"W"|"R": one
+    # lower.quantized.Quantized per direction, rows in ONNX gate order}; W.value/R.value hold the
+    # dequantized floats. None: float weights.
+    quantized: dict | None = None
 
     @property
     def num_directions(self) -> int:

@@ -46,14 +46,66 @@ class CompressedReference:
     model: onnx.ModelProto  # the float model the IR computes
     what: str  # e.g. "int8 symmetric, one scale per row"
     ort_deviation: str  # why onnxruntime's numbers are not counted
+    has_original: bool = True  # a float original exists (--compress-weights), so the quantization-only error can be shown
+
+
+def lstm_from_dynamic_quantize(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Each DynamicQuantizeLSTM node as the ONNX LSTM it computes with its weights dequantized:
+    W_float[d] = ((W[d] - W_zero_point[d]) * W_scale[d])ᵀ, [D, I, 4H] -> [D, 4H, I] (R likewise);
+    per-tensor scales/zero points [D] apply to every row. Activation quantization is not part of it."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    inits = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
+    new_nodes, added = [], []
+    for k, node in enumerate(out.graph.node):
+        if not (node.op_type == "DynamicQuantizeLSTM" and node.domain == "com.microsoft"):
+            new_nodes.append(node)
+            continue
+        names = list(node.input) + [""] * (12 - len(node.input))
+        floats = []
+        for slot, s_slot in ((1, 8), (2, 10)):
+            q, scale, zp = (inits[names[i]] for i in (slot, s_slot, s_slot + 1))
+            D, _, G = q.shape
+            scale = np.broadcast_to(scale.astype(np.float64).reshape(D, 1, -1), (D, 1, G))
+            zp = np.broadcast_to(zp.astype(np.float64).reshape(D, 1, -1), (D, 1, G))
+            w = ((q.astype(np.float64) - zp) * scale).transpose(0, 2, 1)
+            name = f"{names[slot]}__dequantized_{k}"
+            added.append(numpy_helper.from_array(w.astype(np.float32), name))
+            floats.append(name)
+        lstm = onnx.helper.make_node("LSTM", [names[0], *floats, *names[3:8]], list(node.output), name=node.name)
+        lstm.attribute.extend(node.attribute)
+        while lstm.input and not lstm.input[-1]:
+            del lstm.input[-1]
+        new_nodes.append(lstm)
+    del out.graph.node[:]
+    out.graph.node.extend(new_nodes)
+    out.graph.initializer.extend(added)
+    return out
 
 
 def compressed_reference(proto: onnx.ModelProto, ir, compression: Compression | None) -> CompressedReference | None:
-    """The dequantized model for an IR with integer weights made by `--compress-weights`; None when
-    no node of the IR has integer weights."""
+    """The dequantized model for an IR with integer weights: made by `--compress-weights`, or read
+    from DynamicQuantizeLSTM nodes; None when no node of the IR has integer weights."""
+    if any(n.op_type == "DynamicQuantizeLSTM" and n.domain == "com.microsoft" for n in proto.graph.node):
+        why = "onnxruntime's DynamicQuantizeLSTM also quantizes X and H every step: shown, not counted"
+        return CompressedReference(lstm_from_dynamic_quantize(proto), "DynamicQuantizeLSTM's int8/uint8 W and R, kept as integers", why, has_original=False)
+    absorbed = dequantize_linear_weights(proto)
+    if absorbed is not None:  # onnxruntime reads DequantizeLinear as the spec says: counted
+        return CompressedReference(absorbed, "W/R from DequantizeLinear, kept as integers", "", has_original=False)
     compressed = [r for r in ir.rnns if r.weights]
     if compression is None or not compressed:
         return None
     names = {r.node_name for r in compressed}
     why = "onnxruntime runs the original float weights"
     return CompressedReference(dequantized_model(proto, compression, names), compression.describe(), why)
+
+
+def dequantize_linear_weights(proto: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The model with each DequantizeLinear that feeds W/R replaced by its float value (what the
+    lowering keeps as integers); None when there is none. onnx.reference has no DequantizeLinear
+    before opset 19, so the float64 reference reads the float values."""
+    from ..onnx.qdq import absorb_dequantize_linear
+    from ..onnx.read import graph_view
+
+    view, taken, _ = absorb_dequantize_linear(graph_view(proto))
+    return view.model if taken else None
