@@ -275,3 +275,15 @@ def test_quantize_is_symmetric_narrow_and_per_row():
     assert q.q.dtype == np.int8 and q.q.tolist() == [[127, -64, 32], [0, 0, 0], [-127, 64, 0]]
     np.testing.assert_allclose(q.scale[:, 0], np.float32([1 / 127, 0, 3 / 127]))
     assert np.abs(q.dequantize() - M).max() <= q.scale.max() / 2 + 1e-12
+
+
+@pytest.mark.parametrize("name", ["gru_lbr.f32", "rnn_bidir.f32", "lstm_peep_bidir.f32"])
+def test_fixtures_validate_compressed(name):
+    """The float fixtures of tools/make_quantized_fixtures.py, compressed: PASS against the
+    dequantized reference, with the quantization-only error shown."""
+    from pathlib import Path
+
+    report = ovrnn.validate(Path(__file__).parent / "fixtures" / "quantized" / f"{name}.onnx", compress_weights="int8")
+    assert report.passed, report.format()
+    q = [c for c in report.comparisons if c.oracle == "quantization"]
+    assert q and all(0 < c.max_abs < 0.05 and not c.counted for c in q)

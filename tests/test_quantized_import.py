@@ -1,0 +1,229 @@
+"""Models that come quantized: onnxruntime's com.microsoft.DynamicQuantizeLSTM and QDQ weights
+(DequantizeLinear -> W/R). Fixtures: tools/make_quantized_fixtures.py (tests/fixtures/quantized).
+
+ovrnn keeps the integer weights in the IR and matches the float64 reference run with the
+dequantized weights at f32 tolerance; onnxruntime's kernel also quantizes X and H (shown, not
+counted); OpenVINO's own import of DynamicQuantizeLSTM ignores input_forget and refuses P
+(checked in a child process).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import assert_close
+from lxml import etree
+from onnx import TensorProto, helper, numpy_helper
+
+import ovrnn
+from ovrnn.errors import InvalidModelError, UnsupportedFeatureError
+from ovrnn.onnx.fold import fold_constants
+from ovrnn.runtime import engine as runtime
+from ovrnn.validation import reference
+from ovrnn.validation.dequantized import dequantize_linear_weights, lstm_from_dynamic_quantize
+
+FIXTURES = Path(__file__).parent / "fixtures" / "quantized"
+DQ = sorted(p.stem for p in FIXTURES.glob("*.dq_*.onnx"))
+QDQ = sorted(p.stem for p in FIXTURES.glob("*_qdq_*.onnx"))
+T, BATCH, I = 6, 2, 8
+
+
+def load(name):
+    return onnx.load(FIXTURES / f"{name}.onnx")
+
+
+def x_feed(seed=3):
+    return {"X": np.random.default_rng(seed).uniform(-1, 1, (T, BATCH, I)).astype(np.float32)}
+
+
+def int_consts(xml: bytes) -> list[tuple[str, str]]:
+    return sorted((d.get("element_type"), d.get("shape")) for el in etree.fromstring(xml).iter("layer") if el.get("type") == "Const" for d in [el.find("data")] if d.get("element_type") in ("i8", "u8"))
+
+
+def run(ir, feeds):
+    return runtime.infer(runtime.compile_ir(runtime.read_model(ir), "CPU", "f32"), feeds)
+
+
+@pytest.mark.parametrize("name", DQ)
+def test_dynamic_quantize_lstm_matches_the_dequantized_reference(name):
+    m = load(name)
+    ir = ovrnn.convert_model(m)
+    D = 2 if "bidir" in name else 1
+    # W [4H, I] and R [4H, H] per direction stay int8: LSTMCell reads [4H, K]; explicit steps read [K, 4H]
+    explicit = "input_forget" in name or "peep" in name
+    want_shapes = ["8, 64", "16, 64"] if explicit else ["64, 16", "64, 8"]
+    assert int_consts(ir.xml) == sorted([("i8", s) for s in want_shapes] * D)
+    assert ir.rnns[0].weights == "int8 from the model (no zero points): W, R; scales f32"
+    feeds = x_feed()
+    got = run(ir, feeds)
+    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
+    for out in want:
+        assert_close(got[out], want[out], 2e-5, 2e-5, f"{name} {out}")
+    # onnxruntime also quantizes X and H every step: close, but not at f32 tolerance
+    ort_out = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    dev = max(float(np.abs(a - want[o.name]).max()) for a, o in zip(ort_out, m.graph.output))
+    assert 1e-4 < dev < 0.05, dev
+
+
+@pytest.mark.parametrize("name", ["lstm_input_forget.dq_channel", "lstm_peep_bidir.dq_tensor"])
+def test_validate_counts_the_reference_and_shows_onnxruntime(name):
+    report = ovrnn.validate(FIXTURES / f"{name}.onnx")
+    assert report.passed
+    ort_rows = [c for c in report.comparisons if c.oracle == "onnxruntime"]
+    assert ort_rows and all(not c.counted for c in ort_rows)
+    assert all("also quantizes X and H" in c.note for c in ort_rows)
+    assert not any(c.oracle == "quantization" for c in report.comparisons)  # no float original to compare with
+
+
+def test_validate_cli_json(tmp_path):
+    from conftest import ovrnn_cli
+
+    r = ovrnn_cli("validate", FIXTURES / "lstm_bidir.dq_channel.onnx", "--json", tmp_path / "r.json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads((tmp_path / "r.json").read_text())
+    oracles = {(c["output"], c["oracle"]): c for c in data["comparisons"]}
+    assert oracles["Y", "reference"]["counted"] and oracles["Y", "reference"]["passed"]
+    assert not oracles["Y", "onnxruntime"]["counted"]
+
+
+_OPENVINO_IMPORT = r"""
+import json, sys, numpy as np, openvino as ov
+from ovrnn.validation import reference
+from ovrnn.validation.dequantized import lstm_from_dynamic_quantize
+import onnx
+m = onnx.load(sys.argv[1]); x = np.load(sys.argv[2])
+try:
+    c = ov.Core().compile_model(ov.Core().read_model(sys.argv[1]), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    y = c({"X": x})[c.outputs[0]]
+    want = reference.run_model(lstm_from_dynamic_quantize(m), {"X": x})["Y"]
+    print(json.dumps({"error": float(np.abs(y - want).max())}))
+except Exception as e:
+    print(json.dumps({"refused": str(e).splitlines()[0][:300] if str(e) else type(e).__name__, "text": str(e)[-2000:]}))
+"""
+
+
+@pytest.mark.parametrize(
+    "name, expect",
+    [("lstm_input_forget.dq_channel", "wrong"), ("lstm_peep_bidir.dq_tensor", "refused"), ("lstm_fwd.dq_channel", "right")],
+    ids=["input-forget-ignored", "peepholes-refused", "plain-lstm-right"],
+)
+def test_openvinos_own_import(tmp_path, name, expect):
+    """OpenVINO 2026.4's importer (in a child process) silently ignores input_forget and refuses P;
+    ovrnn matches the reference on both (above)."""
+    np.save(tmp_path / "x.npy", x_feed()["X"])
+    proc = subprocess.run([sys.executable, "-I", "-c", _OPENVINO_IMPORT, str(FIXTURES / f"{name}.onnx"), str(tmp_path / "x.npy")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if expect == "refused":
+        assert "refused" in result and "peephole" in result["text"].lower(), result
+    elif expect == "wrong":
+        assert result.get("error", 0) > 1e-2, result
+    else:
+        assert result.get("error", 1) < 1e-4, result
+
+
+def test_layout_comes_from_the_schema_when_k_equals_4h():
+    """I = 4H: W [D, I, 4H] is square per direction, so only the schema tells its layout. uint8 with
+    per-row zero points and scales: each row's zero point and scale travel with it through iofc -> fico."""
+    rng = np.random.default_rng(5)
+    H, K, D = 4, 16, 1
+    Wq = rng.integers(0, 256, (D, K, 4 * H)).astype(np.uint8)
+    Rq = rng.integers(0, 256, (D, H, 4 * H)).astype(np.uint8)
+    Ws, Rs = (rng.uniform(0.002, 0.02, (D, 4 * H)).astype(np.float32) for _ in range(2))
+    Wz, Rz = (rng.integers(100, 156, (D, 4 * H)).astype(np.uint8) for _ in range(2))
+    B = rng.uniform(-0.1, 0.1, (D, 8 * H)).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((Wq, "W"), (Rq, "R"), (B, "B"), (Ws, "Ws"), (Wz, "Wz"), (Rs, "Rs"), (Rz, "Rz"))]
+    node = helper.make_node("DynamicQuantizeLSTM", ["X", "W", "R", "B", "", "", "", "", "Ws", "Wz", "Rs", "Rz"], ["Y", "Y_h", "Y_c"], domain="com.microsoft", hidden_size=H, name="dq")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 2, K])], [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    ir = ovrnn.convert_model(m)
+    assert int_consts(ir.xml) == [("u8", "16, 1"), ("u8", "16, 1"), ("u8", "16, 16"), ("u8", "16, 4")]  # zero points, W, R
+    assert ir.rnns[0].weights == "uint8 from the model (with zero points): W, R; scales f32"
+    feeds = {"X": rng.uniform(-1, 1, (5, 2, K)).astype(np.float32)}
+    got = run(ir, feeds)
+    # the reference, written out: W_float[d] = ((W[d] - zp) * scale)ᵀ
+    Wf = ((Wq[0].astype(np.float64) - Wz[0]) * Ws[0]).T[None]
+    Rf = ((Rq[0].astype(np.float64) - Rz[0]) * Rs[0]).T[None]
+    want = dict(zip(("Y", "Y_h", "Y_c"), reference.run_node("LSTM", [feeds["X"], Wf, Rf, B], {"hidden_size": H})))
+    for out in want:
+        assert_close(got[out], want[out], 2e-5, 2e-5, out)
+    # the transposed reading (a shape heuristic's other guess) is far off
+    wrong = reference.run_node("LSTM", [feeds["X"], ((Wq[0].astype(np.float64) - Wz[0]) * Ws[0])[None], Rf, B], {"hidden_size": H})
+    assert np.abs(wrong[0] - got["Y"]).max() > 1e-2
+
+
+@pytest.mark.parametrize("name", QDQ)
+def test_qdq_weights_stay_integer(name):
+    m = load(name)
+    ir = ovrnn.convert_model(m)
+    kind = "u8" if "u8" in name else "i8"
+    consts = int_consts(ir.xml)
+    assert ("%s" % kind, "64, 8") in consts and (kind, "64, 16") in consts, consts
+    feeds = x_feed()
+    got = run(ir, feeds)
+    want = reference.run_model(dequantize_linear_weights(m), feeds)
+    ort_out = dict(zip([o.name for o in m.graph.output], ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)))
+    for out in want:
+        assert_close(got[out], want[out], 2e-5, 2e-5, f"{name} {out}")
+        assert_close(ort_out[out], want[out], 2e-5, 2e-5, f"onnxruntime {name} {out}")
+
+
+def test_fold_no_longer_folds_dequantize_linear_into_weights():
+    """onnx/fold.py used to turn DequantizeLinear(int8 initializer) -> W into a float initializer."""
+    m = load("lstm_qdq_rows")
+    folded, names = fold_constants(m)
+    assert names == [] and [n.op_type for n in folded.graph.node].count("DequantizeLinear") == 2
+
+
+def test_qdq_in_a_whole_model_stays_integer():
+    m = load("lstm_qdq_rows")
+    m.graph.node.append(helper.make_node("Relu", ["Y_h"], ["Z"]))
+    m.graph.output.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+    ir = ovrnn.convert_model(m)
+    assert b'element_type="i8"' in ir.xml
+    feeds = x_feed()
+    got = run(ir, feeds)
+    want = reference.run_model(dequantize_linear_weights(m), feeds)
+    assert_close(got["Z"], np.maximum(want["Y_h"], 0), 2e-5, 2e-5, "Z")
+
+
+def _dq_node(**changes):
+    m = load("lstm_fwd.dq_tensor")
+    inits = {t.name: t for t in m.graph.initializer}
+    for name, value in changes.items():
+        inits[name].CopyFrom(numpy_helper.from_array(value, name))
+    return m
+
+
+@pytest.mark.parametrize(
+    "change, error, message",
+    [
+        (dict(W_quantized=np.zeros((1, 8, 64), np.float32)), InvalidModelError, "DynamicQuantizeLSTM node 'lstm0_quant': input W 'W_quantized': expected element type int8 or uint8, got float32"),
+        (dict(W_scale=np.ones((1, 3), np.float32)), InvalidModelError, "DynamicQuantizeLSTM node 'lstm0_quant': input W_scale 'W_scale' has shape [1, 3], expected [1] (per tensor) or [1, 64] (per row)"),
+        (dict(R_zero_point=np.zeros((1,), np.uint8)), InvalidModelError, "DynamicQuantizeLSTM node 'lstm0_quant': input R_zero_point 'R_zero_point': expected the element type of R (int8), got uint8"),
+        (dict(R_quantized=np.zeros((1, 8, 64), np.int8)), InvalidModelError, "DynamicQuantizeLSTM node 'lstm0_quant': input R 'R_quantized' has shape [1, 8, 64], expected [1, 16, 64] (num_directions, hidden_size, 4*hidden_size) from W 'W_quantized' [1, 8, 64]"),
+    ],
+    ids=["float-weights", "scale-shape", "zero-point-type", "r-shape"],
+)
+def test_bad_dynamic_quantize_lstm(change, error, message):
+    with pytest.raises(error) as exc:
+        ovrnn.convert_model(_dq_node(**change))
+    assert str(exc.value) == message
+
+
+def test_runtime_quantized_weights_are_refused():
+    m = load("lstm_fwd.dq_tensor")
+    w = next(t for t in m.graph.initializer if t.name == "W_quantized")
+    m.graph.input.append(helper.make_tensor_value_info("W_quantized", TensorProto.INT8, list(w.dims)))
+    keep = [t for t in m.graph.initializer if t.name != "W_quantized"]
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(keep)
+    with pytest.raises(UnsupportedFeatureError, match="input W 'W_quantized' is a graph input; DynamicQuantizeLSTM weights must be initializers"):
+        ovrnn.convert_model(m)
