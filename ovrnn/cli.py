@@ -157,6 +157,7 @@ def _lowering_args(p: argparse.ArgumentParser) -> None:
     # weight compression (docs/compression.md)
     p.add_argument("--compress-weights", choices=("int8", "int4"), default=None, help="store constant W/R as int8 (one scale per row) or int4 (experimental); B, P and states stay float")
     p.add_argument("--group-size", type=int, default=None, metavar="N", help="int4: columns per scale, 32, 64, 128 or -1 (one scale per row, the default)")
+    p.add_argument("--max-weight-error", type=float, default=None, metavar="E", help="per-node budget of the quantization-only error measured at convert time (default 0.02): above it int4 falls back to int8, int8 to float")
     if not any(a.dest == "device" for a in p._actions):
         p.add_argument("--device", help="target device for --lowering auto (e.g. CPU, GPU, NPU)")
 
@@ -170,6 +171,7 @@ def _lowering_kwargs(args) -> dict:
         "chunk_steps": args.chunk_steps,
         "compress_weights": args.compress_weights,
         "group_size": args.group_size,
+        "max_weight_error": args.max_weight_error,
     }
 
 

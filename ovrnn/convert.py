@@ -31,7 +31,7 @@ from .bounds import check_shape
 from .spec.limits import check_steps
 from .lower.gru import lower_gru
 from .lower.lstm import lower_lstm
-from .lower.quantized import GROUP_SIZES, MODES as QUANT_MODES, Compression
+from .lower.quantized import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
 from .lower.rnn import lower_rnn
 from .onnx.qdq import absorb_dequantize_linear
@@ -64,6 +64,7 @@ def convert_model(
     stateful: bool | str | Sequence[str] = False,
     compress_weights: str | None = None,
     group_size: int | None = None,
+    max_weight_error: float | None = None,
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
@@ -93,7 +94,7 @@ def convert_model(
     check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
     if max_steps is not None:
         check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
-    compression = compression_of(compress_weights, group_size)
+    compression = compression_of(compress_weights, group_size, max_weight_error)
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     view = graph_view(load_model(model, files))
     shapes = resolve_positions(view, _input_shapes(input))
@@ -147,19 +148,23 @@ def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
                 )
 
 
-def compression_of(mode: str | None, group_size: int | None) -> Compression | None:
-    """--compress-weights / --group-size checked: None when no compression was asked for."""
+def compression_of(mode: str | None, group_size: int | None, max_error: float | None = None) -> Compression | None:
+    """--compress-weights / --group-size / --max-weight-error checked: None when no compression was asked for."""
     if mode is None:
         if group_size is not None:
             raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
+        if max_error is not None:
+            raise UsageError(f"{flag('max-weight-error')} applies with {flag('compress-weights')} only")
         return None
+    if max_error is not None and (isinstance(max_error, bool) or not isinstance(max_error, (int, float)) or not max_error > 0):
+        raise UsageError(f"{flag('max-weight-error')}: expected a positive number (inf: no limit), got {max_error}")
     if mode not in QUANT_MODES:
         raise UsageError(f"{flag('compress-weights')}: expected int8 or int4, got '{mode}'")
     if group_size is not None and mode != "int4":
         raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
     if group_size is not None and (isinstance(group_size, bool) or group_size not in GROUP_SIZES):
         raise UsageError(f"{flag('group-size')}: expected 32, 64, 128 or -1 (one group per row), got {group_size}")
-    return Compression(mode, -1 if group_size is None else group_size)
+    return Compression(mode, -1 if group_size is None else group_size, DEFAULT_MAX_ERROR if max_error is None else float(max_error))
 
 
 def check_count(name: str, value: object, expected: str) -> None:
@@ -440,7 +445,7 @@ class _Builder:
             self.lowered_specs.append(spec)
             self.ports.update(lowered.outputs)
             self.notes.extend(lowered.notes)
-            summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights))
+            summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights, lowered.compression))
         self._results()
         return summaries
 

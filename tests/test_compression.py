@@ -24,7 +24,7 @@ from ovrnn.lower.quantized import Compression, quantize
 from ovrnn.runtime import engine as runtime
 from ovrnn.runtime.weight_precision import verdict
 from ovrnn.validation import reference
-from ovrnn.validation.dequantized import dequantized_model
+from ovrnn.validation.dequantized import compressed_reference, dequantized_model
 
 G = {"RNN": 1, "GRU": 3, "LSTM": 4}
 ATOL = RTOL = 2e-5
@@ -96,7 +96,7 @@ CASES = {
     "gru-linear-before-reset-matmul": (dict(op="GRU", lbr=1), dict(lowering="matmul"), None),
     "lstm-peepholes-input-forget": (dict(op="LSTM", peep=True, input_forget=1, direction="bidirectional"), {}, None),
     "lstm-non-native-activation": (dict(op="LSTM", acts=["HardSigmoid", "Tanh", "Tanh"]), {}, None),
-    "rnn-leakyrelu": (dict(op="RNN", acts=["LeakyRelu"]), {}, None),
+    "rnn-leakyrelu": (dict(op="RNN", acts=["LeakyRelu"], scale=0.1), {}, None),
     "lstm-cells-fp16-scales": (dict(op="LSTM"), dict(compress_to_fp16=True), "folded"),
     "lstm-whole-model": (dict(op="LSTM", relu_after=True), {}, "folded"),
 }
@@ -119,7 +119,8 @@ def test_int8_matches_the_dequantized_reference(case, converted):
     feeds = feeds_of(m, T)
     c = compiled_of(ir)
     got = runtime.infer(c, feeds)
-    want = reference.run_model(dequantized_model(m, Compression("int8")), feeds)
+    assert ir.rnns[0].compression == Compression("int8"), ir.notes  # within the default error budget
+    want = reference.run_model(compressed_reference(m, ir, Compression("int8")).model, feeds)
     original = reference.run_model(m, feeds)
     tol = 2e-3 if ck.get("compress_to_fp16") else ATOL  # f16 scales round each scale by 2^-11
     for name in want:
@@ -287,3 +288,66 @@ def test_fixtures_validate_compressed(name):
     assert report.passed, report.format()
     q = [c for c in report.comparisons if c.oracle == "quantization"]
     assert q and all(0 < c.max_abs < 0.05 and not c.counted for c in q)
+
+
+# --- int4 (experimental) and the per-node error budget ---------------------------------------------
+
+INT4 = {
+    "lstm-cells-per-row": (dict(op="LSTM"), dict(group_size=-1), ("i4", "256, 64")),
+    "lstm-cells-group-32": (dict(op="LSTM"), dict(group_size=32), ("i4", "256, 2, 32")),
+    "gru-matmul-group-32": (dict(op="GRU"), dict(group_size=32, lowering="matmul"), ("i4", "2, 32, 192")),
+    "lstm-peepholes-per-row": (dict(op="LSTM", peep=True), dict(group_size=-1), ("i4", "64, 256")),
+    "rnn-whole-model-group-32": (dict(op="RNN", relu_after=True), dict(group_size=32), ("i4", "64, 2, 32")),
+}
+
+
+@pytest.mark.parametrize("case", list(INT4))
+def test_int4_matches_the_dequantized_reference(case):
+    """int4 with no budget (inf): per row or per group of columns, cells and MatMul steps, and a
+    whole model; at f32 the CPU's MatMuls run without their dynamic activation quantization."""
+    mk, ck, expect = INT4[case]
+    m, W = model(**mk, hidden=64, inputs=64, scale=0.2)
+    ir = ovrnn.convert_model(m, compress_weights="int4", max_weight_error=float("inf"), **ck)
+    int8 = ovrnn.convert_model(m, compress_weights="int8", max_weight_error=float("inf"), **{k: v for k, v in ck.items() if k != "group_size"})
+    assert expect in consts(ir.xml), consts(ir.xml)
+    assert len(ir.bin) < 0.7 * len(int8.bin)
+    feeds = feeds_of(m, inputs=64)
+    got = runtime.infer(compiled_of(ir), feeds)
+    want = reference.run_model(compressed_reference(m, ir, Compression("int4", ck["group_size"])).model, feeds)
+    for name in want:
+        assert_close(got[name], want[name], ATOL, RTOL, f"{case} {name}")
+
+
+def test_packing_int4():
+    from ovrnn.lower.quantized import pack_int4
+
+    assert pack_int4(np.array([1, -1, -8, 7, 3], np.int8)) == bytes([0xF1, 0x78, 0x03])
+
+
+def test_budget_falls_back_per_node():
+    """Two nodes: a benign one keeps int4 under a generous budget; a chaotic one (R x 4) exceeds
+    it at int4 and int8 and keeps float weights; both say so."""
+    benign, _ = model("LSTM", hidden=16, scale=0.1, seed=1)
+    ir = ovrnn.convert_model(benign, compress_weights="int4", max_weight_error=float("inf"))
+    e4 = float(re.search(r"quantization-only error (\S+) over 256 steps", ir.rnns[0].weights).group(1))
+    ir = ovrnn.convert_model(benign, compress_weights="int4", max_weight_error=e4 * 1.2)
+    assert ir.rnns[0].compression == Compression("int4", -1, e4 * 1.2) and not ir.notes
+    ir = ovrnn.convert_model(benign, compress_weights="int4", max_weight_error=e4 * 0.8)
+    assert ir.rnns[0].compression == Compression("int8", -1, e4 * 0.8)
+    (note,) = ir.notes
+    assert re.fullmatch(rf"LSTM node 'lstm_node': int4 quantization-only error \d\.\d\de-\d\d over 256 steps is above --max-weight-error {e4 * 0.8:g}: kept at int8", note), note
+    wild, _ = model("RNN", scale=1.5, seed=2)
+    ir = ovrnn.convert_model(wild, compress_weights="int8")
+    assert ir.rnns[0].compression is None and ir.rnns[0].weights == "" and b'element_type="i8"' not in ir.xml
+    assert ir.notes[0].endswith("is above --max-weight-error 0.02: its weights stay float"), ir.notes
+    report = ovrnn.validate(wild, compress_weights="int8")  # nothing compressed: the plain reference
+    assert report.passed and not any(c.oracle == "quantization" for c in report.comparisons)
+
+
+def test_max_weight_error_usage(tmp_path):
+    m, _ = model("RNN")
+    onnx.save(m, tmp_path / "m.onnx")
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "q.xml", "--max-weight-error", "0.1")
+    assert r.returncode == 2 and r.stderr.strip() == "error: --max-weight-error applies with --compress-weights only"
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "q.xml", "--compress-weights", "int8", "--max-weight-error", "-1")
+    assert r.returncode == 2 and r.stderr.strip() == "error: --max-weight-error: expected a positive number (inf: no limit), got -1.0"

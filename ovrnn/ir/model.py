@@ -35,13 +35,14 @@ class RnnSummary:
     outputs: tuple[tuple[str, str], ...] = ()  # ("Y" | "Y_h" | "Y_c", tensor name)
     op: str = "RNN"  # RNN | GRU | LSTM
     weights: str = ""  # integer W/R and their scales ("" = float weights)
+    compression: object = None  # the --compress-weights scheme of this node (lower.quantized.Compression), None: not compressed here
 
     def time_axis(self, tensor: str) -> int | None:
         """The step axis of this node's Y (0, or 1 for layout 1); None for other tensors."""
         return self.layout if ("Y", tensor) in self.outputs else None
 
     @staticmethod
-    def of(spec, chains: list[tuple[Direction, str, str]], weights: str = "") -> RnnSummary:
+    def of(spec, chains: list[tuple[Direction, str, str]], weights: str = "", compression=None) -> RnnSummary:
         """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations as described,
         lowering); `weights`: how integer W/R are stored ("" for float weights)."""
         op = {"RnnSpec": "RNN", "GruSpec": "GRU", "LstmSpec": "LSTM"}[type(spec).__name__]
@@ -64,6 +65,7 @@ class RnnSummary:
             outputs=tuple((role, name) for role in family.outputs if (name := getattr(spec, role))),
             op=op,
             weights=weights,
+            compression=compression,
         )
 
     def rt_info(self) -> dict[str, str]:

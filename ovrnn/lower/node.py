@@ -101,6 +101,7 @@ class LoweredRnn:
     chains: list[tuple[Direction, str, str]] = field(default_factory=list)  # (dir, activations as described, NATIVE|EXPLICIT)
     notes: list[str] = field(default_factory=list)
     weights: str = ""  # integer W/R, e.g. "int8 symmetric, one scale per row: W, R; scales f32"; "" = float
+    compression: object = None  # the --compress-weights scheme this node got (after its error budget), or None
 
 
 class NodeLowering:
@@ -216,7 +217,8 @@ class NodeLowering:
     def run(self, want: tuple[bool, ...]) -> LoweredRnn:
         """`want`: per ONNX output of the op (Y, Y_h[, Y_c]), whether to build it."""
         s = self.s
-        lowered = LoweredRnn({}, notes=list(self.weights.notes), weights=self.weights.describe())
+        integer = self.weights.integer
+        lowered = LoweredRnn({}, notes=list(self.weights.notes), weights=self.weights.describe(), compression=integer.compression if integer else None)
         starts = zip(*(self.initial_states(key, getattr(s, key)) for key in self.STATES))
         chains = []
         for d, (direction, acts, initial) in enumerate(zip(s.directions, s.activations, starts)):

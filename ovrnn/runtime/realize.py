@@ -56,6 +56,10 @@ def _constant(layer: Layer, blob: memoryview):
     typ = layer.out_types[0]
     shape = [d.lo for d in typ.shape]
     raw = blob[layer.const.offset : layer.const.offset + layer.const.size]
+    if typ.etype.ir == "i4":  # packed two per byte, low nibble first: the .bin bytes as they are
+        tensor = o.Tensor(o.Type.i4, shape)
+        np.copyto(tensor.data.view(np.uint8).reshape(-1), np.frombuffer(raw, dtype=np.uint8))
+        return o.op.Constant(tensor)
     if typ.etype.ir == "bf16":
         tensor = o.Tensor(o.Type.bf16, shape)
         tensor.data.view(np.uint16)[...] = np.frombuffer(raw, dtype=np.uint16).reshape(shape)

@@ -165,7 +165,7 @@ class _RnnExtension:
         lowered = LOWER[node.op_type](g, spec, port_of, options=options)
         realized = realize(g, bindings)
         produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
-        self.summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights))
+        self.summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights, lowered.compression))
         self.notes.extend(spec.notes)
         self.notes.extend(lowered.notes)
         by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items()}

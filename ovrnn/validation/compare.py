@@ -121,6 +121,7 @@ def validate(
     chunk_steps: int = 64,
     compress_weights: str | None = None,
     group_size: int | None = None,
+    max_weight_error: float | None = None,
 ) -> ValidationReport:
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
@@ -138,7 +139,7 @@ def validate(
     proto = load_model(model)
     ir = ir or convert_model(
         proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-        compress_weights=compress_weights, group_size=group_size,
+        compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error,
     )
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
@@ -156,7 +157,7 @@ def validate(
     # quantization-only error (dequantized vs original, both float64) is shown beside it
     from .dequantized import compressed_reference
 
-    quant = compressed_reference(proto, ir, compression_of(compress_weights, group_size))
+    quant = compressed_reference(proto, ir, compression_of(compress_weights, group_size, max_weight_error))
     original = reference.run_model(proto, feeds) if quant is None or quant.has_original else {}
     want = original if quant is None else reference.run_model(quant.model, feeds)
     # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
@@ -203,6 +204,7 @@ def validate(
             "chunk_steps": None if chunk_steps == 64 else chunk_steps,
             "compress_weights": compress_weights,
             "group_size": group_size,
+            "max_weight_error": max_weight_error,
             "cache_dir": None if cache_dir is None else str(cache_dir),
         },
     )

@@ -18,9 +18,9 @@ from ..lower.quantized import Compression, quantize
 from ..spec.recurrent import FAMILIES
 
 
-def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: set[str] | None = None) -> onnx.ModelProto:
-    """A copy of `model` whose constant W/R (of the nodes named in `nodes`, every recurrent node when
-    None) are replaced by their dequantized values."""
+def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: dict[str, Compression] | None = None) -> onnx.ModelProto:
+    """A copy of `model` whose constant W/R are replaced by their dequantized values: of every
+    recurrent node with `compression`, or of the nodes named in `nodes`, each with its own scheme."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     inits = {t.name: t for t in out.graph.initializer}
@@ -28,12 +28,13 @@ def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: s
     for node in out.graph.node:
         if node.op_type not in FAMILIES or (nodes is not None and node.name not in nodes):
             continue
+        scheme = compression if nodes is None else nodes[node.name]
         for slot in (1, 2):
             name = node.input[slot] if slot < len(node.input) else ""
             if name not in inits or name in done:
                 continue
             value = numpy_helper.to_array(inits[name])
-            deq = np.stack([quantize(m, compression).dequantize() for m in value.astype(np.float64)]).astype(value.dtype)
+            deq = np.stack([quantize(m, scheme).dequantize() for m in value.astype(np.float64)]).astype(value.dtype)
             done[name] = numpy_helper.from_array(deq, name)
     for t in out.graph.initializer:
         if t.name in done:
@@ -92,12 +93,12 @@ def compressed_reference(proto: onnx.ModelProto, ir, compression: Compression | 
     absorbed = dequantize_linear_weights(proto)
     if absorbed is not None:  # onnxruntime reads DequantizeLinear as the spec says: counted
         return CompressedReference(absorbed, "W/R from DequantizeLinear, kept as integers", "", has_original=False)
-    compressed = [r for r in ir.rnns if r.weights]
+    compressed = {r.node_name: r.compression for r in ir.rnns if r.compression is not None}
     if compression is None or not compressed:
         return None
-    names = {r.node_name for r in compressed}
     why = "onnxruntime runs the original float weights"
-    return CompressedReference(dequantized_model(proto, compression, names), compression.describe(), why)
+    what = ", ".join(sorted({c.describe() for c in compressed.values()}))
+    return CompressedReference(dequantized_model(proto, compression, compressed), what, why)
 
 
 def dequantize_linear_weights(proto: onnx.ModelProto) -> onnx.ModelProto | None:
