@@ -57,6 +57,12 @@ for _op in ("GRU", "LSTM"):
         TARGETS[f"{_op}_latency_b{_b}"] = (1.0, f"{_op} latency ÷ OpenVINO import, batch {_b}, median over T, H, fwd/bidir")
     for _b in ("static", "dynamic"):
         TARGETS[f"{_op}_leftovers_{_b}"] = (0.05, f"{_op} per-step leftovers, {_b} batch (worst of fwd/rev/bidir, ± lengths)")
+TARGETS["int8_bin"] = (0.27, "--compress-weights int8: .bin ÷ the f32 IR's, LSTM H=256 I=256 (worst of fwd/bidir)")
+TARGETS["int4_bin"] = (0.15, "--compress-weights int4 (per row): .bin ÷ the f32 IR's, LSTM H=256 I=256 (worst of fwd/bidir)")
+TARGETS["int8_compile"] = (1.5, "--compress-weights int8: compile ÷ the f32 IR's, LSTM T=256 H=256")
+TARGETS["int8_latency"] = (1.1, "--compress-weights int8: latency ÷ the f32 IR's, LSTM T=256 H=256 batch 1 (cells: folded to f32)")
+TARGETS["int8_rss"] = (1.5, "--compress-weights int8: peak RSS growth of compile+infer ÷ the f32 IR's (child process), LSTM T=256 H=256")
+TARGETS["int8_error_rows_vs_tensor"] = (1.0, "int8 quantization-only error at T=1000, one scale per row ÷ one per tensor (uneven rows)")
 KNOWN = "LSTM with Y_c read and runtime lengths: known not to fold (the last valid C needs every step's C)"
 
 
@@ -304,10 +310,112 @@ def render(R: dict) -> str:
         lines += ["", "| GRU/LSTM (default activations, no P) | T | H | direction | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['op']} | {r['T']} | {r['H']} | {r['direction']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |" for r in lat["gl_rows"]]
         lines += ["", "Median ÷ onnxruntime: " + ", ".join(f"{op} batch {B} {lat[f'{op}_latency_b{B}']['vs_onnxruntime']:.2f}" for op in ("GRU", "LSTM") for B in (1, 16))]
+    comp = R.get("compression")
+    if comp:
+        lines += ["", "| quantization-only error, LSTM H=128 T=1000 (uneven rows), max abs Y | t<10 | t<100 | all 1000 | mean |", "|---|---|---|---|---|"]
+        lines += [f"| {k} | {v['t<10']:.1e} | {v['t<100']:.1e} | {v['all']:.1e} | {v['mean']:.1e} |" for k, v in comp["int8_error_rows_vs_tensor"]["errors"].items()]
+        lines += ["", f".bin ÷ f32 IR: int8 {comp['int8_bin']['each']}, int4 {comp['int4_bin']['each']}, int4 group 32 {comp['int4_bin']['group_32']}; peak RSS growth {comp['int8_rss']['ours_mib']:.0f} MiB (int8) vs {comp['int8_rss']['anchor_mib']:.0f} MiB (f32)"]
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = ("convert", "compile", "graph", "latency")
+RSS_CHILD = """
+import sys, numpy as np, openvino as ov
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith(key)) / 1024
+core = ov.Core(); before = status("VmRSS")
+c = core.compile_model(sys.argv[1], "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+r = c.create_infer_request(); r.infer({"X": np.zeros(tuple(c.input(0).get_shape()), np.float32)})
+print(status("VmHWM") - before)
+"""
+
+
+def uneven_lstm(path: Path, T: int, H: int, I: int, direction: str = "forward", sigma: float = 1.0) -> Path:
+    """An LSTM whose rows have log-normal ranges (σ = `sigma`), as trained gates differ; a stable recurrence."""
+    D = 2 if direction == "bidirectional" else 1
+    rng = np.random.default_rng(H + T)
+    k = 1 / np.sqrt(H)
+    rows = np.exp(rng.normal(0, sigma, (D, 4 * H, 1)))
+    W = (rng.uniform(-k, k, (D, 4 * H, I)) * rows).astype(np.float32)
+    R = (rng.uniform(-k, k, (D, 4 * H, H)) * rows / rows.max() * 2).astype(np.float32)  # the largest row keeps |R| <= 2/sqrt(H)
+    B = rng.uniform(-k, k, (D, 8 * H)).astype(np.float32)
+    node = helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=H, direction=direction)
+    graph = helper.make_graph(
+        [node], "q", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 1, I])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")],
+        [numpy_helper.from_array(a, n) for a, n in ((W, "W"), (R, "R"), (B, "B"))],
+    )
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
+    return path
+
+
+def s_compression(tmp: Path, n: int) -> dict:
+    """--compress-weights: .bin, compile, latency and peak RSS ÷ the f32 IR; quantization-only error at T=1000."""
+    import onnx
+    import openvino as ov
+
+    import ovrnn
+    from ovrnn.convert import _normalise_all, _plan
+    from ovrnn.lower.quantized import Compression, quantize
+    from ovrnn.onnx.read import graph_view
+    from ovrnn.validation import reference
+    from ovrnn.validation.budget import reference_inputs
+
+    out: dict = {}
+    bins: dict = {"int8": {}, "int4": {}, "int4 group 32": {}}
+    for direction in ("forward", "bidirectional"):
+        path = uneven_lstm(tmp / f"q_{direction}.onnx", 64, 256, 256, direction)
+        f32 = len(ovrnn.convert_model(str(path)).bin)
+        for name, kw in (("int8", dict(compress_weights="int8")), ("int4", dict(compress_weights="int4")), ("int4 group 32", dict(compress_weights="int4", group_size=32))):
+            bins[name][direction] = round(len(ovrnn.convert_model(str(path), max_weight_error=float("inf"), **kw).bin) / f32, 4)
+    out["int8_bin"] = {"ratio": max(bins["int8"].values()), "each": bins["int8"]}
+    out["int4_bin"] = {"ratio": max(bins["int4"].values()), "each": bins["int4"], "group_32": bins["int4 group 32"]}
+    path = uneven_lstm(tmp / "q_time.onnx", 256, 256, 256)
+    xml32 = ovrnn.convert_model(str(path)).save(tmp / "q_f32" / "m.xml")
+    xml8 = ovrnn.convert_model(str(path), compress_weights="int8", max_weight_error=float("inf")).save(tmp / "q_i8" / "m.xml")
+    compile_time(xml8), compile_time(xml32)
+    out["int8_compile"] = paired(lambda: compile_time(xml8), lambda: compile_time(xml32), n)
+    core = ov.Core()
+    reqs = {k: core.compile_model(str(p), "CPU", F32).create_infer_request() for k, p in (("int8", xml8), ("f32", xml32))}
+    x = {"X": np.random.default_rng(0).uniform(-1, 1, (256, 1, 256)).astype(np.float32)}
+    t = time_contenders({k: (lambda r: lambda inputs: r.infer(inputs, share_inputs=True))(r) for k, r in reqs.items()}, x, 0.3)
+    out["int8_latency"] = {"ours": t["int8"], "anchor": t["f32"], "ratio": t["int8"] / t["f32"]}
+    rss: dict = {"int8": [], "f32": []}
+    for _ in range(max(2, n // 2)):
+        for k, p in (("int8", xml8), ("f32", xml32)):
+            rss[k].append(float(subprocess.run([sys.executable, "-c", RSS_CHILD, str(p)], check=True, capture_output=True, text=True).stdout.split()[-1]))
+    out["int8_rss"] = {"ours_mib": statistics.median(rss["int8"]), "anchor_mib": statistics.median(rss["f32"]), "ratio": statistics.median(rss["int8"]) / statistics.median(rss["f32"])}
+    # quantization-only error over 1000 steps, float64: one scale per row vs one per tensor
+    model = onnx.load(str(uneven_lstm(tmp / "q_err.onnx", 1000, 128, 128)))
+    view = graph_view(model)
+    spec = _normalise_all(view, _plan(view))[0]
+    inputs, attrs = reference_inputs(spec, 1000)
+    original = reference.run_node("LSTM", inputs, attrs)
+
+    def per_tensor(M, bits):
+        qmax = 127 if bits == 8 else 7
+        s = np.abs(M).max() / qmax
+        return np.clip(np.rint(M / s), -qmax, qmax) * s
+
+    errors = {}
+    for name, deq in (
+        ("int8 per row", lambda M: quantize(M, Compression("int8")).dequantize()),
+        ("int8 per tensor", lambda M: per_tensor(M, 8)),
+        ("int4 per row", lambda M: quantize(M, Compression("int4")).dequantize()),
+        ("int4 group 32", lambda M: quantize(M, Compression("int4", 32)).dequantize()),
+        ("int4 per tensor", lambda M: per_tensor(M, 4)),
+    ):
+        changed = list(inputs)
+        changed[1], changed[2] = (np.stack([deq(m) for m in inputs[k]]) for k in (1, 2))
+        e = np.abs(reference.run_node("LSTM", changed, attrs)[0] - original[0])  # Y [T, D, B, H]
+        per_step = e.reshape(e.shape[0], -1).max(axis=1)
+        errors[name] = {"t<10": float(per_step[:10].max()), "t<100": float(per_step[:100].max()), "all": float(per_step.max()), "mean": float(e.mean())}
+    out["int8_error_rows_vs_tensor"] = {"ratio": errors["int8 per row"]["all"] / errors["int8 per tensor"]["all"], "errors": errors}
+    log(f"compression: bin int8 {out['int8_bin']['ratio']:.3f}, int4 {out['int4_bin']['ratio']:.3f}; compile {out['int8_compile']['ratio']:.2f}; latency {out['int8_latency']['ratio']:.2f}; rss {out['int8_rss']['ratio']:.2f}")
+    return out
+
+
+SECTIONS = ("convert", "compile", "graph", "latency", "compression")
 
 
 def main(argv=None) -> int:
@@ -326,6 +434,9 @@ def main(argv=None) -> int:
                 R["figures"].update(s_convert(tmp, n))
             elif name == "compile":
                 R["figures"].update(s_compile(tmp, n))
+            elif name == "compression":
+                R["compression"] = s_compression(tmp, n)
+                R["figures"].update({k: v for k, v in R["compression"].items() if k in TARGETS})
             elif name == "graph":
                 R["graph"] = s_graph(tmp)
                 R["figures"].update({k: v for k, v in R["graph"].items() if "leftovers" in k})
