@@ -31,7 +31,8 @@ from .bounds import check_shape
 from .spec.limits import check_steps
 from .lower.gru import lower_gru
 from .lower.lstm import lower_lstm
-from .lower.rnn import CELL_MODES, LoweringOptions, SharedInputGuard, lower_rnn
+from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
+from .lower.rnn import lower_rnn
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
@@ -407,7 +408,7 @@ class _Builder:
             if states:  # the state's ReadValue is the node's initial state; its final states are always made
                 self.ports.update(add_states(self.g, states, spec.etype, self.port_of(spec.X.name), self.options.static, self.port_of))
                 want = [w or out != "Y" for w, out in zip(want, family.outputs)]
-            lowered = lower(self.g, spec, self.port_of, *want, options=options)
+            lowered = lower(self.g, spec, self.port_of, tuple(want), options=options)
             if states:
                 add_assigns(self.g, states, lowered.outputs, spec)
                 self.states.extend(states)
