@@ -93,9 +93,11 @@ def compile_config(precision: str | None, cache_dir: str | os.PathLike[str] | No
 
 
 def read_model(ir) -> object:
-    """An ov.Model from an IR object (bytes) or a path to model.xml."""
+    """An ov.Model from an IR object (bytes) or a path to model.xml (an ov.Model as it is)."""
     from ..ir.model import IR
 
+    if isinstance(ir, ov().Model):
+        return ir
     try:
         if isinstance(ir, IR):
             weights = ov().Tensor(np.frombuffer(ir.bin, dtype=np.uint8).copy()) if ir.bin else ov().Tensor(np.zeros(0, np.uint8))
@@ -128,7 +130,7 @@ class Compiled:
 def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> Compiled:
     """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"}."""
     from ..progress import stage
-    from .devices import canonical_device
+    from ..plugins import canonical_device
 
     device = canonical_device(device)  # cpu -> CPU; a typo is a usage error with a suggestion
     check_device(device)
