@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print JSON instead of text")
     i.add_argument("--graph", metavar="OUT.svg|OUT.png|OUT.dot", help="also draw the layer graph: always writes OUT.dot; renders .svg/.png with graphviz's dot when installed")
     i.add_argument("--expand", action="store_true", help="with --graph: draw every layer (default: one node per cell chain)")
+    i.add_argument("--device", default="CPU", help="an IR with integer weights is compiled here to tell whether the device keeps them (default CPU)")
     i.set_defaults(func=cmd_inspect)
 
     dv = sub.add_parser("devices", parents=[common], help="list the OpenVINO devices on this machine with their properties")
@@ -153,12 +154,23 @@ def _lowering_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compress-to-fp16", "--compress_to_fp16", dest="compress_to_fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
     p.add_argument("--chunk-steps", type=COUNT, default=64, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64; 0: one piece)")
     p.add_argument("--max-steps", type=COUNT, default=None, metavar="N", help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)")
+    # weight compression (docs/compression.md)
+    p.add_argument("--compress-weights", choices=("int8", "int4"), default=None, help="store constant W/R as int8 (one scale per row) or int4 (experimental); B, P and states stay float")
+    p.add_argument("--group-size", type=int, default=None, metavar="N", help="int4: columns per scale, 32, 64, 128 or -1 (one scale per row, the default)")
     if not any(a.dest == "device" for a in p._actions):
         p.add_argument("--device", help="target device for --lowering auto (e.g. CPU, GPU, NPU)")
 
 
 def _lowering_kwargs(args) -> dict:
-    return {"lowering": args.lowering, "static": args.static, "compress_to_fp16": args.compress_to_fp16, "max_steps": args.max_steps, "chunk_steps": args.chunk_steps}
+    return {
+        "lowering": args.lowering,
+        "static": args.static,
+        "compress_to_fp16": args.compress_to_fp16,
+        "max_steps": args.max_steps,
+        "chunk_steps": args.chunk_steps,
+        "compress_weights": args.compress_weights,
+        "group_size": args.group_size,
+    }
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -475,6 +487,8 @@ def run_here(args) -> int:
     print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
     if compiled.layers_per_device:
         print("  layers per device: " + ", ".join(f"{d} {n}" for d, n in compiled.layers_per_device.items()))
+    if compiled.integer_weights:
+        print(f"  {compiled.integer_weights}")
     if len(times) > 1:
         counter = progress.Counter("throughput", args.repeat)
         fps, requests = runner.throughput(inputs, args.repeat, counter.step)
@@ -661,6 +675,8 @@ def cmd_inspect(args) -> int:
     if args.expand and not args.graph:
         raise UsageError("--expand needs --graph OUT.svg|OUT.png|OUT.dot")
     report = inspect_ir(args.ir)
+    if report.integer_weights and not report.problem:
+        report.compiled_weights = _compiled_weights(args.ir, args.device)
     picture = None
     if args.graph:
         from .ir.picture import write_graph
@@ -671,6 +687,14 @@ def cmd_inspect(args) -> int:
         print(picture.message(), file=sys.stderr if args.json else sys.stdout)  # keep --json's stdout pure JSON
         _notes([picture.note] if picture.note else [])
     return 0
+
+
+def _compiled_weights(ir: str, device: str) -> str:
+    """Compile the IR on `device` to tell whether it keeps the integer weights."""
+    from .runtime import engine as runtime
+
+    compiled = runtime.compile_ir(runtime.read_model(ir), device)
+    return compiled.integer_weights
 
 
 def cmd_demo(args) -> int:

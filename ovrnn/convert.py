@@ -31,6 +31,7 @@ from .bounds import check_shape
 from .spec.limits import check_steps
 from .lower.gru import lower_gru
 from .lower.lstm import lower_lstm
+from .lower.quantized import GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
 from .lower.rnn import lower_rnn
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
@@ -59,6 +60,8 @@ def convert_model(
     max_steps: int | None = None,
     chunk_steps: int = 64,
     stateful: bool | str | Sequence[str] = False,
+    compress_weights: str | None = None,
+    group_size: int | None = None,
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
@@ -78,6 +81,8 @@ def convert_model(
     * ``stateful``: ``True``: every forward RNN/GRU/LSTM node carries H (and C) across infer calls
       with ReadValue/Assign; ``"state=stateN"`` or a list of ``"IN=OUT"``: those graph input/output
       pairs become states instead (docs/stateful_ir.md).
+    * ``compress_weights``: ``"int8"`` (symmetric, one scale per row) or ``"int4"`` (experimental,
+      ``group_size`` 32, 64, 128 or -1 = per row) for constant W/R; see docs/compression.md.
     """
     if ir_version not in IR_VERSIONS:
         raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
@@ -86,6 +91,7 @@ def convert_model(
     check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
     if max_steps is not None:
         check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
+    compression = compression_of(compress_weights, group_size)
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     view = graph_view(load_model(model, files))
     shapes = resolve_positions(view, _input_shapes(input))
@@ -106,7 +112,7 @@ def convert_model(
 
     def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
-            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op)
+            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression)
             built[cells, by_op] = (
                 convert_whole_model(view, shapes, source, options, max_steps, stateful) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
             )
@@ -135,6 +141,21 @@ def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
                 raise InvalidModelError(
                     f"{node.op_type} node '{node.name or node.output[0]}': input {role} is tensor '{name}', which no graph input, initializer or node provides"
                 )
+
+
+def compression_of(mode: str | None, group_size: int | None) -> Compression | None:
+    """--compress-weights / --group-size checked: None when no compression was asked for."""
+    if mode is None:
+        if group_size is not None:
+            raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
+        return None
+    if mode not in QUANT_MODES:
+        raise UsageError(f"{flag('compress-weights')}: expected int8 or int4, got '{mode}'")
+    if group_size is not None and mode != "int4":
+        raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
+    if group_size is not None and (isinstance(group_size, bool) or group_size not in GROUP_SIZES):
+        raise UsageError(f"{flag('group-size')}: expected 32, 64, 128 or -1 (one group per row), got {group_size}")
+    return Compression(mode, -1 if group_size is None else group_size)
 
 
 def check_count(name: str, value: object, expected: str) -> None:
@@ -414,7 +435,8 @@ class _Builder:
                 self.states.extend(states)
             self.lowered_specs.append(spec)
             self.ports.update(lowered.outputs)
-            summaries.append(RnnSummary.of(spec, lowered.chains))
+            self.notes.extend(lowered.notes)
+            summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights))
         self._results()
         return summaries
 

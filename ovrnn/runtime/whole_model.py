@@ -38,6 +38,7 @@ from ..lower.rnn import lower_rnn
 from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
+from ..lower.quantized import QUANTIZED_SUFFIX
 from .realize import realize
 from .engine import ov, ov_message
 from ..shapes import Dim, Shape
@@ -195,8 +196,9 @@ class _RnnExtension:
         self.specs.append(spec)
         realized = realize(g, bindings, self.variables, self.sinks)
         produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
-        self.summaries.append(RnnSummary.of(spec, lowered.chains))
+        self.summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights))
         self.notes.extend(spec.notes)
+        self.notes.extend(lowered.notes)
         by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items() if p.layer.out_names[p.index]}
         # An ONNX output slot with no name still needs a value; nothing reads it.
         return [by_name.get(name, produced[0]) for name in node.output]
@@ -385,12 +387,28 @@ def _conversion_error(view: GraphView, path: Path, exc: Exception) -> OvrnnError
 
 
 def _fold_constants(model) -> None:
-    """Computed initial_h and shape subgraphs become constants when the shapes are static."""
+    """Computed initial_h and shape subgraphs become constants when the shapes are static. The
+    integer weights of compressed W/R (Consts named ".../quantized") stand behind a Parameter
+    meanwhile, so their Convert -> Multiply chain is not folded back to float."""
     from openvino.passes import ConstantFolding, Manager
 
+    o = ov()
+    held = []
+    for op in model.get_ordered_ops():
+        if op.get_type_name() == "Constant" and op.get_friendly_name().endswith(QUANTIZED_SUFFIX):
+            stand_in = o.op.Parameter(op.get_output_element_type(0), op.get_output_partial_shape(0))
+            for target in list(op.output(0).get_target_inputs()):
+                target.replace_source_output(stand_in.output(0))
+            held.append((op, stand_in))
+    if held:
+        model.add_parameters([p for _, p in held])
     manager = Manager()
     manager.register_pass(ConstantFolding())
     manager.run_passes(model)
+    for op, stand_in in held:
+        for target in list(stand_in.output(0).get_target_inputs()):
+            target.replace_source_output(op.output(0))
+        model.remove_parameter(stand_in)
 
 
 def _check_chain_kept(model, labels: list[str]) -> None:
