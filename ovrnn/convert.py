@@ -98,15 +98,13 @@ def convert_model(
         check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
     if static:
         _check_static(view)
-    whole = needs_frontend(view.model.graph)
+    stateful = state_request(stateful)
+    whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
-    stateful = state_request(stateful)
-    if stateful and whole:
-        raise UnsupportedFeatureError(f"{flag('stateful')} is not available for whole models yet: only for models made of RNN/GRU/LSTM nodes")
 
     built: dict[tuple, IR] = {}
 
@@ -114,7 +112,7 @@ def convert_model(
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
             options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression)
             built[cells, by_op] = (
-                convert_whole_model(view, shapes, source, options, max_steps) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
+                convert_whole_model(view, shapes, source, options, max_steps, stateful) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
             )
         return built[cells, by_op]
 
