@@ -31,10 +31,8 @@ from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, Usa
 from ..ir.model import IR, RnnSummary
 from ..lower.layer_graph import LayerGraph
 from ..spec.limits import check_steps
-from ..lower.gru import lower_gru
-from ..lower.lstm import lower_lstm
 from ..lower.node import LoweringOptions, SharedInputGuard
-from ..lower.rnn import lower_rnn
+from ..lower import LOWERINGS
 from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
@@ -52,7 +50,6 @@ NO_RNN_NOTE = (
     "dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
     "to get an ONNX RNN node"
 )
-LOWER = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}
 
 
 def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
@@ -196,7 +193,7 @@ class _RnnExtension:
         options = self.shared_x.options_for(node.op_type, spec.node_name or spec.label, node.input[0], spec.directions, self.options, self.notes)
         if states:  # lower/state.py: the ReadValues are the node's initial states
             placeholders.update(add_states(g, states, spec.etype, port_of(spec.X.name), self.options.static, port_of))
-        lowered = LOWER[node.op_type](g, spec, port_of, options=options)
+        lowered = LOWERINGS[node.op_type].lower(g, spec, port_of, options=options)
         if states:
             add_assigns(g, states, lowered.outputs, spec)
             self.states.extend(states)
