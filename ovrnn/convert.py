@@ -2,8 +2,8 @@
 
     load_model / graph_view      (onnx_io)    ModelProto -> GraphView
     apply_input_shapes           (here)       --input NAME[dims] overrides
-    normalise_rnn                (spec)       RNN node -> RnnSpec, every check
-    lower_rnn                    (lowering)   RnnSpec -> layers in a LayerGraph
+    NORMALISERS[op]              (spec)       RNN/GRU/LSTM node -> RnnSpec/GruSpec/LstmSpec, every check
+    LOWERINGS[op].lower          (lowering)   spec -> layers in a LayerGraph
     emit                         (emitter)    LayerGraph -> (xml bytes, bin bytes)
 """
 
@@ -29,11 +29,9 @@ from .ir.model import IR, RnnSummary
 from .lower.layer_graph import LayerGraph, Output
 from .bounds import check_shape
 from .spec.limits import check_steps
-from .lower.gru import lower_gru
-from .lower.lstm import lower_lstm
 from .lower.quantized import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
-from .lower.rnn import lower_rnn
+from .lower import LOWERINGS
 from .onnx.qdq import absorb_dequantize_linear
 from .spec.dynamic_quantize_lstm import is_dynamic_quantize_lstm
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
@@ -104,22 +102,22 @@ def convert_model(
     if static:
         _check_static(view)
     view, given_weights, qdq_notes = absorb_dequantize_linear(view)  # QDQ W/R: kept integer, not folded
-    whole = needs_frontend(view.model.graph)
+    stateful = state_request(stateful)
+    whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
+    if stateful and ir_version != 11:
+        raise UsageError(f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes")
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or given_weights else Path(os.fspath(model))
-    stateful = state_request(stateful)
-    if stateful and whole:
-        raise UnsupportedFeatureError(f"{flag('stateful')} is not available for whole models yet: only for models made of RNN/GRU/LSTM nodes")
 
     built: dict[tuple, IR] = {}
 
     def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
             options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression, given_weights)
-            ir = convert_whole_model(view, shapes, source, options, max_steps) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
+            ir = convert_whole_model(view, shapes, source, options, max_steps, stateful) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
             built[cells, by_op] = replace(ir, notes=tuple(qdq_notes) + ir.notes)
         return built[cells, by_op]
 
@@ -432,13 +430,12 @@ class _Builder:
             if not any(want):
                 self.notes.append(f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped")
                 continue
-            lower = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}[family.name]
             label = spec.node_name or spec.label
             options = self.shared_x.options_for(family.name, label, spec.X.name, spec.directions, self.options, self.notes)
             if states:  # the state's ReadValue is the node's initial state; its final states are always made
                 self.ports.update(add_states(self.g, states, spec.etype, self.port_of(spec.X.name), self.options.static, self.port_of))
                 want = [w or out != "Y" for w, out in zip(want, family.outputs)]
-            lowered = lower(self.g, spec, self.port_of, tuple(want), options=options)
+            lowered = LOWERINGS[family.name].lower(self.g, spec, self.port_of, tuple(want), options=options)
             if states:
                 add_assigns(self.g, states, lowered.outputs, spec)
                 self.states.extend(states)
@@ -454,7 +451,7 @@ class _Builder:
         inputs = {i.name for i in self.view.inputs}
         used: set[str] = set()
         for k, spec in enumerate(self.specs):
-            self.specs[k], self.node_states[k] = plan_states(spec, used, inputs)
+            self.specs[k], self.node_states[k] = plan_states(spec, used, lambda name: name if name in inputs else None)
             for st in self.node_states[k]:
                 if st.init == "computed":  # another node's output, per call: a stream has no value for it
                     raise UnsupportedFeatureError(
