@@ -227,3 +227,19 @@ def test_runtime_quantized_weights_are_refused():
     m.graph.initializer.extend(keep)
     with pytest.raises(UnsupportedFeatureError, match="input W 'W_quantized' is a graph input; DynamicQuantizeLSTM weights must be initializers"):
         ovrnn.convert_model(m)
+
+
+def test_dynamic_quantize_lstm_in_a_whole_model():
+    """Other ops around it: OpenVINO's frontend converts them, ovrnn lowers the DynamicQuantizeLSTM
+    (OpenVINO's own conversion would refuse P and ignore input_forget)."""
+    m = load("lstm_peep_bidir.dq_channel")
+    m.graph.node.append(helper.make_node("Relu", ["Y_h"], ["Z"]))
+    m.graph.output.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+    ir = ovrnn.convert_model(m)
+    assert ir.rnns[0].weights == "int8 from the model (no zero points): W, R; scales f32"
+    assert len(int_consts(ir.xml)) == 4 and b"LSTMSequence" not in ir.xml
+    feeds = x_feed()
+    got = run(ir, feeds)
+    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
+    for out in want:
+        assert_close(got[out], want[out], 2e-5, 2e-5, out)

@@ -72,7 +72,7 @@ def convert_whole_model(
     # The frontend calls an op's extension for its nodes in subgraphs too; GRU/LSTM nodes there
     # (not lowerable: unknown step count) leave every node of that op to the frontend.
     in_bodies = _ops_in_subgraphs(view.model.graph)
-    lowered_ops = [op for op in FAMILIES if op not in in_bodies]
+    lowered_ops = [op for op in (*FAMILIES, DQ_OP) if op not in in_bodies]
     nodes = [(i, n) for i, n in rnn_nodes(view.model.graph) if n.op_type in lowered_ops]
     extension = _RnnExtension(view, nodes, replace(options, compress_to_fp16=False), stateful is True)  # the serializer compresses
     extension.notes.extend(
@@ -82,7 +82,12 @@ def convert_whole_model(
     )
     fe = FrontEndManager().load_by_framework("onnx")
     for op in lowered_ops:
-        fe.add_extension(ConversionExtension(op, extension))
+        if op == DQ_OP:  # com.microsoft's: OpenVINO's own conversion ignores input_forget and refuses P
+            from openvino.frontend.onnx import ConversionExtension as OnnxConversionExtension
+
+            fe.add_extension(OnnxConversionExtension(DQ_OP, DQ_DOMAIN, extension))
+        else:
+            fe.add_extension(ConversionExtension(op, extension))
     folded_model, folded = fold_constants(_with_input_shapes(view))
     with _model_file(folded_model, source if not folded else None) as path:
         input_model = fe.load(str(path))
@@ -191,10 +196,10 @@ class _RnnExtension:
                     bindings[placeholders[name].layer.id] = inputs[name]
             return placeholders[name]
 
-        options = self.shared_x.options_for(node.op_type, spec.node_name or spec.label, node.input[0], spec.directions, self.options, self.notes)
+        options = self.shared_x.options_for(spec.family.name, spec.node_name or spec.label, node.input[0], spec.directions, self.options, self.notes)
         if states:  # lower/state.py: the ReadValues are the node's initial states
             placeholders.update(add_states(g, states, spec.etype, port_of(spec.X.name), self.options.static, port_of))
-        lowered = LOWERINGS[node.op_type].lower(g, spec, port_of, options=options)
+        lowered = LOWERINGS[spec.family.name].lower(g, spec, port_of, options=options)
         if states:
             add_assigns(g, states, lowered.outputs, spec)
             self.states.extend(states)
@@ -236,7 +241,10 @@ def tensor_info(name: str, output) -> TensorInfo:
         if etype is not None and etype.ir == "bf16":
             value = value.view(np.uint16).view(ml_dtypes.bfloat16)
         value = np.array(value, copy=True)
-    return TensorInfo(name, etype.onnx if etype else None, shape, value)
+    elem_type = etype.onnx if etype else None
+    if elem_type is None and value is not None and value.dtype in (np.int8, np.uint8):  # integer weights (DynamicQuantizeLSTM)
+        elem_type = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+    return TensorInfo(name, elem_type, shape, value)
 
 
 def _ir_type(output) -> str:
