@@ -699,7 +699,12 @@ def _compiled_weights(ir: str, device: str) -> str:
     """Compile the IR on `device` to tell whether it keeps the integer weights."""
     from .runtime import engine as runtime
 
-    compiled = runtime.compile_ir(runtime.read_model(ir), device)
+    from .errors import OvrnnError
+
+    try:
+        compiled = runtime.compile_ir(runtime.read_model(ir), device)
+    except OvrnnError as exc:  # inspect describes the IR even when the device cannot compile it
+        return f"integer weights: not compiled on {device}, so whether it keeps them is unknown ({exc})"
     return compiled.integer_weights
 
 

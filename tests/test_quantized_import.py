@@ -243,3 +243,22 @@ def test_dynamic_quantize_lstm_in_a_whole_model():
     want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
     for out in want:
         assert_close(got[out], want[out], 2e-5, 2e-5, out)
+
+
+def test_dynamic_quantize_lstm_clip_and_activations():
+    """clip and non-default activations (with their alpha/beta) go through the LSTM lowering's explicit ops."""
+    m = load("lstm_bidir.dq_tensor")
+    node = m.graph.node[0]
+    node.attribute.extend([
+        helper.make_attribute("clip", 0.7),
+        helper.make_attribute("activations", ["HardSigmoid", "Tanh", "Softsign", "Sigmoid", "LeakyRelu", "Tanh"]),
+        helper.make_attribute("activation_alpha", [0.3, 0.05]),
+        helper.make_attribute("activation_beta", [0.4]),
+    ])
+    ir = ovrnn.convert_model(m)
+    assert [c.lowering for c in ir.rnns[0].chains] == ["explicit", "explicit"]
+    feeds = x_feed()
+    got = run(ir, feeds)
+    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
+    for out in want:
+        assert_close(got[out], want[out], 2e-5, 2e-5, out)
