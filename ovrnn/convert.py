@@ -29,7 +29,7 @@ from .ir.model import IR, RnnSummary
 from .lower.layer_graph import LayerGraph, Output
 from .bounds import check_shape
 from .spec.limits import check_steps
-from .lower.quantized import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
+from .quantization import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
 from .lower import LOWERINGS
 from .onnx.qdq import absorb_dequantize_linear
@@ -111,12 +111,13 @@ def convert_model(
     if whole and ir_version != 11:
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or given_weights else Path(os.fspath(model))
+    from .validation.budget import choose as error_budget  # measured on the float64 reference at convert time
 
     built: dict[tuple, IR] = {}
 
     def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
-            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression, given_weights)
+            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression, given_weights, error_budget)
             ir = convert_whole_model(view, shapes, source, options, max_steps, stateful) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
             built[cells, by_op] = replace(ir, notes=tuple(qdq_notes) + ir.notes)
         return built[cells, by_op]

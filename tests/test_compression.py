@@ -19,8 +19,7 @@ from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from ovrnn.errors import UsageError
-from ovrnn.lower.quantized import Compression, quantize
+from ovrnn.quantization import Compression, quantize
 from ovrnn.runtime import engine as runtime
 from ovrnn.runtime.weight_precision import verdict
 from ovrnn.validation import reference
@@ -319,7 +318,7 @@ def test_int4_matches_the_dequantized_reference(case):
 
 
 def test_packing_int4():
-    from ovrnn.lower.quantized import pack_int4
+    from ovrnn.quantization import pack_int4
 
     assert pack_int4(np.array([1, -1, -8, 7, 3], np.int8)) == bytes([0xF1, 0x78, 0x03])
 

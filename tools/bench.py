@@ -446,7 +446,7 @@ def s_compression(tmp: Path, n: int) -> dict:
 
     import ovrnn
     from ovrnn.convert import _normalise_all, _plan
-    from ovrnn.lower.quantized import Compression, quantize
+    from ovrnn.quantization import Compression, quantize
     from ovrnn.onnx.read import graph_view
     from ovrnn.validation import reference
     from ovrnn.validation.budget import reference_inputs

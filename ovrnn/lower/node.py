@@ -25,7 +25,7 @@ import numpy as np
 
 from . import ops
 from .gates import GateWeights
-from .quantized import Compression
+from ..quantization import Compression
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, StepFn, lower_chains, needs_mask, per_piece
 from ..spec.recurrent import Direction, RecurrentInput, RecurrentSpec
@@ -47,6 +47,9 @@ class LoweringOptions:
     compression: Compression | None = None  # --compress-weights: constant W/R stored as int8/int4
     # W/R that came quantized (QDQ): tensor name -> lower.quantized.Quantized per direction, ONNX row order
     given_weights: dict = field(default_factory=dict, hash=False, compare=False)
+    # (spec, Compression, who) -> (Compression | None, error, notes): the per-node error budget
+    # (validation/budget.py's choose, handed in by convert so that lowering stays pure); None: none
+    budget: Callable | None = field(default=None, hash=False, compare=False)
 
     def cells_for(self, op: str) -> str:
         """The lowering for nodes of `op` (RNN, GRU, LSTM): NPU takes GRUCell/LSTMCell, not RNNCell."""

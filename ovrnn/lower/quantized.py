@@ -1,12 +1,7 @@
 """Integer weights for the cell chains: `--compress-weights int8|int4` and weights that come quantized.
 
-The math, per output row r of a matrix M [rows, K] (rows = gates x hidden units, one direction):
-
-    int8 (symmetric, narrow range):  s_r = max_k |M[r, k]| / 127,   q[r, k] = clamp(round(M[r, k] / s_r), -127, 127)
-    int4 (symmetric, groups of g):   s_rj = max_{k in group j} |M[r, k]| / 7,  q in [-7, 7]; g = -1: one group per row
-    dequantized:                     M'[r, k] = q[r, k] * s_r(j)
-
-One scale per row means the scale travels with its row through any gate permutation (ONNX iofc ->
+The scheme and its math (one scale per output row, or per group of columns in a row) live in
+``ovrnn/quantization.py``; a scale travels with its row through the gate permutation (ONNX iofc ->
 LSTMCell fico), so quantizing before or after the permutation gives the same numbers.
 
 In the IR each quantized matrix is ONE chain per node, direction and matrix, shared by every cell
@@ -28,84 +23,17 @@ keeps the weights in int8.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import ops
 from ..dtypes import F16, F32, ElementType
+from ..quantization import Compression, Quantized, pack_int4, quantize_stacked
 from .layer_graph import LayerGraph, Output, array_bytes
 
-MODES = ("int8", "int4")
 QUANTIZED_SUFFIX = "/quantized"  # name of the integer Const of a chain (the whole-model path keeps it unfolded)
-GROUP_SIZES = (32, 64, 128, -1)
-# The default --max-weight-error: int8 per row stayed under 1.1e-2 on every fixture measured over 256
-# steps, int4 per row was 2e-2 to 2e-1 (docs/compression.md): int8 passes, int4 only on benign models.
-DEFAULT_MAX_ERROR = 0.02
 F16_TINY = float(np.finfo(np.float16).tiny)  # smallest normal f16
 F16_MAX = float(np.finfo(np.float16).max)
-
-
-@dataclass(frozen=True)
-class Compression:
-    """What `--compress-weights` asked for."""
-
-    mode: str  # "int8" | "int4"
-    group_size: int = -1  # int4 only: columns per scale; -1 = one scale per row
-    max_error: float = DEFAULT_MAX_ERROR  # per-node budget of the quantization-only error (validation/budget.py)
-
-    @property
-    def bits(self) -> int:
-        return 8 if self.mode == "int8" else 4
-
-    def describe(self) -> str:
-        if self.mode == "int8":
-            return "int8 symmetric, one scale per row"
-        return "int4 symmetric (experimental), " + ("one scale per row" if self.group_size == -1 else f"one scale per {self.group_size} columns")
-
-    def group_for(self, cols: int) -> int:
-        """The group size used on a matrix of `cols` columns: per row when g does not divide it."""
-        g = self.group_size
-        return cols if self.mode == "int8" or g == -1 or g >= cols or cols % g else g
-
-
-@dataclass(frozen=True)
-class Quantized:
-    """q [rows, K] (int8 values; int4 values in [-7, 7] or zero-pointed uint8) and scale [rows, K/g]."""
-
-    q: np.ndarray
-    scale: np.ndarray  # float64 [rows, groups]
-    zero_point: np.ndarray | None = None  # [rows, 1] same dtype as q, or None (symmetric)
-    bits: int = 8
-
-    @property
-    def groups(self) -> int:
-        return self.scale.shape[1]
-
-    def dequantize(self) -> np.ndarray:
-        rows, K = self.q.shape
-        q = self.q.astype(np.float64)
-        if self.zero_point is not None:
-            q = q - self.zero_point.astype(np.float64)
-        return (q.reshape(rows, self.groups, K // self.groups) * self.scale[:, :, None]).reshape(rows, K)
-
-
-def quantize(M: np.ndarray, compression: Compression) -> Quantized:
-    """Symmetric, narrow range, one scale per row (or per group of columns in a row)."""
-    M = np.asarray(M, dtype=np.float64)
-    rows, K = M.shape
-    g = compression.group_for(K)
-    qmax = 127 if compression.bits == 8 else 7
-    grouped = M.reshape(rows, K // g, g)
-    scale = (np.abs(grouped).max(axis=2) / qmax).astype(np.float32).astype(np.float64)  # [rows, groups], as stored
-    safe = np.where(scale > 0, scale, 1.0)
-    q = np.clip(np.rint(grouped / safe[:, :, None]), -qmax, qmax).astype(np.int8).reshape(rows, K)
-    return Quantized(q, scale, None, compression.bits)
-
-
-def quantize_stacked(stacked: np.ndarray, compression: Compression) -> list[Quantized]:
-    """[D, rows, K] -> one Quantized per direction."""
-    return [quantize(m, compression) for m in np.asarray(stacked)]
 
 
 def scale_etype(scales: list[np.ndarray], model_etype: ElementType, compress_to_fp16: bool) -> ElementType | None:
@@ -119,14 +47,6 @@ def scale_etype(scales: list[np.ndarray], model_etype: ElementType, compress_to_
     if model_etype != F32:
         return None
     return F16 if compress_to_fp16 and fits else F32
-
-
-def pack_int4(q: np.ndarray) -> bytes:
-    """Signed 4-bit values, two per byte, the low nibble first (OpenVINO's i4 layout)."""
-    flat = (np.asarray(q, dtype=np.int8).reshape(-1) & 0x0F).astype(np.uint8)
-    if flat.size % 2:
-        flat = np.append(flat, np.uint8(0))
-    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8).tobytes()
 
 
 def stored_bytes(q: np.ndarray, bits: int) -> bytes:
@@ -220,10 +140,9 @@ class IntegerWeights:
         chosen: dict[str, list[Quantized]] = {}
         error = None
         constant = [k for k in ("W", "R") if compression is not None and k not in given and getattr(spec, k).is_constant]
-        if compression is not None and constant and spec.clip != 0:
-            from ..validation.budget import choose  # the float64 reference measures each node's error
-
-            compression, error, budget_notes = choose(spec, compression, who)
+        budget = getattr(options, "budget", None)  # validation/budget.py's choose, given by convert
+        if compression is not None and constant and spec.clip != 0 and budget is not None:
+            compression, error, budget_notes = budget(spec, compression, who)
             notes += budget_notes
             if compression is None:
                 constant = []

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..lower.quantized import Quantized
+from ..quantization import Quantized
 from .read import ONNX_DOMAINS, GraphView, TensorInfo, graph_view
 
 RECURRENT = ("RNN", "GRU", "LSTM")

@@ -28,7 +28,7 @@ import onnx
 from onnx import TensorProto
 
 from ..errors import InvalidModelError, UnsupportedFeatureError
-from ..lower.quantized import Quantized
+from ..quantization import Quantized
 from ..onnx.read import TensorInfo
 from .lstm import LstmSpec
 from .recurrent import node_label

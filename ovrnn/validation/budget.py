@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..lower.quantized import Compression, quantize
+from ..quantization import Compression, quantize
 from . import reference
 
 MIN_STEPS = 256

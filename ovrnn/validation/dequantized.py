@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..lower.quantized import Compression, quantize
+from ..quantization import Compression, quantize
 from ..spec.recurrent import FAMILIES
 
 
