@@ -8,6 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import onnx
+import pytest
+from conftest import layer_counts, ovrnn_cli
+from onnx import TensorProto, helper
+
+import ovrnn
+from ovrnn.convert import prepare
+from ovrnn.errors import UsageError
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "control_flow"
 
@@ -15,3 +25,187 @@ FIXTURES = ROOT / "tests" / "fixtures" / "control_flow"
 def test_fixtures_are_what_the_tool_writes():
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "make_control_flow_fixtures.py"), "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- frozen inputs --------------------------------------------------------------------------------
+
+
+def _typed_inputs_model() -> onnx.ModelProto:
+    """Inputs of every kind a value is given for: int64 scalar, int32 [3], bool scalar, float [2,?], uint8 [2]."""
+    inputs = [
+        helper.make_tensor_value_info("sr", TensorProto.INT64, []),
+        helper.make_tensor_value_info("mask", TensorProto.INT32, [3]),
+        helper.make_tensor_value_info("flag", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "n"]),
+        helper.make_tensor_value_info("small", TensorProto.UINT8, [2]),
+    ]
+    nodes = [helper.make_node("Identity", [i.name], [f"{i.name}_out"]) for i in inputs]
+    outputs = [helper.make_tensor_value_info(f"{i.name}_out", i.type.tensor_type.elem_type, None) for i in inputs]
+    return helper.make_model(helper.make_graph(nodes, "typed", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _ov_cut_info():
+    from openvino.tools.ovc.cli_parser import _InputCutInfo  # what ov.convert_model builds from input=
+
+    return _InputCutInfo
+
+
+FROZEN = [
+    # id, input=, {name: value it is frozen to}
+    ("scalar", "sr->16000", {"sr": np.array(16000, np.int64)}),
+    ("scalar-shape-type", "sr[]{i64}->16000", {"sr": np.array(16000, np.int64)}),
+    ("list-spaces", "mask[3]{i32}->[1 0 1]", {"mask": np.array([1, 0, 1], np.int32)}),
+    ("list-commas", "mask->[1,0,1]", {"mask": np.array([1, 0, 1], np.int32)}),
+    ("bool", "flag->true", {"flag": np.array(True)}),
+    ("one-element-list-to-scalar", "sr->[8000]", {"sr": np.array(8000, np.int64)}),
+    ("nested-2d", "x[2,2]->[[1.5 2] [3 -4e-1]]", {"x": np.array([[1.5, 2], [3, -0.4]], np.float32)}),
+    ("flat-into-given-shape", "x[2,3]->[1 2 3 4 5 6]", {"x": np.arange(1, 7, dtype=np.float32).reshape(2, 3)}),
+    ("with-shapes-one-list", "x[2,4],sr->16000,mask[3]{i32}->[1 0 1]", {"sr": np.array(16000, np.int64), "mask": np.array([1, 0, 1], np.int32)}),
+    ("repeated-flags", ["x[2,4]", "sr->16000", "small->[255 0]"], {"sr": np.array(16000, np.int64), "small": np.array([255, 0], np.uint8)}),
+    ("ovrnn-cut-info", [ovrnn.InputCutInfo("sr", [], "i64", 16000)], {"sr": np.array(16000, np.int64)}),
+    ("cut-info-alone", ovrnn.InputCutInfo("mask", [3], np.int32, [1, 0, 1]), {"mask": np.array([1, 0, 1], np.int32)}),
+    ("tuple", [("sr", None, None, 8000), "x[2,4]"], {"sr": np.array(8000, np.int64)}),
+    ("dict", {"sr": ovrnn.InputCutInfo("sr", None, int, 16000), "x": [2, 4]}, {"sr": np.array(16000, np.int64)}),
+    ("numpy-value", [ovrnn.InputCutInfo("mask", None, None, np.array([1, 0, 1]))], {"mask": np.array([1, 0, 1], np.int32)}),
+]
+
+
+@pytest.mark.parametrize("given, want", [c[1:] for c in FROZEN], ids=[c[0] for c in FROZEN])
+def test_frozen_input_becomes_a_constant(given, want):
+    prepared = prepare(_typed_inputs_model(), given)
+    model = prepared.view.model
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for name, value in want.items():
+        assert name not in {i.name for i in model.graph.input}
+        assert inits[name].dtype == value.dtype and inits[name].shape == value.shape, (name, inits[name])
+        np.testing.assert_array_equal(inits[name], value)
+    assert {f.name for f in prepared.frozen} == set(want)
+    assert prepared.rt_info()["frozen_inputs"].keys() == want.keys()
+
+
+def test_openvino_input_cut_info_is_accepted():
+    import openvino as ov
+
+    cut = _ov_cut_info()("sr", ov.PartialShape([]), ov.Type.i64, 16000)
+    prepared = prepare(_typed_inputs_model(), [cut, ("x", [2, 4])])
+    assert [(f.name, f.value.tolist(), f.value.dtype) for f in prepared.frozen] == [("sr", 16000, np.int64)]
+    assert [str(d.value) for d in prepared.view.info("x").shape] == ["2", "4"]
+
+
+BAD = [
+    ("not-integral", "sr->16000.5", "input 'sr->16000.5': value 16000.5 does not fit int64; input 'sr' is declared int64 []"),
+    ("out-of-range", "small->[256 0]", "input 'small->[256 0]': value 256 does not fit uint8; input 'small' is declared uint8 [2]"),
+    ("not-a-bool", "flag->2", "input 'flag->2': value 2 does not fit bool; input 'flag' is declared bool []"),
+    ("not-a-number", "sr->abc", "input 'sr->abc': value abc does not fit int64; input 'sr' is declared int64 []"),
+    ("other-type", "sr{f32}->16000", "input 'sr{f32}->16000': type f32 given, but input 'sr' is declared int64 []"),
+    ("type-only-other", "x{f16}", "input 'x{f16}': type f16 given, but input 'x' is declared float [2,'n']"),
+    ("too-many", "sr->[16000 8000]", "input 'sr->[16000 8000]': value of shape [2] does not fit input 'sr', declared int64 []"),
+    ("too-few", "mask->[1 0]", "input 'mask->[1 0]': value of shape [2] does not fit input 'mask', declared int32 [3]"),
+    ("given-shape-vs-declared", "mask[4]->[1 0 1 1]", "input 'mask[4]->[1 0 1 1]': shape [4] given, but input 'mask' is declared int32 [3]"),
+    ("value-vs-given-shape", "x[2,2]->[1 2 3]", "input 'x[2,2]->[1 2 3]': value of shape [3] does not fit shape [2,2] given; input 'x' is declared float [2,'n']"),
+    ("dynamic-dim-needs-shape", "x->[1 2 3]", "input 'x->[1 2 3]': value of shape [3] does not fit input 'x', declared float [2,'n']"),
+    ("ragged", "x->[[1 2] [3]]", "input 'x->[[1 2] [3]]': the value's nested lists differ in length"),
+    ("no-such-input", "rate->16000", "input 'rate->16000': the model has no input 'rate' (inputs: sr, mask, flag, x, small)"),
+    ("twice", "sr->1,sr[]", "input: input 'sr' is given twice"),
+    ("no-value", "sr->", 'input \'sr->\': expected NAME[SHAPE]{TYPE}->VALUE, for example "sr->16000" or "mask[3]{i32}->[1 0 1]"'),
+    ("no-name", "->1", "input '->1': a frozen input needs its name, as in \"sr->16000\""),
+    ("unknown-type", "sr{int}->1", "input 'sr{int}->1': unknown element type 'int' (expected one of f32, f16, f64, bf16, i8, i16, i32, i64, u8, u16, u32, u64, boolean)"),
+    ("python-value", [ovrnn.InputCutInfo("sr", [], np.int64, 0.5)], "input 'sr[]{i64}->0.5': value 0.5 does not fit int64; input 'sr' is declared int64 []"),
+]
+
+
+@pytest.mark.parametrize("given, message", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_value_that_does_not_fit_is_a_usage_error_naming_both(given, message):
+    with pytest.raises(UsageError) as err:
+        prepare(_typed_inputs_model(), given)
+    assert str(err.value) == message
+
+
+def test_cli_frozen_input_error_is_one_line_exit_2(tmp_path):
+    proc = ovrnn_cli("convert", FIXTURES / "if_scalar_lstm.onnx", "--input", "X[5,2,3],sr->16000.5", "-o", tmp_path / "m.xml")
+    assert proc.returncode == 2
+    assert proc.stderr == "error: --input 'sr->16000.5': value 16000.5 does not fit int64; input 'sr' is declared int64 []\n"
+    assert not list(tmp_path.iterdir())
+
+
+# --- constant Ifs -----------------------------------------------------------------------------------
+
+
+def _xml_types(ir) -> set[str]:
+    return set(layer_counts(ir.xml))
+
+
+@pytest.mark.parametrize("sr, kept", [(16000, "lstm16k"), (8000, "lstm8k")])
+def test_if_on_a_frozen_scalar_inlines_its_branch(sr, kept):
+    report = ovrnn.validate(FIXTURES / "if_scalar_lstm.onnx", input=f"sr->{sr}")
+    ir = ovrnn.convert_model(FIXTURES / "if_scalar_lstm.onnx", input=[ovrnn.InputCutInfo("sr", None, None, sr)])
+    assert report.passed and report.onnxruntime == "used", report.format()
+    assert {c.oracle for c in report.comparisons} == {"reference", "onnxruntime"}
+    assert report.frozen_inputs == {"sr": f"int64 [] {sr}"}
+    assert "frozen inputs (constants in the IR, fed to onnxruntime as such): sr = int64 [] " + str(sr) in report.format()
+    assert [r.label for r in ir.rnns] == [kept] and all(c.lowering == "cell" and c.steps == 5 for c in ir.rnns[0].chains)
+    types = _xml_types(ir)
+    assert "If" not in types and "LSTMSequence" not in types and "LSTMCell" in types
+    branch = "then" if sr == 16000 else "else"
+    assert f"If node 'choose_sr': its condition 'is16k' is the constant {sr == 16000} once the frozen inputs and input shapes are known; inlined its {branch} branch" in ir.notes[0]
+    assert _parameters(ir) == ["X", "h0"]
+
+
+def _parameters(ir) -> list[str]:
+    from lxml import etree
+
+    root = etree.fromstring(ir.xml)
+    return [el.get("name") for el in root.iter("layer") if el.get("type") == "Parameter"]
+
+
+NESTED = [
+    # id, --input, the GRU left, its steps
+    ("batch1", "X[6,1,3]", "grubatch1", 6),
+    ("short", "X[6,2,3]", "grushort", 6),
+    ("long", "X[9,2,3]", "grulong", 9),
+]
+
+
+@pytest.mark.parametrize("shape, kept, steps", [c[1:] for c in NESTED], ids=[c[0] for c in NESTED])
+def test_nested_ifs_on_shape_and_size_fold(shape, kept, steps):
+    ir = ovrnn.convert_model(FIXTURES / "if_nested_shape.onnx", input=shape)
+    assert [r.label for r in ir.rnns] == [kept] and ir.rnns[0].chains[0].steps == steps
+    assert "If" not in _xml_types(ir) and "GRUCell" in _xml_types(ir)
+    inlined = [n for n in ir.notes if n.startswith("If node")]
+    assert len(inlined) == (2 if kept == "grubatch1" else 3), ir.notes
+    report = ovrnn.validate(FIXTURES / "if_nested_shape.onnx", input=shape, ir=ir)
+    assert report.passed and report.onnxruntime == "used", report.format()
+    assert report.frozen_inputs == {}
+
+
+def test_inspect_and_rt_info_record_what_was_frozen(tmp_path):
+    out = tmp_path / "m.xml"
+    proc = ovrnn_cli("convert", FIXTURES / "if_scalar_lstm.onnx", "--input", "sr[]{i64}->16000", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "note: If node 'choose_sr'" in proc.stderr
+    text = ovrnn_cli("inspect", out).stdout
+    assert "frozen inputs (constants now): sr = int64 [] 16000" in text
+    assert ovrnn.inspect(out).ovrnn["frozen_inputs"] == {"sr": "int64 [] 16000"}
+    assert [i.name for i in ovrnn.inspect(out).inputs] == ["X", "h0"]
+
+
+def test_python_forms_write_the_same_ir():
+    model = FIXTURES / "if_scalar_lstm.onnx"
+    a = ovrnn.convert_model(model, input="sr->8000")
+    b = ovrnn.convert_model(model, input=[ovrnn.InputCutInfo("sr", [], "i64", 8000)])
+    c = ovrnn.convert_model(model, input=[("sr", None, None, np.int64(8000))])
+    assert a.xml == b.xml == c.xml and a.bin == b.bin == c.bin
+
+
+def test_validate_report_names_the_frozen_inputs(tmp_path):
+    proc = ovrnn_cli("validate", FIXTURES / "if_scalar_lstm.onnx", "--input", "sr->8000", "--json", tmp_path / "r.json", "--report", tmp_path / "rep")
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["frozen_inputs"] == {"sr": "int64 [] 8000"}
+    assert json.loads((tmp_path / "rep" / "report.json").read_text())["frozen_inputs"] == {"sr": "int64 [] 8000"}
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "- frozen inputs (constants in the IR, fed to onnxruntime as such): `sr` = int64 [] 8000" in md
+    assert "--input 'sr->8000'" in md  # the rerun command freezes it too
+    assert "frozen inputs (constants in the IR, fed to onnxruntime as such): sr = int64 [] 8000" in proc.stdout

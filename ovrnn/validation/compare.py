@@ -25,7 +25,7 @@ from ..spec import activations
 from . import reference
 from ..runtime import engine as runtime
 from . import report as report_module
-from ..convert import InputShapes, convert_model
+from ..convert import InputShapes, convert_model, prepare
 from ..dtypes import from_numpy
 from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
@@ -67,6 +67,7 @@ class ValidationReport:
     compile_seconds: float = 0.0
     versions: dict[str, str] = field(default_factory=dict)
     options: dict = field(default_factory=dict)  # lowering, static, compress_to_fp16, cache_dir
+    frozen_inputs: dict[str, str] = field(default_factory=dict)  # name -> 'int64 [] 16000': constants, fed to onnxruntime too
 
     @property
     def passed(self) -> bool:
@@ -94,6 +95,8 @@ class ValidationReport:
             lines.append("layers per device: " + ", ".join(f"{d} {n}" for d, n in self.layers_per_device.items()))
         if self.onnxruntime != "used":
             lines.append(f"onnxruntime: {self.onnxruntime}")
+        if self.frozen_inputs:
+            lines.append("frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items()))
         lines += [f"note: {n}" for n in self.notes]
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
@@ -133,6 +136,7 @@ def validate(
         raise UsageError(f"{flag('batch')}: expected a batch size between 1 and {MAX_DIM:,}, got {batch}")
     proto = load_model(model)
     ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps)
+    folded = prepare(proto, input).view.model  # frozen inputs and constant control flow folded: what the IR computes
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
@@ -145,12 +149,13 @@ def validate(
         batch_run = batch
     feeds = random_inputs(compiled, ir, seed, batch, {i.name for i in proto.graph.input})
     got = runtime.infer(compiled, feeds)
-    want = reference.run_model(proto, feeds)
+    want = reference.run_model(folded, feeds)
+    frozen = {f.name: f.value for f in ir.frozen}
     # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
     floor = "f16" if compress_to_fp16 else None
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
     comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floor) for name in want]
-    ort_status, ort_out = run_onnxruntime(proto, feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
+    ort_status, ort_out = run_onnxruntime(proto, {**feeds, **frozen}) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
     deviation = ort_known_deviation(proto)
     for name, value in (ort_out or {}).items():
         c = compare(name, got[name], value, "onnxruntime", compiled.precision, floor)
@@ -178,9 +183,10 @@ def validate(
             "chunk_steps": None if chunk_steps == 64 else chunk_steps,
             "cache_dir": None if cache_dir is None else str(cache_dir),
         },
+        frozen_inputs={f.name: f.describe() for f in ir.frozen},
     )
     if report_dir is not None:
-        steps = _per_step_errors(proto, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
+        steps = _per_step_errors(folded, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
         report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result
