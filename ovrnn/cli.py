@@ -64,6 +64,16 @@ POSITIVE = _int_at_least(1, "a positive integer")
 COUNT = _int_at_least(0, "an integer >= 0")
 
 
+def _state_pairs(text: str) -> str:
+    """--stateful's optional value: IN=OUT pairs. Anything else is most likely the model file."""
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in pair:
+            raise argparse.ArgumentTypeError(
+                f"expected IN=OUT pairs such as state=stateN, got '{pair}' (to make every recurrent node stateful, put --stateful alone after the model file)"
+            )
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ovrnn", description="ONNX RNN -> OpenVINO IR as an unrolled RNNCell chain; run and validate it.")
     p.add_argument("--version", action=_VersionAction)
@@ -82,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--ovms-repo", metavar="DIR", help="write DIR/NAME/VERSION/model.xml|bin and DIR/config.json for OpenVINO Model Server (with --model-name)")
     c.add_argument("--model-name", help="the model's name in the OVMS repository")
     c.add_argument("--model-version", type=POSITIVE, default=None, help="the model's version in the OVMS repository, a positive integer (default 1)")
+    c.add_argument(
+        "--stateful", action="append", nargs="?", const="", metavar="IN=OUT", type=_state_pairs,
+        help="a streaming IR: every forward RNN/GRU/LSTM node carries H (and C) across calls with ReadValue/Assign; "
+        "with IN=OUT (repeatable, comma-separated), a graph input and output pair becomes one state instead (docs/stateful_ir.md)",
+    )
     c.set_defaults(func=cmd_convert)
 
     r = sub.add_parser("run", parents=[common], help="run an IR on a device")
@@ -181,7 +196,7 @@ def _main(argv: list[str] | None) -> int:
         args.argv = list(sys.argv[1:] if argv is None else argv)
         progress.set_mode("quiet" if args.quiet else "verbose" if args.verbose else "auto")
         if getattr(args, "device", None):
-            from .runtime.devices import canonical_device
+            from .plugins import canonical_device
 
             args.device = canonical_device(args.device)
         code = int(args.func(args) or 0)
@@ -239,7 +254,13 @@ def cmd_convert(args) -> int:
         raise UsageError(f"ovrnn convert: {given} name{'s' if ' and ' not in given else ''} the model in an OVMS repository; add --ovms-repo DIR" + (" instead of -o" if args.output else ""))
     if args.ovms_repo and not args.model_name:
         raise UsageError("ovrnn convert: --ovms-repo needs --model-name")
-    ir = convert_model(args.model, args.input, args.ir_version, device=args.device, **_lowering_kwargs(args))
+    if args.ovms_repo and args.stateful is not None:
+        raise UsageError(
+            "ovrnn convert: --stateful cannot go with --ovms-repo: OpenVINO Model Server removed stateful models in 2026.3 "
+            "(a ReadValue IR served there shares one state between all clients); write the IR with -o and stream it with ovrnn.Stream or OpenVINO"
+        )
+    stateful = _stateful_arg(args.stateful)
+    ir = convert_model(args.model, args.input, args.ir_version, device=args.device, stateful=stateful, **_lowering_kwargs(args))
     if args.ovms_repo:
         from .ovms import save_to_repository
 
@@ -260,6 +281,14 @@ def cmd_convert(args) -> int:
     kinds += f", {explicit} explicit cells" if explicit else ""
     print(f"wrote {xml_path} and {xml_path.with_suffix('.bin')} ({len(ir.bin):,} bytes): {kinds}")
     return 0
+
+
+def _stateful_arg(values: list[str] | None):
+    """--stateful: True (every recurrent node), or its IN=OUT pairs (comma-separated, repeatable)."""
+    if values is None:
+        return False
+    pairs = [p.strip() for v in values for p in v.split(",") if p.strip()]
+    return pairs or True
 
 
 def load_inputs(specs: list[str] | None) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -30,7 +31,8 @@ from .bounds import check_shape
 from .spec.limits import check_steps
 from .lower.gru import lower_gru
 from .lower.lstm import lower_lstm
-from .lower.rnn import CELL_MODES, LoweringOptions, SharedInputGuard, lower_rnn
+from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
+from .lower.rnn import lower_rnn
 from .onnx.control_flow import fold_control_flow, open_conditions_hint
 from .onnx.freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
@@ -39,6 +41,8 @@ from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shap
 from .spec import NORMALISERS, Spec
 from .spec.recurrent import FAMILIES, unique_label
 from .runtime.whole_model import convert_whole_model, needs_frontend, rnn_nodes
+from .lower.state import NodeState, add_assigns, add_states, plan_states
+from .stateful import node_stream, state_request
 
 # ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
 # [("X", [5, -1, 3])], an ov.PartialShape or a list of them (by position), [5, -1, 3].
@@ -56,6 +60,7 @@ def convert_model(
     compress_to_fp16: bool = False,
     max_steps: int | None = None,
     chunk_steps: int = 64,
+    stateful: bool | str | Sequence[str] = False,
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
@@ -72,6 +77,9 @@ def convert_model(
     * ``max_steps``: refuse models that unroll to more steps than this (default 8192; 0: no limit).
     * ``chunk_steps``: cut each cell chain into pieces of this many steps, which OpenVINO's CPU
       plugin compiles up to 2.7x faster (default 64; 0: one piece, strictly one layer per step).
+    * ``stateful``: ``True``: every forward RNN/GRU/LSTM node carries H (and C) across infer calls
+      with ReadValue/Assign; ``"state=stateN"`` or a list of ``"IN=OUT"``: those graph input/output
+      pairs become states instead (docs/stateful_ir.md).
     """
     if ir_version not in IR_VERSIONS:
         raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
@@ -92,6 +100,9 @@ def convert_model(
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
     record = prepared.rt_info()
+    stateful = state_request(stateful)
+    if stateful and whole:
+        raise UnsupportedFeatureError(f"{flag('stateful')} is not available for whole models yet: only for models made of RNN/GRU/LSTM nodes")
 
     built: dict[tuple, IR] = {}
 
@@ -99,7 +110,7 @@ def convert_model(
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
             options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op)
             built[cells, by_op] = (
-                convert_whole_model(view, shapes, source, options, max_steps, record) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, record)
+                convert_whole_model(view, shapes, source, options, max_steps, record) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful, record)
             )
         return built[cells, by_op]
 
@@ -112,7 +123,7 @@ def convert_model(
     choice, note = choose_cells(build, device, tuple(op for op in FAMILIES if op in present))
     kinds = set(choice.values())
     ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ
-    return IR(ir.xml, ir.bin, tuple(prepared.notes) + ir.notes + (note,), ir.rnns, tuple(files), prepared.frozen)
+    return replace(ir, notes=tuple(prepared.notes) + ir.notes + (note,), sources=tuple(files), frozen=prepared.frozen)
 
 
 def _with_hint(build, view: GraphView, *args) -> IR:
@@ -178,16 +189,18 @@ def _gc_paused():
 
 
 @_gc_paused()
-def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, record: dict | None = None) -> IR:
+def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False, record: dict | None = None) -> IR:
     """A model made of RNN and Constant nodes: ovrnn's own emitter writes it."""
     plan = _plan(view)
     specs = _normalise_all(view, plan)
     steps_note = check_steps(sum(s.seq_length * s.num_directions for s in specs), len(specs), max_steps)
     g = LayerGraph(view.model.graph.name or "ovrnn_model")
-    builder = _Builder(g, view, specs, options)
+    builder = _Builder(g, view, specs, options, stateful)
     with stage(f"lowering {len(specs)} RNN node(s)"):
         summaries = builder.build(plan)
     g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **(record or {}), **{s.label: s.rt_info() for s in summaries}}}
+    if stateful:
+        g.rt_info["ovrnn"]["stateful"] = node_stream(builder.lowered_specs, builder.states, {i.name for i in view.inputs}).rt_info()
     with stage(f"writing {len(g.layers):,} layers"):
         xml, bin_ = emit(g, ir_version)
     notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes) + ((steps_note,) if steps_note else ())
@@ -422,11 +435,16 @@ def _output_shapes(spec: Spec) -> dict[str, Shape]:
 
 
 class _Builder:
-    def __init__(self, g: LayerGraph, view: GraphView, specs: list[Spec], options: LoweringOptions) -> None:
+    def __init__(self, g: LayerGraph, view: GraphView, specs: list[Spec], options: LoweringOptions, stateful: bool = False) -> None:
         self.g, self.view, self.specs, self.options = g, view, specs, options
         self.ports: dict[str, Output] = {}
         self.notes: list[str] = []
         self.shared_x = SharedInputGuard()
+        self.stateful = stateful
+        self.node_states: list[list[NodeState]] = [[] for _ in specs]
+        self.states: list[NodeState] = []  # of the nodes lowered, in order
+        self.lowered_specs: list[Spec] = []
+        self.replaced: set[str] = set()  # graph inputs (initial_h/initial_c) the states replace
 
     def port_of(self, name: str) -> Output:
         if name not in self.ports:
@@ -435,9 +453,11 @@ class _Builder:
         return self.ports[name]
 
     def build(self, plan: _Plan) -> list[RnnSummary]:
+        if self.stateful:
+            self._plan_states()
         self._parameters()
         summaries = []
-        for spec in self.specs:
+        for spec, states in zip(self.specs, self.node_states):
             family = FAMILIES[_op(spec)]
             want = [getattr(spec, out) in plan.needed for out in family.outputs]
             if not any(want):
@@ -446,11 +466,37 @@ class _Builder:
             lower = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}[family.name]
             label = spec.node_name or spec.label
             options = self.shared_x.options_for(family.name, label, spec.X.name, spec.directions, self.options, self.notes)
-            lowered = lower(self.g, spec, self.port_of, *want, options=options)
+            if states:  # the state's ReadValue is the node's initial state; its final states are always made
+                self.ports.update(add_states(self.g, states, spec.etype, self.port_of(spec.X.name), self.options.static, self.port_of))
+                want = [w or out != "Y" for w, out in zip(want, family.outputs)]
+            lowered = lower(self.g, spec, self.port_of, tuple(want), options=options)
+            if states:
+                add_assigns(self.g, states, lowered.outputs, spec)
+                self.states.extend(states)
+            self.lowered_specs.append(spec)
             self.ports.update(lowered.outputs)
             summaries.append(RnnSummary.of(spec, lowered.chains))
         self._results()
         return summaries
+
+    def _plan_states(self) -> None:
+        """Each node reads its initial states from its variables (lower/state.py)."""
+        inputs = {i.name for i in self.view.inputs}
+        used: set[str] = set()
+        for k, spec in enumerate(self.specs):
+            self.specs[k], self.node_states[k] = plan_states(spec, used, inputs)
+            for st in self.node_states[k]:
+                if st.init == "computed":  # another node's output, per call: a stream has no value for it
+                    raise UnsupportedFeatureError(
+                        f"{flag('stateful')}: {_op(spec)} node '{spec.node_name or spec.label}' reads {st.role} from '{st.source}', which another node computes "
+                        "on every call; a stream carries the node's own state instead: give it a constant or graph-input initial state"
+                    )
+                if st.replaces:
+                    self.replaced.add(st.replaces)
+        # a graph input still read by something other than the replaced initial-state slots stays an input
+        reads = Counter([n for node in self.view.model.graph.node for n in node.input] + [o.name for o in self.view.outputs])
+        slot_reads = Counter(st.replaces for states in self.node_states for st in states if st.replaces)
+        self.replaced = {name for name in self.replaced if reads[name] <= slot_reads[name]}
 
     def _parameters(self) -> None:
         filled: dict[str, Shape] = {}
@@ -462,6 +508,8 @@ class _Builder:
                 filled[rin.name] = rin.shape if have is None else _merge_shape(rin.name, have, rin.shape)
         read = {n for node in self.view.model.graph.node for n in node.input} | {o.name for o in self.view.outputs}
         for info in self.view.inputs:
+            if info.name in self.replaced:  # the state is the node's initial state now (seed it with set_state)
+                continue
             shape = filled.get(info.name, info.shape)
             if shape is None and info.name not in read:
                 # OpenVINO's CPU plugin cannot compile a dynamic-rank input; nothing reads this one

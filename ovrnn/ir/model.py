@@ -40,9 +40,8 @@ class RnnSummary:
         return self.layout if ("Y", tensor) in self.outputs else None
 
     @staticmethod
-    def of(spec, chains: list[tuple[Direction, object, str]]) -> RnnSummary:
-        """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations or their
-        description, lowering)."""
+    def of(spec, chains: list[tuple[Direction, str, str]]) -> RnnSummary:
+        """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations as described, lowering)."""
         op = {"RnnSpec": "RNN", "GruSpec": "GRU", "LstmSpec": "LSTM"}[type(spec).__name__]
         family = FAMILIES[op]
         return RnnSummary(
@@ -56,7 +55,7 @@ class RnnSummary:
             clip=spec.clip,
             dtype=spec.etype.ir,
             sequence_lens=spec.sequence_lens.name if spec.sequence_lens is not None else None,
-            chains=tuple(ChainSummary(d.value, a if isinstance(a, str) else a.describe(), kind, spec.seq_length) for d, a, kind in chains),
+            chains=tuple(ChainSummary(d.value, a, kind, spec.seq_length) for d, a, kind in chains),
             runtime_inputs=tuple(
                 (role, rin.name) for role in family.inputs if (rin := getattr(spec, role)) is not None and not rin.is_constant
             ),

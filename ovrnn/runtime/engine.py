@@ -128,7 +128,7 @@ class Compiled:
 def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> Compiled:
     """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"}."""
     from ..progress import stage
-    from .devices import canonical_device
+    from ..plugins import canonical_device
 
     device = canonical_device(device)  # cpu -> CPU; a typo is a usage error with a suggestion
     check_device(device)
@@ -199,31 +199,35 @@ def _port_name(port) -> str:
 
 def make_tensor(port, value: np.ndarray, name: str):
     """An ov.Tensor for one input, converting numpy values to the port's element type."""
+    return typed_tensor(port.get_element_type(), port.get_partial_shape(), value, f"input '{name}'")
+
+
+def typed_tensor(etype, pshape, value: np.ndarray, what: str):
+    """An ov.Tensor of `etype` for `value`, checked against `pshape` (an input port's, or a
+    state variable's); `what` names it in messages ("input 'X'", "state 'lstm/H'")."""
     o = ov()
-    etype = port.get_element_type()
     array = np.asarray(value)
-    pshape = port.get_partial_shape()
     if pshape.rank.is_static and len(pshape) != array.ndim:
-        raise UsageError(f"input '{name}': expected rank {len(pshape)} {pshape}, got shape {list(array.shape)}")
+        raise UsageError(f"{what}: expected rank {len(pshape)} {pshape}, got shape {list(array.shape)}")
     if pshape.rank.is_static:
         for axis, (dim, n) in enumerate(zip(pshape, array.shape)):
             if not dim.compatible(o.Dimension(n)):
-                raise UsageError(f"input '{name}': dim {axis} must be {dim}, got {n} (shape {list(array.shape)})")
+                raise UsageError(f"{what}: dim {axis} must be {dim}, got {n} (shape {list(array.shape)})")
     if etype == o.Type.bf16:
-        _check_kind(array.dtype, np.dtype(np.float32), name)
+        _check_kind(array.dtype, np.dtype(np.float32), what)
         bits = np.ascontiguousarray(array.astype(ml_dtypes.bfloat16)).view(np.uint16)
         tensor = o.Tensor(o.Type.bf16, list(array.shape))
         tensor.data.view(np.uint16)[...] = bits  # the Python API exposes bf16 as raw 16-bit words
         return tensor
     want = np.dtype(etype.to_dtype())
-    _check_kind(array.dtype, want, name)
+    _check_kind(array.dtype, want, what)
     if array.dtype != want:
         if np.issubdtype(want, np.integer):
             if not np.issubdtype(array.dtype, np.integer):
-                raise UsageError(f"input '{name}': expected integers ({want}), got {array.dtype}")
+                raise UsageError(f"{what}: expected integers ({want}), got {array.dtype}")
             info = np.iinfo(want)
             if array.size and (array.min() < info.min or array.max() > info.max):
-                raise UsageError(f"input '{name}': values do not fit {want}")
+                raise UsageError(f"{what}: values do not fit {want}")
         array = array.astype(want)
     return o.Tensor(np.ascontiguousarray(array), shared_memory=True)
 
@@ -245,7 +249,7 @@ def _check_kind(have: np.dtype, want: np.dtype, name: str) -> None:
     ok = have.kind == "b" if want.kind == "b" else have.kind in "iu" if want.kind in "iu" else have.kind in "fiu" or have.name == "bfloat16"
     if not ok:
         kinds = {"b": "booleans", "c": "complex numbers", "U": "strings", "S": "byte strings", "O": "Python objects", "M": "datetimes", "m": "timedeltas", "V": "raw records"}
-        raise UsageError(f"input '{name}': expected {wanted} ({want.name}), got {have} ({kinds.get(have.kind, have.kind)})")
+        raise UsageError(f"{name}: expected {wanted} ({want.name}), got {have} ({kinds.get(have.kind, have.kind)})")
 
 
 def narrowing_note(have: np.dtype, want: np.dtype, name: str) -> str | None:

@@ -33,7 +33,8 @@ from ..lower.layer_graph import LayerGraph
 from ..spec.limits import check_steps
 from ..lower.gru import lower_gru
 from ..lower.lstm import lower_lstm
-from ..lower.rnn import LoweringOptions, SharedInputGuard, lower_rnn
+from ..lower.node import LoweringOptions, SharedInputGuard
+from ..lower.rnn import lower_rnn
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
 from .realize import realize

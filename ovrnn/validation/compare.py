@@ -125,7 +125,7 @@ def validate(
 
     With `report_dir`, also write the report files (report.py) there."""
     from ..convert import check_count
-    from ..runtime.devices import canonical_device
+    from ..plugins import canonical_device
 
     device = canonical_device(device)
     runtime.check_precision(precision)
