@@ -246,11 +246,14 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None) -> Prepared:  # n
     return Prepared(view, shapes, frozen, tuple(notes), bool(frozen) or folded is not shaped)
 
 
-def lowerable_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> bool:
-    """Whether the recurrent nodes of a Loop body with a constant trip count can be lowered where
-    they are; when not, the Loop is unrolled. OpenVINO's frontend converts nodes inside bodies to
-    its sequence ops, not ovrnn's cells: unrolling is what makes them lowerable."""
-    return False
+def lowerable_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
+    """Why the recurrent nodes of a Loop body (constant trip count) cannot be lowered where they
+    are, so that the Loop is unrolled; None keeps the Loop. Until ovrnn lowers nodes inside bodies
+    in place, OpenVINO's frontend would turn them into its sequence ops: unrolling is what makes
+    them lowerable."""
+    from .onnx.control_flow import dynamic_steps_in_body
+
+    return dynamic_steps_in_body(loop, body) or "ovrnn lowers recurrent nodes inside Loop bodies only by unrolling the Loop"
 
 
 

@@ -209,3 +209,108 @@ def test_validate_report_names_the_frozen_inputs(tmp_path):
     assert "- frozen inputs (constants in the IR, fed to onnxruntime as such): `sr` = int64 [] 8000" in md
     assert "--input 'sr->8000'" in md  # the rerun command freezes it too
     assert "frozen inputs (constants in the IR, fed to onnxruntime as such): sr = int64 [] 8000" in proc.stdout
+
+
+def test_if_on_a_runtime_input_stays_for_the_body_lowering():
+    model = onnx.load(FIXTURES / "if_rnn_runtime.onnx")
+    prepared = prepare(model)
+    assert prepared.view.model is model and not prepared.notes and not prepared.changed
+
+
+def _two_ifs_reusing_names() -> onnx.ModelProto:
+    """Two constant Ifs whose branches both define tensor 't' and node 'add' (legal: sibling
+    scopes), and a top-level tensor 'y1' that a branch name would clash with once inlined."""
+    def branch(k: int, value: float) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node("Constant", [], ["t"], name="const", value=onnx.numpy_helper.from_array(np.float32(value))),
+             helper.make_node("Add", ["x", "t"], ["y1" if k == 2 else "s"], name="add")],
+            f"b{k}", [], [helper.make_tensor_value_info("y1" if k == 2 else "s", TensorProto.FLOAT, [2])],
+        )
+
+    nodes = [
+        helper.make_node("Constant", [], ["yes"], name="yes", value=onnx.numpy_helper.from_array(np.array(True))),
+        helper.make_node("If", ["yes"], ["y1"], name="first", then_branch=branch(1, 1.0), else_branch=branch(1, -1.0)),
+        helper.make_node("If", ["yes"], ["y2"], name="second", then_branch=branch(2, 2.0), else_branch=branch(2, -2.0)),
+    ]
+    graph = helper.make_graph(nodes, "two_ifs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y1", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("y2", TensorProto.FLOAT, [2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_inlined_names_stay_unique():
+    from ovrnn.onnx.control_flow import fold_control_flow
+    from ovrnn.validation.reference import run_model
+
+    model = _two_ifs_reusing_names()
+    folded, notes = fold_control_flow(model)
+    onnx.checker.check_model(folded)
+    outputs = [o for n in folded.graph.node for o in n.output] + [t.name for t in folded.graph.initializer]
+    assert len(outputs) == len(set(outputs)), outputs
+    names = [n.name for n in folded.graph.node if n.name]
+    assert len(names) == len(set(names)) and {"first/add", "second/add"} <= set(names), names
+    assert not any(n.op_type == "If" for n in folded.graph.node) and len(notes) == 2
+    x = np.array([1.0, 2.0], np.float32)
+    got = run_model(folded, {"x": x})
+    np.testing.assert_array_equal(got["y1"], x + 1)
+    np.testing.assert_array_equal(got["y2"], x + 2)
+
+
+# --- Loops --------------------------------------------------------------------------------------------
+
+
+def test_loop_whose_steps_change_per_iteration_is_unrolled_to_cells():
+    ir = ovrnn.convert_model(FIXTURES / "loop_gru_chunks.onnx")
+    assert ir.notes[0] == (
+        "Loop node 'passes': trip count 3 and condition are constants, and the input X 'x_chunk' of its GRU node 'gru' has a shape (step count) "
+        "known only per iteration; unrolled into 3 copies of its body, so that its GRU 'gru' can be lowered to cells"
+    )
+    counts = layer_counts(ir.xml)
+    assert counts["GRUCell"] == 12 and not {"Loop", "TensorIterator", "GRUSequence"} & set(counts)
+    assert [(r.label, r.seq_length) for r in ir.rnns] == [("gru", 4), ("passes/iter1/gru", 4), ("passes/iter2/gru", 4)]
+    report = ovrnn.validate(FIXTURES / "loop_gru_chunks.onnx", ir=ir)
+    assert report.passed and report.onnxruntime == "used", report.format()
+
+
+def test_loop_whose_body_is_lowerable_in_place_stays():
+    from ovrnn.onnx.control_flow import fold_control_flow
+
+    model = onnx.load(FIXTURES / "loop_gru_refine.onnx")
+    asked = []
+    folded, notes = fold_control_flow(model, lambda loop, body: asked.append(loop.name))
+    assert asked == ["passes"] and folded is model and notes == []
+    unrolled, notes = fold_control_flow(model, lambda loop, body: "a reason")
+    assert [n.op_type for n in unrolled.graph.node].count("GRU") == 3 and "and a reason; unrolled into 3 copies" in notes[0]
+
+
+def _loop_variant(change) -> onnx.ModelProto:
+    model = onnx.load(FIXTURES / "loop_gru_chunks.onnx")
+    change(model.graph)
+    return model
+
+
+def _runtime_trip_count(g):
+    g.input.append(helper.make_tensor_value_info("M", TensorProto.INT64, []))
+    g.node[2].input[0] = "M"
+
+
+def _early_exit(g):
+    body = g.node[2].attribute[0].g
+    cond = next(n for n in body.node if n.name == "cond_out")
+    cond.op_type = "Not"
+
+
+def _no_recurrent_node(g):
+    body = g.node[2].attribute[0].g
+    gru = next(n for n in body.node if n.op_type == "GRU")
+    gru.op_type, gru.input[:] = "Identity", ["h_in"]
+    del gru.attribute[:]
+    gru.output[:] = ["", "h_out"][1:]
+
+
+@pytest.mark.parametrize("change", [_runtime_trip_count, _early_exit, _no_recurrent_node], ids=["runtime-trip-count", "condition-from-the-body", "no-recurrent-node"])
+def test_loops_that_are_not_unrolled(change):
+    from ovrnn.onnx.control_flow import fold_control_flow
+
+    model = _loop_variant(change)
+    folded, notes = fold_control_flow(model, lambda loop, body: "never lowerable")
+    assert [n.op_type for n in folded.graph.node if n.op_type == "Loop"] == ["Loop"] and notes == []

@@ -51,6 +51,7 @@ def test_converts_and_matches_onnxruntime(converted):
         assert report.passed, report.format()
     if given and "sr->" in given:
         assert report.frozen_inputs == {"sr": f"int64 [] {given.rsplit('->', 1)[1]}"}
+        assert b'<frozen_inputs>' in ir.xml and f'<sr value="int64 [] {given.rsplit("->", 1)[1]}" />'.encode() in ir.xml  # rt_info
 
 
 def test_every_lstm_is_a_cell_chain_and_no_if_is_left(converted):
@@ -76,3 +77,22 @@ def test_without_frozen_sr_the_error_says_what_to_freeze():
     with pytest.raises(ovrnn.OvrnnError) as err:
         ovrnn.convert_model(DATA / "silero_vad.onnx", input="sr->16000")
     assert "3 If node(s) are left, whose conditions depend on the shape of 'input', 'state' (fix them with input=\"input[d0,d1,...]\")" in str(err.value)
+
+
+def test_readme_silero_commands_run_as_written(tmp_path):
+    import re
+    import shlex
+
+    from conftest import ovrnn_cli
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    lines = [ln.strip() for ln in re.findall(r"^ovrnn \w+ silero_vad[^\n]*", readme, re.M)]
+    assert len(lines) >= 3
+    for f in DATA.glob("*.onnx"):
+        (tmp_path / f.name).symlink_to(f)
+    for line in lines:
+        proc = ovrnn_cli(*shlex.split(line)[1:], cwd=tmp_path)
+        assert proc.returncode == 0, f"`{line}`: {proc.stderr}"
+        if " validate " in f" {line} ":
+            assert proc.stdout.rstrip().endswith("PASS") and "frozen inputs" in proc.stdout
+    assert (tmp_path / "silero16k.xml").is_file()

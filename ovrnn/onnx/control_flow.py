@@ -34,8 +34,9 @@ RECURRENT = ("RNN", "GRU", "LSTM")
 MAX_UNROLL = 256  # iterations; a longer Loop stays a Loop
 _MAX_ROUNDS = 64
 
-# (loop node, its body) -> True when the recurrent nodes in the body can be lowered where they are
-BodyCheck = Callable[[onnx.NodeProto, onnx.GraphProto], bool]
+# (loop node, its body with onnx's inferred shapes) -> None when the recurrent nodes in the body can
+# be lowered where they are (the Loop stays), else why not (the Loop is unrolled, the note says why)
+BodyCheck = Callable[[onnx.NodeProto, onnx.GraphProto], "str | None"]
 
 
 def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | None = None) -> tuple[onnx.ModelProto, list[str]]:
@@ -43,7 +44,7 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
     is not changed; when nothing folds it is returned as it is."""
     if not _has_control_flow(model.graph):
         return model, []
-    check = lowerable_in_body or shapes_static_in_body
+    check = lowerable_in_body or dynamic_steps_in_body
     notes: list[str] = []
     current = model
     changed_any = False
@@ -190,22 +191,19 @@ def _copy_body(body: onnx.GraphProto, prefix: str, names: _Names, preset: dict[s
     return nodes, inits, infos, mapping
 
 
-def _taken(graph: onnx.GraphProto, body: onnx.GraphProto, names: _Names) -> tuple[set[str], set[str]]:
-    """(tensor names, node names) a body's own may not keep: those used outside the body."""
-    inside: set[str] = set()
-    inside_nodes: set[str] = set()
-    for g in _all_graphs(body):
-        inside |= _defined(g)
-        inside_nodes |= {n.name for n in g.node}
-    outside: set[str] = set()
-    outside_nodes: set[str] = set()
+def _taken(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[set[str], set[str]]:
+    """(tensor names, node names) the inlined body's own may not keep: those of every graph but
+    the bodies of `node`, which goes away (an If's other branch included)."""
+    own = {id(sub) for sub in _subgraphs(node)}
+    tensors: set[str] = set()
+    nodes: set[str] = set()
     stack = [graph]
-    while stack:  # every graph but the body and what it nests
+    while stack:
         g = stack.pop()
-        outside |= _defined(g) | {o.name for o in g.output}
-        outside_nodes |= {n.name for n in g.node}
-        stack += [sub for n in g.node for sub in _subgraphs(n) if sub is not body]
-    return (names.tensors - inside) | outside, (names.nodes - inside_nodes) | outside_nodes
+        tensors |= _defined(g) | {o.name for o in g.output} | {i for n in g.node for i in n.input if i}
+        nodes |= {n.name for n in g.node if n is not node}
+        stack += [sub for n in g.node for sub in _subgraphs(n) if id(sub) not in own]
+    return tensors, nodes
 
 
 # --- If -----------------------------------------------------------------------------------------
@@ -279,7 +277,7 @@ def _inline(graph: onnx.GraphProto, node: onnx.NodeProto, branch: onnx.GraphProt
             seen.add(out.name)
         else:  # an outer name, or one value given twice
             tails.append((out.name, target))
-    new_nodes, inits, infos, mapping = _copy_body(branch, prefix, names, preset, _taken(graph, branch, names))
+    new_nodes, inits, infos, mapping = _copy_body(branch, prefix, names, preset, _taken(graph, node))
     for source, target in tails:
         new_nodes.append(helper.make_node("Identity", [mapping.get(source, source)], [target], name=names.node(f"{prefix}/{target}", prefix)))
     return new_nodes, inits, infos
@@ -288,20 +286,20 @@ def _inline(graph: onnx.GraphProto, node: onnx.NodeProto, branch: onnx.GraphProt
 # --- Loop ---------------------------------------------------------------------------------------
 
 
-def shapes_static_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> bool:
-    """Whether every recurrent node of a Loop body could be lowered in place: its X has a static
-    shape in the body (onnx's shape inference, run on the whole model first). A step count that
-    comes from the loop's own state (the iteration number, a carried value) makes it dynamic."""
+def dynamic_steps_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
+    """Why a recurrent node of a Loop body cannot be lowered in place because of its shapes: its X
+    has no static shape in the body (onnx's shape inference, run on the whole model first), as when
+    the step count comes from the loop's own state (a slice by the iteration number); None when
+    every X is static."""
     shapes = {vi.name: vi for vi in list(body.value_info) + list(body.input) + list(body.output)}
     for node in body.node:
         if node.op_type not in RECURRENT or node.domain not in ONNX_DOMAINS:
             continue
         vi = shapes.get(node.input[0])
-        if vi is None or not vi.type.tensor_type.HasField("shape"):
-            return False
-        if not all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim):
-            return False
-    return True
+        static = vi is not None and vi.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
+        if not static:
+            return f"the input X '{node.input[0]}' of its {node.op_type} node '{_node_label(node)}' has a shape (step count) known only per iteration"
+    return None
 
 
 def _unroll_loops(model: onnx.ModelProto, names: _Names, check: BodyCheck, notes: list[str]) -> bool:
@@ -310,7 +308,7 @@ def _unroll_loops(model: onnx.ModelProto, names: _Names, check: BodyCheck, notes
     if not candidates:
         return False
     inferred = _infer(model).graph
-    bodies = {_node_label(n): next(a.g for a in n.attribute if a.name == "body") for n in inferred.node if n.op_type == "Loop"}
+    bodies = {_node_label(n): _with_outer_shapes(next(a.g for a in n.attribute if a.name == "body"), inferred) for n in inferred.node if n.op_type == "Loop"}
     for index, node in candidates:
         body = next(a.g for a in node.attribute if a.name == "body")
         if not any(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node):
@@ -318,7 +316,8 @@ def _unroll_loops(model: onnx.ModelProto, names: _Names, check: BodyCheck, notes
         trips = _trip_count(graph, node)
         if trips is None or not 0 < trips <= MAX_UNROLL or not _always_continues(graph, node, body):
             continue
-        if check(node, bodies.get(_node_label(node), body)):
+        why = check(node, bodies.get(_node_label(node), body))
+        if why is None:
             continue  # lowerable where it is: the Loop stays
         new_nodes, inits, infos = _unrolled(graph, node, body, trips, names)
         del graph.node[index]
@@ -327,11 +326,24 @@ def _unroll_loops(model: onnx.ModelProto, names: _Names, check: BodyCheck, notes
         graph.initializer.extend(inits)
         graph.value_info.extend(infos)
         notes.append(
-            f"Loop node '{_node_label(node)}': trip count {trips} and condition are constants, and its body's {', '.join(_recurrent_in(body))} "
-            f"has a step count only known per iteration; unrolled into {trips} copies of its body so that each can be lowered to cells"
+            f"Loop node '{_node_label(node)}': trip count {trips} and condition are constants, and {why}; "
+            f"unrolled into {trips} copies of its body, so that its {', '.join(_recurrent_in(body))} can be lowered to cells"
         )
         return True
     return False
+
+
+def _with_outer_shapes(body: onnx.GraphProto, outer: onnx.GraphProto) -> onnx.GraphProto:
+    """A copy of `body` whose value_info also holds the shapes of the outer tensors it reads."""
+    known = {vi.name: vi for vi in list(outer.input) + list(outer.value_info) + list(outer.output)}
+    for t in outer.initializer:
+        known.setdefault(t.name, helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    copy = onnx.GraphProto()
+    copy.CopyFrom(body)
+    own = _defined(body)
+    read = {i for n in body.node for i in n.input if i and i not in own}
+    copy.value_info.extend(known[name] for name in sorted(read) if name in known)
+    return copy
 
 
 def _trip_count(graph: onnx.GraphProto, node: onnx.NodeProto) -> int | None:
@@ -371,7 +383,7 @@ def _unrolled(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProt
     carried_out = [o.name for o in body.output[1 : 1 + len(carried_in)]]
     scan_out = [o.name for o in body.output[1 + len(carried_in) :]]
     state = list(node.input[2:])
-    taken = _taken(graph, body, names)
+    taken = _taken(graph, node)
     all_nodes, all_inits, all_infos = [], [], []
     scans: list[list[str]] = [[] for _ in scan_out]
     for it in range(trips):
