@@ -2,8 +2,8 @@
 
     load_model / graph_view      (onnx_io)    ModelProto -> GraphView
     apply_input_shapes           (here)       --input NAME[dims] overrides
-    normalise_rnn                (spec)       RNN node -> RnnSpec, every check
-    lower_rnn                    (lowering)   RnnSpec -> layers in a LayerGraph
+    NORMALISERS[op]              (spec)       RNN/GRU/LSTM node -> RnnSpec/GruSpec/LstmSpec, every check
+    LOWERINGS[op].lower          (lowering)   spec -> layers in a LayerGraph
     emit                         (emitter)    LayerGraph -> (xml bytes, bin bytes)
 """
 
@@ -29,10 +29,9 @@ from .ir.model import IR, RnnSummary
 from .lower.layer_graph import LayerGraph, Output
 from .bounds import check_shape
 from .spec.limits import check_steps
-from .lower.gru import lower_gru
-from .lower.lstm import lower_lstm
+from .lower.quantized import GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
-from .lower.rnn import lower_rnn
+from .lower import LOWERINGS
 from .onnx.control_flow import fold_control_flow, open_conditions_hint
 from .onnx.freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
@@ -61,6 +60,8 @@ def convert_model(
     max_steps: int | None = None,
     chunk_steps: int = 64,
     stateful: bool | str | Sequence[str] = False,
+    compress_weights: str | None = None,
+    group_size: int | None = None,
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
@@ -80,6 +81,8 @@ def convert_model(
     * ``stateful``: ``True``: every forward RNN/GRU/LSTM node carries H (and C) across infer calls
       with ReadValue/Assign; ``"state=stateN"`` or a list of ``"IN=OUT"``: those graph input/output
       pairs become states instead (docs/stateful_ir.md).
+    * ``compress_weights``: ``"int8"`` (symmetric, one scale per row) or ``"int4"`` (experimental,
+      ``group_size`` 32, 64, 128 or -1 = per row) for constant W/R; see docs/compression.md.
     """
     if ir_version not in IR_VERSIONS:
         raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
@@ -88,29 +91,30 @@ def convert_model(
     check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
     if max_steps is not None:
         check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
+    compression = compression_of(compress_weights, group_size)
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     prepared = prepare(load_model(model, files), input)
     view, shapes = prepared.view, prepared.shapes
     if static:
         _check_static(view)
-    whole = needs_frontend(view.model.graph)
+    stateful = state_request(stateful)
+    whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
     record = prepared.rt_info()
-    stateful = state_request(stateful)
-    if stateful and whole:
-        raise UnsupportedFeatureError(f"{flag('stateful')} is not available for whole models yet: only for models made of RNN/GRU/LSTM nodes")
 
     built: dict[tuple, IR] = {}
 
     def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
-            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op)
+            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression)
             built[cells, by_op] = (
-                convert_whole_model(view, shapes, source, options, max_steps, record) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful, record)
+                convert_whole_model(view, shapes, source, options, max_steps, stateful, record=record)
+                if whole
+                else _convert_rnn_graph(view, options, ir_version, max_steps, stateful, record)
             )
         return built[cells, by_op]
 
@@ -150,6 +154,21 @@ def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
                 raise InvalidModelError(
                     f"{node.op_type} node '{node.name or node.output[0]}': input {role} is tensor '{name}', which no graph input, initializer or node provides"
                 )
+
+
+def compression_of(mode: str | None, group_size: int | None) -> Compression | None:
+    """--compress-weights / --group-size checked: None when no compression was asked for."""
+    if mode is None:
+        if group_size is not None:
+            raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
+        return None
+    if mode not in QUANT_MODES:
+        raise UsageError(f"{flag('compress-weights')}: expected int8 or int4, got '{mode}'")
+    if group_size is not None and mode != "int4":
+        raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
+    if group_size is not None and (isinstance(group_size, bool) or group_size not in GROUP_SIZES):
+        raise UsageError(f"{flag('group-size')}: expected 32, 64, 128 or -1 (one group per row), got {group_size}")
+    return Compression(mode, -1 if group_size is None else group_size)
 
 
 def check_count(name: str, value: object, expected: str) -> None:
@@ -466,19 +485,19 @@ class _Builder:
             if not any(want):
                 self.notes.append(f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped")
                 continue
-            lower = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}[family.name]
             label = spec.node_name or spec.label
             options = self.shared_x.options_for(family.name, label, spec.X.name, spec.directions, self.options, self.notes)
             if states:  # the state's ReadValue is the node's initial state; its final states are always made
                 self.ports.update(add_states(self.g, states, spec.etype, self.port_of(spec.X.name), self.options.static, self.port_of))
                 want = [w or out != "Y" for w, out in zip(want, family.outputs)]
-            lowered = lower(self.g, spec, self.port_of, tuple(want), options=options)
+            lowered = LOWERINGS[family.name].lower(self.g, spec, self.port_of, tuple(want), options=options)
             if states:
                 add_assigns(self.g, states, lowered.outputs, spec)
                 self.states.extend(states)
             self.lowered_specs.append(spec)
             self.ports.update(lowered.outputs)
-            summaries.append(RnnSummary.of(spec, lowered.chains))
+            self.notes.extend(lowered.notes)
+            summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights))
         self._results()
         return summaries
 

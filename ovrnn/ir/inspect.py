@@ -65,6 +65,8 @@ class InspectReport:
     problem: str = ""  # why OpenVINO would refuse (or crash on) this IR, if ir_check finds a reason
     fp16_compressed: int = 0  # f16 Const layers widened by a decompression Convert
     dynamic_dims: bool = False  # any port with a dynamic dim
+    integer_weights: dict[str, int] = field(default_factory=dict)  # integer Const layers (i8, u8, i4, u4) -> count
+    compiled_weights: str = ""  # what the device made of them (kept or folded), when compiled
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,6 +101,13 @@ class InspectReport:
             out.append("frozen inputs (constants now): " + ", ".join(f"{k} = {v}" for k, v in frozen.items()))
         out.append(f"shapes: {'dynamic dims present' if self.dynamic_dims else 'all static'}")
         out.append(f"FP16 compression: {f'{self.fp16_compressed} weight tensors stored as f16' if self.fp16_compressed else 'off'}")
+        if self.integer_weights:
+            out.append("integer weights: " + ", ".join(f"{n} {t} Const layers" for t, n in sorted(self.integer_weights.items())))
+            for label, info in sorted(self.ovrnn.items()):
+                if isinstance(info, dict) and info.get("weights"):
+                    out.append(f"  {label}: {info['weights']}")
+            if self.compiled_weights:
+                out.append(self.compiled_weights)
         out.append(f"weights: {self.const_layers} Const layers reference {self.const_bytes:,} distinct bytes" + ("" if self.bin_size is None else f" of the {self.bin_size:,}-byte .bin"))
         return "\n".join(out)
 
@@ -143,6 +152,7 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         problem=problem,
         fp16_compressed=sum(1 for el in layers.values() if el.get("type") == "Convert" and el.find("rt_info/attribute[@name='decompression']") is not None),
         dynamic_dims=any(d.text == "-1" for d in root.iter("dim")),
+        integer_weights=dict(Counter(d.get("element_type") for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None and d.get("element_type") in ("i8", "u8", "i4", "u4"))),
     )
 
 

@@ -76,14 +76,15 @@ class GruLowering(NodeLowering):
     def explicit_chain(self, d: int, acts: GruActivations):
         """(X·Wᵀ + Wb (+ Rb))[t] for all steps in one MatMul; per step the equations above."""
         s, g, H, clip = self.s, self.g, self.H, self.clip
-        w, bias = self.matrix("W", d), self.bias(d)
+        (w, w_t), bias = self.matmul_operand("W", d), self.bias(d)
         if s.linear_before_reset:
             bx, rbh = ops.variadic_split(g, self.name(d, "B/x_h"), bias, 0, [3 * H, H])
         else:
             bx, rbh = bias, None
 
-        def r_parts() -> tuple[Output, Output]:  # [Rz; Rr] [2H, H] and Rh [H, H]
-            return tuple(ops.variadic_split(g, self.name(d, "R/zr_h"), self.matrix("R", d), 0, [2 * H, H]))
+        def r_parts() -> tuple[Output, Output, bool]:  # [Rz; Rr] [2H, H] and Rh [H, H] (integer: [H, 2H], [H, H])
+            r, r_t = self.matmul_operand("R", d)
+            return (*ops.variadic_split(g, self.name(d, "R/zr_h"), r, 0 if r_t else 1, [2 * H, H]), r_t)
 
         rs = per_piece(r_parts, self.own_consts())
         f = ActivationOps(g, self.name(d, f"f_{acts.f.name.lower()}"), acts.f, s.etype, self.seq.zero)
@@ -92,20 +93,18 @@ class GruLowering(NodeLowering):
         def step(piece: int, pre: Output, states: tuple, base: str) -> tuple:
             cell = f"{base}/cell.explicit"
             h_prev = self.seq.zeros() if states[0] is None else states[0]
-            r_zr, r_h = rs(piece)
+            r_zr, r_h, r_t = rs(piece)
             x_zr, x_h = ops.variadic_split(g, f"{cell}/x_gates", pre, 1, [2 * H, H])
-            zr_pre = ops.add(g, f"{cell}/zr_pre", x_zr, ops.matmul(g, f"{cell}/matmul_r_zr", h_prev, r_zr, transpose_b=True))
+            zr_pre = ops.add(g, f"{cell}/zr_pre", x_zr, ops.matmul(g, f"{cell}/matmul_r_zr", h_prev, r_zr, transpose_b=r_t))
             z, r = ops.split(g, f"{cell}/z_r", f(clip(zr_pre, f"{cell}/zr_clip"), f"{cell}/zr_f"), 1, 2)
             if s.linear_before_reset:  # rt ⊙ (Ht-1·Rhᵀ + Rbh)
-                hr = ops.add(g, f"{cell}/hr_rbh", ops.matmul(g, f"{cell}/matmul_r_h", h_prev, r_h, transpose_b=True), rbh)
+                hr = ops.add(g, f"{cell}/hr_rbh", ops.matmul(g, f"{cell}/matmul_r_h", h_prev, r_h, transpose_b=r_t), rbh)
                 h_pre = ops.add(g, f"{cell}/h_pre", x_h, ops.multiply(g, f"{cell}/r_hr", r, hr))
             else:  # (rt ⊙ Ht-1)·Rhᵀ
-                h_pre = ops.add(g, f"{cell}/h_pre", x_h, ops.matmul(g, f"{cell}/matmul_r_h", ops.multiply(g, f"{cell}/r_h", r, h_prev), r_h, transpose_b=True))
+                h_pre = ops.add(g, f"{cell}/h_pre", x_h, ops.matmul(g, f"{cell}/matmul_r_h", ops.multiply(g, f"{cell}/r_h", r, h_prev), r_h, transpose_b=r_t))
             h_new = gg(clip(h_pre, f"{cell}/h_clip"), f"{cell}/h_g")
             # (1 - z) ⊙ h + z ⊙ Ht-1 = h + z ⊙ (Ht-1 - h)
             return (ops.add(g, f"{cell}/H", h_new, ops.multiply(g, f"{cell}/z_keep", z, ops.subtract(g, f"{cell}/h_prev_minus_h", h_prev, h_new))),)
 
-        return step, self.projection(d, w, bx)
+        return step, self.projection(d, w, bx, w_t)
 
-
-lower_gru = GruLowering.lower

@@ -73,8 +73,8 @@ class LstmLowering(NodeLowering):
     def explicit_chain(self, d: int, acts: LstmActivations):
         """(X·Wᵀ + B)[t] for all steps in one MatMul (gates f, i, c, o); per step the equations above."""
         s, g, clip = self.s, self.g, self.clip
-        w, b = self.matrix("W", d), self.bias(d)
-        rs = per_piece(lambda: (self.matrix("R", d),), self.own_consts())
+        (w, w_t), b = self.matmul_operand("W", d), self.bias(d)
+        rs = per_piece(lambda: self.matmul_operand("R", d), self.own_consts())
         used = (0, 1) if s.input_forget else (0, 1, 2)  # Pi, Po, Pf; coupled gates leave Pf unused
         peep = per_piece(lambda: (self.weights.per_direction_vector("P", s.P, d, 3, self.name(d, "P"), used),), self.own_consts()) if s.P is not None else None
         f, gg, hh = (ActivationOps(g, self.name(d, f"{slot}_{a.name.lower()}"), a, s.etype, self.seq.zero) for slot, a in zip("fgh", acts))
@@ -83,7 +83,8 @@ class LstmLowering(NodeLowering):
         def step(piece: int, pre: Output, states: tuple, base: str) -> tuple:
             cell = f"{base}/cell.explicit"
             h_prev, c_prev = (self.seq.zeros() if st is None else st for st in states)
-            gates = ops.add(g, f"{cell}/gates", pre, ops.matmul(g, f"{cell}/matmul_r", h_prev, rs(piece)[0], transpose_b=True))
+            r, r_t = rs(piece)
+            gates = ops.add(g, f"{cell}/gates", pre, ops.matmul(g, f"{cell}/matmul_r", h_prev, r, transpose_b=r_t))
             f_pre, i_pre, c_pre, o_pre = ops.split(g, f"{cell}/split", gates, 1, 4)
             if peep is not None:
                 (p,) = peep(piece)
@@ -99,7 +100,5 @@ class LstmLowering(NodeLowering):
             o = f(clip(o_pre, f"{cell}/o_clip"), f"{cell}/o")
             return (ops.multiply(g, f"{cell}/H", o, hh(c_new, f"{cell}/C_h")), c_new)
 
-        return step, self.projection(d, w, b)
+        return step, self.projection(d, w, b, w_t)
 
-
-lower_lstm = LstmLowering.lower

@@ -25,6 +25,7 @@ import numpy as np
 
 from . import ops
 from .gates import GateWeights
+from .quantized import Compression
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, StepFn, lower_chains, needs_mask, per_piece
 from ..spec.recurrent import Direction, RecurrentInput, RecurrentSpec
@@ -43,6 +44,7 @@ class LoweringOptions:
     compress_to_fp16: bool = False  # f32 weights stored as f16 + a decompression Convert
     chunk: int = 64  # steps per chain piece that OpenVINO's CPU plugin folds separately; 0: one piece
     by_op: tuple[tuple[str, str], ...] = ()  # --lowering auto: (op, cells) where an op differs from `cells`
+    compression: Compression | None = None  # --compress-weights: constant W/R stored as int8/int4
 
     def cells_for(self, op: str) -> str:
         """The lowering for nodes of `op` (RNN, GRU, LSTM): NPU takes GRUCell/LSTMCell, not RNNCell."""
@@ -54,7 +56,10 @@ class LoweringOptions:
 
     def rt_info(self) -> dict[str, str]:
         """The options as the IR's rt_info records them, under ovrnn/."""
-        return {"lowering": self.describe(), "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
+        info = {"lowering": self.describe(), "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
+        if self.compression is not None:
+            info["compress_weights"] = self.compression.describe()
+        return info
 
 
 class SharedInputGuard:
@@ -92,6 +97,8 @@ class LoweredRnn:
 
     outputs: dict[str, Output]
     chains: list[tuple[Direction, str, str]] = field(default_factory=list)  # (dir, activations as described, NATIVE|EXPLICIT)
+    notes: list[str] = field(default_factory=list)
+    weights: str = ""  # integer W/R, e.g. "int8 symmetric, one scale per row: W, R; scales f32"; "" = float
 
 
 class NodeLowering:
@@ -115,7 +122,7 @@ class NodeLowering:
         self.p, self.H = spec.label, spec.hidden_size
         lens = port_of(spec.sequence_lens.name) if needs_mask(spec.sequence_lens, spec.seq_length) else None
         self.seq = Sequence(g, spec.label, port_of(spec.X.name), spec.layout, spec.seq_length, spec.hidden_size, spec.etype, spec.batch, lens, options.chunk, options.static)
-        self.weights = GateWeights(g, spec, port_of, self.GATE_ORDER, options.compress_to_fp16)
+        self.weights = GateWeights(g, spec, port_of, self.GATE_ORDER, options.compress_to_fp16, options)
         self.cells = options.cells_for(self.op)
 
     # --- what a subclass adds -------------------------------------------------------------------
@@ -156,6 +163,10 @@ class NodeLowering:
         """W_d [G*H, I] (key "W") or R_d [G*H, H] (key "R"), gates in the cell's order."""
         return self.weights.matrix(key, d, self.name(d, key))
 
+    def matmul_operand(self, key: str, d: int) -> tuple[Output, bool]:
+        """W_d or R_d as a MatMul step reads it: (matrix, transpose_b); see GateWeights.matmul_operand."""
+        return self.weights.matmul_operand(key, d, self.name(d, key))
+
     def zero_weights(self, d: int) -> tuple[Output, Output, Output]:
         """clip=0 clamps every (gate) pre-activation to 0, so each step computes what a cell with
         zero W, R and B computes, whatever X and H are."""
@@ -173,10 +184,11 @@ class NodeLowering:
             return x
         return ops.unary(self.g, "Clamp", name, x, {"min": ops.fmt_float(-self.s.clip), "max": ops.fmt_float(self.s.clip)})
 
-    def projection(self, d: int, w: Output, b: Output) -> Callable[[Output], Output]:
-        """X·W_dᵀ + b for all steps in one MatMul: walked X [T, B, I] -> [T, B, G*H]."""
+    def projection(self, d: int, w: Output, b: Output, transpose_b: bool = True) -> Callable[[Output], Output]:
+        """X·W_dᵀ + b for all steps in one MatMul: walked X [T, B, I] -> [T, B, G*H] (W_d as
+        [G*H, I] with transpose_b, or [I, G*H] without: integer weights)."""
         name = self.name(d, "xw")
-        return lambda walked: ops.add(self.g, f"{name}/add_b", ops.matmul(self.g, f"{name}/matmul", walked, w, transpose_b=True), b)
+        return lambda walked: ops.add(self.g, f"{name}/add_b", ops.matmul(self.g, f"{name}/matmul", walked, w, transpose_b=transpose_b), b)
 
     def lowering_of(self, acts) -> str:
         """NATIVE when the direction is a cell chain: cells asked for and the cell expresses it."""
@@ -202,7 +214,7 @@ class NodeLowering:
     def run(self, want: tuple[bool, ...]) -> LoweredRnn:
         """`want`: per ONNX output of the op (Y, Y_h[, Y_c]), whether to build it."""
         s = self.s
-        lowered = LoweredRnn({})
+        lowered = LoweredRnn({}, notes=list(self.weights.notes), weights=self.weights.describe())
         starts = zip(*(self.initial_states(key, getattr(s, key)) for key in self.STATES))
         chains = []
         for d, (direction, acts, initial) in enumerate(zip(s.directions, s.activations, starts)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import BOOL, I32, I64, ElementType, from_numpy
+from ..dtypes import BOOL, I32, I64, ElementType, byte_size, from_numpy
 from .layer_graph import ConstData, LayerGraph, Output, TensorType, array_bytes
 from ..shapes import Dim, Shape, shape_ir
 
@@ -78,7 +78,7 @@ def parameter(g: LayerGraph, name: str, etype: ElementType, shape: Shape) -> Out
 
 def const_from_store(g: LayerGraph, name: str, etype: ElementType, shape: tuple[int, ...], offset: int) -> Output:
     """A Const over bytes already in the weight store (how W[d] shares the bytes of W)."""
-    size = int(np.prod(shape, dtype=np.int64)) * etype.numpy.itemsize
+    size = byte_size(etype, int(np.prod(shape, dtype=np.int64)))
     attrs = {"element_type": etype.ir, "shape": fmt_const_shape(shape), "offset": str(offset), "size": str(size)}
     typ = TensorType(etype, tuple(Dim.of(d) for d in shape))
     return g.add("Const", name, (), (typ,), attrs, ConstData(offset, size)).out()
@@ -99,6 +99,11 @@ def decompress(g: LayerGraph, name: str, stored: Output, etype: ElementType) -> 
     """Convert-1 marked as weight decompression (its template carries the rt_info)."""
     typ = TensorType(etype, stored.shape)
     return g.add("DecompressionConvert", name, (stored,), (typ,), {"destination_type": etype.ir}).out()
+
+
+def convert(g: LayerGraph, name: str, x: Output, etype: ElementType) -> Output:
+    """Convert-1 (an integer weight to float, in a decompression chain)."""
+    return g.add("Convert", name, (x,), (TensorType(etype, x.shape),), {"destination_type": etype.ir}).out()
 
 
 def result(g: LayerGraph, name: str, value: Output, output_name: str) -> None:

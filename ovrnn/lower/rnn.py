@@ -68,17 +68,16 @@ class RnnLowering(NodeLowering):
     def explicit_chain(self, d: int, act: Activation):
         """pre_t = (X·W_dᵀ + B_d)[t] for all steps in one MatMul; H_t = f_d(clip(pre_t + H_{t-1}·R_dᵀ))."""
         s, g = self.s, self.g
-        w, b = self.matrix("W", d), self.bias(d)
-        rs = per_piece(lambda: (self.matrix("R", d),), self.own_consts())
+        (w, w_t), b = self.matmul_operand("W", d), self.bias(d)
+        rs = per_piece(lambda: self.matmul_operand("R", d), self.own_consts())
         f = ActivationOps(g, self.name(d, act.name.lower()), act, s.etype, self.seq.zero)
 
         def step(piece: int, pre: Output, states: tuple, base: str) -> tuple:
             cell, h = f"{base}/cell.explicit", states[0]
             if h is not None:  # None: H_{-1} = 0, which adds nothing
-                pre = ops.add(g, f"{cell}/add", ops.matmul(g, f"{cell}/matmul_r", h, rs(piece)[0], transpose_b=True), pre)
+                r, r_t = rs(piece)
+                pre = ops.add(g, f"{cell}/add", ops.matmul(g, f"{cell}/matmul_r", h, r, transpose_b=r_t), pre)
             return (f(self.clip(pre, f"{cell}/clip"), f"{cell}/{act.name.lower()}"),)
 
-        return step, self.projection(d, w, b)
+        return step, self.projection(d, w, b, w_t)
 
-
-lower_rnn = RnnLowering.lower

@@ -93,9 +93,11 @@ def compile_config(precision: str | None, cache_dir: str | os.PathLike[str] | No
 
 
 def read_model(ir) -> object:
-    """An ov.Model from an IR object (bytes) or a path to model.xml."""
+    """An ov.Model from an IR object (bytes) or a path to model.xml (an ov.Model as it is)."""
     from ..ir.model import IR
 
+    if isinstance(ir, ov().Model):
+        return ir
     try:
         if isinstance(ir, IR):
             weights = ov().Tensor(np.frombuffer(ir.bin, dtype=np.uint8).copy()) if ir.bin else ov().Tensor(np.zeros(0, np.uint8))
@@ -118,6 +120,7 @@ class Compiled:
     length_limits: dict[str, int] = field(default_factory=dict)  # sequence_lens input -> steps
     output_names: list[str] = field(default_factory=list)  # as the IR names them, by index
     layers_per_device: dict[str, int] = field(default_factory=dict)  # HETERO: which device runs how many layers
+    integer_weights: str = ""  # kept or folded (weight_precision.verdict); "" without integer weights
 
     def runtime_layer_types(self) -> Counter:
         """Layer types the plugin actually runs (a chain may be folded back into a sequence)."""
@@ -149,7 +152,10 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
     # Names come from the model as read: compiling may merge tensor names (a fused Relu's output
     # also answers to its input's name), and then get_any_name() can pick the wrong one.
     names = [min(o.get_names()) if o.get_names() else f"output_{i}" for i, o in enumerate(model.outputs)]
-    return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device))
+    from .weight_precision import compiled_verdict
+
+    kept = compiled_verdict(model, compiled, device)
+    return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device), kept)
 
 
 def _layers_per_device(model, device: str) -> dict[str, int]:

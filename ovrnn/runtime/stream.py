@@ -170,16 +170,18 @@ class Stream:
     passed to OpenVINO without a copy.
     """
 
-    def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None) -> None:
+    def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> None:
+        """`ir`: an IR object, a path to model.xml or an ov.Model; `properties`: more compile
+        properties (e.g. {"PERFORMANCE_HINT": "LATENCY"})."""
         from ..plugins import canonical_device
 
         device = canonical_device(device)
-        model = engine.read_model(ir)
+        model = ir if isinstance(ir, engine.ov().Model) else engine.read_model(ir)
         contract = StreamContract.of(model)
         traits = device_traits(device)
         if traits.static_only:
             _check_static(model, device)
-        compiled = engine.compile_ir(model, device, precision, cache_dir)
+        compiled = engine.compile_ir(model, device, precision, cache_dir, properties)
         # NPU's reset zero-fills: the initial values that are not zero are seeded after each reset
         seeds = _nonzero_initial_values(model) if traits.reset_zero_fills else {}
         types = {v.info.variable_id: (v.info.data_type, v.info.data_shape) for v in model.get_variables()}
@@ -278,6 +280,41 @@ class Stream:
             self._batches[state_id] = int(np.shape(value)[axis])
             self._seeded.add(state_id)
 
+    def check_states(self, values: dict[str, np.ndarray], what: str) -> None:
+        """Refuse, naming `what` (e.g. "--initial-state 'S.npz'"), state values with an unknown
+        name or a shape or type the state cannot take; nothing is set."""
+        for vid, value in values.items():
+            if vid not in self._variables:
+                raise UsageError(f"{what}: '{vid}' is not a state of the IR (states: {', '.join(self._variables)})")
+            etype, pshape = self._types[vid]
+            try:
+                engine.typed_tensor(etype, pshape, value, f"state '{vid}'")
+            except UsageError as exc:
+                raise UsageError(f"{what}: {exc}") from None
+
+    def run(self, inputs: dict[str, np.ndarray], reset_every: int | None = None, initial_state: dict[str, np.ndarray] | None = None, on_chunk=None) -> StreamRun:
+        """Stream whole inputs: split their time axis into K-step chunks, feed them in order on this
+        stream's infer request (reset at the start, and every `reset_every` chunks; after each
+        reset the states in `initial_state` are set), and join the outputs. Needs the rt_info."""
+        import time
+
+        chunks = split_inputs(inputs, self.contract)
+        seeds = dict(initial_state or {})
+        self.check_states(seeds, "initial_state")
+        outputs, seconds = [], []
+        for i, chunk in enumerate(chunks):
+            if i == 0 or (reset_every and i % reset_every == 0):
+                self.reset()
+                for vid, value in seeds.items():
+                    self.set_state(vid, value)
+            start = time.perf_counter()
+            outputs.append(self.feed(chunk))
+            seconds.append(time.perf_counter() - start)
+            if on_chunk is not None:
+                on_chunk(i + 1, len(chunks))
+        joined, axes = join_outputs(outputs, self.contract)
+        return StreamRun(joined, axes, seconds, len(chunks), self.contract.steps or 0)
+
     # -- checks
 
     def _static_batch(self, vid: str) -> int | None:
@@ -315,6 +352,84 @@ class Stream:
                     f"a state carries one batch; call reset() before a stream of another batch (or set every state to batch {batch})"
                 )
         return batch
+
+
+# --- a long input, chunk by chunk ------------------------------------------------------------------
+
+
+@dataclass
+class StreamRun:
+    outputs: dict[str, np.ndarray]  # the chunks' outputs, joined
+    joined_on: dict[str, int | None]  # output -> the time axis it was joined on; None: stacked on a new axis 0
+    seconds: list[float]  # per chunk (one feed each)
+    chunks: int
+    steps: int  # K, per chunk
+
+    @property
+    def steps_per_second(self) -> float:
+        total = sum(self.seconds)
+        return self.chunks * self.steps / total if total > 0 else float("inf")
+
+
+def split_inputs(inputs: dict[str, np.ndarray], contract: StreamContract) -> list[dict[str, np.ndarray]]:
+    """One feed per chunk: the inputs that carry the time axis cut into their LENGTH-step chunks
+    (views where the cut is contiguous, else one copy made here, before any call is timed); the
+    others given whole to every call. A last chunk shorter than the others is refused."""
+    if not contract.described:
+        raise UsageError("the IR has states but no ovrnn/stateful rt_info saying which inputs carry the time axis, so it cannot be split into calls; make the IR with ovrnn convert --stateful")
+    counts = {}
+    for t in contract.inputs:
+        if t.name not in inputs:
+            continue  # missing: the runner names every input the model wants
+        shape = np.shape(inputs[t.name])
+        if len(shape) <= t.axis:
+            raise UsageError(f"input '{t.name}': expected its time steps on axis {t.axis}, got shape {list(shape)}")
+        steps = shape[t.axis]
+        whole, left = divmod(steps, t.length)
+        if steps == 0:
+            raise UsageError(f"input '{t.name}' has no time steps (shape {list(shape)}): a call runs {t.length} steps on axis {t.axis}")
+        if left:
+            raise UsageError(
+                f"input '{t.name}': {steps} steps on axis {t.axis} do not split into {t.length}-step calls: {whole} full chunk{'s' if whole != 1 else ''} "
+                f"and a last chunk of {left} step{'s' if left != 1 else ''}; every call runs exactly {t.length} steps, so trim or pad the input to a multiple of {t.length}"
+            )
+        counts[t.name] = whole
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"'{n}' {c}" for n, c in counts.items())
+        raise UsageError(f"the inputs that carry the time axis split into different numbers of calls ({listed}): they must cover the same stretch of the stream")
+    n = next(iter(counts.values()), 1)
+    cut = {t.name: t for t in contract.inputs if t.name in counts}
+    chunks = []
+    for i in range(n):
+        feed = {}
+        for name, value in inputs.items():
+            t = cut.get(name)
+            if t is None:
+                feed[name] = value
+            else:
+                index = [slice(None)] * np.ndim(value)
+                index[t.axis] = slice(i * t.length, (i + 1) * t.length)
+                feed[name] = np.ascontiguousarray(np.asarray(value)[tuple(index)])
+        chunks.append(feed)
+    return chunks
+
+
+def join_outputs(per_chunk: list[dict[str, np.ndarray]], contract: StreamContract) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
+    """Outputs with the chunk's K steps on the streamed input's time axis (an RNN's Y) are joined
+    along it, so a stream's Y reads like the whole sequence's; the others (a final state, one
+    value per chunk) are stacked on a new leading axis, one entry per call."""
+    if not per_chunk:
+        return {}, {}
+    time = contract.inputs[0] if contract.inputs else None
+    joined, axes = {}, {}
+    for name in per_chunk[0]:
+        parts = [out[name] for out in per_chunk]
+        shape = parts[0].shape
+        if time is not None and len(shape) > time.axis and shape[time.axis] == time.length:
+            joined[name], axes[name] = np.concatenate(parts, axis=time.axis), time.axis
+        else:
+            joined[name], axes[name] = np.stack(parts), None
+    return joined, axes
 
 
 def _check_static(model, device: str) -> None:

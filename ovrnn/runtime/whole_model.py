@@ -31,12 +31,12 @@ from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, Usa
 from ..ir.model import IR, RnnSummary
 from ..lower.layer_graph import LayerGraph
 from ..spec.limits import check_steps
-from ..lower.gru import lower_gru
-from ..lower.lstm import lower_lstm
 from ..lower.node import LoweringOptions, SharedInputGuard
-from ..lower.rnn import lower_rnn
+from ..lower import LOWERINGS
+from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
+from ..lower.quantized import QUANTIZED_SUFFIX
 from .realize import realize
 from .engine import ov, ov_message
 from ..shapes import Dim, Shape
@@ -49,7 +49,6 @@ NO_RNN_NOTE = (
     "dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
     "to get an ONNX RNN node"
 )
-LOWER = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}
 
 
 def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
@@ -58,7 +57,12 @@ def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
 
 
 def convert_whole_model(
-    view: GraphView, shapes: dict[str, Shape | None], source: Path | None, options: LoweringOptions = LoweringOptions(), max_steps: int | None = None,
+    view: GraphView,
+    shapes: dict[str, Shape | None],
+    source: Path | None,
+    options: LoweringOptions = LoweringOptions(),
+    max_steps: int | None = None,
+    stateful: bool | tuple[tuple[str, str], ...] = False,
     record: dict | None = None,
 ) -> IR:
     from openvino.frontend import ConversionExtension, FrontEndManager
@@ -69,7 +73,7 @@ def convert_whole_model(
     in_bodies = _ops_in_subgraphs(view.model.graph)
     lowered_ops = [op for op in FAMILIES if op not in in_bodies]
     nodes = [(i, n) for i, n in rnn_nodes(view.model.graph) if n.op_type in lowered_ops]
-    extension = _RnnExtension(view, nodes, replace(options, compress_to_fp16=False))  # the serializer compresses
+    extension = _RnnExtension(view, nodes, replace(options, compress_to_fp16=False), stateful is True)  # the serializer compresses
     extension.notes.extend(
         f"{op} nodes inside If/Loop/Scan bodies: every {op} node was converted by OpenVINO's ONNX frontend ({op}Sequence), not lowered to cells"
         for op in FAMILIES
@@ -100,10 +104,18 @@ def convert_whole_model(
     _fold_constants(model)
     _deterministic_names(model)
     _check_chain_kept(model, extension.labels)
+    stream = None
+    if stateful:
+        from .stateful_model import make_stateful
+
+        stream, stream_notes = make_stateful(model, view, stateful, extension, path_for_probe=lambda: _model_file(folded_model, source if not folded else None))
+        notes_extra = list(stream_notes)
+    else:
+        notes_extra = []
     if options.static and model.is_dynamic():
         dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
         raise UsageError(f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with {flag('input')}")
-    notes = list(extension.notes) + ([] if rnn_nodes(view.model.graph) else [NO_RNN_NOTE]) + ([steps_note] if steps_note else [])
+    notes = list(extension.notes) + ([] if rnn_nodes(view.model.graph) or stateful else [NO_RNN_NOTE]) + ([steps_note] if steps_note else []) + notes_extra
     for summary in extension.summaries:
         for key, value in summary.rt_info().items():
             model.set_rt_info(value, ["ovrnn", summary.label, key])
@@ -113,6 +125,9 @@ def convert_whole_model(
     for key, table in (record or {}).items():  # e.g. frozen_inputs: {name: description}
         for name, value in table.items():
             model.set_rt_info(value, ["ovrnn", key, name])
+    if stream is not None:
+        for key, value in stream.rt_info().items():
+            model.set_rt_info(value, ["ovrnn", "stateful", key])
     xml, bin_ = _serialize(model, options.compress_to_fp16)
     return IR(xml=xml, bin=bin_, notes=tuple(notes), rnns=tuple(extension.summaries))
 
@@ -123,8 +138,14 @@ def convert_whole_model(
 class _RnnExtension:
     """Called by the frontend for each RNN, GRU and LSTM node, in graph order."""
 
-    def __init__(self, view: GraphView, nodes: list[tuple[int, onnx.NodeProto]], options: LoweringOptions) -> None:
+    def __init__(self, view: GraphView, nodes: list[tuple[int, onnx.NodeProto]], options: LoweringOptions, stateful: bool = False) -> None:
         self.view, self.nodes, self.options = view, nodes, options
+        self.stateful = stateful  # every node carries its H (and C) in variables
+        self.variables: dict = {}
+        self.sinks: list = []  # the Assign nodes, for the model's add_sinks
+        self.states: list = []  # NodeState of every node, in order
+        self.specs: list = []  # the lowered specs, in order
+        self.variable_ids: set[str] = set()
         self.calls = 0
         self.error: OvrnnError | None = None
         self.summaries: list[RnnSummary] = []
@@ -149,6 +170,9 @@ class _RnnExtension:
         label = unique_label(node, len(self.labels), self.labels)
         self.labels.append(label)
         spec = NORMALISERS[node.op_type](node, index, self.view.opset, infos.get, label)
+        states = []
+        if self.stateful:
+            spec, states = plan_states(spec, self.variable_ids, {i.name for i in self.view.inputs})
         g = LayerGraph(label)
         placeholders: dict[str, object] = {}
         bindings: dict[int, object] = {}
@@ -164,12 +188,19 @@ class _RnnExtension:
             return placeholders[name]
 
         options = self.shared_x.options_for(node.op_type, spec.node_name or spec.label, node.input[0], spec.directions, self.options, self.notes)
-        lowered = LOWER[node.op_type](g, spec, port_of, options=options)
-        realized = realize(g, bindings)
+        if states:  # lower/state.py: the ReadValues are the node's initial states
+            placeholders.update(add_states(g, states, spec.etype, port_of(spec.X.name), self.options.static, port_of))
+        lowered = LOWERINGS[node.op_type].lower(g, spec, port_of, options=options)
+        if states:
+            add_assigns(g, states, lowered.outputs, spec)
+            self.states.extend(states)
+        self.specs.append(spec)
+        realized = realize(g, bindings, self.variables, self.sinks)
         produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
-        self.summaries.append(RnnSummary.of(spec, lowered.chains))
+        self.summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights))
         self.notes.extend(spec.notes)
-        by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items()}
+        self.notes.extend(lowered.notes)
+        by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items() if p.layer.out_names[p.index]}
         # An ONNX output slot with no name still needs a value; nothing reads it.
         return [by_name.get(name, produced[0]) for name in node.output]
 
@@ -357,12 +388,28 @@ def _conversion_error(view: GraphView, path: Path, exc: Exception) -> OvrnnError
 
 
 def _fold_constants(model) -> None:
-    """Computed initial_h and shape subgraphs become constants when the shapes are static."""
+    """Computed initial_h and shape subgraphs become constants when the shapes are static. The
+    integer weights of compressed W/R (Consts named ".../quantized") stand behind a Parameter
+    meanwhile, so their Convert -> Multiply chain is not folded back to float."""
     from openvino.passes import ConstantFolding, Manager
 
+    o = ov()
+    held = []
+    for op in model.get_ordered_ops():
+        if op.get_type_name() == "Constant" and op.get_friendly_name().endswith(QUANTIZED_SUFFIX):
+            stand_in = o.op.Parameter(op.get_output_element_type(0), op.get_output_partial_shape(0))
+            for target in list(op.output(0).get_target_inputs()):
+                target.replace_source_output(stand_in.output(0))
+            held.append((op, stand_in))
+    if held:
+        model.add_parameters([p for _, p in held])
     manager = Manager()
     manager.register_pass(ConstantFolding())
     manager.run_passes(model)
+    for op, stand_in in held:
+        for target in list(stand_in.output(0).get_target_inputs()):
+            target.replace_source_output(op.output(0))
+        model.remove_parameter(stand_in)
 
 
 def _check_chain_kept(model, labels: list[str]) -> None:
