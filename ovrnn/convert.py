@@ -32,7 +32,7 @@ from .spec.limits import check_steps
 from .lower.quantized import GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
 from .lower import LOWERINGS
-from .onnx.control_flow import fold_control_flow, open_conditions_hint
+from .onnx.control_flow import fold_control_flow, has_control_flow, open_conditions_hint
 from .onnx.freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
@@ -256,6 +256,8 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None) -> Prepared:  # n
     view = apply_input_shapes(view, shapes)
     for info in view.inputs:  # declared or given: no dim, or product of dims, that overflows later
         check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
+    if not has_control_flow(view.model.graph):
+        return Prepared(view, shapes, frozen, (), bool(frozen))
     from .runtime.whole_model import with_input_shapes
 
     shaped = with_input_shapes(view)

@@ -314,3 +314,17 @@ def test_loops_that_are_not_unrolled(change):
     model = _loop_variant(change)
     folded, notes = fold_control_flow(model, lambda loop, body: "never lowerable")
     assert [n.op_type for n in folded.graph.node if n.op_type == "Loop"] == ["Loop"] and notes == []
+
+
+@pytest.mark.parametrize("steps", [8, 12])
+def test_torchscript_loop_with_a_computed_trip_count_and_a_stacked_list(steps):
+    """Trip count Shape(X)[0] // 4, the condition an outer Constant through Identity, outputs
+    appended to a sequence and stacked: unrolled, and the sequence becomes a Concat."""
+    model = FIXTURES / "loop_gru_torchscript.onnx"
+    ir = ovrnn.convert_model(model, input=f"X[{steps},2,3]")
+    counts = layer_counts(ir.xml)
+    assert counts["GRUCell"] == steps and not {"Loop", "TensorIterator", "GRUSequence"} & set(counts), counts
+    assert ir.notes[0].startswith(f"Loop node 'chunks': trip count {steps // 4} and condition are constants")
+    report = ovrnn.validate(model, input=f"X[{steps},2,3]", ir=ir)
+    assert report.passed and report.onnxruntime == "used", report.format()
+    assert next(c for c in report.comparisons if c.output == "ys").shape == [steps // 4, 2, 4]

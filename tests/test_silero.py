@@ -96,3 +96,33 @@ def test_readme_silero_commands_run_as_written(tmp_path):
         if " validate " in f" {line} ":
             assert proc.stdout.rstrip().endswith("PASS") and "frozen inputs" in proc.stdout
     assert (tmp_path / "silero16k.xml").is_file()
+
+
+def test_stateful_silero_streams_10_s_like_onnxruntime_with_the_state_carried_by_hand(tmp_path):
+    """--stateful state=stateN: OpenVINO keeps the LSTM state between 512-sample calls; onnxruntime
+    gets `state` back as it returned `stateN`. 10 s of synthetic 16 kHz audio (a tone that comes and
+    goes, over noise), 312 chunks."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from conftest import assert_close
+
+    ir = ovrnn.convert_model(DATA / "silero_vad.onnx", input="input[1,512],state[2,1,128],sr->16000", stateful="state=stateN")
+    stream = ovrnn.Stream(ir.save(tmp_path / "silero_stream.xml"))
+    assert stream.state_ids == ["state"] and stream.steps == 512
+    rng = np.random.default_rng(0)
+    t = np.arange(10 * 16000) / 16000
+    audio = (0.3 * np.sin(2 * np.pi * 220 * t) * (np.sin(2 * np.pi * 0.5 * t) > 0) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+    session = ort.InferenceSession(str(DATA / "silero_vad.onnx"), providers=["CPUExecutionProvider"])
+    state, sr = np.zeros((2, 1, 128), np.float32), np.array(16000, np.int64)
+    chunks = len(audio) // 512
+    got, want = [], []
+    for k in range(chunks):
+        chunk = audio[None, k * 512 : (k + 1) * 512]
+        probability, state = session.run(None, {"input": chunk, "state": state, "sr": sr})
+        want.append(probability)
+        got.append(stream.feed({"input": chunk})["output"])
+    assert chunks == 312
+    assert_close(np.concatenate(got), np.concatenate(want).astype(np.float64), 2e-5, 2e-5, "speech probability per chunk")
+    assert_close(stream.state["state"], state.astype(np.float64), 2e-5, 2e-5, "state after 10 s")
+    assert np.ptp(np.concatenate(want)) > 0.05  # the probability moves: the state is exercised

@@ -42,7 +42,7 @@ BodyCheck = Callable[[onnx.NodeProto, onnx.GraphProto], "str | None"]
 def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | None = None) -> tuple[onnx.ModelProto, list[str]]:
     """(model with constant Ifs inlined and the Loops that need it unrolled, notes). The input model
     is not changed; when nothing folds it is returned as it is."""
-    if not _has_control_flow(model.graph):
+    if not has_control_flow(model.graph):
         return model, []
     check = lowerable_in_body or dynamic_steps_in_body
     notes: list[str] = []
@@ -53,7 +53,7 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
         work = onnx.ModelProto()
         work.CopyFrom(current)
         names = _Names(work.graph)
-        done = _inline_ifs(work.graph, names, notes) or _unroll_loops(work, names, check, notes)
+        done = _inline_ifs(work.graph, names, notes) or _unroll_loops(work, names, check, notes) or _sequences_to_concat(work.graph, names)
         if not done:
             break
         current, changed_any = work, True
@@ -62,7 +62,7 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
     return _infer(current), notes
 
 
-def _has_control_flow(graph: onnx.GraphProto) -> bool:
+def has_control_flow(graph: onnx.GraphProto) -> bool:
     return any(n.op_type in ("If", "Loop") and n.domain in ONNX_DOMAINS for n in graph.node)
 
 
@@ -365,10 +365,12 @@ def _always_continues(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.G
     for _ in range(len(body.node) + 1):
         if name == body.input[1].name:
             return True
-        value = constant_value(body, name)
+        producer = producers.get(name)
+        value = constant_value(body, name) if producer is None or producer.op_type == "Constant" else None
+        if value is None and producer is None and name not in _defined(body):
+            value = constant_value(graph, name)  # an outer constant
         if value is not None:
             return value.size == 1 and bool(value.reshape(-1)[0])
-        producer = producers.get(name)
         if producer is None or producer.op_type != "Identity":
             return False
         name = producer.input[0]
@@ -416,6 +418,67 @@ def _unrolled(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProt
             parts.append(part)
         all_nodes.append(helper.make_node("Concat", parts, [target], name=names.node(f"{prefix}/{target}", prefix), axis=0))
     return all_nodes, all_inits, all_infos
+
+
+# --- sequences ---------------------------------------------------------------------------------
+
+
+def _sequences_to_concat(graph: onnx.GraphProto, names: _Names) -> bool:
+    """TorchScript writes ``outs.append(y)`` in a loop and ``torch.stack(outs)`` as SequenceEmpty,
+    SequenceInsert per iteration and ConcatFromSequence. Once the loop is unrolled, such a chain
+    (each sequence read once, every insert at the end) is a Concat of its elements (Unsqueezed
+    first for ``new_axis=1``): ops OpenVINO's frontend converts with static shapes."""
+    producers = {o: n for n in graph.node for o in n.output if o}
+    readers: dict[str, int] = {}
+    for g in _all_graphs(graph):
+        for n in g.node:
+            for i in n.input:
+                readers[i] = readers.get(i, 0) + 1
+    for o in graph.output:
+        readers[o.name] = readers.get(o.name, 0) + 1
+    for node in graph.node:
+        if node.op_type != "ConcatFromSequence" or node.domain not in ONNX_DOMAINS:
+            continue
+        chain, name = [], node.input[0]
+        while True:
+            producer = producers.get(name)
+            if producer is None or readers.get(name, 0) != 1:
+                break
+            if (producer.op_type == "SequenceInsert" and len([i for i in producer.input if i]) == 2) or producer.op_type == "Identity":
+                chain.append(producer)  # an Identity: a Loop output an unrolled Loop passes on
+                name = producer.input[0]
+                continue
+            if producer.op_type == "SequenceEmpty":
+                chain.append(producer)
+            break
+        if not chain or chain[-1].op_type != "SequenceEmpty" or not any(n.op_type == "SequenceInsert" for n in chain):
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        axis, new_axis = int(attrs.get("axis", 0)), int(attrs.get("new_axis", 0))
+        elements = [n.input[1] for n in reversed(chain[:-1]) if n.op_type == "SequenceInsert"]
+        label = _node_label(node)
+        replacement = []
+        if new_axis:
+            axes = names.tensor(f"{label}/axes", label, names.tensors)
+            replacement.append(helper.make_node("Constant", [], [axes], name=names.node(axes, label), value=numpy_helper.from_array(np.array([axis], np.int64))))
+            stacked = []
+            for k, element in enumerate(elements):
+                out = names.tensor(f"{label}/item{k}", label, names.tensors)
+                replacement.append(helper.make_node("Unsqueeze", [element, axes], [out], name=names.node(out, label)))
+                stacked.append(out)
+            elements = stacked
+        replacement.append(helper.make_node("Concat", elements, list(node.output), name=names.node(f"{label}/concat", label), axis=axis))
+        gone = {id(n) for n in chain} | {id(node)}
+        kept: list[onnx.NodeProto] = []
+        for n in graph.node:
+            if id(n) == id(node):
+                kept += replacement
+            elif id(n) not in gone:
+                kept.append(n)
+        del graph.node[:]
+        graph.node.extend(kept)
+        return True
+    return False
 
 
 # --- shapes -------------------------------------------------------------------------------------
