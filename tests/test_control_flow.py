@@ -328,3 +328,14 @@ def test_torchscript_loop_with_a_computed_trip_count_and_a_stacked_list(steps):
     report = ovrnn.validate(model, input=f"X[{steps},2,3]", ir=ir)
     assert report.passed and report.onnxruntime == "used", report.format()
     assert next(c for c in report.comparisons if c.output == "ys").shape == [steps // 4, 2, 4]
+
+
+def test_frozen_input_of_a_lone_rnn_model():
+    """No control flow: freezing sequence_lens makes it a constant of ovrnn's own emitter path."""
+    from ovrnn.demo import DEMO_MODEL
+
+    ir = ovrnn.convert_model(DEMO_MODEL, input="X[8,2,4],sequence_lens->[8 5]")
+    assert _parameters(ir) == ["X", "initial_h"]
+    assert b'<info name="frozen_inputs">' in ir.xml and b'<info name="sequence_lens" value="int32 [2] [8 5]"/>' in ir.xml
+    report = ovrnn.validate(DEMO_MODEL, input="X[8,2,4],sequence_lens->[8 5]", ir=ir)
+    assert report.passed and report.onnxruntime == "used" and report.frozen_inputs == {"sequence_lens": "int32 [2] [8 5]"}, report.format()
