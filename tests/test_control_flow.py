@@ -339,3 +339,9 @@ def test_frozen_input_of_a_lone_rnn_model():
     assert b'<info name="frozen_inputs">' in ir.xml and b'<info name="sequence_lens" value="int32 [2] [8 5]"/>' in ir.xml
     report = ovrnn.validate(DEMO_MODEL, input="X[8,2,4],sequence_lens->[8 5]", ir=ir)
     assert report.passed and report.onnxruntime == "used" and report.frozen_inputs == {"sequence_lens": "int32 [2] [8 5]"}, report.format()
+
+
+def test_validate_of_a_given_ir_uses_the_values_it_was_converted_with():
+    ir = ovrnn.convert_model(FIXTURES / "if_scalar_lstm.onnx", input="sr->8000")
+    report = ovrnn.validate(FIXTURES / "if_scalar_lstm.onnx", ir=ir)
+    assert report.passed and report.frozen_inputs == {"sr": "int64 [] 8000"}, report.format()

@@ -143,7 +143,7 @@ def validate(
         proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
         compress_weights=compress_weights, group_size=group_size,
     )
-    folded = prepare(proto, input).view.model  # frozen inputs and constant control flow folded: what the IR computes
+    folded = prepare(proto, _with_frozen(input, ir.frozen)).view.model  # frozen inputs and constant control flow folded: what the IR computes
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
@@ -216,6 +216,24 @@ def validate(
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
         report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result
+
+
+def _with_frozen(input, frozen) -> object:  # noqa: A002
+    """`input`, plus the values the IR was converted with when a caller passes the IR (``ir=``)
+    but not the values."""
+    from ..onnx.freeze import InputCutInfo, split_frozen
+
+    given = {f.name for f in split_frozen(input)[1]}
+    extra = [InputCutInfo(f.name, None, None, f.value) for f in frozen if f.name not in given]
+    if not extra:
+        return input
+    if input is None:
+        return extra
+    if isinstance(input, dict):
+        return {**input, **{c.name: c for c in extra}}
+    if isinstance(input, str) or not isinstance(input, (list, tuple)) or all(isinstance(d, int) for d in input):
+        return [input, *extra]
+    return [*input, *extra]
 
 
 def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, report_precisions, cache_dir, result) -> dict:
