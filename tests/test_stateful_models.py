@@ -322,3 +322,14 @@ def test_inspect_lists_the_states(tmp_path, frames):
     ]
     plain = json.loads(ovrnn_cli("inspect", tmp_path / "vad.xml", "--json").stdout)
     assert [s["initial"] for s in plain["states"]] == ["pair:h=hn", "pair:c=cn"]
+
+
+def test_recurrent_nodes_in_bodies_are_refused(tmp_path):
+    path = Path(__file__).parent / "fixtures" / "control_flow" / "loop_gru_chunks.onnx"
+    r = ovrnn_cli("convert", path, "--stateful", "-o", tmp_path / "out.xml")
+    assert (r.returncode, r.stderr.strip()) == (
+        2,
+        "error: --stateful: GRU node 'gru' is inside the body of Loop node 'passes'; a state is carried only for the recurrent nodes of the main graph "
+        '(if the model passes its state through graph inputs and outputs, name them: --stateful "IN=OUT")',
+    )
+    assert not (tmp_path / "out.xml").exists()

@@ -68,6 +68,10 @@ def convert_whole_model(
     from openvino.frontend import ConversionExtension, FrontEndManager
 
     _refuse_rnn_in_subgraphs(view.model.graph)
+    if stateful is True:
+        from .stateful_model import refuse_nodes_in_bodies
+
+        refuse_nodes_in_bodies(view.model.graph)
     # The frontend calls an op's extension for its nodes in subgraphs too; GRU/LSTM nodes there
     # (not lowerable: unknown step count) leave every node of that op to the frontend.
     in_bodies = _ops_in_subgraphs(view.model.graph)
