@@ -242,7 +242,9 @@ def test_inlined_names_stay_unique():
     from ovrnn.validation.reference import run_model
 
     model = _two_ifs_reusing_names()
+    before = model.SerializeToString()
     folded, notes = fold_control_flow(model)
+    assert model.SerializeToString() == before  # the caller's model is not edited
     onnx.checker.check_model(folded)
     outputs = [o for n in folded.graph.node for o in n.output] + [t.name for t in folded.graph.initializer]
     assert len(outputs) == len(set(outputs)), outputs
