@@ -378,8 +378,10 @@ def split_inputs(inputs: dict[str, np.ndarray], contract: StreamContract) -> lis
     """One feed per chunk: the inputs that carry the time axis cut into their LENGTH-step chunks
     (views where the cut is contiguous, else one copy made here, before any call is timed); the
     others given whole to every call. A last chunk shorter than the others is refused."""
-    if not contract.described:
+    if contract.steps is None:
         raise UsageError("the IR has states but no ovrnn/stateful rt_info saying which inputs carry the time axis, so it cannot be split into calls; make the IR with ovrnn convert --stateful")
+    if not contract.inputs:
+        raise UsageError("the stateful IR lists no graph input that carries the time axis (rt_info ovrnn/stateful 'inputs' is empty): its recurrent nodes read no time steps from a graph input, so there is no sequence to split into calls; feed it call by call")
     counts = {}
     for t in contract.inputs:
         if t.name not in inputs:

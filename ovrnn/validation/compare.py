@@ -121,13 +121,14 @@ def validate(
     chunk_steps: int = 64,
     compress_weights: str | None = None,
     group_size: int | None = None,
-    stateful: bool = False,
+    stateful: bool | str | list[str] = False,
     chunks: int | None = None,
 ) -> ValidationReport:
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
-    With `report_dir`, also write the report files (report.py) there. With `stateful`, prove the
-    streaming contract of ``convert --stateful`` instead, over `chunks` calls (stream.py)."""
+    With `report_dir`, also write the report files (report.py) there. With `stateful` (True, or
+    IN=OUT state pairs as ``convert_model`` takes them), prove the streaming contract of
+    ``convert --stateful`` instead, over `chunks` calls (stream.py)."""
     from ..convert import check_count
     from ..plugins import canonical_device
 
@@ -141,7 +142,7 @@ def validate(
         from .stream import DEFAULT_CHUNKS, validate_stream
 
         return validate_stream(
-            model, device, input, seed, batch, precision, use_onnxruntime, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
+            model, device, input, seed, batch, precision, use_onnxruntime, stateful=stateful, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
             report_dir=report_dir, lowering=lowering, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
             compress_weights=compress_weights, group_size=group_size,
         )
