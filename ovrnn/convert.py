@@ -100,6 +100,8 @@ def convert_model(
         _check_static(view)
     stateful = state_request(stateful)
     whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
+    if stateful and ir_version != 11:
+        raise UsageError(f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes")
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
@@ -442,7 +444,7 @@ class _Builder:
         inputs = {i.name for i in self.view.inputs}
         used: set[str] = set()
         for k, spec in enumerate(self.specs):
-            self.specs[k], self.node_states[k] = plan_states(spec, used, inputs)
+            self.specs[k], self.node_states[k] = plan_states(spec, used, lambda name: name if name in inputs else None)
             for st in self.node_states[k]:
                 if st.init == "computed":  # another node's output, per call: a stream has no value for it
                     raise UnsupportedFeatureError(

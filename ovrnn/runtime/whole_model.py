@@ -38,6 +38,7 @@ from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
 from ..lower.quantized import QUANTIZED_SUFFIX
 from .realize import realize
+from ..progress import stage
 from .engine import ov, ov_message
 from ..shapes import Dim, Shape
 from ..spec import NORMALISERS
@@ -109,6 +110,12 @@ def convert_whole_model(
 
         stream, stream_notes = make_stateful(model, view, stateful, extension, path_for_probe=lambda: _model_file(folded_model, source if not folded else None))
         notes_extra = list(stream_notes)
+        if stream.timed:  # chunked == whole, or the model mixes time steps outside its recurrent nodes
+            from .time_mixing import check_time_mixing
+
+            zero_inputs = {name for name, _ in stateful} if isinstance(stateful, tuple) else {st.replaces for st in extension.states if st.replaces}
+            with stage("checking that the chunked stream equals the whole sequence"):
+                check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, source, options, max_steps), zero_inputs)
     else:
         notes_extra = []
     if options.static and model.is_dynamic():
@@ -168,7 +175,7 @@ class _RnnExtension:
         spec = NORMALISERS[node.op_type](node, index, self.view.opset, infos.get, label)
         states = []
         if self.stateful:
-            spec, states = plan_states(spec, self.variable_ids, {i.name for i in self.view.inputs})
+            spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(inputs[name]))
         g = LayerGraph(label)
         placeholders: dict[str, object] = {}
         bindings: dict[int, object] = {}
@@ -199,6 +206,21 @@ class _RnnExtension:
         by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items() if p.layer.out_names[p.index]}
         # An ONNX output slot with no name still needs a value; nothing reads it.
         return [by_name.get(name, produced[0]) for name in node.output]
+
+
+def _input_read_by(output) -> str | None:
+    """The graph input whose values `output` is computed from (an initial state sliced from an h0
+    input), if any; a dependency through ShapeOf only (zeros shaped like X) does not count."""
+    stack, seen = [output.get_node()], set()
+    while stack:
+        node = stack.pop()
+        if node.get_name() in seen or node.get_type_name() == "ShapeOf":
+            continue
+        seen.add(node.get_name())
+        if node.get_type_name() == "Parameter":
+            return node.output(0).get_any_name()
+        stack.extend(i.get_source_output().get_node() for i in node.inputs())
+    return None
 
 
 def tensor_info(name: str, output) -> TensorInfo:
