@@ -538,6 +538,7 @@ def run_stream_here(args, model, inputs: dict) -> int:
     t0 = time.perf_counter()
     stream = Stream(model, args.device, args.precision, args.cache_dir, properties)
     compile_seconds = time.perf_counter() - t0
+    _notes(stream.notes)
     what = f"--initial-state '{args.initial_state}'"
     stream.check_states(seeds, what)
     _check_seed_batches(stream, seeds, inputs, what)

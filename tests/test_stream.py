@@ -173,6 +173,15 @@ def test_device_traits_by_name(device, npu):
     assert traits.static_only is npu and traits.reset_zero_fills is npu
 
 
+@pytest.mark.parametrize(
+    "device, precision, noted",
+    [("GPU", "f16", "here f16"), ("GPU.1", "default", "here the device's default (f16 on GPU)"), ("HETERO:GPU,CPU", "bf16", "here bf16"), ("GPU", "f32", None), ("CPU", "f16", None)],
+)
+def test_gpu_state_precision_is_noted_by_name(device, precision, noted):
+    note = stream_module.precision_note(device, precision)
+    assert (note is None) if noted is None else (noted in note and "error builds up call after call" in note)
+
+
 def test_npu_refuses_a_dynamic_batch_before_compiling(irs):
     with pytest.raises(ovrnn.UsageError) as e:
         ovrnn.Stream(irs[STREAM_CASES[2].id][0], device="npu")

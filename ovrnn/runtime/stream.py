@@ -158,6 +158,15 @@ def device_traits(device: str) -> DeviceTraits:
     return DeviceTraits(static_only=npu, reset_zero_fills=npu)
 
 
+def precision_note(device: str, precision: str | None) -> str | None:
+    """GPU keeps states in its inference precision: below f32, error builds up call after call."""
+    names = [n.split(".")[0] for n in engine.device_names(device)]
+    if "GPU" in names and precision != "f32":
+        asked = "the device's default (f16 on GPU)" if precision in (None, "default") else precision
+        return f"{device} keeps the states in its inference precision, here {asked}: error builds up call after call along the stream (f32, the default, avoids it)"
+    return None
+
+
 # --- the stream ---------------------------------------------------------------------------------
 
 
@@ -181,11 +190,13 @@ class Stream:
         traits = device_traits(device)
         if traits.static_only:
             _check_static(model, device)
+        note = precision_note(device, precision)
         compiled = engine.compile_ir(model, device, precision, cache_dir, properties)
         # NPU's reset zero-fills: the initial values that are not zero are seeded after each reset
         seeds = _nonzero_initial_values(model) if traits.reset_zero_fills else {}
         types = {v.info.variable_id: (v.info.data_type, v.info.data_shape) for v in model.get_variables()}
         self._setup(compiled, contract, traits, seeds, types)
+        self.notes = [note] if note else []
 
     def _setup(self, compiled: engine.Compiled, contract: StreamContract, traits: DeviceTraits, seeds: dict, types: dict) -> None:
         self.contract, self.traits, self._seeds, self._types = contract, traits, seeds, types
@@ -195,6 +206,7 @@ class Stream:
         by_name = {s.name: s for s in self.request.query_state()}
         self._variables = {s.id: by_name.pop(s.id) for s in contract.states if s.id in by_name} | by_name
         self._info = {s.id: s for s in contract.states}
+        self.notes: list[str] = []  # what the caller should know (GPU state precision)
         self._batches: dict[str, int | None] = {}  # state id -> the batch it holds; None: follows X
         self._seeded: set[str] = set()  # states set by set_state since the last call
         self.reset()
@@ -203,6 +215,7 @@ class Stream:
         """Another stream over the same compiled model: its own infer request, its own states."""
         other = Stream.__new__(Stream)
         other._setup(self.compiled, self.contract, self.traits, self._seeds, self._types)
+        other.notes = list(self.notes)
         return other
 
     # -- what it is
