@@ -143,8 +143,10 @@ def test_inputs_are_passed_without_copies(irs):
         (lambda s, c: s.set_state("lstm/H", np.zeros((1, 2, 5), np.float32)), "state 'lstm/H': dim 2 must be 6, got 5 (shape [1, 2, 5])"),
         (lambda s, c: s.set_state("lstm/H", np.zeros((2, 6), np.float32)), "state 'lstm/H': expected rank 3 [1,?,6], got shape [2, 6]"),
         (lambda s, c: s.feed({"X": np.zeros((5, 2, c.input_size), np.float32)}), "input 'X': one call takes 4 steps on axis 0, got 5 (shape [5, 2, 3]); split a longer input into 4-step chunks"),
+        (lambda s, c: s.run({"X": np.zeros((8, 2, c.input_size), np.float32)}, reset_every=0), "reset_every: expected a positive number of calls, got 0"),
+        (lambda s, c: s.run({"X": np.zeros((8, 2, c.input_size), np.float32)}, initial_state={"lstm/Q": 0}), "initial_state: 'lstm/Q' is not a state of the IR (states: lstm/H, lstm/C)"),
     ],
-    ids=["unknown-state", "state-wrong-hidden", "state-wrong-rank", "chunk-too-long"],
+    ids=["unknown-state", "state-wrong-hidden", "state-wrong-rank", "chunk-too-long", "reset-every-0", "run-unknown-seed"],
 )
 def test_bad_calls_get_one_clear_message(irs, action, message):
     case = STREAM_CASES[2]

@@ -311,6 +311,8 @@ class Stream:
         reset the states in `initial_state` are set), and join the outputs. Needs the rt_info."""
         import time
 
+        if reset_every is not None and (isinstance(reset_every, bool) or not isinstance(reset_every, int) or reset_every < 1):
+            raise UsageError(f"reset_every: expected a positive number of calls, got {reset_every!r}")
         chunks = split_inputs(inputs, self.contract)
         seeds = dict(initial_state or {})
         self.check_states(seeds, "initial_state")
