@@ -6,6 +6,7 @@
     runner = ovrnn.Runner("out/model.xml", device="CPU")            # compile once, infer many times
     report = ovrnn.validate("model.onnx", device="CPU")             # vs float64 reference + onnxruntime
     print(ovrnn.inspect("out/model.xml").format())
+    ov_model = ov.convert_model("model.onnx", extension=ovrnn.extension())  # OpenVINO's converter, ovrnn's chains
 
 The API is imported on first use, so `ovrnn convert` does not load OpenVINO, onnxruntime or
 matplotlib.
@@ -40,6 +41,7 @@ _LAZY = {
     "ValidationReport": ("validation.compare", "ValidationReport"),
     "inspect": ("ir.inspect", "inspect_ir"),
     "InspectReport": ("ir.inspect", "InspectReport"),
+    "extension": ("extension", "extension"),
 }
 
 __all__ = [

@@ -135,12 +135,16 @@ def _lowering_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compress-to-fp16", "--compress_to_fp16", dest="compress_to_fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
     p.add_argument("--chunk-steps", type=COUNT, default=64, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64; 0: one piece)")
     p.add_argument("--max-steps", type=COUNT, default=None, metavar="N", help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)")
+    p.add_argument(
+        "--allow-sequence-ops", action="store_true",
+        help="a recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time: let OpenVINO's frontend convert every node of its op as a *Sequence op (default: refuse)",
+    )
     if not any(a.dest == "device" for a in p._actions):
         p.add_argument("--device", help="target device for --lowering auto (e.g. CPU, GPU, NPU)")
 
 
 def _lowering_kwargs(args) -> dict:
-    return {"lowering": args.lowering, "static": args.static, "compress_to_fp16": args.compress_to_fp16, "max_steps": args.max_steps, "chunk_steps": args.chunk_steps}
+    return {"lowering": args.lowering, "static": args.static, "compress_to_fp16": args.compress_to_fp16, "max_steps": args.max_steps, "chunk_steps": args.chunk_steps, "allow_sequence_ops": args.allow_sequence_ops}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

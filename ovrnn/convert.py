@@ -36,6 +36,7 @@ from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
 from .spec import NORMALISERS, Spec
 from .spec.recurrent import FAMILIES, unique_label
+from .runtime.recurrent_extension import recurrent_nodes
 from .runtime.whole_model import convert_whole_model, needs_frontend, rnn_nodes
 
 # ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
@@ -54,6 +55,7 @@ def convert_model(
     compress_to_fp16: bool = False,
     max_steps: int | None = None,
     chunk_steps: int = 64,
+    allow_sequence_ops: bool = False,
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
@@ -70,6 +72,9 @@ def convert_model(
     * ``max_steps``: refuse models that unroll to more steps than this (default 8192; 0: no limit).
     * ``chunk_steps``: cut each cell chain into pieces of this many steps, which OpenVINO's CPU
       plugin compiles up to 2.7x faster (default 64; 0: one piece, strictly one layer per step).
+    * ``allow_sequence_ops``: a recurrent node inside an If/Loop/Scan body whose step count is not
+      known at conversion time is refused unless this is set; then OpenVINO's frontend converts
+      every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted.
     """
     if ir_version not in IR_VERSIONS:
         raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
@@ -99,7 +104,7 @@ def convert_model(
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
             options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op)
             built[cells, by_op] = (
-                convert_whole_model(view, shapes, source, options, max_steps) if whole else _convert_rnn_graph(view, options, ir_version, max_steps)
+                convert_whole_model(view, shapes, source, options, max_steps, allow_sequence_ops) if whole else _convert_rnn_graph(view, options, ir_version, max_steps)
             )
         return built[cells, by_op]
 
@@ -107,7 +112,7 @@ def convert_model(
         return replace(build(lowering), sources=tuple(files))
     from .runtime.devices import choose_cells
 
-    present = {n.op_type for n in view.model.graph.node}
+    present = {n.proto.op_type for n in recurrent_nodes(view.model)}  # bodies included
     choice, note = choose_cells(build, device, tuple(op for op in FAMILIES if op in present))
     kinds = set(choice.values())
     ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ

@@ -117,6 +117,7 @@ def validate(
     compress_to_fp16: bool = False,
     max_steps: int | None = None,
     chunk_steps: int = 64,
+    allow_sequence_ops: bool = False,
 ) -> ValidationReport:
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
@@ -132,7 +133,7 @@ def validate(
     if batch is not None and batch > MAX_DIM:
         raise UsageError(f"{flag('batch')}: expected a batch size between 1 and {MAX_DIM:,}, got {batch}")
     proto = load_model(model)
-    ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps)
+    ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps, allow_sequence_ops=allow_sequence_ops)
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
@@ -176,6 +177,7 @@ def validate(
             "static": static,
             "compress_to_fp16": compress_to_fp16,
             "chunk_steps": None if chunk_steps == 64 else chunk_steps,
+            "allow_sequence_ops": allow_sequence_ops,
             "cache_dir": None if cache_dir is None else str(cache_dir),
         },
     )

@@ -36,7 +36,7 @@ def run_node(op_type: str, inputs: list, attrs: dict) -> tuple[np.ndarray, ...]:
 def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every graph output in float64. Graphs of recurrent and Constant nodes only are computed
     wholly in float64; other graphs run on onnx.reference with these references plugged in (other
-    ops in the model's type)."""
+    ops in the model's type), inside If/Loop/Scan bodies too (``control.py``)."""
     if any(n.op_type not in (*OPS, "Constant") for n in model.graph.node):
         return _run_with_onnx_reference(model, feeds)
     values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
@@ -69,5 +69,7 @@ def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray
     from onnx.reference import ReferenceEvaluator
 
     names = [o.name for o in model.graph.output]
-    values = ReferenceEvaluator(model, new_ops=[_plugged_op(op) for op in OPS]).run(names, feeds)
+    from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
+
+    values = ReferenceEvaluator(model, new_ops=[_plugged_op(op) for op in OPS] + [Loop]).run(names, feeds)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}

@@ -1,0 +1,142 @@
+"""Recurrent nodes inside If/Loop/Scan bodies that stay: an If on a runtime condition, a Loop whose
+trip count is an input, a Scan. Each node is lowered to ovrnn's cell chain inside its body, with the
+same normaliser and lowering as at the top level, and matches the float64 reference and
+onnxruntime; a body node whose step count cannot be known at conversion time is refused, or left
+to OpenVINO's frontend with --allow-sequence-ops.
+
+Fixtures: tools/make_body_fixtures.py (T=4, batch 2, input 3, hidden 4).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import assert_close, ovrnn_cli, run_ir
+from lxml import etree
+
+import ovrnn
+from ovrnn.validation.reference import run_model
+
+FIXTURES = Path(__file__).parent / "fixtures" / "bodies"
+TOL = (2e-5, 2e-5)
+CELLS = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}
+SEQUENCE_OPS = {"RNNSequence", "GRUSequence", "LSTMSequence"}
+# (fixture, op, cells in the bodies, the runs: input overrides per run)
+CASES = [
+    (f"{kind}_{op.lower()}", op, cells, runs)
+    for op in ("RNN", "GRU", "LSTM")
+    for kind, cells, runs in (
+        ("if", 8, [{"cond": np.array(True)}, {"cond": np.array(False)}]),  # both branches, 4 steps each
+        ("loop", 4, [{"M": np.array(1, np.int64)}, {"M": np.array(3, np.int64)}]),
+        ("scan", 4, [{}]),
+    )
+]
+IDS = [f"{op.lower()}-in-{name.split('_')[0]}" + {"if": "-runtime-cond", "loop": "-trip-count-input", "scan": ""}[name.split("_")[0]] for name, op, _, _ in CASES]
+REFUSAL = (
+    "GRU node 'body_gru' is inside the body of Loop node 'loop', and its sequence length (dim 0 of X 'x_in') is not known at "
+    "conversion time: X is computed from 'x_in', a value the Loop carries from one iteration to the next, so its length can "
+    "change from iteration to iteration; a GRUCell chain needs a fixed number of steps, and ovrnn does not leave the node to "
+    "OpenVINO's GRUSequence, which reads parts of the GRU spec differently; {flag} lets OpenVINO's ONNX frontend convert every GRU node instead"
+)
+
+
+def _fixture(name: str):
+    return FIXTURES / f"{name}.onnx", dict(np.load(FIXTURES / f"{name}.inputs.npz"))
+
+
+def _layers(xml: bytes) -> tuple[Counter, Counter]:
+    """(layer types at the top level, layer types inside If/Loop/TensorIterator bodies)."""
+    root = etree.fromstring(xml)
+    top = Counter(el.get("type") for el in root.find("layers").findall("layer"))
+    inner = Counter(el.get("type") for body in root.iter("body", "then_body", "else_body") for el in body.iter("layer"))
+    return top, inner
+
+
+@pytest.mark.parametrize("name, op, cells, runs", CASES, ids=IDS)
+def test_body_nodes_become_cell_chains_and_match_both_oracles(name, op, cells, runs):
+    path, feeds = _fixture(name)
+    ir = ovrnn.convert_model(path)
+    top, inner = _layers(ir.xml)
+    assert inner[CELLS[op]] == cells and not (SEQUENCE_OPS & (set(top) | set(inner))), inner
+    assert [s.op for s in ir.rnns] == [op] * (cells // 4) and ir.notes == ()
+    session = ort.InferenceSession(path.read_bytes())
+    outputs = []
+    for run in runs:
+        fd = {**feeds, **run}
+        got = run_ir(ir, fd)
+        want = run_model(onnx.load(path), fd)
+        theirs = dict(zip([o.name for o in session.get_outputs()], session.run(None, fd)))
+        for out in want:
+            assert_close(got[out], want[out], *TOL, f"{name} {run} {out} vs reference")
+            assert_close(got[out], theirs[out], *TOL, f"{name} {run} {out} vs onnxruntime")
+        outputs.append(got)
+    if len(runs) > 1:  # the runs took different paths (branches, trip counts)
+        first = next(iter(outputs[0]))
+        assert not np.allclose(outputs[0][first][-1], outputs[1][first][-1])
+
+
+def test_validate_runs_a_loop_body_against_both_oracles():
+    """validate's reference runs the Loop body too (onnx.reference's own Loop runs no iteration
+    without a cond input and stacks scan outputs wrongly; control.py replaces it)."""
+    path, _ = _fixture("loop_gru")
+    report = ovrnn.validate(path, seed=1)
+    assert report.passed and report.onnxruntime == "used"
+    assert {(c.output, c.oracle) for c in report.comparisons} == {(o, k) for o in ("h_final", "h_each") for k in ("reference", "onnxruntime")}
+
+
+def test_reference_loop_with_trip_count_and_scan_outputs():
+    path, feeds = _fixture("loop_rnn")
+    session = ort.InferenceSession(path.read_bytes())
+    for m in (0, 2):
+        fd = {**feeds, "M": np.array(m, np.int64)}
+        want = dict(zip([o.name for o in session.get_outputs()], session.run(None, fd)))
+        got = run_model(onnx.load(path), fd)
+        assert got["h_each"].shape == want["h_each"].shape == (m, 1, 2, 4)
+        assert_close(got["h_final"], want["h_final"].astype(np.float64), *TOL, f"M={m}")
+
+
+def test_steps_from_the_loops_own_state_are_refused(tmp_path):
+    path, _ = _fixture("loop_growing_gru")
+    with pytest.raises(ovrnn.UnsupportedFeatureError) as info:
+        ovrnn.convert_model(path)
+    assert str(info.value) == REFUSAL.format(flag="allow_sequence_ops=True")
+    r = ovrnn_cli("convert", path, "-o", tmp_path / "m.xml")
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", f"error: {REFUSAL.format(flag='--allow-sequence-ops')}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_allow_sequence_ops_leaves_the_op_to_openvino_with_a_note(tmp_path):
+    path, feeds = _fixture("loop_growing_gru")
+    ir = ovrnn.convert_model(path, allow_sequence_ops=True)
+    top, inner = _layers(ir.xml)
+    assert inner["GRUSequence"] == 1 and not inner["GRUCell"] and ir.rnns == ()
+    (note,) = ir.notes
+    assert note.startswith(
+        "GRU nodes inside If/Loop/Scan bodies: every GRU node was converted by OpenVINO's ONNX frontend (GRUSequence), not lowered to cells "
+        "(allow_sequence_ops=True: GRU node 'body_gru' is inside the body of Loop node 'loop', and its sequence length"
+    )
+    want = run_model(onnx.load(path), feeds)
+    got = run_ir(ir, feeds)
+    assert_close(got["h_each"], want["h_each"], *TOL, "h_each")
+    r = ovrnn_cli("convert", path, "-o", tmp_path / "m.xml", "--allow-sequence-ops")
+    assert r.returncode == 0 and "note: GRU nodes inside If/Loop/Scan bodies: every GRU node was converted" in r.stderr + r.stdout
+
+
+def test_dynamic_steps_from_a_graph_input_name_the_input(tmp_path):
+    """A body node reading an outer input with a dynamic T gets the top level's --input advice."""
+    path, _ = _fixture("if_gru")
+    model = onnx.load(path)
+    model.graph.input[1].type.tensor_type.shape.dim[0].dim_param = "T"
+    with pytest.raises(ovrnn.UsageError) as info:
+        ovrnn.convert_model(model)
+    assert str(info.value) == (
+        "GRU node 'then_gru': the sequence length (dim 0 of X 'X') is dynamic (?), and the GRUCell chain needs a fixed number of steps; "
+        'fix it with input="X[T,2,3]" (T = number of time steps)'
+    )
+    ir = ovrnn.convert_model(model, input="X[4,2,3]")
+    assert _layers(ir.xml)[1]["GRUCell"] == 8
