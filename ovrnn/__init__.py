@@ -4,6 +4,7 @@
     ir.save("out/model.xml")                                        # model.xml + model.bin
     outputs = ovrnn.run("out/model.xml", {"X": x}, device="CPU")    # f32 inference precision
     runner = ovrnn.Runner("out/model.xml", device="CPU")            # compile once, infer many times
+    stream = ovrnn.Stream("out/stream.xml")                         # a stateful IR: feed K steps per call
     report = ovrnn.validate("model.onnx", device="CPU")             # vs float64 reference + onnxruntime
     print(ovrnn.inspect("out/model.xml").format())
     ov_model = ov.convert_model("model.onnx", extension=ovrnn.extension())  # OpenVINO's converter, ovrnn's chains
@@ -37,6 +38,7 @@ _LAZY = {
     "LstmSpec": ("spec.lstm", "LstmSpec"),
     "run": ("runtime.engine", "run"),
     "Runner": ("runtime.engine", "Runner"),
+    "Stream": ("runtime.stream", "Stream"),
     "validate": ("validation.compare", "validate"),
     "ValidationReport": ("validation.compare", "ValidationReport"),
     "inspect": ("ir.inspect", "inspect_ir"),

@@ -64,6 +64,16 @@ POSITIVE = _int_at_least(1, "a positive integer")
 COUNT = _int_at_least(0, "an integer >= 0")
 
 
+def _state_pairs(text: str) -> str:
+    """--stateful's optional value: IN=OUT pairs. Anything else is most likely the model file."""
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in pair:
+            raise argparse.ArgumentTypeError(
+                f"expected IN=OUT pairs such as state=stateN, got '{pair}' (to make every recurrent node stateful, put --stateful alone after the model file)"
+            )
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ovrnn", description="ONNX RNN -> OpenVINO IR as an unrolled RNNCell chain; run and validate it.")
     p.add_argument("--version", action=_VersionAction)
@@ -82,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--ovms-repo", metavar="DIR", help="write DIR/NAME/VERSION/model.xml|bin and DIR/config.json for OpenVINO Model Server (with --model-name)")
     c.add_argument("--model-name", help="the model's name in the OVMS repository")
     c.add_argument("--model-version", type=POSITIVE, default=None, help="the model's version in the OVMS repository, a positive integer (default 1)")
+    c.add_argument(
+        "--stateful", action="append", nargs="?", const="", metavar="IN=OUT", type=_state_pairs,
+        help="a streaming IR: every forward RNN/GRU/LSTM node carries H (and C) across calls with ReadValue/Assign; "
+        "with IN=OUT (repeatable, comma-separated), a graph input and output pair becomes one state instead (docs/stateful_ir.md)",
+    )
     c.set_defaults(func=cmd_convert)
 
     r = sub.add_parser("run", parents=[common], help="run an IR on a device")
@@ -94,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=POSITIVE, default=1, metavar="N", help="run N times: latency (median, p90) on one reused infer request, then throughput with N inferences in flight, like benchmark_app")
     r.add_argument("--hint", choices=("latency", "throughput", "none"), default=None, help="PERFORMANCE_HINT to compile with (default: the device's own)")
     r.add_argument("--streams", type=POSITIVE, default=None, metavar="N", help="NUM_STREAMS to compile with (default: what the hint chooses)")
+    # a stateful IR (convert --stateful) streams: the inputs' time axis is fed in K-step calls (docs/streaming.md)
+    r.add_argument("--reset-every", type=POSITIVE, default=None, metavar="N", help="stateful IR: reset the states every N calls (default: only at the start)")
+    r.add_argument("--initial-state", metavar="S.npz", help="stateful IR: the states' values by state id, set at the start and after every reset")
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("validate", parents=[common], help="convert, run on a device and compare with the float64 reference and onnxruntime")
@@ -116,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print JSON instead of text")
     i.add_argument("--graph", metavar="OUT.svg|OUT.png|OUT.dot", help="also draw the layer graph: always writes OUT.dot; renders .svg/.png with graphviz's dot when installed")
     i.add_argument("--expand", action="store_true", help="with --graph: draw every layer (default: one node per cell chain)")
+    i.add_argument("--device", default="CPU", help="an IR with integer weights is compiled here to tell whether the device keeps them (default CPU)")
     i.set_defaults(func=cmd_inspect)
 
     dv = sub.add_parser("devices", parents=[common], help="list the OpenVINO devices on this machine with their properties")
@@ -135,6 +154,10 @@ def _lowering_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compress-to-fp16", "--compress_to_fp16", dest="compress_to_fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
     p.add_argument("--chunk-steps", type=COUNT, default=64, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64; 0: one piece)")
     p.add_argument("--max-steps", type=COUNT, default=None, metavar="N", help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)")
+    # weight compression (docs/compression.md)
+    p.add_argument("--compress-weights", choices=("int8", "int4"), default=None, help="store constant W/R as int8 (one scale per row) or int4 (experimental); B, P and states stay float")
+    p.add_argument("--group-size", type=int, default=None, metavar="N", help="int4: columns per scale, 32, 64, 128 or -1 (one scale per row, the default)")
+    # recurrent nodes inside If/Loop/Scan bodies (docs/bodies.md)
     p.add_argument(
         "--allow-sequence-ops", action="store_true",
         help="a recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time: let OpenVINO's frontend convert every node of its op as a *Sequence op (default: refuse)",
@@ -144,7 +167,16 @@ def _lowering_args(p: argparse.ArgumentParser) -> None:
 
 
 def _lowering_kwargs(args) -> dict:
-    return {"lowering": args.lowering, "static": args.static, "compress_to_fp16": args.compress_to_fp16, "max_steps": args.max_steps, "chunk_steps": args.chunk_steps, "allow_sequence_ops": args.allow_sequence_ops}
+    return {
+        "lowering": args.lowering,
+        "static": args.static,
+        "compress_to_fp16": args.compress_to_fp16,
+        "max_steps": args.max_steps,
+        "chunk_steps": args.chunk_steps,
+        "compress_weights": args.compress_weights,
+        "group_size": args.group_size,
+        "allow_sequence_ops": args.allow_sequence_ops,
+    }
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -185,7 +217,7 @@ def _main(argv: list[str] | None) -> int:
         args.argv = list(sys.argv[1:] if argv is None else argv)
         progress.set_mode("quiet" if args.quiet else "verbose" if args.verbose else "auto")
         if getattr(args, "device", None):
-            from .runtime.devices import canonical_device
+            from .plugins import canonical_device
 
             args.device = canonical_device(args.device)
         code = int(args.func(args) or 0)
@@ -243,7 +275,13 @@ def cmd_convert(args) -> int:
         raise UsageError(f"ovrnn convert: {given} name{'s' if ' and ' not in given else ''} the model in an OVMS repository; add --ovms-repo DIR" + (" instead of -o" if args.output else ""))
     if args.ovms_repo and not args.model_name:
         raise UsageError("ovrnn convert: --ovms-repo needs --model-name")
-    ir = convert_model(args.model, args.input, args.ir_version, device=args.device, **_lowering_kwargs(args))
+    if args.ovms_repo and args.stateful is not None:
+        raise UsageError(
+            "ovrnn convert: --stateful cannot go with --ovms-repo: OpenVINO Model Server removed stateful models in 2026.3 "
+            "(a ReadValue IR served there shares one state between all clients); write the IR with -o and stream it with ovrnn.Stream or OpenVINO"
+        )
+    stateful = _stateful_arg(args.stateful)
+    ir = convert_model(args.model, args.input, args.ir_version, device=args.device, stateful=stateful, **_lowering_kwargs(args))
     if args.ovms_repo:
         from .ovms import save_to_repository
 
@@ -264,6 +302,14 @@ def cmd_convert(args) -> int:
     kinds += f", {explicit} explicit cells" if explicit else ""
     print(f"wrote {xml_path} and {xml_path.with_suffix('.bin')} ({len(ir.bin):,} bytes): {kinds}")
     return 0
+
+
+def _stateful_arg(values: list[str] | None):
+    """--stateful: True (every recurrent node), or its IN=OUT pairs (comma-separated, repeatable)."""
+    if values is None:
+        return False
+    pairs = [p.strip() for v in values for p in v.split(",") if p.strip()]
+    return pairs or True
 
 
 def load_inputs(specs: list[str] | None) -> dict:
@@ -392,6 +438,8 @@ def _run_inputs(args) -> list[Path]:
     for spec in args.input or ():
         name, sep, file = spec.partition("=")
         files.append(Path(file if sep else name))
+    if getattr(args, "initial_state", None):
+        files.append(Path(args.initial_state))
     return files
 
 
@@ -411,13 +459,21 @@ def run_here(args) -> int:
     if args.repeat > MAX_REPEAT:
         raise UsageError(f"--repeat: expected a number of runs between 1 and {MAX_REPEAT:,}, got {args.repeat}")
     inputs = load_inputs(args.input)
+    model = runtime.read_model(args.ir)
+    from .runtime.stream import is_stateful
+
+    if is_stateful(model):
+        return run_stream_here(args, model, inputs)
+    for given, name in ((args.reset_every, "--reset-every"), (args.initial_state, "--initial-state")):
+        if given is not None:
+            raise UsageError(f"{name}: IR '{args.ir}' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a stateful IR with ovrnn convert --stateful")
     properties = {}
     if args.hint:
         properties["PERFORMANCE_HINT"] = _HINTS[args.hint]
     if args.streams:
         properties["NUM_STREAMS"] = str(args.streams)
     t0 = time.perf_counter()
-    runner = runtime.Runner(args.ir, args.device, args.precision, args.cache_dir, properties)
+    runner = runtime.Runner(model, args.device, args.precision, args.cache_dir, properties)
     compile_seconds = time.perf_counter() - t0
     compiled = runner.compiled
     for name, value in inputs.items():
@@ -437,6 +493,8 @@ def run_here(args) -> int:
     print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
     if compiled.layers_per_device:
         print("  layers per device: " + ", ".join(f"{d} {n}" for d, n in compiled.layers_per_device.items()))
+    if compiled.integer_weights:
+        print(f"  {compiled.integer_weights}")
     if len(times) > 1:
         counter = progress.Counter("throughput", args.repeat)
         fps, requests = runner.throughput(inputs, args.repeat, counter.step)
@@ -456,6 +514,93 @@ def run_here(args) -> int:
         write_atomic({out: npz_bytes(outputs)}, inputs=_run_inputs(args))
         print(f"wrote {out}")
     return 0
+
+
+STATE_IN_ONE_REQUEST = "a stateful IR keeps its states in one infer request"
+
+
+def run_stream_here(args, model, inputs: dict) -> int:
+    """A stateful IR: the inputs' time axis in K-step calls on one infer request (docs/streaming.md)."""
+    import numpy as np
+
+    from .runtime import engine as runtime
+    from .runtime.stream import Stream
+
+    if args.hint == "throughput":
+        raise UsageError(f"--hint throughput: {STATE_IN_ONE_REQUEST}, so its calls cannot be spread over several requests in flight; use --hint latency or leave --hint out")
+    if args.streams is not None:
+        raise UsageError(f"--streams: {STATE_IN_ONE_REQUEST}, and a stream's calls must run in order on it; leave --streams out")
+    seeds = load_inputs([args.initial_state]) if args.initial_state else {}
+    if args.initial_state and not (args.initial_state.endswith(".npz") and seeds):
+        raise UsageError(f"--initial-state '{args.initial_state}': expected a .npz holding the states by id (see ovrnn inspect)")
+    properties = {"PERFORMANCE_HINT": _HINTS[args.hint]} if args.hint else {}
+    t0 = time.perf_counter()
+    stream = Stream(model, args.device, args.precision, args.cache_dir, properties)
+    compile_seconds = time.perf_counter() - t0
+    what = f"--initial-state '{args.initial_state}'"
+    stream.check_states(seeds, what)
+    _check_seed_batches(stream, seeds, inputs, what)
+    for name, value in inputs.items():
+        position = stream._runner.by_name.get(name)
+        if position is not None:
+            note = runtime.narrowing_note(np.asarray(value).dtype, np.dtype(stream._runner.ports[position].get_element_type().to_dtype()), name)
+            _notes([note] if note else [])
+    if args.repeat > 1:
+        _notes([f"--repeat {args.repeat}: the stream runs {args.repeat} times for latency; the throughput half (inferences in flight) is refused: {STATE_IN_ONE_REQUEST}"])
+    seconds = []
+    for _ in range(args.repeat):
+        counter = progress.Counter("call", 0)
+        result = stream.run(inputs, args.reset_every, seeds, lambda done, total: (setattr(counter, "total", total), counter.step(done)))
+        counter.close()
+        seconds += result.seconds
+    compiled = stream.compiled
+    resets = f"reset at the start and every {args.reset_every} calls" if args.reset_every else "reset at the start"
+    print(f"streamed {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision {compiled.precision}): "
+          f"{result.chunks} calls of {result.steps} steps ({result.chunks * result.steps} steps) on one infer request, {resets}"
+          + (f", initial states from {args.initial_state}" if seeds else ""))
+    print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
+    runs = f" ({args.repeat} runs of the stream)" if args.repeat > 1 else ""
+    total = sum(seconds)
+    print(f"  compile {compile_seconds:.3f} s; per-call latency over {len(seconds)} calls{runs}: median {np.median(seconds) * 1e3:.3f} ms, "
+          f"p90 {np.percentile(seconds, 90) * 1e3:.3f} ms; {len(seconds) * result.steps / total if total else float('inf'):,.1f} steps/s")
+    for name, value in result.outputs.items():
+        axis = result.joined_on[name]
+        how = f"calls joined on axis {axis}" if axis is not None else "one per call, stacked on a new axis 0"
+        print(f"  {name}: {_stats(value)}  ({how})")
+    for vid, value in stream.state.items():
+        print(f"  final state {vid}: {_stats(value)}")
+    if args.output:
+        from .fileio import write_atomic
+        from .validation.report import npz_bytes
+
+        out = Path(args.output)
+        write_atomic({out: npz_bytes(result.outputs)}, inputs=_run_inputs(args))
+        print(f"wrote {out}")
+    return 0
+
+
+def _check_seed_batches(stream, seeds: dict, inputs: dict, what: str) -> None:
+    """Seeds and inputs must agree on the batch; said in the command line's terms."""
+    import numpy as np
+
+    batches = {n: np.shape(inputs[n])[a] for n, a in stream.contract.batch.items() if n in inputs and np.ndim(inputs[n]) > a}
+    if not batches:
+        return
+    name, batch = next(iter(batches.items()))
+    for info in stream.contract.states:
+        if info.id in seeds and info.batch_axis is not None and np.ndim(seeds[info.id]) > info.batch_axis:
+            held = np.shape(seeds[info.id])[info.batch_axis]
+            if held != batch:
+                raise UsageError(f"{what}: state '{info.id}' has batch {held} (axis {info.batch_axis}) but input '{name}' has batch {batch}")
+
+
+def _stats(value) -> str:
+    import numpy as np
+
+    stats = np.asarray(value, dtype=np.float64)
+    if not stats.size:
+        return f"{value.dtype} {list(value.shape)}"
+    return f"{value.dtype} {list(value.shape)}  min {stats.min():.6g}  max {stats.max():.6g}  mean {stats.mean():.6g}"
 
 
 def _streams(compiled) -> str:
@@ -536,6 +681,8 @@ def cmd_inspect(args) -> int:
     if args.expand and not args.graph:
         raise UsageError("--expand needs --graph OUT.svg|OUT.png|OUT.dot")
     report = inspect_ir(args.ir)
+    if report.integer_weights and not report.problem:
+        report.compiled_weights = _compiled_weights(args.ir, args.device)
     picture = None
     if args.graph:
         from .ir.picture import write_graph
@@ -546,6 +693,14 @@ def cmd_inspect(args) -> int:
         print(picture.message(), file=sys.stderr if args.json else sys.stdout)  # keep --json's stdout pure JSON
         _notes([picture.note] if picture.note else [])
     return 0
+
+
+def _compiled_weights(ir: str, device: str) -> str:
+    """Compile the IR on `device` to tell whether it keeps the integer weights."""
+    from .runtime import engine as runtime
+
+    compiled = runtime.compile_ir(runtime.read_model(ir), device)
+    return compiled.integer_weights
 
 
 def cmd_demo(args) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -30,7 +31,9 @@ from .bounds import check_shape
 from .spec.limits import check_steps
 from .lower.gru import lower_gru
 from .lower.lstm import lower_lstm
-from .lower.rnn import CELL_MODES, LoweringOptions, SharedInputGuard, lower_rnn
+from .lower.quantized import GROUP_SIZES, MODES as QUANT_MODES, Compression
+from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
+from .lower.rnn import lower_rnn
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
@@ -38,6 +41,8 @@ from .spec import NORMALISERS, Spec
 from .spec.recurrent import FAMILIES, unique_label
 from .runtime.recurrent_extension import recurrent_nodes
 from .runtime.whole_model import convert_whole_model, needs_frontend, rnn_nodes
+from .lower.state import NodeState, add_assigns, add_states, plan_states
+from .stateful import node_stream, state_request
 
 # ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
 # [("X", [5, -1, 3])], an ov.PartialShape or a list of them (by position), [5, -1, 3].
@@ -55,6 +60,9 @@ def convert_model(
     compress_to_fp16: bool = False,
     max_steps: int | None = None,
     chunk_steps: int = 64,
+    stateful: bool | str | Sequence[str] = False,
+    compress_weights: str | None = None,
+    group_size: int | None = None,
     allow_sequence_ops: bool = False,
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
@@ -72,9 +80,15 @@ def convert_model(
     * ``max_steps``: refuse models that unroll to more steps than this (default 8192; 0: no limit).
     * ``chunk_steps``: cut each cell chain into pieces of this many steps, which OpenVINO's CPU
       plugin compiles up to 2.7x faster (default 64; 0: one piece, strictly one layer per step).
+    * ``stateful``: ``True``: every forward RNN/GRU/LSTM node carries H (and C) across infer calls
+      with ReadValue/Assign; ``"state=stateN"`` or a list of ``"IN=OUT"``: those graph input/output
+      pairs become states instead (docs/stateful_ir.md).
+    * ``compress_weights``: ``"int8"`` (symmetric, one scale per row) or ``"int4"`` (experimental,
+      ``group_size`` 32, 64, 128 or -1 = per row) for constant W/R; see docs/compression.md.
     * ``allow_sequence_ops``: a recurrent node inside an If/Loop/Scan body whose step count is not
       known at conversion time is refused unless this is set; then OpenVINO's frontend converts
-      every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted.
+      every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted
+      (docs/bodies.md).
     """
     if ir_version not in IR_VERSIONS:
         raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
@@ -83,6 +97,7 @@ def convert_model(
     check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
     if max_steps is not None:
         check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
+    compression = compression_of(compress_weights, group_size)
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     view = graph_view(load_model(model, files))
     shapes = resolve_positions(view, _input_shapes(input))
@@ -91,7 +106,8 @@ def convert_model(
         check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
     if static:
         _check_static(view)
-    whole = needs_frontend(view.model.graph)
+    stateful = state_request(stateful)
+    whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
@@ -102,9 +118,11 @@ def convert_model(
 
     def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
-            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op)
+            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression)
             built[cells, by_op] = (
-                convert_whole_model(view, shapes, source, options, max_steps, allow_sequence_ops) if whole else _convert_rnn_graph(view, options, ir_version, max_steps)
+                convert_whole_model(view, shapes, source, options, max_steps, allow_sequence_ops, stateful)
+                if whole
+                else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
             )
         return built[cells, by_op]
 
@@ -131,6 +149,21 @@ def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
                 raise InvalidModelError(
                     f"{node.op_type} node '{node.name or node.output[0]}': input {role} is tensor '{name}', which no graph input, initializer or node provides"
                 )
+
+
+def compression_of(mode: str | None, group_size: int | None) -> Compression | None:
+    """--compress-weights / --group-size checked: None when no compression was asked for."""
+    if mode is None:
+        if group_size is not None:
+            raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
+        return None
+    if mode not in QUANT_MODES:
+        raise UsageError(f"{flag('compress-weights')}: expected int8 or int4, got '{mode}'")
+    if group_size is not None and mode != "int4":
+        raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
+    if group_size is not None and (isinstance(group_size, bool) or group_size not in GROUP_SIZES):
+        raise UsageError(f"{flag('group-size')}: expected 32, 64, 128 or -1 (one group per row), got {group_size}")
+    return Compression(mode, -1 if group_size is None else group_size)
 
 
 def check_count(name: str, value: object, expected: str) -> None:
@@ -170,16 +203,18 @@ def _gc_paused():
 
 
 @_gc_paused()
-def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None) -> IR:
+def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False) -> IR:
     """A model made of RNN and Constant nodes: ovrnn's own emitter writes it."""
     plan = _plan(view)
     specs = _normalise_all(view, plan)
     steps_note = check_steps(sum(s.seq_length * s.num_directions for s in specs), len(specs), max_steps)
     g = LayerGraph(view.model.graph.name or "ovrnn_model")
-    builder = _Builder(g, view, specs, options)
+    builder = _Builder(g, view, specs, options, stateful)
     with stage(f"lowering {len(specs)} RNN node(s)"):
         summaries = builder.build(plan)
     g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **{s.label: s.rt_info() for s in summaries}}}
+    if stateful:
+        g.rt_info["ovrnn"]["stateful"] = node_stream(builder.lowered_specs, builder.states, {i.name for i in view.inputs}).rt_info()
     with stage(f"writing {len(g.layers):,} layers"):
         xml, bin_ = emit(g, ir_version)
     notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes) + ((steps_note,) if steps_note else ())
@@ -368,11 +403,16 @@ def _output_shapes(spec: Spec) -> dict[str, Shape]:
 
 
 class _Builder:
-    def __init__(self, g: LayerGraph, view: GraphView, specs: list[Spec], options: LoweringOptions) -> None:
+    def __init__(self, g: LayerGraph, view: GraphView, specs: list[Spec], options: LoweringOptions, stateful: bool = False) -> None:
         self.g, self.view, self.specs, self.options = g, view, specs, options
         self.ports: dict[str, Output] = {}
         self.notes: list[str] = []
         self.shared_x = SharedInputGuard()
+        self.stateful = stateful
+        self.node_states: list[list[NodeState]] = [[] for _ in specs]
+        self.states: list[NodeState] = []  # of the nodes lowered, in order
+        self.lowered_specs: list[Spec] = []
+        self.replaced: set[str] = set()  # graph inputs (initial_h/initial_c) the states replace
 
     def port_of(self, name: str) -> Output:
         if name not in self.ports:
@@ -381,9 +421,11 @@ class _Builder:
         return self.ports[name]
 
     def build(self, plan: _Plan) -> list[RnnSummary]:
+        if self.stateful:
+            self._plan_states()
         self._parameters()
         summaries = []
-        for spec in self.specs:
+        for spec, states in zip(self.specs, self.node_states):
             family = FAMILIES[_op(spec)]
             want = [getattr(spec, out) in plan.needed for out in family.outputs]
             if not any(want):
@@ -392,11 +434,38 @@ class _Builder:
             lower = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}[family.name]
             label = spec.node_name or spec.label
             options = self.shared_x.options_for(family.name, label, spec.X.name, spec.directions, self.options, self.notes)
-            lowered = lower(self.g, spec, self.port_of, *want, options=options)
+            if states:  # the state's ReadValue is the node's initial state; its final states are always made
+                self.ports.update(add_states(self.g, states, spec.etype, self.port_of(spec.X.name), self.options.static, self.port_of))
+                want = [w or out != "Y" for w, out in zip(want, family.outputs)]
+            lowered = lower(self.g, spec, self.port_of, tuple(want), options=options)
+            if states:
+                add_assigns(self.g, states, lowered.outputs, spec)
+                self.states.extend(states)
+            self.lowered_specs.append(spec)
             self.ports.update(lowered.outputs)
-            summaries.append(RnnSummary.of(spec, lowered.chains))
+            self.notes.extend(lowered.notes)
+            summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights))
         self._results()
         return summaries
+
+    def _plan_states(self) -> None:
+        """Each node reads its initial states from its variables (lower/state.py)."""
+        inputs = {i.name for i in self.view.inputs}
+        used: set[str] = set()
+        for k, spec in enumerate(self.specs):
+            self.specs[k], self.node_states[k] = plan_states(spec, used, inputs)
+            for st in self.node_states[k]:
+                if st.init == "computed":  # another node's output, per call: a stream has no value for it
+                    raise UnsupportedFeatureError(
+                        f"{flag('stateful')}: {_op(spec)} node '{spec.node_name or spec.label}' reads {st.role} from '{st.source}', which another node computes "
+                        "on every call; a stream carries the node's own state instead: give it a constant or graph-input initial state"
+                    )
+                if st.replaces:
+                    self.replaced.add(st.replaces)
+        # a graph input still read by something other than the replaced initial-state slots stays an input
+        reads = Counter([n for node in self.view.model.graph.node for n in node.input] + [o.name for o in self.view.outputs])
+        slot_reads = Counter(st.replaces for states in self.node_states for st in states if st.replaces)
+        self.replaced = {name for name in self.replaced if reads[name] <= slot_reads[name]}
 
     def _parameters(self) -> None:
         filled: dict[str, Shape] = {}
@@ -408,6 +477,8 @@ class _Builder:
                 filled[rin.name] = rin.shape if have is None else _merge_shape(rin.name, have, rin.shape)
         read = {n for node in self.view.model.graph.node for n in node.input} | {o.name for o in self.view.outputs}
         for info in self.view.inputs:
+            if info.name in self.replaced:  # the state is the node's initial state now (seed it with set_state)
+                continue
             shape = filled.get(info.name, info.shape)
             if shape is None and info.name not in read:
                 # OpenVINO's CPU plugin cannot compile a dynamic-rank input; nothing reads this one

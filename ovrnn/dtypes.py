@@ -40,6 +40,18 @@ BY_NUMPY = {t.numpy: t for t in _TABLE}
 
 F32, F16, F64, BF16, I32, I64, BOOL = (BY_IR[k] for k in ("f32", "f16", "f64", "bf16", "i32", "i64", "boolean"))
 
+# Integer weight types (compressed W/R only; never graph inputs). i4 is packed two per byte, low
+# nibble first; its numpy type is what one unpacked value is held in.
+I8 = ElementType(TensorProto.INT8, "int8", np.dtype(np.int8), "i8", "I8")
+U8 = ElementType(TensorProto.UINT8, "uint8", np.dtype(np.uint8), "u8", "U8")
+I4 = ElementType(TensorProto.INT4, "int4", np.dtype(np.int8), "i4", "I4")
+WEIGHT_INTS = {t.ir: t for t in (I8, U8, I4)}
+
+
+def byte_size(etype: ElementType, count: int) -> int:
+    """Bytes of `count` values of `etype` in the .bin (i4: two per byte)."""
+    return (count + 1) // 2 if etype.ir == "i4" else count * etype.numpy.itemsize
+
 
 def onnx_type_name(onnx_type: int) -> str:
     """Readable name of any ONNX element type, for error messages."""

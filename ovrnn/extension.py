@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from .errors import OvrnnError
 from .ir.model import RnnSummary
-from .lower.rnn import CELL_MODES, LoweringOptions
+from .lower.node import CELL_MODES, LoweringOptions
 from .spec.recurrent import FAMILIES
 from .convert import check_count
 from .errors import UsageError, flag

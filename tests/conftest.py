@@ -1,4 +1,4 @@
-"""Shared helpers: convert, run on OpenVINO CPU at f32, count layers."""
+"""Shared helpers: convert, run on OpenVINO CPU at f32, count layers, compare with the reference."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import numpy as np
 from lxml import etree
 
 from ovrnn.runtime import engine as runtime
+
+# Layer types that would hide the unrolled steps: an IR of ours never holds one.
+HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 
 
 def run_ir(ir, feeds, device="CPU"):
@@ -30,6 +33,13 @@ def assert_close(got, want, atol, rtol, what=""):
     err = np.abs(got64 - want)
     bad = err > atol + rtol * np.abs(want)
     assert not bad.any(), f"{what}: max abs err {err.max():.3g} (atol {atol}, rtol {rtol}) at {np.argwhere(bad)[:3].tolist()}"
+
+
+def dead_layers(xml: bytes) -> list[str]:
+    """Layers whose output nothing reads (OpenVINO silently drops them; we must not write any)."""
+    root = etree.fromstring(xml, etree.XMLParser(huge_tree=True))
+    consumed = {e.get("from-layer") for e in root.iter("edge")}
+    return [el.get("name") for el in root.iter("layer") if el.get("type") not in ("Parameter", "Result") and el.get("id") not in consumed]
 
 
 def ovrnn_cli(*args, cwd=None, env=None):

@@ -80,6 +80,45 @@ def test_body_nodes_become_cell_chains_and_match_both_oracles(name, op, cells, r
         assert not np.allclose(outputs[0][first][-1], outputs[1][first][-1])
 
 
+def test_inspect_shows_the_chains_inside_bodies(tmp_path):
+    path, _ = _fixture("if_lstm")
+    ovrnn.convert_model(path).save(tmp_path / "m.xml")
+    report = ovrnn.inspect(tmp_path / "m.xml")
+    assert [(c.rnn, c.direction, c.steps, c.cell, c.lowering) for c in report.chains] == [
+        ("else_lstm", "rev", 4, "LSTMCell", "cell"),
+        ("then_lstm", "fwd", 4, "LSTMCell", "cell"),
+    ]
+    assert report.body_layer_counts["LSTMCell"] == 8 and report.layer_counts["If"] == 1 and report.sequence_layers == {}
+    assert "inside If/Loop/TensorIterator bodies: " in report.format()
+
+
+def test_rnn_in_an_if_on_a_runtime_bool_from_the_control_flow_fixtures():
+    """tools/make_control_flow_fixtures.py's if_rnn_runtime: an RNN per branch, the If stays."""
+    path = Path(__file__).parent / "fixtures" / "control_flow" / "if_rnn_runtime.onnx"
+    model = onnx.load(path)
+    ir = ovrnn.convert_model(path)
+    top, inner = _layers(ir.xml)
+    assert top["If"] == 1 and inner["RNNCell"] == 10 and not SEQUENCE_OPS & set(inner)
+    rng = np.random.default_rng(0)
+    feeds = {"X": rng.uniform(-1, 1, (5, 2, 3)).astype(np.float32), "h0": rng.uniform(-1, 1, (1, 2, 4)).astype(np.float32)}
+    session = ort.InferenceSession(path.read_bytes())
+    for flag in (True, False):
+        fd = {**feeds, "use_a": np.array(flag)}
+        got, want = run_ir(ir, fd), run_model(model, fd)
+        theirs = session.run(["Y_h"], fd)[0]
+        assert_close(got["Y_h"], want["Y_h"], *TOL, f"use_a={flag} vs reference")
+        assert_close(got["Y_h"], theirs, *TOL, f"use_a={flag} vs onnxruntime")
+
+
+def test_fixtures_are_what_the_tool_writes():
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parent.parent / "tools" / "make_body_fixtures.py"
+    proc = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_validate_runs_a_loop_body_against_both_oracles():
     """validate's reference runs the Loop body too (onnx.reference's own Loop runs no iteration
     without a cond input and stacks scan outputs wrongly; control.py replaces it)."""

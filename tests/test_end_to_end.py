@@ -1,20 +1,19 @@
-"""Every case of the table: ONNX -> IR -> OpenVINO CPU (f32) vs the float64 reference."""
+"""Every case of the table (RNN, GRU, LSTM): ONNX -> IR -> OpenVINO CPU (f32) vs the float64
+reference, and no dead layers; RNNCell counts and RNN-only paths. GRU/LSTM cell counts and paths:
+test_end_to_end_gru_lstm.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from cases import DTYPES, RNN_CASES, TOL, make_model
-from conftest import assert_close, layer_counts, run_ir
-from lxml import etree
+from cases import CASES, DTYPES, RNN_CASES, TOL, make_model
+from conftest import HIDDEN_STEPS, assert_close, dead_layers, layer_counts, run_ir
 
 import ovrnn
 from ovrnn.validation import reference
 
-HIDDEN_STEPS = ("RNNSequence", "TensorIterator", "Loop", "GRUSequence", "LSTMSequence")
 
-
-@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_matches_reference(case):
     model, feeds, flags = make_model(case)
     ir = ovrnn.convert_model(model, flags)
@@ -27,22 +26,19 @@ def test_matches_reference(case):
         assert_close(got[name], want[name], atol, rtol, f"{case.id} {name}")
 
 
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_no_dead_layers(case):
+    """OpenVINO silently drops layers that reach no Result: we must not write any."""
+    model, _, flags = make_model(case)
+    assert dead_layers(ovrnn.convert_model(model, flags).xml) == []
+
+
 @pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
 def test_one_rnncell_per_step_per_native_direction(case):
     model, _, flags = make_model(case)
     counts = layer_counts(ovrnn.convert_model(model, flags).xml)
     assert counts["RNNCell"] == case.T * case.native_directions()
     assert not any(counts[t] for t in HIDDEN_STEPS)
-
-
-@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
-def test_no_dead_layers(case):
-    """OpenVINO silently drops layers that reach no Result: we must not write any."""
-    model, _, flags = make_model(case)
-    root = etree.fromstring(ovrnn.convert_model(model, flags).xml)
-    consumed = {e.get("from-layer") for e in root.iter("edge")}
-    dead = [el.get("name") for el in root.iter("layer") if el.get("type") not in ("Parameter", "Result") and el.get("id") not in consumed]
-    assert dead == []
 
 
 def _two_node_model():

@@ -1,18 +1,17 @@
-"""Every GRU and LSTM case of the table: ONNX -> IR -> OpenVINO CPU (f32) vs the float64 reference,
-with one GRUCell/LSTMCell per step per direction the cell can express, explicit ops for the rest."""
+"""GRU and LSTM: one GRUCell/LSTMCell per step per direction the cell can express, explicit ops for
+the rest, the matmul lowering, folding, whole models. (Every case against the reference and the
+dead-layer check: test_end_to_end.py, over the whole table.)"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from cases import DTYPES, GRU_CASES, LSTM_CASES, TOL, Case, make_model
-from conftest import assert_close, layer_counts, run_ir
-from lxml import etree
+from cases import GRU_CASES, LSTM_CASES, TOL, Case, make_model
+from conftest import HIDDEN_STEPS, assert_close, layer_counts, run_ir
 
 import ovrnn
 from ovrnn.validation import reference
 
-HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 CASES = GRU_CASES + LSTM_CASES
 CELL = {"GRU": "GRUCell", "LSTM": "LSTMCell"}
 
@@ -22,19 +21,6 @@ def cell_directions(case: Case) -> int:
     if case.op == "LSTM" and (case.peepholes or case.input_forget):
         return 0
     return case.native_directions()
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_matches_reference(case):
-    model, feeds, flags = make_model(case)
-    ir = ovrnn.convert_model(model, flags)
-    got = run_ir(ir, feeds)
-    want = reference.run_model(model, feeds)
-    atol, rtol = TOL[case.dtype]
-    assert set(got) == set(case.outputs)
-    for name in case.outputs:
-        assert got[name].dtype == np.dtype(DTYPES[case.dtype][0]), f"{name} keeps the ONNX element type"
-        assert_close(got[name], want[name], atol, rtol, f"{case.id} {name}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -63,16 +49,6 @@ def test_matmul_lowering_matches_reference(case):
     got, want = run_ir(ir, feeds), reference.run_model(model, feeds)
     for name in case.outputs:
         assert_close(got[name], want[name], *TOL[case.dtype], f"{case.id} {name}")
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_no_dead_layers(case):
-    """OpenVINO silently drops layers that reach no Result: we must not write any."""
-    model, _, flags = make_model(case)
-    root = etree.fromstring(ovrnn.convert_model(model, flags).xml)
-    consumed = {e.get("from-layer") for e in root.iter("edge")}
-    dead = [el.get("name") for el in root.iter("layer") if el.get("type") not in ("Parameter", "Result") and el.get("id") not in consumed]
-    assert dead == []
 
 
 @pytest.mark.parametrize(

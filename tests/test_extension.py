@@ -151,3 +151,26 @@ def test_matmul_lowering_has_no_cells():
     want = run_model(onnx.load(path), feeds)
     got = _run(model, feeds)
     assert_close(got["Y_h"], want["Y_h"], *TOL, "matmul")
+
+
+def _python_blocks(path: Path) -> list[str]:
+    import re
+
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(), re.S | re.M)
+
+
+def test_the_docs_examples_print_what_their_comments_say(tmp_path):
+    """docs/extension.md's blocks and the README's extension block run, and each `print(...)  # X`
+    prints X (a trailing parenthesised remark excepted)."""
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    blocks = _python_blocks(root / "docs" / "extension.md") + [b for b in _python_blocks(root / "README.md") if "ovrnn.extension()" in b]
+    assert len(blocks) == 3
+    for code in blocks:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        for comment in re.findall(r"^print\(.*\)\s+# (.*)$", code, re.M):
+            assert re.sub(r" \(.*\)$", "", comment) in proc.stdout, (comment, proc.stdout)

@@ -31,6 +31,7 @@ def serializer_layers() -> dict[str, tuple]:
     import openvino.opset1 as o1
     import openvino.opset3 as o3
     import openvino.opset4 as o4
+    import openvino.opset6 as o6
     import openvino.opset8 as o8
     from openvino.utils.node_factory import NodeFactory
 
@@ -43,8 +44,15 @@ def serializer_layers() -> dict[str, tuple]:
     cell = o3.rnn_cell(split.output(0), h, w, r, b, 4, ["tanh"], [], [], 0.0)
     gru = o3.gru_cell(split.output(0), h, c(np.ones((12, 3))), c(np.ones((12, 4))), c(np.ones(16)), 4, ["sigmoid", "tanh"], [], [], 0.0, True)
     lstm = o4.lstm_cell(split.output(0), h, h, c(np.ones((16, 3))), c(np.ones((16, 4))), c(np.ones(16)), 4, ["sigmoid", "tanh", "tanh"], [], [], 0.0)
+    info = ov.op.util.VariableInfo()
+    info.variable_id, info.data_type, info.data_shape = "probe/H", ov.Type.f32, ov.PartialShape([-1, 4])
+    variable = ov.op.util.Variable(info)
+    read_value = o6.read_value(c(np.zeros((2, 4))), variable)
+    assign = o6.assign(o1.add(read_value, h), variable)
+    assign.set_friendly_name("probe_Assign")
     nodes = {
         "Parameter": x,
+        "ReadValue": read_value,
         "Const": w,
         "Split": split,
         "RNNCell": cell,
@@ -86,7 +94,7 @@ def serializer_layers() -> dict[str, tuple]:
     for name, node in nodes.items():
         node.set_friendly_name(f"probe_{name}")
     results = [o1.result(n.output(0)) for n in nodes.values() if n is not x]
-    model = ov.Model(results, [x, h], "probe")
+    model = ov.Model(results, [assign], [x, h], "probe")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.xml"
         ov.save_model(model, path, compress_to_fp16=False)
@@ -95,7 +103,7 @@ def serializer_layers() -> dict[str, tuple]:
         ov.save_model(ov.Model([o1.matmul(x, c(np.ones((6, 3))), False, False).output(0)], [x], "fp16"), path, compress_to_fp16=True)
         compressed = etree.parse(str(path)).getroot()
     by_name = {el.get("name"): el for el in root.iter("layer")}
-    out = {name: _signature(by_name[f"probe_{name}"]) for name in nodes}
+    out = {name: _signature(by_name[f"probe_{name}"]) for name in [*nodes, "Assign"]}
     out["Result"] = _signature(next(e for e in root.iter("layer") if e.get("type") == "Result"))
     out["DecompressionConvert"] = _signature(next(e for e in compressed.iter("layer") if e.get("type") == "Convert"))
     return out

@@ -65,6 +65,9 @@ class InspectReport:
     problem: str = ""  # why OpenVINO would refuse (or crash on) this IR, if ir_check finds a reason
     fp16_compressed: int = 0  # f16 Const layers widened by a decompression Convert
     dynamic_dims: bool = False  # any port with a dynamic dim
+    body_layer_counts: dict[str, int] = field(default_factory=dict)  # layers inside If/Loop/TensorIterator bodies
+    integer_weights: dict[str, int] = field(default_factory=dict)  # integer Const layers (i8, u8, i4, u4) -> count
+    compiled_weights: str = ""  # what the device made of them (kept or folded), when compiled
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,6 +88,8 @@ class InspectReport:
                 kind = c.cell if c.lowering == "cell" else "explicit MatMul/Add/activation ops"
                 label = f"{c.rnn} " if c.rnn else ""
                 out.append(f"  {label}{c.direction}: {c.steps} steps, {c.activation}, {kind}, hidden {c.hidden_size}{clip}{share}")
+        if self.body_layer_counts:
+            out.append("inside If/Loop/TensorIterator bodies: " + ", ".join(f"{t} {n}" for t, n in sorted(self.body_layer_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
         if self.sequence_layers:
             out.append("recurrent layers that hide the steps: " + ", ".join(f"{t} {n}" for t, n in self.sequence_layers.items()))
         else:
@@ -96,6 +101,13 @@ class InspectReport:
             out.append(f"lowering: {opts['lowering']}" + (", static shapes" if opts.get("static") == "true" else ""))
         out.append(f"shapes: {'dynamic dims present' if self.dynamic_dims else 'all static'}")
         out.append(f"FP16 compression: {f'{self.fp16_compressed} weight tensors stored as f16' if self.fp16_compressed else 'off'}")
+        if self.integer_weights:
+            out.append("integer weights: " + ", ".join(f"{n} {t} Const layers" for t, n in sorted(self.integer_weights.items())))
+            for label, info in sorted(self.ovrnn.items()):
+                if isinstance(info, dict) and info.get("weights"):
+                    out.append(f"  {label}: {info['weights']}")
+            if self.compiled_weights:
+                out.append(self.compiled_weights)
         out.append(f"weights: {self.const_layers} Const layers reference {self.const_bytes:,} distinct bytes" + ("" if self.bin_size is None else f" of the {self.bin_size:,}-byte .bin"))
         return "\n".join(out)
 
@@ -115,7 +127,13 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
     bin_path = xml_path.with_suffix(".bin")
     ranges = {(d.get("offset"), d.get("size")) for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None}
     ovrnn = _rt_info(root)
-    chains = sorted(_cell_chains(graph) + _explicit_chains(layers), key=lambda c: (c.rnn, c.direction))
+    chains = _cell_chains(graph) + _explicit_chains(layers)
+    body_counts: Counter = Counter()
+    for body in root.find("layers").iter("body", "then_body", "else_body"):  # If/Loop/TensorIterator bodies, any depth
+        inner = {el.get("id"): el for el in body.find("layers").findall("layer")} if body.find("layers") is not None else {}
+        chains += _cell_chains(_Graph(inner, body.find("edges"))) + _explicit_chains(inner)
+        body_counts.update(el.get("type") for el in inner.values())
+    chains = sorted(chains, key=lambda c: (c.rnn, c.direction))
     for c in chains:
         info = ovrnn.get(c.rnn, {})
         if isinstance(info, dict) and info:  # ours: the spec's own names and parameters, e.g. LeakyRelu(alpha=0.3)
@@ -132,7 +150,8 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         inputs=[_parameter(el) for el in layers.values() if el.get("type") == "Parameter"],
         outputs=[_result(el, graph) for el in layers.values() if el.get("type") == "Result"],
         chains=chains,
-        sequence_layers={t: counts[t] for t in SEQUENCE_TYPES if counts.get(t)},
+        sequence_layers={t: counts[t] + body_counts[t] for t in SEQUENCE_TYPES if counts.get(t) or body_counts.get(t)},
+        body_layer_counts=dict(body_counts),
         bin_size=bin_path.stat().st_size if bin_path.is_file() else None,
         const_layers=counts.get("Const", 0),
         const_bytes=sum(int(s) for _, s in ranges if s and s.isdigit()),
@@ -140,6 +159,7 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         problem=problem,
         fp16_compressed=sum(1 for el in layers.values() if el.get("type") == "Convert" and el.find("rt_info/attribute[@name='decompression']") is not None),
         dynamic_dims=any(d.text == "-1" for d in root.iter("dim")),
+        integer_weights=dict(Counter(d.get("element_type") for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None and d.get("element_type") in ("i8", "u8", "i4", "u4"))),
     )
 
 

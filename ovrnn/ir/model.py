@@ -34,15 +34,16 @@ class RnnSummary:
     runtime_inputs: tuple[tuple[str, str], ...] = ()  # (role, tensor name) of non-constant inputs
     outputs: tuple[tuple[str, str], ...] = ()  # ("Y" | "Y_h" | "Y_c", tensor name)
     op: str = "RNN"  # RNN | GRU | LSTM
+    weights: str = ""  # integer W/R and their scales ("" = float weights)
 
     def time_axis(self, tensor: str) -> int | None:
         """The step axis of this node's Y (0, or 1 for layout 1); None for other tensors."""
         return self.layout if ("Y", tensor) in self.outputs else None
 
     @staticmethod
-    def of(spec, chains: list[tuple[Direction, object, str]]) -> RnnSummary:
-        """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations or their
-        description, lowering)."""
+    def of(spec, chains: list[tuple[Direction, str, str]], weights: str = "") -> RnnSummary:
+        """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations as described,
+        lowering); `weights`: how integer W/R are stored ("" for float weights)."""
         op = {"RnnSpec": "RNN", "GruSpec": "GRU", "LstmSpec": "LSTM"}[type(spec).__name__]
         family = FAMILIES[op]
         return RnnSummary(
@@ -56,12 +57,13 @@ class RnnSummary:
             clip=spec.clip,
             dtype=spec.etype.ir,
             sequence_lens=spec.sequence_lens.name if spec.sequence_lens is not None else None,
-            chains=tuple(ChainSummary(d.value, a if isinstance(a, str) else a.describe(), kind, spec.seq_length) for d, a, kind in chains),
+            chains=tuple(ChainSummary(d.value, a, kind, spec.seq_length) for d, a, kind in chains),
             runtime_inputs=tuple(
                 (role, rin.name) for role in family.inputs if (rin := getattr(spec, role)) is not None and not rin.is_constant
             ),
             outputs=tuple((role, name) for role in family.outputs if (name := getattr(spec, role))),
             op=op,
+            weights=weights,
         )
 
     def rt_info(self) -> dict[str, str]:
@@ -80,6 +82,8 @@ class RnnSummary:
             info["sequence_lens"] = self.sequence_lens
         for c in self.chains:
             info[c.direction] = f"{c.activation} {c.lowering}"
+        if self.weights:
+            info["weights"] = self.weights
         return info
 
 

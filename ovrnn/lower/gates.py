@@ -18,6 +18,7 @@ from . import ops
 from ..dtypes import F16
 from ..spec.recurrent import RecurrentInput
 from .layer_graph import LayerGraph, Output, array_bytes
+from .quantized import IntegerWeights
 
 # Bias vector of the cell, per direction, from the ONNX halves Wb [G*H] and Rb [G*H] (gates in
 # ONNX order, float64): returns the cell's bias, gates in the cell's order.
@@ -32,11 +33,13 @@ def fits_f16(array: np.ndarray) -> bool:
 class GateWeights:
     """W_d, R_d, B_d of one node, in the cell's gate order; `order` lists ONNX gate indices."""
 
-    def __init__(self, g: LayerGraph, spec, port_of: Callable[[str], Output], order: tuple[int, ...], compress_to_fp16: bool) -> None:
+    def __init__(self, g: LayerGraph, spec, port_of: Callable[[str], Output], order: tuple[int, ...], compress_to_fp16: bool, options=None) -> None:
         self.g, self.s, self.port_of, self.order, self.compress = g, spec, port_of, order, compress_to_fp16
         self.p, self.G, self.H = spec.label, len(order), spec.hidden_size
         self._stored: dict[str, tuple[np.ndarray, int, object]] = {}
         self._runtime: dict[str, list[Output]] = {}
+        # integer W/R (--compress-weights, or weights that come quantized): None = float weights
+        self.integer, self.notes = IntegerWeights.plan(g, spec, self.permute, compress_to_fp16, getattr(options, "compression", None))
 
     # --- permutation ------------------------------------------------------------------------------
 
@@ -82,12 +85,26 @@ class GateWeights:
         """W_d [G*H, I] (key "W") or R_d [G*H, H] (key "R"), gates in the cell's order."""
         tensor = self.s.W if key == "W" else self.s.R
         cols = self.s.input_size if key == "W" else self.H
+        if self.integer is not None and self.integer.has(key):
+            return self.integer.matrix(key, d, name, transposed=False)
         if tensor.is_constant:
             return self.const_slice(key, self.permute(np.asarray(tensor.value)), d, name)
         parts = self.runtime_parts(key, tensor, self.G, self.H * cols)  # per direction: G gates [1, H*cols]
         gates = [parts[d * self.G + k] for k in self.order]
         stacked = gates[0] if self.G == 1 else ops.concat(self.g, f"{name}/gates", gates, 0)  # RNN: one gate
         return ops.reshape(self.g, name, stacked, [self.G * self.H, cols])
+
+    def describe(self) -> str:
+        """How W/R are stored, for rt_info/inspect: '' for float weights."""
+        return "" if self.integer is None else self.integer.describe
+
+    def matmul_operand(self, key: str, d: int, name: str) -> tuple[Output, bool]:
+        """What a MatMul step reads for W_d or R_d: (the matrix, transpose_b). Float weights are
+        [G*H, K] read transposed; integer weights are [K, G*H] (the layout OpenVINO's CPU plugin
+        compiles behind a Convert, see quantized.py)."""
+        if self.integer is not None and self.integer.has(key):
+            return self.integer.matrix(key, d, name, transposed=True), False
+        return self.matrix(key, d, name), True
 
     def bias(self, key: str, d: int, name: str, combine: BiasFn, width: int, runtime: Callable[[list[Output], str], Output]) -> Output:
         """The cell's bias [width] for direction d: `combine` on constants (float64, rounded once),

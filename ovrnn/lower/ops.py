@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import BOOL, I32, I64, ElementType, from_numpy
+from ..dtypes import BOOL, I32, I64, ElementType, byte_size, from_numpy
 from .layer_graph import ConstData, LayerGraph, Output, TensorType, array_bytes
 from ..shapes import Dim, Shape, shape_ir
 
@@ -78,7 +78,7 @@ def parameter(g: LayerGraph, name: str, etype: ElementType, shape: Shape) -> Out
 
 def const_from_store(g: LayerGraph, name: str, etype: ElementType, shape: tuple[int, ...], offset: int) -> Output:
     """A Const over bytes already in the weight store (how W[d] shares the bytes of W)."""
-    size = int(np.prod(shape, dtype=np.int64)) * etype.numpy.itemsize
+    size = byte_size(etype, int(np.prod(shape, dtype=np.int64)))
     attrs = {"element_type": etype.ir, "shape": fmt_const_shape(shape), "offset": str(offset), "size": str(size)}
     typ = TensorType(etype, tuple(Dim.of(d) for d in shape))
     return g.add("Const", name, (), (typ,), attrs, ConstData(offset, size)).out()
@@ -99,6 +99,11 @@ def decompress(g: LayerGraph, name: str, stored: Output, etype: ElementType) -> 
     """Convert-1 marked as weight decompression (its template carries the rt_info)."""
     typ = TensorType(etype, stored.shape)
     return g.add("DecompressionConvert", name, (stored,), (typ,), {"destination_type": etype.ir}).out()
+
+
+def convert(g: LayerGraph, name: str, x: Output, etype: ElementType) -> Output:
+    """Convert-1 (an integer weight to float, in a decompression chain)."""
+    return g.add("Convert", name, (x,), (TensorType(etype, x.shape),), {"destination_type": etype.ir}).out()
 
 
 def result(g: LayerGraph, name: str, value: Output, output_name: str) -> None:
@@ -303,83 +308,38 @@ def with_scalars(g: LayerGraph, op: str, name: str, x: Output, *scalars: Output)
 # --- the cell -----------------------------------------------------------------------------------
 
 
-def rnn_cell(
+# outputs of each cell: H' (LSTMCell also C')
+CELL_OUTPUTS = {"RNNCell": 1, "GRUCell": 1, "LSTMCell": 2}
+
+
+def cell(
     g: LayerGraph,
+    op: str,
     name: str,
-    x: Output,
-    h: Output,
-    w: Output,
-    r: Output,
-    b: Output,
+    inputs: tuple[Output, ...],
     hidden_size: int,
-    activation: str,
+    activations: tuple[str, ...],
     clip: float,
-) -> Output:
-    """RNNCell-3: H' = f(clip(x·Wᵀ + h·Rᵀ + B)); x [B, I], h [B, H], W [H, I], R [H, H], B [H]."""
+    own: dict[str, str] | None = None,
+) -> tuple[Output, ...]:
+    """One OpenVINO cell step, x [B, I], h (and c) [B, H]; activations lower case; clip 0 = none.
+
+    RNNCell-3   (x, h, W [H, I], R [H, H], B [H]):              H' = f(clip(x·Wᵀ + h·Rᵀ + B))
+    GRUCell-3   (x, h, W [3H, I], R [3H, H], B [3H] or [4H]):   gates z, r, h; own linear_before_reset
+    LSTMCell-4  (x, h, c, W [4H, I], R [4H, H], B [4H]):        gates f, i, c, o; -> (H', C')
+    `own`: the op's own attributes, written first as OpenVINO's serializer does."""
+    x, h = inputs[0], inputs[1]
     typ = TensorType(x.etype, (h.shape[0].merge(x.shape[0]) or x.shape[0], Dim.of(hidden_size)))
     attrs = {
+        **(own or {}),
         "hidden_size": str(hidden_size),
-        "activations": activation,
+        "activations": ", ".join(activations),
         "activations_alpha": "",
         "activations_beta": "",
         "clip": fmt_float(clip),
     }
-    return g.add("RNNCell", name, (x, h, w, r, b), (typ,), attrs).out()
+    return tuple(g.add(op, name, inputs, (typ,) * CELL_OUTPUTS[op], attrs).outputs)
 
 
 def int_scalar(g: LayerGraph, name: str, value: int) -> Output:
     return const(g, name, np.array(value, dtype=np.int32), I32)
-
-
-def gru_cell(
-    g: LayerGraph,
-    name: str,
-    x: Output,
-    h: Output,
-    w: Output,
-    r: Output,
-    b: Output,
-    hidden_size: int,
-    activations: tuple[str, str],
-    clip: float,
-    linear_before_reset: bool,
-) -> Output:
-    """GRUCell-3: x [B, I], h [B, H], W [3H, I], R [3H, H] (gates z, r, h), B [3H] or [4H] with
-    linear_before_reset; activations (f, g) lower case; clip 0 = none."""
-    typ = TensorType(x.etype, (h.shape[0].merge(x.shape[0]) or x.shape[0], Dim.of(hidden_size)))
-    attrs = {
-        "linear_before_reset": fmt_bool(linear_before_reset),
-        "hidden_size": str(hidden_size),
-        "activations": ", ".join(activations),
-        "activations_alpha": "",
-        "activations_beta": "",
-        "clip": fmt_float(clip),
-    }
-    return g.add("GRUCell", name, (x, h, w, r, b), (typ,), attrs).out()
-
-
-def lstm_cell(
-    g: LayerGraph,
-    name: str,
-    x: Output,
-    h: Output,
-    c: Output,
-    w: Output,
-    r: Output,
-    b: Output,
-    hidden_size: int,
-    activations: tuple[str, str, str],
-    clip: float,
-) -> tuple[Output, Output]:
-    """LSTMCell-4: x [B, I], h and c [B, H], W [4H, I], R [4H, H], B [4H], gates f, i, c, o;
-    activations (f, g, h) lower case; clip 0 = none. -> (H', C')."""
-    typ = TensorType(x.etype, (h.shape[0].merge(x.shape[0]) or x.shape[0], Dim.of(hidden_size)))
-    attrs = {
-        "hidden_size": str(hidden_size),
-        "activations": ", ".join(activations),
-        "activations_alpha": "",
-        "activations_beta": "",
-        "clip": fmt_float(clip),
-    }
-    layer = g.add("LSTMCell", name, (x, h, c, w, r, b), (typ, typ), attrs)
-    return layer.outputs[0], layer.outputs[1]

@@ -93,9 +93,11 @@ def compile_config(precision: str | None, cache_dir: str | os.PathLike[str] | No
 
 
 def read_model(ir) -> object:
-    """An ov.Model from an IR object (bytes) or a path to model.xml."""
+    """An ov.Model from an IR object (bytes) or a path to model.xml (an ov.Model as it is)."""
     from ..ir.model import IR
 
+    if isinstance(ir, ov().Model):
+        return ir
     try:
         if isinstance(ir, IR):
             weights = ov().Tensor(np.frombuffer(ir.bin, dtype=np.uint8).copy()) if ir.bin else ov().Tensor(np.zeros(0, np.uint8))
@@ -118,6 +120,7 @@ class Compiled:
     length_limits: dict[str, int] = field(default_factory=dict)  # sequence_lens input -> steps
     output_names: list[str] = field(default_factory=list)  # as the IR names them, by index
     layers_per_device: dict[str, int] = field(default_factory=dict)  # HETERO: which device runs how many layers
+    integer_weights: str = ""  # kept or folded (weight_precision.verdict); "" without integer weights
 
     def runtime_layer_types(self) -> Counter:
         """Layer types the plugin actually runs (a chain may be folded back into a sequence)."""
@@ -128,7 +131,7 @@ class Compiled:
 def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> Compiled:
     """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"}."""
     from ..progress import stage
-    from .devices import canonical_device
+    from ..plugins import canonical_device
 
     device = canonical_device(device)  # cpu -> CPU; a typo is a usage error with a suggestion
     check_device(device)
@@ -149,7 +152,10 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
     # Names come from the model as read: compiling may merge tensor names (a fused Relu's output
     # also answers to its input's name), and then get_any_name() can pick the wrong one.
     names = [min(o.get_names()) if o.get_names() else f"output_{i}" for i, o in enumerate(model.outputs)]
-    return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device))
+    from .weight_precision import compiled_verdict
+
+    kept = compiled_verdict(model, compiled, device)
+    return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device), kept)
 
 
 def _layers_per_device(model, device: str) -> dict[str, int]:
@@ -199,31 +205,35 @@ def _port_name(port) -> str:
 
 def make_tensor(port, value: np.ndarray, name: str):
     """An ov.Tensor for one input, converting numpy values to the port's element type."""
+    return typed_tensor(port.get_element_type(), port.get_partial_shape(), value, f"input '{name}'")
+
+
+def typed_tensor(etype, pshape, value: np.ndarray, what: str):
+    """An ov.Tensor of `etype` for `value`, checked against `pshape` (an input port's, or a
+    state variable's); `what` names it in messages ("input 'X'", "state 'lstm/H'")."""
     o = ov()
-    etype = port.get_element_type()
     array = np.asarray(value)
-    pshape = port.get_partial_shape()
     if pshape.rank.is_static and len(pshape) != array.ndim:
-        raise UsageError(f"input '{name}': expected rank {len(pshape)} {pshape}, got shape {list(array.shape)}")
+        raise UsageError(f"{what}: expected rank {len(pshape)} {pshape}, got shape {list(array.shape)}")
     if pshape.rank.is_static:
         for axis, (dim, n) in enumerate(zip(pshape, array.shape)):
             if not dim.compatible(o.Dimension(n)):
-                raise UsageError(f"input '{name}': dim {axis} must be {dim}, got {n} (shape {list(array.shape)})")
+                raise UsageError(f"{what}: dim {axis} must be {dim}, got {n} (shape {list(array.shape)})")
     if etype == o.Type.bf16:
-        _check_kind(array.dtype, np.dtype(np.float32), name)
+        _check_kind(array.dtype, np.dtype(np.float32), what)
         bits = np.ascontiguousarray(array.astype(ml_dtypes.bfloat16)).view(np.uint16)
         tensor = o.Tensor(o.Type.bf16, list(array.shape))
         tensor.data.view(np.uint16)[...] = bits  # the Python API exposes bf16 as raw 16-bit words
         return tensor
     want = np.dtype(etype.to_dtype())
-    _check_kind(array.dtype, want, name)
+    _check_kind(array.dtype, want, what)
     if array.dtype != want:
         if np.issubdtype(want, np.integer):
             if not np.issubdtype(array.dtype, np.integer):
-                raise UsageError(f"input '{name}': expected integers ({want}), got {array.dtype}")
+                raise UsageError(f"{what}: expected integers ({want}), got {array.dtype}")
             info = np.iinfo(want)
             if array.size and (array.min() < info.min or array.max() > info.max):
-                raise UsageError(f"input '{name}': values do not fit {want}")
+                raise UsageError(f"{what}: values do not fit {want}")
         array = array.astype(want)
     return o.Tensor(np.ascontiguousarray(array), shared_memory=True)
 
@@ -245,7 +255,7 @@ def _check_kind(have: np.dtype, want: np.dtype, name: str) -> None:
     ok = have.kind == "b" if want.kind == "b" else have.kind in "iu" if want.kind in "iu" else have.kind in "fiu" or have.name == "bfloat16"
     if not ok:
         kinds = {"b": "booleans", "c": "complex numbers", "U": "strings", "S": "byte strings", "O": "Python objects", "M": "datetimes", "m": "timedeltas", "V": "raw records"}
-        raise UsageError(f"input '{name}': expected {wanted} ({want.name}), got {have} ({kinds.get(have.kind, have.kind)})")
+        raise UsageError(f"{name}: expected {wanted} ({want.name}), got {have} ({kinds.get(have.kind, have.kind)})")
 
 
 def narrowing_note(have: np.dtype, want: np.dtype, name: str) -> str | None:

@@ -63,10 +63,38 @@ def _constant(layer: Layer, blob: memoryview):
     return o.op.Constant(np.frombuffer(raw, dtype=typ.etype.numpy).reshape(shape).copy())
 
 
-def realize(g: LayerGraph, bindings: dict[int, object]) -> dict[int, list]:
-    """{layer id: [ov.Output per output]}. Parameters come from `bindings` (layer id -> ov.Output)."""
+def _variable(layer: Layer, variables: dict):
+    """One ov Variable per variable_id, shared by its ReadValue and Assign."""
+    o = ov()
+    var_id = layer.attrs["variable_id"]
+    if var_id not in variables:
+        info = o.op.util.VariableInfo()
+        info.variable_id = var_id
+        info.data_type = getattr(o.Type, layer.attrs["variable_type"])
+        info.data_shape = o.PartialShape(layer.attrs["variable_shape"])
+        variables[var_id] = o.op.util.Variable(info)
+    return variables[var_id]
+
+
+def assign(value, variable):
+    """Assign-6 of an ov.Output (the Python binding takes only a Node: built on the node, then rewired)."""
+    import openvino.opset6 as opset6
+
+    node = opset6.assign(value.get_node(), variable)
+    node.input(0).replace_source_output(value)
+    node.validate_and_infer_types()
+    return node
+
+
+def realize(g: LayerGraph, bindings: dict[int, object], variables: dict | None = None, sinks: list | None = None) -> dict[int, list]:
+    """{layer id: [ov.Output per output]}. Parameters come from `bindings` (layer id -> ov.Output);
+    ReadValue/Assign share the Variables in `variables` (by id); Assign nodes go to `sinks`, for
+    the model's add_sinks."""
+    import openvino.opset6 as opset6
+
     blob = memoryview(g.weights.getvalue())
     outs: dict[int, list] = {}
+    variables = {} if variables is None else variables
     for layer in g.layers:
         if layer.type == "Parameter":
             outs[layer.id] = [bindings[layer.id]]
@@ -75,6 +103,12 @@ def realize(g: LayerGraph, bindings: dict[int, object]) -> dict[int, list]:
             continue
         if layer.type == "Const":
             node = _constant(layer, blob)
+        elif layer.type == "ReadValue":
+            node = opset6.read_value(outs[layer.inputs[0].layer.id][layer.inputs[0].index], _variable(layer, variables))
+        elif layer.type == "Assign":
+            node = assign(outs[layer.inputs[0].layer.id][layer.inputs[0].index], _variable(layer, variables))
+            if sinks is not None:
+                sinks.append(node)
         else:
             version = template(layer.type).get("version")
             args = [outs[src.layer.id][src.index] for src in layer.inputs]

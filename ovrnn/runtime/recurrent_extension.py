@@ -39,7 +39,9 @@ from ..lower import ops
 from ..lower.gru import lower_gru
 from ..lower.layer_graph import LayerGraph
 from ..lower.lstm import lower_lstm
-from ..lower.rnn import LoweringOptions, SharedInputGuard, lower_rnn
+from ..lower.node import LoweringOptions, SharedInputGuard
+from ..lower.rnn import lower_rnn
+from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.read import ONNX_DOMAINS, TensorInfo
 from ..shapes import Dim
 from ..spec import NORMALISERS
@@ -211,8 +213,16 @@ class Converted:
 class RecurrentLowering:
     """Called by the frontend for each RNN, GRU and LSTM node; lowers it with ovrnn's chains."""
 
-    def __init__(self, nodes: ModelNodes | ContextNodes, options: LoweringOptions, max_steps: int | None = None) -> None:
+    def __init__(
+        self, nodes: ModelNodes | ContextNodes, options: LoweringOptions, max_steps: int | None = None, stateful: bool = False, graph_inputs: set[str] = frozenset()
+    ) -> None:
         self.nodes, self.options, self.max_steps = nodes, options, max_steps
+        self.stateful, self.graph_inputs = stateful, graph_inputs  # --stateful: top-level nodes carry H (and C) in variables
+        self.variables: dict = {}
+        self.sinks: list = []  # the Assign nodes, for the model's add_sinks
+        self.states: list = []  # NodeState of every stateful node, in order
+        self.specs: list = []  # the lowered specs, in order
+        self.variable_ids: set[str] = set()
         self.error: OvrnnError | None = None
         self.failed: RecurrentNode | None = None  # the node of the first error
         self.failed_call = -1
@@ -260,6 +270,9 @@ class RecurrentLowering:
         label = unique_label(onnx.NodeProto(op_type=op) if is_context else proto, len(self.labels), self.labels)
         self.labels.append(label)
         spec = NORMALISERS[op](proto, node.index, node.opset, infos.get, label)
+        states = []
+        if self.stateful and node.body is None:  # a body's state lives in its loop, not across infer calls
+            spec, states = plan_states(spec, self.variable_ids, self.graph_inputs)
         if is_context:  # ovrnn.extension(): the limit over the nodes so far, as it goes
             check_steps(self.steps + spec.seq_length * len(spec.directions), len(self.converted) + 1, self.max_steps)
         g = LayerGraph(label)
@@ -279,14 +292,21 @@ class RecurrentLowering:
         x = present[proto.input[0]]
         x_key = (x.get_node().get_name(), x.get_index())  # the same OpenVINO tensor, not just the same name
         options = self.shared_x.options_for(op, spec.node_name or spec.label, proto.input[0], spec.directions, self.options, self.notes, key=x_key)
+        if states:  # lower/state.py: the ReadValues are the node's initial states
+            placeholders.update(add_states(g, states, spec.etype, port_of(spec.X.name), self.options.static, port_of))
         lowered = LOWER[op](g, spec, port_of, options=options)
-        realized = realize(g, bindings)
-        by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items()}
-        produced = list(by_name.values())
+        if states:
+            add_assigns(g, states, lowered.outputs, spec)
+            self.states.extend(states)
+        self.specs.append(spec)
+        realized = realize(g, bindings, self.variables, self.sinks)
+        produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
+        by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items() if p.layer.out_names[p.index]}
         self.notes.extend(spec.notes)
+        self.notes.extend(lowered.notes)
         # An ONNX output slot with no name still needs a value; nothing reads it.
         returned = [by_name.get(name, produced[0]) for name in proto.output]
-        self.converted.append(Converted(node, RnnSummary.of(spec, lowered.chains), returned))
+        self.converted.append(Converted(node, RnnSummary.of(spec, lowered.chains, lowered.weights), returned))
         return returned
 
 

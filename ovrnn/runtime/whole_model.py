@@ -26,7 +26,8 @@ from .. import __version__
 from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.model import IR
 from ..spec.limits import check_steps
-from ..lower.rnn import LoweringOptions
+from ..lower.node import LoweringOptions
+from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView
 from .engine import ov, ov_message
@@ -54,6 +55,7 @@ def convert_whole_model(
     options: LoweringOptions = LoweringOptions(),
     max_steps: int | None = None,
     allow_sequence_ops: bool = False,
+    stateful: bool | tuple[tuple[str, str], ...] = False,
 ) -> IR:
     """Every RNN/GRU/LSTM node, at the top level and inside If/Loop/Scan bodies, lowered to chains.
     A body node whose step count is not known at conversion time is refused, or with
@@ -65,7 +67,7 @@ def convert_whole_model(
     with _model_file(folded_model, source if not folded else None) as path:
         while True:
             try:
-                model, lowering = _convert(view, shapes, path, nodes, options, max_steps, tuple(op for op in FAMILIES if op not in left))
+                model, lowering = _convert(view, shapes, path, nodes, options, tuple(op for op in FAMILIES if op not in left), stateful is True)
                 break
             except _BodyRefusal as refusal:
                 if not allow_sequence_ops or refusal.op in left:
@@ -77,6 +79,11 @@ def convert_whole_model(
     _fold_constants(model)
     _deterministic_names(model)
     _check_chain_kept(model, lowering.labels)
+    stream, stream_notes = None, []
+    if stateful:
+        from .stateful_model import make_stateful
+
+        stream, stream_notes = make_stateful(model, view, stateful, lowering, path_for_probe=lambda: _model_file(folded_model, source if not folded else None))
     if options.static and model.is_dynamic():
         dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
         raise UsageError(f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with {flag('input')}")
@@ -85,7 +92,7 @@ def convert_whole_model(
         f"({flag('allow-sequence-ops', True)}: {why})"
         for op, why in left.items()
     ]
-    notes = left_notes + list(lowering.notes) + ([] if nodes else [NO_RNN_NOTE]) + ([steps_note] if steps_note else [])
+    notes = left_notes + list(lowering.notes) + ([] if nodes or stateful else [NO_RNN_NOTE]) + ([steps_note] if steps_note else []) + list(stream_notes)
     summaries = lowering.summaries
     for summary in summaries:
         for key, value in summary.rt_info().items():
@@ -93,6 +100,9 @@ def convert_whole_model(
     model.set_rt_info(__version__, ["ovrnn", "version"])
     for key, value in options.rt_info().items():
         model.set_rt_info(value, ["ovrnn", key])
+    if stream is not None:
+        for key, value in stream.rt_info().items():
+            model.set_rt_info(value, ["ovrnn", "stateful", key])
     xml, bin_ = _serialize(model, options.compress_to_fp16)
     return IR(xml=xml, bin=bin_, notes=tuple(notes), rnns=tuple(summaries))
 
@@ -103,12 +113,13 @@ class _BodyRefusal(Exception):
         self.op, self.error = op, error
 
 
-def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], options: LoweringOptions, max_steps, ops_: tuple[str, ...]):
+def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], options: LoweringOptions, ops_: tuple[str, ...], stateful: bool):
     """One run of the frontend with ovrnn lowering the nodes of `ops_`: (ov.Model, the lowering)."""
     from openvino.frontend import FrontEndManager
 
     mine = [n for n in nodes if n.proto.op_type in ops_]
-    lowering = RecurrentLowering(ModelNodes(mine), replace(options, compress_to_fp16=False))  # the serializer compresses
+    graph_inputs = {i.name for i in view.inputs}
+    lowering = RecurrentLowering(ModelNodes(mine), replace(options, compress_to_fp16=False), stateful=stateful, graph_inputs=graph_inputs)  # the serializer compresses
     fe = FrontEndManager().load_by_framework("onnx")
     for extension in lowering.extensions(ops_):
         fe.add_extension(extension)
@@ -276,12 +287,37 @@ def _conversion_error(view: GraphView, path: Path, exc: Exception) -> OvrnnError
 
 
 def _fold_constants(model) -> None:
-    """Computed initial_h and shape subgraphs become constants when the shapes are static."""
+    """Computed initial_h and shape subgraphs become constants when the shapes are static. The
+    integer weights of compressed W/R (Consts named ".../quantized") stand behind a Parameter
+    meanwhile, so their Convert -> Multiply chain is not folded back to float (in bodies too)."""
     from openvino.passes import ConstantFolding, Manager
 
+    o = ov()
+    held = []
+    for graph in _graphs(model):
+        for op in graph.get_ordered_ops():
+            if op.get_type_name() == "Constant" and op.get_friendly_name().endswith(QUANTIZED_SUFFIX):
+                stand_in = o.op.Parameter(op.get_output_element_type(0), op.get_output_partial_shape(0))
+                for target in list(op.output(0).get_target_inputs()):
+                    target.replace_source_output(stand_in.output(0))
+                held.append((graph, op, stand_in))
+    for graph in {id(g): g for g, _, _ in held}.values():
+        graph.add_parameters([p for g, _, p in held if g is graph])
     manager = Manager()
     manager.register_pass(ConstantFolding())
     manager.run_passes(model)
+    for graph, op, stand_in in held:
+        for target in list(stand_in.output(0).get_target_inputs()):
+            target.replace_source_output(op.output(0))
+        graph.remove_parameter(stand_in)
+
+
+def _graphs(model):
+    """The model and every If/Loop/TensorIterator body in it, at any depth."""
+    yield model
+    for op in model.get_ordered_ops():
+        for body in bodies(op):
+            yield from _graphs(body)
 
 
 def all_ops(model):

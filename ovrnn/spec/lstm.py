@@ -27,12 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import onnx
-
 from . import activations as acts
-from .recurrent import LSTM, Direction, RecurrentInput, normalise
-from ..dtypes import ElementType
-from ..shapes import Dim
+from .recurrent import LSTM, Normaliser, RecurrentInput, RecurrentSpec
 
 
 class LstmActivations(NamedTuple):
@@ -44,50 +40,25 @@ class LstmActivations(NamedTuple):
         return f"f={self.f.describe()} g={self.g.describe()} h={self.h.describe()}"
 
 
-@dataclass(frozen=True, eq=False)
-class LstmSpec:
-    node_name: str
-    label: str  # layer-name prefix, e.g. "lstm_0"
-    schema_version: int  # 1, 7, 14 or 22
-    etype: ElementType  # of X, W, R, B, initial_h, initial_c, P, Y, Y_h, Y_c
-    directions: tuple[Direction, ...]
+@dataclass(frozen=True, eq=False, kw_only=True)
+class LstmSpec(RecurrentSpec):
+    family = LSTM
     activations: tuple[LstmActivations, ...]  # one per direction
-    layout: int
-    seq_length: int
-    batch: Dim
-    input_size: int
-    hidden_size: int
-    clip: float | None  # None: no clipping; 0.0 clamps every gate pre-activation to 0
     input_forget: bool  # ft = 1 - it
-    X: RecurrentInput
-    W: RecurrentInput
-    R: RecurrentInput
-    B: RecurrentInput | None
-    sequence_lens: RecurrentInput | None  # None also when constant and equal to seq_length everywhere
-    initial_h: RecurrentInput | None
     initial_c: RecurrentInput | None
     P: RecurrentInput | None
-    Y: str | None  # output tensor names, None when absent
-    Y_h: str | None
     Y_c: str | None
-    notes: tuple[str, ...] = ()
 
-    @property
-    def num_directions(self) -> int:
-        return len(self.directions)
+    def features(self) -> tuple[str, ...]:
+        return tuple(what for what, on in (("peepholes", self.P is not None), ("input_forget", self.input_forget)) if on)
 
-    def describe(self) -> str:
-        dirs = ", ".join(f"{d.value} {a.describe()}" for d, a in zip(self.directions, self.activations))
-        extra = "".join(f", {what}" for what, on in (("peepholes", self.P is not None), ("input_forget", self.input_forget)) if on)
-        return f"LSTM '{self.node_name}': T={self.seq_length}, batch={self.batch.describe()}, I={self.input_size}, H={self.hidden_size}, {dirs}{extra}"
+    @staticmethod
+    def direction_activations(slots: tuple[acts.Activation, ...]) -> LstmActivations:
+        return LstmActivations(*slots)
+
+    @classmethod
+    def own_fields(cls, n: Normaliser) -> dict[str, object]:
+        return {"input_forget": n.switch("input_forget")}
 
 
-def normalise_lstm(node: onnx.NodeProto, index: int, opset: int, lookup, label: str) -> LstmSpec:
-    """Check one LSTM node and resolve every default. `lookup(name)` gives TensorInfo or None."""
-    n, c = normalise(LSTM, node, index, opset, lookup)
-    coupled = n.switch("input_forget")
-    return LstmSpec(
-        **c.spec_fields(node, label),
-        activations=tuple(LstmActivations(*a) for a in c.activations),
-        input_forget=coupled,
-    )
+normalise_lstm = LstmSpec.normalise

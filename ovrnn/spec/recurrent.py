@@ -23,6 +23,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
+from typing import ClassVar
 
 import numpy as np
 import onnx
@@ -130,6 +131,65 @@ class Common:
             **self.outputs,
             notes=tuple(self.notes),
         )
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class RecurrentSpec:
+    """The frozen spec of one recurrent node: the fields every op shares. RnnSpec, GruSpec and
+    LstmSpec add their own attributes, inputs and outputs, and the shape of their activations."""
+
+    family: ClassVar[OpFamily]
+    node_name: str
+    label: str  # layer-name prefix, e.g. "rnn_0"
+    schema_version: int  # the op's schema version (RNN 1, 7, 14, 22; GRU also 3)
+    etype: ElementType  # of X, W, R, B, the initial states, P and the outputs
+    directions: tuple[Direction, ...]
+    activations: tuple  # one per direction: the op's activation(s) for its slots
+    layout: int
+    seq_length: int
+    batch: Dim
+    input_size: int
+    hidden_size: int
+    clip: float | None  # None: no clipping; 0.0 clamps every (gate) pre-activation to 0
+    X: RecurrentInput
+    W: RecurrentInput
+    R: RecurrentInput
+    B: RecurrentInput | None
+    sequence_lens: RecurrentInput | None  # None also when constant and equal to seq_length everywhere
+    initial_h: RecurrentInput | None
+    Y: str | None  # output tensor names, None when absent
+    Y_h: str | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def num_directions(self) -> int:
+        return len(self.directions)
+
+    def describe(self) -> str:
+        dirs = ", ".join(f"{d.value} {a.describe()}" for d, a in zip(self.directions, self.activations))
+        extra = "".join(f", {what}" for what in self.features())
+        return f"{self.family.name} '{self.node_name}': T={self.seq_length}, batch={self.batch.describe()}, I={self.input_size}, H={self.hidden_size}, {dirs}{extra}"
+
+    def features(self) -> tuple[str, ...]:
+        """The op-specific switches that are on, for describe()."""
+        return ()
+
+    @classmethod
+    def normalise(cls, node: onnx.NodeProto, index: int, opset: int, lookup, label: str):
+        """Check one node of this op and resolve every default. `lookup(name)` gives TensorInfo or None."""
+        n, c = normalise(cls.family, node, index, opset, lookup)
+        own = cls.own_fields(n)  # before spec_fields: its notes belong in the spec too
+        return cls(**c.spec_fields(node, label), activations=tuple(cls.direction_activations(a) for a in c.activations), **own)
+
+    @staticmethod
+    def direction_activations(slots: tuple[acts.Activation, ...]):
+        """One direction's activations, one per slot, as the op's spec holds them."""
+        return slots
+
+    @classmethod
+    def own_fields(cls, n: Normaliser) -> dict[str, object]:
+        """The op's own attributes, read from the node."""
+        return {}
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:

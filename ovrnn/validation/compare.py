@@ -25,7 +25,7 @@ from ..spec import activations
 from . import reference
 from ..runtime import engine as runtime
 from . import report as report_module
-from ..convert import InputShapes, convert_model
+from ..convert import InputShapes, compression_of, convert_model
 from ..dtypes import from_numpy
 from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
@@ -89,6 +89,8 @@ class ValidationReport:
         for c in self.comparisons:
             verdict = ("PASS" if c.passed else "FAIL") if c.counted else ("agrees" if c.passed else "differs, not counted")
             tol = f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
+            if c.oracle == "quantization":  # a figure, not a test
+                verdict, tol = "shown, not counted", "-"
             lines.append(f"{c.output:<16}{c.oracle:<13}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
         if self.layers_per_device:
             lines.append("layers per device: " + ", ".join(f"{d} {n}" for d, n in self.layers_per_device.items()))
@@ -117,13 +119,15 @@ def validate(
     compress_to_fp16: bool = False,
     max_steps: int | None = None,
     chunk_steps: int = 64,
+    compress_weights: str | None = None,
+    group_size: int | None = None,
     allow_sequence_ops: bool = False,
 ) -> ValidationReport:
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
     With `report_dir`, also write the report files (report.py) there."""
     from ..convert import check_count
-    from ..runtime.devices import canonical_device
+    from ..plugins import canonical_device
 
     device = canonical_device(device)
     runtime.check_precision(precision)
@@ -133,7 +137,10 @@ def validate(
     if batch is not None and batch > MAX_DIM:
         raise UsageError(f"{flag('batch')}: expected a batch size between 1 and {MAX_DIM:,}, got {batch}")
     proto = load_model(model)
-    ir = ir or convert_model(proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps, allow_sequence_ops=allow_sequence_ops)
+    ir = ir or convert_model(
+        proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
+        compress_weights=compress_weights, group_size=group_size, allow_sequence_ops=allow_sequence_ops,
+    )
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
@@ -146,17 +153,34 @@ def validate(
         batch_run = batch
     feeds = random_inputs(compiled, ir, seed, batch, {i.name for i in proto.graph.input})
     got = runtime.infer(compiled, feeds)
-    want = reference.run_model(proto, feeds)
+    # integer weights: the device is judged against float64 with the dequantized weights; the
+    # quantization-only error (dequantized vs original, both float64) is shown beside it
+    from .dequantized import compressed_reference
+
+    quant = compressed_reference(proto, ir, compression_of(compress_weights, group_size))
+    original = reference.run_model(proto, feeds)
+    want = original if quant is None else reference.run_model(quant.model, feeds)
     # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
     floor = "f16" if compress_to_fp16 else None
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
+    if compiled.integer_weights:
+        notes.append(compiled.integer_weights)
     comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floor) for name in want]
+    if quant is not None:
+        notes.append(f"integer weights ({quant.what}): 'reference' is float64 with the dequantized weights and decides PASS/FAIL; 'quantization' is that reference against float64 with the original weights (what compression costs, not counted)")
+        for c in comparisons:
+            c.note = "float64, dequantized weights"
+        for name in want:
+            if name in original:
+                c = compare(name, want[name], original[name], "quantization", "f32")
+                c.counted, c.passed, c.note = False, True, "quantization-only error"
+                comparisons.append(c)
     ort_status, ort_out = run_onnxruntime(proto, feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
-    deviation = ort_known_deviation(proto)
+    deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
     for name, value in (ort_out or {}).items():
         c = compare(name, got[name], value, "onnxruntime", compiled.precision, floor)
         if deviation:
-            c.counted, c.note = False, f"onnxruntime deviates from the spec: {deviation}"
+            c.counted, c.note = False, f"onnxruntime deviates from the spec: {deviation}" if quant is None or ort_known_deviation(proto) else deviation
         comparisons.append(c)
     result = ValidationReport(
         model=_model_label(model, proto),
@@ -177,6 +201,8 @@ def validate(
             "static": static,
             "compress_to_fp16": compress_to_fp16,
             "chunk_steps": None if chunk_steps == 64 else chunk_steps,
+            "compress_weights": compress_weights,
+            "group_size": group_size,
             "allow_sequence_ops": allow_sequence_ops,
             "cache_dir": None if cache_dir is None else str(cache_dir),
         },

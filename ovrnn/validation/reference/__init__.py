@@ -1,7 +1,7 @@
 """The oracle: float64 numpy implementations of the whole ONNX RNN, GRU and LSTM specs.
 
-One module per op holds its cell equations (rnn.py, gru.py, lstm.py); ``loop.py`` holds the one
-recurrent loop they share. Deliberately independent of ``ovrnn.spec`` and ``ovrnn.lower``: the
+One module per op holds its cell equations (rnn.py, gru.py, lstm.py: a ``Cell``, the step and what
+it needs); ``loop.py`` holds the one recurrent loop and the one signature they share. Deliberately independent of ``ovrnn.spec`` and ``ovrnn.lower``: the
 references read raw ONNX attributes themselves, so a mistake in the normaliser cannot hide in both
 places. ``run_model`` computes whole models.
 """
@@ -12,14 +12,15 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .gru import gru_reference
-from .lstm import lstm_reference
-from .rnn import rnn_reference
+from .gru import GRU
+from .loop import reference
+from .lstm import LSTM
+from .rnn import RNN
 
-__all__ = ["OPS", "gru_reference", "lstm_reference", "rnn_reference", "run_model"]
+__all__ = ["OPS", "run_model", "run_node"]
 
-# op_type -> reference; each takes the ONNX inputs positionally and the attributes by name
-OPS = {"RNN": rnn_reference, "GRU": gru_reference, "LSTM": lstm_reference}
+# op_type -> its cell; loop.reference takes the ONNX inputs positionally and the attributes by name
+OPS = {"RNN": RNN, "GRU": GRU, "LSTM": LSTM}
 
 
 def run_node(op_type: str, inputs: list, attrs: dict) -> tuple[np.ndarray, ...]:
@@ -30,7 +31,7 @@ def run_node(op_type: str, inputs: list, attrs: dict) -> tuple[np.ndarray, ...]:
         kw["direction"] = kw["direction"].decode()
     if "activations" in kw:
         kw["activations"] = [a.decode() if isinstance(a, bytes) else a for a in kw["activations"]]
-    return OPS[op_type](*inputs, **kw)
+    return reference(OPS[op_type], inputs, **kw)
 
 
 def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@ both, alpha/beta are consumed in order, Affine defaults to 1/0 and ScaledTanh to
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -102,3 +103,68 @@ def run(X, initial_states: Sequence[np.ndarray | None], sequence_lens, direction
     if layout == 1:
         return Y.transpose(2, 0, 1, 3), tuple(f.transpose(1, 0, 2) for f in finals)
     return Y, tuple(finals)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node's inputs and shared attributes as its step reads them, float64, raw ONNX layout
+    (W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H] with zeros when absent, P [D, 3*H] or None)."""
+
+    W: np.ndarray
+    R: np.ndarray
+    B: np.ndarray
+    P: np.ndarray | None
+    hidden_size: int
+    acts: list[list[Activation]]  # per direction, one per slot
+    clip: Activation
+    attrs: dict  # the op's own attributes (linear_before_reset, input_forget), defaults filled in
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What one op adds to the shared loop: its gate count, activation slots and step math."""
+
+    gates: int
+    activations: tuple[str, ...]  # the default activation of each slot
+    states: int  # 1 (H) or 2 (H, C)
+    step: Callable[[Node, int, np.ndarray, tuple[np.ndarray, ...]], tuple[np.ndarray, ...]]
+    attrs: dict = field(default_factory=dict)  # the op's own attributes and their defaults
+
+
+# The ONNX inputs of RNN/GRU (the first six) and LSTM (all eight), by position.
+INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")
+
+
+def reference(
+    cell: Cell,
+    inputs: Sequence[np.ndarray | None],
+    *,
+    activations=None,
+    activation_alpha=None,
+    activation_beta=None,
+    clip=None,
+    direction="forward",
+    hidden_size=None,
+    layout=0,
+    **own,
+) -> tuple[np.ndarray, ...]:
+    """(Y, Y_h[, Y_c]) in float64 for one node; inputs by position, attributes as ONNX names them."""
+    unknown = set(own) - set(cell.attrs)
+    if unknown:
+        raise TypeError(f"unexpected attribute(s): {', '.join(sorted(unknown))}")
+    X, W, R, B, sequence_lens, initial_h, initial_c, P = list(inputs) + [None] * (len(INPUTS) - len(inputs))
+    W, R, B, P = f64(W), f64(R), f64(B), f64(P)
+    D = num_directions(direction)
+    H = R.shape[-1] if hidden_size is None else hidden_size
+    node = Node(
+        W,
+        R,
+        np.zeros((D, 2 * cell.gates * H)) if B is None else B,
+        P,
+        H,
+        activation_functions(activations, activation_alpha, activation_beta, D, cell.activations),
+        clipper(clip),
+        {**cell.attrs, **own},
+    )
+    Y, finals = run(X, [initial_h, initial_c][: cell.states], sequence_lens, direction, layout, H, lambda d, x, st: cell.step(node, d, x, st))
+    return (Y, *finals)

@@ -1,0 +1,271 @@
+"""``--stateful`` on a whole model (OpenVINO's ``ov.Model``, after the frontend and ovrnn's lowering).
+
+* Node states: the extension already put a ReadValue before and an Assign after each recurrent
+  node's chain (``lower/state.py``); here the Assigns become the model's sinks and the graph inputs
+  they replace (initial_h/initial_c) are removed.
+* Model-level pairs ``IN=OUT``: graph input IN and graph output OUT become one variable, id IN:
+
+      init  = IN's initializer | zeros of IN's shape (a dynamic dim taken from the input that shares its symbol)
+      state = ReadValue(init)      replaces Parameter IN
+      Assign(OUT's value)          replaces Result OUT
+
+  Refused: names that are not a graph input / output, shapes or types that differ, an OUT that does
+  not depend on IN.
+* Which graph inputs carry the time axis (rt_info ``inputs``/``batch``): each input dim in turn is set
+  to a sentinel size, and the frontend is run up to the first recurrent node, whose X shows where
+  that sentinel landed (time axis, batch axis, or neither).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
+from ..lower.state import safe_id, unique_id
+from ..onnx.read import GraphView
+from ..shapes import Dim
+from ..stateful import StreamInfo, StreamState, common_steps
+from .engine import ov
+from .realize import assign as realize_assign
+
+_SENTINEL = 10007  # a size no real model uses: where it shows up, it came from the probed dim
+
+
+def make_stateful(model, view: GraphView, stateful, extension, path_for_probe: Callable) -> tuple[StreamInfo, list[str]]:
+    notes: list[str] = []
+    pairs = stateful if isinstance(stateful, tuple) else ()
+    states: list[StreamState] = []
+    if stateful is True:
+        if not extension.states:
+            raise UnsupportedFeatureError(
+                f"{flag('stateful')}: the model has no forward RNN, GRU or LSTM node whose state a stream could carry; "
+                f"if it passes its state through graph inputs and outputs, name them: {flag('stateful', quoted('IN=OUT'))}"
+            )
+        model.add_sinks(extension.sinks)
+        _remove_replaced_inputs(model, {st.replaces for st in extension.states if st.replaces}, notes)
+        states = [StreamState(st.id, st.init, st.batch_axis) for st in extension.states]
+    skip = {p for p, _ in pairs} | {st.replaces for st in extension.states if st.replaces}
+    streamed = _probe_axes(view, extension, path_for_probe, skip)
+    steps = common_steps(extension.specs) if extension.specs else None
+    info = StreamInfo(steps or 0)
+    timed = [(name, axis) for name, (axis, _) in streamed.items() if axis is not None]
+    if timed:
+        info.inputs = [(name, axis, steps) for name, axis in timed]
+    elif extension.specs and stateful is True:
+        notes.append(
+            f"no graph input carries the recurrent nodes' time axis one to one ({steps} steps per call); every input is fed whole on each call"
+        )
+    else:  # a pair-only model without a time mapping: its own chunk, along each input's last axis
+        inputs = [i for i in view.inputs if i.name not in skip and i.shape]
+        info.inputs = [(i.name, len(i.shape) - 1, i.shape[-1].value) for i in inputs if i.shape[-1].is_static]
+        lengths = {k for _, _, k in info.inputs}
+        info.steps = lengths.pop() if len(lengths) == 1 else (steps or 0)
+    fed = {name for name, _, _ in info.inputs}
+    info.batch = [(name, batch) for name, (_, batch) in streamed.items() if batch is not None and name in fed]
+    if not info.batch and not timed:
+        info.batch = [(name, 0) for name in fed]
+    if pairs:
+        states = _make_pairs(model, view, pairs, info)
+    info.states = states
+    return info, notes
+
+
+def _remove_replaced_inputs(model, names: set[str], notes: list[str]) -> None:
+    for param in list(model.get_parameters()):
+        name = param.output(0).get_any_name()
+        if name not in names:
+            continue
+        if param.output(0).get_target_inputs():
+            notes.append(f"graph input '{name}' is read by other ops too: it stays an input, and the recurrent node reads its state instead")
+            continue
+        model.remove_parameter(param)
+
+
+# --- where the time axis comes from ---------------------------------------------------------------
+
+
+def _probe_axes(view: GraphView, extension, path_for_probe: Callable, skip: set[str]) -> dict[str, tuple[int | None, int | None]]:
+    """{graph input: (its axis that becomes the first recurrent node's time axis, its batch axis)}."""
+    if not extension.specs:
+        return {}
+    from openvino.frontend import ConversionExtension, FrontEndManager
+
+    from .whole_model import partial_shape
+
+    layout = extension.specs[0].layout
+    found: dict[str, list] = {}
+    with path_for_probe() as path:
+        for info in view.inputs:
+            if info.name in skip or not info.shape:
+                continue
+            for axis, dim in enumerate(info.shape):
+                seen = []
+
+                def probe(context, seen=seen):
+                    x = context.get_input(0).get_partial_shape()
+                    if x.rank.is_static and len(x) == 3:
+                        seen.append(tuple(d.get_length() if d.is_static else None for d in x))
+                    raise _Probed()
+
+                fe = FrontEndManager().load_by_framework("onnx")
+                for op in ("RNN", "GRU", "LSTM"):
+                    fe.add_extension(ConversionExtension(op, probe))
+                input_model = fe.load(str(path))
+                for other in view.inputs:
+                    if other.shape is None:
+                        continue
+                    dims = list(other.shape)
+                    if other.name == info.name:
+                        dims[axis] = Dim.of(_SENTINEL)
+                    input_model.set_partial_shape(input_model.get_place_by_tensor_name(other.name), partial_shape(tuple(dims)))
+                try:
+                    fe.convert(input_model)
+                except Exception:  # noqa: BLE001 - the probe always stops the conversion; a Reshape may refuse the size first
+                    pass
+                if seen:
+                    x = seen[0]
+                    time_axis, batch_axis = (1, 0) if layout else (0, 1)
+                    entry = found.setdefault(info.name, [None, None])
+                    if x[time_axis] == _SENTINEL and entry[0] is None:
+                        entry[0] = axis
+                    if x[batch_axis] == _SENTINEL and entry[1] is None:
+                        entry[1] = axis
+    return {name: (t, b) for name, (t, b) in found.items()}
+
+
+class _Probed(Exception):
+    pass
+
+
+# --- model-level pairs ----------------------------------------------------------------------------
+
+
+def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info: StreamInfo) -> list[StreamState]:
+    import openvino.opset1 as opset1
+    import openvino.opset6 as opset6
+
+    o = ov()
+    params = {n: p for p in model.get_parameters() for n in p.output(0).get_names()}
+    results = {n: r for r in model.get_results() for n in r.output(0).get_names()}
+    inputs = ", ".join(i.name for i in view.inputs) or "none"
+    outputs = ", ".join(x.name for x in view.outputs) or "none"
+    used_in, used_out, ids, states, sinks = set(), set(), set(), [], []
+    for name, out in pairs:
+        who = f"{flag('stateful')} '{name}={out}'"
+        if name in used_in or out in used_out:
+            raise UsageError(f"{who}: '{name if name in used_in else out}' is already in another pair")
+        used_in.add(name)
+        used_out.add(out)
+        if name not in params:
+            raise UsageError(f"{who}: '{name}' is not a graph input (inputs: {inputs})")
+        param = params[name]
+        init_value = view.constants[name].value if name in view.constants else None  # an input with an initializer
+        if out not in results:
+            raise UsageError(f"{who}: '{out}' is not a graph output (outputs: {outputs})")
+        result = results[out]
+        value = result.input_value(0)
+        in_shape, in_type = param.get_output_partial_shape(0), param.get_output_element_type(0)
+        if value.get_element_type() != in_type:
+            raise UsageError(f"{who}: the input is {in_type.get_type_name()} and the output {value.get_element_type().get_type_name()}; a state keeps one type")
+        out_shape = value.get_partial_shape()
+        if not in_shape.compatible(out_shape) or in_shape.rank != out_shape.rank:
+            raise UsageError(f"{who}: the input has shape {in_shape} and the output {out_shape}; a state keeps one shape")
+        if not _depends_on(value.get_node(), param):
+            raise UsageError(f"{who}: output '{out}' does not depend on input '{name}', so it is not the next value of that state")
+        var_id = unique_id(name if safe_id(name) == name else safe_id(name), ids)
+        ids.add(var_id)
+        vi = o.op.util.VariableInfo()
+        vi.variable_id, vi.data_type, vi.data_shape = var_id, in_type, in_shape
+        variable = o.op.util.Variable(vi)
+        init = opset1.constant(np.asarray(init_value)) if init_value is not None else _zeros(model, view, name, in_shape, in_type, who)
+        read = opset6.read_value(init, variable)
+        read.set_friendly_name(f"{var_id}/read")
+        for target in list(param.output(0).get_target_inputs()):
+            target.replace_source_output(read.output(0))
+        assign = realize_assign(value, variable)
+        assign.set_friendly_name(f"{var_id}/assign")
+        sinks.append(assign)
+        model.remove_result(result)
+        model.remove_parameter(param)
+        states.append(StreamState(var_id, f"pair:{name}={out}", _pair_batch_axis(view, name, in_shape, info)))
+    model.add_sinks(sinks)
+    model.validate_nodes_and_infer_types()
+    return states
+
+
+def _depends_on(node, param) -> bool:
+    seen, stack, target = set(), [node], param.get_name()  # get_name(): unique per node (Python wrappers are not)
+    while stack:
+        n = stack.pop()
+        key = n.get_name()
+        if key == target:
+            return True
+        if key in seen:
+            continue
+        seen.add(key)
+        stack.extend(i.get_source_output().get_node() for i in n.inputs())
+    return False
+
+
+def _zeros(model, view: GraphView, name: str, shape, etype, who: str):
+    """Zeros of the input's shape; a dynamic dim comes from the graph input that shares its ONNX symbol."""
+    import openvino.opset1 as opset1
+    import openvino.opset3 as opset3
+    import openvino.opset8 as opset8
+
+    if shape.is_static:
+        return opset1.constant(np.zeros([d.get_length() for d in shape], etype.to_dtype()))
+    declared = next(i for i in view.inputs if i.name == name).shape or ()
+    params = {n: p for p in model.get_parameters() for n in p.output(0).get_names()}
+    dims = []
+    for axis, d in enumerate(shape):
+        if d.is_static:
+            dims.append(opset1.constant(np.array([d.get_length()], np.int64)))
+            continue
+        symbol = declared[axis].symbol if axis < len(declared) else None
+        source = next(
+            ((i.name, a) for i in view.inputs if i.name != name and i.name in params and i.shape for a, dd in enumerate(i.shape) if symbol and dd.symbol == symbol),
+            None,
+        )
+        if source is None:
+            fixed = ",".join(str(x.get_length()) if x.is_static else "B" for x in shape)
+            raise UsageError(
+                f"{who}: dim {axis} of '{name}' is dynamic and no other graph input shares it, so a reset has no shape to fill with zeros; "
+                f"fix it with {flag('input', quoted(f'{name}[{fixed}]'))}"
+            )
+        of = opset3.shape_of(params[source[0]].output(0), "i64")
+        dims.append(opset8.gather(of, opset1.constant(np.array([source[1]], np.int64)), opset1.constant(np.int64(0))))
+    target = opset1.concat(dims, 0)
+    return opset3.broadcast(opset1.constant(np.zeros((), etype.to_dtype())), target)
+
+
+def _pair_batch_axis(view: GraphView, name: str, shape, info: StreamInfo) -> int | None:
+    """The pair's batch axis: its dim that shares a symbol with a streamed input's batch dim, else
+    its one dim of that batch size (the middle one of [D, B, H] when several match)."""
+    declared = next((i.shape for i in view.inputs if i.name == name), None) or ()
+    by_name = {i.name: i for i in view.inputs}
+    for streamed, axis in info.batch:
+        dim = (by_name[streamed].shape or ())[axis] if streamed in by_name else None
+        if dim is None:
+            continue
+        if dim.symbol:
+            for a, d in enumerate(declared):
+                if d.symbol == dim.symbol:
+                    return a
+        if dim.is_static:
+            sizes = [a for a, d in enumerate(shape) if d.is_static and d.get_length() == dim.value]
+            if len(sizes) == 1:
+                return sizes[0]
+            if 1 in sizes:
+                return 1
+    dynamic = [a for a, d in enumerate(shape) if d.is_dynamic]
+    if dynamic:
+        return dynamic[0]
+    for node in view.model.graph.node:  # the initial_h/initial_c of a recurrent node: its layout says
+        if node.op_type in ("RNN", "GRU", "LSTM") and name in list(node.input)[5:7]:
+            layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
+            return 0 if layout else 1
+    return None
+

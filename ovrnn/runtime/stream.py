@@ -1,0 +1,474 @@
+"""One stream over a stateful IR: K time steps per call, the state kept by OpenVINO between calls.
+
+    stream = ovrnn.Stream("stream.xml")       # compiled at f32 on CPU, ONE infer request
+    for chunk in chunks:                       # each chunk K steps long on its time axis
+        y = stream.feed({"X": chunk})["Y"]     # inputs passed without copies (share_inputs)
+    stream.state                               # {"lstm/H": [1,B,H] array, "lstm/C": ...}
+    stream.reset()                             # back to the initial state (ReadValue initializers)
+    stream.set_state("lstm/H", h)              # seed a state
+
+A stateful IR is an ordinary OpenVINO model with ReadValue-6/Assign-6 pairs. What ovrnn adds is
+written in the model's rt_info under ``ovrnn/stateful`` (all values strings):
+
+    steps        K, the steps one call runs
+    inputs       NAME:AXIS:LENGTH of every input that carries the time axis (split into chunks)
+    batch        NAME:AXIS of the batch axis of those inputs
+    state_batch  ID:AXIS of the batch axis of each state
+    states       ID=INIT, INIT one of zeros | constant | pair:IN=OUT
+
+The variables themselves (ids, shapes, types) are read from the model, which is the source of truth;
+a stateful model that lacks the rt_info (made by hand, or by OpenVINO's MakeStateful) still streams,
+without the time-axis and batch checks.
+
+A state holds one batch: after the first call, a call with another batch needs a reset first. The
+stream says so itself (``UsageError``) before OpenVINO sees the inputs, whose own message would be a
+shape-inference trace from inside the plugin.
+
+Devices, by name:
+* NPU runs static shapes only, and its ``reset()`` zero-fills every state whatever the initializer
+  says; so the stream refuses a dynamic batch there, and after each reset it seeds the states whose
+  initial value is not zero (an ONNX ``initial_h`` constant) with ``set_state``.
+* GPU keeps states in its inference precision; like ``run``, the stream compiles at f32 by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DeviceError, IRFormatError, UsageError
+from . import engine
+
+RT_SECTION = ("ovrnn", "stateful")
+INIT_KINDS = ("zeros", "constant")  # or pair:IN=OUT
+
+
+# --- what the IR says ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimeInput:
+    """A graph input that carries the time axis: split into `length`-step chunks on `axis`."""
+
+    name: str
+    axis: int
+    length: int
+
+
+@dataclass(frozen=True)
+class StateInfo:
+    id: str
+    shape: str  # OpenVINO's partial shape text, e.g. "[1,?,5]"
+    type: str  # IR element type, e.g. "f32"
+    init: str  # zeros | constant | pair:IN=OUT | "" (the IR does not say)
+    batch_axis: int | None
+
+
+@dataclass(frozen=True)
+class StreamContract:
+    """What a stateful IR promises a caller: the states, and (from ovrnn's rt_info) how to chunk."""
+
+    states: tuple[StateInfo, ...]
+    steps: int | None = None  # K; None when the rt_info does not say
+    inputs: tuple[TimeInput, ...] = ()
+    batch: dict[str, int] = field(default_factory=dict)  # input -> batch axis
+
+    @property
+    def described(self) -> bool:
+        """True when the rt_info says which inputs carry time (what `ovrnn run` needs to split)."""
+        return self.steps is not None and bool(self.inputs)
+
+    @staticmethod
+    def of(model) -> StreamContract:
+        variables = {v.info.variable_id: v.info for v in model.get_variables()}
+        if not variables:
+            raise UsageError("the IR has no states (no ReadValue/Assign): it is not a stateful IR; make one with ovrnn convert --stateful")
+        rt = stateful_rt_info(model)
+        inits = dict(_pairs(rt.get("states", ""), "=", "states"))
+        state_batch = {k: _int(v, "state_batch") for k, v in _pairs(rt.get("state_batch", ""), ":", "state_batch")}
+        states = []
+        order = [*inits, *sorted(set(variables) - set(inits))]  # as the rt_info lists them: H before C
+        for vid in (v for v in order if v in variables):
+            info = variables[vid]
+            shape = info.data_shape
+            axis = state_batch.get(vid)
+            if axis is None:  # not written: the one dynamic dim, if there is exactly one
+                dynamic = [i for i, d in enumerate(shape) if d.is_dynamic] if shape.rank.is_static else []
+                axis = dynamic[0] if len(dynamic) == 1 else None
+            states.append(StateInfo(vid, str(shape), info.data_type.get_type_name(), inits.get(vid, ""), axis))
+        steps = _int(rt["steps"], "steps") if "steps" in rt else None
+        inputs = []
+        for spec in filter(None, rt.get("inputs", "").split(";")):
+            name, axis, length = (spec.rsplit(":", 2) + ["", ""])[:3]
+            inputs.append(TimeInput(name, _int(axis, "inputs"), _int(length, "inputs")))
+        batch = {k: _int(v, "batch") for k, v in _pairs(rt.get("batch", ""), ":", "batch")}
+        return StreamContract(tuple(states), steps, tuple(inputs), batch)
+
+
+def stateful_rt_info(model) -> dict[str, str]:
+    """The `ovrnn/stateful` rt_info section as {key: text}; {} when absent."""
+    try:
+        section = model.get_rt_info()
+        for key in RT_SECTION:
+            section = section[key]
+    except (KeyError, RuntimeError, TypeError):
+        return {}
+    if not isinstance(section, dict):
+        return {}
+    return {k: v.astype(str) for k, v in section.items() if not isinstance(v, dict)}
+
+
+def is_stateful(model) -> bool:
+    """True when the model keeps states between calls (any ReadValue/Assign variable)."""
+    return bool(model.get_variables())
+
+
+def _pairs(text: str, sep: str, key: str) -> list[tuple[str, str]]:
+    out = []
+    for item in filter(None, text.split(";")):
+        name, found, value = item.rpartition(sep) if sep == ":" else item.partition(sep)
+        if not found or not name:
+            raise IRFormatError(f"rt_info ovrnn/stateful/{key}: expected NAME{sep}VALUE items separated by ';', got '{item}'")
+        out.append((name, value))
+    return out
+
+
+def _int(text: str, key: str) -> int:
+    if not str(text).isdigit():
+        raise IRFormatError(f"rt_info ovrnn/stateful/{key}: expected a non-negative integer, got '{text}'")
+    return int(text)
+
+
+# --- devices ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceTraits:
+    """How a device treats states, by device name (no device needed to decide)."""
+
+    static_only: bool = False  # NPU: no dynamic dims, so no dynamic batch
+    reset_zero_fills: bool = False  # NPU: reset() = memset 0, the ReadValue initializer is ignored
+
+
+def device_traits(device: str) -> DeviceTraits:
+    """NPU (alone, or among HETERO/AUTO/MULTI's devices) gets NPU's rules."""
+    names = [n.split(".")[0] for n in engine.device_names(device)]
+    npu = "NPU" in names
+    return DeviceTraits(static_only=npu, reset_zero_fills=npu)
+
+
+# --- the stream ---------------------------------------------------------------------------------
+
+
+class Stream:
+    """A stream over one infer request of a stateful IR (an IR object or a path to model.xml).
+
+    ``feed(inputs)`` runs one call (K steps) and returns the outputs by name (copies, safe to keep);
+    ``reset()`` returns every state to its initial value; ``state`` is {id: array} (copies);
+    ``set_state(id, array)`` seeds one state. Inputs already of the model's type and shape are
+    passed to OpenVINO without a copy.
+    """
+
+    def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> None:
+        """`ir`: an IR object, a path to model.xml or an ov.Model; `properties`: more compile
+        properties (e.g. {"PERFORMANCE_HINT": "LATENCY"})."""
+        from ..plugins import canonical_device
+
+        device = canonical_device(device)
+        model = ir if isinstance(ir, engine.ov().Model) else engine.read_model(ir)
+        contract = StreamContract.of(model)
+        traits = device_traits(device)
+        if traits.static_only:
+            _check_static(model, device)
+        compiled = engine.compile_ir(model, device, precision, cache_dir, properties)
+        # NPU's reset zero-fills: the initial values that are not zero are seeded after each reset
+        seeds = _nonzero_initial_values(model) if traits.reset_zero_fills else {}
+        types = {v.info.variable_id: (v.info.data_type, v.info.data_shape) for v in model.get_variables()}
+        self._setup(compiled, contract, traits, seeds, types)
+
+    def _setup(self, compiled: engine.Compiled, contract: StreamContract, traits: DeviceTraits, seeds: dict, types: dict) -> None:
+        self.contract, self.traits, self._seeds, self._types = contract, traits, seeds, types
+        self._runner = engine.Runner.from_compiled(compiled)  # creates this stream's infer request
+        self.compiled = compiled
+        self.request = self._runner.request
+        by_name = {s.name: s for s in self.request.query_state()}
+        self._variables = {s.id: by_name.pop(s.id) for s in contract.states if s.id in by_name} | by_name
+        self._info = {s.id: s for s in contract.states}
+        self._batches: dict[str, int | None] = {}  # state id -> the batch it holds; None: follows X
+        self._seeded: set[str] = set()  # states set by set_state since the last call
+        self.reset()
+
+    def spawn(self) -> Stream:
+        """Another stream over the same compiled model: its own infer request, its own states."""
+        other = Stream.__new__(Stream)
+        other._setup(self.compiled, self.contract, self.traits, self._seeds, self._types)
+        return other
+
+    # -- what it is
+
+    @property
+    def device(self) -> str:
+        return self.compiled.device
+
+    @property
+    def precision(self) -> str:
+        return self.compiled.precision
+
+    @property
+    def steps(self) -> int | None:
+        """K, the time steps one call runs (None when the IR does not say)."""
+        return self.contract.steps
+
+    @property
+    def state_ids(self) -> list[str]:
+        return list(self._variables)
+
+    @property
+    def batch(self) -> int | None:
+        """The batch the states hold, or None right after a reset (then the next call's batch)."""
+        held = {b for b in self._batches.values() if b is not None}
+        return held.pop() if len(held) == 1 else None
+
+    def __repr__(self) -> str:
+        return f"Stream({len(self._variables)} states: {', '.join(self._variables)}; {self.steps or '?'} steps per call on {self.device})"
+
+    # -- the calls
+
+    def feed(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One call: K more steps of the stream. Outputs by name, in the model's output order."""
+        batch = self._check_inputs(inputs)
+        outputs = self._runner(inputs)
+        if batch is not None:
+            self._batches = dict.fromkeys(self._batches, batch)
+        self._seeded.clear()
+        return outputs
+
+    def reset(self) -> None:
+        """Every state back to its initial value: the ReadValue initializer (zeros, or the ONNX
+        initial_h/initial_c constant); seeded by hand where the device zero-fills instead."""
+        self._reset_request()
+        self._batches = {vid: self._static_batch(vid) for vid in self._variables}
+        for vid, value in self._seeds.items():
+            self.set_state(vid, value)
+        self._seeded.clear()  # the seeds are the initial state, not the user's
+
+    def _reset_request(self) -> None:
+        try:
+            self.request.reset_state()
+        except RuntimeError as exc:
+            raise DeviceError(f"resetting the states on {self.device} failed: {engine.ov_message(exc)}") from None
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """{state id: its value now} (copies). Right after a reset with a dynamic batch, before the
+        first call, a state is empty (batch 0): its value is made from the first call's inputs."""
+        return {vid: engine.to_numpy(v.state) for vid, v in self._variables.items()}
+
+    def set_state(self, state_id: str, value: np.ndarray) -> None:
+        """Seed one state (the next call starts from it), e.g. an ONNX initial_h."""
+        if state_id not in self._variables:
+            raise UsageError(f"'{state_id}' is not a state of the IR (states: {', '.join(self._variables)})")
+        etype, pshape = self._types[state_id]
+        tensor = engine.typed_tensor(etype, pshape, value, f"state '{state_id}'")
+        try:
+            self._variables[state_id].state = tensor
+        except RuntimeError as exc:
+            raise DeviceError(f"setting state '{state_id}' on {self.device} failed: {engine.ov_message(exc)}") from None
+        axis = self._info[state_id].batch_axis if state_id in self._info else None
+        if axis is not None:
+            self._batches[state_id] = int(np.shape(value)[axis])
+            self._seeded.add(state_id)
+
+    def check_states(self, values: dict[str, np.ndarray], what: str) -> None:
+        """Refuse, naming `what` (e.g. "--initial-state 'S.npz'"), state values with an unknown
+        name or a shape or type the state cannot take; nothing is set."""
+        for vid, value in values.items():
+            if vid not in self._variables:
+                raise UsageError(f"{what}: '{vid}' is not a state of the IR (states: {', '.join(self._variables)})")
+            etype, pshape = self._types[vid]
+            try:
+                engine.typed_tensor(etype, pshape, value, f"state '{vid}'")
+            except UsageError as exc:
+                raise UsageError(f"{what}: {exc}") from None
+
+    def run(self, inputs: dict[str, np.ndarray], reset_every: int | None = None, initial_state: dict[str, np.ndarray] | None = None, on_chunk=None) -> StreamRun:
+        """Stream whole inputs: split their time axis into K-step chunks, feed them in order on this
+        stream's infer request (reset at the start, and every `reset_every` chunks; after each
+        reset the states in `initial_state` are set), and join the outputs. Needs the rt_info."""
+        import time
+
+        chunks = split_inputs(inputs, self.contract)
+        seeds = dict(initial_state or {})
+        self.check_states(seeds, "initial_state")
+        outputs, seconds = [], []
+        for i, chunk in enumerate(chunks):
+            if i == 0 or (reset_every and i % reset_every == 0):
+                self.reset()
+                for vid, value in seeds.items():
+                    self.set_state(vid, value)
+            start = time.perf_counter()
+            outputs.append(self.feed(chunk))
+            seconds.append(time.perf_counter() - start)
+            if on_chunk is not None:
+                on_chunk(i + 1, len(chunks))
+        joined, axes = join_outputs(outputs, self.contract)
+        return StreamRun(joined, axes, seconds, len(chunks), self.contract.steps or 0)
+
+    # -- checks
+
+    def _static_batch(self, vid: str) -> int | None:
+        info = self._info.get(vid)
+        if info is None or info.batch_axis is None:
+            return None
+        dim = self._types[vid][1][info.batch_axis]
+        return dim.get_length() if dim.is_static else None
+
+    def _check_inputs(self, inputs: dict[str, np.ndarray]) -> int | None:
+        """The inputs' time length and batch; the batch the call runs (None: not known)."""
+        for t in self.contract.inputs:
+            if t.name in inputs:
+                shape = np.shape(inputs[t.name])
+                if len(shape) > t.axis and shape[t.axis] != t.length:
+                    raise UsageError(f"input '{t.name}': one call takes {t.length} steps on axis {t.axis}, got {shape[t.axis]} (shape {list(shape)}); split a longer input into {t.length}-step chunks")
+        batch, first = None, None
+        for name, axis in self.contract.batch.items():
+            if name not in inputs:
+                continue
+            shape = np.shape(inputs[name])
+            if len(shape) <= axis:
+                continue  # a wrong rank: the runner names it
+            if batch is None:
+                batch, first = shape[axis], name
+            elif shape[axis] != batch:
+                raise UsageError(f"input '{name}' has batch {shape[axis]} (axis {axis}) but input '{first}' has batch {batch}: every input of a call has the same batch")
+        if batch is None:
+            return None
+        for vid, held in self._batches.items():
+            if held is not None and held != batch:
+                seeded = "was set to" if vid in self._seeded else "holds"
+                raise UsageError(
+                    f"input '{first}' has batch {batch} (axis {self.contract.batch[first]}) but state '{vid}' {seeded} batch {held}: "
+                    f"a state carries one batch; call reset() before a stream of another batch (or set every state to batch {batch})"
+                )
+        return batch
+
+
+# --- a long input, chunk by chunk ------------------------------------------------------------------
+
+
+@dataclass
+class StreamRun:
+    outputs: dict[str, np.ndarray]  # the chunks' outputs, joined
+    joined_on: dict[str, int | None]  # output -> the time axis it was joined on; None: stacked on a new axis 0
+    seconds: list[float]  # per chunk (one feed each)
+    chunks: int
+    steps: int  # K, per chunk
+
+    @property
+    def steps_per_second(self) -> float:
+        total = sum(self.seconds)
+        return self.chunks * self.steps / total if total > 0 else float("inf")
+
+
+def split_inputs(inputs: dict[str, np.ndarray], contract: StreamContract) -> list[dict[str, np.ndarray]]:
+    """One feed per chunk: the inputs that carry the time axis cut into their LENGTH-step chunks
+    (views where the cut is contiguous, else one copy made here, before any call is timed); the
+    others given whole to every call. A last chunk shorter than the others is refused."""
+    if not contract.described:
+        raise UsageError("the IR has states but no ovrnn/stateful rt_info saying which inputs carry the time axis, so it cannot be split into calls; make the IR with ovrnn convert --stateful")
+    counts = {}
+    for t in contract.inputs:
+        if t.name not in inputs:
+            continue  # missing: the runner names every input the model wants
+        shape = np.shape(inputs[t.name])
+        if len(shape) <= t.axis:
+            raise UsageError(f"input '{t.name}': expected its time steps on axis {t.axis}, got shape {list(shape)}")
+        steps = shape[t.axis]
+        whole, left = divmod(steps, t.length)
+        if steps == 0:
+            raise UsageError(f"input '{t.name}' has no time steps (shape {list(shape)}): a call runs {t.length} steps on axis {t.axis}")
+        if left:
+            raise UsageError(
+                f"input '{t.name}': {steps} steps on axis {t.axis} do not split into {t.length}-step calls: {whole} full chunk{'s' if whole != 1 else ''} "
+                f"and a last chunk of {left} step{'s' if left != 1 else ''}; every call runs exactly {t.length} steps, so trim or pad the input to a multiple of {t.length}"
+            )
+        counts[t.name] = whole
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"'{n}' {c}" for n, c in counts.items())
+        raise UsageError(f"the inputs that carry the time axis split into different numbers of calls ({listed}): they must cover the same stretch of the stream")
+    n = next(iter(counts.values()), 1)
+    cut = {t.name: t for t in contract.inputs if t.name in counts}
+    chunks = []
+    for i in range(n):
+        feed = {}
+        for name, value in inputs.items():
+            t = cut.get(name)
+            if t is None:
+                feed[name] = value
+            else:
+                index = [slice(None)] * np.ndim(value)
+                index[t.axis] = slice(i * t.length, (i + 1) * t.length)
+                feed[name] = np.ascontiguousarray(np.asarray(value)[tuple(index)])
+        chunks.append(feed)
+    return chunks
+
+
+def join_outputs(per_chunk: list[dict[str, np.ndarray]], contract: StreamContract) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
+    """Outputs with the chunk's K steps on the streamed input's time axis (an RNN's Y) are joined
+    along it, so a stream's Y reads like the whole sequence's; the others (a final state, one
+    value per chunk) are stacked on a new leading axis, one entry per call."""
+    if not per_chunk:
+        return {}, {}
+    time = contract.inputs[0] if contract.inputs else None
+    joined, axes = {}, {}
+    for name in per_chunk[0]:
+        parts = [out[name] for out in per_chunk]
+        shape = parts[0].shape
+        if time is not None and len(shape) > time.axis and shape[time.axis] == time.length:
+            joined[name], axes[name] = np.concatenate(parts, axis=time.axis), time.axis
+        else:
+            joined[name], axes[name] = np.stack(parts), None
+    return joined, axes
+
+
+def _check_static(model, device: str) -> None:
+    """NPU compiles static shapes only: a dynamic input or state is refused before compiling."""
+    for port in model.inputs:
+        if port.get_partial_shape().is_dynamic:
+            raise UsageError(
+                f"{device} runs static shapes only, and input '{engine._port_name(port)}' is {port.get_partial_shape()}: "
+                "convert with --static and fix the batch with --input (e.g. \"X[16,1,64]\")"
+            )
+    for v in model.get_variables():
+        if v.info.data_shape.is_dynamic:
+            raise UsageError(f"{device} runs static shapes only, and state '{v.info.variable_id}' is {v.info.data_shape}: convert with --static and fix the batch with --input")
+
+
+def initial_values(model) -> dict[str, np.ndarray]:
+    """{state id: the value its ReadValue initializer gives}, computed on CPU. Needs static input
+    shapes (the initializer may be shaped from X); the inputs are zeros, which an initializer only
+    reads the shape of."""
+    ov = engine.ov()
+    import openvino.opset8 as ops
+
+    clone = model.clone()
+    readers = [op for op in clone.get_ordered_ops() if op.get_type_name() == "ReadValue" and op.get_input_size() == 1]
+    if not readers:
+        return {}
+    sub = ov.Model([ops.result(op.input_value(0)) for op in readers], clone.get_parameters(), "initial_states")
+    compiled = engine.core().compile_model(sub, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    feeds = {}
+    for i, port in enumerate(compiled.inputs):
+        shape = [d.get_length() if d.is_static else 1 for d in port.get_partial_shape()]
+        feeds[i] = np.zeros(shape, port.get_element_type().to_dtype())
+    out = compiled.create_infer_request().infer(feeds)
+    return {op.get_variable_id(): np.array(out[compiled.outputs[i]]) for i, op in enumerate(readers)}
+
+
+def _nonzero_initial_values(model) -> dict[str, np.ndarray]:
+    try:
+        values = initial_values(model)
+    except RuntimeError as exc:
+        raise DeviceError(f"computing the states' initial values on CPU failed (needed to seed them after a reset): {engine.ov_message(exc)}") from None
+    return {vid: v for vid, v in values.items() if np.any(v)}

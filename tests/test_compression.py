@@ -1,0 +1,277 @@
+"""`--compress-weights int8|int4`: integer W/R for the cell chains (docs/compression.md).
+
+One seeded case table; each case converts a small model with compressed weights, checks the numbers
+against the float64 reference run on the dequantized weights (f32 tolerance), the IR structure (one
+Const i8 -> Convert -> Multiply chain per node, direction and matrix, whatever T is) and what the CPU
+plugin made of it (folded into RNNSeq, or kept int8 in FullyConnected).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_close, layer_counts, ovrnn_cli
+from lxml import etree
+from onnx import TensorProto, helper, numpy_helper
+
+import ovrnn
+from ovrnn.errors import UsageError
+from ovrnn.lower.quantized import Compression, quantize
+from ovrnn.runtime import engine as runtime
+from ovrnn.runtime.weight_precision import verdict
+from ovrnn.validation import reference
+from ovrnn.validation.dequantized import dequantized_model
+
+G = {"RNN": 1, "GRU": 3, "LSTM": 4}
+ATOL = RTOL = 2e-5
+
+
+def model(op, T=5, direction="forward", hidden=8, inputs=4, batch=2, *, peep=False, input_forget=0, acts=None, lbr=0, runtime_w=False, relu_after=False, scale=0.4, seed=0):
+    D = 2 if direction == "bidirectional" else 1
+    rng = np.random.default_rng(seed)
+    rows = rng.lognormal(0, 1, (D, G[op] * hidden, 1))  # uneven rows, as trained gates are
+    arr = lambda shape, s=scale: (rng.uniform(-s, s, shape) * (rows if shape[1] == G[op] * hidden and len(shape) == 3 else 1)).astype(np.float32)  # noqa: E731
+    W, R, B = arr((D, G[op] * hidden, inputs)), arr((D, G[op] * hidden, hidden)), arr((D, 2 * G[op] * hidden))
+    inits = [numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B")]
+    graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, inputs])]
+    if runtime_w:
+        graph_inputs.append(helper.make_tensor_value_info("W", TensorProto.FLOAT, list(W.shape)))
+    else:
+        inits.append(numpy_helper.from_array(W, "W"))
+    names = ["X", "W", "R", "B"]
+    attrs = {"hidden_size": hidden, "direction": direction}
+    if op == "LSTM" and peep:
+        inits.append(numpy_helper.from_array(arr((D, 3 * hidden)), "P"))
+        names += ["", "", "", "P"]
+    if input_forget:
+        attrs["input_forget"] = 1
+    if acts:
+        attrs["activations"] = acts * D
+    if lbr:
+        attrs["linear_before_reset"] = 1
+    outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    nodes = [helper.make_node(op, names, outs, name=f"{op.lower()}_node", **attrs)]
+    graph_outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs]
+    if relu_after:  # a whole model: OpenVINO's frontend converts the rest
+        nodes.append(helper.make_node("Relu", ["Y_h"], ["Z"]))
+        graph_outs.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "q", graph_inputs, graph_outs, inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    return m, W
+
+
+def feeds_of(m, T=5, batch=2, inputs=4, W=None):
+    rng = np.random.default_rng(7)
+    feeds = {"X": rng.uniform(-1, 1, (T, batch, inputs)).astype(np.float32)}
+    if any(i.name == "W" for i in m.graph.input):
+        feeds["W"] = W
+    return feeds
+
+
+def compiled_of(ir):
+    return runtime.compile_ir(runtime.read_model(ir), "CPU", "f32")
+
+
+def runtime_types(c) -> Counter:
+    return Counter(op.get_rt_info()["layerType"].astype(str) for op in c.compiled.get_runtime_model().get_ordered_ops())
+
+
+def consts(xml: bytes) -> list[tuple[str, str]]:
+    return [(el.find("data").get("element_type"), el.find("data").get("shape")) for el in etree.fromstring(xml).iter("layer") if el.get("type") == "Const"]
+
+
+# id -> (model kwargs, convert kwargs, what the CPU does with the weights: "folded" | "kept")
+CASES = {
+    "rnn-bidirectional-cells": (dict(op="RNN", direction="bidirectional"), {}, "folded"),
+    "gru-cells": (dict(op="GRU"), {}, "folded"),
+    "gru-linear-before-reset-cells": (dict(op="GRU", lbr=1, direction="reverse"), {}, "folded"),
+    "lstm-bidirectional-cells": (dict(op="LSTM", direction="bidirectional"), {}, "folded"),
+    "lstm-cells-70-steps-pieces-of-32": (dict(op="LSTM", T=70), dict(chunk_steps=32), "folded"),
+    "rnn-lowering-matmul": (dict(op="RNN", direction="bidirectional"), dict(lowering="matmul"), "kept"),
+    "gru-lowering-matmul": (dict(op="GRU"), dict(lowering="matmul"), None),
+    "gru-linear-before-reset-matmul": (dict(op="GRU", lbr=1), dict(lowering="matmul"), None),
+    "lstm-peepholes-input-forget": (dict(op="LSTM", peep=True, input_forget=1, direction="bidirectional"), {}, None),
+    "lstm-non-native-activation": (dict(op="LSTM", acts=["HardSigmoid", "Tanh", "Tanh"]), {}, None),
+    "rnn-leakyrelu": (dict(op="RNN", acts=["LeakyRelu"]), {}, None),
+    "lstm-cells-fp16-scales": (dict(op="LSTM"), dict(compress_to_fp16=True), "folded"),
+    "lstm-whole-model": (dict(op="LSTM", relu_after=True), {}, "folded"),
+}
+
+
+@pytest.fixture(scope="module")
+def converted():
+    made = {}
+    for case, (mk, ck, _) in CASES.items():
+        m, W = model(**mk)
+        made[case] = (m, W, ovrnn.convert_model(m, compress_weights="int8", **ck), ovrnn.convert_model(m, **ck))
+    return made
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_int8_matches_the_dequantized_reference(case, converted):
+    mk, ck, on_cpu = CASES[case]
+    m, W, ir, f32 = converted[case]
+    T = mk.get("T", 5)
+    feeds = feeds_of(m, T)
+    c = compiled_of(ir)
+    got = runtime.infer(c, feeds)
+    want = reference.run_model(dequantized_model(m, Compression("int8")), feeds)
+    original = reference.run_model(m, feeds)
+    tol = 2e-3 if ck.get("compress_to_fp16") else ATOL  # f16 scales round each scale by 2^-11
+    for name in want:
+        assert_close(got[name], want[name], tol, tol, f"{case} {name}")
+    # the compression is real: quantization moved the outputs, by what per-row int8 costs
+    q_err = max(float(np.abs(want[n] - original[n]).max()) for n in want)
+    assert 1e-6 < q_err < 0.05, q_err
+    # B stays float; W and R are i8, with one scale per row
+    D = 2 if mk.get("direction") == "bidirectional" else 1
+    ints = [c_ for c_ in consts(ir.xml) if c_[0] == "i8"]
+    assert len(ints) == 2 * D, ints  # W and R per direction
+    assert len(ir.bin) < (0.8 if ck.get("compress_to_fp16") else 0.6) * len(f32.bin)  # tiny H: the float B and scales weigh in
+    if on_cpu:
+        assert (on_cpu in c.integer_weights), c.integer_weights
+
+
+def test_one_chain_per_node_direction_and_matrix_whatever_t():
+    """The decompression chain is made once per node, direction and matrix: the XML's Converts and
+    integer Consts do not grow with T, and every cell of every piece reads the same Multiply."""
+    counts = {}
+    for T in (5, 150):
+        m, _ = model("LSTM", T=T, direction="bidirectional")
+        ir = ovrnn.convert_model(m, compress_weights="int8")
+        layers = layer_counts(ir.xml)
+        counts[T] = (layers["Convert"], sum(1 for t, _ in consts(ir.xml) if t == "i8"))
+        root = etree.fromstring(ir.xml)
+        by_id = {el.get("id"): el for el in root.iter("layer")}
+        cells = [el.get("id") for el in root.iter("layer") if el.get("type") == "LSTMCell"]
+        w_sources = {e.get("from-layer") for e in root.iter("edge") if e.get("to-layer") in cells and e.get("to-port") == "3"}
+        assert {by_id[s].get("type") for s in w_sources} == {"Multiply"} and len(w_sources) == 2, w_sources  # one per direction
+    assert counts[5] == counts[150] == (4, 4), counts
+
+
+def test_the_chain_still_folds_on_cpu():
+    """SequenceFusion accepts the shared chain: each 64-step piece is one RNNSeq, and the CPU folds
+    the int8 weights to f32 (the saving is on disk only)."""
+    for op in ("RNN", "GRU", "LSTM"):
+        m, _ = model(op, T=136, direction="bidirectional")
+        c = compiled_of(ovrnn.convert_model(m, compress_weights="int8"))
+        types = runtime_types(c)
+        assert types["RNNSeq"] == 3 * 2 and not types[f"{op}Cell"] and not types["TensorIterator"], types
+        assert c.integer_weights == "integer weights folded to f32 on CPU: the saving is on disk only"
+
+
+def test_scales_per_row_after_the_gate_permutation():
+    """The scale of each LSTMCell row (f, i, c, o order) is max|row| / 127 of that ONNX row (i, o, f, c)."""
+    m, W = model("LSTM", hidden=4)
+    ir = ovrnn.convert_model(m, compress_weights="int8")
+    root = etree.fromstring(ir.xml)
+    scale_el = next(el for el in root.iter("layer") if el.get("name") == "lstm_node/fwd/W/scale")
+    d = scale_el.find("data")
+    stored = np.frombuffer(ir.bin[int(d.get("offset")) : int(d.get("offset")) + int(d.get("size"))], np.float32)
+    H = 4
+    onnx_rows = np.abs(W[0]).max(axis=1) / 127
+    fico = np.concatenate([onnx_rows[k * H : (k + 1) * H] for k in (2, 0, 3, 1)])
+    np.testing.assert_allclose(stored, fico.astype(np.float32), rtol=1e-7)
+    q = next(el for el in root.iter("layer") if el.get("name") == "lstm_node/fwd/W/quantized").find("data")
+    assert (q.get("element_type"), q.get("shape")) == ("i8", "16, 4")
+
+
+def test_fp16_scales_only_in_f16s_normal_range():
+    m, _ = model("GRU")
+    ir = ovrnn.convert_model(m, compress_weights="int8", compress_to_fp16=True)
+    assert ("f16", "24, 1") in consts(ir.xml) and ("i8", "24, 4") in consts(ir.xml)
+    tiny, _ = model("GRU", scale=1e-4)  # max|row| / 127 < 6.1e-5: f16-subnormal scales
+    ir = ovrnn.convert_model(tiny, compress_weights="int8", compress_to_fp16=True)
+    assert ("f32", "24, 1") in consts(ir.xml)
+    assert any("outside float16's normal range" in n for n in ir.notes), ir.notes
+
+
+def test_runtime_weights_stay_float_with_a_note():
+    m, W = model("GRU", runtime_w=True)
+    ir = ovrnn.convert_model(m, compress_weights="int8")
+    assert [t for t, _ in consts(ir.xml) if t == "i8"] == ["i8"]  # R only
+    assert "GRU node 'gru_node': W 'W' is a graph input (runtime weights): kept float, --compress-weights applies to constant weights only" in " ".join(ir.notes).replace("compress_weights", "--compress-weights")
+    feeds = feeds_of(m, W=W)
+    got = runtime.infer(compiled_of(ir), feeds)
+    deq = dequantized_model(m, Compression("int8"))
+    want = reference.run_model(deq, feeds)
+    for name in want:
+        assert_close(got[name], want[name], ATOL, RTOL, name)
+
+
+@pytest.mark.parametrize(
+    "model_consts, runtime_consts, device, expected",
+    [
+        ([("i8", (16, 4))], [("f32", (16, 4))], "CPU", "integer weights folded to f32 on CPU: the saving is on disk only"),
+        ([("i8", (16, 4))], [("i8", (16, 4)), ("f16", (16, 1))], "NPU", "integer weights kept i8 on NPU: 64 weight values stay compressed in memory"),
+        ([("i8", (16, 4)), ("i8", (16, 16))], [("i8", (16, 4)), ("f32", (16, 16))], "CPU", "integer weights partly kept on CPU: 20% of the 320 weight values stay i8, the rest folded to f32 (saved on disk only)"),
+        ([("i4", (16, 64))], [("f16", (16, 64))], "GPU", "integer weights folded to f16 on GPU: the saving is on disk only"),
+        ([("f32", (16, 4))], [("f32", (16, 4))], "CPU", ""),
+    ],
+    ids=["folded-cpu", "kept-npu", "partly-cpu", "int4-folded-gpu-f16", "no-integer-weights"],
+)
+def test_kept_or_folded_message(model_consts, runtime_consts, device, expected):
+    assert verdict(model_consts, runtime_consts, device) == expected
+
+
+def test_cli_convert_inspect_run(tmp_path):
+    m, _ = model("LSTM", direction="bidirectional")
+    onnx.save(m, tmp_path / "m.onnx")
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "q.xml", "--compress-weights", "int8")
+    assert r.returncode == 0, r.stderr
+    r = ovrnn_cli("inspect", tmp_path / "q.xml")
+    assert r.returncode == 0, r.stderr
+    assert "integer weights: 4 i8 Const layers" in r.stdout
+    assert "lstm_node: int8 symmetric, one scale per row: W, R; scales f32" in r.stdout
+    assert "integer weights folded to f32 on CPU: the saving is on disk only" in r.stdout
+    np.save(tmp_path / "x.npy", feeds_of(m)["X"])
+    r = ovrnn_cli("run", tmp_path / "q.xml", "--input", f"X={tmp_path / 'x.npy'}")
+    assert r.returncode == 0 and "integer weights folded to f32 on CPU: the saving is on disk only" in r.stdout, r.stdout + r.stderr
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--compress-weights", "int8", "--lowering", "matmul")
+    r = ovrnn_cli("run", tmp_path / "m.xml", "--input", f"X={tmp_path / 'x.npy'}")
+    assert "integer weights kept i8 on CPU" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--compress-weights", "int2"], "ovrnn convert: argument --compress-weights: invalid choice: 'int2' (choose from 'int8', 'int4') (see ovrnn convert --help)"),
+        (["--compress-weights", "int8", "--group-size", "32"], "--group-size applies to --compress-weights int4 only"),
+        (["--group-size", "64"], "--group-size applies to --compress-weights int4 only"),
+        (["--compress-weights", "int4", "--group-size", "48"], "--group-size: expected 32, 64, 128 or -1 (one group per row), got 48"),
+    ],
+    ids=["bad-mode", "group-with-int8", "group-alone", "bad-group"],
+)
+def test_usage_errors(tmp_path, args, message):
+    m, _ = model("RNN")
+    onnx.save(m, tmp_path / "m.onnx")
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "q.xml", *args)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"error: {message}"], r.stderr
+    assert not (tmp_path / "q.xml").exists()
+
+
+def test_validate_reports_the_three_figures():
+    m, _ = model("GRU", direction="bidirectional")
+    report = ovrnn.validate(m, compress_weights="int8") if hasattr(ovrnn, "validate") else None
+    if report is None:
+        from ovrnn.validation.compare import validate
+
+        report = validate(m, compress_weights="int8")
+    assert report.passed
+    by = {(c.output, c.oracle): c for c in report.comparisons}
+    assert by["Y", "reference"].counted and by["Y", "reference"].max_abs < 1e-5
+    assert not by["Y", "quantization"].counted and 1e-6 < by["Y", "quantization"].max_abs < 0.05
+    assert not by["Y", "onnxruntime"].counted
+    assert "integer weights folded to f32 on CPU: the saving is on disk only" in report.notes
+
+
+def test_quantize_is_symmetric_narrow_and_per_row():
+    M = np.array([[1.0, -0.5, 0.25], [0.0, 0.0, 0.0], [-3.0, 1.5, 0.0]])
+    q = quantize(M, Compression("int8"))
+    assert q.q.dtype == np.int8 and q.q.tolist() == [[127, -64, 32], [0, 0, 0], [-127, 64, 0]]
+    np.testing.assert_allclose(q.scale[:, 0], np.float32([1 / 127, 0, 3 / 127]))
+    assert np.abs(q.dequantize() - M).max() <= q.scale.max() / 2 + 1e-12

@@ -1,0 +1,226 @@
+"""convert --stateful on whole models: per recurrent node (frontend path), and model-level pairs
+--stateful IN=OUT; the shipped silero VAD files stream and equal onnxruntime with the state carried
+by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import openvino as ov
+import pytest
+from conftest import assert_close, ovrnn_cli
+from onnx import TensorProto, helper, numpy_helper
+
+import ovrnn
+
+
+def _compile(ir):
+    core = ov.Core()
+    model = core.read_model(ir.xml, ov.Tensor(np.frombuffer(ir.bin, np.uint8).copy()))
+    return model, core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+
+
+def _stream_info(model) -> dict:
+    return {k: model.get_rt_info(["ovrnn", "stateful", k]).astype(str) for k in ("steps", "inputs", "batch", "state_batch", "states")}
+
+
+def _silero(name: str) -> Path:
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None:
+        pytest.skip("the silero-vad wheel is not installed (pip install --no-deps silero-vad)")
+    path = Path(spec.submodule_search_locations[0]) / "data" / name
+    if not path.is_file():
+        pytest.skip(f"{name} is not in this silero-vad wheel")
+    return path
+
+
+@pytest.fixture(scope="module")
+def frames():
+    """10 s of synthetic 16 kHz audio as the VAD's 576-sample inputs: 64 samples of context from the
+    previous chunk, then 512 new ones (what silero's own wrapper feeds)."""
+    rng = np.random.default_rng(0)
+    t = np.arange(160000) / 16000
+    audio = (0.3 * np.sin(2 * np.pi * 220 * t) * (np.sin(2 * np.pi * 0.5 * t) > 0) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+    out, context = [], np.zeros(64, np.float32)
+    for k in range(audio.size // 512):
+        chunk = audio[k * 512 : (k + 1) * 512]
+        out.append(np.concatenate([context, chunk]))
+        context = chunk[-64:]
+    return np.stack(out)  # [312, 576]
+
+
+def test_silero_openvino_16k_streams_with_a_state_pair(frames):
+    path = _silero("silero_vad_openvino_16k.onnx")
+    ir = ovrnn.convert_model(path, stateful="state=stateN")
+    model, compiled = _compile(ir)
+    assert [i.get_any_name() for i in model.inputs] == ["input"] and [o.get_any_name() for o in model.outputs] == ["output"]
+    assert _stream_info(model) == {"steps": "576", "inputs": "input:1:576", "batch": "input:0", "state_batch": "state:1", "states": "state=pair:state=stateN"}
+    request = compiled.create_infer_request()
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    state = np.zeros((2, 1, 128), np.float32)
+    got, want = [], []
+    for frame in frames:
+        probability, state = session.run(None, {"input": frame[None], "state": state})
+        want.append(probability)
+        request.infer({"input": frame[None]})
+        got.append(request.get_output_tensor(0).data.copy())
+    assert_close(np.concatenate(got), np.concatenate(want).astype(np.float64), 1e-5, 1e-4, "speech probability per chunk")
+    assert_close(request.query_state()[0].state.data, state.astype(np.float64), 1e-4, 1e-4, "final state")
+    assert np.ptp(np.concatenate(want)) > 0.01  # the probabilities move: the state matters
+
+
+@pytest.mark.parametrize("stateful", [True, "h=hn,c=cn"], ids=["node-states", "pairs-h-c"])
+def test_silero_16k_sequence_streams(frames, stateful):
+    path = _silero("silero_vad_16k_sequence.onnx")
+    ir = ovrnn.convert_model(path, "input[32,576]", stateful=stateful)
+    model, compiled = _compile(ir)
+    info = _stream_info(model)
+    if stateful is True:
+        assert info["states"] == "/recurrent/LSTM/H=zeros;/recurrent/LSTM/C=zeros" and [o.get_any_name() for o in model.outputs] == ["speech_probs", "hn", "cn"]
+    else:
+        assert info["states"] == "h=pair:h=hn;c=pair:c=cn" and [o.get_any_name() for o in model.outputs] == ["speech_probs"]
+        assert info["state_batch"] == "h:1;c:1"
+    assert info["inputs"] == "input:0:32" and info["steps"] == "32"
+    assert [i.get_any_name() for i in model.inputs] == ["input"]
+    request = compiled.create_infer_request()
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    h = c = np.zeros((1, 1, 128), np.float32)
+    got, want = [], []
+    for k in range(len(frames) // 32):
+        x = frames[k * 32 : (k + 1) * 32]
+        probs, h, c = session.run(None, {"input": x, "h": h, "c": c})
+        want.append(probs)
+        request.infer({"input": x})
+        got.append(request.get_output_tensor(0).data.copy())
+    assert_close(np.concatenate(got), np.concatenate(want).astype(np.float64), 1e-5, 1e-4, "speech probabilities")
+    states = {st.name: st.state.data.copy() for st in request.query_state()}
+    assert_close(states["/recurrent/LSTM/H" if stateful is True else "h"], h.astype(np.float64), 1e-4, 1e-4, "H")
+    assert_close(states["/recurrent/LSTM/C" if stateful is True else "c"], c.astype(np.float64), 1e-4, 1e-4, "C")
+
+
+# --- a small whole model: elementwise ops around a recurrent node ----------------------------------
+
+
+def _whole_model(op="LSTM", layout=0, T="T", batch="B"):
+    """X -> Mul(0.5) -> op (initial_h from a graph input) -> Y -> Relu -> out; Y_h exposed."""
+    rng = np.random.default_rng(3)
+    H, I, G = 6, 3, {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    init = lambda name, shape: numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)  # noqa: E731
+    x_shape = [batch, T, I] if layout else [T, batch, I]
+    h_shape = [batch, 1, H] if layout else [1, batch, H]
+    nodes = [
+        helper.make_node("Mul", ["X", "half"], ["Xs"]),
+        helper.make_node(op, ["Xs", "W", "R", "Bias", "", "h0"], ["Y", "Y_h"], hidden_size=H, layout=layout, name="enc"),
+        helper.make_node("Relu", ["Y"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "whole",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, x_shape), helper.make_tensor_value_info("h0", TensorProto.FLOAT, h_shape)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None), helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.float32(0.5), "half"), init("W", (1, G * H, I)), init("R", (1, G * H, H)), init("Bias", (1, 2 * G * H))],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+@pytest.mark.parametrize("op, layout", [("LSTM", 0), ("GRU", 1), ("RNN", 0)], ids=["lstm-layout0", "gru-layout1", "rnn-layout0"])
+def test_whole_model_node_states_chunks_equal_onnxruntime(op, layout):
+    """Chunks of 4 steps with the state equal onnxruntime on the whole 12 steps (from zeros)."""
+    model = _whole_model(op, layout)
+    ir = ovrnn.convert_model(model, "X[2,4,3]" if layout else "X[4,2,3]", stateful=True)
+    ov_model, compiled = _compile(ir)
+    assert [i.get_any_name() for i in ov_model.inputs] == ["X"]
+    ids = ["enc/H", "enc/C"] if op == "LSTM" else ["enc/H"]
+    assert _stream_info(ov_model) == {
+        "steps": "4",
+        "inputs": f"X:{layout}:4",
+        "batch": f"X:{1 - layout}",
+        "state_batch": ";".join(f"{i}:{1 - layout}" for i in ids),
+        "states": ";".join(f"{i}=zeros" for i in ids),
+    }
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (2, 12, 3) if layout else (12, 2, 3)).astype(np.float32)
+    request = compiled.create_infer_request()
+    outs = []
+    for k in range(3):
+        request.infer({"X": np.take(x, range(4 * k, 4 * k + 4), axis=layout)})
+        outs.append(request.get_output_tensor(0).data.copy())
+    whole = onnx.ModelProto()
+    whole.CopyFrom(model)
+    session = ort.InferenceSession(whole.SerializeToString(), providers=["CPUExecutionProvider"]) if layout == 0 else None
+    if session is not None:
+        want, want_h = session.run(None, {"X": x, "h0": np.zeros((1, 2, 6), np.float32)})
+    else:  # onnxruntime refuses layout=1: the float64 reference
+        from ovrnn.validation.reference import run_model
+
+        ref = run_model(model, {"X": x, "h0": np.zeros((2, 1, 6), np.float32)})
+        want, want_h = ref["out"], ref["Y_h"]
+    assert_close(np.concatenate(outs, axis=layout), np.asarray(want, np.float64), 2e-5, 2e-5, "out")
+    states = {st.name: st.state.data.copy() for st in request.query_state()}
+    assert_close(states["enc/H"], np.asarray(want_h, np.float64), 2e-5, 2e-5, "state")
+
+
+# --- model-level pairs, refused ---------------------------------------------------------------------
+
+
+def _pair_model():
+    """y = x + s, sn = tanh(x + s) (the next state), z = 2x (not from s), w [2,3], i: int32."""
+    f = lambda n, shape, t=TensorProto.FLOAT: helper.make_tensor_value_info(n, t, shape)  # noqa: E731
+    nodes = [
+        helper.make_node("Add", ["x", "s"], ["y"]),
+        helper.make_node("Tanh", ["y"], ["sn"]),
+        helper.make_node("Add", ["x", "x"], ["z"]),
+        helper.make_node("Slice", ["y", "starts", "ends", "axes"], ["w"]),
+        helper.make_node("Cast", ["y"], ["i"], to=TensorProto.INT32),
+    ]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("starts", [0]), ("ends", [3]), ("axes", [1]))]
+    graph = helper.make_graph(nodes, "pairs", [f("x", [2, 4]), f("s", [2, 4])], [f("y", [2, 4]), f("sn", [2, 4]), f("z", [2, 4]), f("w", [2, 3]), f("i", [2, 4], TensorProto.INT32)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def test_a_pair_only_model_carries_its_state():
+    ir = ovrnn.convert_model(_pair_model(), stateful=["s=sn"])
+    model, compiled = _compile(ir)
+    assert [i.get_any_name() for i in model.inputs] == ["x"] and "sn" not in {o.get_any_name() for o in model.outputs}
+    request = compiled.create_infer_request()
+    rng = np.random.default_rng(0)
+    s = np.zeros((2, 4))
+    for _ in range(3):
+        x = rng.uniform(-1, 1, (2, 4)).astype(np.float32)
+        request.infer({"x": x})
+        assert_close(request.get_tensor("y").data, x + s, 1e-6, 1e-6, "y")
+        s = np.tanh(x + s)
+    assert_close(request.query_state()[0].state.data, s, 1e-6, 1e-6, "state")
+
+
+PAIR_REFUSALS = [
+    ("q=sn", "error: --stateful 'q=sn': 'q' is not a graph input (inputs: x, s)"),
+    ("s=nope", "error: --stateful 's=nope': 'nope' is not a graph output (outputs: y, sn, z, w, i)"),
+    ("s=w", "error: --stateful 's=w': the input has shape [2,4] and the output [2,3]; a state keeps one shape"),
+    ("s=i", "error: --stateful 's=i': the input is f32 and the output i32; a state keeps one type"),
+    ("s=z", "error: --stateful 's=z': output 'z' does not depend on input 's', so it is not the next value of that state"),
+    ("s=sn,s=y", "error: --stateful 's=y': 's' is already in another pair"),
+    ("s", "error: ovrnn convert: argument --stateful: expected IN=OUT pairs such as state=stateN, got 's' (to make every recurrent node stateful, put --stateful alone after the model file) (see ovrnn convert --help)"),
+]
+
+
+@pytest.mark.parametrize("pairs, message", PAIR_REFUSALS, ids=[p for p, _ in PAIR_REFUSALS])
+def test_pair_refusals(tmp_path, pairs, message):
+    onnx.save(_pair_model(), tmp_path / "m.onnx")
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", pairs, "-o", tmp_path / "out.xml")
+    assert (r.returncode, r.stderr.strip()) == (2, message)
+    assert not (tmp_path / "out.xml").exists()
+
+
+def test_node_states_need_a_recurrent_node(tmp_path):
+    onnx.save(_pair_model(), tmp_path / "m.onnx")
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "-o", tmp_path / "out.xml")
+    assert (r.returncode, r.stderr.strip()) == (
+        2,
+        "error: --stateful: the model has no forward RNN, GRU or LSTM node whose state a stream could carry; "
+        'if it passes its state through graph inputs and outputs, name them: --stateful "IN=OUT"',
+    )

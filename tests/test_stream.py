@@ -1,0 +1,225 @@
+"""ovrnn.Stream: K steps per call on one infer request, chunked == whole sequence (float64
+reference), reset, seeding, isolation, batch changes, and the NPU branch decided by device name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cases import TOL, Case, make_model
+
+import ovrnn
+from ovrnn.runtime import stream as stream_module
+from ovrnn.validation import reference
+
+K, CHUNKS = 4, 3
+STREAM_CASES = [  # initial_h (and initial_c) graph inputs: replaced by the states
+    Case("rnn-fwd-relu-batch2", op="RNN", T=K, batch=2, hidden=5, activations=("Relu",), h0=True),
+    Case("gru-layout1-dyn-batch", op="GRU", T=K, batch=2, hidden=4, layout=1, dyn_batch=True, linear_before_reset=1, h0=True),
+    Case("lstm-peepholes-clip-dyn-batch", op="LSTM", T=K, batch=2, hidden=6, peepholes=True, clip=1.5, dyn_batch=True, h0=True, c0=True),
+]
+IDS = [c.id for c in STREAM_CASES]
+ATOL, RTOL = TOL["float32"]
+
+
+def stateful_ir(case: Case, folder):
+    """(stream.xml, the ONNX model, its feeds): `ovrnn convert --stateful`, saved."""
+    proto, feeds, flags = make_model(case)
+    path = ovrnn.convert_model(proto, flags, stateful=True).save(folder / f"{case.id}.xml")
+    return path, proto, feeds
+
+
+@pytest.fixture(scope="module")
+def irs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("stream")
+    return {c.id: stateful_ir(c, folder) for c in STREAM_CASES}
+
+
+def long_input(case: Case, batch: int, chunks: int = CHUNKS, seed: int = 1) -> np.ndarray:
+    shape = [batch, chunks * K, case.input_size] if case.layout else [chunks * K, batch, case.input_size]
+    return np.random.default_rng(seed).uniform(-2, 2, shape).astype(np.float32)
+
+
+def split(case: Case, x: np.ndarray) -> list[np.ndarray]:
+    return [np.ascontiguousarray(c) for c in np.split(x, x.shape[case.layout] // K, axis=case.layout)]
+
+
+def whole(proto, case: Case, x: np.ndarray, h0=None, c0=None) -> dict[str, np.ndarray]:
+    """The ONNX node on the whole sequence, float64 reference."""
+    batch = x.shape[0 if case.layout else 1]
+    shape = [batch, 1, case.hidden] if case.layout else [1, batch, case.hidden]
+    feeds = {"X": x, "initial_h": np.zeros(shape, np.float32) if h0 is None else h0}
+    if case.op == "LSTM":
+        feeds["initial_c"] = np.zeros(shape, np.float32) if c0 is None else c0
+    inputs = {i.name for i in proto.graph.input}  # constant initial states stay the model's
+    return reference.run_model(proto, {k: v for k, v in feeds.items() if k in inputs})
+
+
+def run_stream(stream, case: Case, x: np.ndarray) -> np.ndarray:
+    return np.concatenate([stream.feed({"X": c})["Y"] for c in split(case, x)], axis=case.layout)
+
+
+def close(got, want, what):
+    err = np.abs(np.asarray(got, np.float64) - want)
+    assert got.shape == want.shape and (err <= ATOL + RTOL * np.abs(want)).all(), f"{what}: max err {err.max():.3g}"
+
+
+@pytest.mark.parametrize("case", STREAM_CASES, ids=IDS)
+def test_chunks_equal_the_whole_sequence_and_reset_repeats_it(irs, case):
+    path, proto, _ = irs[case.id]
+    stream = ovrnn.Stream(path)
+    assert stream.steps == K and stream.precision == "f32"
+    node = proto.graph.node[0].name
+    assert stream.state_ids == [f"{node}/H"] + ([f"{node}/C"] if case.op == "LSTM" else [])
+    x = long_input(case, case.batch)
+    want = whole(proto, case, x)
+    y = run_stream(stream, case, x)
+    close(y, want["Y"], "Y")
+    close(stream.state[f"{node}/H"], want["Y_h"], "state H")
+    if case.op == "LSTM":
+        close(stream.state[f"{node}/C"], want["Y_c"], "state C")
+    stream.reset()
+    assert np.array_equal(run_stream(stream, case, x), y)  # nothing lingers after a reset
+
+
+@pytest.mark.parametrize("case", STREAM_CASES, ids=IDS)
+def test_set_state_equals_onnx_with_that_initial_state(irs, case):
+    path, proto, _ = irs[case.id]
+    stream = ovrnn.Stream(path)
+    rng = np.random.default_rng(7)
+    shape = [case.batch, 1, case.hidden] if case.layout else [1, case.batch, case.hidden]
+    h0, c0 = rng.uniform(-1, 1, shape).astype(np.float32), rng.uniform(-1, 1, shape).astype(np.float32)
+    node = proto.graph.node[0].name
+    stream.set_state(f"{node}/H", h0)
+    if case.op == "LSTM":
+        stream.set_state(f"{node}/C", c0)
+    x = long_input(case, case.batch, seed=3)
+    close(run_stream(stream, case, x), whole(proto, case, x, h0, c0)["Y"], "Y seeded")
+
+
+def test_two_streams_interleaved_each_equal_their_own_reference(irs):
+    case = STREAM_CASES[2]
+    path, proto, _ = irs[case.id]
+    a = ovrnn.Stream(path)
+    b = a.spawn()  # same compiled model, its own infer request
+    assert b.compiled is a.compiled and b.request is not a.request
+    xa, xb = long_input(case, 2, seed=11), long_input(case, 3, seed=12)
+    ya, yb = [], []
+    for ca, cb in zip(split(case, xa), split(case, xb)):
+        ya.append(a.feed({"X": ca})["Y"])
+        yb.append(b.feed({"X": cb})["Y"])
+    close(np.concatenate(ya), whole(proto, case, xa)["Y"], "stream a")
+    close(np.concatenate(yb), whole(proto, case, xb)["Y"], "stream b")
+
+
+def test_a_batch_change_needs_a_reset(irs):
+    case = STREAM_CASES[2]  # dynamic batch
+    path, proto, _ = irs[case.id]
+    stream = ovrnn.Stream(path)
+    x1, x3 = long_input(case, 1, seed=5), long_input(case, 3, seed=6)
+    close(run_stream(stream, case, x1), whole(proto, case, x1)["Y"], "batch 1")
+    assert stream.batch == 1
+    with pytest.raises(ovrnn.UsageError) as e:
+        stream.feed({"X": split(case, x3)[0]})
+    assert str(e.value) == (
+        "input 'X' has batch 3 (axis 1) but state 'lstm/H' holds batch 1: a state carries one batch; "
+        "call reset() before a stream of another batch (or set every state to batch 3)"
+    )
+    stream.reset()
+    assert stream.batch is None
+    close(run_stream(stream, case, x3), whole(proto, case, x3)["Y"], "batch 3 after reset")
+
+
+def test_inputs_are_passed_without_copies(irs):
+    case = STREAM_CASES[0]
+    stream = ovrnn.Stream(irs[case.id][0])
+    chunk = split(case, long_input(case, case.batch))[0]
+    assert stream._runner.feeds({"X": chunk})[0] is chunk  # shared with OpenVINO, not copied
+
+
+@pytest.mark.parametrize(
+    "action, message",
+    [
+        (lambda s, c: s.set_state("lstm/X", np.zeros((1, 2, 6), np.float32)), "'lstm/X' is not a state of the IR (states: lstm/H, lstm/C)"),
+        (lambda s, c: s.set_state("lstm/H", np.zeros((1, 2, 5), np.float32)), "state 'lstm/H': dim 2 must be 6, got 5 (shape [1, 2, 5])"),
+        (lambda s, c: s.set_state("lstm/H", np.zeros((2, 6), np.float32)), "state 'lstm/H': expected rank 3 [1,?,6], got shape [2, 6]"),
+        (lambda s, c: s.feed({"X": np.zeros((5, 2, c.input_size), np.float32)}), "input 'X': one call takes 4 steps on axis 0, got 5 (shape [5, 2, 3]); split a longer input into 4-step chunks"),
+    ],
+    ids=["unknown-state", "state-wrong-hidden", "state-wrong-rank", "chunk-too-long"],
+)
+def test_bad_calls_get_one_clear_message(irs, action, message):
+    case = STREAM_CASES[2]
+    stream = ovrnn.Stream(irs[case.id][0])
+    with pytest.raises(ovrnn.UsageError) as e:
+        action(stream, case)
+    assert str(e.value) == message
+
+
+def test_a_stateless_ir_is_not_a_stream(tmp_path):
+    from cases import make_model
+
+    proto, _, _ = make_model(Case("plain", T=2))
+    with pytest.raises(ovrnn.UsageError, match=r"^the IR has no states \(no ReadValue/Assign\): it is not a stateful IR"):
+        ovrnn.Stream(ovrnn.convert_model(proto))
+
+
+# --- devices, by name ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "device, npu", [("CPU", False), ("GPU.1", False), ("NPU", True), ("HETERO:NPU,CPU", True), ("AUTO:GPU,CPU", False)]
+)
+def test_device_traits_by_name(device, npu):
+    traits = stream_module.device_traits(device)
+    assert traits.static_only is npu and traits.reset_zero_fills is npu
+
+
+def test_npu_refuses_a_dynamic_batch_before_compiling(irs):
+    with pytest.raises(ovrnn.UsageError) as e:
+        ovrnn.Stream(irs[STREAM_CASES[2].id][0], device="npu")
+    assert str(e.value) == "NPU runs static shapes only, and input 'X' is [4,?,3]: convert with --static and fix the batch with --input (e.g. \"X[16,1,64]\")"
+
+
+@pytest.fixture(scope="module")
+def constant_init_ir(tmp_path_factory):
+    """A static-batch LSTM whose initial_h and initial_c are ONNX initializers (constant states)."""
+    case = Case("lstm-const-init", op="LSTM", T=K, batch=2, hidden=4, h0=True, c0=True, h0_const=True)
+    path, proto, _ = stateful_ir(case, tmp_path_factory.mktemp("const"))
+    return case, path, proto
+
+
+def zero_filling_reset(self):
+    """NPU's reset, emulated on CPU: every state memset to 0, the initializer ignored."""
+    self.request.reset_state()
+    for v in self.request.query_state():
+        v.state = ovrnn.runtime.engine.ov().Tensor(np.zeros(v.state.shape, np.float32))
+
+
+@pytest.mark.parametrize("npu_rules", [True, False], ids=["seeded-after-reset", "not-seeded"])
+def test_npu_reset_seeds_a_constant_initial_state(constant_init_ir, monkeypatch, npu_rules):
+    """On NPU a reset zero-fills; the stream seeds the constant initial state again. Emulated on CPU:
+    with NPU's rules the stream is right, with CPU's rules (no seeding) a zero-filling reset is wrong."""
+    import ovrnn.runtime.engine  # noqa: F401
+
+    case, path, proto = constant_init_ir
+    monkeypatch.setattr(stream_module.Stream, "_reset_request", zero_filling_reset)
+    if npu_rules:
+        monkeypatch.setattr(stream_module, "device_traits", lambda device: stream_module.DeviceTraits(static_only=True, reset_zero_fills=True))
+    stream = ovrnn.Stream(path)
+    x = long_input(case, 2, seed=4)
+    want = whole(proto, case, x)["Y"]
+    for _ in range(2):  # the first stream, and again after a reset
+        y = run_stream(stream, case, x)
+        err = np.abs(y - want).max()
+        assert bool(err <= 1e-4) is npu_rules, err
+        stream.reset()
+
+
+def test_a_constant_initial_state_is_restored_by_reset_on_cpu(constant_init_ir):
+    case, path, proto = constant_init_ir
+    stream = ovrnn.Stream(path)
+    x = long_input(case, 2, seed=4)
+    want = whole(proto, case, x)["Y"]
+    close(run_stream(stream, case, x), want, "first stream")
+    stream.reset()
+    close(run_stream(stream, case, x), want, "after reset")
+    assert stream_module.initial_values(ovrnn.runtime.engine.read_model(path)).keys() == {"lstm/H", "lstm/C"}
