@@ -179,3 +179,34 @@ def test_dynamic_steps_from_a_graph_input_name_the_input(tmp_path):
     )
     ir = ovrnn.convert_model(model, input="X[4,2,3]")
     assert _layers(ir.xml)[1]["GRUCell"] == 8
+
+
+def _scan_with_dynamic_slice(outer_dynamic: bool) -> onnx.ModelProto:
+    """scan_gru with the body's slice declared [t, 2, 3] (and the outer XS [3, t, 2, 3])."""
+    model = onnx.load(FIXTURES / "scan_gru.onnx")
+    model.graph.node[0].attribute[0].g.input[-1].type.tensor_type.shape.dim[0].dim_param = "t"
+    if outer_dynamic:
+        model.graph.input[-1].type.tensor_type.shape.dim[1].dim_param = "t"
+    return model
+
+
+def test_a_scan_slice_declared_dynamic_takes_the_outer_inputs_dims():
+    """OpenVINO's frontend types a Scan body's inputs from their declarations; ovrnn fills the
+    dims the scanned input fixes (onnx/body_inputs.py)."""
+    _, feeds = _fixture("scan_gru")
+    model = _scan_with_dynamic_slice(False)
+    ir = ovrnn.convert_model(model)
+    assert _layers(ir.xml)[1]["GRUCell"] == 4
+    got, want = run_ir(ir, feeds), run_model(model, feeds)
+    assert_close(got["h_each"], want["h_each"], *TOL, "h_each")
+
+
+def test_a_scan_slice_of_a_dynamic_input_names_the_input():
+    model = _scan_with_dynamic_slice(True)
+    with pytest.raises(ovrnn.UsageError) as info:
+        ovrnn.convert_model(model)
+    assert str(info.value) == (
+        "GRU node 'body_gru' is inside the body of Scan node 'scan' and reads X 'x_t', a slice of input 'XS': its sequence length comes from "
+        "dim 1 of 'XS', which is dynamic ('t'), and the GRUCell chain needs a fixed number of steps; fix it with input=\"XS[3,T,2,3]\" (T = number of time steps)"
+    )
+    assert _layers(ovrnn.convert_model(model, input="XS[3,4,2,3]").xml)[1]["GRUCell"] == 4

@@ -33,7 +33,7 @@ import onnx
 import onnx.defs
 
 from ..dtypes import BY_IR
-from ..errors import OvrnnError, UnsupportedFeatureError
+from ..errors import OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.model import RnnSummary
 from ..lower import ops
 from ..lower.gru import lower_gru
@@ -355,6 +355,36 @@ def body_steps_error(node: RecurrentNode, error: DynamicStepsError, flag_text: s
     )
     refusal.why = why
     return refusal
+
+
+def scan_slice_error(node: RecurrentNode, error: DynamicStepsError, inputs: dict[str, tuple]) -> UsageError | None:
+    """A node whose X is a slice of a graph input scanned by its Scan: the step count is that
+    input's dim, to fix with --input (`inputs`: graph input name -> Shape)."""
+    body = node.body
+    if body is None or body.holder.op_type != "Scan" or error.x_name not in [i.name for i in body.graph.input]:
+        return None
+    attrs = {a.name: a for a in body.holder.attribute}
+    scans = attrs["num_scan_inputs"].i if "num_scan_inputs" in attrs else 0
+    states = len(body.holder.input) - scans
+    slot = [i.name for i in body.graph.input].index(error.x_name)
+    if slot < states or slot >= len(body.holder.input):
+        return None
+    outer = body.holder.input[slot]
+    shape = inputs.get(outer)
+    if not shape:
+        return None
+    axes = list(attrs["scan_input_axes"].ints) if "scan_input_axes" in attrs else [0] * scans
+    scan_axis = axes[slot - states] % len(shape) if slot - states < len(axes) else 0
+    axis = error.axis if error.axis < scan_axis else error.axis + 1
+    if axis >= len(shape) or shape[axis].is_static:
+        return None
+    suggestion = ",".join("T" if a == axis else d.ir() for a, d in enumerate(shape))
+    cell = FAMILIES[node.proto.op_type].cell
+    return UsageError(
+        f"{error.node_label} is inside {body.describe()} and reads X '{error.x_name}', a slice of input '{outer}': its sequence length "
+        f"comes from dim {axis} of '{outer}', which is dynamic ({shape[axis].describe()}), and the {cell} chain needs a fixed number of steps; "
+        f"fix it with {flag('input', quoted(f'{outer}[{suggestion}]'))} (T = number of time steps)"
+    )
 
 
 def _why_dynamic(body: Body, x_name: str) -> str:

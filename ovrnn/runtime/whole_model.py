@@ -28,10 +28,11 @@ from ..ir.model import IR
 from ..spec.limits import check_steps
 from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
+from ..onnx.body_inputs import declare_scan_slices
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView
 from .engine import ov, ov_message
-from .recurrent_extension import ModelNodes, RecurrentLowering, RecurrentNode, body_steps_error, recurrent_nodes
+from .recurrent_extension import ModelNodes, RecurrentLowering, RecurrentNode, body_steps_error, recurrent_nodes, scan_slice_error
 from ..shapes import Dim, Shape
 from ..spec.recurrent import FAMILIES, DynamicStepsError
 
@@ -62,6 +63,8 @@ def convert_whole_model(
     `allow_sequence_ops` its op is left to OpenVINO's frontend (every node of it: the frontend
     takes one translator per op), with a note."""
     folded_model, folded = fold_constants(_with_input_shapes(view))
+    folded_model, declared = declare_scan_slices(folded_model)  # Scan slices typed from the outer input
+    folded = folded or declared
     nodes = recurrent_nodes(view.model)
     left: dict[str, str] = {}  # op -> why OpenVINO's frontend converts its nodes
     with _model_file(folded_model, source if not folded else None) as path:
@@ -136,6 +139,8 @@ def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], op
                 raise error from None  # its message names the input to fix
             node = lowering.failed
             probed = _steps_source_error(view, path, error, lowering.failed_call)
+            if probed is None and node is not None:
+                probed = scan_slice_error(node, error, {i.name: i.shape for i in view.inputs if i.shape})
             if probed is None and node is not None and node.body is not None:
                 raise _BodyRefusal(node.proto.op_type, body_steps_error(node, error, flag("allow-sequence-ops", True))) from None
             raise (probed or _no_source_error(view, error)) from None
