@@ -164,6 +164,8 @@ def test_allow_sequence_ops_leaves_the_op_to_openvino_with_a_note(tmp_path):
     assert_close(got["h_each"], want["h_each"], *TOL, "h_each")
     r = ovrnn_cli("convert", path, "-o", tmp_path / "m.xml", "--allow-sequence-ops")
     assert r.returncode == 0 and "note: GRU nodes inside If/Loop/Scan bodies: every GRU node was converted" in r.stderr + r.stdout
+    r = ovrnn_cli("validate", path, "--allow-sequence-ops", "--seed", "3")
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("PASS"), r.stdout + r.stderr
 
 
 def test_dynamic_steps_from_a_graph_input_name_the_input(tmp_path):
