@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
     v.add_argument("--report", metavar="DIR", help="write report.json, report.md, error_per_step.png and the inputs/outputs to reproduce into DIR")
     v.add_argument("--report-precisions", default="f32", help="inference precisions to plot the per-step error for, e.g. f32,bf16,f16 (default f32)")
+    # the streaming contract of convert --stateful (docs/streaming.md)
+    v.add_argument("--stateful", action="store_true", help="convert with --stateful and prove the stream: N calls == the whole sequence, final states, reset, two streams, set_state, batch, a 1000-step stream")
+    v.add_argument("--chunks", type=_int_at_least(2, "a number of calls >= 2"), default=None, metavar="N", help="with --stateful: the calls of K steps the stream runs (default 4)")
     _lowering_args(v)
     v.set_defaults(func=cmd_validate)
 
@@ -625,6 +628,7 @@ def cmd_validate(args) -> int:
     report = validate(
         args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
         cache_dir=args.cache_dir, report_dir=args.report, report_precisions=_precisions(args.report_precisions), **_lowering_kwargs(args),
+        stateful=args.stateful, chunks=args.chunks,
     )
     print(report.format())
     if args.report:

@@ -2,8 +2,8 @@
 
     load_model / graph_view      (onnx_io)    ModelProto -> GraphView
     apply_input_shapes           (here)       --input NAME[dims] overrides
-    normalise_rnn                (spec)       RNN node -> RnnSpec, every check
-    lower_rnn                    (lowering)   RnnSpec -> layers in a LayerGraph
+    NORMALISERS[op]              (spec)       RNN/GRU/LSTM node -> RnnSpec/GruSpec/LstmSpec, every check
+    LOWERINGS[op].lower          (lowering)   spec -> layers in a LayerGraph
     emit                         (emitter)    LayerGraph -> (xml bytes, bin bytes)
 """
 
@@ -29,11 +29,9 @@ from .ir.model import IR, RnnSummary
 from .lower.layer_graph import LayerGraph, Output
 from .bounds import check_shape
 from .spec.limits import check_steps
-from .lower.gru import lower_gru
-from .lower.lstm import lower_lstm
 from .lower.quantized import GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
-from .lower.rnn import lower_rnn
+from .lower import LOWERINGS
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
@@ -108,6 +106,8 @@ def convert_model(
         _check_static(view)
     stateful = state_request(stateful)
     whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
+    if stateful and ir_version != 11:
+        raise UsageError(f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes")
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
@@ -431,13 +431,12 @@ class _Builder:
             if not any(want):
                 self.notes.append(f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped")
                 continue
-            lower = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}[family.name]
             label = spec.node_name or spec.label
             options = self.shared_x.options_for(family.name, label, spec.X.name, spec.directions, self.options, self.notes)
             if states:  # the state's ReadValue is the node's initial state; its final states are always made
                 self.ports.update(add_states(self.g, states, spec.etype, self.port_of(spec.X.name), self.options.static, self.port_of))
                 want = [w or out != "Y" for w, out in zip(want, family.outputs)]
-            lowered = lower(self.g, spec, self.port_of, tuple(want), options=options)
+            lowered = LOWERINGS[family.name].lower(self.g, spec, self.port_of, tuple(want), options=options)
             if states:
                 add_assigns(self.g, states, lowered.outputs, spec)
                 self.states.extend(states)
@@ -453,7 +452,7 @@ class _Builder:
         inputs = {i.name for i in self.view.inputs}
         used: set[str] = set()
         for k, spec in enumerate(self.specs):
-            self.specs[k], self.node_states[k] = plan_states(spec, used, inputs)
+            self.specs[k], self.node_states[k] = plan_states(spec, used, lambda name: name if name in inputs else None)
             for st in self.node_states[k]:
                 if st.init == "computed":  # another node's output, per call: a stream has no value for it
                     raise UnsupportedFeatureError(

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 DEMO_MODEL = Path(__file__).resolve().parent / "examples" / "demo_rnn.onnx"
+STREAM_MODEL = Path(__file__).resolve().parent / "examples" / "stream_lstm.onnx"  # a forward LSTM, X[4,batch,3], for docs/streaming.md
 
 
 def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:

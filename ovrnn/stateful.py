@@ -31,6 +31,7 @@ class StreamInfo:
     inputs: list[tuple[str, int, int]] = field(default_factory=list)  # (name, time axis, length)
     batch: list[tuple[str, int]] = field(default_factory=list)  # (name, batch axis)
     states: list[StreamState] = field(default_factory=list)
+    timed: bool = False  # `inputs` map one to one onto the recurrent nodes' time axis (the chunked == whole check applies)
 
     def rt_info(self) -> dict[str, str]:
         return {

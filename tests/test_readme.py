@@ -1,5 +1,6 @@
-"""The README's code is true: its Python blocks run, its command lines parse with the real CLI
-parser (and run, where that is cheap), and the tools and files it names exist."""
+"""The README and every page in docs/ are true: their Python blocks run, their command lines parse
+with the real CLI parser (and run, where that is cheap), and the tools, files and pages they name
+exist. A new docs/*.md is picked up automatically."""
 
 from __future__ import annotations
 
@@ -11,21 +12,25 @@ import sys
 from pathlib import Path
 
 import onnx
+import pytest
 from cases import Case, make_model
 from conftest import ovrnn_cli
 
 from ovrnn import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+PAGES = {p.relative_to(ROOT).as_posix(): p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+README = PAGES["README.md"]
 FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
 
 
-def blocks(language: str) -> list[str]:
+def blocks(language: str, text: str | None = None) -> list[str]:
+    """The fenced blocks of one language, in one page or in all of them."""
     out = []
-    for indent, lang, body in FENCE.findall(README):
-        if lang == language:
-            out.append("\n".join(line[len(indent):] for line in body.splitlines()))
+    for page in [text] if text is not None else PAGES.values():
+        for indent, lang, body in FENCE.findall(page):
+            if lang == language:
+                out.append("\n".join(line[len(indent):] for line in body.splitlines()))
     return out
 
 
@@ -35,7 +40,8 @@ def command_lines(text: str) -> list[str]:
 
 
 def ovrnn_commands() -> list[str]:
-    """Every `ovrnn ...` line of the sh blocks (after `&&`), and every inline `ovrnn ...` span."""
+    """Every `ovrnn ...` line of the sh blocks (after `&&`), and every inline `ovrnn ...` span, in
+    the README and every docs page."""
     found = []
     for block in blocks("sh"):
         for line in command_lines(block):
@@ -43,7 +49,8 @@ def ovrnn_commands() -> list[str]:
                 part = part.split("  #")[0].strip()
                 if part.startswith("ovrnn "):
                     found.append(part)
-    found += [span for span in re.findall(r"`(ovrnn [^`]+)`", README)]
+    for text in PAGES.values():
+        found += [span for span in re.findall(r"`(ovrnn [^`]+)`", text)]
     return found
 
 
@@ -53,12 +60,13 @@ def options_of(command: str) -> set[str]:
     return {o for a in sub._actions for o in a.option_strings}
 
 
-def test_python_blocks_run(tmp_path):
-    python = blocks("python")
-    assert python, "the README has Python examples"
+@pytest.mark.parametrize("page", [p for p in PAGES if blocks("python", PAGES[p])] or ["README.md"])
+def test_python_blocks_run(page, tmp_path):
+    python = blocks("python", PAGES[page])
+    assert python, f"{page} has Python examples"
     for i, code in enumerate(python):
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
-        assert proc.returncode == 0, f"README python block {i} fails:\n{proc.stderr}"
+        assert proc.returncode == 0, f"{page} python block {i} fails:\n{proc.stderr}"
         # what the comments say a line prints is what it prints
         for expected in re.findall(r"print\(.*\)\s+# (\{.*\}|input '.*)$", code, re.M):
             assert expected in proc.stdout, (expected, proc.stdout)
@@ -76,7 +84,7 @@ def test_every_ovrnn_command_uses_real_flags():
         assert words[1] in subcommands, line
         flags = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", " ".join(words[2:])))
         unknown = flags - options_of(words[1])
-        assert not unknown, f"README: `{line}` uses {sorted(unknown)}, which `ovrnn {words[1]}` does not take"
+        assert not unknown, f"`{line}` uses {sorted(unknown)}, which `ovrnn {words[1]}` does not take"
 
 
 def is_concrete(line: str) -> bool:
@@ -90,16 +98,25 @@ def is_concrete(line: str) -> bool:
     return True
 
 
+def names_its_file(line: str) -> bool:
+    """`ovrnn convert model.onnx ...` is a command; `ovrnn convert --compress-weights int8` in prose
+    names a flag of the command (its flags are still checked above)."""
+    words = line.split()
+    return words[1] in ("demo", "devices") or (len(words) > 2 and not words[2].startswith("-"))
+
+
 def test_concrete_commands_parse_with_the_real_parser():
     # a bare `ovrnn run` in prose names the command; `ovrnn demo` and longer lines are commands
-    concrete = [c for c in ovrnn_commands() if is_concrete(c) and not c.split()[1].startswith("--") and (len(c.split()) > 2 or c == "ovrnn demo")]
+    concrete = [
+        c for c in ovrnn_commands() if is_concrete(c) and not c.split()[1].startswith("--") and (len(c.split()) > 2 or c == "ovrnn demo") and names_its_file(c)
+    ]
     assert len(concrete) >= 4, concrete
     for line in concrete:
         cli.parse_args(shlex.split(line)[1:])  # raises UsageError on a flag or value the CLI refuses
 
 
 def test_whole_model_and_ovms_commands_run(tmp_path):
-    """The README's whole-model and OVMS command lines, run as written on stand-in models."""
+    """The whole-model and OVMS command lines (docs/whole_models.md, docs/serving.md), run as written on stand-in models."""
     shutil.copy(ROOT / "tests" / "fixtures" / "rnn_embedding_classifier.onnx", tmp_path / "rnn_classifier.onnx")
     model, _, _ = make_model(Case("readme", direction="bidirectional"))
     onnx.save(model, tmp_path / "model.onnx")
@@ -113,11 +130,16 @@ def test_whole_model_and_ovms_commands_run(tmp_path):
     assert (tmp_path / "models" / "rnn_chain" / "1" / "model.xml").is_file()
 
 
-def test_tools_and_paths_named_exist():
-    for tool in re.findall(r"python (tools/\w+\.py)", README):
+@pytest.mark.parametrize("page", list(PAGES))
+def test_tools_paths_and_links_named_exist(page):
+    text, here = PAGES[page], (ROOT / page).parent
+    for tool in re.findall(r"python (tools/\w+\.py)", text):
         assert (ROOT / tool).is_file(), tool
-    for path in re.findall(r"`((?:ovrnn|tests|tools|docs|ir_templates)/[\w./]+)`", README):
+    for path in re.findall(r"`((?:ovrnn|tests|tools|docs|ir_templates)/[\w./]+)`", text):
         assert (ROOT / path).exists(), path
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[\w-]+)?\)", text):  # relative links: pages and pictures
+        if not re.match(r"\w+://", target):
+            assert (here / target).exists(), f"{page}: link to {target}"
 
 
 def test_test_count_is_about_right():
@@ -134,8 +156,8 @@ def test_the_flag_check_is_not_vacuous():
 
 
 def test_the_ir_op_versions_are_the_ones_the_readme_lists():
-    """"Only opset1 ops (plus ...)": every template of another opset is in that list, and back."""
-    listed = re.search(r"opset1 ops \(plus ([^)]*)\)", README.replace("\n  ", " ")).group(1)
+    """docs/ir.md's "Only opset1 ops (plus ...)": every template of another opset is in that list, and back."""
+    listed = re.search(r"opset1 ops \(plus ([^)]*)\)", PAGES["docs/ir.md"].replace("\n  ", " ")).group(1)
     claimed = {tuple(item.strip().rsplit("-", 1)) for item in listed.split(",")}
     actual = set()
     for template in (ROOT / "ir_templates").glob("*.xml"):

@@ -273,3 +273,9 @@ def test_cli_writes_a_stateful_ir(tmp_path):
     assert [v.info.variable_id for v in ov.Core().read_model(tmp_path / "s.xml").get_variables()] == ["gru/H"]
     r = ovrnn_cli("convert", "--stateful", tmp_path / "m.onnx")
     assert r.returncode == 2 and "expected IN=OUT pairs such as state=stateN, got" in r.stderr
+
+
+def test_ir_version_10_is_refused():
+    model, _, _ = make_model(_case("v10"))
+    with pytest.raises(ovrnn.errors.UsageError, match=r"^stateful needs IR v11: ir_version=10 has no rt_info to record the stream's steps and time axes$"):
+        ovrnn.convert_model(model, ir_version=10, stateful=True)

@@ -5,6 +5,7 @@ by hand."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -224,3 +225,111 @@ def test_node_states_need_a_recurrent_node(tmp_path):
         "error: --stateful: the model has no forward RNN, GRU or LSTM node whose state a stream could carry; "
         'if it passes its state through graph inputs and outputs, name them: --stateful "IN=OUT"',
     )
+
+
+# --- ops that mix time steps are found at convert time ----------------------------------------------
+
+
+def _mixing_model(tail: str):
+    """X [T, 2, 3] -> LSTM -> Y [T, 2, H] -> a Conv over time (kernel 3) | the mean over T."""
+    rng = np.random.default_rng(1)
+    H = 4
+    init = lambda n, shape: numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), n)  # noqa: E731
+    nodes = [helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y"], hidden_size=H, name="enc"), helper.make_node("Squeeze", ["Y", "one"], ["Ys"])]
+    inits = [init("W", (1, 4 * H, 3)), init("R", (1, 4 * H, H)), init("B", (1, 8 * H)), numpy_helper.from_array(np.array([1], np.int64), "one")]
+    if tail == "conv":
+        nodes += [helper.make_node("Transpose", ["Ys"], ["Yt"], perm=[1, 2, 0]), helper.make_node("Conv", ["Yt", "K"], ["out"], pads=[1, 1])]
+        inits.append(init("K", (H, H, 3)))
+    else:
+        nodes.append(helper.make_node("ReduceMean", ["Ys"], ["out"], axes=[0], keepdims=0))
+    graph = helper.make_graph(nodes, "mix", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["T", 2, 3])], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+MIXING = [
+    (
+        "conv-over-time",
+        "error: --stateful: output 'out' differs at step 3 (chunk 0, step 3 of 4) between the chunked stream and the whole sequence (A vs B); "
+        "the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, a reduction over T, attention), so the model cannot stream chunk by chunk",
+    ),
+    (
+        "mean-over-time",
+        "error: --stateful: output 'out' after the last of 3 chunks differs from the whole sequence's (A vs B); "
+        "the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, a reduction over T, attention), so the model cannot stream chunk by chunk",
+    ),
+]
+
+
+@pytest.mark.parametrize("tail, message", MIXING, ids=[m for m, _ in MIXING])
+def test_ops_that_mix_time_steps_are_refused(tmp_path, tail, message):
+    onnx.save(_mixing_model(tail.split("-")[0]), tmp_path / "m.onnx")
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "--input", "X[4,2,3]", "--stateful", "-o", tmp_path / "out.xml")
+    # the two values (stream, whole) as printed; their digits depend on the CPU's f32 rounding
+    pattern = re.escape(message).replace(r"\(A\ vs\ B\)", r"\(-?\d[\d.e+-]* vs -?\d[\d.e+-]*\)")
+    assert r.returncode == 2 and re.fullmatch(pattern, r.stderr.strip()), r.stderr
+    assert not (tmp_path / "out.xml").exists()
+    assert ovrnn_cli("convert", tmp_path / "m.onnx", "--input", "X[4,2,3]", "-o", tmp_path / "plain.xml").returncode == 0  # stateless: fine
+
+
+def test_torch_export_with_a_sliced_h0_input_streams():
+    """PyTorch's 2-layer export slices each layer's initial_h from one h0 input: the states replace
+    it (zeros), so h0 goes; the stream equals the stateless IR with h0 carried by hand from 0."""
+    path = Path(__file__).parent / "fixtures" / "rnn_tanh_2layer_h0_input.onnx"
+    model, compiled = _compile(ovrnn.convert_model(path, stateful=True))
+    assert [i.get_any_name() for i in model.inputs] == ["x"]
+    assert _stream_info(model)["states"] == "/rnn/RNN/H=zeros;/rnn/RNN_1/H=zeros"
+    x = np.random.default_rng(2).uniform(-1, 1, (18, 3, 10)).astype(np.float32)
+    request = compiled.create_infer_request()
+    chunks = []
+    for k in range(3):
+        request.infer({"x": x[6 * k : 6 * k + 6]})
+        chunks.append(request.get_tensor("output").data.copy())
+    _, plain = _compile(ovrnn.convert_model(path))
+    h0, want = np.zeros((2, 3, 16), np.float32), []
+    for k in range(3):
+        out = plain.create_infer_request().infer({"x": x[6 * k : 6 * k + 6], "h0": h0})
+        want.append(out["output"])
+        h0 = out["h_n"]
+    assert_close(np.concatenate(chunks), np.concatenate(want).astype(np.float64), 2e-5, 2e-5, "output")
+    assert_close(request.query_state()[1].state.data[0], h0[1].astype(np.float64), 2e-5, 2e-5, "second layer's state")
+
+
+# --- inspect ------------------------------------------------------------------------------------------
+
+
+def test_inspect_lists_the_states(tmp_path, frames):
+    ir = ovrnn.convert_model(_silero("silero_vad_16k_sequence.onnx"), "input[32,576]", stateful="h=hn,c=cn")
+    ir.save(tmp_path / "vad.xml")
+    r = ovrnn_cli("inspect", tmp_path / "vad.xml")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    at = lines.index("states (2, kept by the infer request between calls; 32 steps per call, streamed inputs input:0:32):")
+    assert lines[at + 1 : at + 3] == [
+        "  h                    f32      [1,1,128]  initial: pair:h=hn, batch axis 1",
+        "  c                    f32      [1,1,128]  initial: pair:c=cn, batch axis 1",
+    ]
+    from test_stateful import _case
+    from cases import make_model
+
+    lone, _, _ = make_model(_case("insp", op="LSTM", h0=True, h0_const=True, c0=True, layout=1))
+    ovrnn.convert_model(lone, stateful=True).save(tmp_path / "lone.xml")
+    import json
+
+    report = json.loads(ovrnn_cli("inspect", tmp_path / "lone.xml", "--json").stdout)
+    assert report["states"] == [
+        {"id": "lstm/H", "element_type": "f32", "shape": "2,1,5", "initial": "constant", "batch_axis": 0},
+        {"id": "lstm/C", "element_type": "f32", "shape": "2,1,5", "initial": "constant", "batch_axis": 0},
+    ]
+    plain = json.loads(ovrnn_cli("inspect", tmp_path / "vad.xml", "--json").stdout)
+    assert [s["initial"] for s in plain["states"]] == ["pair:h=hn", "pair:c=cn"]
+
+
+def test_recurrent_nodes_in_bodies_are_refused(tmp_path):
+    path = Path(__file__).parent / "fixtures" / "control_flow" / "loop_gru_chunks.onnx"
+    r = ovrnn_cli("convert", path, "--stateful", "-o", tmp_path / "out.xml")
+    assert (r.returncode, r.stderr.strip()) == (
+        2,
+        "error: --stateful: GRU node 'gru' is inside the body of Loop node 'passes'; a state is carried only for the recurrent nodes of the main graph "
+        '(if the model passes its state through graph inputs and outputs, name them: --stateful "IN=OUT")',
+    )
+    assert not (tmp_path / "out.xml").exists()

@@ -136,3 +136,33 @@ def test_a_refusal_from_the_real_cli_is_one_line(work):
     proc = ovrnn_cli("run", "lstm.xml", "--input", "X=x_short.npy", "-o", "refused.npz", cwd=folder)
     assert proc.returncode == 2 and proc.stderr.startswith("error: input 'X': 15 steps on axis 0") and len(proc.stderr.splitlines()) == 1
     assert not (folder / "refused.npz").exists()
+
+
+def test_the_streaming_commands_of_the_docs_run_as_written(tmp_path):
+    """README's and docs/streaming.md's streaming command lines, run as written on the bundled
+    streaming example (X [4, batch, 3]) standing in for lstm.onnx."""
+    import shutil
+    import shlex
+    from pathlib import Path
+
+    from ovrnn.demo import STREAM_MODEL
+
+    root = Path(__file__).resolve().parent.parent
+    shutil.copy(STREAM_MODEL, tmp_path / "lstm.onnx")
+    np.save(tmp_path / "long.npy", np.random.default_rng(0).uniform(-1, 1, (40, 1, 3)).astype(np.float32))
+    np.savez(tmp_path / "S.npz", **{"lstm/H": np.full((1, 1, 8), 0.5, np.float32)})
+    lines = []
+    for page in (root / "README.md", root / "docs" / "streaming.md"):
+        for block in page.read_text().split("```sh\n")[1:]:
+            lines += [ln.split("  #")[0].strip() for ln in block.split("```")[0].splitlines() if "stream" in ln or "--stateful" in ln]
+    assert len(lines) >= 6, lines
+    for line in dict.fromkeys(lines):  # the convert line first: the others use its stream.xml
+        proc = ovrnn_cli(*shlex.split(line)[1:], cwd=tmp_path)
+        assert proc.returncode == 0, f"`{line}`: {proc.stderr}"
+    assert (tmp_path / "stream_report" / "report.md").is_file() and json_passed(tmp_path / "stream.json")
+
+
+def json_passed(path) -> bool:
+    import json
+
+    return json.loads(path.read_text())["passed"]

@@ -1,4 +1,4 @@
-"""The README's support table against tools/support_matrix.py, without running the whole matrix:
+"""The support table (docs/support.md, summed up in the README) against tools/support_matrix.py, without running the whole matrix:
 the rows and case counts per op are the tool's, every cell adds up, and the "OpenVINO's import is
 silently wrong" claims hold on one case each (run through the tool's own child process)."""
 
@@ -17,11 +17,11 @@ import support_matrix as tool  # noqa: E402
 from cases import GRU_CASES, LSTM_CASES, RNN_CASES  # noqa: E402
 
 README = (ROOT / "README.md").read_text()
+SUPPORT = (ROOT / "docs" / "support.md").read_text()
 
 
 def readme_table(op: str) -> list[list[str]]:
-    section = README.split("## Support table", 1)[1].split("\n## ", 1)[0]
-    lines = [ln for ln in section.splitlines() if ln.startswith("|")]
+    lines = [ln for ln in SUPPORT.splitlines() if ln.startswith("|")]
     start = next(i for i, ln in enumerate(lines) if ln.startswith(f"| {op} feature (cases) |"))
     table = []
     for ln in lines[start + 2 :]:
@@ -49,7 +49,18 @@ def test_readme_rows_are_the_tools_rows(op, cases):
 
 def test_readme_counts_match_the_case_table():
     assert (len(RNN_CASES), len(GRU_CASES), len(LSTM_CASES)) == (95, 87, 99)
-    assert "95 RNN, 87 GRU and 99 LSTM" in README
+    assert "95 RNN, 87 GRU and 99 LSTM" in SUPPORT
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_readme_summary_is_the_support_tables_total(op):
+    """The README's one support table holds each op's totals row of docs/support.md."""
+    total = readme_table(op)[-1]
+    row = next(ln for ln in README.splitlines() if ln.startswith(f"| {op} ("))
+    cells = [c.strip() for c in row.strip("|").split(" | ")]
+    count = int(total[0].split()[1])
+    assert cells[0] == f"{op} ({count} cases)"
+    assert cells[1:4] == total[1:], (cells, total)
 
 
 def run_child(tool_name: str, keys: list[str]) -> dict[str, str]:
@@ -58,7 +69,7 @@ def run_child(tool_name: str, keys: list[str]) -> dict[str, str]:
     return {r["key"]: r["verdict"] for r in map(json.loads, proc.stdout.splitlines())}
 
 
-CLAIMS = {  # README: OpenVINO's import is silently wrong on ...
+CLAIMS = {  # docs/support.md: OpenVINO's import is silently wrong on ...
     "LSTM:lstm-peepholes": "P dropped",
     "LSTM:lstm-input-forget": "input_forget dropped",
     "GRU:gru-opset7-bidir-relu-tanh": "forward activations used for both",
@@ -69,9 +80,8 @@ CLAIMS = {  # README: OpenVINO's import is silently wrong on ...
 
 
 def test_openvino_import_claims_hold():
-    section = README.split("## Support table", 1)[1].split("\n## ", 1)[0]
     for note in CLAIMS.values():
-        assert note in section
+        assert note in SUPPORT
     keys = list(CLAIMS)
     assert run_child("OpenVINO ONNX import", keys) == dict.fromkeys(keys, "wrong")
     assert run_child("ovrnn", keys) == dict.fromkeys(keys, "ok")

@@ -16,6 +16,10 @@ cores here) moves both sides of a pair. OpenVINO runs on CPU at INFERENCE_PRECIS
 * latency: one reused infer request, inputs shared; median over T 16-256, H 64-256, batch 1 and 16;
   runtime sequence_lens at batch 1 against OpenVINO's import and onnxruntime; GRU and LSTM (default
   activations, no P): T 16 and 256, H 64 and 256, forward and bidirectional, batch 1 and 16
+* stream: an LSTM H=128 (a VAD's shape), batch 1, K=1 and K=16 steps per call: per-call latency of the
+  stateful IR (convert --stateful, one infer request) ÷ ovrnn's stateless IR with the state carried by
+  the host (initial_h/initial_c in, Y_h/Y_c out), and ÷ onnxruntime with the state carried by the host;
+  every side passes its inputs without copies and reads Y; ovrnn.Stream.feed shown beside
 
 Writes DIR/bench.md and DIR/bench.json (DIR defaults to bench_results/). It asserts nothing.
 """
@@ -57,6 +61,9 @@ for _op in ("GRU", "LSTM"):
         TARGETS[f"{_op}_latency_b{_b}"] = (1.0, f"{_op} latency ÷ OpenVINO import, batch {_b}, median over T, H, fwd/bidir")
     for _b in ("static", "dynamic"):
         TARGETS[f"{_op}_leftovers_{_b}"] = (0.05, f"{_op} per-step leftovers, {_b} batch (worst of fwd/rev/bidir, ± lengths)")
+for _k in (1, 16):
+    TARGETS[f"stream_K{_k}_vs_ir"] = (0.9, f"stateful LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call: per-call latency ÷ stateless IR, state carried by the host")
+    TARGETS[f"stream_K{_k}_vs_ort"] = (1.0, f"stateful LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call: per-call latency ÷ onnxruntime, state carried by the host")
 KNOWN = "LSTM with Y_c read and runtime lengths: known not to fold (the last valid C needs every step's C)"
 
 
@@ -270,6 +277,89 @@ def s_latency(tmp: Path, quick: bool) -> dict:
     }
 
 
+def make_stream_lstm(path: Path, K: int, H: int = 128, I: int = 128) -> Path:
+    """An LSTM node that passes its state through the graph: X [K,1,I], initial_h/initial_c in,
+    Y, Y_h, Y_c out; what a host carries the state of by hand."""
+    rng = np.random.default_rng(K * 7 + H)
+    scale = 1 / np.sqrt(H)
+    init = lambda n, s: numpy_helper.from_array(rng.uniform(-scale, scale, s).astype(np.float32), n)  # noqa: E731
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [K, 1, I])] + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, H]) for n in ("initial_h", "initial_c")]
+    node = helper.make_node("LSTM", ["X", "W", "R", "B", "", "initial_h", "initial_c"], ["Y", "Y_h", "Y_c"], hidden_size=H)
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")]
+    graph = helper.make_graph([node], "stream", inputs, outs, [init("W", (1, 4 * H, I)), init("R", (1, 4 * H, H)), init("B", (1, 8 * H))])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
+    return path
+
+
+def stream_contenders(onnx_path: Path, K: int, H: int) -> tuple[dict, dict]:
+    """{name: one call(inputs)} per streaming side, each carrying its own stream from zeros, and
+    {name: Y of 8 calls from a fresh state} to check they compute the same stream."""
+    import onnxruntime as ort
+    import openvino as ov
+
+    import ovrnn
+
+    core = ov.Core()
+    stateful_xml = ovrnn.convert_model(str(onnx_path), stateful=True).save(onnx_path.with_name(onnx_path.stem + "_stateful.xml"))
+    stateless_xml = convert(onnx_path)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+
+    def sides():
+        one = {**F32, "INFERENCE_NUM_THREADS": "1"}  # a call's work is small: one thread saves the hand-over
+        stateful = core.compile_model(str(stateful_xml), "CPU", F32).create_infer_request()
+        stateful_1t = core.compile_model(str(stateful_xml), "CPU", one).create_infer_request()
+        stateless = {"ir": core.compile_model(str(stateless_xml), "CPU", F32).create_infer_request(), "ir_1t": core.compile_model(str(stateless_xml), "CPU", one).create_infer_request()}
+        stream = ovrnn.Stream(stateful_xml)
+        zeros = np.zeros((1, 1, H), np.float32)
+        host = {"ir": [zeros, zeros], "ir_1t": [zeros, zeros], "ort": [zeros, zeros]}
+
+        def carried(key):
+            def call(inputs):  # the state out of Y_h/Y_c, back in as initial_h/initial_c
+                out = stateless[key].infer({"X": inputs["X"], "initial_h": host[key][0], "initial_c": host[key][1]}, share_inputs=True)
+                host[key] = [out[1], out[2]]
+                return out[0]
+
+            return call
+
+        def carried_ort(inputs):
+            y, h, c = session.run(None, {"X": inputs["X"], "initial_h": host["ort"][0], "initial_c": host["ort"][1]})
+            host["ort"] = [h, c]
+            return y
+
+        return {
+            "stateful": lambda inputs: stateful.infer({"X": inputs["X"]}, share_inputs=True)[0],
+            "stateless_host": carried("ir"),
+            "onnxruntime_host": carried_ort,
+            "stream_feed": lambda inputs: stream.feed(inputs)["Y"],
+            "stateful_1t": lambda inputs: stateful_1t.infer({"X": inputs["X"]}, share_inputs=True)[0],
+            "stateless_host_1t": carried("ir_1t"),
+        }
+
+    xs = np.random.default_rng(3).uniform(-1, 1, (8, K, 1, 128)).astype(np.float32)
+    fresh = sides()
+    ys = {name: np.concatenate([fn({"X": np.ascontiguousarray(x)}) for x in xs]) for name, fn in fresh.items()}
+    return sides(), ys
+
+
+def s_stream(tmp: Path, quick: bool) -> dict:
+    rows, figures = [], {}
+    for K in (1, 16):
+        fns, ys = stream_contenders(make_stream_lstm(tmp / f"stream_{K}.onnx", K), K, 128)
+        diff = max(float(np.abs(y - ys["onnxruntime_host"]).max()) for y in ys.values())
+        x = {"X": np.random.default_rng(0).uniform(-1, 1, (K, 1, 128)).astype(np.float32)}
+        t = time_contenders(fns, x, 0.05 if quick else 0.2)
+        row = {"K": K, **{k: v * 1e6 for k, v in t.items()}, "vs_ir": t["stateful"] / t["stateless_host"], "vs_ort": t["stateful"] / t["onnxruntime_host"], "steps_per_second": K / t["stateful"], "max_abs_diff": diff}
+        row |= {"vs_ir_1t": t["stateful_1t"] / t["stateless_host_1t"], "vs_ort_1t": t["stateful_1t"] / t["onnxruntime_host"]}
+        rows.append(row)
+        figures[f"stream_K{K}_vs_ir"] = {"ratio": row["vs_ir"]}
+        figures[f"stream_K{K}_vs_ort"] = {"ratio": row["vs_ort"]}
+        log(f"stream K={K}: stateful {row['stateful']:.0f} µs, ÷ stateless IR + host state {row['vs_ir']:.2f}, ÷ onnxruntime + host state {row['vs_ort']:.2f}, Stream.feed {row['stream_feed']:.0f} µs; 1 thread: {row['stateful_1t']:.0f} µs, ÷ {row['vs_ir_1t']:.2f}, ÷ {row['vs_ort_1t']:.2f}")
+    return {"rows": rows, **figures}
+
+
 def versions() -> dict:
     import onnxruntime
     import openvino
@@ -304,10 +394,15 @@ def render(R: dict) -> str:
         lines += ["", "| GRU/LSTM (default activations, no P) | T | H | direction | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['op']} | {r['T']} | {r['H']} | {r['direction']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |" for r in lat["gl_rows"]]
         lines += ["", "Median ÷ onnxruntime: " + ", ".join(f"{op} batch {B} {lat[f'{op}_latency_b{B}']['vs_onnxruntime']:.2f}" for op in ("GRU", "LSTM") for B in (1, 16))]
+    st = R.get("stream")
+    if st:
+        lines += ["", "| stream: LSTM H=128, batch 1, per call | stateful IR µs | stateless IR + host state µs | onnxruntime + host state µs | ovrnn.Stream.feed µs | ÷ stateless IR | ÷ onnxruntime | steps/s | max abs diff |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| K={r['K']} | {r['stateful']:.0f} | {r['stateless_host']:.0f} | {r['onnxruntime_host']:.0f} | {r['stream_feed']:.0f} | {r['vs_ir']:.2f} | {r['vs_ort']:.2f} | {r['steps_per_second']:,.0f} | {r['max_abs_diff']:.1e} |" for r in st["rows"]]
+        lines += [f"| K={r['K']}, both IRs at INFERENCE_NUM_THREADS=1 | {r['stateful_1t']:.0f} | {r['stateless_host_1t']:.0f} | {r['onnxruntime_host']:.0f} | | {r['vs_ir_1t']:.2f} | {r['vs_ort_1t']:.2f} | {r['K'] / r['stateful_1t'] * 1e6:,.0f} | |" for r in st["rows"]]
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = ("convert", "compile", "graph", "latency")
+SECTIONS = ("convert", "compile", "graph", "latency", "stream")
 
 
 def main(argv=None) -> int:
@@ -329,6 +424,9 @@ def main(argv=None) -> int:
             elif name == "graph":
                 R["graph"] = s_graph(tmp)
                 R["figures"].update({k: v for k, v in R["graph"].items() if "leftovers" in k})
+            elif name == "stream":
+                R["stream"] = s_stream(tmp, args.quick)
+                R["figures"].update({k: v for k, v in R["stream"].items() if k in TARGETS})
             else:
                 R["latency"] = s_latency(tmp, args.quick)
                 R["figures"].update({k: v for k, v in R["latency"].items() if k in TARGETS})

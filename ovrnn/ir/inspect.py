@@ -48,6 +48,17 @@ class Chain:
 
 
 @dataclass
+class StateDesc:
+    """One variable of a stateful IR (ReadValue/Assign pair)."""
+
+    id: str
+    element_type: str
+    shape: str
+    initial: str  # zeros | constant | computed | pair:IN=OUT | none (an empty state after a reset)
+    batch_axis: int | None = None
+
+
+@dataclass
 class InspectReport:
     path: str
     ir_version: str
@@ -68,6 +79,7 @@ class InspectReport:
     body_layer_counts: dict[str, int] = field(default_factory=dict)  # layers inside If/Loop/TensorIterator bodies
     integer_weights: dict[str, int] = field(default_factory=dict)  # integer Const layers (i8, u8, i4, u4) -> count
     compiled_weights: str = ""  # what the device made of them (kept or folded), when compiled
+    states: list[StateDesc] = field(default_factory=list)  # ReadValue/Assign variables, in layer order
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,6 +102,13 @@ class InspectReport:
                 out.append(f"  {label}{c.direction}: {c.steps} steps, {c.activation}, {kind}, hidden {c.hidden_size}{clip}{share}")
         if self.body_layer_counts:
             out.append("inside If/Loop/TensorIterator bodies: " + ", ".join(f"{t} {n}" for t, n in sorted(self.body_layer_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+        if self.states:
+            stream = self.ovrnn.get("stateful", {}) if isinstance(self.ovrnn.get("stateful"), dict) else {}
+            how = f"; {stream['steps']} steps per call, streamed inputs {stream.get('inputs') or 'none'}" if stream.get("steps") else ""
+            out.append(f"states ({len(self.states)}, kept by the infer request between calls{how}):")
+            for st in self.states:
+                batch = "" if st.batch_axis is None else f", batch axis {st.batch_axis}"
+                out.append(f"  {st.id:<20} {st.element_type:<8} [{st.shape}]  initial: {st.initial}{batch}")
         if self.sequence_layers:
             out.append("recurrent layers that hide the steps: " + ", ".join(f"{t} {n}" for t, n in self.sequence_layers.items()))
         else:
@@ -159,6 +178,7 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         problem=problem,
         fp16_compressed=sum(1 for el in layers.values() if el.get("type") == "Convert" and el.find("rt_info/attribute[@name='decompression']") is not None),
         dynamic_dims=any(d.text == "-1" for d in root.iter("dim")),
+        states=_states(layers, graph, ovrnn),
         integer_weights=dict(Counter(d.get("element_type") for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None and d.get("element_type") in ("i8", "u8", "i4", "u4"))),
     )
 
@@ -275,6 +295,31 @@ def _explicit_chains(layers: dict[str, etree._Element]) -> list[Chain]:
             if tail not in EXPLICIT_PLUMBING:
                 acts[key] = tail
     return [Chain(rnn, d, "explicit", len(ts), acts.get((rnn, d), "?")) for (rnn, d), ts in sorted(steps.items())]
+
+
+def _states(layers: dict[str, etree._Element], graph: _Graph, ovrnn: dict) -> list[StateDesc]:
+    """Each ReadValue's variable; the initial value as ovrnn's rt_info names it, else read from the
+    ReadValue's initializer input (a Const, possibly behind a decompression Convert, or computed)."""
+    stream = ovrnn.get("stateful") if isinstance(ovrnn.get("stateful"), dict) else {}
+    kinds = dict(item.split("=", 1) for item in (stream.get("states") or "").split(";") if "=" in item)
+    axes = dict(item.rsplit(":", 1) for item in (stream.get("state_batch") or "").split(";") if ":" in item)
+    out = []
+    for lid, el in layers.items():
+        if el.get("type") != "ReadValue":
+            continue
+        data = el.find("data")
+        data = data if data is not None else el
+        var = data.get("variable_id", "?")
+        initial = kinds.get(var)
+        if initial is None:
+            source = graph.source(lid, 0, through=("Convert",)) if el.findall("input/port") else None
+            initial = "none (empty after a reset)" if source is None else "constant" if source.get("type") == "Const" else "computed"
+        port = el.find("output/port")
+        shape = data.get("variable_shape") or (port_dims(port) if port is not None else "?")
+        etype = data.get("variable_type") or (port_element_type(port) if port is not None else "?")
+        axis = axes.get(var)
+        out.append(StateDesc(var, etype, shape, initial, int(axis) if axis and axis.isdigit() else None))
+    return out
 
 
 def _rt_info(root) -> dict:

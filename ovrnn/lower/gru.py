@@ -108,5 +108,3 @@ class GruLowering(NodeLowering):
 
         return step, self.projection(d, w, bx, w_t)
 
-
-lower_gru = GruLowering.lower

@@ -102,5 +102,3 @@ class LstmLowering(NodeLowering):
 
         return step, self.projection(d, w, b, w_t)
 
-
-lower_lstm = LstmLowering.lower

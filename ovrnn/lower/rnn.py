@@ -81,5 +81,3 @@ class RnnLowering(NodeLowering):
 
         return step, self.projection(d, w, b, w_t)
 
-
-lower_rnn = RnnLowering.lower

@@ -94,10 +94,11 @@ class NodeState:
         return 0 if self.layout else 1
 
 
-def plan_states(spec, used: set[str], graph_inputs: Collection[str]) -> tuple[object, list[NodeState]]:
+def plan_states(spec, used: set[str], reads_input: Callable[[str], str | None]) -> tuple[object, list[NodeState]]:
     """The node's states and the spec the lowering gets: initial states read from the state
     tensors, final states always produced. `used` collects the variable ids given out. An initial
-    state read from a graph input starts from zeros: the state replaces that input."""
+    state computed from a graph input's values (`reads_input(tensor)` names that input) starts
+    from zeros: the state replaces that input (seed it with set_state)."""
     check_streamable(spec)
     base = safe_id(spec.node_name or spec.label)
     B, H = spec.batch, Dim.of(spec.hidden_size)
@@ -109,7 +110,7 @@ def plan_states(spec, used: set[str], graph_inputs: Collection[str]) -> tuple[ob
         var = unique_id(f"{base}/{key}", used)
         used.add(var)
         given = getattr(spec, role)
-        replaces = given.name if given is not None and not given.is_constant and given.name in graph_inputs else None
+        replaces = reads_input(given.name) if given is not None and not given.is_constant else None
         init = "zeros" if given is None or replaces else "constant" if given.is_constant else "computed"
         tensor = f"\ue000ovrnn-state:{var}"  # private-use characters: no ONNX tensor has this name
         out_name = getattr(spec, final)

@@ -36,11 +36,9 @@ from ..dtypes import BY_IR
 from ..errors import OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.model import RnnSummary
 from ..lower import ops
-from ..lower.gru import lower_gru
+from ..lower import LOWERINGS
 from ..lower.layer_graph import LayerGraph
-from ..lower.lstm import lower_lstm
 from ..lower.node import LoweringOptions, SharedInputGuard
-from ..lower.rnn import lower_rnn
 from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.read import ONNX_DOMAINS, TensorInfo
 from ..shapes import Dim
@@ -49,7 +47,6 @@ from ..spec.limits import check_steps
 from ..spec.recurrent import FAMILIES, DynamicStepsError, node_label, unique_label
 from .realize import realize
 
-LOWER = {"RNN": lower_rnn, "GRU": lower_gru, "LSTM": lower_lstm}
 BODY_OPS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
 
 
@@ -214,10 +211,10 @@ class RecurrentLowering:
     """Called by the frontend for each RNN, GRU and LSTM node; lowers it with ovrnn's chains."""
 
     def __init__(
-        self, nodes: ModelNodes | ContextNodes, options: LoweringOptions, max_steps: int | None = None, stateful: bool = False, graph_inputs: set[str] = frozenset()
+        self, nodes: ModelNodes | ContextNodes, options: LoweringOptions, max_steps: int | None = None, stateful: bool = False
     ) -> None:
         self.nodes, self.options, self.max_steps = nodes, options, max_steps
-        self.stateful, self.graph_inputs = stateful, graph_inputs  # --stateful: top-level nodes carry H (and C) in variables
+        self.stateful = stateful  # --stateful: every (top-level) node carries H (and C) in variables
         self.variables: dict = {}
         self.sinks: list = []  # the Assign nodes, for the model's add_sinks
         self.states: list = []  # NodeState of every stateful node, in order
@@ -272,7 +269,7 @@ class RecurrentLowering:
         spec = NORMALISERS[op](proto, node.index, node.opset, infos.get, label)
         states = []
         if self.stateful and node.body is None:  # a body's state lives in its loop, not across infer calls
-            spec, states = plan_states(spec, self.variable_ids, self.graph_inputs)
+            spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name]))
         if is_context:  # ovrnn.extension(): the limit over the nodes so far, as it goes
             check_steps(self.steps + spec.seq_length * len(spec.directions), len(self.converted) + 1, self.max_steps)
         g = LayerGraph(label)
@@ -294,7 +291,7 @@ class RecurrentLowering:
         options = self.shared_x.options_for(op, spec.node_name or spec.label, proto.input[0], spec.directions, self.options, self.notes, key=x_key)
         if states:  # lower/state.py: the ReadValues are the node's initial states
             placeholders.update(add_states(g, states, spec.etype, port_of(spec.X.name), self.options.static, port_of))
-        lowered = LOWER[op](g, spec, port_of, options=options)
+        lowered = LOWERINGS[op].lower(g, spec, port_of, options=options)
         if states:
             add_assigns(g, states, lowered.outputs, spec)
             self.states.extend(states)
@@ -308,6 +305,21 @@ class RecurrentLowering:
         returned = [by_name.get(name, produced[0]) for name in proto.output]
         self.converted.append(Converted(node, RnnSummary.of(spec, lowered.chains, lowered.weights), returned))
         return returned
+
+
+def _input_read_by(output) -> str | None:
+    """The graph input whose values `output` is computed from (an initial state sliced from an h0
+    input), if any; a dependency through ShapeOf only (zeros shaped like X) does not count."""
+    stack, seen = [output.get_node()], set()
+    while stack:
+        node = stack.pop()
+        if node.get_name() in seen or node.get_type_name() == "ShapeOf":
+            continue
+        seen.add(node.get_name())
+        if node.get_type_name() == "Parameter":
+            return node.output(0).get_any_name()
+        stack.extend(i.get_source_output().get_node() for i in node.inputs())
+    return None
 
 
 def tensor_info(name: str, output) -> TensorInfo:

@@ -52,7 +52,7 @@ def make_stateful(model, view: GraphView, stateful, extension, path_for_probe: C
     info = StreamInfo(steps or 0)
     timed = [(name, axis) for name, (axis, _) in streamed.items() if axis is not None]
     if timed:
-        info.inputs = [(name, axis, steps) for name, axis in timed]
+        info.inputs, info.timed = [(name, axis, steps) for name, axis in timed], True
     elif extension.specs and stateful is True:
         notes.append(
             f"no graph input carries the recurrent nodes' time axis one to one ({steps} steps per call); every input is fed whole on each call"
@@ -72,12 +72,29 @@ def make_stateful(model, view: GraphView, stateful, extension, path_for_probe: C
     return info, notes
 
 
+def refuse_nodes_in_bodies(graph, inside: str = "") -> None:
+    """A recurrent node in an If/Loop/Scan body runs once per branch or iteration, not once per
+    call: no state of its own is carried, so --stateful refuses rather than leave it stateless."""
+    for node in graph.node:
+        if inside and node.op_type in ("RNN", "GRU", "LSTM"):
+            raise UnsupportedFeatureError(
+                f"{flag('stateful')}: {node.op_type} node '{node.name or node.output[0]}' is inside {inside}; a state is carried only for the "
+                f"recurrent nodes of the main graph (if the model passes its state through graph inputs and outputs, name them: {flag('stateful', quoted('IN=OUT'))})"
+            )
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                refuse_nodes_in_bodies(sub, f"the {attr.name} of {node.op_type} node '{node.name or node.output[0]}'")
+
+
 def _remove_replaced_inputs(model, names: set[str], notes: list[str]) -> None:
+    """The graph inputs the states replace go, unless an op of the model still reads them (ops left
+    dangling by the replacement, like the Slice of an h0 input, are no longer in the model)."""
+    in_model = {op.get_name() for op in model.get_ordered_ops()}
     for param in list(model.get_parameters()):
         name = param.output(0).get_any_name()
         if name not in names:
             continue
-        if param.output(0).get_target_inputs():
+        if any(t.get_node().get_name() in in_model for t in param.output(0).get_target_inputs()):
             notes.append(f"graph input '{name}' is read by other ops too: it stays an input, and the recurrent node reads its state instead")
             continue
         model.remove_parameter(param)

@@ -312,8 +312,10 @@ class Stream:
             seconds.append(time.perf_counter() - start)
             if on_chunk is not None:
                 on_chunk(i + 1, len(chunks))
-        joined, axes = join_outputs(outputs, self.contract)
-        return StreamRun(joined, axes, seconds, len(chunks), self.contract.steps or 0)
+        time = self.contract.inputs[0] if self.contract.inputs else None
+        rank = np.ndim(inputs[time.name]) if time is not None and time.name in inputs else None
+        joined, axes = join_outputs(outputs, self.contract, rank)
+        return StreamRun(joined, axes, seconds, len(chunks), self.contract.steps or 0, outputs[-1] if outputs else {})
 
     # -- checks
 
@@ -364,6 +366,7 @@ class StreamRun:
     seconds: list[float]  # per chunk (one feed each)
     chunks: int
     steps: int  # K, per chunk
+    last: dict[str, np.ndarray] = field(default_factory=dict)  # the last call's outputs
 
     @property
     def steps_per_second(self) -> float:
@@ -414,10 +417,12 @@ def split_inputs(inputs: dict[str, np.ndarray], contract: StreamContract) -> lis
     return chunks
 
 
-def join_outputs(per_chunk: list[dict[str, np.ndarray]], contract: StreamContract) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
+def join_outputs(per_chunk: list[dict[str, np.ndarray]], contract: StreamContract, input_rank: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
     """Outputs with the chunk's K steps on the streamed input's time axis (an RNN's Y) are joined
     along it, so a stream's Y reads like the whole sequence's; the others (a final state, one
-    value per chunk) are stacked on a new leading axis, one entry per call."""
+    value per chunk) are stacked on a new leading axis, one entry per call. With K = 1 a length
+    says nothing: there only outputs of a higher rank than the streamed input (Y [1,1,B,H] next
+    to X [1,B,I]) are joined, and Y_h [1,B,H] is stacked."""
     if not per_chunk:
         return {}, {}
     time = contract.inputs[0] if contract.inputs else None
@@ -425,7 +430,8 @@ def join_outputs(per_chunk: list[dict[str, np.ndarray]], contract: StreamContrac
     for name in per_chunk[0]:
         parts = [out[name] for out in per_chunk]
         shape = parts[0].shape
-        if time is not None and len(shape) > time.axis and shape[time.axis] == time.length:
+        steps_there = time is not None and len(shape) > time.axis and shape[time.axis] == time.length
+        if steps_there and (time.length > 1 or input_rank is None or len(shape) > input_rank):
             joined[name], axes[name] = np.concatenate(parts, axis=time.axis), time.axis
         else:
             joined[name], axes[name] = np.stack(parts), None

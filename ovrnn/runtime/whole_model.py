@@ -31,6 +31,7 @@ from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.body_inputs import declare_scan_slices
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView
+from ..progress import stage
 from .engine import ov, ov_message
 from .recurrent_extension import ModelNodes, RecurrentLowering, RecurrentNode, body_steps_error, recurrent_nodes, scan_slice_error
 from ..shapes import Dim, Shape
@@ -62,6 +63,10 @@ def convert_whole_model(
     A body node whose step count is not known at conversion time is refused, or with
     `allow_sequence_ops` its op is left to OpenVINO's frontend (every node of it: the frontend
     takes one translator per op), with a note."""
+    if stateful is True:
+        from .stateful_model import refuse_nodes_in_bodies
+
+        refuse_nodes_in_bodies(view.model.graph)
     folded_model, folded = fold_constants(_with_input_shapes(view))
     folded_model, declared = declare_scan_slices(folded_model)  # Scan slices typed from the outer input
     folded = folded or declared
@@ -87,6 +92,12 @@ def convert_whole_model(
         from .stateful_model import make_stateful
 
         stream, stream_notes = make_stateful(model, view, stateful, lowering, path_for_probe=lambda: _model_file(folded_model, source if not folded else None))
+        if stream.timed:  # chunked == whole, or the model mixes time steps outside its recurrent nodes
+            from .time_mixing import check_time_mixing
+
+            zero_inputs = {name for name, _ in stateful} if isinstance(stateful, tuple) else {st.replaces for st in lowering.states if st.replaces}
+            with stage("checking that the chunked stream equals the whole sequence"):
+                check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, source, options, max_steps), zero_inputs)
     if options.static and model.is_dynamic():
         dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
         raise UsageError(f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with {flag('input')}")
@@ -121,8 +132,7 @@ def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], op
     from openvino.frontend import FrontEndManager
 
     mine = [n for n in nodes if n.proto.op_type in ops_]
-    graph_inputs = {i.name for i in view.inputs}
-    lowering = RecurrentLowering(ModelNodes(mine), replace(options, compress_to_fp16=False), stateful=stateful, graph_inputs=graph_inputs)  # the serializer compresses
+    lowering = RecurrentLowering(ModelNodes(mine), replace(options, compress_to_fp16=False), stateful=stateful)  # the serializer compresses
     fe = FrontEndManager().load_by_framework("onnx")
     for extension in lowering.extensions(ops_):
         fe.add_extension(extension)

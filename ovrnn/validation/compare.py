@@ -121,13 +121,31 @@ def validate(
     chunk_steps: int = 64,
     compress_weights: str | None = None,
     group_size: int | None = None,
+    stateful: bool = False,
+    chunks: int | None = None,
     allow_sequence_ops: bool = False,
 ) -> ValidationReport:
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
-    With `report_dir`, also write the report files (report.py) there."""
+    With `report_dir`, also write the report files (report.py) there. With `stateful`, prove the
+    streaming contract of ``convert --stateful`` instead, over `chunks` calls (stream.py)."""
     from ..convert import check_count
     from ..plugins import canonical_device
+
+    if chunks is not None and not stateful:
+        raise UsageError(f"{flag('chunks')} is the number of calls of {flag('stateful')}: add {flag('stateful')}")
+    if stateful:
+        if ir is not None:
+            raise UsageError("validate(stateful=True) converts the model itself: leave ir out")
+        if list(report_precisions) != ["f32"]:
+            raise UsageError(f"{flag('report-precisions')} is not available with {flag('stateful')}: the stream runs at {flag('precision')}")
+        from .stream import DEFAULT_CHUNKS, validate_stream
+
+        return validate_stream(
+            model, device, input, seed, batch, precision, use_onnxruntime, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
+            report_dir=report_dir, lowering=lowering, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
+            compress_weights=compress_weights, group_size=group_size,
+        )
 
     device = canonical_device(device)
     runtime.check_precision(precision)

@@ -112,12 +112,16 @@ def _markdown(report, steps_by_precision, rerun: str) -> str:
         f"- seed {report.seed}, batch {report.batch}; onnxruntime: {report.onnxruntime}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items())),
         "",
-        "| output | oracle | max abs | max rel | tolerance | result |",
-        "|---|---|---|---|---|---|",
     ]
+    if getattr(report, "stateful", False):
+        lines[-1:-1] = [f"- stream: {report.chunks} calls of {report.steps} steps on one infer request vs the whole {report.chunks * report.steps}-step sequence; states: " + ", ".join(f"`{k}` {v}" for k, v in report.states.items())]
+    checks = any(getattr(c, "check", "") for c in report.comparisons)  # validate --stateful: the check each row belongs to
+    lines += ["| check " * checks + "| output | oracle | max abs | max rel | tolerance | result |", "|---" * checks + "|---|---|---|---|---|---|"]
     for c in report.comparisons:
         verdict = ("PASS" if c.passed else "FAIL") if c.counted else "not counted"
-        lines.append(f"| {c.output} | {c.oracle} | {c.max_abs:.2e} | {c.max_rel:.2e} | {c.atol:.0e} + {c.rtol:.0e}·\\|ref\\| | {verdict} |")
+        tolerance = "identical" if c.atol == 0 and c.rtol == 0 else f"{c.atol:.0e} + {c.rtol:.0e}·\\|ref\\|"
+        first = f"| {c.check} " if checks else ""
+        lines.append(f"{first}| {c.output} | {c.oracle} | {c.max_abs:.2e} | {c.max_rel:.2e} | {tolerance} | {verdict} |" + (f" {c.note}" if checks and c.note else ""))
     if any(steps_by_precision.values()):
         lines += ["", f"![error per time step]({PLOT})" if plotted else "(no plot: matplotlib is not installed)", ""]
         for precision, outputs in steps_by_precision.items():

@@ -1,0 +1,144 @@
+"""Convert-time proof that a stateful whole model streams: chunked == whole.
+
+A stream is exact only when every op outside the recurrent nodes works step by step (elementwise
+ops, per-step MatMuls). A Conv or pooling over the time axis, a reduction over T or attention sees
+each chunk alone, so the chunked outputs differ from the whole sequence's. So the stateful model
+runs C chunks of K steps of a small random input on one infer request, the stateless model runs
+the C·K steps at once from the same initial states, and the first output and step that differ are
+named in the refusal.
+
+    chunk c, step t of an output's time axis  <->  step c·K + t of the whole run
+    outputs without a time axis (Y_h, Y_c, a pooled vector): the last chunk's value <-> the whole run's
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import numpy as np
+
+from ..dtypes import BY_ONNX
+from ..errors import UnsupportedFeatureError, flag
+from ..onnx.read import GraphView
+from ..shapes import Dim
+from .engine import ov
+
+ATOL, RTOL = 1e-4, 1e-3  # both sides OpenVINO CPU at f32: rounding only, far below any real mixing
+
+
+def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless, zero_inputs: set[str]) -> None:
+    """Refuse the model when its chunked stream differs from its whole-sequence run."""
+    K = stream.steps
+    chunks = 3 if K <= 64 else 2
+    long_shapes: dict[str, tuple[Dim, ...]] = {}
+    timed = {name: axis for name, axis, _ in stream.inputs}
+    feeds_whole: dict[str, np.ndarray] = {}
+    rng = np.random.default_rng(0)
+    sizes = _symbol_sizes(view)
+    for info in view.inputs:
+        if info.shape is None:
+            return  # no shape to make an input from: nothing to check against
+        symbols = _declared_symbols(view, info.name)
+        dims = [d.lo if d.is_static else sizes.get(symbols[a] if a < len(symbols) else None, 2) for a, d in enumerate(info.shape)]
+        if info.name in timed:
+            dims[timed[info.name]] = K * chunks
+        etype = BY_ONNX.get(info.elem_type)
+        if etype is None:
+            return
+        dtype = etype.numpy
+        if info.name in zero_inputs:
+            value = np.zeros(dims, dtype)
+        elif np.issubdtype(dtype, np.floating) or etype.ir in ("bf16",):
+            value = rng.uniform(-1, 1, dims).astype(dtype)
+        elif dtype == np.bool_:
+            value = np.zeros(dims, np.bool_)
+        else:
+            value = np.zeros(dims, dtype)
+        feeds_whole[info.name] = value
+        long_shapes[info.name] = tuple(Dim.of(d) for d in dims)
+    long_view = copy.copy(view)
+    long_view.inputs = [replace(i, shape=long_shapes[i.name]) for i in view.inputs]
+    whole_ir = convert_stateless(long_view, long_shapes)
+    o = ov()
+    core = o.Core()
+    config = {"INFERENCE_PRECISION_HINT": "f32"}
+    whole_model = core.read_model(whole_ir.xml, o.Tensor(np.frombuffer(whole_ir.bin, np.uint8).copy()))
+    whole = core.compile_model(whole_model, "CPU", config)
+    want = {out.get_any_name(): v.copy() for out, v in zip(whole.outputs, whole.create_infer_request().infer(feeds_whole).values())}
+    streaming = core.compile_model(stateful_model.clone(), "CPU", config)
+    request = streaming.create_infer_request()
+    request.reset_state()
+    names = [out.get_any_name() for out in streaming.outputs]
+    inputs = {p.get_any_name() for p in streaming.inputs}
+    got: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for c in range(chunks):
+        feed = {}
+        for name in inputs:
+            value = feeds_whole[name]
+            feed[name] = np.take(value, range(c * K, (c + 1) * K), axis=timed[name]) if name in timed else value
+        request.infer(feed)
+        for i, n in enumerate(names):
+            got[n].append(request.get_output_tensor(i).data.copy())
+    for name in names:
+        if name not in want:
+            continue
+        _compare(name, got[name], want[name], K, chunks)
+
+
+def _declared_symbols(view: GraphView, name: str) -> list[str | None]:
+    """The ONNX dim_param of each dim of a graph input, as the file declares it."""
+    for vi in view.model.graph.input:
+        if vi.name == name and vi.type.HasField("tensor_type"):
+            return [d.dim_param or None for d in vi.type.tensor_type.shape.dim]
+    return []
+
+
+def _symbol_sizes(view: GraphView) -> dict[str | None, int]:
+    """A dynamic dim takes the size its symbol has where another input fixes it (--input), so that
+    inputs sharing a batch agree; otherwise 2."""
+    sizes: dict[str | None, int] = {}
+    for info in view.inputs:
+        for symbol, d in zip(_declared_symbols(view, info.name), info.shape or ()):
+            if symbol and d.is_static:
+                sizes.setdefault(symbol, d.lo)
+    return sizes
+
+
+def _compare(name: str, chunks_out: list[np.ndarray], whole: np.ndarray, K: int, chunks: int) -> None:
+    part = chunks_out[0]
+    axis = next((a for a, (p, w) in enumerate(zip(part.shape, whole.shape)) if p == K and w == K * chunks and part.ndim == whole.ndim), None)
+    if axis is None:  # no time axis: the state after the last chunk is the whole run's
+        if chunks_out[-1].shape != whole.shape:
+            raise UnsupportedFeatureError(
+                f"{flag('stateful')}: output '{name}' has shape {list(whole.shape)} on the whole sequence but {list(chunks_out[-1].shape)} per chunk; "
+                "the ops outside the recurrent nodes mix time steps, so the model cannot stream chunk by chunk"
+            )
+        bad = _first_bad(chunks_out[-1], whole)
+        if bad is not None:
+            raise UnsupportedFeatureError(
+                f"{flag('stateful')}: output '{name}' after the last of {chunks} chunks differs from the whole sequence's "
+                f"({bad[1]:.6g} vs {bad[2]:.6g}); the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, "
+                "a reduction over T, attention), so the model cannot stream chunk by chunk"
+            )
+        return
+    joined = np.concatenate(chunks_out, axis=axis)
+    for t in range(K * chunks):
+        bad = _first_bad(np.take(joined, t, axis=axis), np.take(whole, t, axis=axis))
+        if bad is not None:
+            raise UnsupportedFeatureError(
+                f"{flag('stateful')}: output '{name}' differs at step {t} (chunk {t // K}, step {t % K} of {K}) between the chunked stream and the whole "
+                f"sequence ({bad[1]:.6g} vs {bad[2]:.6g}); the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, "
+                "a reduction over T, attention), so the model cannot stream chunk by chunk"
+            )
+
+
+def _first_bad(got: np.ndarray, want: np.ndarray):
+    if got.shape != want.shape:
+        return (None, float("nan"), float("nan"))
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    bad = ~(np.abs(g - w) <= ATOL + RTOL * np.abs(w)) & ~(np.isnan(g) & np.isnan(w))
+    if not bad.any():
+        return None
+    at = tuple(np.argwhere(bad)[0])
+    return at, float(g[at]), float(w[at])

@@ -1,0 +1,500 @@
+"""``ovrnn validate MODEL --stateful``: prove the streaming contract of ``convert --stateful``.
+
+The stateful IR runs N calls of K steps on one infer request; every check compares with the ONNX
+model run on the whole N*K-step sequence at once (its time axis opened for that):
+
+    chunked == whole   the joined outputs vs the float64 reference, onnxruntime and ovrnn's
+                       stateless IR of the whole sequence; the error per call shows drift
+    final state        query_state() after the last call vs the whole sequence's Y_h / Y_c
+    reset              reset_state(), the same calls again: identical results
+    two streams        two infer requests fed two different streams, interleaved, each vs its own reference
+    set_state          states seeded with random values vs the ONNX model run with that initial_h/initial_c
+    batch              dynamic batch: a stream at batch 1, a reset, then batch 3, both vs the reference;
+                       a batch change without a reset gives ovrnn's own error, not a plugin trace
+    long stream        at least 1000 steps vs the float64 reference, within the precision's tolerance
+
+Each row is a ``StreamComparison`` (a ``Comparison`` with the check it belongs to and, for outputs
+with a time axis, the largest error per call). The text, the JSON and ``--report`` carry the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import shlex
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import onnx
+
+from .. import __version__
+from ..errors import OvrnnError, UsageError, flag
+from ..runtime import engine as runtime
+from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
+from . import reference
+from . import report as report_module
+from .compare import DEFAULT_BATCH, Comparison, _numpy_type, compare, ort_known_deviation, random_inputs, run_onnxruntime
+
+LONG_STEPS = 1000  # the long stream runs at least this many steps
+DEFAULT_CHUNKS = 4
+FINAL_OUTPUTS = {"initial_h": (1, "Y_h"), "initial_c": (2, "Y_c")}  # ONNX input -> (output index, name)
+CHECKS = ("chunked == whole", "final state", "reset", "two streams", "set_state", "batch", "long stream")
+
+
+@dataclass
+class StreamComparison(Comparison):
+    check: str = ""  # one of CHECKS
+    per_call: list[float] = field(default_factory=list)  # max |error| per call (outputs with a time axis)
+
+
+@dataclass
+class StreamValidationReport:
+    model: str
+    device: str
+    precision: str
+    execution_devices: list[str]
+    seed: int
+    batch: int
+    steps: int  # K, per call
+    chunks: int  # N, calls of the main stream
+    comparisons: list[StreamComparison]
+    onnxruntime: str
+    notes: list[str] = field(default_factory=list)
+    runtime_layer_types: dict[str, int] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+    versions: dict[str, str] = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    states: dict[str, str] = field(default_factory=dict)  # id -> "shape type (init)"
+    stateful: bool = True
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.comparisons if c.counted)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["passed"] = self.passed
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def format(self) -> str:
+        lines = [
+            f"validate {self.model} --stateful on {self.device} (ran on {', '.join(self.execution_devices)}), inference precision {self.precision}, "
+            f"seed {self.seed}, batch {self.batch}: {self.chunks} calls of {self.steps} steps on one infer request vs the whole {self.chunks * self.steps}-step sequence",
+            "states: " + ", ".join(f"{k} {v}" for k, v in self.states.items()),
+            f"{'check':<18}{'output':<22}{'oracle':<26}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result",
+        ]
+        for c in self.comparisons:
+            verdict = ("PASS" if c.passed else "FAIL") if c.counted else ("agrees" if c.passed else "differs, not counted")
+            tol = "an error" if c.check == "batch, no reset" else "identical" if c.atol == 0 and c.rtol == 0 else f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
+            lines.append(f"{c.check:<18}{c.output:<22}{c.oracle:<26}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
+        for c in self.comparisons:
+            if c.per_call and c.oracle == "reference" and c.check in ("chunked == whole", "long stream"):
+                lines.append(f"{c.check}: {c.output} error per call {_drift(c.per_call)}")
+        if self.onnxruntime != "used":
+            lines.append(f"onnxruntime: {self.onnxruntime}")
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append("PASS" if self.passed else "FAIL")
+        return "\n".join(lines)
+
+
+def _drift(errors: list[float]) -> str:
+    """Every call's error when there are few; else first, largest and last."""
+    if len(errors) <= 8:
+        return ", ".join(f"{i}: {e:.1e}" for i, e in enumerate(errors))
+    worst = int(np.argmax(errors))
+    return f"first {errors[0]:.1e}, largest {errors[worst]:.1e} at call {worst} of {len(errors)}, last {errors[-1]:.1e}"
+
+
+# --- the ONNX model on the whole sequence ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateSource:
+    """Where a state comes from in the ONNX model."""
+
+    id: str
+    node: int  # index in graph.node
+    role: str  # initial_h | initial_c
+    initial: str | None  # the ONNX tensor a seed is fed as (an input or initializer), None: zeros
+    final: str  # the node output the whole sequence ends the state in (named here when the model does not)
+
+
+def state_sources(proto: onnx.ModelProto, ir, contract: StreamContract) -> list[StateSource]:
+    """Each node state matched to its ONNX node: the IR lists its recurrent nodes, and their states
+    (H, then C for an LSTM) in the same order."""
+    nodes = [i for i, n in enumerate(proto.graph.node) if n.op_type in ("RNN", "GRU", "LSTM")]
+    by_name = {proto.graph.node[i].name: i for i in nodes if proto.graph.node[i].name}
+    states = [s for s in contract.states if not s.init.startswith("pair:")]
+    out, k = [], 0
+    for order, rnn in enumerate(ir.rnns):
+        index = by_name.get(rnn.node_name, nodes[order] if order < len(nodes) else None)
+        if index is None:
+            continue
+        node = proto.graph.node[index]
+        for role in ("initial_h", "initial_c") if rnn.op == "LSTM" else ("initial_h",):
+            if k >= len(states):
+                break
+            state = states[k]
+            k += 1
+            position, name = {"initial_h": 5, "initial_c": 6}[role], FINAL_OUTPUTS[role][1]
+            initial = node.input[position] if len(node.input) > position and node.input[position] else None
+            final_index = FINAL_OUTPUTS[role][0]
+            final = node.output[final_index] if len(node.output) > final_index and node.output[final_index] else f"{state.id}#{name}"
+            out.append(StateSource(state.id, index, role, initial, final))
+    return out
+
+
+def whole_sequence_model(proto: onnx.ModelProto, contract: StreamContract, sources: list[StateSource]) -> onnx.ModelProto:
+    """The model with its streamed inputs' time axis open (any length) and every state's final value
+    (Y_h, Y_c) as a graph output, for the oracles to run on the whole sequence."""
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    graph = model.graph
+    for t in contract.inputs:
+        for value in graph.input:
+            if value.name == t.name and value.type.tensor_type.HasField("shape") and len(value.type.tensor_type.shape.dim) > t.axis:
+                dim = value.type.tensor_type.shape.dim[t.axis]
+                dim.Clear()
+                dim.dim_param = "stream_steps"
+    for o in graph.output:
+        o.type.tensor_type.ClearField("shape")
+    del graph.value_info[:]
+    outputs = {o.name for o in graph.output}
+    for s in sources:
+        node = graph.node[s.node]
+        index = FINAL_OUTPUTS[s.role][0]
+        while len(node.output) <= index:
+            node.output.append("")
+        node.output[index] = s.final
+        if s.final not in outputs:
+            graph.output.append(onnx.helper.make_tensor_value_info(s.final, _elem_type(model), None))
+            outputs.add(s.final)
+    return model
+
+
+def _replaced_inputs(proto: onnx.ModelProto, stream: Stream, sources: list[StateSource]) -> set[str]:
+    """Graph inputs the states replaced (the IR no longer has them): the whole run feeds zeros."""
+    ir_inputs = {n for p in stream.compiled.compiled.inputs for n in p.get_names()}
+    initials = {s.initial for s in sources if s.initial}
+    return {i.name for i in proto.graph.input if i.name in initials and i.name not in ir_inputs}
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+def stream_inputs(stream: Stream, ir, seed: int, batch: int, calls: int, graph_inputs: set[str]) -> dict[str, np.ndarray]:
+    """Seeded inputs for `calls` calls: the streamed inputs `calls` chunks long on their time axis,
+    the others (fed whole to every call) as `validate` makes them."""
+    one_call = random_inputs(stream.compiled, ir, seed, batch, graph_inputs)
+    rng = np.random.default_rng([seed, calls])
+    ports = {n: p for p in stream.compiled.compiled.inputs for n in p.get_names()}
+    for t in stream.contract.inputs:
+        if t.name in one_call:
+            shape = list(one_call[t.name].shape)
+            shape[t.axis] = t.length * calls
+            one_call[t.name] = rng.uniform(-1.0, 1.0, size=shape).astype(_numpy_type(ports[t.name].get_element_type()))
+    return one_call
+
+
+def _batch_of(contract: StreamContract, feeds: dict[str, np.ndarray]) -> int | None:
+    for name, axis in contract.batch.items():
+        if name in feeds and np.ndim(feeds[name]) > axis:
+            return int(np.shape(feeds[name])[axis])
+    return None
+
+
+def _zeros_for(proto, names: set[str], sources, batch: int, contract: StreamContract, stream: Stream) -> dict[str, np.ndarray]:
+    """Zeros for the initial-state inputs the states replaced, shaped like the state at `batch`."""
+    out = {}
+    for s in sources:
+        if s.initial in names:
+            info = next(i for i in contract.states if i.id == s.id)
+            dtype, pshape = stream._types[s.id]
+            shape = [batch if axis == info.batch_axis and d.is_dynamic else (d.get_length() if d.is_static else batch) for axis, d in enumerate(pshape)]
+            out[s.initial] = np.zeros(shape, _numpy_type(dtype))
+    return out
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+
+def validate_stream(
+    model,
+    device: str = "CPU",
+    input=None,  # noqa: A002
+    seed: int = 0,
+    batch: int | None = None,
+    precision: str | None = runtime.DEFAULT_PRECISION,
+    use_onnxruntime: bool = True,
+    *,
+    chunks: int = DEFAULT_CHUNKS,
+    cache_dir=None,
+    report_dir=None,
+    lowering: str = "cell",
+    static: bool = False,
+    compress_to_fp16: bool = False,
+    max_steps: int | None = None,
+    chunk_steps: int = 64,
+    compress_weights: str | None = None,
+    group_size: int | None = None,
+) -> StreamValidationReport:
+    """Convert with --stateful, stream N calls on `device` and check the streaming contract."""
+    from ..convert import convert_model
+    from ..onnx.read import load_model
+    from .compare import _model_label
+
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 2:
+        raise UsageError(f"{flag('chunks')}: expected at least 2 calls (a stream of one call proves nothing about the state), got {chunks}")
+    proto = load_model(model)
+    if compress_weights is not None:
+        raise UsageError(f"{flag('compress-weights')} is not available with {flag('stateful')} yet: validate the compressed stateless IR, and the stream uncompressed")
+    lowering_kw = dict(lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps)
+    ir = convert_model(proto, input, stateful=True, **lowering_kw)
+    t0 = time.perf_counter()
+    stream = Stream(ir, device, precision, cache_dir)
+    compile_seconds = time.perf_counter() - t0
+    contract, K = stream.contract, stream.contract.steps
+    floor = "f16" if compress_to_fp16 else None
+    graph_inputs = {i.name for i in proto.graph.input}
+    sources = state_sources(proto, ir, contract)
+    whole_proto = whole_sequence_model(proto, contract, sources)
+    replaced = _replaced_inputs(proto, stream, sources)
+    static_batch = stream.batch
+    batch_run = static_batch or batch or DEFAULT_BATCH
+    notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
+    rows: list[StreamComparison] = []
+
+    def row(check, name, got, want, oracle, axis=None, counted=True, note=""):
+        c = compare(name, np.asarray(got), np.asarray(want), oracle, stream.precision, floor)
+        r = StreamComparison(**asdict(c), check=check)
+        r.counted, r.note = counted, note or c.note
+        if axis is not None and r.shape == list(np.shape(want)):
+            r.per_call = _per_call(got, want, axis, K)
+        rows.append(r)
+        return r
+
+    def whole_reference(feeds, seeds=None, model=whole_proto):
+        b = _batch_of(contract, feeds) or batch_run
+        zeros = _zeros_for(proto, replaced, sources, b, contract, stream)
+        return reference.run_model(model, {**feeds, **zeros, **(seeds or {})}), {**feeds, **zeros}
+
+    # 1. chunked == whole, and the final states
+    feeds = stream_inputs(stream, ir, seed, batch_run, chunks, graph_inputs)
+    first = stream.run(feeds)
+    got, axes = first.outputs, first.joined_on
+    want, whole_feeds = whole_reference(feeds)
+    ort_status, ort_out = run_onnxruntime(whole_proto, whole_feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if _cli() else 'use_onnxruntime=False'})", None)
+    deviation = ort_known_deviation(proto)
+    stateless = _stateless_whole(whole_proto, contract, chunks, stream, input, lowering_kw, precision, cache_dir, whole_feeds, notes)
+    for name, value in got.items():
+        axis = axes[name] if name in want and np.shape(value) == np.shape(want[name]) else None
+        label, value_cmp = (name, value) if axis is not None else (f"{name} (last call)", first.last[name])
+        for oracle, outputs in (("reference", want), ("onnxruntime", ort_out), ("stateless IR", stateless)):
+            if outputs is not None and name in outputs:
+                counted = not (oracle == "onnxruntime" and deviation)
+                row("chunked == whole", label, value_cmp, outputs[name], oracle, axis, counted, "" if counted else f"onnxruntime deviates from the spec: {deviation}")
+    final = stream.state
+    for s in sources:
+        for oracle, outputs in (("reference", want), ("onnxruntime", ort_out)):
+            if outputs is not None and s.final in outputs:
+                counted = not (oracle == "onnxruntime" and deviation)
+                row("final state", s.id, final[s.id], outputs[s.final], f"{oracle} {FINAL_OUTPUTS[s.role][1]}", counted=counted)
+
+    # 2. reset: the same calls again, identical
+    stream.reset()
+    again = stream.run(feeds).outputs
+    for name, value in again.items():
+        rows.append(_identical("reset", name, value, got[name]))
+
+    # 3. two streams, interleaved, each on its own infer request
+    other = stream.spawn()
+    feeds_b = stream_inputs(stream, ir, seed + 1, batch_run, chunks, graph_inputs)
+    calls_a, calls_b = split_inputs(feeds, contract), split_inputs(feeds_b, contract)
+    stream.reset()
+    outs_a, outs_b = [], []
+    for a, b in zip(calls_a, calls_b):
+        outs_a.append(stream.feed(a))
+        outs_b.append(other.feed(b))
+    want_b, _ = whole_reference(feeds_b)
+    for tag, outs, ref in (("stream a", outs_a, want), ("stream b", outs_b, want_b)):
+        joined, join_axes = join_outputs(outs, contract)
+        for name, value in joined.items():
+            if _along_time(name, value, join_axes, ref):
+                row("two streams", f"{name} ({tag})", value, ref[name], "reference", join_axes[name])
+
+    # 4. set_state seeding == the ONNX model run with that initial state
+    rng = np.random.default_rng([seed, 17])
+    seed_proto, seeds, onnx_seeds = whole_proto, {}, {}
+    for s in sources:
+        dtype, pshape = stream._types[s.id]
+        shape = [d.get_length() if d.is_static else batch_run for d in pshape]
+        value = rng.uniform(-1.0, 1.0, size=shape).astype(_numpy_type(dtype))
+        seeds[s.id] = value
+        seed_proto, name = _with_initial(seed_proto, s)  # the node reads its initial state from a new input: the seed
+        onnx_seeds[name] = value
+    if seeds:
+        seeded = stream.run(feeds, initial_state=seeds).outputs
+        want_seeded, _ = whole_reference(feeds, onnx_seeds, seed_proto)
+        for name, value in seeded.items():
+            if _along_time(name, value, first.joined_on, want_seeded):
+                row("set_state", name, value, want_seeded[name], "reference with the seeds", first.joined_on[name])
+
+    # 5. batch: 1, a reset, then another; and a batch change without a reset
+    dynamic = any(contract.batch) and static_batch is None and any(s.batch_axis is not None and stream._static_batch(s.id) is None for s in contract.states)
+    if dynamic:
+        other_batch = batch_run if batch_run != 1 else DEFAULT_BATCH
+        stream.reset()
+        for b in (1, other_batch):
+            if b != 1:
+                stream.reset()
+            fb = stream_inputs(stream, ir, seed + 2 + b, b, chunks, graph_inputs)
+            out = stream.run(fb).outputs
+            wb, _ = whole_reference(fb)
+            for name, value in out.items():
+                if _along_time(name, value, first.joined_on, wb):
+                    row("batch", f"{name} (batch {b})", value, wb[name], "reference", first.joined_on[name])
+        rows.append(_batch_change(stream, ir, seed, other_batch, graph_inputs))
+    else:
+        notes.append(f"batch: the IR's batch is static ({static_batch}), so a stream cannot change it; not checked")
+
+    # 6. a long stream: at least LONG_STEPS steps
+    long_calls = max(math.ceil(LONG_STEPS / K), chunks)
+    fl = stream_inputs(stream, ir, seed + 5, batch_run, long_calls, graph_inputs)
+    out = stream.run(fl)
+    wl, _ = whole_reference(fl)
+    for name, value in out.outputs.items():
+        if _along_time(name, value, out.joined_on, wl):
+            row("long stream", f"{name} ({long_calls * K} steps)", value, wl[name], "reference", out.joined_on[name])
+
+    compiled = stream.compiled
+    result = StreamValidationReport(
+        model=_model_label(model, proto),
+        device=compiled.device,
+        precision=compiled.precision,
+        execution_devices=compiled.execution_devices,
+        seed=seed,
+        batch=batch_run,
+        steps=K,
+        chunks=chunks,
+        comparisons=rows,
+        onnxruntime=ort_status,
+        notes=notes,
+        runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
+        compile_seconds=round(compile_seconds, 4),
+        versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
+        options={"lowering": lowering, "static": static, "compress_to_fp16": compress_to_fp16, "chunk_steps": None if chunk_steps == 64 else chunk_steps, "cache_dir": None if cache_dir is None else str(cache_dir)},
+        states={s.id: f"{s.shape} {s.type} ({s.init or 'initializer'})" for s in contract.states},
+    )
+    if report_dir is not None:
+        time_axes = {name: axis for name, axis in axes.items() if axis is not None}
+        steps = {compiled.precision: report_module.per_step_errors(got, want, time_axes)}
+        rerun = _rerun(result, input, precision, use_onnxruntime, report_dir)
+        report_module.write_report(report_dir, result, whole_feeds, got, {k: v for k, v in want.items() if k in got}, steps, rerun)
+    return result
+
+
+def _along_time(name: str, value, axes: dict, want: dict) -> bool:
+    """An output the calls were joined on the time axis of, shaped like the whole sequence's."""
+    return axes.get(name) is not None and name in want and np.shape(value) == np.shape(want[name])
+
+
+def _cli() -> bool:
+    from ..errors import cli_spelling
+
+    return cli_spelling()
+
+
+def _per_call(got, want, axis: int, steps: int) -> list[float]:
+    diff = np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))
+    diff[np.isnan(diff)] = np.inf
+    per_step = np.moveaxis(diff, axis, 0).reshape(diff.shape[axis], -1).max(axis=1)
+    return [float(v) for v in per_step.reshape(-1, steps).max(axis=1)]
+
+
+def _identical(check: str, name: str, got, want) -> StreamComparison:
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    same = g.shape == w.shape and np.array_equal(g, w, equal_nan=True)
+    diff = float(np.abs(g - w).max()) if same or g.shape == w.shape else float("inf")
+    return StreamComparison(name, "the first stream", list(g.shape), diff, diff, 0.0, 0.0, same, check=check)
+
+
+def _batch_change(stream: Stream, ir, seed: int, batch: int, graph_inputs: set[str]) -> StreamComparison:
+    """After a stream at batch 1, a call at another batch without a reset: ovrnn's own error."""
+    stream.reset()
+    stream.run(stream_inputs(stream, ir, seed, 1, 1, graph_inputs))
+    call = split_inputs(stream_inputs(stream, ir, seed, batch, 1, graph_inputs), stream.contract)[0]
+    try:
+        stream.feed(call)
+    except UsageError as exc:
+        ok, note = "call reset()" in str(exc), f"refused: {exc}"
+    except OvrnnError as exc:  # e.g. a DeviceError carrying the plugin's message
+        ok, note = False, f"{type(exc).__name__} instead of ovrnn's own message: {exc}"
+    else:
+        ok, note = False, f"a call at batch {batch} after a stream at batch 1 ran without an error"
+    return StreamComparison("batch 1 -> " + str(batch), "ovrnn's own error", [], 0.0, 0.0, 0.0, 0.0, ok, note=note, check="batch, no reset")
+
+
+def _with_initial(proto: onnx.ModelProto, s: StateSource) -> tuple[onnx.ModelProto, str]:
+    """The model with the node reading its initial state from a new graph input, whatever it read
+    before (nothing, a graph input, an initializer or a computed tensor): the seed is fed there."""
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    node = model.graph.node[s.node]
+    position = {"initial_h": 5, "initial_c": 6}[s.role]
+    while len(node.input) <= position:
+        node.input.append("")
+    name = f"{s.id}#{s.role}"
+    node.input[position] = name
+    model.graph.input.append(onnx.helper.make_tensor_value_info(name, _elem_type(model), None))
+    return model, name
+
+
+def _elem_type(model: onnx.ModelProto) -> int:
+    """The element type of the model's first float input (the states have X's type)."""
+    for value in model.graph.input:
+        t = value.type.tensor_type.elem_type
+        if t in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16):
+            return t
+    return onnx.TensorProto.FLOAT
+
+
+def _stateless_whole(whole_proto, contract, chunks, stream, input, lowering_kw, precision, cache_dir, feeds, notes):
+    """ovrnn's stateless IR of the whole sequence, run once: {output: array}, or None (with a note)."""
+    from ..convert import convert_model
+
+    specs = []
+    for t in contract.inputs:
+        port = next(p for p in stream.compiled.compiled.inputs if t.name in p.get_names())
+        dims = ["?" if d.is_dynamic else str(d.get_length()) for d in port.get_partial_shape()]
+        dims[t.axis] = str(t.length * chunks)
+        specs.append(f"{t.name}[{','.join(dims)}]")
+    try:
+        ir = convert_model(whole_proto, specs, **lowering_kw)
+        compiled = runtime.compile_ir(runtime.read_model(ir), stream.device, precision, cache_dir)
+        names = {n for p in compiled.compiled.inputs for n in p.get_names()}
+        return runtime.infer(compiled, {k: v for k, v in feeds.items() if k in names})
+    except OvrnnError as exc:
+        notes.append(f"stateless IR of the whole sequence: not compared ({exc})")
+        return None
+
+
+def _rerun(report: StreamValidationReport, input, precision, use_onnxruntime, report_dir) -> str:
+    from ..convert import input_specs_text
+
+    flags = ["--stateful", "--chunks", str(report.chunks), "--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
+    for spec in input_specs_text(input):
+        flags += ["--input", spec]
+    if precision != runtime.DEFAULT_PRECISION:
+        flags += ["--precision", str(precision)]
+    if not use_onnxruntime:
+        flags.append("--no-onnxruntime")
+    for key, value in report.options.items():
+        if value not in (None, False, "cell"):
+            flags += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    flags += ["--report", str(report_dir)]
+    return shlex.join(["ovrnn", "validate", report.model, *flags])

@@ -1,0 +1,127 @@
+"""`ovrnn validate MODEL --stateful`: the streaming contract proved check by check, the same rows in
+the text, the JSON and --report, and a broken stream caught (exit 1) in the check it breaks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from cases import Case, make_model
+
+import ovrnn
+from ovrnn import cli
+from ovrnn.runtime import stream as stream_module
+
+CASES = [
+    Case("lstm-peepholes-dyn-batch-h0-inputs", op="LSTM", T=4, batch=2, hidden=6, peepholes=True, dyn_batch=True, h0=True, c0=True),
+    Case("gru-layout1-static-batch", op="GRU", T=3, batch=2, hidden=4, layout=1, linear_before_reset=1),
+    Case("rnn-h0-constant-only-Y", op="RNN", T=4, batch=2, hidden=5, h0=True, h0_const=True, outputs=("Y",)),
+    Case("lstm-1-step-per-call-dyn-batch", op="LSTM", T=1, batch=1, hidden=8, dyn_batch=True),
+]
+ALL_CHECKS = {"chunked == whole", "final state", "reset", "two streams", "set_state", "batch", "batch, no reset", "long stream"}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("validate_stream")
+    out = {}
+    for case in CASES:
+        proto, _, _ = make_model(case)
+        onnx.save(proto, folder / f"{case.id}.onnx")
+        out[case.id] = folder / f"{case.id}.onnx"
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_every_check_passes_on_a_correct_stream(models, case):
+    report = ovrnn.validate(models[case.id], stateful=True, chunks=3)
+    assert report.passed, report.format()
+    checks = {c.check for c in report.comparisons}
+    dynamic = case.dyn_batch
+    assert checks == (ALL_CHECKS if dynamic else ALL_CHECKS - {"batch", "batch, no reset"}), checks
+    oracles = {c.oracle for c in report.comparisons if c.check == "chunked == whole"}
+    assert {"reference", "stateless IR"} <= oracles and ("onnxruntime" in oracles) == (case.layout == 0)
+    long = next(c for c in report.comparisons if c.check == "long stream")
+    assert long.shape[case.layout] >= 1000 and len(long.per_call) == -(-1000 // case.T)
+    chunked = next(c for c in report.comparisons if c.check == "chunked == whole" and c.oracle == "reference" and c.output == "Y")
+    assert len(chunked.per_call) == 3 and max(chunked.per_call) == chunked.max_abs
+    finals = [c for c in report.comparisons if c.check == "final state" and c.oracle.startswith("reference")]
+    assert len(finals) == (2 if case.op == "LSTM" else 1)
+
+
+def test_cli_text_json_and_report_carry_the_same_rows(models, tmp_path):
+    from conftest import ovrnn_cli
+
+    model = models[CASES[0].id]
+    proc = ovrnn_cli("validate", model, "--stateful", "--chunks", "3", "--json", tmp_path / "v.json", "--report", tmp_path / "rep")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "v.json").read_text())
+    saved = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert {k: saved[k] for k in data} == data and data["passed"] and data["chunks"] == 3 and data["steps"] == 4
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("3 calls of 4 steps on one infer request vs the whole 12-step sequence")
+    for row in data["comparisons"]:
+        assert any(line.startswith(f"{row['check']:<18}{row['output']:<22}{row['oracle']:<26}{row['max_abs']:>10.2e}") for line in lines), row
+    assert "chunked == whole: Y error per call 0: " in proc.stdout and lines[-2:] == ["PASS", f"wrote the report to {tmp_path / 'rep'}"]
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| check | output | oracle |" in md and "| batch, no reset | batch 1 -> 3 | ovrnn's own error |" in md
+    assert saved["reproduce"]["command"].startswith(f"ovrnn validate {model} --stateful --chunks 3 ")
+
+
+def _validate_here(model, *extra):
+    return cli.main(["validate", str(model), "--stateful", "--chunks", "3", "--no-onnxruntime", *extra])
+
+
+def test_a_stream_that_drops_its_state_fails_from_the_second_call(models, monkeypatch, capsys):
+    """A stream whose state is lost after every call: call 0 agrees, the later ones drift away."""
+    feed = stream_module.Stream.feed
+
+    def forgetful(self, inputs):
+        out = feed(self, inputs)
+        self._reset_request()
+        return out
+
+    monkeypatch.setattr(stream_module.Stream, "feed", forgetful)
+    assert _validate_here(models[CASES[0].id]) == 1
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("chunked == whole: Y error per call"))
+    errors = [float(part.split(": ")[1]) for part in line.split("per call ")[1].split(", ")]
+    assert errors[0] < 1e-6 and min(errors[1:]) > 1e-3, line
+    assert out.splitlines()[-1] == "FAIL"
+
+
+def test_a_reset_that_keeps_the_state_fails_the_reset_check(models, monkeypatch, capsys):
+    monkeypatch.setattr(stream_module.Stream, "_reset_request", lambda self: None)
+    assert _validate_here(models[CASES[1].id]) == 1
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("reset ")]
+    assert rows and all(ln.rstrip().endswith("FAIL") for ln in rows)
+
+
+def test_without_ovrnns_batch_check_the_plugin_error_fails_the_check(models, monkeypatch, capsys):
+    monkeypatch.setattr(stream_module.Stream, "_check_inputs", lambda self, inputs: None)
+    assert _validate_here(models[CASES[0].id]) == 1
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("batch, no reset"))
+    assert "FAIL" in row and "call reset()" not in row
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--chunks", "3"], "error: --chunks is the number of calls of --stateful: add --stateful"),
+        (["--stateful", "--chunks", "1"], "error: ovrnn validate: argument --chunks: expected a number of calls >= 2, got 1 (see ovrnn validate --help)"),
+        (["--stateful", "--report-precisions", "f32,bf16"], "error: --report-precisions is not available with --stateful: the stream runs at --precision"),
+    ],
+    ids=["chunks-without-stateful", "one-call", "report-precisions"],
+)
+def test_bad_stream_flags(models, capsys, argv, message):
+    assert cli.main(["validate", str(models[CASES[0].id]), *argv]) == 2
+    assert capsys.readouterr().err.strip() == message
+
+
+def test_report_rows_are_the_checks_the_docstring_names():
+    from ovrnn.validation import stream as v
+
+    assert set(v.CHECKS) | {"batch, no reset"} == ALL_CHECKS
+    assert np.isfinite(v.LONG_STEPS) and v.LONG_STEPS >= 1000
