@@ -29,13 +29,14 @@ from ..spec.limits import check_steps
 from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.body_inputs import declare_scan_slices
+from ..onnx.control_flow import open_conditions_hint
 from ..onnx.fold import fold_constants
 from ..onnx.read import ONNX_DOMAINS, GraphView
 from ..progress import stage
 from .engine import ov, ov_message
 from .recurrent_extension import ModelNodes, RecurrentLowering, RecurrentNode, body_steps_error, recurrent_nodes, scan_slice_error
 from ..shapes import Dim, Shape
-from ..spec.recurrent import FAMILIES, DynamicStepsError
+from ..spec.recurrent import FAMILIES, DynamicStepsError, node_label
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (
@@ -58,6 +59,7 @@ def convert_whole_model(
     max_steps: int | None = None,
     allow_sequence_ops: bool = False,
     stateful: bool | tuple[tuple[str, str], ...] = False,
+    record: dict | None = None,
 ) -> IR:
     """Every RNN/GRU/LSTM node, at the top level and inside If/Loop/Scan bodies, lowered to chains.
     A body node whose step count is not known at conversion time is refused, or with
@@ -67,7 +69,7 @@ def convert_whole_model(
         from .stateful_model import refuse_nodes_in_bodies
 
         refuse_nodes_in_bodies(view.model.graph)
-    folded_model, folded = fold_constants(_with_input_shapes(view))
+    folded_model, folded = fold_constants(with_input_shapes(view))
     folded_model, declared = declare_scan_slices(folded_model)  # Scan slices typed from the outer input
     folded = folded or declared
     nodes = recurrent_nodes(view.model)
@@ -114,11 +116,25 @@ def convert_whole_model(
     model.set_rt_info(__version__, ["ovrnn", "version"])
     for key, value in options.rt_info().items():
         model.set_rt_info(value, ["ovrnn", key])
+    for key, table in (record or {}).items():  # e.g. frozen_inputs: {name: description}
+        for name, value in table.items():
+            model.set_rt_info(value, ["ovrnn", key, name])
     if stream is not None:
         for key, value in stream.rt_info().items():
             model.set_rt_info(value, ["ovrnn", "stateful", key])
     xml, bin_ = _serialize(model, options.compress_to_fp16)
     return IR(xml=xml, bin=bin_, notes=tuple(notes), rnns=tuple(summaries))
+
+
+def _if_body(node: RecurrentNode):
+    body = node.body
+    while body is not None and body.holder.op_type != "If":
+        body = body.outer
+    return body
+
+
+def _in_if(node: RecurrentNode) -> bool:
+    return _if_body(node) is not None
 
 
 class _BodyRefusal(Exception):
@@ -144,6 +160,11 @@ def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], op
         model = fe.convert(input_model)
     except Exception as exc:  # the frontend wraps whatever the extension raised
         error = lowering.error
+        node = lowering.failed
+        if isinstance(error, UsageError) and node is not None and _in_if(node) and getattr(error, "x_name", None) not in {i.name for i in view.inputs}:
+            hint = open_conditions_hint(view.model.graph)  # the If that stays is why X has no static shape
+            if hint:
+                raise UsageError(f"{node_label(node.proto, node.index)} is inside {_if_body(node).describe()}, where its input X '{node.proto.input[0]}' has no static shape: {hint}") from None
         if isinstance(error, DynamicStepsError):
             if error.x_name in {i.name for i in view.inputs}:
                 raise error from None  # its message names the input to fix
@@ -170,7 +191,7 @@ def partial_shape(shape: Shape):
 # --- around the conversion ----------------------------------------------------------------------
 
 
-def _with_input_shapes(view: GraphView) -> onnx.ModelProto:
+def with_input_shapes(view: GraphView) -> onnx.ModelProto:
     """The model with the graph inputs' static dims (--input included) written into it, so that
     onnx's shape inference, and the folding that follows it, knows them."""
     declared = {i.name: i.shape for i in view.inputs}
