@@ -7,6 +7,7 @@
     stream = ovrnn.Stream("out/stream.xml")                         # a stateful IR: feed K steps per call
     report = ovrnn.validate("model.onnx", device="CPU")             # vs float64 reference + onnxruntime
     print(ovrnn.inspect("out/model.xml").format())
+    ov_model = ov.convert_model("model.onnx", extension=ovrnn.extension())  # OpenVINO's converter, ovrnn's chains
 
 The API is imported on first use, so `ovrnn convert` does not load OpenVINO, onnxruntime or
 matplotlib.
@@ -32,6 +33,7 @@ hygiene.install()  # no telemetry, no writes under ~, no network lookups (hygien
 _LAZY = {
     "convert_model": ("convert", "convert_model"),
     "IR": ("ir.model", "IR"),
+    "InputCutInfo": ("onnx.freeze", "InputCutInfo"),
     "RnnSpec": ("spec.rnn", "RnnSpec"),
     "GruSpec": ("spec.gru", "GruSpec"),
     "LstmSpec": ("spec.lstm", "LstmSpec"),
@@ -42,6 +44,7 @@ _LAZY = {
     "ValidationReport": ("validation.compare", "ValidationReport"),
     "inspect": ("ir.inspect", "inspect_ir"),
     "InspectReport": ("ir.inspect", "InspectReport"),
+    "extension": ("extension", "extension"),
 }
 
 __all__ = [

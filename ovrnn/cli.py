@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("convert", parents=[common], help="convert an ONNX model to OUT.xml + OUT.bin")
     c.add_argument("model", help="ONNX model file")
     c.add_argument("-o", "--output", "--output_model", dest="output", help="output .xml path (the .bin goes next to it; default ./MODEL.xml, as ovc); or use --ovms-repo")
-    c.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; no name: the inputs in order; repeatable")
+    c.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; no name: the inputs in order; NAME[SHAPE]{TYPE}->VALUE freezes an input to a constant (sr->16000, mask[3]{i32}->[1 0 1]); repeatable")
     c.add_argument("--ir-version", type=int, default=11, choices=(10, 11), help="IR version to write (default 11; 10 for old runtimes)")
     _lowering_args(c)
     c.add_argument("--ovms-repo", metavar="DIR", help="write DIR/NAME/VERSION/model.xml|bin and DIR/config.json for OpenVINO Model Server (with --model-name)")
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", parents=[common], help="convert, run on a device and compare with the float64 reference and onnxruntime")
     v.add_argument("model", help="ONNX model file")
     v.add_argument("--device", default="CPU")
-    v.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape (as for convert); repeatable")
+    v.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape or freeze it to a value (as for convert); repeatable")
     v.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     v.add_argument("--seed", type=COUNT, default=0, help="seed of the random inputs, an integer >= 0 (default 0)")
     v.add_argument("--batch", type=POSITIVE, default=None, help="batch size for dynamic batch dims (default 3)")
@@ -164,6 +164,11 @@ def _lowering_args(p: argparse.ArgumentParser) -> None:
     # weight compression (docs/compression.md)
     p.add_argument("--compress-weights", choices=("int8", "int4"), default=None, help="store constant W/R as int8 (one scale per row) or int4 (experimental); B, P and states stay float")
     p.add_argument("--group-size", type=int, default=None, metavar="N", help="int4: columns per scale, 32, 64, 128 or -1 (one scale per row, the default)")
+    # recurrent nodes inside If/Loop/Scan bodies (docs/bodies.md)
+    p.add_argument(
+        "--allow-sequence-ops", action="store_true",
+        help="a recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time: let OpenVINO's frontend convert every node of its op as a *Sequence op (default: refuse)",
+    )
     if not any(a.dest == "device" for a in p._actions):
         p.add_argument("--device", help="target device for --lowering auto (e.g. CPU, GPU, NPU)")
 
@@ -177,6 +182,7 @@ def _lowering_kwargs(args) -> dict:
         "chunk_steps": args.chunk_steps,
         "compress_weights": args.compress_weights,
         "group_size": args.group_size,
+        "allow_sequence_ops": args.allow_sequence_ops,
     }
 
 

@@ -72,6 +72,20 @@ def make_stateful(model, view: GraphView, stateful, extension, path_for_probe: C
     return info, notes
 
 
+def refuse_nodes_in_bodies(graph, inside: str = "") -> None:
+    """A recurrent node in an If/Loop/Scan body runs once per branch or iteration, not once per
+    call: no state of its own is carried, so --stateful refuses rather than leave it stateless."""
+    for node in graph.node:
+        if inside and node.op_type in ("RNN", "GRU", "LSTM"):
+            raise UnsupportedFeatureError(
+                f"{flag('stateful')}: {node.op_type} node '{node.name or node.output[0]}' is inside {inside}; a state is carried only for the "
+                f"recurrent nodes of the main graph (if the model passes its state through graph inputs and outputs, name them: {flag('stateful', quoted('IN=OUT'))})"
+            )
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                refuse_nodes_in_bodies(sub, f"the {attr.name} of {node.op_type} node '{node.name or node.output[0]}'")
+
+
 def _remove_replaced_inputs(model, names: set[str], notes: list[str]) -> None:
     """The graph inputs the states replace go, unless an op of the model still reads them (ops left
     dangling by the replacement, like the Slice of an h0 input, are no longer in the model)."""
