@@ -39,6 +39,7 @@ from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
 from .spec import NORMALISERS, Spec
 from .spec.recurrent import FAMILIES, unique_label
+from .runtime.recurrent_extension import recurrent_nodes
 from .runtime.whole_model import convert_whole_model, needs_frontend, rnn_nodes
 from .lower.state import NodeState, add_assigns, add_states, plan_states
 from .stateful import node_stream, state_request
@@ -62,6 +63,7 @@ def convert_model(
     stateful: bool | str | Sequence[str] = False,
     compress_weights: str | None = None,
     group_size: int | None = None,
+    allow_sequence_ops: bool = False,
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
@@ -83,6 +85,10 @@ def convert_model(
       pairs become states instead (docs/stateful_ir.md).
     * ``compress_weights``: ``"int8"`` (symmetric, one scale per row) or ``"int4"`` (experimental,
       ``group_size`` 32, 64, 128 or -1 = per row) for constant W/R; see docs/compression.md.
+    * ``allow_sequence_ops``: a recurrent node inside an If/Loop/Scan body whose step count is not
+      known at conversion time is refused unless this is set; then OpenVINO's frontend converts
+      every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted
+      (docs/bodies.md).
     """
     if ir_version not in IR_VERSIONS:
         raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
@@ -114,7 +120,7 @@ def convert_model(
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
             options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression)
             built[cells, by_op] = (
-                convert_whole_model(view, shapes, source, options, max_steps, stateful, record=record)
+                convert_whole_model(view, shapes, source, options, max_steps, stateful=stateful, record=record, allow_sequence_ops=allow_sequence_ops)
                 if whole
                 else _convert_rnn_graph(view, options, ir_version, max_steps, stateful, record)
             )
@@ -125,7 +131,7 @@ def convert_model(
         return replace(ir, notes=tuple(prepared.notes) + ir.notes, sources=tuple(files), frozen=prepared.frozen)
     from .runtime.devices import choose_cells
 
-    present = {n.op_type for n in view.model.graph.node}
+    present = {n.proto.op_type for n in recurrent_nodes(view.model)}  # bodies included
     choice, note = choose_cells(build, device, tuple(op for op in FAMILIES if op in present))
     kinds = set(choice.values())
     ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ
