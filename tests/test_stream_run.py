@@ -117,6 +117,10 @@ REFUSALS = [
      "--initial-state 'seed_shape.npz': state 'lstm/H': dim 2 must be 6, got 7 (shape [1, 2, 7])"),
     ("state-other-batch", ["lstm.xml", "--input", "X=x_batch1.npy", "--initial-state", "seed.npz"],
      "--initial-state 'seed.npz': state 'lstm/H' has batch 2 (axis 1) but input 'X' has batch 1"),
+    ("initial-state-npy", ["lstm.xml", "--input", "X=x.npy", "--initial-state", "x.npy"],
+     "--initial-state 'x.npy': expected a .npz holding the states by id (see ovrnn inspect)"),
+    ("initial-state-missing", ["lstm.xml", "--input", "X=x.npy", "--initial-state", "none.npz"],
+     "--initial-state 'none.npz': file 'none.npz' does not exist"),
     ("reset-every-stateless", ["stateless.xml", "--input", "X=x.npy", "--reset-every", "2"],
      "--reset-every: IR 'stateless.xml' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a stateful IR with ovrnn convert --stateful"),
 ]
