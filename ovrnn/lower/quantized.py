@@ -173,6 +173,8 @@ class IntegerWeights:
                 describe += "; " + compression.describe()
         else:
             describe = compression.describe()
+            if compression.mode == "int4" and compression.group_size != -1 and all(q.groups == 1 for qs in chosen.values() for q in qs):
+                describe += f" (rows of at most {compression.group_size} columns: one scale per row)"
         describe += f": {', '.join(chosen)}; scales {scale_type.ir}"
         if error is not None:
             describe += f"; quantization-only error {error:.1e} over {max(spec.seq_length, 256)} steps"
