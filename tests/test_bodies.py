@@ -217,3 +217,12 @@ def test_a_scan_slice_of_a_dynamic_input_names_the_input():
         "dim 1 of 'XS', which is dynamic ('t'), and the GRUCell chain needs a fixed number of steps; fix it with input=\"XS[3,T,2,3]\" (T = number of time steps)"
     )
     assert _layers(ovrnn.convert_model(model, input="XS[3,4,2,3]").xml)[1]["GRUCell"] == 4
+
+
+def test_bytes_are_the_same_on_every_conversion():
+    """Unnamed ops inside bodies (and the frontend's copy of a Loop's condition, Constant_N_1) are
+    numbered by position, not by OpenVINO's process-wide counter."""
+    for name in ("loop_if_gru", "scan_lstm"):
+        path, _ = _fixture(name)
+        first, second = ovrnn.convert_model(path), ovrnn.convert_model(path)
+        assert (first.xml, first.bin) == (second.xml, second.bin), name

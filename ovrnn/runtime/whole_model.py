@@ -384,10 +384,12 @@ _AUTO_NAME = re.compile(r"^[A-Za-z]+_\d+$")
 
 
 def _deterministic_names(model, prefix: str = "") -> None:
-    """Nodes nobody named carry a process-wide counter (Constant_1234): number them by position
-    (in a body: after the position of the op that holds it)."""
+    """Nodes nobody named carry a process-wide counter (Constant_1234, or Constant_1234_1 for the
+    copy the frontend makes of a Loop's condition): number them by position (in a body: after the
+    position of the op that holds it)."""
     for i, op in enumerate(model.get_ordered_ops()):
-        if op.get_friendly_name() == op.get_name() and _AUTO_NAME.match(op.get_name()):
+        name, friendly = op.get_name(), op.get_friendly_name()
+        if _AUTO_NAME.match(name) and (friendly == name or re.fullmatch(re.escape(name) + r"_\d+", friendly)):
             op.set_friendly_name(f"{prefix}{op.get_type_name()}_{i}")
         for k, body in enumerate(bodies(op)):
             _deterministic_names(body, f"{prefix}{i}.{k}/")
