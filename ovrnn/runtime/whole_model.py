@@ -335,25 +335,38 @@ class _Probed(Exception):
     pass
 
 
-def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError) -> UsageError:
-    """Which graph input's dim becomes the RNN's step count? Convert once more with each dynamic
-    input dim set to its own sentinel size and see which sentinel reaches the RNN's X."""
+def first_recurrent_x(path: Path, shapes: dict[str, Shape]) -> tuple[int | None, ...] | None:
+    """The shape of the first recurrent node's X when the graph inputs have `shapes`: the frontend
+    runs up to that node and stops (None: no 3-D X reached, e.g. a Reshape refused a size)."""
     from openvino.frontend import ConversionExtension, FrontEndManager
 
-    sentinels: dict[int, tuple[str, int, Shape]] = {}
-    fe = FrontEndManager().load_by_framework("onnx")
-    found: list[int] = []
-    target = error.node_label
+    found: list[tuple] = []
 
     def probe(context):
         x = context.get_input(0).get_partial_shape()
-        if x.rank.is_static and len(x) == 3 and x[error.axis].is_static:
-            found.append(x[error.axis].get_length())
+        if x.rank.is_static and len(x) == 3:
+            found.append(tuple(d.get_length() if d.is_static else None for d in x))
         raise _Probed()
 
+    fe = FrontEndManager().load_by_framework("onnx")
     for op in FAMILIES:
         fe.add_extension(ConversionExtension(op, probe))
     input_model = fe.load(str(path))
+    for name, shape in shapes.items():
+        input_model.set_partial_shape(input_model.get_place_by_tensor_name(name), partial_shape(shape))
+    try:
+        fe.convert(input_model)
+    except Exception:  # noqa: BLE001 - the probe always stops the conversion
+        pass
+    return found[0] if found else None
+
+
+def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError) -> UsageError:
+    """Which graph input's dim becomes the RNN's step count? Convert once more with each dynamic
+    input dim set to its own sentinel size and see which sentinel reaches the RNN's X."""
+    sentinels: dict[int, tuple[str, int, Shape]] = {}
+    target = error.node_label
+    shapes = {}
     for info in view.inputs:
         if info.shape is None:
             continue
@@ -363,11 +376,9 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError) -
                 value = _SENTINELS[len(sentinels)]
                 sentinels[value] = (info.name, axis, info.shape)
                 dims[axis] = Dim.of(value)
-        input_model.set_partial_shape(input_model.get_place_by_tensor_name(info.name), partial_shape(tuple(dims)))
-    try:
-        fe.convert(input_model)
-    except Exception:
-        pass
+        shapes[info.name] = tuple(dims)
+    x = first_recurrent_x(path, shapes)
+    found = [x[error.axis]] if x is not None and x[error.axis] is not None else []
     # Only the first RNN node reached can be probed this way; it is the one that failed first.
     hit = sentinels.get(found[0]) if found else None
     if hit is None:
