@@ -348,3 +348,11 @@ def test_a_model_pinned_to_k_steps_converts_with_a_note():
     ir = ovrnn.convert_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), stateful=True)
     assert ir.notes[-1].startswith("could not check that the chunked stream equals the whole sequence: the model does not convert with 12 steps (")
     assert ir.notes[-1].endswith("); the stream is not proven") and b'type="ReadValue"' in ir.xml
+
+
+@pytest.mark.parametrize("kw", [{"compress_to_fp16": True}, {"lowering": "matmul"}, {"static": True}], ids=["fp16-weights", "matmul", "static"])
+def test_whole_model_options_pass_the_chunked_check(kw):
+    """The convert-time check compares like with like: f16-compressed weights, the matmul lowering
+    and static shapes stream without a false time-mixing refusal."""
+    ir = ovrnn.convert_model(_whole_model("LSTM"), "X[4,2,3]", stateful=True, **kw)
+    assert b'type="ReadValue"' in ir.xml and not any("could not check" in n for n in ir.notes)

@@ -119,8 +119,10 @@ def convert_whole_model(
 
             zero_inputs = {name for name, _ in stateful} if isinstance(stateful, tuple) else {st.replaces for st in extension.states if st.replaces}
             with stage("checking that the chunked stream equals the whole sequence"):
-                # the whole-sequence IR runs `chunks` times the steps: no --max-steps limit for this internal one
-                note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, source, options, 0), zero_inputs)
+                # the whole-sequence IR runs `chunks` times the steps: no --max-steps limit for this internal
+                # one; and f32 weights, as the stateful model in memory has them (f16 comes at serialization)
+                plain = replace(options, compress_to_fp16=False)
+                note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, source, plain, 0), zero_inputs)
                 notes_extra += [note] if note else []
     else:
         notes_extra = []
