@@ -32,6 +32,7 @@ hygiene.install()  # no telemetry, no writes under ~, no network lookups (hygien
 _LAZY = {
     "convert_model": ("convert", "convert_model"),
     "IR": ("ir.model", "IR"),
+    "InputCutInfo": ("onnx.freeze", "InputCutInfo"),
     "RnnSpec": ("spec.rnn", "RnnSpec"),
     "GruSpec": ("spec.gru", "GruSpec"),
     "LstmSpec": ("spec.lstm", "LstmSpec"),

@@ -32,6 +32,8 @@ from .spec.limits import check_steps
 from .lower.quantized import GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .lower.node import CELL_MODES, LoweringOptions, SharedInputGuard
 from .lower import LOWERINGS
+from .onnx.control_flow import fold_control_flow, has_control_flow, open_conditions_hint
+from .onnx.freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
 from .onnx.read import GraphView, ModelSource, TensorInfo, graph_view, load_model
 from .progress import stage
 from .shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
@@ -91,11 +93,8 @@ def convert_model(
         check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
     compression = compression_of(compress_weights, group_size)
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
-    view = graph_view(load_model(model, files))
-    shapes = resolve_positions(view, _input_shapes(input))
-    view = apply_input_shapes(view, shapes)
-    for info in view.inputs:  # declared or given: no dim, or product of dims, that overflows later
-        check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
+    prepared = prepare(load_model(model, files), input)
+    view, shapes = prepared.view, prepared.shapes
     stateful = state_request(stateful)
     if static:
         _check_static(view, _initial_state_inputs(view) if stateful is True else set())
@@ -106,7 +105,8 @@ def convert_model(
         _check_every_input_is_produced(view.model.graph)
     if whole and ir_version != 11:
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
-    source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) else Path(os.fspath(model))
+    source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
+    record = prepared.rt_info()
 
     built: dict[tuple, IR] = {}
 
@@ -114,19 +114,34 @@ def convert_model(
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
             options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression)
             built[cells, by_op] = (
-                convert_whole_model(view, shapes, source, options, max_steps, stateful) if whole else _convert_rnn_graph(view, options, ir_version, max_steps, stateful)
+                convert_whole_model(view, shapes, source, options, max_steps, stateful, record=record)
+                if whole
+                else _convert_rnn_graph(view, options, ir_version, max_steps, stateful, record)
             )
         return built[cells, by_op]
 
     if lowering != "auto":
-        return replace(build(lowering), sources=tuple(files))
+        ir = _with_hint(build, view, lowering)
+        return replace(ir, notes=tuple(prepared.notes) + ir.notes, sources=tuple(files), frozen=prepared.frozen)
     from .runtime.devices import choose_cells
 
     present = {n.op_type for n in view.model.graph.node}
     choice, note = choose_cells(build, device, tuple(op for op in FAMILIES if op in present))
     kinds = set(choice.values())
     ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ
-    return IR(ir.xml, ir.bin, ir.notes + (note,), ir.rnns, tuple(files))
+    return replace(ir, notes=tuple(prepared.notes) + ir.notes + (note,), sources=tuple(files), frozen=prepared.frozen)
+
+
+def _with_hint(build, view: GraphView, *args) -> IR:
+    """build(*args); an error from OpenVINO's frontend on a model with If nodes left says which
+    inputs their conditions depend on."""
+    try:
+        return build(*args)
+    except (InvalidModelError, UnsupportedFeatureError) as exc:
+        hint = open_conditions_hint(view.model.graph) if str(exc).startswith("OpenVINO's ONNX frontend") else ""
+        if not hint:
+            raise
+        raise type(exc)(f"{exc}; {hint}") from None
 
 
 def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
@@ -206,7 +221,7 @@ def _gc_paused():
 
 
 @_gc_paused()
-def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False) -> IR:
+def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False, record: dict | None = None) -> IR:
     """A model made of RNN and Constant nodes: ovrnn's own emitter writes it."""
     plan = _plan(view)
     specs = _normalise_all(view, plan)
@@ -215,7 +230,7 @@ def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: in
     builder = _Builder(g, view, specs, options, stateful)
     with stage(f"lowering {len(specs)} RNN node(s)"):
         summaries = builder.build(plan)
-    g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **{s.label: s.rt_info() for s in summaries}}}
+    g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **(record or {}), **{s.label: s.rt_info() for s in summaries}}}
     if stateful:
         g.rt_info["ovrnn"]["stateful"] = node_stream(builder.lowered_specs, builder.states, {i.name for i in view.inputs}).rt_info()
     with stage(f"writing {len(g.layers):,} layers"):
@@ -225,6 +240,55 @@ def _convert_rnn_graph(view: GraphView, options: LoweringOptions, ir_version: in
 
 
 # --- --input ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """The model as it is lowered: inputs frozen, shapes fixed, constant control flow folded."""
+
+    view: GraphView
+    shapes: dict[str, Shape | None]
+    frozen: tuple[Frozen, ...] = ()
+    notes: tuple[str, ...] = ()
+    changed: bool = False  # the model differs from the file: the frontend must read this one
+
+    def rt_info(self) -> dict:
+        """rt_info ``ovrnn/frozen_inputs``: {name: 'int64 [] 16000'}, when inputs were frozen."""
+        return {"frozen_inputs": record_text(self.frozen)} if self.frozen else {}
+
+
+def prepare(proto: onnx.ModelProto, input: InputShapes = None) -> Prepared:  # noqa: A002
+    """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
+    flow that decides (onnx/control_flow.py). The caller's model is not changed."""
+    rest, entries = split_frozen(input)
+    shape_map = _input_shapes(rest)
+    check_not_frozen_twice(entries, {k for k in shape_map if not isinstance(k, Position)})
+    model, frozen = freeze_inputs(proto, entries)
+    view = graph_view(model)
+    shapes = resolve_positions(view, shape_map)
+    view = apply_input_shapes(view, shapes)
+    for info in view.inputs:  # declared or given: no dim, or product of dims, that overflows later
+        check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
+    if not has_control_flow(view.model.graph):
+        return Prepared(view, shapes, frozen, (), bool(frozen))
+    from .runtime.whole_model import with_input_shapes
+
+    shaped = with_input_shapes(view)
+    folded, notes = fold_control_flow(shaped, lowerable_in_body)
+    if folded is not shaped:
+        view = apply_input_shapes(graph_view(folded), shapes)
+    return Prepared(view, shapes, frozen, tuple(notes), bool(frozen) or folded is not shaped)
+
+
+def lowerable_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
+    """Why the recurrent nodes of a Loop body (constant trip count) cannot be lowered where they
+    are, so that the Loop is unrolled; None keeps the Loop. Until ovrnn lowers nodes inside bodies
+    in place, OpenVINO's frontend would turn them into its sequence ops: unrolling is what makes
+    them lowerable."""
+    from .onnx.control_flow import dynamic_steps_in_body
+
+    return dynamic_steps_in_body(loop, body) or "ovrnn lowers recurrent nodes inside Loop bodies only by unrolling the Loop"
+
 
 
 def _input_shapes(value: InputShapes) -> InputShapeMap:
@@ -265,7 +329,9 @@ def input_specs_text(value: InputShapes) -> list[str]:
         return [value]
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return list(value)
-    return [("" if isinstance(k, Position) else k) + ("" if shape is None else f"[{shape_ir(shape)}]") for k, shape in _input_shapes(value).items()]
+    rest, frozen = split_frozen(value)
+    shaped = [("" if isinstance(k, Position) else k) + ("" if shape is None else f"[{shape_ir(shape)}]") for k, shape in _input_shapes(rest).items()]
+    return shaped + [f.spec for f in frozen if f.value is not None]
 
 
 def _is_dim(d: object) -> bool:

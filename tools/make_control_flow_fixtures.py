@@ -16,6 +16,12 @@ put them, with seeded weights and no one's trained model (silero VAD has the sam
   Y_h stacked, hs [3,1,2,4].
 * loop_gru_refine.onnx: ``for i in range(3): h = gru(x, h)``: the same GRU over the whole of an
   outer-scope X each iteration; the body's shapes are static, the Loop itself could stay.
+* loop_gru_torchscript.onnx: the same chunked loop as TorchScript's exporter writes
+  ``for i in range(x.size(0) // 4): y, h = gru(x[4*i:4*i+4], h); outs.append(y[-1])`` then
+  ``torch.stack(outs)``: the trip count computed from ``Shape(X)``, the body's condition an
+  Identity of an outer Constant, the list a SequenceEmpty/SequenceInsert sequence carried through
+  the loop and stacked by ConcatFromSequence. X [t,2,3] (t fixed by ``--input``), h0 [1,2,4];
+  outputs h [1,2,4], ys [t/4,2,4].
 * if_rnn_runtime.onnx: an RNN in each branch of an If on a bool input ``use_a`` that stays a
   runtime input: nothing folds it. X [5,2,3], h0 [1,2,4]; output Y_h [1,2,4].
 
@@ -173,6 +179,47 @@ def loop_gru_refine():
     return _loop_model("loop_gru_refine", chunked=False)
 
 
+def loop_gru_torchscript():
+    body_nodes = _weights("gru", 3, 9) + [
+        _const("four", np.array([4], np.int64)),
+        _const("zero_axis", np.array([0], np.int64)),
+        helper.make_node("Unsqueeze", ["i", "zero_axis"], ["i1"], name="i1"),
+        helper.make_node("Mul", ["i1", "four"], ["start"], name="start"),
+        helper.make_node("Add", ["start", "four"], ["end"], name="end"),
+        helper.make_node("Slice", ["X", "start", "end", "zero_axis"], ["x_chunk"], name="x_chunk"),
+        helper.make_node("GRU", ["x_chunk", "gru_W", "gru_R", "gru_B", "", "h_in"], ["y", "h_out"], name="gru", hidden_size=H),
+        helper.make_node("Squeeze", ["y", "one_axis"], ["y3"], name="squeeze_dir"),
+        _const("last", np.int64(-1)),
+        helper.make_node("Gather", ["y3", "last"], ["y_last"], name="y_last", axis=0),
+        helper.make_node("SequenceInsert", ["outs_in", "y_last"], ["outs_out"], name="append"),
+        helper.make_node("Identity", ["keep_going"], ["cond_out"], name="cond_out"),  # an outer constant, as TorchScript writes it
+    ]
+    body = helper.make_graph(
+        body_nodes, "body",
+        [_value("i", I64, []), _value("cond_in", BOOL, []), _value("h_in", F32, [1, 2, H]),
+         helper.make_tensor_sequence_value_info("outs_in", F32, None)],
+        [_value("cond_out", BOOL, []), _value("h_out", F32, [1, 2, H]), helper.make_tensor_sequence_value_info("outs_out", F32, None)],
+    )
+    nodes = [
+        _const("keep_going", np.bool_(True)),
+        _const("one_axis", np.array([1], np.int64)),
+        helper.make_node("Shape", ["X"], ["x_shape"], name="x_shape"),
+        _const("zero", np.int64(0)),
+        helper.make_node("Gather", ["x_shape", "zero"], ["t"], name="t", axis=0),
+        _const("chunk", np.int64(4)),
+        helper.make_node("Div", ["t", "chunk"], ["trips"], name="trips"),
+        helper.make_node("SequenceEmpty", [], ["outs"], name="outs", dtype=F32),
+        helper.make_node("Loop", ["trips", "keep_going", "h0", "outs"], ["h", "outs_all"], name="chunks", body=body),
+        helper.make_node("ConcatFromSequence", ["outs_all"], ["ys"], name="stack", axis=0, new_axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "loop_gru_torchscript",
+        [_value("X", F32, ["t", 2, I]), _value("h0", F32, [1, 2, H])],
+        [_value("h", F32, [1, 2, H]), _value("ys", F32, [None, 2, H])],
+    )
+    return _model(graph)
+
+
 def if_rnn_runtime():
     def branch(tag: str, seed: int, activation: str) -> object:
         nodes = _weights(f"rnn{tag}", 1, seed)
@@ -196,6 +243,7 @@ FIXTURES = {
     "if_nested_shape": if_nested_shape,
     "loop_gru_chunks": loop_gru_chunks,
     "loop_gru_refine": loop_gru_refine,
+    "loop_gru_torchscript": loop_gru_torchscript,
     "if_rnn_runtime": if_rnn_runtime,
 }
 

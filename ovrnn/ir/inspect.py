@@ -115,6 +115,9 @@ class InspectReport:
         opts = self.ovrnn
         if opts.get("lowering"):
             out.append(f"lowering: {opts['lowering']}" + (", static shapes" if opts.get("static") == "true" else ""))
+        frozen = opts.get("frozen_inputs")
+        if isinstance(frozen, dict) and frozen:
+            out.append("frozen inputs (constants now): " + ", ".join(f"{k} = {v}" for k, v in frozen.items()))
         out.append(f"shapes: {'dynamic dims present' if self.dynamic_dims else 'all static'}")
         out.append(f"FP16 compression: {f'{self.fp16_compressed} weight tensors stored as f16' if self.fp16_compressed else 'off'}")
         if self.integer_weights:

@@ -96,6 +96,7 @@ class IR:
     notes: tuple[str, ...] = ()
     rnns: tuple[RnnSummary, ...] = ()
     sources: tuple[Path, ...] = ()  # the files it was converted from (model, external data): never overwritten
+    frozen: tuple = ()  # onnx.freeze.Frozen: the inputs --input gave values, now constants
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write OUT.xml and OUT.bin (folder created as needed); all or nothing. Refused when

@@ -64,6 +64,7 @@ def convert_whole_model(
     options: LoweringOptions = LoweringOptions(),
     max_steps: int | None = None,
     stateful: bool | tuple[tuple[str, str], ...] = False,
+    record: dict | None = None,
 ) -> IR:
     from openvino.frontend import ConversionExtension, FrontEndManager
 
@@ -86,7 +87,7 @@ def convert_whole_model(
     fe = FrontEndManager().load_by_framework("onnx")
     for op in lowered_ops:
         fe.add_extension(ConversionExtension(op, extension))
-    folded_model, folded = fold_constants(_with_input_shapes(view))
+    folded_model, folded = fold_constants(with_input_shapes(view))
     with _model_file(folded_model, source if not folded else None) as path:
         input_model = fe.load(str(path))
         for info in view.inputs:
@@ -136,6 +137,9 @@ def convert_whole_model(
     model.set_rt_info(__version__, ["ovrnn", "version"])
     for key, value in options.rt_info().items():
         model.set_rt_info(value, ["ovrnn", key])
+    for key, table in (record or {}).items():  # e.g. frozen_inputs: {name: description}
+        for name, value in table.items():
+            model.set_rt_info(value, ["ovrnn", key, name])
     if stream is not None:
         for key, value in stream.rt_info().items():
             model.set_rt_info(value, ["ovrnn", "stateful", key])
@@ -265,7 +269,7 @@ def partial_shape(shape: Shape):
 # --- around the conversion ----------------------------------------------------------------------
 
 
-def _with_input_shapes(view: GraphView) -> onnx.ModelProto:
+def with_input_shapes(view: GraphView) -> onnx.ModelProto:
     """The model with the graph inputs' static dims (--input included) written into it, so that
     onnx's shape inference, and the folding that follows it, knows them."""
     declared = {i.name: i.shape for i in view.inputs}

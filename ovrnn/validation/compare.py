@@ -25,7 +25,7 @@ from ..spec import activations
 from . import reference
 from ..runtime import engine as runtime
 from . import report as report_module
-from ..convert import InputShapes, compression_of, convert_model
+from ..convert import InputShapes, compression_of, convert_model, prepare
 from ..dtypes import from_numpy
 from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
@@ -67,6 +67,7 @@ class ValidationReport:
     compile_seconds: float = 0.0
     versions: dict[str, str] = field(default_factory=dict)
     options: dict = field(default_factory=dict)  # lowering, static, compress_to_fp16, cache_dir
+    frozen_inputs: dict[str, str] = field(default_factory=dict)  # name -> 'int64 [] 16000': constants, fed to onnxruntime too
 
     @property
     def passed(self) -> bool:
@@ -96,6 +97,8 @@ class ValidationReport:
             lines.append("layers per device: " + ", ".join(f"{d} {n}" for d, n in self.layers_per_device.items()))
         if self.onnxruntime != "used":
             lines.append(f"onnxruntime: {self.onnxruntime}")
+        if self.frozen_inputs:
+            lines.append("frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items()))
         lines += [f"note: {n}" for n in self.notes]
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
@@ -158,6 +161,7 @@ def validate(
         proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
         compress_weights=compress_weights, group_size=group_size,
     )
+    folded = prepare(proto, _with_frozen(input, ir.frozen)).view.model  # frozen inputs and constant control flow folded: what the IR computes
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
@@ -170,12 +174,13 @@ def validate(
         batch_run = batch
     feeds = random_inputs(compiled, ir, seed, batch, {i.name for i in proto.graph.input})
     got = runtime.infer(compiled, feeds)
+    frozen = {f.name: f.value for f in ir.frozen}
     # integer weights: the device is judged against float64 with the dequantized weights; the
     # quantization-only error (dequantized vs original, both float64) is shown beside it
     from .dequantized import compressed_reference
 
-    quant = compressed_reference(proto, ir, compression_of(compress_weights, group_size))
-    original = reference.run_model(proto, feeds)
+    quant = compressed_reference(folded, ir, compression_of(compress_weights, group_size))
+    original = reference.run_model(folded, feeds)
     want = original if quant is None else reference.run_model(quant.model, feeds)
     # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
     floor = "f16" if compress_to_fp16 else None
@@ -192,7 +197,7 @@ def validate(
                 c = compare(name, want[name], original[name], "quantization", "f32")
                 c.counted, c.passed, c.note = False, True, "quantization-only error"
                 comparisons.append(c)
-    ort_status, ort_out = run_onnxruntime(proto, feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
+    ort_status, ort_out = run_onnxruntime(proto, {**feeds, **frozen}) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
     deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
     for name, value in (ort_out or {}).items():
         c = compare(name, got[name], value, "onnxruntime", compiled.precision, floor)
@@ -222,12 +227,31 @@ def validate(
             "group_size": group_size,
             "cache_dir": None if cache_dir is None else str(cache_dir),
         },
+        frozen_inputs={f.name: f.describe() for f in ir.frozen},
     )
     if report_dir is not None:
-        steps = _per_step_errors(proto, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
+        steps = _per_step_errors(folded, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
         report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result
+
+
+def _with_frozen(input, frozen) -> object:  # noqa: A002
+    """`input`, plus the values the IR was converted with when a caller passes the IR (``ir=``)
+    but not the values."""
+    from ..onnx.freeze import InputCutInfo, split_frozen
+
+    given = {f.name for f in split_frozen(input)[1]}
+    extra = [InputCutInfo(f.name, None, None, f.value) for f in frozen if f.name not in given]
+    if not extra:
+        return input
+    if input is None:
+        return extra
+    if isinstance(input, dict):
+        return {**input, **{c.name: c for c in extra}}
+    if isinstance(input, str) or not isinstance(input, (list, tuple)) or all(isinstance(d, int) for d in input):
+        return [input, *extra]
+    return [*input, *extra]
 
 
 def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, report_precisions, cache_dir, result) -> dict:

@@ -70,5 +70,21 @@ def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray
     from onnx.reference import ReferenceEvaluator
 
     names = [o.name for o in model.graph.output]
-    values = ReferenceEvaluator(model, new_ops=[_plugged_op(op) for op in OPS]).run(names, feeds)
+    values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS]).run(names, feeds)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}
+
+
+def _named_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnx.reference stores an unnamed output (a GRU's Y left out) under the name '', where a
+    later node's unnamed optional input (sequence_lens) then finds it: give each one a name."""
+    if not any(not o for n in model.graph.node for o in n.output):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    k = 0
+    for node in copy.graph.node:
+        for i, name in enumerate(node.output):
+            if not name:
+                node.output[i] = f"ovrnn_reference_unused_{k}"
+                k += 1
+    return copy
