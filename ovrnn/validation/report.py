@@ -110,7 +110,7 @@ def _markdown(report, steps_by_precision, rerun: str) -> str:
         f"- device: {report.device} (ran on {', '.join(report.execution_devices)}), inference precision {report.precision}",
         f"- compile time: {report.compile_seconds:.3f} s; runtime layers: " + ", ".join(f"{k} {v}" for k, v in report.runtime_layer_types.items()),
         f"- seed {report.seed}, batch {report.batch}; onnxruntime: {report.onnxruntime}",
-        *([f"- frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"`{k}` = {v}" for k, v in report.frozen_inputs.items())] if report.frozen_inputs else []),
+        *([f"- frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"`{k}` = {v}" for k, v in frozen.items())] if (frozen := getattr(report, "frozen_inputs", None)) else []),
         "- versions: " + ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items())),
         "",
     ]
