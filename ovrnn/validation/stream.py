@@ -539,11 +539,6 @@ def _calls(feeds: dict, contract: StreamContract) -> int:
     return np.shape(feeds[t.name])[t.axis] // t.length
 
 
-def _along_time(name: str, value, axes: dict, want: dict) -> bool:
-    """An output the calls were joined on the time axis of, shaped like the whole sequence's."""
-    return axes.get(name) is not None and name in want and np.shape(value) == np.shape(want[name])
-
-
 def _cli() -> bool:
     from ..errors import cli_spelling
 
