@@ -99,43 +99,54 @@ def convert_model(
         check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
     compression = compression_of(compress_weights, group_size)
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
-    prepared = prepare(load_model(model, files), input)
-    view, shapes = prepared.view, prepared.shapes
-    if static:
-        _check_static(view)
+    proto = load_model(model, files)
     stateful = state_request(stateful)
-    whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
-    if stateful and ir_version != 11:
-        raise UsageError(f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes")
-    if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
-        _check_every_input_is_produced(view.model.graph)
-    if whole and ir_version != 11:
-        raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
-    source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
-    record = prepared.rt_info()
 
-    built: dict[tuple, IR] = {}
+    def convert_prepared(prepared: Prepared) -> IR:
+        view, shapes = prepared.view, prepared.shapes
+        if static:
+            _check_static(view, _initial_state_inputs(view) if stateful is True else set())
+        whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
+        if stateful and ir_version != 11:
+            raise UsageError(f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes")
+        if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
+            _check_every_input_is_produced(view.model.graph)
+        if whole and ir_version != 11:
+            raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
+        source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
+        record = prepared.rt_info()
 
-    def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
-        if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
-            options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression)
-            built[cells, by_op] = (
-                convert_whole_model(view, shapes, source, options, max_steps, stateful=stateful, record=record, allow_sequence_ops=allow_sequence_ops)
-                if whole
-                else _convert_rnn_graph(view, options, ir_version, max_steps, stateful, record)
-            )
-        return built[cells, by_op]
+        built: dict[tuple, IR] = {}
 
-    if lowering != "auto":
-        ir = _with_hint(build, view, lowering)
-        return replace(ir, notes=tuple(prepared.notes) + ir.notes, sources=tuple(files), frozen=prepared.frozen)
-    from .runtime.devices import choose_cells
+        def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
+            if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
+                options = LoweringOptions(cells, static, compress_to_fp16, chunk_steps, by_op, compression)
+                built[cells, by_op] = (
+                    convert_whole_model(view, shapes, source, options, max_steps, stateful=stateful, record=record, allow_sequence_ops=allow_sequence_ops)
+                    if whole
+                    else _convert_rnn_graph(view, options, ir_version, max_steps, stateful, record)
+                )
+            return built[cells, by_op]
 
-    present = {n.proto.op_type for n in recurrent_nodes(view.model)}  # bodies included
-    choice, note = choose_cells(build, device, tuple(op for op in FAMILIES if op in present))
-    kinds = set(choice.values())
-    ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ
-    return replace(ir, notes=tuple(prepared.notes) + ir.notes + (note,), sources=tuple(files), frozen=prepared.frozen)
+        if lowering != "auto":
+            ir = _with_hint(build, view, lowering)
+            return replace(ir, notes=tuple(prepared.notes) + ir.notes, sources=tuple(files), frozen=prepared.frozen)
+        from .runtime.devices import choose_cells
+
+        present = {n.proto.op_type for n in recurrent_nodes(view.model)}  # bodies included
+        choice, note = choose_cells(build, device, tuple(op for op in FAMILIES if op in present))
+        kinds = set(choice.values())
+        ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ
+        return replace(ir, notes=tuple(prepared.notes) + ir.notes + (note,), sources=tuple(files), frozen=prepared.frozen)
+
+    prepared = prepare(proto, input)
+    try:
+        return convert_prepared(prepared)
+    except UnsupportedFeatureError as exc:
+        if getattr(exc, "why", None) is None or not prepared.loops_kept:
+            raise
+        # onnx's shape inference found a kept Loop body's step count static, OpenVINO's does not: unroll it after all
+        return convert_prepared(prepare(proto, input, unroll_loops=True))
 
 
 def _with_hint(build, view: GraphView, *args) -> IR:
@@ -185,9 +196,20 @@ def check_count(name: str, value: object, expected: str) -> None:
         raise UsageError(f"{flag(name)}: expected {expected}, got {value}")
 
 
-def _check_static(view: GraphView) -> None:
-    """--static: every input dim must be a number before anything is lowered."""
+def _initial_state_inputs(view: GraphView) -> set[str]:
+    """Graph inputs read only as a recurrent node's initial_h/initial_c: --stateful replaces them."""
+    graph = view.model.graph
+    slots = {n for _, node in rnn_nodes(graph) for n in list(node.input)[5:7] if n}
+    other = {n for node in graph.node for k, n in enumerate(node.input) if not (node.op_type in FAMILIES and k in (5, 6))} | {o.name for o in graph.output}
+    return {i.name for i in view.inputs if i.name in slots and i.name not in other}
+
+
+def _check_static(view: GraphView, replaced: set[str] = frozenset()) -> None:
+    """--static: every input dim must be a number before anything is lowered (inputs a state
+    replaces need none)."""
     for info in view.inputs:
+        if info.name in replaced:
+            continue
         dims = info.shape or ()
         dynamic = [axis for axis, d in enumerate(dims) if not d.is_static]
         if info.shape is None:
@@ -246,15 +268,18 @@ class Prepared:
     frozen: tuple[Frozen, ...] = ()
     notes: tuple[str, ...] = ()
     changed: bool = False  # the model differs from the file: the frontend must read this one
+    loops_kept: bool = False  # a Loop with recurrent nodes stays, to be lowered inside its body
 
     def rt_info(self) -> dict:
         """rt_info ``ovrnn/frozen_inputs``: {name: 'int64 [] 16000'}, when inputs were frozen."""
         return {"frozen_inputs": record_text(self.frozen)} if self.frozen else {}
 
 
-def prepare(proto: onnx.ModelProto, input: InputShapes = None) -> Prepared:  # noqa: A002
+def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False) -> Prepared:  # noqa: A002
     """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
-    flow that decides (onnx/control_flow.py). The caller's model is not changed."""
+    flow that decides (onnx/control_flow.py). ``unroll_loops``: unroll every Loop with a constant
+    trip count that holds a recurrent node, lowerable in its body or not. The caller's model is
+    not changed."""
     rest, entries = split_frozen(input)
     shape_map = _input_shapes(rest)
     check_not_frozen_twice(entries, {k for k in shape_map if not isinstance(k, Position)})
@@ -268,21 +293,31 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None) -> Prepared:  # n
         return Prepared(view, shapes, frozen, (), bool(frozen))
     from .runtime.whole_model import with_input_shapes
 
+    kept: list[str] = []
+
+    def check(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
+        if unroll_loops:
+            return "OpenVINO's shape inference leaves the step count of its body's recurrent node dynamic"
+        why = lowerable_in_body(loop, body)
+        if why is None:
+            kept.append(loop.name)
+        return why
+
     shaped = with_input_shapes(view)
-    folded, notes = fold_control_flow(shaped, lowerable_in_body)
+    folded, notes = fold_control_flow(shaped, check)
     if folded is not shaped:
         view = apply_input_shapes(graph_view(folded), shapes)
-    return Prepared(view, shapes, frozen, tuple(notes), bool(frozen) or folded is not shaped)
+    return Prepared(view, shapes, frozen, tuple(notes), bool(frozen) or folded is not shaped, bool(kept))
 
 
 def lowerable_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
     """Why the recurrent nodes of a Loop body (constant trip count) cannot be lowered where they
-    are, so that the Loop is unrolled; None keeps the Loop. Until ovrnn lowers nodes inside bodies
-    in place, OpenVINO's frontend would turn them into its sequence ops: unrolling is what makes
-    them lowerable."""
+    are, so that the Loop is unrolled; None keeps the Loop, and its nodes are lowered inside the
+    body (runtime/recurrent_extension.py), which needs each node's step count fixed by the body's
+    shapes. Should OpenVINO's shape inference disagree with onnx's, convert_model unrolls after all."""
     from .onnx.control_flow import dynamic_steps_in_body
 
-    return dynamic_steps_in_body(loop, body) or "ovrnn lowers recurrent nodes inside Loop bodies only by unrolling the Loop"
+    return dynamic_steps_in_body(loop, body)
 
 
 

@@ -107,49 +107,53 @@ def _probe_axes(view: GraphView, extension, path_for_probe: Callable, skip: set[
     """{graph input: (its axis that becomes the first recurrent node's time axis, its batch axis)}."""
     if not extension.specs:
         return {}
-    from openvino.frontend import ConversionExtension, FrontEndManager
-
-    from .whole_model import partial_shape
-
-    layout = extension.specs[0].layout
+    time_axis, batch_axis = (1, 0) if extension.specs[0].layout else (0, 1)
     found: dict[str, list] = {}
+    declared = {i.name: i.shape for i in view.inputs if i.shape is not None}
     with path_for_probe() as path:
         for info in view.inputs:
             if info.name in skip or not info.shape:
                 continue
-            for axis, dim in enumerate(info.shape):
-                seen = []
-
-                def probe(context, seen=seen):
-                    x = context.get_input(0).get_partial_shape()
-                    if x.rank.is_static and len(x) == 3:
-                        seen.append(tuple(d.get_length() if d.is_static else None for d in x))
-                    raise _Probed()
-
-                fe = FrontEndManager().load_by_framework("onnx")
-                for op in ("RNN", "GRU", "LSTM"):
-                    fe.add_extension(ConversionExtension(op, probe))
-                input_model = fe.load(str(path))
-                for other in view.inputs:
-                    if other.shape is None:
-                        continue
-                    dims = list(other.shape)
-                    if other.name == info.name:
-                        dims[axis] = Dim.of(_SENTINEL)
-                    input_model.set_partial_shape(input_model.get_place_by_tensor_name(other.name), partial_shape(tuple(dims)))
-                try:
-                    fe.convert(input_model)
-                except Exception:  # noqa: BLE001 - the probe always stops the conversion; a Reshape may refuse the size first
-                    pass
-                if seen:
-                    x = seen[0]
-                    time_axis, batch_axis = (1, 0) if layout else (0, 1)
-                    entry = found.setdefault(info.name, [None, None])
-                    if x[time_axis] == _SENTINEL and entry[0] is None:
-                        entry[0] = axis
-                    if x[batch_axis] == _SENTINEL and entry[1] is None:
-                        entry[1] = axis
+            for axis in range(len(info.shape)):
+                probed = list(info.shape)
+                probed[axis] = Dim.of(_SENTINEL)
+                x = first_recurrent_x(path, declared | {info.name: tuple(probed)})
+                if x is None:
+                    continue
+                entry = found.setdefault(info.name, [None, None])
+                if x[time_axis] == _SENTINEL and entry[0] is None:
+                    entry[0] = axis
+                if x[batch_axis] == _SENTINEL and entry[1] is None:
+                    entry[1] = axis
     return {name: (t, b) for name, (t, b) in found.items()}
+
+
+def first_recurrent_x(path, shapes: dict) -> tuple[int | None, ...] | None:
+    """The shape of the first recurrent node's X when the graph inputs have `shapes`: the frontend
+    runs up to that node and stops (None: no 3-D X reached, e.g. a Reshape refused a size)."""
+    from openvino.frontend import ConversionExtension, FrontEndManager
+
+    from .whole_model import partial_shape
+
+    found: list[tuple] = []
+
+    def probe(context):
+        x = context.get_input(0).get_partial_shape()
+        if x.rank.is_static and len(x) == 3:
+            found.append(tuple(d.get_length() if d.is_static else None for d in x))
+        raise _Probed()
+
+    fe = FrontEndManager().load_by_framework("onnx")
+    for op in ("RNN", "GRU", "LSTM"):
+        fe.add_extension(ConversionExtension(op, probe))
+    input_model = fe.load(str(path))
+    for name, shape in shapes.items():
+        input_model.set_partial_shape(input_model.get_place_by_tensor_name(name), partial_shape(shape))
+    try:
+        fe.convert(input_model)
+    except Exception:  # noqa: BLE001 - the probe always stops the conversion
+        pass
+    return found[0] if found else None
 
 
 class _Probed(Exception):

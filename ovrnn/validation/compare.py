@@ -124,14 +124,15 @@ def validate(
     chunk_steps: int = 64,
     compress_weights: str | None = None,
     group_size: int | None = None,
-    stateful: bool = False,
+    stateful: bool | str | list[str] = False,
     chunks: int | None = None,
     allow_sequence_ops: bool = False,
 ) -> ValidationReport:
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
-    With `report_dir`, also write the report files (report.py) there. With `stateful`, prove the
-    streaming contract of ``convert --stateful`` instead, over `chunks` calls (stream.py)."""
+    With `report_dir`, also write the report files (report.py) there. With `stateful` (True, or
+    IN=OUT state pairs as ``convert_model`` takes them), prove the streaming contract of
+    ``convert --stateful`` instead, over `chunks` calls (stream.py)."""
     from ..convert import check_count
     from ..plugins import canonical_device
 
@@ -145,7 +146,7 @@ def validate(
         from .stream import DEFAULT_CHUNKS, validate_stream
 
         return validate_stream(
-            model, device, input, seed, batch, precision, use_onnxruntime, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
+            model, device, input, seed, batch, precision, use_onnxruntime, stateful=stateful, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
             report_dir=report_dir, lowering=lowering, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
             compress_weights=compress_weights, group_size=group_size,
         )
@@ -292,13 +293,14 @@ def _add_output(ov_model, name: str) -> bool:
     return True
 
 
-def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, report_dir, report_precisions) -> str:
-    """The command that reproduces this run: every flag that changed it, paths quoted for a shell."""
+def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, report_dir, report_precisions, leading=()) -> str:
+    """The command that reproduces this run: every flag that changed it, paths quoted for a shell.
+    `leading`: flags that go first (validate --stateful's)."""
     import shlex
 
     from ..convert import input_specs_text
 
-    flags = ["--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
+    flags = [*leading, "--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
     for spec in input_specs_text(input):
         flags += ["--input", spec]
     if precision != runtime.DEFAULT_PRECISION:

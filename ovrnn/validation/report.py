@@ -115,7 +115,7 @@ def _markdown(report, steps_by_precision, rerun: str) -> str:
         "",
     ]
     if getattr(report, "stateful", False):
-        lines[-1:-1] = [f"- stream: {report.chunks} calls of {report.steps} steps on one infer request vs the whole {report.chunks * report.steps}-step sequence; states: " + ", ".join(f"`{k}` {v}" for k, v in report.states.items())]
+        lines[-1:-1] = [f"- stream: {report.chunks} calls of {report.steps} steps on one infer request vs {report.oracle}; states: " + ", ".join(f"`{k}` {v}" for k, v in report.states.items())]
     checks = any(getattr(c, "check", "") for c in report.comparisons)  # validate --stateful: the check each row belongs to
     lines += ["| check " * checks + "| output | oracle | max abs | max rel | tolerance | result |", "|---" * checks + "|---|---|---|---|---|---|"]
     for c in report.comparisons:
