@@ -293,6 +293,7 @@ def test_cli_writes_a_stateful_ir(tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "-o", tmp_path / "s.xml")
     assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("3 GRUCell layers, 1 state carried between calls (ovrnn inspect lists them)")
     assert [v.info.variable_id for v in ov.Core().read_model(tmp_path / "s.xml").get_variables()] == ["gru/H"]
     r = ovrnn_cli("convert", "--stateful", tmp_path / "m.onnx")
     assert r.returncode == 2 and "expected IN=OUT pairs such as state=stateN, got" in r.stderr
