@@ -109,7 +109,7 @@ def convert_model(
     def convert_prepared(prepared: Prepared) -> IR:
         view, shapes = prepared.view, prepared.shapes
         if static:
-            _check_static(view)
+            _check_static(view, _initial_state_inputs(view) if stateful is True else set())
         view, given_weights, qdq_notes = absorb_dequantize_linear(view)  # QDQ W/R: kept integer, not folded
         whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
         if stateful and ir_version != 11:
@@ -207,9 +207,20 @@ def check_count(name: str, value: object, expected: str) -> None:
         raise UsageError(f"{flag(name)}: expected {expected}, got {value}")
 
 
-def _check_static(view: GraphView) -> None:
-    """--static: every input dim must be a number before anything is lowered."""
+def _initial_state_inputs(view: GraphView) -> set[str]:
+    """Graph inputs read only as a recurrent node's initial_h/initial_c: --stateful replaces them."""
+    graph = view.model.graph
+    slots = {n for _, node in rnn_nodes(graph) for n in list(node.input)[5:7] if n}
+    other = {n for node in graph.node for k, n in enumerate(node.input) if not (node.op_type in FAMILIES and k in (5, 6))} | {o.name for o in graph.output}
+    return {i.name for i in view.inputs if i.name in slots and i.name not in other}
+
+
+def _check_static(view: GraphView, replaced: set[str] = frozenset()) -> None:
+    """--static: every input dim must be a number before anything is lowered (inputs a state
+    replaces need none)."""
     for info in view.inputs:
+        if info.name in replaced:
+            continue
         dims = info.shape or ()
         dynamic = [axis for axis, d in enumerate(dims) if not d.is_static]
         if info.shape is None:

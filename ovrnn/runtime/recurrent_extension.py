@@ -277,6 +277,7 @@ class RecurrentLowering:
             spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name]))
         if is_context:  # ovrnn.extension(): the limit over the nodes so far, as it goes
             check_steps(self.steps + spec.seq_length * len(spec.directions), len(self.converted) + 1, self.max_steps)
+        filled = {rin.name: rin.shape for role in spec.family.inputs if (rin := getattr(spec, role, None)) is not None}
         g = LayerGraph(label)
         placeholders: dict[str, object] = {}
         bindings: dict[int, object] = {}
@@ -286,8 +287,8 @@ class RecurrentLowering:
                 info = infos[name]
                 if info.value is not None:
                     placeholders[name] = ops.const(g, name, info.value)
-                else:
-                    placeholders[name] = ops.parameter(g, name, BY_IR[_ir_type(present[name])], info.shape)
+                else:  # a body input declared without a shape (TorchScript's loop-carried h) takes the spec's
+                    placeholders[name] = ops.parameter(g, name, BY_IR[_ir_type(present[name])], info.shape if info.shape is not None else filled[name])
                     bindings[placeholders[name].layer.id] = present[name]
             return placeholders[name]
 
@@ -363,7 +364,7 @@ def body_steps_error(node: RecurrentNode, error: DynamicStepsError, flag_text: s
     """The refusal for a node inside a body whose step count is not known at conversion time and
     does not come from a graph input's dim (that case gets the --input message). ``.why`` says
     it in short, for the note when the op is left to OpenVINO instead."""
-    family = FAMILIES[node.proto.op_type]
+    family = FAMILIES.get(node.proto.op_type, FAMILIES["LSTM"])  # DynamicQuantizeLSTM: an LSTM
     why = (
         f"{error.node_label} is inside {node.body.describe()}, and its sequence length (dim {error.axis} of X '{error.x_name}') "
         f"is not known at conversion time: {_why_dynamic(node.body, error.x_name)}"
@@ -399,7 +400,7 @@ def scan_slice_error(node: RecurrentNode, error: DynamicStepsError, inputs: dict
     if axis >= len(shape) or shape[axis].is_static:
         return None
     suggestion = ",".join("T" if a == axis else d.ir() for a, d in enumerate(shape))
-    cell = FAMILIES[node.proto.op_type].cell
+    cell = FAMILIES.get(node.proto.op_type, FAMILIES["LSTM"]).cell
     return UsageError(
         f"{error.node_label} is inside {body.describe()} and reads X '{error.x_name}', a slice of input '{outer}': its sequence length "
         f"comes from dim {axis} of '{outer}', which is dynamic ({shape[axis].describe()}), and the {cell} chain needs a fixed number of steps; "
