@@ -15,7 +15,7 @@ from conftest import layer_counts, ovrnn_cli
 from onnx import TensorProto, helper
 
 import ovrnn
-from ovrnn.convert import prepare
+from ovrnn.onnx.inputs import prepare
 from ovrnn.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -484,7 +484,7 @@ def _stateless_whole(whole_proto, contract, chunks, stream, input, lowering_kw, 
 
 
 def _rerun(report: StreamValidationReport, input, precision, use_onnxruntime, report_dir) -> str:
-    from ..convert import input_specs_text
+    from ..onnx.inputs import input_specs_text
 
     flags = ["--stateful", "--chunks", str(report.chunks), "--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
     for spec in input_specs_text(input):

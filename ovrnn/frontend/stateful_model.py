@@ -27,7 +27,8 @@ from ..lower.state import safe_id, unique_id
 from ..onnx.read import GraphView
 from ..shapes import Dim
 from ..stateful import StreamInfo, StreamState, common_steps
-from .engine import ov
+from ..ov import ov
+from .realize import partial_shape
 from .realize import assign as realize_assign
 
 _SENTINEL = 10007  # a size no real model uses: where it shows up, it came from the probed dim
@@ -109,7 +110,6 @@ def _probe_axes(view: GraphView, extension, path_for_probe: Callable, skip: set[
         return {}
     from openvino.frontend import ConversionExtension, FrontEndManager
 
-    from .whole_model import partial_shape
 
     layout = extension.specs[0].layout
     found: dict[str, list] = {}

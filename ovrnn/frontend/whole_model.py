@@ -35,14 +35,15 @@ from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower import LOWERINGS
 from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.fold import fold_constants
-from ..onnx.read import ONNX_DOMAINS, GraphView, TensorInfo
+from ..onnx.inputs import with_input_shapes
+from ..onnx.read import GraphView, TensorInfo
 from ..lower.quantized import QUANTIZED_SUFFIX
-from .realize import realize
+from .realize import dim_of, partial_shape, realize
 from ..progress import stage
-from .engine import ov, ov_message
+from ..ov import ov, ov_message
 from ..shapes import Dim, Shape
 from ..spec import NORMALISERS
-from ..spec.recurrent import FAMILIES, DynamicStepsError, unique_label
+from ..spec.recurrent import FAMILIES, DynamicStepsError, rnn_nodes, unique_label
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (
@@ -50,11 +51,6 @@ NO_RNN_NOTE = (
     "dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
     "to get an ONNX RNN node"
 )
-
-
-def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
-    """The recurrent nodes (RNN, GRU, LSTM), with their index in the graph."""
-    return [(i, n) for i, n in enumerate(graph.node) if n.op_type in FAMILIES and n.domain in ONNX_DOMAINS]
 
 
 def convert_whole_model(
@@ -235,7 +231,7 @@ def tensor_info(name: str, output) -> TensorInfo:
     """What ovrnn's normaliser needs to know of one input the frontend hands over."""
     etype = BY_IR.get(_ir_type(output))
     pshape = output.get_partial_shape()
-    shape = None if pshape.rank.is_dynamic else tuple(_dim(d) for d in pshape)
+    shape = None if pshape.rank.is_dynamic else tuple(dim_of(d) for d in pshape)
     value = None
     node = output.get_node()
     if node.get_type_name() == "Constant":
@@ -250,49 +246,7 @@ def _ir_type(output) -> str:
     return output.get_element_type().get_type_name()
 
 
-def _dim(d) -> Dim:
-    if d.is_static:
-        return Dim.of(d.get_length())
-    hi = d.get_max_length()
-    return Dim(max(d.get_min_length(), 0), None if hi < 0 else hi)
-
-
-def partial_shape(shape: Shape):
-    o = ov()
-    return o.PartialShape([o.Dimension(d.lo) if d.is_static else o.Dimension(d.lo, -1 if d.hi is None else d.hi) for d in shape])
-
-
 # --- around the conversion ----------------------------------------------------------------------
-
-
-def with_input_shapes(view: GraphView) -> onnx.ModelProto:
-    """The model with the graph inputs' static dims (--input included) written into it, so that
-    onnx's shape inference, and the folding that follows it, knows them."""
-    declared = {i.name: i.shape for i in view.inputs}
-    changes = {}
-    for vi in view.model.graph.input:
-        shape = declared.get(vi.name)
-        if shape is None or not vi.type.HasField("tensor_type"):
-            continue
-        dims = vi.type.tensor_type.shape.dim
-        if len(dims) != len(shape) or any(d.is_static and not (old.HasField("dim_value") and old.dim_value == d.lo) for d, old in zip(shape, dims)):
-            changes[vi.name] = shape
-    if not changes:
-        return view.model
-    model = onnx.ModelProto()
-    model.CopyFrom(view.model)
-    for vi in model.graph.input:
-        if vi.name in changes:
-            shape = changes[vi.name]
-            del vi.type.tensor_type.shape.dim[:]
-            for d in shape:
-                dim = vi.type.tensor_type.shape.dim.add()
-                if d.is_static:
-                    dim.dim_value = d.lo
-                elif d.symbol:
-                    dim.dim_param = d.symbol
-    return model
-
 
 
 @contextmanager
@@ -459,9 +413,3 @@ def _serialize(model, compress_to_fp16: bool) -> tuple[bytes, bytes]:
         xml = Path(tmp) / "model.xml"
         ov().save_model(model, str(xml), compress_to_fp16=compress_to_fp16)
         return xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
-
-
-def needs_frontend(graph: onnx.GraphProto) -> bool:
-    """True when the model has ops other than RNN, GRU, LSTM and Constant (or none of them)."""
-    ops_ = {(n.domain, n.op_type) for n in graph.node}
-    return not rnn_nodes(graph) or any(d not in ONNX_DOMAINS or (t not in FAMILIES and t != "Constant") for d, t in ops_)
