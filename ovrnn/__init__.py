@@ -7,6 +7,7 @@
     stream = ovrnn.Stream("out/stream.xml")                         # a stateful IR: feed K steps per call
     report = ovrnn.validate("model.onnx", device="CPU")             # vs float64 reference + onnxruntime
     print(ovrnn.inspect("out/model.xml").format())
+    ov_model = ov.convert_model("model.onnx", extension=ovrnn.extension())  # OpenVINO's converter, ovrnn's chains
 
 The API is imported on first use, so `ovrnn convert` does not load OpenVINO, onnxruntime or
 matplotlib.
@@ -43,6 +44,7 @@ _LAZY = {
     "ValidationReport": ("validation.compare", "ValidationReport"),
     "inspect": ("ir.inspect", "inspect_ir"),
     "InspectReport": ("ir.inspect", "InspectReport"),
+    "extension": ("extension", "extension"),
 }
 
 __all__ = [

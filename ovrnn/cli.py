@@ -127,7 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--report", metavar="DIR", help="write report.json, report.md, error_per_step.png and the inputs/outputs to reproduce into DIR")
     v.add_argument("--report-precisions", default="f32", help="inference precisions to plot the per-step error for, e.g. f32,bf16,f16 (default f32)")
     # the streaming contract of convert --stateful (docs/streaming.md)
-    v.add_argument("--stateful", action="store_true", help="convert with --stateful and prove the stream: N calls == the whole sequence, final states, reset, two streams, set_state, batch, a 1000-step stream")
+    v.add_argument(
+        "--stateful", action="append", nargs="?", const="", metavar="IN=OUT", type=_state_pairs,
+        help="convert with --stateful (IN=OUT: those state pairs) and prove the stream: N calls == the whole sequence (pairs: the ONNX model call by call, "
+        "the state carried by hand), final states, reset, two streams, set_state, batch, a 1000-step stream",
+    )
     v.add_argument("--chunks", type=_int_at_least(2, "a number of calls >= 2"), default=None, metavar="N", help="with --stateful: the calls of K steps the stream runs (default 4)")
     _lowering_args(v)
     v.set_defaults(func=cmd_validate)
@@ -160,6 +164,11 @@ def _lowering_args(p: argparse.ArgumentParser) -> None:
     # weight compression (docs/compression.md)
     p.add_argument("--compress-weights", choices=("int8", "int4"), default=None, help="store constant W/R as int8 (one scale per row) or int4 (experimental); B, P and states stay float")
     p.add_argument("--group-size", type=int, default=None, metavar="N", help="int4: columns per scale, 32, 64, 128 or -1 (one scale per row, the default)")
+    # recurrent nodes inside If/Loop/Scan bodies (docs/bodies.md)
+    p.add_argument(
+        "--allow-sequence-ops", action="store_true",
+        help="a recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time: let OpenVINO's frontend convert every node of its op as a *Sequence op (default: refuse)",
+    )
     if not any(a.dest == "device" for a in p._actions):
         p.add_argument("--device", help="target device for --lowering auto (e.g. CPU, GPU, NPU)")
 
@@ -173,6 +182,7 @@ def _lowering_kwargs(args) -> dict:
         "chunk_steps": args.chunk_steps,
         "compress_weights": args.compress_weights,
         "group_size": args.group_size,
+        "allow_sequence_ops": args.allow_sequence_ops,
     }
 
 
@@ -345,7 +355,7 @@ def _check_npy_header(fh, size: int, what: str) -> None:
         raise UsageError(f"{what} declares shape {list(shape)} of {dtype}, {count * dtype.itemsize:,} bytes, but holds only {size:,}")
 
 
-def _read_arrays(path: Path, spec: str):
+def _read_arrays(path: Path, spec: str, option: str = "--input"):
     import zipfile
 
     import numpy as np
@@ -355,14 +365,14 @@ def _read_arrays(path: Path, spec: str):
 
     limit = max_input_bytes()
     raise_it = "; raise the limit with OVRNN_MAX_INPUT_BYTES=<bytes>"
-    with os.fdopen(open_regular(path, f"--input '{spec}': file"), "rb") as fh:
+    with os.fdopen(open_regular(path, f"{option} '{spec}': file"), "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         try:
             if zipfile.is_zipfile(fh):
                 fh.seek(0)
                 with zipfile.ZipFile(fh) as z:
                     for info in z.infolist():
-                        what = f"--input '{spec}': member '{info.filename}' of '{path}'"
+                        what = f"{option} '{spec}': member '{info.filename}' of '{path}'"
                         if info.file_size > limit:
                             raise UsageError(f"{what} is {info.file_size:,} bytes once decompressed, more than the limit of {limit:,}{raise_it}")
                         with z.open(info) as member:
@@ -371,15 +381,15 @@ def _read_arrays(path: Path, spec: str):
                 with np.load(fh, allow_pickle=False) as data:
                     return {k: data[k] for k in data.files}
             if size > limit:
-                raise UsageError(f"--input '{spec}': '{path}' is {size:,} bytes, more than the limit of {limit:,}{raise_it}")
+                raise UsageError(f"{option} '{spec}': '{path}' is {size:,} bytes, more than the limit of {limit:,}{raise_it}")
             fh.seek(0)
-            _check_npy_header(fh, size, f"--input '{spec}': '{path}'")
+            _check_npy_header(fh, size, f"{option} '{spec}': '{path}'")
             fh.seek(0)
             return np.load(fh, allow_pickle=False)
         except UsageError:
             raise
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, RecursionError) as exc:
-            raise UsageError(f"--input '{spec}': cannot read '{path}' as .npy/.npz ({exc})") from None
+            raise UsageError(f"{option} '{spec}': cannot read '{path}' as .npy/.npz ({exc})") from None
 
 
 MAX_REPEAT = 10_000_000
@@ -527,13 +537,14 @@ def run_stream_here(args, model, inputs: dict) -> int:
         raise UsageError(f"--hint throughput: {STATE_IN_ONE_REQUEST}, so its calls cannot be spread over several requests in flight; use --hint latency or leave --hint out")
     if args.streams is not None:
         raise UsageError(f"--streams: {STATE_IN_ONE_REQUEST}, and a stream's calls must run in order on it; leave --streams out")
-    seeds = load_inputs([args.initial_state]) if args.initial_state else {}
-    if args.initial_state and not (args.initial_state.endswith(".npz") and seeds):
+    seeds = _read_arrays(Path(args.initial_state), args.initial_state, "--initial-state") if args.initial_state else {}
+    if args.initial_state and not (isinstance(seeds, dict) and seeds):
         raise UsageError(f"--initial-state '{args.initial_state}': expected a .npz holding the states by id (see ovrnn inspect)")
     properties = {"PERFORMANCE_HINT": _HINTS[args.hint]} if args.hint else {}
     t0 = time.perf_counter()
     stream = Stream(model, args.device, args.precision, args.cache_dir, properties)
     compile_seconds = time.perf_counter() - t0
+    _notes(stream.notes)
     what = f"--initial-state '{args.initial_state}'"
     stream.check_states(seeds, what)
     _check_seed_batches(stream, seeds, inputs, what)
@@ -622,7 +633,7 @@ def cmd_validate(args) -> int:
     report = validate(
         args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
         cache_dir=args.cache_dir, report_dir=args.report, report_precisions=_precisions(args.report_precisions), **_lowering_kwargs(args),
-        stateful=args.stateful, chunks=args.chunks,
+        stateful=_stateful_arg(args.stateful), chunks=args.chunks,
     )
     print(report.format())
     if args.report:

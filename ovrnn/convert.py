@@ -38,6 +38,7 @@ def convert_model(
     stateful: bool | str | Sequence[str] = False,
     compress_weights: str | None = None,
     group_size: int | None = None,
+    allow_sequence_ops: bool = False,
 ) -> IR:
     """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
@@ -59,8 +60,12 @@ def convert_model(
       pairs become states instead (docs/stateful_ir.md).
     * ``compress_weights``: ``"int8"`` (symmetric, one scale per row) or ``"int4"`` (experimental,
       ``group_size`` 32, 64, 128 or -1 = per row) for constant W/R; see docs/compression.md.
+    * ``allow_sequence_ops``: a recurrent node inside an If/Loop/Scan body whose step count is not
+      known at conversion time is refused unless this is set; then OpenVINO's frontend converts
+      every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted
+      (docs/bodies.md).
     """
-    request = Request.checked(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size)
+    request = Request.checked(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size, allow_sequence_ops)
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     prepared = prepare(load_model(model, files), input)
     plan = plan_conversion(prepared, request, model)
@@ -86,5 +91,5 @@ def _lowered(plan: Plan, options) -> IR:
     """Lower and write: OpenVINO's frontend for whole models, ovrnn's emitter for lone nodes."""
     r, record = plan.request, plan.prepared.rt_info()
     if plan.whole:
-        return convert_whole_model(plan.view, plan.prepared.shapes, plan.source, options, r.max_steps, r.stateful, record=record)
+        return convert_whole_model(plan.view, plan.prepared.shapes, plan.source, options, r.max_steps, stateful=r.stateful, record=record, allow_sequence_ops=r.allow_sequence_ops)
     return convert_graph(plan.view, options, r.ir_version, r.max_steps, r.stateful, record)

@@ -28,6 +28,7 @@ from .onnx.inputs import Prepared
 from .onnx.read import GraphView
 from .plugins import CELL_TYPES, NO_CELL, canonical_device
 from .spec.recurrent import FAMILIES, needs_frontend
+from .frontend.recurrent_extension import recurrent_nodes
 from .stateful import state_request
 
 
@@ -44,6 +45,7 @@ class Request:
     chunk_steps: int = 64
     stateful: bool | tuple = False  # True, or the (input, output) pairs that become states
     compression: Compression | None = None
+    allow_sequence_ops: bool = False  # a body node whose steps are not known goes to OpenVINO's sequence op
 
     @staticmethod
     def checked(
@@ -57,6 +59,7 @@ class Request:
         stateful: bool | str | Sequence[str] = False,
         compress_weights: str | None = None,
         group_size: int | None = None,
+        allow_sequence_ops: bool = False,
     ) -> Request:
         if ir_version not in IR_VERSIONS:
             raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
@@ -66,7 +69,7 @@ class Request:
         if max_steps is not None:
             check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
         compression = compression_of(compress_weights, group_size)
-        return Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compression)
+        return Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compression, allow_sequence_ops)
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,8 @@ class Plan:
         return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression)
 
     def ops(self) -> tuple[str, ...]:
-        """The recurrent ops in the model, in FAMILIES order."""
-        present = {n.op_type for n in self.view.model.graph.node}
+        """The recurrent ops in the model, bodies included, in FAMILIES order."""
+        present = {n.proto.op_type for n in recurrent_nodes(self.view.model)}
         return tuple(op for op in FAMILIES if op in present)
 
 

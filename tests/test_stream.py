@@ -143,8 +143,10 @@ def test_inputs_are_passed_without_copies(irs):
         (lambda s, c: s.set_state("lstm/H", np.zeros((1, 2, 5), np.float32)), "state 'lstm/H': dim 2 must be 6, got 5 (shape [1, 2, 5])"),
         (lambda s, c: s.set_state("lstm/H", np.zeros((2, 6), np.float32)), "state 'lstm/H': expected rank 3 [1,?,6], got shape [2, 6]"),
         (lambda s, c: s.feed({"X": np.zeros((5, 2, c.input_size), np.float32)}), "input 'X': one call takes 4 steps on axis 0, got 5 (shape [5, 2, 3]); split a longer input into 4-step chunks"),
+        (lambda s, c: s.run({"X": np.zeros((8, 2, c.input_size), np.float32)}, reset_every=0), "reset_every: expected a positive number of calls, got 0"),
+        (lambda s, c: s.run({"X": np.zeros((8, 2, c.input_size), np.float32)}, initial_state={"lstm/Q": 0}), "initial_state: 'lstm/Q' is not a state of the IR (states: lstm/H, lstm/C)"),
     ],
-    ids=["unknown-state", "state-wrong-hidden", "state-wrong-rank", "chunk-too-long"],
+    ids=["unknown-state", "state-wrong-hidden", "state-wrong-rank", "chunk-too-long", "reset-every-0", "run-unknown-seed"],
 )
 def test_bad_calls_get_one_clear_message(irs, action, message):
     case = STREAM_CASES[2]
@@ -171,6 +173,15 @@ def test_a_stateless_ir_is_not_a_stream(tmp_path):
 def test_device_traits_by_name(device, npu):
     traits = stream_module.device_traits(device)
     assert traits.static_only is npu and traits.reset_zero_fills is npu
+
+
+@pytest.mark.parametrize(
+    "device, precision, noted",
+    [("GPU", "f16", "here f16"), ("GPU.1", "default", "here the device's default (f16 on GPU)"), ("HETERO:GPU,CPU", "bf16", "here bf16"), ("GPU", "f32", None), ("CPU", "f16", None)],
+)
+def test_gpu_state_precision_is_noted_by_name(device, precision, noted):
+    note = stream_module.precision_note(device, precision)
+    assert (note is None) if noted is None else (noted in note and "error builds up call after call" in note)
 
 
 def test_npu_refuses_a_dynamic_batch_before_compiling(irs):

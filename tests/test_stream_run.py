@@ -117,6 +117,10 @@ REFUSALS = [
      "--initial-state 'seed_shape.npz': state 'lstm/H': dim 2 must be 6, got 7 (shape [1, 2, 7])"),
     ("state-other-batch", ["lstm.xml", "--input", "X=x_batch1.npy", "--initial-state", "seed.npz"],
      "--initial-state 'seed.npz': state 'lstm/H' has batch 2 (axis 1) but input 'X' has batch 1"),
+    ("initial-state-npy", ["lstm.xml", "--input", "X=x.npy", "--initial-state", "x.npy"],
+     "--initial-state 'x.npy': expected a .npz holding the states by id (see ovrnn inspect)"),
+    ("initial-state-missing", ["lstm.xml", "--input", "X=x.npy", "--initial-state", "none.npz"],
+     "--initial-state 'none.npz': file 'none.npz' does not exist"),
     ("reset-every-stateless", ["stateless.xml", "--input", "X=x.npy", "--reset-every", "2"],
      "--reset-every: IR 'stateless.xml' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a stateful IR with ovrnn convert --stateful"),
 ]
@@ -154,7 +158,8 @@ def test_the_streaming_commands_of_the_docs_run_as_written(tmp_path):
     lines = []
     for page in (root / "README.md", root / "docs" / "streaming.md"):
         for block in page.read_text().split("```sh\n")[1:]:
-            lines += [ln.split("  #")[0].strip() for ln in block.split("```")[0].splitlines() if "stream" in ln or "--stateful" in ln]
+            # vad.onnx: the silero VAD, proved through the API by test_stream_validate.py
+            lines += [ln.split("  #")[0].strip() for ln in block.split("```")[0].splitlines() if ("stream" in ln or "--stateful" in ln) and "vad.onnx" not in ln]
     assert len(lines) >= 6, lines
     for line in dict.fromkeys(lines):  # the convert line first: the others use its stream.xml
         proc = ovrnn_cli(*shlex.split(line)[1:], cwd=tmp_path)

@@ -51,6 +51,30 @@ def test_every_check_passes_on_a_correct_stream(models, case):
     assert len(finals) == (2 if case.op == "LSTM" else 1)
 
 
+def test_state_pairs_are_proved_against_the_model_run_call_by_call(models):
+    """--stateful IN=OUT: the ONNX model takes one chunk, so the oracles run it call by call with
+    the state carried by hand; every other check runs against that oracle."""
+    report = ovrnn.validate(models[CASES[0].id], stateful="initial_h=Y_h,initial_c=Y_c", chunks=3)
+    assert report.passed, report.format()
+    assert {c.check for c in report.comparisons} == ALL_CHECKS - {"chunked == whole"} | {"chunked == by hand"}
+    assert report.pairs == ["initial_h=Y_h", "initial_c=Y_c"]
+    assert {(c.output, c.oracle) for c in report.comparisons if c.check == "final state"} >= {("initial_h", "reference Y_h"), ("initial_c", "onnxruntime Y_c")}
+    assert "the states initial_h=Y_h, initial_c=Y_c carried by hand" in report.format().splitlines()[0]
+
+
+def test_the_silero_vad_streams_with_its_state_pair(tmp_path):
+    """The shipped silero VAD (state [2,B,128] in, stateN out), --stateful state=stateN."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None:
+        pytest.skip("the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)")
+    model = spec.submodule_search_locations[0] + "/data/silero_vad_openvino_16k.onnx"
+    report = ovrnn.validate(model, stateful="state=stateN", chunks=3)
+    assert report.passed, report.format()
+    assert report.steps == 576 and {c.oracle for c in report.comparisons if c.check == "chunked == by hand"} == {"reference", "onnxruntime", "stateless IR"}
+
+
 def test_cli_text_json_and_report_carry_the_same_rows(models, tmp_path):
     from conftest import ovrnn_cli
 
@@ -62,8 +86,8 @@ def test_cli_text_json_and_report_carry_the_same_rows(models, tmp_path):
     assert {k: saved[k] for k in data} == data and data["passed"] and data["chunks"] == 3 and data["steps"] == 4
     lines = proc.stdout.splitlines()
     assert lines[0].endswith("3 calls of 4 steps on one infer request vs the whole 12-step sequence")
-    for row in data["comparisons"]:
-        assert any(line.startswith(f"{row['check']:<18}{row['output']:<22}{row['oracle']:<26}{row['max_abs']:>10.2e}") for line in lines), row
+    for row in data["comparisons"]:  # every JSON row is a text row, with the same figures
+        assert any(line.split()[: len(row["check"].split())] == row["check"].split() and f"  {row['output']}  " in line and f"  {row['oracle']}  " in line and f"{row['max_abs']:.2e}" in line for line in lines), row
     assert "chunked == whole: Y error per call 0: " in proc.stdout and lines[-2:] == ["PASS", f"wrote the report to {tmp_path / 'rep'}"]
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "| check | output | oracle |" in md and "| batch, no reset | batch 1 -> 3 | ovrnn's own error |" in md
@@ -123,5 +147,5 @@ def test_bad_stream_flags(models, capsys, argv, message):
 def test_report_rows_are_the_checks_the_docstring_names():
     from ovrnn.validation import stream as v
 
-    assert set(v.CHECKS) | {"batch, no reset"} == ALL_CHECKS
+    assert set(v.CHECKS) | {"batch, no reset"} == ALL_CHECKS | {"chunked == by hand"}
     assert np.isfinite(v.LONG_STEPS) and v.LONG_STEPS >= 1000

@@ -162,25 +162,6 @@ def test_unconvertible_ops_are_named():
     assert str(info.value) == "OpenVINO's ONNX frontend cannot convert 1 op(s): com.example.FooBar (node 'foo')"
 
 
-def test_rnn_in_if_branch_is_refused():
-    from cases import Case, make_model
-
-    inner, _, _ = make_model(Case("sub"))
-    then = helper.make_graph(list(inner.graph.node), "then", [], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
-    other = helper.make_graph([helper.make_node("Constant", [], ["Y2"], value=numpy_helper.from_array(np.zeros((4, 1, 2, 5), np.float32)))], "else", [], [helper.make_tensor_value_info("Y2", TensorProto.FLOAT, None)])
-    graph = helper.make_graph(
-        [helper.make_node("If", ["c"], ["out"], then_branch=then, else_branch=other, name="if")], "g",
-        [inner.graph.input[0], helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], list(inner.graph.initializer),
-    )
-    with pytest.raises(UnsupportedFeatureError) as info:
-        ovrnn.convert_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8))
-    assert str(info.value) == (
-        "RNN node 'rnn' is inside the subgraph of If node 'if' attribute 'then_branch'; RNN nodes in If/Loop/Scan bodies "
-        "are not supported (the number of steps must be known at conversion time)"
-    )
-
-
 def test_rnn_errors_inside_whole_models_keep_their_message():
     """The normaliser's checks run inside the frontend callback; the first error comes out as is."""
     model = _rnn_then(helper.make_node("Relu", ["Y_h"], ["Z"], name="relu"))

@@ -76,6 +76,7 @@ class InspectReport:
     problem: str = ""  # why OpenVINO would refuse (or crash on) this IR, if ir_check finds a reason
     fp16_compressed: int = 0  # f16 Const layers widened by a decompression Convert
     dynamic_dims: bool = False  # any port with a dynamic dim
+    body_layer_counts: dict[str, int] = field(default_factory=dict)  # layers inside If/Loop/TensorIterator bodies
     integer_weights: dict[str, int] = field(default_factory=dict)  # integer Const layers (i8, u8, i4, u4) -> count
     compiled_weights: str = ""  # what the device made of them (kept or folded), when compiled
     states: list[StateDesc] = field(default_factory=list)  # ReadValue/Assign variables, in layer order
@@ -99,6 +100,8 @@ class InspectReport:
                 kind = c.cell if c.lowering == "cell" else "explicit MatMul/Add/activation ops"
                 label = f"{c.rnn} " if c.rnn else ""
                 out.append(f"  {label}{c.direction}: {c.steps} steps, {c.activation}, {kind}, hidden {c.hidden_size}{clip}{share}")
+        if self.body_layer_counts:
+            out.append("inside If/Loop/TensorIterator bodies: " + ", ".join(f"{t} {n}" for t, n in sorted(self.body_layer_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
         if self.states:
             stream = self.ovrnn.get("stateful", {}) if isinstance(self.ovrnn.get("stateful"), dict) else {}
             how = f"; {stream['steps']} steps per call, streamed inputs {stream.get('inputs') or 'none'}" if stream.get("steps") else ""
@@ -146,7 +149,13 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
     bin_path = xml_path.with_suffix(".bin")
     ranges = {(d.get("offset"), d.get("size")) for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None}
     ovrnn = _rt_info(root)
-    chains = sorted(_cell_chains(graph) + _explicit_chains(layers), key=lambda c: (c.rnn, c.direction))
+    chains = _cell_chains(graph) + _explicit_chains(layers)
+    body_counts: Counter = Counter()
+    for body in root.find("layers").iter("body", "then_body", "else_body"):  # If/Loop/TensorIterator bodies, any depth
+        inner = {el.get("id"): el for el in body.find("layers").findall("layer")} if body.find("layers") is not None else {}
+        chains += _cell_chains(_Graph(inner, body.find("edges"))) + _explicit_chains(inner)
+        body_counts.update(el.get("type") for el in inner.values())
+    chains = sorted(chains, key=lambda c: (c.rnn, c.direction))
     for c in chains:
         info = ovrnn.get(c.rnn, {})
         if isinstance(info, dict) and info:  # ours: the spec's own names and parameters, e.g. LeakyRelu(alpha=0.3)
@@ -163,7 +172,8 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         inputs=[_parameter(el) for el in layers.values() if el.get("type") == "Parameter"],
         outputs=[_result(el, graph) for el in layers.values() if el.get("type") == "Result"],
         chains=chains,
-        sequence_layers={t: counts[t] for t in SEQUENCE_TYPES if counts.get(t)},
+        sequence_layers={t: counts[t] + body_counts[t] for t in SEQUENCE_TYPES if counts.get(t) or body_counts.get(t)},
+        body_layer_counts=dict(body_counts),
         bin_size=bin_path.stat().st_size if bin_path.is_file() else None,
         const_layers=counts.get("Const", 0),
         const_bytes=sum(int(s) for _, s in ranges if s and s.isdigit()),

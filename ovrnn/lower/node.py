@@ -74,12 +74,17 @@ class SharedInputGuard:
     """
 
     def __init__(self) -> None:
-        self.walkers: dict[tuple[str, Direction], str] = {}  # (X tensor, direction) -> the node whose cells walk it
+        self.walkers: dict[tuple[object, Direction], str] = {}  # (X tensor, direction) -> the node whose cells walk it
 
-    def options_for(self, op: str, label: str, x_name: str, directions: tuple[Direction, ...], options: LoweringOptions, notes: list[str]) -> LoweringOptions:
+    def options_for(
+        self, op: str, label: str, x_name: str, directions: tuple[Direction, ...], options: LoweringOptions, notes: list[str], key: object = None
+    ) -> LoweringOptions:
+        """`key` tells X tensors apart where the name does not (one outer tensor seen by two
+        If/Loop bodies is two OpenVINO tensors, one per body); default: the name."""
         if options.cells_for(op) != "cell":
             return options
-        earlier = [self.walkers[(x_name, d)] for d in directions if (x_name, d) in self.walkers]
+        key = x_name if key is None else key
+        earlier = [self.walkers[(key, d)] for d in directions if (key, d) in self.walkers]
         if earlier:
             notes.append(
                 f"{op} node '{label}' walks X '{x_name}' in the same direction as node '{earlier[0]}': lowered to explicit ops, "
@@ -87,7 +92,7 @@ class SharedInputGuard:
             )
             return replace(options, cells="matmul", by_op=())
         for d in directions:
-            self.walkers[(x_name, d)] = label
+            self.walkers[(key, d)] = label
         return options
 
 

@@ -158,6 +158,15 @@ def device_traits(device: str) -> DeviceTraits:
     return DeviceTraits(static_only=npu, reset_zero_fills=npu)
 
 
+def precision_note(device: str, precision: str | None) -> str | None:
+    """GPU keeps states in its inference precision: below f32, error builds up call after call."""
+    names = [n.split(".")[0] for n in engine.device_names(device)]
+    if "GPU" in names and precision != "f32":
+        asked = "the device's default (f16 on GPU)" if precision in (None, "default") else precision
+        return f"{device} keeps the states in its inference precision, here {asked}: error builds up call after call along the stream (f32, the default, avoids it)"
+    return None
+
+
 # --- the stream ---------------------------------------------------------------------------------
 
 
@@ -181,11 +190,13 @@ class Stream:
         traits = device_traits(device)
         if traits.static_only:
             _check_static(model, device)
+        note = precision_note(device, precision)
         compiled = engine.compile_ir(model, device, precision, cache_dir, properties)
         # NPU's reset zero-fills: the initial values that are not zero are seeded after each reset
         seeds = _nonzero_initial_values(model) if traits.reset_zero_fills else {}
         types = {v.info.variable_id: (v.info.data_type, v.info.data_shape) for v in model.get_variables()}
         self._setup(compiled, contract, traits, seeds, types)
+        self.notes = [note] if note else []
 
     def _setup(self, compiled: engine.Compiled, contract: StreamContract, traits: DeviceTraits, seeds: dict, types: dict) -> None:
         self.contract, self.traits, self._seeds, self._types = contract, traits, seeds, types
@@ -195,6 +206,7 @@ class Stream:
         by_name = {s.name: s for s in self.request.query_state()}
         self._variables = {s.id: by_name.pop(s.id) for s in contract.states if s.id in by_name} | by_name
         self._info = {s.id: s for s in contract.states}
+        self.notes: list[str] = []  # what the caller should know (GPU state precision)
         self._batches: dict[str, int | None] = {}  # state id -> the batch it holds; None: follows X
         self._seeded: set[str] = set()  # states set by set_state since the last call
         self.reset()
@@ -203,6 +215,7 @@ class Stream:
         """Another stream over the same compiled model: its own infer request, its own states."""
         other = Stream.__new__(Stream)
         other._setup(self.compiled, self.contract, self.traits, self._seeds, self._types)
+        other.notes = list(self.notes)
         return other
 
     # -- what it is
@@ -298,6 +311,8 @@ class Stream:
         reset the states in `initial_state` are set), and join the outputs. Needs the rt_info."""
         import time
 
+        if reset_every is not None and (isinstance(reset_every, bool) or not isinstance(reset_every, int) or reset_every < 1):
+            raise UsageError(f"reset_every: expected a positive number of calls, got {reset_every!r}")
         chunks = split_inputs(inputs, self.contract)
         seeds = dict(initial_state or {})
         self.check_states(seeds, "initial_state")
@@ -378,8 +393,10 @@ def split_inputs(inputs: dict[str, np.ndarray], contract: StreamContract) -> lis
     """One feed per chunk: the inputs that carry the time axis cut into their LENGTH-step chunks
     (views where the cut is contiguous, else one copy made here, before any call is timed); the
     others given whole to every call. A last chunk shorter than the others is refused."""
-    if not contract.described:
+    if contract.steps is None:
         raise UsageError("the IR has states but no ovrnn/stateful rt_info saying which inputs carry the time axis, so it cannot be split into calls; make the IR with ovrnn convert --stateful")
+    if not contract.inputs:
+        raise UsageError("the stateful IR lists no graph input that carries the time axis (rt_info ovrnn/stateful 'inputs' is empty): its recurrent nodes read no time steps from a graph input, so there is no sequence to split into calls; feed it call by call")
     counts = {}
     for t in contract.inputs:
         if t.name not in inputs:

@@ -110,12 +110,12 @@ def _markdown(report, steps_by_precision, rerun: str) -> str:
         f"- device: {report.device} (ran on {', '.join(report.execution_devices)}), inference precision {report.precision}",
         f"- compile time: {report.compile_seconds:.3f} s; runtime layers: " + ", ".join(f"{k} {v}" for k, v in report.runtime_layer_types.items()),
         f"- seed {report.seed}, batch {report.batch}; onnxruntime: {report.onnxruntime}",
-        *([f"- frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"`{k}` = {v}" for k, v in report.frozen_inputs.items())] if report.frozen_inputs else []),
+        *([f"- frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"`{k}` = {v}" for k, v in frozen.items())] if (frozen := getattr(report, "frozen_inputs", {})) else []),
         "- versions: " + ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items())),
         "",
     ]
     if getattr(report, "stateful", False):
-        lines[-1:-1] = [f"- stream: {report.chunks} calls of {report.steps} steps on one infer request vs the whole {report.chunks * report.steps}-step sequence; states: " + ", ".join(f"`{k}` {v}" for k, v in report.states.items())]
+        lines[-1:-1] = [f"- stream: {report.chunks} calls of {report.steps} steps on one infer request vs {report.oracle}; states: " + ", ".join(f"`{k}` {v}" for k, v in report.states.items())]
     checks = any(getattr(c, "check", "") for c in report.comparisons)  # validate --stateful: the check each row belongs to
     lines += ["| check " * checks + "| output | oracle | max abs | max rel | tolerance | result |", "|---" * checks + "|---|---|---|---|---|---|"]
     for c in report.comparisons:

@@ -5,6 +5,9 @@ model run on the whole N*K-step sequence at once (its time axis opened for that)
 
     chunked == whole   the joined outputs vs the float64 reference, onnxruntime and ovrnn's
                        stateless IR of the whole sequence; the error per call shows drift
+    chunked == by hand state pairs (--stateful IN=OUT): the ONNX model has no whole sequence (it
+                       takes one chunk); the same oracles run it call by call, the state carried
+                       by hand from OUT to IN, and every other check uses that oracle too
     final state        query_state() after the last call vs the whole sequence's Y_h / Y_c
     reset              reset_state(), the same calls again: identical results
     two streams        two infer requests fed two different streams, interleaved, each vs its own reference
@@ -40,7 +43,7 @@ from .compare import DEFAULT_BATCH, Comparison, _numpy_type, compare, ort_known_
 LONG_STEPS = 1000  # the long stream runs at least this many steps
 DEFAULT_CHUNKS = 4
 FINAL_OUTPUTS = {"initial_h": (1, "Y_h"), "initial_c": (2, "Y_c")}  # ONNX input -> (output index, name)
-CHECKS = ("chunked == whole", "final state", "reset", "two streams", "set_state", "batch", "long stream")
+CHECKS = ("chunked == whole", "chunked == by hand", "final state", "reset", "two streams", "set_state", "batch", "long stream")
 
 
 @dataclass
@@ -67,6 +70,8 @@ class StreamValidationReport:
     versions: dict[str, str] = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)  # id -> "shape type (init)"
+    oracle: str = ""  # what the calls are compared with
+    pairs: list[str] = field(default_factory=list)  # IN=OUT state pairs (validate --stateful IN=OUT)
     stateful: bool = True
 
     @property
@@ -84,16 +89,18 @@ class StreamValidationReport:
     def format(self) -> str:
         lines = [
             f"validate {self.model} --stateful on {self.device} (ran on {', '.join(self.execution_devices)}), inference precision {self.precision}, "
-            f"seed {self.seed}, batch {self.batch}: {self.chunks} calls of {self.steps} steps on one infer request vs the whole {self.chunks * self.steps}-step sequence",
+            f"seed {self.seed}, batch {self.batch}: {self.chunks} calls of {self.steps} steps on one infer request vs "
+            + (f"the ONNX model call by call, the states {', '.join(self.pairs)} carried by hand" if self.pairs else f"the whole {self.chunks * self.steps}-step sequence"),
             "states: " + ", ".join(f"{k} {v}" for k, v in self.states.items()),
-            f"{'check':<18}{'output':<22}{'oracle':<26}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result",
         ]
+        w = [max([n, *(len(x) + 2 for x in xs)]) for n, xs in ((20, [c.check for c in self.comparisons]), (22, [c.output for c in self.comparisons]), (26, [c.oracle for c in self.comparisons]))]
+        lines.append(f"{'check':<{w[0]}}{'output':<{w[1]}}{'oracle':<{w[2]}}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result")
         for c in self.comparisons:
             verdict = ("PASS" if c.passed else "FAIL") if c.counted else ("agrees" if c.passed else "differs, not counted")
             tol = "an error" if c.check == "batch, no reset" else "identical" if c.atol == 0 and c.rtol == 0 else f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
-            lines.append(f"{c.check:<18}{c.output:<22}{c.oracle:<26}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
+            lines.append(f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
         for c in self.comparisons:
-            if c.per_call and c.oracle == "reference" and c.check in ("chunked == whole", "long stream"):
+            if c.per_call and c.oracle == "reference" and c.check in ("chunked == whole", "chunked == by hand", "long stream"):
                 lines.append(f"{c.check}: {c.output} error per call {_drift(c.per_call)}")
         if self.onnxruntime != "used":
             lines.append(f"onnxruntime: {self.onnxruntime}")
@@ -232,6 +239,7 @@ def validate_stream(
     precision: str | None = runtime.DEFAULT_PRECISION,
     use_onnxruntime: bool = True,
     *,
+    stateful=True,
     chunks: int = DEFAULT_CHUNKS,
     cache_dir=None,
     report_dir=None,
@@ -243,7 +251,8 @@ def validate_stream(
     compress_weights: str | None = None,
     group_size: int | None = None,
 ) -> StreamValidationReport:
-    """Convert with --stateful, stream N calls on `device` and check the streaming contract."""
+    """Convert with --stateful (True: node states; IN=OUT pairs: those pairs), stream N calls on
+    `device` and check the streaming contract."""
     from ..convert import convert_model
     from ..onnx.read import load_model
     from .compare import _model_label
@@ -254,56 +263,66 @@ def validate_stream(
     if compress_weights is not None:
         raise UsageError(f"{flag('compress-weights')} is not available with {flag('stateful')} yet: validate the compressed stateless IR, and the stream uncompressed")
     lowering_kw = dict(lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps)
-    ir = convert_model(proto, input, stateful=True, **lowering_kw)
+    ir = convert_model(proto, input, stateful=stateful, **lowering_kw)
     t0 = time.perf_counter()
     stream = Stream(ir, device, precision, cache_dir)
     compile_seconds = time.perf_counter() - t0
     contract, K = stream.contract, stream.contract.steps
+    split_inputs({}, contract)  # a stream with no input to cut has no whole sequence: refused here
     floor = "f16" if compress_to_fp16 else None
     graph_inputs = {i.name for i in proto.graph.input}
-    sources = state_sources(proto, ir, contract)
-    whole_proto = whole_sequence_model(proto, contract, sources)
-    replaced = _replaced_inputs(proto, stream, sources)
     static_batch = stream.batch
     batch_run = static_batch or batch or DEFAULT_BATCH
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
+    pairs = any(s.init.startswith("pair:") for s in contract.states)
+    oracle = (_CarriedByHand if pairs else _WholeSequence)(proto, ir, stream, batch_run)
     rows: list[StreamComparison] = []
 
-    def row(check, name, got, want, oracle, axis=None, counted=True, note=""):
-        c = compare(name, np.asarray(got), np.asarray(want), oracle, stream.precision, floor)
+    def row(check, name, got, want, oracle_name, per_call=None, counted=True, note=""):
+        c = compare(name, np.asarray(got), np.asarray(want), oracle_name, stream.precision, floor)
         r = StreamComparison(**asdict(c), check=check)
         r.counted, r.note = counted, note or c.note
-        if axis is not None and r.shape == list(np.shape(want)):
-            r.per_call = _per_call(got, want, axis, K)
+        if per_call is not None and r.shape == list(np.shape(want)):
+            r.per_call = _per_call(got, want, *per_call)
         rows.append(r)
-        return r
 
-    def whole_reference(feeds, seeds=None, model=whole_proto):
-        b = _batch_of(contract, feeds) or batch_run
-        zeros = _zeros_for(proto, replaced, sources, b, contract, stream)
-        return reference.run_model(model, {**feeds, **zeros, **(seeds or {})}), {**feeds, **zeros}
+    def calls_of(name, run):
+        """(axis, steps) to cut an output into calls: its time axis, or the axis it was stacked on."""
+        return (run.joined_on[name], K) if run.joined_on[name] is not None else (0, 1)
 
-    # 1. chunked == whole, and the final states
+    def compare_run(check, run, want, suffix="", oracle_name="reference", **kw):
+        for name, value in run.outputs.items():
+            if name in want and np.shape(value) == np.shape(want[name]):
+                row(check, f"{name}{suffix}", value, want[name], oracle_name, calls_of(name, run), **kw)
+
+    # 1. the calls == the oracle, and the final states
     feeds = stream_inputs(stream, ir, seed, batch_run, chunks, graph_inputs)
     first = stream.run(feeds)
-    got, axes = first.outputs, first.joined_on
-    want, whole_feeds = whole_reference(feeds)
-    ort_status, ort_out = run_onnxruntime(whole_proto, whole_feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if _cli() else 'use_onnxruntime=False'})", None)
+    got = first.outputs
+    want, finals = oracle.reference(feeds)
+    ort_status, ort = oracle.onnxruntime(feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if _cli() else 'use_onnxruntime=False'})", None)
     deviation = ort_known_deviation(proto)
-    stateless = _stateless_whole(whole_proto, contract, chunks, stream, input, lowering_kw, precision, cache_dir, whole_feeds, notes)
-    for name, value in got.items():
-        axis = axes[name] if name in want and np.shape(value) == np.shape(want[name]) else None
-        label, value_cmp = (name, value) if axis is not None else (f"{name} (last call)", first.last[name])
-        for oracle, outputs in (("reference", want), ("onnxruntime", ort_out), ("stateless IR", stateless)):
-            if outputs is not None and name in outputs:
-                counted = not (oracle == "onnxruntime" and deviation)
-                row("chunked == whole", label, value_cmp, outputs[name], oracle, axis, counted, "" if counted else f"onnxruntime deviates from the spec: {deviation}")
+    stateless = oracle.stateless(feeds, input, lowering_kw, precision, cache_dir, notes)
+    check = oracle.check
+    for oracle_name, result in (("reference", (want, finals)), ("onnxruntime", ort), ("stateless IR", stateless)):
+        if result is None:
+            continue
+        outputs, ends = result
+        counted = not (oracle_name == "onnxruntime" and deviation)
+        note = "" if counted else f"onnxruntime deviates from the spec: {deviation}"
+        for name, value in got.items():
+            if name not in outputs:
+                continue
+            if np.shape(value) == np.shape(outputs[name]):
+                row(check, name, value, outputs[name], oracle_name, calls_of(name, first), counted, note)
+            else:  # a final output (Y_h) of the whole sequence: the last call's
+                row(check, f"{name} (last call)", first.last[name], outputs[name], oracle_name, None, counted, note)
     final = stream.state
-    for s in sources:
-        for oracle, outputs in (("reference", want), ("onnxruntime", ort_out)):
-            if outputs is not None and s.final in outputs:
-                counted = not (oracle == "onnxruntime" and deviation)
-                row("final state", s.id, final[s.id], outputs[s.final], f"{oracle} {FINAL_OUTPUTS[s.role][1]}", counted=counted)
+    for oracle_name, result in (("reference", (want, finals)), ("onnxruntime", ort)):
+        if result is not None:
+            counted = not (oracle_name == "onnxruntime" and deviation)
+            for sid, value in result[1].items():
+                row("final state", sid, final[sid], value, f"{oracle_name} {oracle.final_name(sid)}", None, counted, "" if counted else f"onnxruntime deviates from the spec: {deviation}")
 
     # 2. reset: the same calls again, identical
     stream.reset()
@@ -320,44 +339,29 @@ def validate_stream(
     for a, b in zip(calls_a, calls_b):
         outs_a.append(stream.feed(a))
         outs_b.append(other.feed(b))
-    want_b, _ = whole_reference(feeds_b)
-    for tag, outs, ref in (("stream a", outs_a, want), ("stream b", outs_b, want_b)):
-        joined, join_axes = join_outputs(outs, contract)
-        for name, value in joined.items():
-            if _along_time(name, value, join_axes, ref):
-                row("two streams", f"{name} ({tag})", value, ref[name], "reference", join_axes[name])
+    rank = np.ndim(feeds[contract.inputs[0].name])
+    for tag, outs, want_x in (("stream a", outs_a, want), ("stream b", outs_b, oracle.reference(feeds_b)[0])):
+        joined, join_axes = join_outputs(outs, contract, rank)
+        compare_run("two streams", _Run(joined, join_axes), want_x, f" ({tag})")
 
     # 4. set_state seeding == the ONNX model run with that initial state
     rng = np.random.default_rng([seed, 17])
-    seed_proto, seeds, onnx_seeds = whole_proto, {}, {}
-    for s in sources:
-        dtype, pshape = stream._types[s.id]
+    seeds = {}
+    for info in contract.states:
+        dtype, pshape = stream._types[info.id]
         shape = [d.get_length() if d.is_static else batch_run for d in pshape]
-        value = rng.uniform(-1.0, 1.0, size=shape).astype(_numpy_type(dtype))
-        seeds[s.id] = value
-        seed_proto, name = _with_initial(seed_proto, s)  # the node reads its initial state from a new input: the seed
-        onnx_seeds[name] = value
-    if seeds:
-        seeded = stream.run(feeds, initial_state=seeds).outputs
-        want_seeded, _ = whole_reference(feeds, onnx_seeds, seed_proto)
-        for name, value in seeded.items():
-            if _along_time(name, value, first.joined_on, want_seeded):
-                row("set_state", name, value, want_seeded[name], "reference with the seeds", first.joined_on[name])
+        seeds[info.id] = rng.uniform(-1.0, 1.0, size=shape).astype(_numpy_type(dtype))
+    seeded = stream.run(feeds, initial_state=seeds)
+    compare_run("set_state", seeded, oracle.reference(feeds, seeds)[0], oracle_name="reference with the seeds")
 
     # 5. batch: 1, a reset, then another; and a batch change without a reset
     dynamic = any(contract.batch) and static_batch is None and any(s.batch_axis is not None and stream._static_batch(s.id) is None for s in contract.states)
     if dynamic:
         other_batch = batch_run if batch_run != 1 else DEFAULT_BATCH
-        stream.reset()
         for b in (1, other_batch):
-            if b != 1:
-                stream.reset()
+            stream.reset()
             fb = stream_inputs(stream, ir, seed + 2 + b, b, chunks, graph_inputs)
-            out = stream.run(fb).outputs
-            wb, _ = whole_reference(fb)
-            for name, value in out.items():
-                if _along_time(name, value, first.joined_on, wb):
-                    row("batch", f"{name} (batch {b})", value, wb[name], "reference", first.joined_on[name])
+            compare_run("batch", stream.run(fb), oracle.reference(fb)[0], f" (batch {b})")
         rows.append(_batch_change(stream, ir, seed, other_batch, graph_inputs))
     else:
         notes.append(f"batch: the IR's batch is static ({static_batch}), so a stream cannot change it; not checked")
@@ -365,11 +369,7 @@ def validate_stream(
     # 6. a long stream: at least LONG_STEPS steps
     long_calls = max(math.ceil(LONG_STEPS / K), chunks)
     fl = stream_inputs(stream, ir, seed + 5, batch_run, long_calls, graph_inputs)
-    out = stream.run(fl)
-    wl, _ = whole_reference(fl)
-    for name, value in out.outputs.items():
-        if _along_time(name, value, out.joined_on, wl):
-            row("long stream", f"{name} ({long_calls * K} steps)", value, wl[name], "reference", out.joined_on[name])
+    compare_run("long stream", stream.run(fl), oracle.reference(fl)[0], f" ({long_calls * K} steps)")
 
     compiled = stream.compiled
     result = StreamValidationReport(
@@ -389,13 +389,154 @@ def validate_stream(
         versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
         options={"lowering": lowering, "static": static, "compress_to_fp16": compress_to_fp16, "chunk_steps": None if chunk_steps == 64 else chunk_steps, "cache_dir": None if cache_dir is None else str(cache_dir)},
         states={s.id: f"{s.shape} {s.type} ({s.init or 'initializer'})" for s in contract.states},
+        oracle=oracle.description,
+        pairs=[s.init.removeprefix("pair:") for s in contract.states if s.init.startswith("pair:")],
     )
     if report_dir is not None:
-        time_axes = {name: axis for name, axis in axes.items() if axis is not None}
+        time_axes = {name: axis for name, axis in first.joined_on.items() if axis is not None and name in want and np.shape(got[name]) == np.shape(want[name])}
         steps = {compiled.precision: report_module.per_step_errors(got, want, time_axes)}
         rerun = _rerun(result, input, precision, use_onnxruntime, report_dir)
-        report_module.write_report(report_dir, result, whole_feeds, got, {k: v for k, v in want.items() if k in got}, steps, rerun)
+        report_module.write_report(report_dir, result, oracle.feeds(feeds), got, {k: v for k, v in want.items() if k in got}, steps, rerun)
     return result
+
+
+@dataclass
+class _Run:
+    outputs: dict
+    joined_on: dict
+
+
+class _WholeSequence:
+    """Node states: the ONNX model run on the whole N*K-step sequence at once (its time axis
+    opened), the states' final values read from each node's Y_h / Y_c."""
+
+    check = "chunked == whole"
+    description = "the ONNX model on the whole sequence at once"
+
+    def __init__(self, proto, ir, stream: Stream, batch: int) -> None:
+        self.proto, self.stream, self.batch, self.contract = proto, stream, batch, stream.contract
+        self.sources = state_sources(proto, ir, self.contract)
+        self.whole = whole_sequence_model(proto, self.contract, self.sources)
+        self.replaced = _replaced_inputs(proto, stream, self.sources)
+
+    def final_name(self, sid: str) -> str:
+        return next(FINAL_OUTPUTS[s.role][1] for s in self.sources if s.id == sid)
+
+    def feeds(self, feeds: dict) -> dict:
+        """The stream's inputs, plus zeros for the initial-state inputs the states replaced."""
+        b = _batch_of(self.contract, feeds) or self.batch
+        return {**feeds, **_zeros_for(self.proto, self.replaced, self.sources, b, self.contract, self.stream)}
+
+    def _finals(self, outputs: dict) -> dict:
+        return {s.id: outputs[s.final] for s in self.sources if s.final in outputs}
+
+    def reference(self, feeds: dict, seeds: dict | None = None) -> tuple[dict, dict]:
+        model, extra = self.whole, {}
+        for s in self.sources if seeds else ():
+            model, name = _with_initial(model, s)  # the node reads its initial state from a new input: the seed
+            extra[name] = seeds[s.id]
+        outputs = reference.run_model(model, {**self.feeds(feeds), **extra})
+        return outputs, self._finals(outputs)
+
+    def onnxruntime(self, feeds: dict):
+        status, outputs = run_onnxruntime(self.whole, self.feeds(feeds))
+        return status, None if outputs is None else (outputs, self._finals(outputs))
+
+    def stateless(self, feeds, input, lowering_kw, precision, cache_dir, notes):
+        outputs = _stateless_whole(self.whole, self.contract, _calls(feeds, self.contract), self.stream, input, lowering_kw, precision, cache_dir, self.feeds(feeds), notes)
+        return None if outputs is None else (outputs, self._finals(outputs))
+
+
+class _CarriedByHand:
+    """State pairs (IN=OUT): the ONNX model run call by call on the same chunks, each state carried
+    by hand from OUT back into IN, as a user of the stateless model does it."""
+
+    check = "chunked == by hand"
+    description = "the ONNX model call by call, each state carried by hand from its output to its input"
+
+    def __init__(self, proto, ir, stream: Stream, batch: int) -> None:
+        self.proto, self.stream, self.batch, self.contract = proto, stream, batch, stream.contract
+        self.pairs = []
+        for info in self.contract.states:
+            inp, _, out = info.init.removeprefix("pair:").partition("=")
+            self.pairs.append((info.id, inp, out))
+        self.initializers = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer if i.name in {p[1] for p in self.pairs}}
+
+    def final_name(self, sid: str) -> str:
+        return next(out for vid, _, out in self.pairs if vid == sid)
+
+    def feeds(self, feeds: dict) -> dict:
+        return feeds
+
+    def _initial(self, sid: str, name: str, batch: int) -> np.ndarray:
+        if name in self.initializers:
+            return self.initializers[name]
+        dtype, pshape = self.stream._types[sid]
+        return np.zeros([d.get_length() if d.is_static else batch for d in pshape], _numpy_type(dtype))
+
+    def _carry(self, call, feeds: dict, seeds: dict | None = None) -> tuple[dict, dict]:
+        batch = _batch_of(self.contract, feeds) or self.batch
+        state = {name: (seeds or {}).get(sid, None) for sid, name, _ in self.pairs}
+        state = {name: self._initial(sid, name, batch) if state[name] is None else state[name] for sid, name, _ in self.pairs}
+        outs = {out for _, _, out in self.pairs}
+        per_call = []
+        for chunk in split_inputs(feeds, self.contract):
+            result = call({**chunk, **state})
+            state = {name: np.asarray(result[out]).astype(np.asarray(state[name]).dtype) for _, name, out in self.pairs}
+            per_call.append({k: v for k, v in result.items() if k not in outs})
+        rank = np.ndim(feeds[self.contract.inputs[0].name])
+        joined, _ = join_outputs(per_call, self.contract, rank)
+        return joined, {sid: state[name] for sid, name, _ in self.pairs}
+
+    def reference(self, feeds: dict, seeds: dict | None = None) -> tuple[dict, dict]:
+        return self._carry(lambda f: reference.run_model(self.proto, f), feeds, seeds)
+
+    def onnxruntime(self, feeds: dict):
+        status, session = _ort_session(self.proto)
+        if session is None:
+            return status, None
+        names = [o.name for o in session.get_outputs()]
+        wanted = {i.name for i in session.get_inputs()}
+        try:
+            return status, self._carry(lambda f: dict(zip(names, session.run(names, {k: v for k, v in f.items() if k in wanted}))), feeds)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            return f"does not run this model ({str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__})", None
+
+    def stateless(self, feeds, input, lowering_kw, precision, cache_dir, notes):
+        from ..convert import convert_model
+
+        try:
+            compiled = runtime.compile_ir(runtime.read_model(convert_model(self.proto, input, **lowering_kw)), self.stream.device, precision, cache_dir)
+            names = {n for p in compiled.compiled.inputs for n in p.get_names()}
+            return self._carry(lambda f: runtime.infer(compiled, {k: v for k, v in f.items() if k in names}), feeds)
+        except OvrnnError as exc:
+            notes.append(f"stateless IR: not compared ({exc})")
+            return None
+
+
+def _ort_session(proto: onnx.ModelProto):
+    """(status, onnxruntime session or None), made once for a stream of calls."""
+    from .compare import ORT_MAX_IR_VERSION
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return "not installed (pip install onnxruntime)", None
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    model.ir_version = min(model.ir_version, ORT_MAX_IR_VERSION)
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        return "used", ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"does not support this model ({first[:200]})", None
+
+
+def _calls(feeds: dict, contract: StreamContract) -> int:
+    t = next(t for t in contract.inputs if t.name in feeds)
+    return np.shape(feeds[t.name])[t.axis] // t.length
 
 
 def _along_time(name: str, value, axes: dict, want: dict) -> bool:

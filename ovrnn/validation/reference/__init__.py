@@ -37,7 +37,7 @@ def run_node(op_type: str, inputs: list, attrs: dict) -> tuple[np.ndarray, ...]:
 def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every graph output in float64. Graphs of recurrent and Constant nodes only are computed
     wholly in float64; other graphs run on onnx.reference with these references plugged in (other
-    ops in the model's type)."""
+    ops in the model's type), inside If/Loop/Scan bodies too (``control.py``)."""
     if any(n.op_type not in (*OPS, "Constant") for n in model.graph.node):
         return _run_with_onnx_reference(model, feeds)
     values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
@@ -70,21 +70,31 @@ def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray
     from onnx.reference import ReferenceEvaluator
 
     names = [o.name for o in model.graph.output]
-    values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS]).run(names, feeds)
+    from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
+
+    values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS] + [Loop]).run(names, feeds)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}
 
 
 def _named_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
     """onnx.reference stores an unnamed output (a GRU's Y left out) under the name '', where a
     later node's unnamed optional input (sequence_lens) then finds it: give each one a name."""
-    if not any(not o for n in model.graph.node for o in n.output):
+    if not any(not o for n in _nodes(model.graph) for o in n.output):
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     k = 0
-    for node in copy.graph.node:
+    for node in _nodes(copy.graph):  # If/Loop/Scan bodies too
         for i, name in enumerate(node.output):
             if not name:
                 node.output[i] = f"ovrnn_reference_unused_{k}"
                 k += 1
     return copy
+
+
+def _nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                yield from _nodes(sub)
