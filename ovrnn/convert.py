@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from .frontend.whole_model import convert_whole_model
-from .ir.graph import convert_graph
+from .errors import UnsupportedFeatureError
 from .ir.model import IR
 from .onnx.inputs import InputShapes, prepare
 from .onnx.read import ModelSource, load_model
@@ -67,29 +66,33 @@ def convert_model(
     """
     request = Request.checked(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size, allow_sequence_ops)
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
-    prepared = prepare(load_model(model, files), input)
-    plan = plan_conversion(prepared, request, model)
+    proto = load_model(model, files)
+    prepared = prepare(proto, input)
+    try:
+        return _carried_out(plan_conversion(prepared, request, model), files)
+    except UnsupportedFeatureError as exc:
+        if getattr(exc, "why", None) is None or not prepared.loops_kept:
+            raise
+        # onnx's shape inference found a kept Loop body's step count static, OpenVINO's does not: unroll it after all
+        return _carried_out(plan_conversion(prepare(proto, input, unroll_loops=True), request, model), files)
+
+
+def _carried_out(plan: Plan, files: list[Path]) -> IR:
+    """The plan's IR: lowered and written by the frontend or the emitter path; with --lowering
+    auto, per op for the device."""
     built: dict[tuple, IR] = {}
 
     def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
         if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
-            built[cells, by_op] = _lowered(plan, plan.options(cells, by_op))
+            built[cells, by_op] = plan.lower(plan.options(cells, by_op))
         return built[cells, by_op]
 
     notes: tuple[str, ...] = ()
-    if lowering != "auto":
-        ir = with_hint(build, plan.view, lowering)
+    if plan.request.lowering != "auto":
+        ir = with_hint(build, plan.view, plan.request.lowering)
     else:
-        choice, note = choose_cells(build, device, plan.ops())
+        choice, note = choose_cells(build, plan.request.device, plan.ops())
         kinds = set(choice.values())
         ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ
         notes = (note,)
-    return replace(ir, notes=prepared.notes + ir.notes + notes, sources=tuple(files), frozen=prepared.frozen)
-
-
-def _lowered(plan: Plan, options) -> IR:
-    """Lower and write: OpenVINO's frontend for whole models, ovrnn's emitter for lone nodes."""
-    r, record = plan.request, plan.prepared.rt_info()
-    if plan.whole:
-        return convert_whole_model(plan.view, plan.prepared.shapes, plan.source, options, r.max_steps, stateful=r.stateful, record=record, allow_sequence_ops=r.allow_sequence_ops)
-    return convert_graph(plan.view, options, r.ir_version, r.max_steps, r.stateful, record)
+    return replace(ir, notes=plan.prepared.notes + ir.notes + notes, sources=tuple(files), frozen=plan.prepared.frozen)

@@ -27,7 +27,7 @@ from .onnx.control_flow import open_conditions_hint
 from .onnx.inputs import Prepared
 from .onnx.read import GraphView
 from .plugins import CELL_TYPES, NO_CELL, canonical_device
-from .spec.recurrent import FAMILIES, needs_frontend
+from .spec.recurrent import FAMILIES, needs_frontend, rnn_nodes
 from .frontend.recurrent_extension import recurrent_nodes
 from .stateful import state_request
 
@@ -69,7 +69,7 @@ class Request:
         if max_steps is not None:
             check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
         compression = compression_of(compress_weights, group_size)
-        return Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compression, allow_sequence_ops)
+        return Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, state_request(stateful), compression, allow_sequence_ops)
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,17 @@ class Plan:
         r = self.request
         return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression)
 
+    def lower(self, options: LoweringOptions):
+        """Hand the model to the next stages: OpenVINO's frontend with ovrnn's lowering for whole
+        models (frontend/whole_model.py), spec + lower + emit for lone nodes (ir/graph.py). -> IR"""
+        from .frontend.whole_model import convert_whole_model
+        from .ir.graph import convert_graph
+
+        r, record = self.request, self.prepared.rt_info()
+        if self.whole:
+            return convert_whole_model(self.view, self.prepared.shapes, self.source, options, r.max_steps, stateful=r.stateful, record=record, allow_sequence_ops=r.allow_sequence_ops)
+        return convert_graph(self.view, options, r.ir_version, r.max_steps, r.stateful, record)
+
     def ops(self) -> tuple[str, ...]:
         """The recurrent ops in the model, bodies included, in FAMILIES order."""
         present = {n.proto.op_type for n in recurrent_nodes(self.view.model)}
@@ -97,11 +108,9 @@ class Plan:
 
 def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan:
     """Which path the model takes, and what that path refuses, before anything is lowered."""
-    view = prepared.view
+    view, stateful = prepared.view, request.stateful
     if request.static:
-        _check_static(view)
-    stateful = state_request(request.stateful)
-    request = Request(**{**request.__dict__, "stateful": stateful})
+        _check_static(view, _initial_state_inputs(view) if stateful is True else set())
     whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
     if stateful and request.ir_version != 11:
         raise UsageError(f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes")
@@ -148,9 +157,20 @@ def check_count(name: str, value: object, expected: str) -> None:
         raise UsageError(f"{flag(name)}: expected {expected}, got {value}")
 
 
-def _check_static(view: GraphView) -> None:
-    """--static: every input dim must be a number before anything is lowered."""
+def _initial_state_inputs(view: GraphView) -> set[str]:
+    """Graph inputs read only as a recurrent node's initial_h/initial_c: --stateful replaces them."""
+    graph = view.model.graph
+    slots = {n for _, node in rnn_nodes(graph) for n in list(node.input)[5:7] if n}
+    other = {n for node in graph.node for k, n in enumerate(node.input) if not (node.op_type in FAMILIES and k in (5, 6))} | {o.name for o in graph.output}
+    return {i.name for i in view.inputs if i.name in slots and i.name not in other}
+
+
+def _check_static(view: GraphView, replaced: set[str] = frozenset()) -> None:
+    """--static: every input dim must be a number before anything is lowered (inputs a state
+    replaces need none)."""
     for info in view.inputs:
+        if info.name in replaced:
+            continue
         dims = info.shape or ()
         dynamic = [axis for axis, d in enumerate(dims) if not d.is_static]
         if info.shape is None:

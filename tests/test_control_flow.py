@@ -242,7 +242,9 @@ def test_inlined_names_stay_unique():
     from ovrnn.validation.reference import run_model
 
     model = _two_ifs_reusing_names()
+    before = model.SerializeToString()
     folded, notes = fold_control_flow(model)
+    assert model.SerializeToString() == before  # the caller's model is not edited
     onnx.checker.check_model(folded)
     outputs = [o for n in folded.graph.node for o in n.output] + [t.name for t in folded.graph.initializer]
     assert len(outputs) == len(set(outputs)), outputs
@@ -345,3 +347,26 @@ def test_validate_of_a_given_ir_uses_the_values_it_was_converted_with():
     ir = ovrnn.convert_model(FIXTURES / "if_scalar_lstm.onnx", input="sr->8000")
     report = ovrnn.validate(FIXTURES / "if_scalar_lstm.onnx", ir=ir)
     assert report.passed and report.frozen_inputs == {"sr": "int64 [] 8000"}, report.format()
+
+
+def test_loop_whose_body_fixes_the_step_count_stays_and_is_lowered_inside():
+    ir = ovrnn.convert_model(FIXTURES / "loop_gru_refine.onnx")
+    assert not [n for n in ir.notes if n.startswith("Loop node")], ir.notes
+    counts = layer_counts(ir.xml)
+    assert counts["Loop"] == 1 and counts["GRUCell"] == 4 and "GRUSequence" not in counts, counts
+    report = ovrnn.validate(FIXTURES / "loop_gru_refine.onnx", ir=ir)
+    assert report.passed and report.onnxruntime == "used", report.format()
+
+
+def test_loop_kept_by_onnx_shapes_but_refused_inside_is_unrolled_after_all(monkeypatch):
+    """Should onnx's shape inference call a body's step count static where OpenVINO's does not, the
+    body lowering refuses the node and convert_model unrolls the Loop instead."""
+    import ovrnn.convert as convert
+
+    monkeypatch.setattr(convert, "lowerable_in_body", lambda loop, body: None)  # "static": the Loop stays
+    ir = ovrnn.convert_model(FIXTURES / "loop_gru_chunks.onnx")
+    assert ir.notes[0] == (
+        "Loop node 'passes': trip count 3 and condition are constants, and OpenVINO's shape inference leaves the step count of its body's recurrent "
+        "node dynamic; unrolled into 3 copies of its body, so that its GRU 'gru' can be lowered to cells"
+    )
+    assert layer_counts(ir.xml)["GRUCell"] == 12 and "Loop" not in layer_counts(ir.xml)

@@ -41,7 +41,6 @@ from ..lower.layer_graph import LayerGraph
 from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.read import ONNX_DOMAINS, TensorInfo
-from ..shapes import Dim
 from ..spec import NORMALISERS
 from ..spec.limits import check_steps
 from ..spec.recurrent import FAMILIES, DynamicStepsError, node_label, unique_label

@@ -96,7 +96,11 @@ def convert_whole_model(
 
             zero_inputs = {name for name, _ in stateful} if isinstance(stateful, tuple) else {st.replaces for st in lowering.states if st.replaces}
             with stage("checking that the chunked stream equals the whole sequence"):
-                check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, source, options, max_steps), zero_inputs)
+                # the whole-sequence IR runs `chunks` times the steps: no --max-steps limit for this internal
+                # one; and f32 weights, as the stateful model in memory has them (f16 comes at serialization)
+                plain = replace(options, compress_to_fp16=False)
+                note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, source, plain, 0), zero_inputs)
+                stream_notes = list(stream_notes) + ([note] if note else [])
     if options.static and model.is_dynamic():
         dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
         raise UsageError(f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with {flag('input')}")
@@ -347,10 +351,12 @@ _AUTO_NAME = re.compile(r"^[A-Za-z]+_\d+$")
 
 
 def _deterministic_names(model, prefix: str = "") -> None:
-    """Nodes nobody named carry a process-wide counter (Constant_1234): number them by position
-    (in a body: after the position of the op that holds it)."""
+    """Nodes nobody named carry a process-wide counter (Constant_1234, or Constant_1234_1 for the
+    copy the frontend makes of a Loop's condition): number them by position (in a body: after the
+    position of the op that holds it)."""
     for i, op in enumerate(model.get_ordered_ops()):
-        if op.get_friendly_name() == op.get_name() and _AUTO_NAME.match(op.get_name()):
+        name, friendly = op.get_name(), op.get_friendly_name()
+        if _AUTO_NAME.match(name) and (friendly == name or re.fullmatch(re.escape(name) + r"_\d+", friendly)):
             op.set_friendly_name(f"{prefix}{op.get_type_name()}_{i}")
         for k, body in enumerate(bodies(op)):
             _deterministic_names(body, f"{prefix}{i}.{k}/")

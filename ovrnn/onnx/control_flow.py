@@ -49,9 +49,10 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
     current = model
     changed_any = False
     for _ in range(_MAX_ROUNDS):
-        current, _folded = fold_constants(current)
-        work = onnx.ModelProto()
-        work.CopyFrom(current)
+        work, _folded = fold_constants(current)
+        if work is model:  # the caller's model is never edited: work on a copy
+            work = onnx.ModelProto()
+            work.CopyFrom(model)
         names = _Names(work.graph)
         done = _inline_ifs(work.graph, names, notes) or _unroll_loops(work, names, check, notes) or _sequences_to_concat(work.graph, names)
         if not done:

@@ -32,15 +32,18 @@ class Prepared:
     frozen: tuple[Frozen, ...] = ()
     notes: tuple[str, ...] = ()
     changed: bool = False  # the model differs from the file: the frontend must read this one
+    loops_kept: bool = False  # a Loop with recurrent nodes stays, to be lowered inside its body
 
     def rt_info(self) -> dict:
         """rt_info ``ovrnn/frozen_inputs``: {name: 'int64 [] 16000'}, when inputs were frozen."""
         return {"frozen_inputs": record_text(self.frozen)} if self.frozen else {}
 
 
-def prepare(proto: onnx.ModelProto, input: InputShapes = None) -> Prepared:  # noqa: A002
+def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False) -> Prepared:  # noqa: A002
     """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
-    flow that decides (onnx/control_flow.py). The caller's model is not changed."""
+    flow that decides (onnx/control_flow.py). ``unroll_loops``: unroll every Loop with a constant
+    trip count that holds a recurrent node, lowerable in its body or not. The caller's model is
+    not changed."""
     rest, entries = split_frozen(input)
     shape_map = input_shapes(rest)
     check_not_frozen_twice(entries, {k for k in shape_map if not isinstance(k, Position)})
@@ -52,19 +55,29 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None) -> Prepared:  # n
         check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
     if not has_control_flow(view.model.graph):
         return Prepared(view, shapes, frozen, (), bool(frozen))
+    kept: list[str] = []
+
+    def check(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
+        if unroll_loops:
+            return "OpenVINO's shape inference leaves the step count of its body's recurrent node dynamic"
+        why = lowerable_in_body(loop, body)
+        if why is None:
+            kept.append(loop.name)
+        return why
+
     shaped = with_input_shapes(view)
-    folded, notes = fold_control_flow(shaped, lowerable_in_body)
+    folded, notes = fold_control_flow(shaped, check)
     if folded is not shaped:
         view = apply_input_shapes(graph_view(folded), shapes)
-    return Prepared(view, shapes, frozen, tuple(notes), bool(frozen) or folded is not shaped)
+    return Prepared(view, shapes, frozen, tuple(notes), bool(frozen) or folded is not shaped, bool(kept))
 
 
 def lowerable_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
     """Why the recurrent nodes of a Loop body (constant trip count) cannot be lowered where they
-    are, so that the Loop is unrolled; None keeps the Loop. Until ovrnn lowers nodes inside bodies
-    in place, OpenVINO's frontend would turn them into its sequence ops: unrolling is what makes
-    them lowerable."""
-    return dynamic_steps_in_body(loop, body) or "ovrnn lowers recurrent nodes inside Loop bodies only by unrolling the Loop"
+    are, so that the Loop is unrolled; None keeps the Loop, and its nodes are lowered inside the
+    body (frontend/recurrent_extension.py), which needs each node's step count fixed by the body's
+    shapes. Should OpenVINO's shape inference disagree with onnx's, convert_model unrolls after all."""
+    return dynamic_steps_in_body(loop, body)
 
 
 def input_shapes(value: InputShapes) -> InputShapeMap:

@@ -74,11 +74,6 @@ class StreamContract:
     inputs: tuple[TimeInput, ...] = ()
     batch: dict[str, int] = field(default_factory=dict)  # input -> batch axis
 
-    @property
-    def described(self) -> bool:
-        """True when the rt_info says which inputs carry time (what `ovrnn run` needs to split)."""
-        return self.steps is not None and bool(self.inputs)
-
     @staticmethod
     def of(model) -> StreamContract:
         variables = {v.info.variable_id: v.info for v in model.get_variables()}

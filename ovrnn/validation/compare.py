@@ -295,13 +295,14 @@ def _add_output(ov_model, name: str) -> bool:
     return True
 
 
-def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, report_dir, report_precisions) -> str:
-    """The command that reproduces this run: every flag that changed it, paths quoted for a shell."""
+def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, report_dir, report_precisions, leading=()) -> str:
+    """The command that reproduces this run: every flag that changed it, paths quoted for a shell.
+    `leading`: flags that go first (validate --stateful's)."""
     import shlex
 
     from ..onnx.inputs import input_specs_text
 
-    flags = ["--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
+    flags = [*leading, "--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
     for spec in input_specs_text(input):
         flags += ["--input", spec]
     if precision != runtime.DEFAULT_PRECISION:

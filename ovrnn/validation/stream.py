@@ -22,10 +22,8 @@ with a time axis, the largest error per call). The text, the JSON and ``--report
 
 from __future__ import annotations
 
-import json
 import math
 import platform
-import shlex
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -38,7 +36,7 @@ from ..runtime import engine as runtime
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import reference
 from . import report as report_module
-from .compare import DEFAULT_BATCH, Comparison, _numpy_type, compare, ort_known_deviation, random_inputs, run_onnxruntime
+from .compare import DEFAULT_BATCH, Comparison, ValidationReport, _numpy_type, compare, ort_known_deviation, random_inputs, run_onnxruntime
 
 LONG_STEPS = 1000  # the long stream runs at least this many steps
 DEFAULT_CHUNKS = 4
@@ -74,17 +72,8 @@ class StreamValidationReport:
     pairs: list[str] = field(default_factory=list)  # IN=OUT state pairs (validate --stateful IN=OUT)
     stateful: bool = True
 
-    @property
-    def passed(self) -> bool:
-        return all(c.passed for c in self.comparisons if c.counted)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["passed"] = self.passed
-        return d
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+    # every counted row passes; JSON as validate writes it
+    passed, to_dict, to_json = ValidationReport.passed, ValidationReport.to_dict, ValidationReport.to_json
 
     def format(self) -> str:
         lines = [
@@ -539,11 +528,6 @@ def _calls(feeds: dict, contract: StreamContract) -> int:
     return np.shape(feeds[t.name])[t.axis] // t.length
 
 
-def _along_time(name: str, value, axes: dict, want: dict) -> bool:
-    """An output the calls were joined on the time axis of, shaped like the whole sequence's."""
-    return axes.get(name) is not None and name in want and np.shape(value) == np.shape(want[name])
-
-
 def _cli() -> bool:
     from ..errors import cli_spelling
 
@@ -625,17 +609,7 @@ def _stateless_whole(whole_proto, contract, chunks, stream, input, lowering_kw, 
 
 
 def _rerun(report: StreamValidationReport, input, precision, use_onnxruntime, report_dir) -> str:
-    from ..onnx.inputs import input_specs_text
+    from .compare import _rerun_command
 
-    flags = ["--stateful", "--chunks", str(report.chunks), "--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
-    for spec in input_specs_text(input):
-        flags += ["--input", spec]
-    if precision != runtime.DEFAULT_PRECISION:
-        flags += ["--precision", str(precision)]
-    if not use_onnxruntime:
-        flags.append("--no-onnxruntime")
-    for key, value in report.options.items():
-        if value not in (None, False, "cell"):
-            flags += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
-    flags += ["--report", str(report_dir)]
-    return shlex.join(["ovrnn", "validate", report.model, *flags])
+    stateful = ["--stateful", ",".join(report.pairs)] if report.pairs else ["--stateful"]
+    return _rerun_command(report, input, precision, use_onnxruntime, report_dir, ["f32"], [*stateful, "--chunks", str(report.chunks)])
