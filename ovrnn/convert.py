@@ -3,9 +3,9 @@
     Request.checked          (plan.py)            the arguments, checked
     prepare(load_model(...)) (onnx/)              read; freeze inputs, fix shapes, fold control flow
     plan_conversion          (plan.py)            whole model or lone recurrent nodes; refusals
-    convert_graph            (ir/graph.py)        lone nodes: spec, lower into a LayerGraph, emit
-    convert_whole_model      (frontend/)          whole models: OpenVINO's frontend + the same lowering
     choose_cells             (plan.py)            --lowering auto: the lowering per op for the device
+    Plan.lower -> convert_graph        (ir/graph.py)  lone nodes: spec, lower into a LayerGraph, emit
+               -> convert_whole_model  (frontend/)    whole models: OpenVINO's frontend + the same lowering
 
 The caller saves the IR (``IR.save``, atomic).
 """
