@@ -226,3 +226,18 @@ def test_bytes_are_the_same_on_every_conversion():
         path, _ = _fixture(name)
         first, second = ovrnn.convert_model(path), ovrnn.convert_model(path)
         assert (first.xml, first.bin) == (second.xml, second.bin), name
+
+
+def test_loop_carried_states_declared_without_shape():
+    """TorchScript declares a Loop's carried values without shapes: initial_h/initial_c then reach
+    the node with a dynamic rank, and the lowering takes their shape from the spec."""
+    path, feeds = _fixture("loop_lstm")
+    model = onnx.load(path)
+    body = model.graph.node[0].attribute[0].g
+    for vi in list(body.input)[2:] + list(body.output)[1:]:
+        vi.type.tensor_type.ClearField("shape")
+    ir = ovrnn.convert_model(model)
+    assert _layers(ir.xml)[1]["LSTMCell"] == 4
+    got, want = run_ir(ir, feeds), run_model(model, feeds)
+    for out in want:
+        assert_close(got[out], want[out], *TOL, out)

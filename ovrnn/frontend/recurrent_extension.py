@@ -271,6 +271,7 @@ class RecurrentLowering:
             spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name]))
         if is_context:  # ovrnn.extension(): the limit over the nodes so far, as it goes
             check_steps(self.steps + spec.seq_length * len(spec.directions), len(self.converted) + 1, self.max_steps)
+        filled = {rin.name: rin.shape for role in FAMILIES[op].inputs if (rin := getattr(spec, role, None)) is not None}
         g = LayerGraph(label)
         placeholders: dict[str, object] = {}
         bindings: dict[int, object] = {}
@@ -280,8 +281,8 @@ class RecurrentLowering:
                 info = infos[name]
                 if info.value is not None:
                     placeholders[name] = ops.const(g, name, info.value)
-                else:
-                    placeholders[name] = ops.parameter(g, name, BY_IR[_ir_type(present[name])], info.shape)
+                else:  # a body input declared without a shape (TorchScript's loop-carried h) takes the spec's
+                    placeholders[name] = ops.parameter(g, name, BY_IR[_ir_type(present[name])], info.shape if info.shape is not None else filled[name])
                     bindings[placeholders[name].layer.id] = present[name]
             return placeholders[name]
 
