@@ -20,7 +20,7 @@ from dataclasses import replace
 from .errors import OvrnnError
 from .ir.model import RnnSummary
 from .lower.node import CELL_MODES, LoweringOptions
-from .spec.recurrent import FAMILIES
+from .semantics.recurrent import FAMILIES
 from .plan import check_count
 from .errors import UsageError, flag
 from .frontend.recurrent_extension import ContextNodes, Converted, RecurrentLowering

@@ -69,8 +69,8 @@ def test_imports_run_down_the_stages(stage):
 
 @pytest.mark.parametrize(
     "stage, banned",
-    [("lower", ("onnx", "openvino", "lxml")), ("ir", ("openvino",)), ("onnx", ("openvino",)), ("spec", ("openvino", "lxml")), ("frontend", ("lxml",))],
-    ids=["lower-is-pure", "ir-without-openvino", "read-without-openvino", "spec-without-openvino", "frontend-writes-no-xml"],
+    [("lower", ("onnx", "openvino", "lxml")), ("ir", ("openvino",)), ("onnx", ("openvino",)), ("semantics", ("openvino", "lxml")), ("frontend", ("lxml",))],
+    ids=["lower-is-pure", "ir-without-openvino", "read-without-openvino", "semantics-without-openvino", "frontend-writes-no-xml"],
 )
 def test_stage_keeps_its_import_rules(stage, banned):
     offending = sorted(
@@ -92,7 +92,7 @@ def test_openvino_is_imported_by_the_frontend_and_runtime_stages_only():
 
 
 def test_the_import_reader_sees_relative_imports():
-    """The checks above are not vacuous: the reader resolves `from ..spec.x import y` and `from . import ops`."""
+    """The checks above are not vacuous: the reader resolves `from ..semantics.x import y` and `from . import ops`."""
     found = imports(PACKAGE / "lower" / "rnn.py")
-    assert {"ovrnn.spec.rnn", "ovrnn.lower.ops", "ovrnn.lower.node"} <= found
-    assert "ovrnn.spec.recurrent" in imports(PACKAGE / "lower" / "gates.py")
+    assert {"ovrnn.semantics.rnn", "ovrnn.lower.ops", "ovrnn.lower.node"} <= found
+    assert "ovrnn.semantics.recurrent" in imports(PACKAGE / "lower" / "gates.py")

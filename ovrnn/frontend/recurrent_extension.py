@@ -41,9 +41,9 @@ from ..lower.layer_graph import LayerGraph
 from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.read import ONNX_DOMAINS, TensorInfo
-from ..spec import NORMALISERS
-from ..spec.limits import check_steps
-from ..spec.recurrent import FAMILIES, DynamicStepsError, node_label, unique_label
+from ..semantics import NORMALISERS
+from ..semantics.limits import check_steps
+from ..semantics.recurrent import FAMILIES, DynamicStepsError, node_label, unique_label
 from .realize import dim_of, realize
 
 BODY_OPS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}

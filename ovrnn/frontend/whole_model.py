@@ -25,7 +25,7 @@ import onnx
 from .. import __version__
 from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.model import IR
-from ..spec.limits import check_steps
+from ..semantics.limits import check_steps
 from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.body_inputs import declare_scan_slices
@@ -38,7 +38,7 @@ from ..progress import stage
 from ..ov import ov, ov_message
 from .recurrent_extension import ModelNodes, RecurrentLowering, RecurrentNode, body_steps_error, recurrent_nodes, scan_slice_error
 from ..shapes import Dim, Shape
-from ..spec.recurrent import FAMILIES, DynamicStepsError, node_label
+from ..semantics.recurrent import FAMILIES, DynamicStepsError, node_label
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (

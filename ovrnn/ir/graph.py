@@ -1,5 +1,5 @@
 """The emitter path: a model made of recurrent (and Constant) nodes only becomes one LayerGraph,
-emitted by ovrnn's own emitter. Every node is specced (``ovrnn/spec/``) and lowered
+emitted by ovrnn's own emitter. Every node is specced (``ovrnn/semantics/``) and lowered
 (``ovrnn/lower/``) in graph order; the graph inputs become Parameters and the graph outputs
 Results. Whole models take the frontend path instead (``ovrnn/frontend/whole_model.py``).
 """
@@ -24,9 +24,9 @@ from ..onnx.inputs import merge_shape
 from ..onnx.read import GraphView, TensorInfo
 from ..progress import stage
 from ..shapes import Dim, Shape, shape_text
-from ..spec import NORMALISERS, Spec
-from ..spec.limits import check_steps
-from ..spec.recurrent import rnn_nodes, unique_label
+from ..semantics import NORMALISERS, Spec
+from ..semantics.limits import check_steps
+from ..semantics.recurrent import rnn_nodes, unique_label
 from ..stateful import node_stream
 from .emit import emit
 from .model import IR, RnnSummary

@@ -13,7 +13,7 @@ import onnx
 
 from ..bounds import check_shape
 from ..errors import UsageError, flag
-from ..shapes import Dim, InputShapeMap, Position, Shape, parse_input_specs, shape_ir, shape_text
+from ..shapes import InputShapeMap, Position, Shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
 from .control_flow import dynamic_steps_in_body, fold_control_flow, has_control_flow
 from .freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
 from .read import GraphView, TensorInfo, graph_view
@@ -88,7 +88,7 @@ def input_shapes(value: InputShapes) -> InputShapeMap:
         return parse_input_specs([value])
     if isinstance(value, Mapping):
         return {str(k): shape_of(v, str(k)) for k, v in value.items()}
-    if _is_shape(value):
+    if is_shape(value):
         return {Position(0): shape_of(value, "input 0")}
     result: InputShapeMap = {}
     strings = [v for v in value if isinstance(v, str)]
@@ -102,7 +102,7 @@ def input_shapes(value: InputShapes) -> InputShapeMap:
             if name in result:
                 raise UsageError(f"{flag('input')}: input '{name}' is given twice")
             result[name] = shape_of(shape, name)
-        elif _is_shape(item):
+        elif is_shape(item):
             result[Position(unnamed)] = shape_of(item, f"input {unnamed}")
             unnamed += 1
         else:
@@ -121,45 +121,6 @@ def input_specs_text(value: InputShapes) -> list[str]:
     rest, frozen = split_frozen(value)
     shaped = [("" if isinstance(k, Position) else k) + ("" if shape is None else f"[{shape_ir(shape)}]") for k, shape in input_shapes(rest).items()]
     return shaped + [f.spec for f in frozen if f.value is not None]
-
-
-def _is_dim(d: object) -> bool:
-    return d is None or (isinstance(d, int) and not isinstance(d, bool)) or hasattr(d, "get_min_length") or (
-        isinstance(d, tuple) and len(d) == 2 and all(isinstance(x, int) for x in d)
-    )
-
-
-def _is_shape(value: object) -> bool:
-    if hasattr(value, "rank") and hasattr(value, "is_static"):  # ov.PartialShape
-        return True
-    return isinstance(value, (list, tuple)) and all(_is_dim(d) for d in value)
-
-
-def shape_of(value: object, who: str) -> Shape | None:
-    """[5, -1, 3], [5, None, 3], [Dimension(1, 10), ...], PartialShape, (lo, hi) ranges."""
-    if value is None:
-        return None
-    if hasattr(value, "rank") and hasattr(value, "is_static"):
-        if value.rank.is_dynamic:
-            return None
-        value = list(value)
-    if not isinstance(value, (list, tuple)) or not all(_is_dim(d) for d in value):
-        raise UsageError(f"{flag('input')} '{who}': cannot read {value!r} as a shape (a list of ints, -1/None for dynamic, (lo, hi) ranges or ov.Dimension)")
-    dims = []
-    for d in value:
-        if d is None or d == -1:
-            dims.append(Dim())
-        elif isinstance(d, tuple):
-            lo, hi = d
-            dims.append(Dim(max(lo, 0), None if hi < 0 else hi))
-        elif hasattr(d, "get_min_length"):
-            hi = d.get_max_length()
-            dims.append(Dim.of(d.get_length()) if d.is_static else Dim(max(d.get_min_length(), 0), None if hi < 0 else hi))
-        elif d < 0:
-            raise UsageError(f"{flag('input')} '{who}': bad dimension {d} (expected a size >= 0, or -1 for dynamic)")
-        else:
-            dims.append(Dim.of(d))
-    return tuple(dims)
 
 
 def resolve_positions(view: GraphView, shapes: InputShapeMap) -> dict[str, Shape | None]:

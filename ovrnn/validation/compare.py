@@ -21,7 +21,7 @@ import onnx
 from .. import __version__
 from ..bounds import MAX_DIM, check_input_size
 from ..errors import UsageError
-from ..spec import activations
+from ..semantics import activations
 from . import reference
 from ..runtime import engine as runtime
 from . import report as report_module

@@ -15,7 +15,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..lower.quantized import Compression, quantize
-from ..spec.recurrent import FAMILIES
+from ..semantics.recurrent import FAMILIES
 
 
 def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: set[str] | None = None) -> onnx.ModelProto:
