@@ -307,6 +307,8 @@ def cmd_convert(args) -> int:
     explicit = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "explicit")
     kinds = ", ".join(f"{n} {cell} layers" for cell, n in cells.items() if n) or "0 RNNCell layers"
     kinds += f", {explicit} explicit cells" if explicit else ""
+    states = ir.xml.count(b'type="ReadValue"')
+    kinds += f", {states} state{'s' if states > 1 else ''} carried between calls (ovrnn inspect lists them)" if states else ""
     print(f"wrote {xml_path} and {xml_path.with_suffix('.bin')} ({len(ir.bin):,} bytes): {kinds}")
     return 0
 

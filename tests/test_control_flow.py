@@ -15,7 +15,7 @@ from conftest import layer_counts, ovrnn_cli
 from onnx import TensorProto, helper
 
 import ovrnn
-from ovrnn.convert import prepare
+from ovrnn.onnx.inputs import prepare
 from ovrnn.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -361,9 +361,9 @@ def test_loop_whose_body_fixes_the_step_count_stays_and_is_lowered_inside():
 def test_loop_kept_by_onnx_shapes_but_refused_inside_is_unrolled_after_all(monkeypatch):
     """Should onnx's shape inference call a body's step count static where OpenVINO's does not, the
     body lowering refuses the node and convert_model unrolls the Loop instead."""
-    import ovrnn.convert as convert
+    import ovrnn.onnx.inputs as inputs
 
-    monkeypatch.setattr(convert, "lowerable_in_body", lambda loop, body: None)  # "static": the Loop stays
+    monkeypatch.setattr(inputs, "lowerable_in_body", lambda loop, body: None)  # "static": the Loop stays
     ir = ovrnn.convert_model(FIXTURES / "loop_gru_chunks.onnx")
     assert ir.notes[0] == (
         "Loop node 'passes': trip count 3 and condition are constants, and OpenVINO's shape inference leaves the step count of its body's recurrent "

@@ -46,6 +46,7 @@ CASES = [
     _case("lstm-input-forget-softsign", op="LSTM", input_forget=1, activations=("Sigmoid", "Softsign", "Tanh")),
     _case("lstm-y-only", op="LSTM", outputs=("Y",)),
     _case("lstm-f16", op="LSTM", dtype="float16", h0=True, c0=True),
+    _case("gru-bf16-h0", op="GRU", dtype="bfloat16", h0=True),
 ]
 MATMUL = ("rnn-tanh", "gru-default", "lstm-h0-c0-inputs-dyn-batch")
 
@@ -54,6 +55,24 @@ def _compile(ir):
     core = ov.Core()
     model = core.read_model(ir.xml, ov.Tensor(np.frombuffer(ir.bin, np.uint8).copy()))
     return core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+
+
+def _tensor(array: np.ndarray) -> ov.Tensor:
+    """An ov.Tensor of the array; bfloat16 (which the Python binding does not map) by its bits."""
+    if array.dtype.name != "bfloat16":
+        return ov.Tensor(array)
+    tensor = ov.Tensor(ov.Type.bf16, list(array.shape))
+    tensor.data.view(np.uint16)[...] = array.view(np.uint16)
+    return tensor
+
+
+def _array(tensor: ov.Tensor) -> np.ndarray:
+    """A tensor's values; bfloat16 read by its bits (the binding hands it out as float16)."""
+    if tensor.element_type == ov.Type.bf16:
+        import ml_dtypes
+
+        return tensor.data.view(np.uint16).view(ml_dtypes.bfloat16).copy()
+    return tensor.data.copy()
 
 
 def _node_inputs(model: onnx.ModelProto, feeds: dict) -> tuple[list, dict]:
@@ -83,7 +102,7 @@ def _stream(case: Case, lowering: str = "cell"):
     for st in request.query_state():
         role = "initial_h" if st.name.endswith("/H") else "initial_c"
         if role in feeds:
-            st.state = ov.Tensor(feeds[role])
+            st.state = _tensor(feeds[role])
     return model, ir, compiled, request, x_long, inputs, attrs, states
 
 
@@ -103,22 +122,22 @@ def test_chunks_equal_the_reference_with_the_state_carried(case, lowering):
     ys = []
     for k in range(CHUNKS):
         chunk = np.take(x_long, range(k * T, (k + 1) * T), axis=time_axis)
-        request.infer({"X": chunk})
+        request.infer({"X": _tensor(chunk)})
         node_in = list(inputs) + [None] * (8 - len(inputs))
         node_in[0] = chunk.astype(np.float64)
         node_in[5], node_in[6] = states.get("initial_h"), states.get("initial_c")
         want = dict(zip(("Y", "Y_h", "Y_c"), run_node(op, node_in[: 8 if op == "LSTM" else 6], attrs)))
         for i, name in enumerate(names):
-            assert_close(request.get_output_tensor(i).data, want[name], atol, rtol, f"{case.id} chunk {k} {name}")
+            assert_close(_array(request.get_output_tensor(i)), want[name], atol, rtol, f"{case.id} chunk {k} {name}")
         states["initial_h"] = want["Y_h"]
         if op == "LSTM":
             states["initial_c"] = want["Y_c"]
-        got_states = {st.name: st.state.data.copy() for st in request.query_state()}
+        got_states = {st.name: _array(st.state) for st in request.query_state()}
         assert_close(got_states[f"{op.lower()}/H"], want["Y_h"], atol, rtol, f"{case.id} chunk {k} state H")
         if op == "LSTM":
             assert_close(got_states[f"{op.lower()}/C"], want["Y_c"], atol, rtol, f"{case.id} chunk {k} state C")
         if "Y" in names:
-            ys.append(request.get_output_tensor(names.index("Y")).data.copy())
+            ys.append(_array(request.get_output_tensor(names.index("Y"))))
     # the chunks together are the whole sequence, run at once from the same initial states
     whole_in = list(inputs) + [None] * (8 - len(inputs))
     whole_in[0] = x_long.astype(np.float64)
@@ -128,14 +147,14 @@ def test_chunks_equal_the_reference_with_the_state_carried(case, lowering):
     assert_close(states["initial_h"], whole["Y_h"], 1e-9, 1e-9, "reference chunks vs whole")
     # reset: the initializer again (zeros, or the ONNX constant)
     request.reset_state()
-    request.infer({"X": np.take(x_long, range(T), axis=time_axis)})
+    request.infer({"X": _tensor(np.take(x_long, range(T), axis=time_axis))})
     first = list(inputs) + [None] * (8 - len(inputs))
     first[0] = np.take(x_long, range(T), axis=time_axis).astype(np.float64)
     if not case.h0_const:
         first[5] = first[6] = None
     want = dict(zip(("Y", "Y_h", "Y_c"), run_node(op, first[: 8 if op == "LSTM" else 6], attrs)))
     for i, name in enumerate(names):
-        assert_close(request.get_output_tensor(i).data, want[name], atol, rtol, f"{case.id} after reset {name}")
+        assert_close(_array(request.get_output_tensor(i)), want[name], atol, rtol, f"{case.id} after reset {name}")
 
 
 # --- the CPU fold -----------------------------------------------------------------------------------
@@ -234,6 +253,10 @@ REFUSALS = [
         "error: --stateful: RNN node 'rnn' has constant sequence_lens [3, 0] shorter than its 3 steps; a length of 0 gives a zero Y_h under ONNX semantics, which would reset the stream",
     ),
     (
+        _case("f64", op="GRU", dtype="float64"),
+        "error: --stateful: GRU node 'gru' computes in float64, and OpenVINO's CPU plugin keeps no float64 state (it fails at the first call); convert the model to float32",
+    ),
+    (
         _case("lens-const-short", lens=(3, 2), lens_const=True),
         "error: --stateful: RNN node 'rnn' has constant sequence_lens [3, 2] shorter than its 3 steps; each call would carry the state of step L-1, not of the chunk's last step 2",
     ),
@@ -270,6 +293,7 @@ def test_cli_writes_a_stateful_ir(tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "-o", tmp_path / "s.xml")
     assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("3 GRUCell layers, 1 state carried between calls (ovrnn inspect lists them)")
     assert [v.info.variable_id for v in ov.Core().read_model(tmp_path / "s.xml").get_variables()] == ["gru/H"]
     r = ovrnn_cli("convert", "--stateful", tmp_path / "m.onnx")
     assert r.returncode == 2 and "expected IN=OUT pairs such as state=stateN, got" in r.stderr

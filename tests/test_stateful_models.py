@@ -334,3 +334,46 @@ def test_recurrent_nodes_in_bodies_are_refused(tmp_path):
         '(if the model passes its state through graph inputs and outputs, name them: --stateful "IN=OUT")',
     )
     assert not (tmp_path / "out.xml").exists()
+
+
+def test_a_model_pinned_to_k_steps_converts_with_a_note():
+    """A Reshape to constant dims pins the model to its K steps: the whole-sequence run cannot be
+    built, so the stream is converted unproven, and the note says so."""
+    rng = np.random.default_rng(0)
+    init = lambda n, s: numpy_helper.from_array(rng.uniform(-0.5, 0.5, s).astype(np.float32), n)  # noqa: E731
+    nodes = [helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=4), helper.make_node("Reshape", ["Y", "shape"], ["out"])]
+    graph = helper.make_graph(
+        nodes, "pinned", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 2, 3])], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        [init("W", (1, 16, 3)), init("R", (1, 16, 4)), numpy_helper.from_array(np.array([4, 8], np.int64), "shape")],
+    )
+    ir = ovrnn.convert_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), stateful=True)
+    assert ir.notes[-1].startswith("could not check that the chunked stream equals the whole sequence: the model does not convert with 12 steps (")
+    assert ir.notes[-1].endswith("); the stream is not proven") and b'type="ReadValue"' in ir.xml
+
+
+@pytest.mark.parametrize("kw", [{"compress_to_fp16": True}, {"lowering": "matmul"}, {"static": True}], ids=["fp16-weights", "matmul", "static"])
+def test_whole_model_options_pass_the_chunked_check(kw):
+    """The convert-time check compares like with like: f16-compressed weights, the matmul lowering
+    and static shapes stream without a false time-mixing refusal."""
+    ir = ovrnn.convert_model(_whole_model("LSTM"), "X[4,2,3]", stateful=True, **kw)  # h0 (replaced) needs no fixed shape
+    assert b'type="ReadValue"' in ir.xml and not any("could not check" in n for n in ir.notes)
+
+
+def test_a_pair_input_with_an_initializer_starts_from_it():
+    """An input with an initializer (a default value) starts the state from that value, and again
+    after a reset; zeros only when there is none."""
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 4])  # noqa: E731
+    nodes = [helper.make_node("Add", ["x", "s"], ["y"]), helper.make_node("Tanh", ["y"], ["sn"])]
+    graph = helper.make_graph(nodes, "default", [f("x"), f("s")], [f("y"), f("sn")], [numpy_helper.from_array(np.full((2, 4), 0.5, np.float32), "s")])
+    ir = ovrnn.convert_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), stateful="s=sn")
+    model, compiled = _compile(ir)
+    assert [i.get_any_name() for i in model.inputs] == ["x"] and [o.get_any_name() for o in model.outputs] == ["y"]
+    request = compiled.create_infer_request()
+    x = np.zeros((2, 4), np.float32)
+    seen = []
+    for reset in (False, False, True):
+        if reset:
+            request.reset_state()
+        request.infer({"x": x})
+        seen.append(float(request.get_tensor("y").data[0, 0]))
+    assert np.allclose(seen, [0.5, np.tanh(0.5), 0.5], atol=1e-6)

@@ -27,7 +27,8 @@ from ..lower.state import safe_id, unique_id
 from ..onnx.read import GraphView
 from ..shapes import Dim
 from ..stateful import StreamInfo, StreamState, common_steps
-from .engine import ov
+from ..ov import ov
+from .realize import partial_shape
 from .realize import assign as realize_assign
 
 _SENTINEL = 10007  # a size no real model uses: where it shows up, it came from the probed dim
@@ -107,49 +108,51 @@ def _probe_axes(view: GraphView, extension, path_for_probe: Callable, skip: set[
     """{graph input: (its axis that becomes the first recurrent node's time axis, its batch axis)}."""
     if not extension.specs:
         return {}
-    from openvino.frontend import ConversionExtension, FrontEndManager
-
-    from .whole_model import partial_shape
-
-    layout = extension.specs[0].layout
+    time_axis, batch_axis = (1, 0) if extension.specs[0].layout else (0, 1)
     found: dict[str, list] = {}
+    declared = {i.name: i.shape for i in view.inputs if i.shape is not None}
     with path_for_probe() as path:
         for info in view.inputs:
             if info.name in skip or not info.shape:
                 continue
-            for axis, dim in enumerate(info.shape):
-                seen = []
-
-                def probe(context, seen=seen):
-                    x = context.get_input(0).get_partial_shape()
-                    if x.rank.is_static and len(x) == 3:
-                        seen.append(tuple(d.get_length() if d.is_static else None for d in x))
-                    raise _Probed()
-
-                fe = FrontEndManager().load_by_framework("onnx")
-                for op in ("RNN", "GRU", "LSTM"):
-                    fe.add_extension(ConversionExtension(op, probe))
-                input_model = fe.load(str(path))
-                for other in view.inputs:
-                    if other.shape is None:
-                        continue
-                    dims = list(other.shape)
-                    if other.name == info.name:
-                        dims[axis] = Dim.of(_SENTINEL)
-                    input_model.set_partial_shape(input_model.get_place_by_tensor_name(other.name), partial_shape(tuple(dims)))
-                try:
-                    fe.convert(input_model)
-                except Exception:  # noqa: BLE001 - the probe always stops the conversion; a Reshape may refuse the size first
-                    pass
-                if seen:
-                    x = seen[0]
-                    time_axis, batch_axis = (1, 0) if layout else (0, 1)
-                    entry = found.setdefault(info.name, [None, None])
-                    if x[time_axis] == _SENTINEL and entry[0] is None:
-                        entry[0] = axis
-                    if x[batch_axis] == _SENTINEL and entry[1] is None:
-                        entry[1] = axis
+            for axis in range(len(info.shape)):
+                probed = list(info.shape)
+                probed[axis] = Dim.of(_SENTINEL)
+                x = first_recurrent_x(path, declared | {info.name: tuple(probed)})
+                if x is None:
+                    continue
+                entry = found.setdefault(info.name, [None, None])
+                if x[time_axis] == _SENTINEL and entry[0] is None:
+                    entry[0] = axis
+                if x[batch_axis] == _SENTINEL and entry[1] is None:
+                    entry[1] = axis
     return {name: (t, b) for name, (t, b) in found.items()}
+
+
+def first_recurrent_x(path, shapes: dict) -> tuple[int | None, ...] | None:
+    """The shape of the first recurrent node's X when the graph inputs have `shapes`: the frontend
+    runs up to that node and stops (None: no 3-D X reached, e.g. a Reshape refused a size)."""
+    from openvino.frontend import ConversionExtension, FrontEndManager
+
+    found: list[tuple] = []
+
+    def probe(context):
+        x = context.get_input(0).get_partial_shape()
+        if x.rank.is_static and len(x) == 3:
+            found.append(tuple(d.get_length() if d.is_static else None for d in x))
+        raise _Probed()
+
+    fe = FrontEndManager().load_by_framework("onnx")
+    for op in ("RNN", "GRU", "LSTM"):
+        fe.add_extension(ConversionExtension(op, probe))
+    input_model = fe.load(str(path))
+    for name, shape in shapes.items():
+        input_model.set_partial_shape(input_model.get_place_by_tensor_name(name), partial_shape(shape))
+    try:
+        fe.convert(input_model)
+    except Exception:  # noqa: BLE001 - the probe always stops the conversion
+        pass
+    return found[0] if found else None
 
 
 class _Probed(Exception):
@@ -166,7 +169,9 @@ def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info
     o = ov()
     params = {n: p for p in model.get_parameters() for n in p.output(0).get_names()}
     results = {n: r for r in model.get_results() for n in r.output(0).get_names()}
-    inputs = ", ".join(i.name for i in view.inputs) or "none"
+    declared = [vi.name for vi in view.model.graph.input]  # with the inputs that have an initializer (a default)
+    inputs = ", ".join(declared) or "none"
+    defaults = {n: op for op in model.get_ordered_ops() if op.get_type_name() == "Constant" for n in op.output(0).get_names() if n in declared}
     outputs = ", ".join(x.name for x in view.outputs) or "none"
     used_in, used_out, ids, states, sinks = set(), set(), set(), [], []
     for name, out in pairs:
@@ -175,14 +180,18 @@ def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info
             raise UsageError(f"{who}: '{name if name in used_in else out}' is already in another pair")
         used_in.add(name)
         used_out.add(out)
-        if name not in params:
+        if name in params:
+            param, init_value = params[name], None
+        elif name in declared and name in view.constants:  # an input with an initializer: the frontend made it a Constant
+            param, init_value = defaults.get(name), view.constants[name].value
+        else:
             raise UsageError(f"{who}: '{name}' is not a graph input (inputs: {inputs})")
-        param = params[name]
-        init_value = view.constants[name].value if name in view.constants else None  # an input with an initializer
         if out not in results:
             raise UsageError(f"{who}: '{out}' is not a graph output (outputs: {outputs})")
         result = results[out]
         value = result.input_value(0)
+        if param is None:  # its Constant was folded away: nothing reads it any more
+            raise UsageError(f"{who}: output '{out}' does not depend on input '{name}', so it is not the next value of that state")
         in_shape, in_type = param.get_output_partial_shape(0), param.get_output_element_type(0)
         if value.get_element_type() != in_type:
             raise UsageError(f"{who}: the input is {in_type.get_type_name()} and the output {value.get_element_type().get_type_name()}; a state keeps one type")
@@ -196,7 +205,7 @@ def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info
         vi = o.op.util.VariableInfo()
         vi.variable_id, vi.data_type, vi.data_shape = var_id, in_type, in_shape
         variable = o.op.util.Variable(vi)
-        init = opset1.constant(np.asarray(init_value)) if init_value is not None else _zeros(model, view, name, in_shape, in_type, who)
+        init = opset1.constant(np.asarray(init_value, in_type.to_dtype())) if init_value is not None else _zeros(model, view, name, in_shape, in_type, who)
         read = opset6.read_value(init, variable)
         read.set_friendly_name(f"{var_id}/read")
         for target in list(param.output(0).get_target_inputs()):
@@ -205,7 +214,8 @@ def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info
         assign.set_friendly_name(f"{var_id}/assign")
         sinks.append(assign)
         model.remove_result(result)
-        model.remove_parameter(param)
+        if param.get_type_name() == "Parameter":
+            model.remove_parameter(param)
         states.append(StreamState(var_id, f"pair:{name}={out}", _pair_batch_axis(view, name, in_shape, info)))
     model.add_sinks(sinks)
     model.validate_nodes_and_infer_types()
