@@ -10,6 +10,9 @@ One model per (op, container), op in RNN/GRU/LSTM, seeded weights, T=4, batch 2,
   on the outer X from the carried state, carries Y_h (and Y_c) and scans Y_h out per iteration.
 * ``scan_<op>``: ``Scan`` over XS [N, T, batch, input] (axis 0); the body runs the node on each
   slice X [T, batch, input] from the carried state, carries Y_h (and Y_c) and scans Y_h out.
+* ``loop_if_gru``: an If on a runtime bool inside a Loop body, a GRU in each branch (nested bodies).
+* ``if_shared_gru``: both If branches run a GRU on the same outer X and weights, differing only in
+  ``linear_before_reset`` (the two nodes are told apart by their attributes alone).
 * ``loop_growing_gru``: a Loop that carries X itself and appends a step to it each iteration, so
   the GRU inside sees a different sequence length every iteration (ovrnn refuses it, unless
   --allow-sequence-ops).
@@ -152,6 +155,42 @@ def scan_model(op: str, n: int = 3):
     return name, model, _feeds(name, op, XS=(n, T, B, I))
 
 
+def loop_if_gru():
+    """An If on a runtime bool inside a Loop body: a GRU per branch (the else one with relu), both
+    reading the outer X from the carried state."""
+    name = "loop_if_gru"
+    rng = _rng(name)
+
+    def branch(prefix: str, **attrs):
+        node = _node("GRU", prefix, "X", "h_in", None, ["", f"{prefix}_h"], **attrs)
+        return helper.make_graph([node], prefix, [], [_vi(f"{prefix}_h", [1, B, H])], _weights("GRU", prefix, rng))
+
+    inner = helper.make_node("If", ["use_a"], ["h_out"], then_branch=branch("a"), else_branch=branch("b", activations=["Sigmoid", "Relu"]), name="inner_if")
+    body = helper.make_graph(
+        [inner, helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", ["h_out"], ["h_scan"])], "body",
+        [_vi("i", [], I64), _vi("cond_in", [], BOOL), _vi("h_in", [1, B, H])], [_vi("cond_out", [], BOOL), _vi("h_out", [1, B, H]), _vi("h_scan", [1, B, H])],
+    )
+    node = helper.make_node("Loop", ["M", "", "h0"], ["h_final", "h_each"], body=body, name="loop")
+    model = _model([node], name, [_vi("M", [], I64), _vi("use_a", [], BOOL), _vi("X", [T, B, I]), _vi("h0", [1, B, H])], [_vi("h_final", [1, B, H]), _vi("h_each", ["iterations", 1, B, H])])
+    feeds = _feeds(name, "GRU", X=(T, B, I))
+    feeds["M"], feeds["use_a"] = np.array(2, dtype=np.int64), np.array(True)
+    return name, model, feeds
+
+
+def if_shared_gru():
+    """Both branches read the same outer X, W, R, B and initial_h and differ only in
+    linear_before_reset: the frontend's calls can only be told apart by their attributes."""
+    name = "if_shared_gru"
+    rng = _rng(name)
+    then = helper.make_graph([_node("GRU", "shared", "X", "h0", None, ["", "then_Yh"])], "then", [], [_vi("then_Yh", [1, B, H])])
+    other = helper.make_graph([_node("GRU", "shared", "X", "h0", None, ["", "else_Yh"], linear_before_reset=1)], "else", [], [_vi("else_Yh", [1, B, H])])
+    node = helper.make_node("If", ["cond"], ["Y_h"], then_branch=then, else_branch=other, name="if")
+    model = _model([node], name, [_vi("cond", [], BOOL), _vi("X", [T, B, I])] + _state_inputs("GRU"), [_vi("Y_h", [1, B, H])], _weights("GRU", "shared", rng))
+    feeds = _feeds(name, "GRU", X=(T, B, I))
+    feeds["cond"] = np.array(True)
+    return name, model, feeds
+
+
 def loop_growing_gru():
     name = "loop_growing_gru"
     rng = _rng(name)
@@ -205,6 +244,8 @@ def fixtures():
         yield if_model(op)
         yield loop_model(op)
         yield scan_model(op)
+    yield loop_if_gru()
+    yield if_shared_gru()
     yield loop_growing_gru()
     yield ext_lstm_peepholes()
     yield ext_gru_bidir_acts()
