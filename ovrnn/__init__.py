@@ -1,6 +1,7 @@
 """ovrnn: ONNX RNN -> OpenVINO IR as an unrolled chain of RNNCell layers, run and validated.
 
     ir = ovrnn.convert_model("model.onnx", input=["X[16,?,32]"])   # -> IR (xml/bin bytes)
+    ir = ovrnn.convert_model("vad.onnx", input="input[1,512],sr->16000")   # sr frozen to a constant
     ir.save("out/model.xml")                                        # model.xml + model.bin
     outputs = ovrnn.run("out/model.xml", {"X": x}, device="CPU")    # f32 inference precision
     runner = ovrnn.Runner("out/model.xml", device="CPU")            # compile once, infer many times

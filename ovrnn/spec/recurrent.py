@@ -32,7 +32,7 @@ import onnx.defs
 from . import activations as acts
 from ..dtypes import BY_ONNX, ElementType, onnx_type_name
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..onnx.read import TensorInfo
+from ..onnx.read import ONNX_DOMAINS, TensorInfo
 from ..shapes import Dim, Shape, shape_text
 
 
@@ -194,6 +194,18 @@ class RecurrentSpec:
     def own_fields(cls, n: Normaliser) -> dict[str, object]:
         """The op's own attributes, read from the node."""
         return {}
+
+
+def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
+    """The recurrent nodes (RNN, GRU, LSTM), with their index in the graph."""
+    return [(i, n) for i, n in enumerate(graph.node) if n.op_type in FAMILIES and n.domain in ONNX_DOMAINS]
+
+
+def needs_frontend(graph: onnx.GraphProto) -> bool:
+    """True when the model has ops other than RNN, GRU, LSTM and Constant (or none of them): OpenVINO's
+    frontend converts it, with ovrnn's lowering plugged in."""
+    ops_ = {(n.domain, n.op_type) for n in graph.node}
+    return not rnn_nodes(graph) or any(d not in ONNX_DOMAINS or (t not in FAMILIES and t != "Constant") for d, t in ops_)
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:

@@ -25,7 +25,9 @@ from ..spec import activations
 from . import reference
 from ..runtime import engine as runtime
 from . import report as report_module
-from ..convert import InputShapes, compression_of, convert_model, prepare
+from ..convert import convert_model
+from ..onnx.inputs import InputShapes, prepare
+from ..plan import compression_of
 from ..dtypes import from_numpy
 from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
@@ -133,7 +135,7 @@ def validate(
     With `report_dir`, also write the report files (report.py) there. With `stateful` (True, or
     IN=OUT state pairs as ``convert_model`` takes them), prove the streaming contract of
     ``convert --stateful`` instead, over `chunks` calls (stream.py)."""
-    from ..convert import check_count
+    from ..plan import check_count
     from ..plugins import canonical_device
 
     if chunks is not None and not stateful:
@@ -298,7 +300,7 @@ def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, 
     `leading`: flags that go first (validate --stateful's)."""
     import shlex
 
-    from ..convert import input_specs_text
+    from ..onnx.inputs import input_specs_text
 
     flags = [*leading, "--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
     for spec in input_specs_text(input):

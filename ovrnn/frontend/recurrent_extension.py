@@ -41,11 +41,10 @@ from ..lower.layer_graph import LayerGraph
 from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.read import ONNX_DOMAINS, TensorInfo
-from ..shapes import Dim
 from ..spec import NORMALISERS
 from ..spec.limits import check_steps
 from ..spec.recurrent import FAMILIES, DynamicStepsError, node_label, unique_label
-from .realize import realize
+from .realize import dim_of, realize
 
 BODY_OPS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
 
@@ -327,7 +326,7 @@ def tensor_info(name: str, output) -> TensorInfo:
     """What ovrnn's normaliser needs to know of one input the frontend hands over."""
     etype = BY_IR.get(_ir_type(output))
     pshape = output.get_partial_shape()
-    shape = None if pshape.rank.is_dynamic else tuple(_dim(d) for d in pshape)
+    shape = None if pshape.rank.is_dynamic else tuple(dim_of(d) for d in pshape)
     value = None
     node = output.get_node()
     if node.get_type_name() == "Constant":
@@ -340,13 +339,6 @@ def tensor_info(name: str, output) -> TensorInfo:
 
 def _ir_type(output) -> str:
     return output.get_element_type().get_type_name()
-
-
-def _dim(d) -> Dim:
-    if d.is_static:
-        return Dim.of(d.get_length())
-    hi = d.get_max_length()
-    return Dim(max(d.get_min_length(), 0), None if hi < 0 else hi)
 
 
 # --- why a body node cannot be lowered ----------------------------------------------------------

@@ -31,9 +31,11 @@ from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.body_inputs import declare_scan_slices
 from ..onnx.control_flow import open_conditions_hint
 from ..onnx.fold import fold_constants
-from ..onnx.read import ONNX_DOMAINS, GraphView
+from ..onnx.inputs import with_input_shapes
+from ..onnx.read import GraphView
+from .realize import partial_shape
 from ..progress import stage
-from .engine import ov, ov_message
+from ..ov import ov, ov_message
 from .recurrent_extension import ModelNodes, RecurrentLowering, RecurrentNode, body_steps_error, recurrent_nodes, scan_slice_error
 from ..shapes import Dim, Shape
 from ..spec.recurrent import FAMILIES, DynamicStepsError, UnknownRankError, node_label
@@ -44,11 +46,6 @@ NO_RNN_NOTE = (
     "dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
     "to get an ONNX RNN node"
 )
-
-
-def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
-    """The recurrent nodes (RNN, GRU, LSTM), with their index in the graph."""
-    return [(i, n) for i, n in enumerate(graph.node) if n.op_type in FAMILIES and n.domain in ONNX_DOMAINS]
 
 
 def convert_whole_model(
@@ -189,41 +186,7 @@ def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], op
     return model, lowering
 
 
-def partial_shape(shape: Shape):
-    o = ov()
-    return o.PartialShape([o.Dimension(d.lo) if d.is_static else o.Dimension(d.lo, -1 if d.hi is None else d.hi) for d in shape])
-
-
 # --- around the conversion ----------------------------------------------------------------------
-
-
-def with_input_shapes(view: GraphView) -> onnx.ModelProto:
-    """The model with the graph inputs' static dims (--input included) written into it, so that
-    onnx's shape inference, and the folding that follows it, knows them."""
-    declared = {i.name: i.shape for i in view.inputs}
-    changes = {}
-    for vi in view.model.graph.input:
-        shape = declared.get(vi.name)
-        if shape is None or not vi.type.HasField("tensor_type"):
-            continue
-        dims = vi.type.tensor_type.shape.dim
-        if len(dims) != len(shape) or any(d.is_static and not (old.HasField("dim_value") and old.dim_value == d.lo) for d, old in zip(shape, dims)):
-            changes[vi.name] = shape
-    if not changes:
-        return view.model
-    model = onnx.ModelProto()
-    model.CopyFrom(view.model)
-    for vi in model.graph.input:
-        if vi.name in changes:
-            shape = changes[vi.name]
-            del vi.type.tensor_type.shape.dim[:]
-            for d in shape:
-                dim = vi.type.tensor_type.shape.dim.add()
-                if d.is_static:
-                    dim.dim_value = d.lo
-                elif d.symbol:
-                    dim.dim_param = d.symbol
-    return model
 
 
 
@@ -406,9 +369,3 @@ def _serialize(model, compress_to_fp16: bool) -> tuple[bytes, bytes]:
         xml = Path(tmp) / "model.xml"
         ov().save_model(model, str(xml), compress_to_fp16=compress_to_fp16)
         return xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
-
-
-def needs_frontend(graph: onnx.GraphProto) -> bool:
-    """True when the model has ops other than RNN, GRU, LSTM and Constant (or none of them)."""
-    ops_ = {(n.domain, n.op_type) for n in graph.node}
-    return not rnn_nodes(graph) or any(d not in ONNX_DOMAINS or (t not in FAMILIES and t != "Constant") for d, t in ops_)
