@@ -370,3 +370,17 @@ def test_loop_kept_by_onnx_shapes_but_refused_inside_is_unrolled_after_all(monke
         "node dynamic; unrolled into 3 copies of its body, so that its GRU 'gru' can be lowered to cells"
     )
     assert layer_counts(ir.xml)["GRUCell"] == 12 and "Loop" not in layer_counts(ir.xml)
+
+
+@pytest.mark.parametrize("use_a, kept", [("true", "a_gru"), ("false", "b_gru")])
+def test_if_inside_a_loop_that_stays_folds_on_a_frozen_input(use_a, kept):
+    """A runtime trip count keeps the Loop; the If in its body tests the frozen use_a (an outer
+    constant now) and is inlined there, leaving one GRU to be lowered inside the body."""
+    model = ROOT / "tests" / "fixtures" / "bodies" / "loop_if_gru.onnx"
+    ir = ovrnn.convert_model(model, input=f"use_a->{use_a}")
+    assert ir.notes[0].startswith(f"If node 'inner_if': its condition 'use_a' is the constant {use_a == 'true'} once")
+    assert f"with GRU '{kept}'" in ir.notes[0]
+    counts = layer_counts(ir.xml)
+    assert counts["Loop"] == 1 and "If" not in counts and counts["GRUCell"] > 0 and "GRUSequence" not in counts, counts
+    report = ovrnn.validate(model, input=f"use_a->{use_a}", ir=ir)
+    assert report.passed and report.onnxruntime == "used", report.format()

@@ -407,7 +407,7 @@ def _why_dynamic(body: Body, x_name: str) -> str:
         carried = [s for s in sources if s in inputs[:states]]
         if carried:
             return f"X is computed from '{carried[0]}', a state the Scan carries from one iteration to the next, so its length can change from iteration to iteration"
-    return f"X's shape is dynamic inside {body.describe()}"
+    return f"X has no static shape inside {body.describe()}"
 
 
 def _body_inputs_behind(graph: onnx.GraphProto, tensor: str) -> list[str]:

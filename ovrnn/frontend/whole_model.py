@@ -38,7 +38,7 @@ from ..progress import stage
 from ..ov import ov, ov_message
 from .recurrent_extension import ModelNodes, RecurrentLowering, RecurrentNode, body_steps_error, recurrent_nodes, scan_slice_error
 from ..shapes import Dim, Shape
-from ..semantics.recurrent import FAMILIES, DynamicStepsError, node_label
+from ..semantics.recurrent import FAMILIES, DynamicStepsError, UnknownRankError, node_label
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (
@@ -175,6 +175,8 @@ def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], op
                 probed = scan_slice_error(node, error, {i.name: i.shape for i in view.inputs if i.shape})
             if probed is None and node is not None and node.body is not None:
                 raise _BodyRefusal(node.proto.op_type, body_steps_error(node, error, flag("allow-sequence-ops", True))) from None
+            if probed is None and isinstance(error, UnknownRankError):
+                raise error from None
             raise (probed or _no_source_error(view, error)) from None
         if error is not None:
             raise error from None

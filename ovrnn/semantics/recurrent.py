@@ -68,6 +68,10 @@ class DynamicStepsError(UsageError):
         self.node_label, self.x_name, self.axis = node_label, x_name, axis
 
 
+class UnknownRankError(DynamicStepsError):
+    """X has no declared shape at all (so no step count either)."""
+
+
 class Direction(Enum):
     FORWARD = "fwd"
     REVERSE = "rev"
@@ -504,7 +508,8 @@ def _unify_dims(n: Normaliser, infos: list[TensorInfo | None], num_dir: int, lay
         if info.shape is None:
             if name == "X":
                 example = quoted(f"{info.name}[{','.join(role_list)}]")
-                raise UsageError(f"{n.who}: input X '{info.name}' has no declared shape; give one with {flag('input', example)} (numbers or ?)")
+                message = f"{n.who}: input X '{info.name}' has no declared shape; give one with {flag('input', example)} (numbers or ?)"
+                raise UnknownRankError(message, n.who, info.name, 1 if layout else 0)
             continue
         if len(info.shape) != len(role_list):
             raise n.fail(f"input {name} '{info.name}': expected rank {len(role_list)} [{', '.join(role_list)}], got rank {len(info.shape)} {shape_text(info.shape)}")
