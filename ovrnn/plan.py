@@ -27,8 +27,7 @@ from .onnx.control_flow import open_conditions_hint
 from .onnx.inputs import Prepared
 from .onnx.read import GraphView
 from .plugins import CELL_TYPES, NO_CELL, canonical_device
-from .semantics.recurrent import FAMILIES, needs_frontend, rnn_nodes
-from .frontend.recurrent_extension import recurrent_nodes
+from .semantics.recurrent import FAMILIES, needs_frontend, recurrent_nodes, rnn_nodes
 from .stateful import state_request
 
 
