@@ -41,7 +41,7 @@ _LAZY = {
     "run": ("runtime.engine", "run"),
     "Runner": ("runtime.engine", "Runner"),
     "Stream": ("runtime.stream", "Stream"),
-    "validate": ("validation.compare", "validate"),
+    "validate": ("validation.validate", "validate"),
     "ValidationReport": ("validation.compare", "ValidationReport"),
     "inspect": ("ir.inspect", "inspect_ir"),
     "InspectReport": ("ir.inspect", "InspectReport"),

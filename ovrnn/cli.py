@@ -630,7 +630,7 @@ def _hint(compiled) -> str:
 
 
 def cmd_validate(args) -> int:
-    from .validation.compare import validate
+    from .validation.validate import validate
 
     if args.json or args.report:
         _refuse_validate_outputs(args)

@@ -15,7 +15,8 @@ def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:
     from .runtime import engine as runtime
     from .convert import convert_model
     from .ir.inspect import inspect_ir
-    from .validation.compare import random_inputs, validate
+    from .validation.compare import random_inputs
+    from .validation.validate import validate
 
     print(f"ovrnn demo: {DEMO_MODEL.name}, a bidirectional ONNX RNN (Tanh forward, Relu reverse) with sequence_lens and initial_h")
     with tempfile.TemporaryDirectory(prefix="ovrnn-demo-") as tmp:

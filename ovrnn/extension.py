@@ -5,7 +5,7 @@
     print(ext.notes)
 
 Every ONNX RNN, GRU and LSTM node, at the top level and inside If/Loop/Scan bodies, is lowered by
-the same normaliser and lowering as ``ovrnn convert`` (``runtime/recurrent_extension.py``); every
+the same normaliser and lowering as ``ovrnn convert`` (``frontend/recurrent_extension.py``); every
 other op is OpenVINO's. The object is a list of three ``ConversionExtension`` objects, which is
 what ``extension=`` and ``FrontEnd.add_extension`` take, plus what the conversion did: ``notes``
 (the notes ``ovrnn convert`` prints), ``summaries`` (one per node) and ``error`` (the first ovrnn
@@ -20,10 +20,10 @@ from dataclasses import replace
 from .errors import OvrnnError
 from .ir.model import RnnSummary
 from .lower.node import CELL_MODES, LoweringOptions
-from .spec.recurrent import FAMILIES
-from .convert import check_count
+from .semantics.recurrent import FAMILIES
+from .plan import check_count
 from .errors import UsageError, flag
-from .runtime.recurrent_extension import ContextNodes, Converted, RecurrentLowering
+from .frontend.recurrent_extension import ContextNodes, Converted, RecurrentLowering
 
 _TOKEN = re.compile(ContextNodes.TOKEN.format(r"(\d+)"))
 

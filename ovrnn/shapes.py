@@ -168,3 +168,45 @@ def _parse_one(item: str, spec: str) -> tuple[str | None, Shape | None]:
     if not body.strip():
         return name, ()
     return name, tuple(parse_dim(d, spec) for d in body.split(","))
+
+
+# --- the Python forms ov.convert_model(input=...) takes for a shape -----------------------------------
+
+
+def _is_dim(d: object) -> bool:
+    return d is None or (isinstance(d, int) and not isinstance(d, bool)) or hasattr(d, "get_min_length") or (
+        isinstance(d, tuple) and len(d) == 2 and all(isinstance(x, int) for x in d)
+    )
+
+
+def is_shape(value: object) -> bool:
+    if hasattr(value, "rank") and hasattr(value, "is_static"):  # ov.PartialShape
+        return True
+    return isinstance(value, (list, tuple)) and all(_is_dim(d) for d in value)
+
+
+def shape_of(value: object, who: str) -> Shape | None:
+    """[5, -1, 3], [5, None, 3], [Dimension(1, 10), ...], PartialShape, (lo, hi) ranges."""
+    if value is None:
+        return None
+    if hasattr(value, "rank") and hasattr(value, "is_static"):
+        if value.rank.is_dynamic:
+            return None
+        value = list(value)
+    if not isinstance(value, (list, tuple)) or not all(_is_dim(d) for d in value):
+        raise UsageError(f"{flag('input')} '{who}': cannot read {value!r} as a shape (a list of ints, -1/None for dynamic, (lo, hi) ranges or ov.Dimension)")
+    dims = []
+    for d in value:
+        if d is None or d == -1:
+            dims.append(Dim())
+        elif isinstance(d, tuple):
+            lo, hi = d
+            dims.append(Dim(max(lo, 0), None if hi < 0 else hi))
+        elif hasattr(d, "get_min_length"):
+            hi = d.get_max_length()
+            dims.append(Dim.of(d.get_length()) if d.is_static else Dim(max(d.get_min_length(), 0), None if hi < 0 else hi))
+        elif d < 0:
+            raise UsageError(f"{flag('input')} '{who}': bad dimension {d} (expected a size >= 0, or -1 for dynamic)")
+        else:
+            dims.append(Dim.of(d))
+    return tuple(dims)

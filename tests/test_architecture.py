@@ -52,7 +52,7 @@ def test_the_modules_named_exist():
 def test_every_stage_folder_is_in_the_table_in_pipeline_order():
     folders = {p.parent.relative_to(PACKAGE).parts[0] for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE and "__pycache__" not in p.parts}
     assert set(STAGES) == folders
-    assert STAGES.index("onnx") < STAGES.index("lower") < STAGES.index("ir") < STAGES.index("runtime") < STAGES.index("validation")
+    assert STAGES.index("onnx") < STAGES.index("lower") < STAGES.index("ir") < STAGES.index("frontend") < STAGES.index("runtime") < STAGES.index("validation")
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -69,8 +69,8 @@ def test_imports_run_down_the_stages(stage):
 
 @pytest.mark.parametrize(
     "stage, banned",
-    [("lower", ("onnx", "openvino", "lxml")), ("ir", ("openvino",)), ("onnx", ("openvino",)), ("spec", ("openvino", "lxml"))],
-    ids=["lower-is-pure", "ir-without-openvino", "read-without-openvino", "spec-without-openvino"],
+    [("lower", ("onnx", "openvino", "lxml")), ("ir", ("openvino",)), ("onnx", ("openvino",)), ("semantics", ("openvino", "lxml")), ("frontend", ("lxml",))],
+    ids=["lower-is-pure", "ir-without-openvino", "read-without-openvino", "semantics-without-openvino", "frontend-writes-no-xml"],
 )
 def test_stage_keeps_its_import_rules(stage, banned):
     offending = sorted(
@@ -79,18 +79,20 @@ def test_stage_keeps_its_import_rules(stage, banned):
     assert offending == []
 
 
-def test_openvino_is_imported_by_the_runtime_stage_only():
-    """and by cli.py, which prints the OpenVINO build for --version."""
+def test_openvino_is_imported_by_the_frontend_and_runtime_stages_only():
+    """and by ov.py (the one deferred import) and cli.py, which prints the OpenVINO build for --version."""
     outside = sorted(
         str(path.relative_to(ROOT))
         for path in PACKAGE.rglob("*.py")
-        if path.relative_to(PACKAGE).parts[0] != "runtime" and path.name != "cli.py" and any(n.split(".")[0] == "openvino" for n in imports(path))
+        if path.relative_to(PACKAGE).parts[0] not in ("frontend", "runtime")
+        and path.name not in ("cli.py", "ov.py")
+        and any(n.split(".")[0] == "openvino" for n in imports(path))
     )
     assert outside == []
 
 
 def test_the_import_reader_sees_relative_imports():
-    """The checks above are not vacuous: the reader resolves `from ..spec.x import y` and `from . import ops`."""
+    """The checks above are not vacuous: the reader resolves `from ..semantics.x import y` and `from . import ops`."""
     found = imports(PACKAGE / "lower" / "rnn.py")
-    assert {"ovrnn.spec.rnn", "ovrnn.lower.ops", "ovrnn.lower.node"} <= found
-    assert "ovrnn.spec.recurrent" in imports(PACKAGE / "lower" / "gates.py")
+    assert {"ovrnn.semantics.rnn", "ovrnn.lower.ops", "ovrnn.lower.node"} <= found
+    assert "ovrnn.semantics.recurrent" in imports(PACKAGE / "lower" / "gates.py")

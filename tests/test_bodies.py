@@ -152,6 +152,13 @@ def test_steps_from_the_loops_own_state_are_refused(tmp_path):
     r = ovrnn_cli("convert", path, "-o", tmp_path / "m.xml")
     assert (r.returncode, r.stdout, r.stderr) == (2, "", f"error: {REFUSAL.format(flag='--allow-sequence-ops')}\n")
     assert list(tmp_path.iterdir()) == []
+    model = onnx.load(path)  # the carried X declared without any shape (as TorchScript writes it): the same reason
+    body = model.graph.node[0].attribute[0].g
+    body.input[2].type.tensor_type.ClearField("shape")
+    body.output[1].type.tensor_type.ClearField("shape")
+    with pytest.raises(ovrnn.UnsupportedFeatureError) as info:
+        ovrnn.convert_model(model)
+    assert str(info.value) == REFUSAL.format(flag="allow_sequence_ops=True")
 
 
 def test_allow_sequence_ops_leaves_the_op_to_openvino_with_a_note(tmp_path):

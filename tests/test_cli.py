@@ -149,7 +149,7 @@ def test_validate_reports_mismatch_with_exit_1(tmp_path, model_file, monkeypatch
     w = onnx.numpy_helper.to_array(wrong.graph.initializer[0])
     wrong.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(w * 1.01, wrong.graph.initializer[0].name))
     real = ovrnn.convert_model
-    validate_module = importlib.import_module("ovrnn.validation.compare")
+    validate_module = importlib.import_module("ovrnn.validation.validate")
     monkeypatch.setattr(validate_module, "convert_model", lambda m, i=None, **kw: real(wrong, i, **kw))
     assert cli.main(["validate", str(path)]) == 1
     out = capsys.readouterr().out

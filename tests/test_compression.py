@@ -258,7 +258,7 @@ def test_validate_reports_the_three_figures():
     m, _ = model("GRU", direction="bidirectional")
     report = ovrnn.validate(m, compress_weights="int8") if hasattr(ovrnn, "validate") else None
     if report is None:
-        from ovrnn.validation.compare import validate
+        from ovrnn.validation.validate import validate
 
         report = validate(m, compress_weights="int8")
     assert report.passed

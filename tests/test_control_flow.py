@@ -15,7 +15,7 @@ from conftest import layer_counts, ovrnn_cli
 from onnx import TensorProto, helper
 
 import ovrnn
-from ovrnn.convert import prepare
+from ovrnn.onnx.inputs import prepare
 from ovrnn.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -361,12 +361,34 @@ def test_loop_whose_body_fixes_the_step_count_stays_and_is_lowered_inside():
 def test_loop_kept_by_onnx_shapes_but_refused_inside_is_unrolled_after_all(monkeypatch):
     """Should onnx's shape inference call a body's step count static where OpenVINO's does not, the
     body lowering refuses the node and convert_model unrolls the Loop instead."""
-    import ovrnn.convert as convert
+    import ovrnn.onnx.inputs as inputs
 
-    monkeypatch.setattr(convert, "lowerable_in_body", lambda loop, body: None)  # "static": the Loop stays
+    monkeypatch.setattr(inputs, "lowerable_in_body", lambda loop, body: None)  # "static": the Loop stays
     ir = ovrnn.convert_model(FIXTURES / "loop_gru_chunks.onnx")
     assert ir.notes[0] == (
         "Loop node 'passes': trip count 3 and condition are constants, and OpenVINO's shape inference leaves the step count of its body's recurrent "
         "node dynamic; unrolled into 3 copies of its body, so that its GRU 'gru' can be lowered to cells"
     )
     assert layer_counts(ir.xml)["GRUCell"] == 12 and "Loop" not in layer_counts(ir.xml)
+
+
+@pytest.mark.parametrize("use_a, kept", [("true", "a_gru"), ("false", "b_gru")])
+def test_if_inside_a_loop_that_stays_folds_on_a_frozen_input(use_a, kept):
+    """A runtime trip count keeps the Loop; the If in its body tests the frozen use_a (an outer
+    constant now) and is inlined there, leaving one GRU to be lowered inside the body."""
+    model = ROOT / "tests" / "fixtures" / "bodies" / "loop_if_gru.onnx"
+    ir = ovrnn.convert_model(model, input=f"use_a->{use_a}")
+    assert ir.notes[0].startswith(f"If node 'inner_if': its condition 'use_a' is the constant {use_a == 'true'} once")
+    assert f"with GRU '{kept}'" in ir.notes[0]
+    counts = layer_counts(ir.xml)
+    assert counts["Loop"] == 1 and "If" not in counts and counts["GRUCell"] > 0 and "GRUSequence" not in counts, counts
+    report = ovrnn.validate(model, input=f"use_a->{use_a}", ir=ir)
+    assert report.passed and report.onnxruntime == "used", report.format()
+
+
+def test_stateful_nodes_keep_the_loop():
+    """--stateful per node: unrolled copies would each carry a state of their own where the Loop
+    hands h from iteration to iteration, so the Loop stays and its node is refused as in any body."""
+    with pytest.raises(ovrnn.OvrnnError) as err:
+        ovrnn.convert_model(FIXTURES / "loop_gru_chunks.onnx", stateful=True)
+    assert "GRU node 'gru' is inside the body of Loop node 'passes'" in str(err.value)

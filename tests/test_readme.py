@@ -72,6 +72,12 @@ def test_python_blocks_run(page, tmp_path):
             assert expected in proc.stdout, (expected, proc.stdout)
 
 
+def test_every_docs_page_is_linked_from_the_readme():
+    """A newcomer finds every reference page from the README."""
+    linked = set(re.findall(r"\]\((docs/[\w.-]+\.md)", README))
+    assert {p for p in PAGES if p.startswith("docs/")} <= linked
+
+
 def test_every_ovrnn_command_uses_real_flags():
     commands = ovrnn_commands()
     assert len(commands) >= 10

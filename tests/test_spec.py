@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from cases import Case, make_model
 
-from ovrnn.convert import _normalise_all, _plan
+from ovrnn.ir.graph import normalise_all, plan_nodes
 from ovrnn.onnx.read import graph_view
 
 
 def spec_of(case: Case):
     model, _, _ = make_model(case)
     view = graph_view(model)
-    return _normalise_all(view, _plan(view))[0]
+    return normalise_all(view, plan_nodes(view))[0]
 
 
 def acts(spec):

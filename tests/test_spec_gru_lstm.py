@@ -10,8 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ovrnn.errors import InvalidModelError, UsageError
 from ovrnn.onnx.read import graph_view
-from ovrnn.spec import NORMALISERS
-from ovrnn.spec.recurrent import unique_label
+from ovrnn.semantics import NORMALISERS
+from ovrnn.semantics.recurrent import unique_label
 
 
 def normalise(model):

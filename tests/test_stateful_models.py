@@ -377,3 +377,21 @@ def test_a_pair_input_with_an_initializer_starts_from_it():
         request.infer({"x": x})
         seen.append(float(request.get_tensor("y").data[0, 0]))
     assert np.allclose(seen, [0.5, np.tanh(0.5), 0.5], atol=1e-6)
+
+
+def test_inspect_names_a_state_without_initializer(tmp_path):
+    """An IR made by OpenVINO's MakeStateful: its ReadValue has no initializer, which inspect says."""
+    import openvino.opset1 as o1
+    from openvino.passes import MakeStateful, Manager
+
+    x, s = o1.parameter([1, 3], np.float32, name="x"), o1.parameter([1, 3], np.float32, name="s")
+    total = o1.add(x, s)
+    total.output(0).set_names({"sn"})
+    model = ov.Model([o1.result(total)], [x, s], "foreign")
+    manager = Manager()
+    manager.register_pass(MakeStateful({"s": "sn"}))
+    manager.run_passes(model)
+    ov.save_model(model, tmp_path / "foreign.xml")
+    r = ovrnn_cli("inspect", tmp_path / "foreign.xml")
+    assert r.returncode == 0, r.stderr
+    assert "  ssn                  f32      [1,3]  initial: none (empty after a reset)" in r.stdout.splitlines()  # MakeStateful: id = in + out

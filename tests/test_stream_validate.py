@@ -149,3 +149,15 @@ def test_report_rows_are_the_checks_the_docstring_names():
 
     assert set(v.CHECKS) | {"batch, no reset"} == ALL_CHECKS | {"chunked == by hand"}
     assert np.isfinite(v.LONG_STEPS) and v.LONG_STEPS >= 1000
+
+
+def test_a_whole_model_whose_states_are_sliced_from_one_input():
+    """PyTorch's 2-layer RNN slices h0 [2,B,H] per layer: the states replace h0 (it leaves the IR),
+    and the whole-sequence oracles get zeros for it, where the states start."""
+    from pathlib import Path
+
+    model = Path(__file__).resolve().parent / "fixtures" / "rnn_tanh_2layer_h0_input.onnx"
+    report = ovrnn.validate(model, stateful=True, chunks=2)
+    assert report.passed, report.format()
+    assert sorted(report.states) == ["/rnn/RNN/H", "/rnn/RNN_1/H"]
+    assert {c.oracle for c in report.comparisons if c.check == "chunked == whole"} == {"reference", "onnxruntime", "stateless IR"}

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..fileio import ir_paths, write_atomic
-from ..spec.recurrent import FAMILIES, Direction
+from ..semantics.recurrent import FAMILIES, Direction
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import ops
-from ..spec.activations import Activation
+from ..semantics.activations import Activation
 from .layer_graph import LayerGraph, Output
 
 

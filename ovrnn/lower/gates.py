@@ -16,7 +16,7 @@ import numpy as np
 
 from . import ops
 from ..dtypes import F16
-from ..spec.recurrent import RecurrentInput
+from ..semantics.recurrent import RecurrentInput
 from .layer_graph import LayerGraph, Output, array_bytes
 from .quantized import IntegerWeights
 

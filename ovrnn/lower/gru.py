@@ -29,7 +29,7 @@ from .activation_ops import ActivationOps
 from .layer_graph import Output
 from .node import NodeLowering
 from .recurrent import per_piece
-from ..spec.gru import GruActivations, GruSpec
+from ..semantics.gru import GruActivations, GruSpec
 
 
 class GruLowering(NodeLowering):

@@ -30,7 +30,7 @@ from .activation_ops import ActivationOps
 from .layer_graph import Output
 from .node import NodeLowering
 from .recurrent import per_piece
-from ..spec.lstm import LstmActivations, LstmSpec
+from ..semantics.lstm import LstmActivations, LstmSpec
 
 
 class LstmLowering(NodeLowering):

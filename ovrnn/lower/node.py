@@ -28,7 +28,7 @@ from .gates import GateWeights
 from ..quantization import Compression
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, StepFn, lower_chains, needs_mask, per_piece
-from ..spec.recurrent import Direction, RecurrentInput, RecurrentSpec
+from ..semantics.recurrent import Direction, RecurrentInput, RecurrentSpec
 
 NATIVE = "cell"
 EXPLICIT = "explicit"

@@ -50,7 +50,7 @@ import numpy as np
 from . import ops
 from ..dtypes import I32, ElementType
 from ..shapes import Dim
-from ..spec.rnn import Direction, RnnInput
+from ..semantics.rnn import Direction, RnnInput
 from .layer_graph import LayerGraph, Output
 
 # (piece, x_t [B, K], states before the step, step name) -> states after it; states[0] is H_t (Y).

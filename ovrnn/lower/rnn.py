@@ -24,12 +24,12 @@ This module and ``reference.py`` (the float64 oracle) are the only two places wi
 from __future__ import annotations
 
 from . import ops
-from ..spec.activations import Activation
+from ..semantics.activations import Activation
 from .activation_ops import ActivationOps
 from .layer_graph import Output
 from .node import NodeLowering
 from .recurrent import per_piece
-from ..spec.rnn import RnnSpec
+from ..semantics.rnn import RnnSpec
 
 
 class RnnLowering(NodeLowering):

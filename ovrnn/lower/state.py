@@ -27,7 +27,7 @@ import numpy as np
 from . import ops
 from ..errors import UnsupportedFeatureError, flag
 from ..shapes import Dim, Shape, shape_ir
-from ..spec.recurrent import Direction, RecurrentInput
+from ..semantics.recurrent import Direction, RecurrentInput
 from .layer_graph import LayerGraph, Output, TensorType
 from .recurrent import needs_mask
 

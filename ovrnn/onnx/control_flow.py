@@ -64,7 +64,8 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
 
 
 def has_control_flow(graph: onnx.GraphProto) -> bool:
-    return any(n.op_type in ("If", "Loop") and n.domain in ONNX_DOMAINS for n in graph.node)
+    """An If or Loop in the main graph, or any node with a body (an If inside a Scan's)."""
+    return any((n.op_type in ("If", "Loop") and n.domain in ONNX_DOMAINS) or any(True for _ in _subgraphs(n)) for n in graph.node)
 
 
 # --- names --------------------------------------------------------------------------------------
@@ -236,18 +237,21 @@ def _recurrent_in(graph: onnx.GraphProto) -> list[str]:
     return found
 
 
-def _inline_ifs(graph: onnx.GraphProto, names: _Names, notes: list[str]) -> bool:
-    """Replace every If with a constant condition by its branch; True when one was."""
+def _inline_ifs(graph: onnx.GraphProto, names: _Names, notes: list[str], root: onnx.GraphProto | None = None, scopes: tuple = ()) -> bool:
+    """Replace every If whose condition is a constant in its scope (its own graph's, or an
+    enclosing graph's: a frozen input read inside a Loop body) by its branch, in the main graph and
+    in the bodies that stay; True when one was."""
+    root = graph if root is None else root
     kept: list[onnx.NodeProto] = []
     inlined = False
     for node in list(graph.node):
-        cond = constant_value(graph, node.input[0]) if node.op_type == "If" and node.domain in ONNX_DOMAINS and node.input else None
+        cond = _scoped_constant(node.input[0], graph, scopes) if node.op_type == "If" and node.domain in ONNX_DOMAINS and node.input else None
         if cond is None or cond.size != 1:
             kept.append(node)
             continue
         taken_branch = bool(cond.reshape(-1)[0])
         branch = next(a.g for a in node.attribute if a.name == ("then_branch" if taken_branch else "else_branch"))
-        new_nodes, inits, infos = _inline(graph, node, branch, names)
+        new_nodes, inits, infos = _inline(root, node, branch, names)
         kept += new_nodes
         graph.initializer.extend(inits)
         graph.value_info.extend(infos)
@@ -261,7 +265,19 @@ def _inline_ifs(graph: onnx.GraphProto, names: _Names, notes: list[str]) -> bool
     if inlined:
         del graph.node[:]
         graph.node.extend(kept)
+    for node in list(graph.node):
+        for sub in _subgraphs(node):
+            inlined = _inline_ifs(sub, names, notes, root, (graph, *scopes)) or inlined
     return inlined
+
+
+def _scoped_constant(name: str, graph: onnx.GraphProto, scopes: tuple) -> np.ndarray | None:
+    """The constant value of `name` as `graph` sees it: defined in `graph`, else in the nearest
+    enclosing graph that defines it."""
+    for g in (graph, *scopes):
+        if name in _defined(g):
+            return constant_value(g, name)
+    return None
 
 
 def _inline(graph: onnx.GraphProto, node: onnx.NodeProto, branch: onnx.GraphProto, names: _Names):

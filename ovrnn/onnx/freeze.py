@@ -191,7 +191,7 @@ def _from_cut_info(item, name: str | None) -> tuple[tuple, FrozenInput | None]:
         raise UsageError(f"{flag('input')} '{spec}': a frozen input needs its name")
     if value is None and etype is None:
         return (n, shape), None
-    from ..convert import _shape_of  # the shape forms ov.convert_model takes
+    from ..shapes import shape_of as _shape_of  # the shape forms ov.convert_model takes
 
     given = None if shape is None else _shape_of(shape, n)
     return (n, shape), FrozenInput(n, spec, given, _type_from_python(etype, spec), value)

@@ -18,30 +18,17 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import DeviceError, IRFormatError, UsageError, flag
+from ..ov import ov, ov_message
 
 VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 DEFAULT_PRECISION = "f32"
 
 _SHAPE_MISMATCH = re.compile(r"shape infer|mismatch|not matched|incompatible|Dimension .* is not|cannot broadcast|Broadcast", re.IGNORECASE)
-_WRAPPER_LINE = re.compile(r"^(Exception from .*:\d+:|Check '.*' failed at .*|\[ ?GENERAL_ERROR ?\]|.*\.(cpp|hpp):\d+:?)$")
-
-
-def ov():
-    import openvino  # deferred: `ovrnn convert` never pays for it
-
-    return openvino
 
 
 @lru_cache(maxsize=1)
 def core():
     return ov().Core()
-
-
-def ov_message(exc: BaseException) -> str:
-    """The informative part of an OpenVINO error: wrapper lines with file:line removed."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    useful = [ln for ln in lines if not _WRAPPER_LINE.match(ln)]
-    return " ".join(useful or lines) or type(exc).__name__
 
 
 def available_devices() -> list[str]:

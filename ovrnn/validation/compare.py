@@ -1,4 +1,6 @@
-"""Prove an IR matches ONNX semantics: convert, run on a device, compare with the oracles.
+"""The oracles and the comparison that prove an IR matches ONNX semantics (``validate.py`` and
+``stream.py`` drive them): random inputs, onnxruntime, tolerances, one ``Comparison`` per output
+and oracle, the ``ValidationReport``.
 
 Oracles, per output:
 * ``reference``: ``reference/`` (RNN, GRU, LSTM), float64, fed the same inputs rounded to the model type. Always.
@@ -11,25 +13,18 @@ An element passes when |got - want| <= atol + rtol * |want|.
 from __future__ import annotations
 
 import json
-import platform
-import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import onnx
 
-from .. import __version__
-from ..bounds import MAX_DIM, check_input_size
-from ..errors import UsageError
-from ..spec import activations
+from ..bounds import check_input_size
+from ..semantics import activations
 from . import reference
 from ..runtime import engine as runtime
-from . import report as report_module
-from ..convert import InputShapes, compression_of, convert_model, prepare
 from ..dtypes import from_numpy
-from ..errors import UsageError, cli_spelling, flag
+from ..errors import UsageError, flag
 from ..ir.model import IR
-from ..onnx.read import ModelSource, load_model
 
 # (atol, rtol) by element type; f64 admits f32 internals (OpenVINO CPU computes f64 in f32).
 TOLERANCES = {"f64": (1e-6, 1e-6), "f32": (2e-5, 2e-5), "f16": (1e-2, 1e-2), "bf16": (6e-2, 3e-2)}
@@ -104,204 +99,12 @@ class ValidationReport:
         return "\n".join(lines)
 
 
-def validate(
-    model: ModelSource,
-    device: str = "CPU",
-    input: InputShapes = None,  # noqa: A002
-    seed: int = 0,
-    batch: int | None = None,
-    precision: str | None = runtime.DEFAULT_PRECISION,
-    use_onnxruntime: bool = True,
-    ir: IR | None = None,
-    *,
-    cache_dir=None,
-    report_dir=None,
-    report_precisions: list[str] | tuple[str, ...] = ("f32",),
-    lowering: str = "cell",
-    static: bool = False,
-    compress_to_fp16: bool = False,
-    max_steps: int | None = None,
-    chunk_steps: int = 64,
-    compress_weights: str | None = None,
-    group_size: int | None = None,
-    max_weight_error: float | None = None,
-    stateful: bool | str | list[str] = False,
-    chunks: int | None = None,
-    allow_sequence_ops: bool = False,
-) -> ValidationReport:
-    """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
-
-    With `report_dir`, also write the report files (report.py) there. With `stateful` (True, or
-    IN=OUT state pairs as ``convert_model`` takes them), prove the streaming contract of
-    ``convert --stateful`` instead, over `chunks` calls (stream.py)."""
-    from ..convert import check_count
-    from ..plugins import canonical_device
-
-    if chunks is not None and not stateful:
-        raise UsageError(f"{flag('chunks')} is the number of calls of {flag('stateful')}: add {flag('stateful')}")
-    if stateful:
-        if ir is not None:
-            raise UsageError("validate(stateful=True) converts the model itself: leave ir out")
-        if list(report_precisions) != ["f32"]:
-            raise UsageError(f"{flag('report-precisions')} is not available with {flag('stateful')}: the stream runs at {flag('precision')}")
-        from .stream import DEFAULT_CHUNKS, validate_stream
-
-        return validate_stream(
-            model, device, input, seed, batch, precision, use_onnxruntime, stateful=stateful, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
-            report_dir=report_dir, lowering=lowering, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-            compress_weights=compress_weights, group_size=group_size,
-        )
-
-    device = canonical_device(device)
-    runtime.check_precision(precision)
-    check_count("seed", seed, "a seed >= 0")
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-        raise UsageError(f"{flag('batch')}: expected a positive batch size, got {batch}")
-    if batch is not None and batch > MAX_DIM:
-        raise UsageError(f"{flag('batch')}: expected a batch size between 1 and {MAX_DIM:,}, got {batch}")
-    proto = load_model(model)
-    ir = ir or convert_model(
-        proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-        compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error, allow_sequence_ops=allow_sequence_ops,
-    )
-    folded = prepare(proto, _with_frozen(input, ir.frozen)).view.model  # frozen inputs and constant control flow folded: what the IR computes
-    ov_model = runtime.read_model(ir)
-    t0 = time.perf_counter()
-    compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
-    compile_seconds = time.perf_counter() - t0
-    batch = batch or DEFAULT_BATCH
-    static_batches = {int(r.batch) for r in ir.rnns if r.batch.isdigit()}
-    if len(static_batches) == 1 and not any(not r.batch.isdigit() for r in ir.rnns):
-        batch_run = static_batches.pop()  # every batch dim is fixed: that is the batch that runs
-    else:
-        batch_run = batch
-    feeds = random_inputs(compiled, ir, seed, batch, {i.name for i in proto.graph.input})
-    got = runtime.infer(compiled, feeds)
-    frozen = {f.name: f.value for f in ir.frozen}
-    # integer weights: the device is judged against float64 with the dequantized weights; the
-    # quantization-only error (dequantized vs original, both float64) is shown beside it
-    from .dequantized import compressed_reference
-
-    quant = compressed_reference(folded, ir, compression_of(compress_weights, group_size, max_weight_error))
-    original = reference.run_model(folded, feeds) if quant is None or quant.has_original else {}
-    want = original if quant is None else reference.run_model(quant.model, feeds)
-    # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
-    floor = "f16" if compress_to_fp16 else None
-    notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
-    if compiled.integer_weights:
-        notes.append(compiled.integer_weights)
-    comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floor) for name in want]
-    if quant is not None:
-        shown = "; 'quantization' is that reference against float64 with the original weights (what compression costs, not counted)" if quant.has_original else ""
-        notes.append(f"integer weights ({quant.what}): 'reference' is float64 with the dequantized weights and decides PASS/FAIL{shown}")
-        for c in comparisons:
-            c.note = "float64, dequantized weights"
-        for name in want:
-            if name in original:
-                c = compare(name, want[name], original[name], "quantization", "f32")
-                c.counted, c.passed, c.note = False, True, "quantization-only error"
-                comparisons.append(c)
-    ort_status, ort_out = run_onnxruntime(proto, {**feeds, **frozen}) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
-    deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
-    for name, value in (ort_out or {}).items():
-        c = compare(name, got[name], value, "onnxruntime", compiled.precision, floor)
-        if deviation:
-            c.counted, c.note = False, f"onnxruntime deviates from the spec: {deviation}" if quant is None or ort_known_deviation(proto) else deviation
-        comparisons.append(c)
-    result = ValidationReport(
-        model=_model_label(model, proto),
-        device=device,
-        precision=compiled.precision,
-        execution_devices=compiled.execution_devices,
-        seed=seed,
-        batch=batch_run,
-        comparisons=comparisons,
-        onnxruntime=ort_status,
-        notes=notes,
-        runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
-        layers_per_device=compiled.layers_per_device,
-        compile_seconds=round(compile_seconds, 4),
-        versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
-        options={
-            "lowering": lowering,
-            "static": static,
-            "compress_to_fp16": compress_to_fp16,
-            "chunk_steps": None if chunk_steps == 64 else chunk_steps,
-            "compress_weights": compress_weights,
-            "group_size": group_size,
-            "max_weight_error": max_weight_error,
-            "allow_sequence_ops": allow_sequence_ops,
-            "cache_dir": None if cache_dir is None else str(cache_dir),
-        },
-        frozen_inputs={f.name: f.describe() for f in ir.frozen},
-    )
-    if report_dir is not None:
-        steps = _per_step_errors(folded, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
-        rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
-        report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
-    return result
-
-
-def _with_frozen(input, frozen) -> object:  # noqa: A002
-    """`input`, plus the values the IR was converted with when a caller passes the IR (``ir=``)
-    but not the values."""
-    from ..onnx.freeze import InputCutInfo, split_frozen
-
-    given = {f.name for f in split_frozen(input)[1]}
-    extra = [InputCutInfo(f.name, None, None, f.value) for f in frozen if f.name not in given]
-    if not extra:
-        return input
-    if input is None:
-        return extra
-    if isinstance(input, dict):
-        return {**input, **{c.name: c for c in extra}}
-    if isinstance(input, str) or not isinstance(input, (list, tuple)) or all(isinstance(d, int) for d in input):
-        return [input, *extra]
-    return [*input, *extra]
-
-
-def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, report_precisions, cache_dir, result) -> dict:
-    """{precision: {Y tensor: [max abs error at step t]}} for every RNN's Y. In a whole model Y
-    is an inner tensor: it is added as an output of both the IR and the reference for this."""
-    time_axes = {name: axis for rnn in ir.rnns for role, name in rnn.outputs if (axis := rnn.time_axis(name)) is not None}
-    inner = [name for name in time_axes if name not in want]
-    if inner:
-        ov_model = runtime.read_model(ir)
-        inner = [name for name in inner if _add_output(ov_model, name)]
-        extended = onnx.ModelProto()
-        extended.CopyFrom(proto)
-        extended.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None) for name in inner)
-        want = {**want, **{k: v for k, v in reference.run_model(extended, feeds).items() if k in inner}}
-        got = None  # the compiled model has no such outputs: run the extended one
-    steps = {}
-    for asked in [precision, *report_precisions]:
-        if asked in steps:
-            continue
-        if asked == precision and got is not None:
-            steps[precision] = report_module.per_step_errors(got, want, time_axes)
-            continue
-        c = runtime.compile_ir(ov_model, device, asked, cache_dir)
-        if c.precision != asked and asked != precision:
-            result.notes.append(f"{flag('report-precisions', asked)}: {device} ran at {c.precision} instead")
-        if c.precision not in steps:
-            steps[c.precision] = report_module.per_step_errors(runtime.infer(c, feeds), want, time_axes)
-    return steps
-
-
-def _add_output(ov_model, name: str) -> bool:
-    try:
-        ov_model.add_outputs(name)
-    except RuntimeError:  # folded or fused away: no per-step error for it
-        return False
-    return True
-
-
 def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, report_dir, report_precisions, leading=()) -> str:
     """The command that reproduces this run: every flag that changed it, paths quoted for a shell.
     `leading`: flags that go first (validate --stateful's)."""
     import shlex
 
-    from ..convert import input_specs_text
+    from ..onnx.inputs import input_specs_text
 
     flags = [*leading, "--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
     for spec in input_specs_text(input):

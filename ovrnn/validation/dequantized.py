@@ -15,7 +15,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..quantization import Compression, quantize
-from ..spec.recurrent import FAMILIES
+from ..semantics.recurrent import FAMILIES
 
 
 def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: dict[str, Compression] | None = None) -> onnx.ModelProto:

@@ -174,10 +174,11 @@ def whole_sequence_model(proto: onnx.ModelProto, contract: StreamContract, sourc
 
 
 def _replaced_inputs(proto: onnx.ModelProto, stream: Stream, sources: list[StateSource]) -> set[str]:
-    """Graph inputs the states replaced (the IR no longer has them): the whole run feeds zeros."""
+    """Graph inputs the states replaced (the IR no longer has them: an initial_h input, or one the
+    initial states are sliced from): the whole run feeds zeros, where the states start."""
     ir_inputs = {n for p in stream.compiled.compiled.inputs for n in p.get_names()}
-    initials = {s.initial for s in sources if s.initial}
-    return {i.name for i in proto.graph.input if i.name in initials and i.name not in ir_inputs}
+    constants = {i.name for i in proto.graph.initializer}
+    return {i.name for i in proto.graph.input if i.name not in ir_inputs and i.name not in constants}
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -205,7 +206,8 @@ def _batch_of(contract: StreamContract, feeds: dict[str, np.ndarray]) -> int | N
 
 
 def _zeros_for(proto, names: set[str], sources, batch: int, contract: StreamContract, stream: Stream) -> dict[str, np.ndarray]:
-    """Zeros for the initial-state inputs the states replaced, shaped like the state at `batch`."""
+    """Zeros for the graph inputs the states replaced: shaped like the state at `batch` when the
+    input is a node's initial state, else as the ONNX model declares it (unknown dims: `batch`)."""
     out = {}
     for s in sources:
         if s.initial in names:
@@ -213,6 +215,11 @@ def _zeros_for(proto, names: set[str], sources, batch: int, contract: StreamCont
             dtype, pshape = stream._types[s.id]
             shape = [batch if axis == info.batch_axis and d.is_dynamic else (d.get_length() if d.is_static else batch) for axis, d in enumerate(pshape)]
             out[s.initial] = np.zeros(shape, _numpy_type(dtype))
+    for value in proto.graph.input:
+        if value.name in names and value.name not in out:
+            t = value.type.tensor_type
+            shape = [d.dim_value if d.HasField("dim_value") else batch for d in t.shape.dim]
+            out[value.name] = np.zeros(shape, onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
     return out
 
 

@@ -1,7 +1,7 @@
 """The oracle: float64 numpy implementations of the whole ONNX RNN, GRU and LSTM specs.
 
 One module per op holds its cell equations (rnn.py, gru.py, lstm.py: a ``Cell``, the step and what
-it needs); ``loop.py`` holds the one recurrent loop and the one signature they share. Deliberately independent of ``ovrnn.spec`` and ``ovrnn.lower``: the
+it needs); ``loop.py`` holds the one recurrent loop and the one signature they share. Deliberately independent of ``ovrnn.semantics`` and ``ovrnn.lower``: the
 references read raw ONNX attributes themselves, so a mistake in the normaliser cannot hide in both
 places. ``run_model`` computes whole models.
 """

@@ -1,7 +1,7 @@
 """The one recurrent loop of the float64 references, shared by RNN, GRU and LSTM: directions,
 layout, sequence_lens masking, initial states and the assembly of Y, Y_h (and Y_c).
 
-Deliberately independent of ``ovrnn.spec``: it reads raw ONNX attributes itself, so a mistake in
+Deliberately independent of ``ovrnn.semantics``: it reads raw ONNX attributes itself, so a mistake in
 the normaliser cannot hide in both places. It follows the same documented decisions (README,
 "Semantic decisions"): clip=0 clamps to 0, a length of 0 gives zero final states, names match
 case-insensitively, a bidirectional node that lists one direction's activations uses them for

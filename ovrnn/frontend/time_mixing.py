@@ -22,7 +22,7 @@ from ..dtypes import BY_ONNX
 from ..errors import OvrnnError, UnsupportedFeatureError, flag
 from ..onnx.read import GraphView
 from ..shapes import Dim
-from .engine import ov
+from ..ov import ov
 
 ATOL, RTOL = 1e-4, 1e-3  # both sides OpenVINO CPU at f32: rounding only, far below any real mixing
 

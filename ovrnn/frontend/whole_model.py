@@ -25,19 +25,20 @@ import onnx
 from .. import __version__
 from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.model import IR
-from ..spec.limits import check_steps
+from ..semantics.limits import check_steps
 from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.body_inputs import declare_scan_slices
 from ..onnx.control_flow import open_conditions_hint
 from ..onnx.fold import fold_constants
-from ..onnx.read import ONNX_DOMAINS, GraphView
+from ..onnx.inputs import with_input_shapes
+from ..onnx.read import GraphView
+from .realize import partial_shape
 from ..progress import stage
-from .engine import ov, ov_message
-from .recurrent_extension import ModelNodes, RecurrentLowering, RecurrentNode, body_steps_error, recurrent_nodes, scan_slice_error
+from ..ov import ov, ov_message
+from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
 from ..shapes import Dim, Shape
-from ..spec.dynamic_quantize_lstm import DOMAIN as DQ_DOMAIN, OP as DQ_OP, is_dynamic_quantize_lstm
-from ..spec.recurrent import FAMILIES, DynamicStepsError, node_label
+from ..semantics.recurrent import DQ_OP, FAMILIES, DynamicStepsError, RecurrentNode, UnknownRankError, node_label, recurrent_nodes
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (
@@ -45,11 +46,6 @@ NO_RNN_NOTE = (
     "dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
     "to get an ONNX RNN node"
 )
-
-
-def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
-    """The recurrent nodes (RNN, GRU, LSTM), with their index in the graph."""
-    return [(i, n) for i, n in enumerate(graph.node) if (n.op_type in FAMILIES and n.domain in ONNX_DOMAINS) or is_dynamic_quantize_lstm(n)]
 
 
 def convert_whole_model(
@@ -179,6 +175,8 @@ def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], op
                 probed = scan_slice_error(node, error, {i.name: i.shape for i in view.inputs if i.shape})
             if probed is None and node is not None and node.body is not None:
                 raise _BodyRefusal(node.proto.op_type, body_steps_error(node, error, flag("allow-sequence-ops", True))) from None
+            if probed is None and isinstance(error, UnknownRankError):
+                raise error from None
             raise (probed or _no_source_error(view, error)) from None
         if error is not None:
             raise error from None
@@ -188,41 +186,7 @@ def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], op
     return model, lowering
 
 
-def partial_shape(shape: Shape):
-    o = ov()
-    return o.PartialShape([o.Dimension(d.lo) if d.is_static else o.Dimension(d.lo, -1 if d.hi is None else d.hi) for d in shape])
-
-
 # --- around the conversion ----------------------------------------------------------------------
-
-
-def with_input_shapes(view: GraphView) -> onnx.ModelProto:
-    """The model with the graph inputs' static dims (--input included) written into it, so that
-    onnx's shape inference, and the folding that follows it, knows them."""
-    declared = {i.name: i.shape for i in view.inputs}
-    changes = {}
-    for vi in view.model.graph.input:
-        shape = declared.get(vi.name)
-        if shape is None or not vi.type.HasField("tensor_type"):
-            continue
-        dims = vi.type.tensor_type.shape.dim
-        if len(dims) != len(shape) or any(d.is_static and not (old.HasField("dim_value") and old.dim_value == d.lo) for d, old in zip(shape, dims)):
-            changes[vi.name] = shape
-    if not changes:
-        return view.model
-    model = onnx.ModelProto()
-    model.CopyFrom(view.model)
-    for vi in model.graph.input:
-        if vi.name in changes:
-            shape = changes[vi.name]
-            del vi.type.tensor_type.shape.dim[:]
-            for d in shape:
-                dim = vi.type.tensor_type.shape.dim.add()
-                if d.is_static:
-                    dim.dim_value = d.lo
-                elif d.symbol:
-                    dim.dim_param = d.symbol
-    return model
 
 
 
@@ -405,10 +369,3 @@ def _serialize(model, compress_to_fp16: bool) -> tuple[bytes, bytes]:
         xml = Path(tmp) / "model.xml"
         ov().save_model(model, str(xml), compress_to_fp16=compress_to_fp16)
         return xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
-
-
-def needs_frontend(graph: onnx.GraphProto) -> bool:
-    """True when the model has ops other than RNN, GRU, LSTM and Constant (or none of them)."""
-    ops_ = {(n.domain, n.op_type) for n in graph.node}
-    lowered = {(d, t) for d, t in ops_ if (d in ONNX_DOMAINS and (t in FAMILIES or t == "Constant")) or (d, t) == (DQ_DOMAIN, DQ_OP)}
-    return not rnn_nodes(graph) or bool(ops_ - lowered)

@@ -12,7 +12,8 @@ from functools import lru_cache
 import numpy as np
 
 from ..lower.layer_graph import LayerGraph, Layer
-from .engine import ov
+from ..shapes import Dim, Shape
+from ..ov import ov
 from ..ir.templates import template
 
 # op type in the IR -> op class name in OpenVINO's opset tables, where they differ
@@ -121,3 +122,19 @@ def realize(g: LayerGraph, bindings: dict[int, object], variables: dict | None =
         node.set_friendly_name(layer.name)
         outs[layer.id] = [node.output(i) for i in range(node.get_output_size())]
     return outs
+
+
+# --- shapes between ovrnn (Dim) and OpenVINO (Dimension, PartialShape) ----------------------------
+
+
+def dim_of(d) -> Dim:
+    """An ov.Dimension as a Dim: static, a range, or dynamic."""
+    if d.is_static:
+        return Dim.of(d.get_length())
+    hi = d.get_max_length()
+    return Dim(max(d.get_min_length(), 0), None if hi < 0 else hi)
+
+
+def partial_shape(shape: Shape):
+    o = ov()
+    return o.PartialShape([o.Dimension(d.lo) if d.is_static else o.Dimension(d.lo, -1 if d.hi is None else d.hi) for d in shape])

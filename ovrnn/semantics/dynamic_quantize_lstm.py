@@ -31,17 +31,10 @@ from ..errors import InvalidModelError, UnsupportedFeatureError
 from ..quantization import Quantized
 from ..onnx.read import TensorInfo
 from .lstm import LstmSpec
-from .recurrent import node_label
-
-OP = "DynamicQuantizeLSTM"
-DOMAIN = "com.microsoft"
+from .recurrent import DQ_DOMAIN as DOMAIN, DQ_OP as OP, is_dynamic_quantize_lstm, node_label  # noqa: F401 (re-exported)
 INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P", "W_scale", "W_zero_point", "R_scale", "R_zero_point")
 ATTRIBUTES = {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "input_forget"}
 _INT_TYPES = {TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8}
-
-
-def is_dynamic_quantize_lstm(node: onnx.NodeProto) -> bool:
-    return node.op_type == OP and node.domain == DOMAIN
 
 
 def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int, lookup, label: str) -> LstmSpec:

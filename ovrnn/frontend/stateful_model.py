@@ -27,7 +27,8 @@ from ..lower.state import safe_id, unique_id
 from ..onnx.read import GraphView
 from ..shapes import Dim
 from ..stateful import StreamInfo, StreamState, common_steps
-from .engine import ov
+from ..ov import ov
+from .realize import partial_shape
 from .realize import assign as realize_assign
 
 _SENTINEL = 10007  # a size no real model uses: where it shows up, it came from the probed dim
@@ -132,8 +133,6 @@ def first_recurrent_x(path, shapes: dict) -> tuple[int | None, ...] | None:
     """The shape of the first recurrent node's X when the graph inputs have `shapes`: the frontend
     runs up to that node and stops (None: no 3-D X reached, e.g. a Reshape refused a size)."""
     from openvino.frontend import ConversionExtension, FrontEndManager
-
-    from .whole_model import partial_shape
 
     found: list[tuple] = []
 

@@ -1,5 +1,6 @@
-"""Stage 2: one frozen spec per ONNX recurrent op (rnn.py, gru.py, lstm.py), the normaliser they
-share (recurrent.py), activations and limits. Downstream stages read specs, never raw attributes."""
+"""Stage: semantics, the normalised meaning of each ONNX recurrent node. One frozen spec per op
+(rnn.py, gru.py, lstm.py), the normaliser they share (recurrent.py), activations and limits.
+Downstream stages read specs, never raw attributes."""
 
 from __future__ import annotations
 

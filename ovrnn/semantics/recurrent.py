@@ -20,7 +20,7 @@ Decisions where the spec is ambiguous are documented in the README ("Semantic de
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar
@@ -32,7 +32,7 @@ import onnx.defs
 from . import activations as acts
 from ..dtypes import BY_ONNX, ElementType, onnx_type_name
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..onnx.read import TensorInfo
+from ..onnx.read import ONNX_DOMAINS, TensorInfo
 from ..shapes import Dim, Shape, shape_text
 
 
@@ -66,6 +66,10 @@ class DynamicStepsError(UsageError):
     def __init__(self, message: str, node_label: str, x_name: str, axis: int) -> None:
         super().__init__(message)
         self.node_label, self.x_name, self.axis = node_label, x_name, axis
+
+
+class UnknownRankError(DynamicStepsError):
+    """X has no declared shape at all (so no step count either)."""
 
 
 class Direction(Enum):
@@ -194,6 +198,74 @@ class RecurrentSpec:
     def own_fields(cls, n: Normaliser) -> dict[str, object]:
         """The op's own attributes, read from the node."""
         return {}
+
+
+# onnxruntime's quantized LSTM (semantics/dynamic_quantize_lstm.py): lowered as the LSTM it computes
+DQ_OP, DQ_DOMAIN = "DynamicQuantizeLSTM", "com.microsoft"
+
+
+def is_dynamic_quantize_lstm(node: onnx.NodeProto) -> bool:
+    return node.op_type == DQ_OP and node.domain == DQ_DOMAIN
+
+
+def is_recurrent(node: onnx.NodeProto) -> bool:
+    """RNN, GRU, LSTM (ai.onnx) or com.microsoft.DynamicQuantizeLSTM."""
+    return (node.op_type in FAMILIES and node.domain in ONNX_DOMAINS) or is_dynamic_quantize_lstm(node)
+
+
+def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
+    """The recurrent nodes (RNN, GRU, LSTM, DynamicQuantizeLSTM), with their index in the graph."""
+    return [(i, n) for i, n in enumerate(graph.node) if is_recurrent(n)]
+
+
+def needs_frontend(graph: onnx.GraphProto) -> bool:
+    """True when the model has ops other than RNN, GRU, LSTM and Constant (or none of them): OpenVINO's
+    frontend converts it, with ovrnn's lowering plugged in."""
+    ops_ = {(n.domain, n.op_type) for n in graph.node}
+    lowered = {(d, t) for d, t in ops_ if (d in ONNX_DOMAINS and (t in FAMILIES or t == "Constant")) or (d, t) == (DQ_DOMAIN, DQ_OP)}
+    return not rnn_nodes(graph) or bool(ops_ - lowered)
+
+
+@dataclass(frozen=True)
+class Body:
+    """The If/Loop/Scan body a node sits in."""
+
+    holder: onnx.NodeProto  # the If, Loop or Scan node
+    holder_index: int
+    attribute: str  # then_branch | else_branch | body
+    graph: onnx.GraphProto
+    outer: Body | None = None
+
+    def describe(self) -> str:
+        """"the body of Loop node 'loop'", "the then_branch of If node 'if1'"."""
+        what = "the body" if self.attribute == "body" else f"the {self.attribute}"
+        return f"{what} of {node_label(self.holder, self.holder_index)}"
+
+
+@dataclass(frozen=True)
+class RecurrentNode:
+    """One RNN, GRU or LSTM node: its proto, where it sits, the opset it is read in."""
+
+    proto: onnx.NodeProto
+    index: int  # in its own graph
+    opset: int
+    body: Body | None = None
+
+
+def recurrent_nodes(model: onnx.ModelProto) -> list[RecurrentNode]:
+    """Every RNN/GRU/LSTM node of the model, bodies included, in the order the ONNX frontend
+    converts them: each body before the node that holds it."""
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 1)
+    return list(_walk(model.graph, opset, None))
+
+
+def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[RecurrentNode]:
+    for index, node in enumerate(graph.node):
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                yield from _walk(sub, opset, Body(node, index, attr.name, sub, body))
+        if is_recurrent(node):
+            yield RecurrentNode(node, index, opset, body)
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
@@ -496,7 +568,8 @@ def _unify_dims(n: Normaliser, infos: list[TensorInfo | None], num_dir: int, lay
         if info.shape is None:
             if name == "X":
                 example = quoted(f"{info.name}[{','.join(role_list)}]")
-                raise UsageError(f"{n.who}: input X '{info.name}' has no declared shape; give one with {flag('input', example)} (numbers or ?)")
+                message = f"{n.who}: input X '{info.name}' has no declared shape; give one with {flag('input', example)} (numbers or ?)"
+                raise UnknownRankError(message, n.who, info.name, 1 if layout else 0)
             continue
         if len(info.shape) != len(role_list):
             raise n.fail(f"input {name} '{info.name}': expected rank {len(role_list)} [{', '.join(role_list)}], got rank {len(info.shape)} {shape_text(info.shape)}")

@@ -23,7 +23,6 @@ The frontend does not say which ONNX node a call is for (NodeContext has no name
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -40,57 +39,14 @@ from ..lower import LOWERINGS
 from ..lower.layer_graph import LayerGraph
 from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower.state import add_assigns, add_states, plan_states
-from ..onnx.read import ONNX_DOMAINS, TensorInfo
-from ..shapes import Dim
-from ..spec import NORMALISERS
-from ..spec.limits import check_steps
-from ..spec.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES, DOMAIN as DQ_DOMAIN, OP as DQ_OP, is_dynamic_quantize_lstm
-from ..spec.recurrent import FAMILIES, DynamicStepsError, node_label, unique_label
-from .realize import realize
+from ..onnx.read import TensorInfo
+from ..semantics import NORMALISERS
+from ..semantics.limits import check_steps
+from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES
+from ..semantics.recurrent import DQ_DOMAIN, DQ_OP, FAMILIES, Body, DynamicStepsError, RecurrentNode, node_label, unique_label
+from .realize import dim_of, realize
 
 BODY_OPS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
-
-
-@dataclass(frozen=True)
-class Body:
-    """The If/Loop/Scan body a node sits in."""
-
-    holder: onnx.NodeProto  # the If, Loop or Scan node
-    holder_index: int
-    attribute: str  # then_branch | else_branch | body
-    graph: onnx.GraphProto
-    outer: Body | None = None
-
-    def describe(self) -> str:
-        """"the body of Loop node 'loop'", "the then_branch of If node 'if1'"."""
-        what = "the body" if self.attribute == "body" else f"the {self.attribute}"
-        return f"{what} of {node_label(self.holder, self.holder_index)}"
-
-
-@dataclass(frozen=True)
-class RecurrentNode:
-    """One RNN, GRU or LSTM node: its proto, where it sits, the opset it is read in."""
-
-    proto: onnx.NodeProto
-    index: int  # in its own graph
-    opset: int
-    body: Body | None = None
-
-
-def recurrent_nodes(model: onnx.ModelProto) -> list[RecurrentNode]:
-    """Every RNN/GRU/LSTM node of the model, bodies included, in the order the ONNX frontend
-    converts them: each body before the node that holds it."""
-    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 1)
-    return list(_walk(model.graph, opset, None))
-
-
-def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[RecurrentNode]:
-    for index, node in enumerate(graph.node):
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _walk(sub, opset, Body(node, index, attr.name, sub, body))
-        if (node.op_type in FAMILIES and node.domain in ONNX_DOMAINS) or is_dynamic_quantize_lstm(node):
-            yield RecurrentNode(node, index, opset, body)
 
 
 # --- which node a call is for -----------------------------------------------------------------
@@ -332,7 +288,7 @@ def tensor_info(name: str, output) -> TensorInfo:
     """What ovrnn's normaliser needs to know of one input the frontend hands over."""
     etype = BY_IR.get(_ir_type(output))
     pshape = output.get_partial_shape()
-    shape = None if pshape.rank.is_dynamic else tuple(_dim(d) for d in pshape)
+    shape = None if pshape.rank.is_dynamic else tuple(dim_of(d) for d in pshape)
     value = None
     node = output.get_node()
     if node.get_type_name() == "Constant":
@@ -348,13 +304,6 @@ def tensor_info(name: str, output) -> TensorInfo:
 
 def _ir_type(output) -> str:
     return output.get_element_type().get_type_name()
-
-
-def _dim(d) -> Dim:
-    if d.is_static:
-        return Dim.of(d.get_length())
-    hi = d.get_max_length()
-    return Dim(max(d.get_min_length(), 0), None if hi < 0 else hi)
 
 
 # --- why a body node cannot be lowered ----------------------------------------------------------
@@ -423,7 +372,7 @@ def _why_dynamic(body: Body, x_name: str) -> str:
         carried = [s for s in sources if s in inputs[:states]]
         if carried:
             return f"X is computed from '{carried[0]}', a state the Scan carries from one iteration to the next, so its length can change from iteration to iteration"
-    return f"X's shape is dynamic inside {body.describe()}"
+    return f"X has no static shape inside {body.describe()}"
 
 
 def _body_inputs_behind(graph: onnx.GraphProto, tensor: str) -> list[str]:

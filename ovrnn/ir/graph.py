@@ -1,0 +1,229 @@
+"""The emitter path: a model made of recurrent (and Constant) nodes only becomes one LayerGraph,
+emitted by ovrnn's own emitter. Every node is specced (``ovrnn/semantics/``) and lowered
+(``ovrnn/lower/``) in graph order; the graph inputs become Parameters and the graph outputs
+Results. Whole models take the frontend path instead (``ovrnn/frontend/whole_model.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import onnx
+
+from .. import __version__
+from ..dtypes import BY_ONNX, onnx_type_name
+from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
+from ..lower import LOWERINGS, ops
+from ..lower.layer_graph import LayerGraph, Output
+from ..lower.node import LoweringOptions, SharedInputGuard
+from ..lower.state import NodeState, add_assigns, add_states, plan_states
+from ..onnx.inputs import merge_shape
+from ..onnx.read import GraphView, TensorInfo
+from ..progress import stage
+from ..shapes import Dim, Shape, shape_text
+from ..semantics import NORMALISERS, Spec
+from ..semantics.limits import check_steps
+from ..semantics.recurrent import rnn_nodes, unique_label
+from ..stateful import node_stream
+from .emit import emit
+from .model import IR, RnnSummary
+
+
+@contextmanager
+def _gc_paused():
+    """Building tens of thousands of small objects triggers the cycle collector for nothing
+    (about 7% of a 2000-cell conversion); collect once at the end instead."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@_gc_paused()
+def convert_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False, record: dict | None = None) -> IR:
+    """A model made of RNN, GRU, LSTM and Constant nodes: spec every node, lower them into one
+    LayerGraph, and emit it with ovrnn's own emitter."""
+    plan = plan_nodes(view)
+    specs = normalise_all(view, plan)
+    steps_note = check_steps(sum(s.seq_length * s.num_directions for s in specs), len(specs), max_steps)
+    g = LayerGraph(view.model.graph.name or "ovrnn_model")
+    builder = _Builder(g, view, specs, options, stateful)
+    with stage(f"lowering {len(specs)} RNN node(s)"):
+        summaries = builder.build(plan)
+    g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **(record or {}), **{s.label: s.rt_info() for s in summaries}}}
+    if stateful:
+        g.rt_info["ovrnn"]["stateful"] = node_stream(builder.lowered_specs, builder.states, {i.name for i in view.inputs}).rt_info()
+    with stage(f"writing {len(g.layers):,} layers"):
+        xml, bin_ = emit(g, ir_version)
+    notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes) + ((steps_note,) if steps_note else ())
+    return IR(xml=xml, bin=bin_, notes=notes, rnns=tuple(summaries))
+
+
+# --- which nodes, which tensors -----------------------------------------------------------------
+
+
+@dataclass
+class NodePlan:
+    rnn_nodes: list[tuple[int, onnx.NodeProto]]
+    needed: set[str]  # tensor names a graph output or a later node reads
+
+
+def plan_nodes(view: GraphView) -> NodePlan:
+    """A model made of recurrent and Constant nodes only: which of their outputs are read."""
+    nodes = rnn_nodes(view.model.graph)
+    needed = {o.name for o in view.outputs}
+    for _, node in nodes:
+        needed.update(n for n in node.input if n)
+    return NodePlan(nodes, needed)
+
+
+def normalise_all(view: GraphView, plan: NodePlan) -> list[Spec]:
+    produced: dict[str, TensorInfo] = {}
+
+    def lookup(name: str) -> TensorInfo | None:
+        return produced.get(name) or view.info(name)
+
+    specs = []
+    used_labels: set[str] = set()
+    for k, (i, node) in enumerate(plan.rnn_nodes):
+        label = unique_label(node, k, used_labels)
+        used_labels.add(label)
+        spec = NORMALISERS[node.op_type](node, i, view.opset, lookup, label)
+        specs.append(spec)
+        for name, shape in _output_shapes(spec).items():
+            produced[name] = TensorInfo(name, spec.etype.onnx, shape)
+    return specs
+
+
+def _output_shapes(spec: Spec) -> dict[str, Shape]:
+    T, D, B, H = Dim.of(spec.seq_length), Dim.of(spec.num_directions), spec.batch, Dim.of(spec.hidden_size)
+    shapes = {}
+    if spec.Y:
+        shapes[spec.Y] = (B, T, D, H) if spec.layout else (T, D, B, H)
+    for state in (spec.Y_h, getattr(spec, "Y_c", None)):
+        if state:
+            shapes[state] = (B, D, H) if spec.layout else (D, B, H)
+    return shapes
+
+
+# --- building the layer graph -------------------------------------------------------------------
+
+
+class _Builder:
+    def __init__(self, g: LayerGraph, view: GraphView, specs: list[Spec], options: LoweringOptions, stateful: bool = False) -> None:
+        self.g, self.view, self.specs, self.options = g, view, specs, options
+        self.ports: dict[str, Output] = {}
+        self.notes: list[str] = []
+        self.shared_x = SharedInputGuard()
+        self.stateful = stateful
+        self.node_states: list[list[NodeState]] = [[] for _ in specs]
+        self.states: list[NodeState] = []  # of the nodes lowered, in order
+        self.lowered_specs: list[Spec] = []
+        self.replaced: set[str] = set()  # graph inputs (initial_h/initial_c) the states replace
+
+    def port_of(self, name: str) -> Output:
+        if name not in self.ports:
+            info = self.view.constants[name]  # everything else was created as a Parameter or produced
+            self.ports[name] = ops.const(self.g, name, info.value)
+        return self.ports[name]
+
+    def build(self, plan: NodePlan) -> list[RnnSummary]:
+        if self.stateful:
+            self._plan_states()
+        self._parameters()
+        summaries = []
+        for spec, states in zip(self.specs, self.node_states):
+            family = spec.family
+            want = [getattr(spec, out) in plan.needed for out in family.outputs]
+            if not any(want):
+                self.notes.append(f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped")
+                continue
+            label = spec.node_name or spec.label
+            options = self.shared_x.options_for(family.name, label, spec.X.name, spec.directions, self.options, self.notes)
+            if states:  # the state's ReadValue is the node's initial state; its final states are always made
+                self.ports.update(add_states(self.g, states, spec.etype, self.port_of(spec.X.name), self.options.static, self.port_of))
+                want = [w or out != "Y" for w, out in zip(want, family.outputs)]
+            lowered = LOWERINGS[family.name].lower(self.g, spec, self.port_of, tuple(want), options=options)
+            if states:
+                add_assigns(self.g, states, lowered.outputs, spec)
+                self.states.extend(states)
+            self.lowered_specs.append(spec)
+            self.ports.update(lowered.outputs)
+            self.notes.extend(lowered.notes)
+            summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights, lowered.compression))
+        self._results()
+        return summaries
+
+    def _plan_states(self) -> None:
+        """Each node reads its initial states from its variables (lower/state.py)."""
+        inputs = {i.name for i in self.view.inputs}
+        used: set[str] = set()
+        for k, spec in enumerate(self.specs):
+            self.specs[k], self.node_states[k] = plan_states(spec, used, lambda name: name if name in inputs else None)
+            for st in self.node_states[k]:
+                if st.init == "computed":  # another node's output, per call: a stream has no value for it
+                    raise UnsupportedFeatureError(
+                        f"{flag('stateful')}: {spec.family.name} node '{spec.node_name or spec.label}' reads {st.role} from '{st.source}', which another node computes "
+                        "on every call; a stream carries the node's own state instead: give it a constant or graph-input initial state"
+                    )
+                if st.replaces:
+                    self.replaced.add(st.replaces)
+        # a graph input still read by something other than the replaced initial-state slots stays an input
+        reads = Counter([n for node in self.view.model.graph.node for n in node.input] + [o.name for o in self.view.outputs])
+        slot_reads = Counter(st.replaces for states in self.node_states for st in states if st.replaces)
+        self.replaced = {name for name in self.replaced if reads[name] <= slot_reads[name]}
+
+    def _parameters(self) -> None:
+        filled: dict[str, Shape] = {}
+        for spec in self.specs:
+            for rin in (getattr(spec, name, None) for name in spec.family.inputs):
+                if rin is None or rin.is_constant or rin.name not in {i.name for i in self.view.inputs}:
+                    continue
+                have = filled.get(rin.name)
+                filled[rin.name] = rin.shape if have is None else merge_shape(rin.name, have, rin.shape)
+        read = {n for node in self.view.model.graph.node for n in node.input} | {o.name for o in self.view.outputs}
+        for info in self.view.inputs:
+            if info.name in self.replaced:  # the state is the node's initial state now (seed it with set_state)
+                continue
+            shape = filled.get(info.name, info.shape)
+            if shape is None and info.name not in read:
+                # OpenVINO's CPU plugin cannot compile a dynamic-rank input; nothing reads this one
+                self.notes.append(f"graph input '{info.name}' is read by no node and has no declared shape; left out of the IR")
+                continue
+            if shape is None:
+                raise UsageError(f"graph input '{info.name}' has no declared shape; give one with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}")
+            etype = BY_ONNX.get(info.elem_type) if info.elem_type else None
+            if etype is None:
+                got = "unknown" if not info.elem_type else onnx_type_name(info.elem_type)
+                raise UnsupportedFeatureError(f"graph input '{info.name}': element type {got} is not supported")
+            self.ports[info.name] = ops.parameter(self.g, info.name, etype, shape)
+
+    def _results(self) -> None:
+        seen = set()
+        for out in self.view.outputs:
+            if out.name in seen:
+                raise InvalidModelError(f"graph output '{out.name}' is listed twice")
+            seen.add(out.name)
+            port = self.ports.get(out.name)
+            if port is None:
+                if out.name in self.view.constants or any(i.name == out.name for i in self.view.inputs):
+                    raise UnsupportedFeatureError(f"graph output '{out.name}' is a graph input or initializer, not an RNN output")
+                raise InvalidModelError(f"graph output '{out.name}' is not produced by any node")
+            _check_declared(out, port)
+            ops.result(self.g, f"{out.name}/sink_port_0", port, out.name)
+
+
+def _check_declared(out: TensorInfo, port: Output) -> None:
+    """A graph output's declared type must be what the RNN produces (catches layout mix-ups)."""
+    if out.elem_type and out.elem_type != port.etype.onnx:
+        raise InvalidModelError(f"graph output '{out.name}': declared element type {onnx_type_name(out.elem_type)}, but the RNN produces {port.etype.onnx_name}")
+    if out.shape is None:
+        return
+    if len(out.shape) != len(port.shape) or any(a.merge(b) is None for a, b in zip(out.shape, port.shape)):
+        raise InvalidModelError(f"graph output '{out.name}': declared shape {shape_text(out.shape)}, but the RNN produces {shape_text(port.shape)}")

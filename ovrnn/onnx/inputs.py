@@ -1,0 +1,201 @@
+"""Read stage, last step: the model as it is lowered. ``prepare`` freezes the inputs ``input`` gives
+values (freeze.py), fixes the shapes it gives, once, and folds the control flow that decides
+(control_flow.py). ``input`` takes every form ``ov.convert_model(input=...)`` takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Union
+
+import onnx
+
+from ..bounds import check_shape
+from ..errors import UsageError, flag
+from ..shapes import InputShapeMap, Position, Shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
+from .control_flow import dynamic_steps_in_body, fold_control_flow, has_control_flow
+from .freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
+from .read import GraphView, TensorInfo, graph_view
+
+# ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
+# [("X", [5, -1, 3])], an ov.PartialShape or a list of them (by position), [5, -1, 3].
+InputShapes = Union[str, Sequence[object], Mapping[str, object], None]
+
+
+@dataclass
+class Prepared:
+    """The model as it is lowered: inputs frozen, shapes fixed, constant control flow folded."""
+
+    view: GraphView
+    shapes: dict[str, Shape | None]
+    frozen: tuple[Frozen, ...] = ()
+    notes: tuple[str, ...] = ()
+    changed: bool = False  # the model differs from the file: the frontend must read this one
+    loops_kept: bool = False  # a Loop with recurrent nodes stays, to be lowered inside its body
+
+    def rt_info(self) -> dict:
+        """rt_info ``ovrnn/frozen_inputs``: {name: 'int64 [] 16000'}, when inputs were frozen."""
+        return {"frozen_inputs": record_text(self.frozen)} if self.frozen else {}
+
+
+def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False) -> Prepared:  # noqa: A002
+    """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
+    flow that decides (onnx/control_flow.py). ``unroll_loops``: unroll every Loop with a constant
+    trip count that holds a recurrent node, lowerable in its body or not; ``keep_loops``: unroll
+    none (``--stateful`` per node: each unrolled copy would carry a state of its own where the Loop
+    hands one value from iteration to iteration). The caller's model is not changed."""
+    rest, entries = split_frozen(input)
+    shape_map = input_shapes(rest)
+    check_not_frozen_twice(entries, {k for k in shape_map if not isinstance(k, Position)})
+    model, frozen = freeze_inputs(proto, entries)
+    view = graph_view(model)
+    shapes = resolve_positions(view, shape_map)
+    view = apply_input_shapes(view, shapes)
+    for info in view.inputs:  # declared or given: no dim, or product of dims, that overflows later
+        check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
+    if not has_control_flow(view.model.graph):
+        return Prepared(view, shapes, frozen, (), bool(frozen))
+    kept: list[str] = []
+
+    def check(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
+        if unroll_loops:
+            return "OpenVINO's shape inference leaves the step count of its body's recurrent node dynamic"
+        why = None if keep_loops else lowerable_in_body(loop, body)
+        if why is None:
+            kept.append(loop.name)
+        return why
+
+    shaped = with_input_shapes(view)
+    folded, notes = fold_control_flow(shaped, check)
+    if folded is not shaped:
+        view = apply_input_shapes(graph_view(folded), shapes)
+    return Prepared(view, shapes, frozen, tuple(notes), bool(frozen) or folded is not shaped, bool(kept))
+
+
+def lowerable_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
+    """Why the recurrent nodes of a Loop body (constant trip count) cannot be lowered where they
+    are, so that the Loop is unrolled; None keeps the Loop, and its nodes are lowered inside the
+    body (frontend/recurrent_extension.py), which needs each node's step count fixed by the body's
+    shapes. Should OpenVINO's shape inference disagree with onnx's, convert_model unrolls after all."""
+    return dynamic_steps_in_body(loop, body)
+
+
+def input_shapes(value: InputShapes) -> InputShapeMap:
+    """Every form ``ov.convert_model(input=...)`` takes -> {name or Position: shape or None}."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        return {}
+    if isinstance(value, str):
+        return parse_input_specs([value])
+    if isinstance(value, Mapping):
+        return {str(k): shape_of(v, str(k)) for k, v in value.items()}
+    if is_shape(value):
+        return {Position(0): shape_of(value, "input 0")}
+    result: InputShapeMap = {}
+    strings = [v for v in value if isinstance(v, str)]
+    result.update(parse_input_specs(strings))
+    unnamed = sum(isinstance(k, Position) for k in result)
+    for item in value:
+        if isinstance(item, str):
+            continue
+        if isinstance(item, (tuple, list)) and item and isinstance(item[0], str):
+            name, shape = item[0], item[1] if len(item) > 1 else None  # (name, shape[, type])
+            if name in result:
+                raise UsageError(f"{flag('input')}: input '{name}' is given twice")
+            result[name] = shape_of(shape, name)
+        elif is_shape(item):
+            result[Position(unnamed)] = shape_of(item, f"input {unnamed}")
+            unnamed += 1
+        else:
+            raise UsageError(f"{flag('input')}: cannot read {item!r} as an input shape (expected \"X[5,?,3]\", (\"X\", [5, -1, 3]), a list of dims or an ov.PartialShape)")
+    return result
+
+
+def input_specs_text(value: InputShapes) -> list[str]:
+    """Any accepted ``input`` form written back in ovc's syntax: ``X[5,?,3]``, ``[5,?,3]``."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    rest, frozen = split_frozen(value)
+    shaped = [("" if isinstance(k, Position) else k) + ("" if shape is None else f"[{shape_ir(shape)}]") for k, shape in input_shapes(rest).items()]
+    return shaped + [f.spec for f in frozen if f.value is not None]
+
+
+def resolve_positions(view: GraphView, shapes: InputShapeMap) -> dict[str, Shape | None]:
+    """Unnamed shapes (``[5,?,3]``) go to the model's inputs in order, as in ovc."""
+    unnamed = sorted(k for k in shapes if isinstance(k, Position))
+    if not unnamed:
+        return dict(shapes)
+    if len(unnamed) != len(shapes):
+        raise UsageError(f"{flag('input')}: give every shape with its input's name, or none of them (ovc's rule)")
+    if len(unnamed) > len(view.inputs):
+        known = ", ".join(i.name for i in view.inputs) or "none"
+        raise UsageError(f"{flag('input')}: {len(unnamed)} unnamed shapes for {len(view.inputs)} model input(s) ({known})")
+    return {view.inputs[k].name: shapes[k] for k in unnamed}
+
+
+def apply_input_shapes(view: GraphView, shapes: dict[str, Shape | None]) -> GraphView:
+    """Fix graph-input shapes before lowering, the way ovc's --input does."""
+    if not shapes:
+        return view
+    by_name = {i.name: i for i in view.inputs}
+    new_inputs = list(view.inputs)
+    for name, shape in shapes.items():
+        if name in view.constants:
+            raise UsageError(f"{flag('input')} '{name}': this is an initializer (constant), not a graph input; only inputs can be reshaped")
+        if name not in by_name:
+            known = ", ".join(i.name for i in view.inputs) or "none"
+            raise UsageError(f"{flag('input')} '{name}': the model has no input of that name (inputs: {known})")
+        if shape is None:
+            continue
+        info = by_name[name]
+        merged = merge_shape(name, info.shape, shape)
+        new_inputs[new_inputs.index(info)] = TensorInfo(info.name, info.elem_type, merged)
+    view.inputs = new_inputs
+    return view
+
+
+def merge_shape(name: str, declared: Shape | None, given: Shape) -> Shape:
+    if declared is None:
+        return given
+    if len(declared) != len(given):
+        raise UsageError(f"{flag('input')} '{name}': rank {len(given)} {shape_text(given)}, but the model declares rank {len(declared)} {shape_text(declared)}")
+    out = []
+    for axis, (have, want) in enumerate(zip(declared, given)):
+        merged = have.merge(want)
+        if merged is None:
+            raise UsageError(f"{flag('input')} '{name}': dim {axis} is {want.describe()}, but the model declares {have.describe()}")
+        out.append(merged if not want.is_static else want)
+    return tuple(out)
+
+
+def with_input_shapes(view: GraphView) -> onnx.ModelProto:
+    """The model with the graph inputs' static dims (--input included) written into it, so that
+    onnx's shape inference, and the folding that follows it, knows them."""
+    declared = {i.name: i.shape for i in view.inputs}
+    changes = {}
+    for vi in view.model.graph.input:
+        shape = declared.get(vi.name)
+        if shape is None or not vi.type.HasField("tensor_type"):
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) != len(shape) or any(d.is_static and not (old.HasField("dim_value") and old.dim_value == d.lo) for d, old in zip(shape, dims)):
+            changes[vi.name] = shape
+    if not changes:
+        return view.model
+    model = onnx.ModelProto()
+    model.CopyFrom(view.model)
+    for vi in model.graph.input:
+        if vi.name in changes:
+            shape = changes[vi.name]
+            del vi.type.tensor_type.shape.dim[:]
+            for d in shape:
+                dim = vi.type.tensor_type.shape.dim.add()
+                if d.is_static:
+                    dim.dim_value = d.lo
+                elif d.symbol:
+                    dim.dim_param = d.symbol
+    return model

@@ -1,0 +1,22 @@
+"""The deferred ``openvino`` import, for the stages that drive OpenVINO (the frontend, the runtime):
+``ov()`` loads it on first use, so converting a lone recurrent graph never pays for it; and the
+informative part of OpenVINO's error messages."""
+
+from __future__ import annotations
+
+import re
+
+_WRAPPER_LINE = re.compile(r"^(Exception from .*:\d+:|Check '.*' failed at .*|\[ ?GENERAL_ERROR ?\]|.*\.(cpp|hpp):\d+:?)$")
+
+
+def ov():
+    import openvino  # deferred: `ovrnn convert` never pays for it
+
+    return openvino
+
+
+def ov_message(exc: BaseException) -> str:
+    """The informative part of an OpenVINO error: wrapper lines with file:line removed."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not _WRAPPER_LINE.match(ln)]
+    return " ".join(useful or lines) or type(exc).__name__

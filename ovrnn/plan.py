@@ -1,0 +1,245 @@
+"""Plan stage: what the conversion will do, decided before anything is lowered.
+
+    Request.checked(...)     every argument of convert_model, checked (usage errors first)
+    plan_conversion(...)     whole model (OpenVINO's frontend) or lone recurrent nodes (ovrnn's
+                             emitter), and what each path refuses
+    choose_cells(...)        --lowering auto: the lowering per op for a device, from its op set
+                             (query_model when the device is on this machine, else the plugin
+                             tables of ovrnn/plugins.py)
+
+The plan hands the next stages one value: ``Plan``, with ``options(cells)`` for the lowering.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import onnx
+
+from .errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
+from .ir.emit import IR_VERSIONS
+from .lower.node import CELL_MODES, LoweringOptions
+from .quantization import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
+from .onnx.qdq import absorb_dequantize_linear
+from .onnx.control_flow import open_conditions_hint
+from .onnx.inputs import Prepared
+from .onnx.read import GraphView
+from .plugins import CELL_TYPES, NO_CELL, canonical_device
+from .semantics.recurrent import FAMILIES, is_dynamic_quantize_lstm, needs_frontend, recurrent_nodes, rnn_nodes
+from .stateful import state_request
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the caller asked for, every value checked."""
+
+    ir_version: int = 11
+    lowering: str = "cell"
+    device: str | None = None
+    static: bool = False
+    compress_to_fp16: bool = False
+    max_steps: int | None = None
+    chunk_steps: int = 64
+    stateful: bool | tuple = False  # True, or the (input, output) pairs that become states
+    compression: Compression | None = None
+    allow_sequence_ops: bool = False  # a body node whose steps are not known goes to OpenVINO's sequence op
+
+    @staticmethod
+    def checked(
+        ir_version: int = 11,
+        lowering: str = "cell",
+        device: str | None = None,
+        static: bool = False,
+        compress_to_fp16: bool = False,
+        max_steps: int | None = None,
+        chunk_steps: int = 64,
+        stateful: bool | str | Sequence[str] = False,
+        compress_weights: str | None = None,
+        group_size: int | None = None,
+        allow_sequence_ops: bool = False,
+        max_weight_error: float | None = None,
+    ) -> Request:
+        if ir_version not in IR_VERSIONS:
+            raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
+        if lowering not in ("auto",) + CELL_MODES:
+            raise UsageError(f"{flag('lowering')}: expected cell, matmul or auto, got '{lowering}'")
+        check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
+        if max_steps is not None:
+            check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
+        compression = compression_of(compress_weights, group_size, max_weight_error)
+        return Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, state_request(stateful), compression, allow_sequence_ops)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The conversion decided: the prepared model, the path it takes, and the request."""
+
+    prepared: Prepared
+    request: Request
+    whole: bool  # OpenVINO's frontend converts the model, with ovrnn's lowering plugged in
+    source: Path | None  # the file the frontend may read (external data stays next to it)
+    given_weights: dict = field(default_factory=dict, compare=False)  # QDQ W/R kept integer (onnx/qdq.py): name -> Quantized per direction
+
+    @property
+    def view(self) -> GraphView:
+        return self.prepared.view
+
+    def options(self, cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> LoweringOptions:
+        from .validation.budget import choose as error_budget  # measured on the float64 reference at convert time
+
+        r = self.request
+        return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression, self.given_weights, error_budget)
+
+    def lower(self, options: LoweringOptions):
+        """Hand the model to the next stages: OpenVINO's frontend with ovrnn's lowering for whole
+        models (frontend/whole_model.py), spec + lower + emit for lone nodes (ir/graph.py). -> IR"""
+        from .frontend.whole_model import convert_whole_model
+        from .ir.graph import convert_graph
+
+        r, record = self.request, self.prepared.rt_info()
+        if self.whole:
+            return convert_whole_model(self.view, self.prepared.shapes, self.source, options, r.max_steps, stateful=r.stateful, record=record, allow_sequence_ops=r.allow_sequence_ops)
+        return convert_graph(self.view, options, r.ir_version, r.max_steps, r.stateful, record)
+
+    def ops(self) -> tuple[str, ...]:
+        """The recurrent ops in the model, bodies included, in FAMILIES order."""
+        present = {"LSTM" if is_dynamic_quantize_lstm(n.proto) else n.proto.op_type for n in recurrent_nodes(self.view.model)}
+        return tuple(op for op in FAMILIES if op in present)
+
+
+def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan:
+    """Which path the model takes, and what that path refuses, before anything is lowered."""
+    view, stateful = prepared.view, request.stateful
+    if request.static:
+        _check_static(view, _initial_state_inputs(view) if stateful is True else set())
+    view, given_weights, qdq_notes = absorb_dequantize_linear(view)  # QDQ W/R: kept integer, not folded
+    if given_weights or qdq_notes:
+        prepared = replace(prepared, view=view, changed=prepared.changed or bool(given_weights), notes=prepared.notes + tuple(qdq_notes))
+    whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
+    if stateful and request.ir_version != 11:
+        raise UsageError(f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes")
+    if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
+        _check_every_input_is_produced(view.model.graph)
+    if whole and request.ir_version != 11:
+        raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
+    source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
+    return Plan(prepared, request, whole, source, given_weights)
+
+
+def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
+    """A node input that no graph input, initializer or node provides (paddle2onnx writes such
+    files) is an invalid model, named here rather than deep inside OpenVINO's frontend."""
+    known = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output if o}
+    for node in graph.node:
+        for slot, name in enumerate(node.input):
+            if name and name not in known:
+                names = FAMILIES[node.op_type].inputs if node.op_type in FAMILIES else ()
+                role = f"'{names[slot]}'" if slot < len(names) else str(slot)
+                raise InvalidModelError(
+                    f"{node.op_type} node '{node.name or node.output[0]}': input {role} is tensor '{name}', which no graph input, initializer or node provides"
+                )
+
+
+def compression_of(mode: str | None, group_size: int | None, max_error: float | None = None) -> Compression | None:
+    """--compress-weights / --group-size / --max-weight-error checked: None when no compression was asked for."""
+    if mode is None:
+        if group_size is not None:
+            raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
+        if max_error is not None:
+            raise UsageError(f"{flag('max-weight-error')} applies with {flag('compress-weights')} only")
+        return None
+    if max_error is not None and (isinstance(max_error, bool) or not isinstance(max_error, (int, float)) or not max_error > 0):
+        raise UsageError(f"{flag('max-weight-error')}: expected a positive number (inf: no limit), got {max_error}")
+    if mode not in QUANT_MODES:
+        raise UsageError(f"{flag('compress-weights')}: expected int8 or int4, got '{mode}'")
+    if group_size is not None and mode != "int4":
+        raise UsageError(f"{flag('group-size')} applies to {flag('compress-weights', 'int4')} only")
+    if group_size is not None and (isinstance(group_size, bool) or group_size not in GROUP_SIZES):
+        raise UsageError(f"{flag('group-size')}: expected 32, 64, 128 or -1 (one group per row), got {group_size}")
+    return Compression(mode, -1 if group_size is None else group_size, DEFAULT_MAX_ERROR if max_error is None else float(max_error))
+
+
+def check_count(name: str, value: object, expected: str) -> None:
+    """A count option (steps, chunk size) is an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"{flag(name)}: expected {expected}, got {value}")
+
+
+def _initial_state_inputs(view: GraphView) -> set[str]:
+    """Graph inputs read only as a recurrent node's initial_h/initial_c: --stateful replaces them."""
+    graph = view.model.graph
+    slots = {n for _, node in rnn_nodes(graph) for n in list(node.input)[5:7] if n}
+    other = {n for node in graph.node for k, n in enumerate(node.input) if not (node.op_type in FAMILIES and k in (5, 6))} | {o.name for o in graph.output}
+    return {i.name for i in view.inputs if i.name in slots and i.name not in other}
+
+
+def _check_static(view: GraphView, replaced: set[str] = frozenset()) -> None:
+    """--static: every input dim must be a number before anything is lowered (inputs a state
+    replaces need none)."""
+    for info in view.inputs:
+        if info.name in replaced:
+            continue
+        dims = info.shape or ()
+        dynamic = [axis for axis, d in enumerate(dims) if not d.is_static]
+        if info.shape is None:
+            raise UsageError(f"{flag('static', True)}: input '{info.name}' has a dynamic rank; give every dim a number with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}")
+        if dynamic:
+            example = ",".join(str(d.example()) for d in dims)
+            axes = " and ".join(str(a) for a in dynamic)
+            raise UsageError(
+                f"{flag('static', True)}: input '{info.name}' has a dynamic dim {dynamic[0]} ({dims[dynamic[0]].describe()}); give every dim a number, "
+                f"for example {flag('input', quoted(f'{info.name}[{example}]'))} (dim{'s' if len(dynamic) > 1 else ''} {axes} set to "
+                f"{'a guess' if len(dynamic) == 1 else 'guesses'}: use your real sizes)"
+            )
+
+
+def with_hint(build: Callable[..., object], view: GraphView, *args):
+    """build(*args); an error from OpenVINO's frontend on a model with If nodes left says which
+    inputs their conditions depend on."""
+    try:
+        return build(*args)
+    except (InvalidModelError, UnsupportedFeatureError) as exc:
+        hint = open_conditions_hint(view.model.graph) if str(exc).startswith("OpenVINO's ONNX frontend") else ""
+        if not hint:
+            raise
+        raise type(exc)(f"{exc}; {hint}") from None
+
+
+# --- --lowering auto -----------------------------------------------------------------------------
+
+
+def choose_cells(build: Callable[[str], object], device: str | None, ops: tuple[str, ...] = ("RNN",)) -> tuple[dict[str, str], str]:
+    """({op: cells} for the recurrent ops in the model, note) for `device`; `build("cell")` converts
+    the model with every chain on cells. Per op, because the NPU compiler imports GRUCell and
+    LSTMCell but not RNNCell: there GRU/LSTM keep their cells and RNN nodes become MatMul ops."""
+    if not device:
+        raise UsageError(f"{flag('lowering', 'auto')} needs {flag('device')} (the device the IR is for, e.g. CPU, GPU, NPU)")
+    from .runtime import engine as runtime
+
+    ops = ops or ("RNN",)
+    device = canonical_device(device)
+    available = runtime.available_devices()
+    names = runtime.device_names(device)
+    if not all(runtime.is_available(n, available) for n in names):
+        lacks = {op for op in ops if any(n.split(".")[0] in NO_CELL.get(op, ()) for n in names)}
+        choice = {op: "matmul" if op in lacks else "cell" for op in ops}
+        return choice, f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose {_chosen(choice)} from what its plugin is known to import"
+    model = runtime.read_model(build("cell"))
+    supported = runtime.core().query_model(model, device)
+    missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
+    if not missing:
+        return dict.fromkeys(ops, "cell"), f"{flag('lowering', 'auto')}: {device} takes every op of the {'/'.join(CELL_TYPES[op] for op in ops)} chain{'s' if len(ops) > 1 else ''} (query_model); chose 'cell'"
+    cells_only = set(missing) <= set(CELL_TYPES.values())
+    choice = {op: "matmul" if not cells_only or CELL_TYPES[op] in missing else "cell" for op in ops}
+    return choice, f"{flag('lowering', 'auto')}: {device} does not take {', '.join(missing)} (query_model); chose {_chosen(choice)}"
+
+
+def _chosen(choice: dict[str, str]) -> str:
+    """'matmul' when every op got it; else per op: 'matmul' for RNN, 'cell' for GRU/LSTM."""
+    kinds = sorted(set(choice.values()))
+    if len(kinds) == 1:
+        return f"'{kinds[0]}'"
+    return ", ".join(f"'{k}' for {'/'.join(op for op in choice if choice[op] == k)}" for k in ("matmul", "cell"))
