@@ -400,6 +400,11 @@ def render(R: dict) -> str:
         lines += ["", "| GRU/LSTM (default activations, no P) | T | H | direction | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['op']} | {r['T']} | {r['H']} | {r['direction']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |" for r in lat["gl_rows"]]
         lines += ["", "Median ÷ onnxruntime: " + ", ".join(f"{op} batch {B} {lat[f'{op}_latency_b{B}']['vs_onnxruntime']:.2f}" for op in ("GRU", "LSTM") for B in (1, 16))]
+    st = R.get("stream")
+    if st:
+        lines += ["", "| stream: LSTM H=128, batch 1, per call | stateful IR µs | stateless IR + host state µs | onnxruntime + host state µs | ovrnn.Stream.feed µs | ÷ stateless IR | ÷ onnxruntime | steps/s | max abs diff |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| K={r['K']} | {r['stateful']:.0f} | {r['stateless_host']:.0f} | {r['onnxruntime_host']:.0f} | {r['stream_feed']:.0f} | {r['vs_ir']:.2f} | {r['vs_ort']:.2f} | {r['steps_per_second']:,.0f} | {r['max_abs_diff']:.1e} |" for r in st["rows"]]
+        lines += [f"| K={r['K']}, both IRs at INFERENCE_NUM_THREADS=1 | {r['stateful_1t']:.0f} | {r['stateless_host_1t']:.0f} | {r['onnxruntime_host']:.0f} | | {r['vs_ir_1t']:.2f} | {r['vs_ort_1t']:.2f} | {r['K'] / r['stateful_1t'] * 1e6:,.0f} | |" for r in st["rows"]]
     comp = R.get("compression")
     if comp:
         lines += ["", "| quantization-only error, LSTM H=128 T=1000 (uneven rows), max abs Y | t<10 | t<100 | all 1000 | mean |", "|---|---|---|---|---|"]
@@ -505,16 +510,7 @@ def s_compression(tmp: Path, n: int) -> dict:
     return out
 
 
-SECTIONS = ("convert", "compile", "graph", "latency", "compression")
-    st = R.get("stream")
-    if st:
-        lines += ["", "| stream: LSTM H=128, batch 1, per call | stateful IR µs | stateless IR + host state µs | onnxruntime + host state µs | ovrnn.Stream.feed µs | ÷ stateless IR | ÷ onnxruntime | steps/s | max abs diff |", "|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| K={r['K']} | {r['stateful']:.0f} | {r['stateless_host']:.0f} | {r['onnxruntime_host']:.0f} | {r['stream_feed']:.0f} | {r['vs_ir']:.2f} | {r['vs_ort']:.2f} | {r['steps_per_second']:,.0f} | {r['max_abs_diff']:.1e} |" for r in st["rows"]]
-        lines += [f"| K={r['K']}, both IRs at INFERENCE_NUM_THREADS=1 | {r['stateful_1t']:.0f} | {r['stateless_host_1t']:.0f} | {r['onnxruntime_host']:.0f} | | {r['vs_ir_1t']:.2f} | {r['vs_ort_1t']:.2f} | {r['K'] / r['stateful_1t'] * 1e6:,.0f} | |" for r in st["rows"]]
-    return "\n".join(lines) + "\n"
-
-
-SECTIONS = ("convert", "compile", "graph", "latency", "stream")
+SECTIONS = ("convert", "compile", "graph", "latency", "stream", "compression")
 
 
 def main(argv=None) -> int:
