@@ -1,6 +1,6 @@
 """ONNX model -> IR, one stage after the other; each takes what the previous one returned:
 
-    Request.checked          (plan.py)            the arguments, checked
+    Request(...).checked()   (plan.py)            the arguments, checked
     prepare(load_model(...)) (onnx/)              read; freeze inputs, fix shapes, fold control flow
     plan_conversion          (plan.py)            whole model or lone recurrent nodes; refusals
     choose_cells             (plan.py)            --lowering auto: the lowering per op for the device
@@ -64,14 +64,14 @@ def convert_model(
       every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted
       (docs/bodies.md).
     """
-    request = Request.checked(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size, allow_sequence_ops)
+    request = Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size, allow_sequence_ops).checked()
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     proto = load_model(model, files)
-    prepared = prepare(proto, input)
+    prepared = prepare(proto, input, keep_loops=request.stateful is True)
     try:
         return _carried_out(plan_conversion(prepared, request, model), files)
     except UnsupportedFeatureError as exc:
-        if getattr(exc, "why", None) is None or not prepared.loops_kept:
+        if getattr(exc, "why", None) is None or not prepared.loops_kept or request.stateful is True:
             raise
         # onnx's shape inference found a kept Loop body's step count static, OpenVINO's does not: unroll it after all
         return _carried_out(plan_conversion(prepare(proto, input, unroll_loops=True), request, model), files)

@@ -384,3 +384,11 @@ def test_if_inside_a_loop_that_stays_folds_on_a_frozen_input(use_a, kept):
     assert counts["Loop"] == 1 and "If" not in counts and counts["GRUCell"] > 0 and "GRUSequence" not in counts, counts
     report = ovrnn.validate(model, input=f"use_a->{use_a}", ir=ir)
     assert report.passed and report.onnxruntime == "used", report.format()
+
+
+def test_stateful_nodes_keep_the_loop():
+    """--stateful per node: unrolled copies would each carry a state of their own where the Loop
+    hands h from iteration to iteration, so the Loop stays and its node is refused as in any body."""
+    with pytest.raises(ovrnn.OvrnnError) as err:
+        ovrnn.convert_model(FIXTURES / "loop_gru_chunks.onnx", stateful=True)
+    assert "GRU node 'gru' is inside the body of Loop node 'passes'" in str(err.value)

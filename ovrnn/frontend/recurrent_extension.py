@@ -23,7 +23,6 @@ The frontend does not say which ONNX node a call is for (NodeContext has no name
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -40,55 +39,13 @@ from ..lower import LOWERINGS
 from ..lower.layer_graph import LayerGraph
 from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower.state import add_assigns, add_states, plan_states
-from ..onnx.read import ONNX_DOMAINS, TensorInfo
+from ..onnx.read import TensorInfo
 from ..semantics import NORMALISERS
 from ..semantics.limits import check_steps
-from ..semantics.recurrent import FAMILIES, DynamicStepsError, node_label, unique_label
+from ..semantics.recurrent import FAMILIES, Body, DynamicStepsError, RecurrentNode, node_label, unique_label
 from .realize import dim_of, realize
 
 BODY_OPS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
-
-
-@dataclass(frozen=True)
-class Body:
-    """The If/Loop/Scan body a node sits in."""
-
-    holder: onnx.NodeProto  # the If, Loop or Scan node
-    holder_index: int
-    attribute: str  # then_branch | else_branch | body
-    graph: onnx.GraphProto
-    outer: Body | None = None
-
-    def describe(self) -> str:
-        """"the body of Loop node 'loop'", "the then_branch of If node 'if1'"."""
-        what = "the body" if self.attribute == "body" else f"the {self.attribute}"
-        return f"{what} of {node_label(self.holder, self.holder_index)}"
-
-
-@dataclass(frozen=True)
-class RecurrentNode:
-    """One RNN, GRU or LSTM node: its proto, where it sits, the opset it is read in."""
-
-    proto: onnx.NodeProto
-    index: int  # in its own graph
-    opset: int
-    body: Body | None = None
-
-
-def recurrent_nodes(model: onnx.ModelProto) -> list[RecurrentNode]:
-    """Every RNN/GRU/LSTM node of the model, bodies included, in the order the ONNX frontend
-    converts them: each body before the node that holds it."""
-    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 1)
-    return list(_walk(model.graph, opset, None))
-
-
-def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[RecurrentNode]:
-    for index, node in enumerate(graph.node):
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _walk(sub, opset, Body(node, index, attr.name, sub, body))
-        if node.op_type in FAMILIES and node.domain in ONNX_DOMAINS:
-            yield RecurrentNode(node, index, opset, body)
 
 
 # --- which node a call is for -----------------------------------------------------------------

@@ -36,9 +36,9 @@ from ..onnx.read import GraphView
 from .realize import partial_shape
 from ..progress import stage
 from ..ov import ov, ov_message
-from .recurrent_extension import ModelNodes, RecurrentLowering, RecurrentNode, body_steps_error, recurrent_nodes, scan_slice_error
+from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
 from ..shapes import Dim, Shape
-from ..semantics.recurrent import FAMILIES, DynamicStepsError, UnknownRankError, node_label
+from ..semantics.recurrent import FAMILIES, DynamicStepsError, RecurrentNode, UnknownRankError, node_label, recurrent_nodes
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (

@@ -39,11 +39,12 @@ class Prepared:
         return {"frozen_inputs": record_text(self.frozen)} if self.frozen else {}
 
 
-def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False) -> Prepared:  # noqa: A002
+def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False) -> Prepared:  # noqa: A002
     """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
     flow that decides (onnx/control_flow.py). ``unroll_loops``: unroll every Loop with a constant
-    trip count that holds a recurrent node, lowerable in its body or not. The caller's model is
-    not changed."""
+    trip count that holds a recurrent node, lowerable in its body or not; ``keep_loops``: unroll
+    none (``--stateful`` per node: each unrolled copy would carry a state of its own where the Loop
+    hands one value from iteration to iteration). The caller's model is not changed."""
     rest, entries = split_frozen(input)
     shape_map = input_shapes(rest)
     check_not_frozen_twice(entries, {k for k in shape_map if not isinstance(k, Position)})
@@ -60,7 +61,7 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: boo
     def check(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
         if unroll_loops:
             return "OpenVINO's shape inference leaves the step count of its body's recurrent node dynamic"
-        why = lowerable_in_body(loop, body)
+        why = None if keep_loops else lowerable_in_body(loop, body)
         if why is None:
             kept.append(loop.name)
         return why

@@ -20,7 +20,7 @@ Decisions where the spec is ambiguous are documented in the README ("Semantic de
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar
@@ -206,6 +206,48 @@ def needs_frontend(graph: onnx.GraphProto) -> bool:
     frontend converts it, with ovrnn's lowering plugged in."""
     ops_ = {(n.domain, n.op_type) for n in graph.node}
     return not rnn_nodes(graph) or any(d not in ONNX_DOMAINS or (t not in FAMILIES and t != "Constant") for d, t in ops_)
+
+
+@dataclass(frozen=True)
+class Body:
+    """The If/Loop/Scan body a node sits in."""
+
+    holder: onnx.NodeProto  # the If, Loop or Scan node
+    holder_index: int
+    attribute: str  # then_branch | else_branch | body
+    graph: onnx.GraphProto
+    outer: Body | None = None
+
+    def describe(self) -> str:
+        """"the body of Loop node 'loop'", "the then_branch of If node 'if1'"."""
+        what = "the body" if self.attribute == "body" else f"the {self.attribute}"
+        return f"{what} of {node_label(self.holder, self.holder_index)}"
+
+
+@dataclass(frozen=True)
+class RecurrentNode:
+    """One RNN, GRU or LSTM node: its proto, where it sits, the opset it is read in."""
+
+    proto: onnx.NodeProto
+    index: int  # in its own graph
+    opset: int
+    body: Body | None = None
+
+
+def recurrent_nodes(model: onnx.ModelProto) -> list[RecurrentNode]:
+    """Every RNN/GRU/LSTM node of the model, bodies included, in the order the ONNX frontend
+    converts them: each body before the node that holds it."""
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 1)
+    return list(_walk(model.graph, opset, None))
+
+
+def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[RecurrentNode]:
+    for index, node in enumerate(graph.node):
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                yield from _walk(sub, opset, Body(node, index, attr.name, sub, body))
+        if node.op_type in FAMILIES and node.domain in ONNX_DOMAINS:
+            yield RecurrentNode(node, index, opset, body)
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:

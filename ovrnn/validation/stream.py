@@ -37,7 +37,7 @@ from ..runtime import engine as runtime
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import reference
 from . import report as report_module
-from .compare import DEFAULT_BATCH, Comparison, ValidationReport, _numpy_type, compare, ort_known_deviation, random_inputs, run_onnxruntime
+from .compare import DEFAULT_BATCH, Comparison, ValidationReport, _numpy_type, compare, ort_known_deviation, ort_session, random_inputs, run_onnxruntime
 
 LONG_STEPS = 1000  # the long stream runs at least this many steps
 DEFAULT_CHUNKS = 4
@@ -496,7 +496,7 @@ class _CarriedByHand:
         return self._carry(lambda f: reference.run_model(self.proto, f), feeds, seeds)
 
     def onnxruntime(self, feeds: dict):
-        status, session = _ort_session(self.proto)
+        status, session = ort_session(self.proto)
         if session is None:
             return status, None
         names = [o.name for o in session.get_outputs()]
@@ -522,26 +522,6 @@ def _frozen_model(proto: onnx.ModelProto, frozen) -> onnx.ModelProto:
     """`proto` with each frozen input an initializer of its value: the ONNX model as the IR computes
     it, fed to both oracles and to the stateless IR (whose own `input` then no longer freezes it)."""
     return freeze_inputs(proto, [FrozenInput(f.name, f.name, None, None, f.value) for f in frozen])[0]
-
-
-def _ort_session(proto: onnx.ModelProto):
-    """(status, onnxruntime session or None), made once for a stream of calls."""
-    from .compare import ORT_MAX_IR_VERSION
-
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return "not installed (pip install onnxruntime)", None
-    model = onnx.ModelProto()
-    model.CopyFrom(proto)
-    model.ir_version = min(model.ir_version, ORT_MAX_IR_VERSION)
-    try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        return "used", ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"does not support this model ({first[:200]})", None
 
 
 def _calls(feeds: dict, contract: StreamContract) -> int:
