@@ -294,6 +294,49 @@ def test_torch_export_with_a_sliced_h0_input_streams():
     assert_close(request.query_state()[1].state.data[0], h0[1].astype(np.float64), 2e-5, 2e-5, "second layer's state")
 
 
+def _torch_two_layer_gru(path):
+    """PyTorch's export of nn.GRU(num_layers=2) with no h0 and a dynamic batch: h0 is
+    ConstantOfShape(Concat([2], Shape(x)[1], [H])), sliced per layer."""
+    rng = np.random.default_rng(5)
+    H, I = 4, 3
+    c = lambda name, value: numpy_helper.from_array(np.asarray(value), name)  # noqa: E731
+    inits = [c("one", np.int64(1)), c("two", np.array([2], np.int64)), c("hs", np.array([H], np.int64)), c("ax", np.array([0], np.int64)), c("ax1", np.array([1], np.int64))]
+    inits += [c(f"s{k}", np.array([k], np.int64)) for k in range(3)]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "one"], ["b"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax"], ["b1"]),
+        helper.make_node("Concat", ["two", "b1", "hs"], ["h0_shape"], axis=0),
+        helper.make_node("ConstantOfShape", ["h0_shape"], ["h0"]),
+    ]
+    y = "x"
+    for layer in range(2):
+        inits += [c(f"W{layer}", (rng.standard_normal((1, 3 * H, I if layer == 0 else H)) * 0.4).astype(np.float32)), c(f"R{layer}", (rng.standard_normal((1, 3 * H, H)) * 0.4).astype(np.float32))]
+        nodes += [
+            helper.make_node("Slice", ["h0", f"s{layer}", f"s{layer + 1}", "ax"], [f"h0_{layer}"]),
+            helper.make_node("GRU", [y, f"W{layer}", f"R{layer}", "", "", f"h0_{layer}"], [f"Y{layer}", f"Yh{layer}"], hidden_size=H, name=f"/g/GRU_{layer}"),
+            helper.make_node("Squeeze", [f"Y{layer}", "ax1"], [f"y{layer}"]),
+        ]
+        y = f"y{layer}"
+    graph = helper.make_graph(nodes, "gru2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "B", I])], [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_torch_zeros_h0_sliced_per_layer_is_the_zeros_init(tmp_path):
+    """The per-layer Slice of PyTorch's zeros h0 is read as zeros, the init made from X's batch:
+    a ReadValue initializer with that Slice in it does not compile on CPU ("Model references
+    undeclared parameters"), which left a written IR that no device could load."""
+    path = _torch_two_layer_gru(tmp_path / "gru2.onnx")
+    model, _ = _compile(ovrnn.convert_model(path, input="x[4,?,3]", stateful=True))
+    assert _stream_info(model)["states"] == "/g/GRU_0/H=zeros;/g/GRU_1/H=zeros"
+    report = ovrnn.validate(path, input="x[4,?,3]", stateful=True, chunks=2)
+    assert report.passed, report.format()
+    assert {c.check for c in report.comparisons} >= {"chunked == whole", "batch", "long stream"}
+
+
 # --- inspect ------------------------------------------------------------------------------------------
 
 

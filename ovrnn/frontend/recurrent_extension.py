@@ -225,7 +225,7 @@ class RecurrentLowering:
         spec = NORMALISERS[op](proto, node.index, node.opset, infos.get, label)
         states = []
         if self.stateful and node.body is None:  # a body's state lives in its loop, not across infer calls
-            spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name]))
+            spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name]), lambda name: _zeros_by_construction(present[name]))
         if is_context:  # ovrnn.extension(): the limit over the nodes so far, as it goes
             check_steps(self.steps + spec.seq_length * len(spec.directions), len(self.converted) + 1, self.max_steps)
         filled = {rin.name: rin.shape for role in FAMILIES[op].inputs if (rin := getattr(spec, role, None)) is not None}
@@ -277,6 +277,22 @@ def _input_read_by(output) -> str | None:
             return node.output(0).get_any_name()
         stack.extend(i.get_source_output().get_node() for i in node.inputs())
     return None
+
+
+_SAME_VALUES = {"Slice", "StridedSlice", "Gather", "Reshape", "Squeeze", "Unsqueeze", "Broadcast", "Convert", "Transpose", "Tile"}  # input 0's values, moved
+
+
+def _zeros_by_construction(output) -> bool:
+    """Whether `output` holds only zeros whatever the inputs: a zero Constant moved by shape ops
+    (PyTorch writes h0 as ConstantOfShape(Shape(x)), the frontend's Broadcast(0, shape), sliced
+    per layer) or a Concat of such."""
+    node = output.get_node()
+    kind = node.get_type_name()
+    if kind == "Constant":
+        return not np.any(node.get_data())
+    if kind == "Concat":
+        return all(_zeros_by_construction(i.get_source_output()) for i in node.inputs())
+    return kind in _SAME_VALUES and _zeros_by_construction(node.input(0).get_source_output())
 
 
 def tensor_info(name: str, output) -> TensorInfo:
