@@ -227,6 +227,46 @@ def test_node_states_need_a_recurrent_node(tmp_path):
     )
 
 
+def _chained_state_model(h0_of_b: str):
+    """GRU 'a' on x, then GRU 'b' on a's Y whose initial_h is `h0_of_b`: a's Y_h (TorchScript's
+    `y, h = gru(x, h)` in an unrolled loop) or Tanh(e), a graph input's values (a decoder
+    seeded from an encoder)."""
+    rng = np.random.default_rng(6)
+    w = lambda name, *shape: numpy_helper.from_array((rng.standard_normal(shape) * 0.4).astype(np.float32), name)  # noqa: E731
+    nodes = [
+        helper.make_node("GRU", ["x", "Wa", "Ra"], ["Ya", "Yha"], hidden_size=4, name="a"),
+        helper.make_node("Squeeze", ["Ya", "ax1"], ["ya"]),
+        helper.make_node("Tanh", ["e"], ["te"]),
+        helper.make_node("GRU", ["ya", "Wb", "Rb", "", "", h0_of_b], ["y"], hidden_size=4, name="b"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 3]), helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 1, 4])]
+    inits = [w("Wa", 1, 12, 3), w("Ra", 1, 12, 4), w("Wb", 1, 12, 4), w("Rb", 1, 12, 4), numpy_helper.from_array(np.array([1], np.int64), "ax1")]
+    graph = helper.make_graph(nodes, "chained", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model
+
+
+CHAINED = [
+    ("Yha", "GRU node 'b' reads initial_h from 'Yha', which is computed from graph input 'x' on every call"),
+    ("te", "GRU node 'b' reads initial_h from 'te', which is computed from graph input 'e' on every call"),
+]
+
+
+@pytest.mark.parametrize("h0, reason", CHAINED, ids=["another-nodes-Y_h", "tanh-of-an-input"])
+def test_an_initial_state_computed_on_every_call_is_refused(tmp_path, h0, reason):
+    """Not read as a state that replaces input 'x' (or 'e') and starts from zeros: the ONNX model
+    computes that initial state anew on every call, which no carried state equals."""
+    onnx.save(_chained_state_model(h0), tmp_path / "m.onnx")
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "-o", tmp_path / "out.xml")
+    assert (r.returncode, r.stderr.strip()) == (
+        2,
+        f"error: --stateful: {reason}; a stream carries the node's own state instead: give it a constant or graph-input initial state "
+        '(if the model passes its state through graph inputs and outputs, name them: --stateful "IN=OUT")',
+    )
+    assert not (tmp_path / "out.xml").exists()
+
+
 # --- ops that mix time steps are found at convert time ----------------------------------------------
 
 
