@@ -267,6 +267,23 @@ def test_an_initial_state_computed_on_every_call_is_refused(tmp_path, h0, reason
     assert not (tmp_path / "out.xml").exists()
 
 
+def test_an_initial_state_moved_from_an_input_by_shape_ops_is_replaced_by_the_state():
+    """An h0 input reached through Identity/Gather/Unsqueeze (silero's `state` input, its LSTM's
+    initial_h) is the input the state replaces: it goes, and the stream starts from zeros."""
+    model = _chained_state_model("Yha")
+    g = model.graph
+    g.input.append(helper.make_tensor_value_info("st", TensorProto.FLOAT, [2, 1, 4]))
+    g.initializer.append(numpy_helper.from_array(np.array(1, np.int64), "one"))
+    g.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "ax0"))
+    g.node[3].input[5] = "h0b"
+    g.node.insert(3, helper.make_node("Identity", ["st"], ["st1"]))
+    g.node.insert(4, helper.make_node("Gather", ["st1", "one"], ["st2"], axis=0))
+    g.node.insert(5, helper.make_node("Unsqueeze", ["st2", "ax0"], ["h0b"]))
+    model, _ = _compile(ovrnn.convert_model(model, stateful=True))
+    assert [i.get_any_name() for i in model.inputs] == ["x", "e"]
+    assert _stream_info(model)["states"] == "a/H=zeros;b/H=zeros"
+
+
 # --- ops that mix time steps are found at convert time ----------------------------------------------
 
 

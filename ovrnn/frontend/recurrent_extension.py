@@ -291,14 +291,14 @@ def _input_read_by(output, node_label: str = "", role: str = "") -> str | None:
     return None
 
 
-_MOVES_ALL = {"Concat", "Split", "VariadicSplit"}  # every input's values, moved
+_MOVES_ALL = {"Concat"}  # every input's values, moved
 
 
 def _role_of(proto, name: str) -> str:
     return "initial_c" if len(proto.input) > 6 and proto.input[6] == name and proto.op_type == "LSTM" else "initial_h"
 
 
-_SAME_VALUES = {"Slice", "StridedSlice", "Gather", "Reshape", "Squeeze", "Unsqueeze", "Broadcast", "Convert", "Transpose", "Tile"}  # input 0's values, moved
+_SAME_VALUES = {"Identity", "Slice", "StridedSlice", "Gather", "GatherElements", "Reshape", "Squeeze", "Unsqueeze", "Broadcast", "Convert", "Transpose", "Tile", "Split", "VariadicSplit"}  # input 0's values, moved
 
 
 def _zeros_by_construction(output) -> bool:
