@@ -1,6 +1,6 @@
 """ONNX model -> IR, one stage after the other; each takes what the previous one returned:
 
-    Request.checked          (plan.py)            the arguments, checked
+    Request(...).checked()   (plan.py)            the arguments, checked
     prepare(load_model(...)) (onnx/)              read; freeze inputs, fix shapes, fold control flow
     plan_conversion          (plan.py)            whole model or lone recurrent nodes; refusals
     choose_cells             (plan.py)            --lowering auto: the lowering per op for the device
@@ -66,7 +66,7 @@ def convert_model(
       every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted
       (docs/bodies.md).
     """
-    request = Request.checked(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size, allow_sequence_ops, max_weight_error)
+    request = Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size, allow_sequence_ops, max_weight_error=max_weight_error).checked()
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     proto = load_model(model, files)
     prepared = prepare(proto, input, keep_loops=request.stateful is True)

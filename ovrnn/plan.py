@@ -1,6 +1,6 @@
 """Plan stage: what the conversion will do, decided before anything is lowered.
 
-    Request.checked(...)     every argument of convert_model, checked (usage errors first)
+    Request(...).checked()   every argument of convert_model, checked (usage errors first)
     plan_conversion(...)     whole model (OpenVINO's frontend) or lone recurrent nodes (ovrnn's
                              emitter), and what each path refuses
     choose_cells(...)        --lowering auto: the lowering per op for a device, from its op set
@@ -34,7 +34,8 @@ from .stateful import state_request
 
 @dataclass(frozen=True)
 class Request:
-    """What the caller asked for, every value checked."""
+    """convert_model's options as the caller gave them; ``checked()`` checks every value (usage
+    errors, before the model is read) and resolves stateful and the weight compression."""
 
     ir_version: int = 11
     lowering: str = "cell"
@@ -43,34 +44,23 @@ class Request:
     compress_to_fp16: bool = False
     max_steps: int | None = None
     chunk_steps: int = 64
-    stateful: bool | tuple = False  # True, or the (input, output) pairs that become states
-    compression: Compression | None = None
+    stateful: bool | str | Sequence[str] | tuple = False  # checked: True, or the (input, output) pairs that become states
+    compress_weights: str | None = None
+    group_size: int | None = None
     allow_sequence_ops: bool = False  # a body node whose steps are not known goes to OpenVINO's sequence op
+    compression: Compression | None = None  # checked: from compress_weights, group_size and max_weight_error
+    max_weight_error: float | None = None  # the per-node budget of the quantization-only error (validation/budget.py)
 
-    @staticmethod
-    def checked(
-        ir_version: int = 11,
-        lowering: str = "cell",
-        device: str | None = None,
-        static: bool = False,
-        compress_to_fp16: bool = False,
-        max_steps: int | None = None,
-        chunk_steps: int = 64,
-        stateful: bool | str | Sequence[str] = False,
-        compress_weights: str | None = None,
-        group_size: int | None = None,
-        allow_sequence_ops: bool = False,
-        max_weight_error: float | None = None,
-    ) -> Request:
-        if ir_version not in IR_VERSIONS:
-            raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {ir_version}")
-        if lowering not in ("auto",) + CELL_MODES:
-            raise UsageError(f"{flag('lowering')}: expected cell, matmul or auto, got '{lowering}'")
-        check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
-        if max_steps is not None:
-            check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
-        compression = compression_of(compress_weights, group_size, max_weight_error)
-        return Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, state_request(stateful), compression, allow_sequence_ops)
+    def checked(self) -> Request:
+        if self.ir_version not in IR_VERSIONS:
+            raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {self.ir_version}")
+        if self.lowering not in ("auto",) + CELL_MODES:
+            raise UsageError(f"{flag('lowering')}: expected cell, matmul or auto, got '{self.lowering}'")
+        check_count("chunk-steps", self.chunk_steps, "0 (one piece) or a positive number of steps")
+        if self.max_steps is not None:
+            check_count("max-steps", self.max_steps, "0 (no limit) or a positive number of steps")
+        compression = compression_of(self.compress_weights, self.group_size, self.max_weight_error)
+        return replace(self, stateful=state_request(self.stateful), compression=compression)
 
 
 @dataclass(frozen=True)

@@ -179,8 +179,13 @@ def _is_dim(d: object) -> bool:
     )
 
 
+def _is_ov_shape(value: object) -> bool:
+    """ov.Shape (static, iterates ints; ov.convert_model takes it where a PartialShape goes)."""
+    return type(value).__name__ == "Shape" and type(value).__module__.split(".")[0] == "openvino"
+
+
 def is_shape(value: object) -> bool:
-    if hasattr(value, "rank") and hasattr(value, "is_static"):  # ov.PartialShape
+    if hasattr(value, "rank") and hasattr(value, "is_static") or _is_ov_shape(value):  # ov.PartialShape, ov.Shape
         return True
     return isinstance(value, (list, tuple)) and all(_is_dim(d) for d in value)
 
@@ -193,6 +198,8 @@ def shape_of(value: object, who: str) -> Shape | None:
         if value.rank.is_dynamic:
             return None
         value = list(value)
+    if _is_ov_shape(value):
+        value = [int(d) for d in value]
     if not isinstance(value, (list, tuple)) or not all(_is_dim(d) for d in value):
         raise UsageError(f"{flag('input')} '{who}': cannot read {value!r} as a shape (a list of ints, -1/None for dynamic, (lo, hi) ranges or ov.Dimension)")
     dims = []

@@ -227,6 +227,63 @@ def test_node_states_need_a_recurrent_node(tmp_path):
     )
 
 
+def _chained_state_model(h0_of_b: str):
+    """GRU 'a' on x, then GRU 'b' on a's Y whose initial_h is `h0_of_b`: a's Y_h (TorchScript's
+    `y, h = gru(x, h)` in an unrolled loop) or Tanh(e), a graph input's values (a decoder
+    seeded from an encoder)."""
+    rng = np.random.default_rng(6)
+    w = lambda name, *shape: numpy_helper.from_array((rng.standard_normal(shape) * 0.4).astype(np.float32), name)  # noqa: E731
+    nodes = [
+        helper.make_node("GRU", ["x", "Wa", "Ra"], ["Ya", "Yha"], hidden_size=4, name="a"),
+        helper.make_node("Squeeze", ["Ya", "ax1"], ["ya"]),
+        helper.make_node("Tanh", ["e"], ["te"]),
+        helper.make_node("GRU", ["ya", "Wb", "Rb", "", "", h0_of_b], ["y"], hidden_size=4, name="b"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 3]), helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 1, 4])]
+    inits = [w("Wa", 1, 12, 3), w("Ra", 1, 12, 4), w("Wb", 1, 12, 4), w("Rb", 1, 12, 4), numpy_helper.from_array(np.array([1], np.int64), "ax1")]
+    graph = helper.make_graph(nodes, "chained", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model
+
+
+CHAINED = [
+    ("Yha", "GRU node 'b' reads initial_h from 'Yha', which is computed from graph input 'x' on every call"),
+    ("te", "GRU node 'b' reads initial_h from 'te', which is computed from graph input 'e' on every call"),
+]
+
+
+@pytest.mark.parametrize("h0, reason", CHAINED, ids=["another-nodes-Y_h", "tanh-of-an-input"])
+def test_an_initial_state_computed_on_every_call_is_refused(tmp_path, h0, reason):
+    """Not read as a state that replaces input 'x' (or 'e') and starts from zeros: the ONNX model
+    computes that initial state anew on every call, which no carried state equals."""
+    onnx.save(_chained_state_model(h0), tmp_path / "m.onnx")
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "-o", tmp_path / "out.xml")
+    assert (r.returncode, r.stderr.strip()) == (
+        2,
+        f"error: --stateful: {reason}; a stream carries the node's own state instead: give it a constant or graph-input initial state "
+        '(if the model passes its state through graph inputs and outputs, name them: --stateful "IN=OUT")',
+    )
+    assert not (tmp_path / "out.xml").exists()
+
+
+def test_an_initial_state_moved_from_an_input_by_shape_ops_is_replaced_by_the_state():
+    """An h0 input reached through Identity/Gather/Unsqueeze (silero's `state` input, its LSTM's
+    initial_h) is the input the state replaces: it goes, and the stream starts from zeros."""
+    model = _chained_state_model("Yha")
+    g = model.graph
+    g.input.append(helper.make_tensor_value_info("st", TensorProto.FLOAT, [2, 1, 4]))
+    g.initializer.append(numpy_helper.from_array(np.array(1, np.int64), "one"))
+    g.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "ax0"))
+    g.node[3].input[5] = "h0b"
+    g.node.insert(3, helper.make_node("Identity", ["st"], ["st1"]))
+    g.node.insert(4, helper.make_node("Gather", ["st1", "one"], ["st2"], axis=0))
+    g.node.insert(5, helper.make_node("Unsqueeze", ["st2", "ax0"], ["h0b"]))
+    model, _ = _compile(ovrnn.convert_model(model, stateful=True))
+    assert [i.get_any_name() for i in model.inputs] == ["x", "e"]
+    assert _stream_info(model)["states"] == "a/H=zeros;b/H=zeros"
+
+
 # --- ops that mix time steps are found at convert time ----------------------------------------------
 
 
@@ -292,6 +349,49 @@ def test_torch_export_with_a_sliced_h0_input_streams():
         h0 = out["h_n"]
     assert_close(np.concatenate(chunks), np.concatenate(want).astype(np.float64), 2e-5, 2e-5, "output")
     assert_close(request.query_state()[1].state.data[0], h0[1].astype(np.float64), 2e-5, 2e-5, "second layer's state")
+
+
+def _torch_two_layer_gru(path):
+    """PyTorch's export of nn.GRU(num_layers=2) with no h0 and a dynamic batch: h0 is
+    ConstantOfShape(Concat([2], Shape(x)[1], [H])), sliced per layer."""
+    rng = np.random.default_rng(5)
+    H, I = 4, 3
+    c = lambda name, value: numpy_helper.from_array(np.asarray(value), name)  # noqa: E731
+    inits = [c("one", np.int64(1)), c("two", np.array([2], np.int64)), c("hs", np.array([H], np.int64)), c("ax", np.array([0], np.int64)), c("ax1", np.array([1], np.int64))]
+    inits += [c(f"s{k}", np.array([k], np.int64)) for k in range(3)]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "one"], ["b"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax"], ["b1"]),
+        helper.make_node("Concat", ["two", "b1", "hs"], ["h0_shape"], axis=0),
+        helper.make_node("ConstantOfShape", ["h0_shape"], ["h0"]),
+    ]
+    y = "x"
+    for layer in range(2):
+        inits += [c(f"W{layer}", (rng.standard_normal((1, 3 * H, I if layer == 0 else H)) * 0.4).astype(np.float32)), c(f"R{layer}", (rng.standard_normal((1, 3 * H, H)) * 0.4).astype(np.float32))]
+        nodes += [
+            helper.make_node("Slice", ["h0", f"s{layer}", f"s{layer + 1}", "ax"], [f"h0_{layer}"]),
+            helper.make_node("GRU", [y, f"W{layer}", f"R{layer}", "", "", f"h0_{layer}"], [f"Y{layer}", f"Yh{layer}"], hidden_size=H, name=f"/g/GRU_{layer}"),
+            helper.make_node("Squeeze", [f"Y{layer}", "ax1"], [f"y{layer}"]),
+        ]
+        y = f"y{layer}"
+    graph = helper.make_graph(nodes, "gru2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "B", I])], [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_torch_zeros_h0_sliced_per_layer_is_the_zeros_init(tmp_path):
+    """The per-layer Slice of PyTorch's zeros h0 is read as zeros, the init made from X's batch:
+    a ReadValue initializer with that Slice in it does not compile on CPU ("Model references
+    undeclared parameters"), which left a written IR that no device could load."""
+    path = _torch_two_layer_gru(tmp_path / "gru2.onnx")
+    model, _ = _compile(ovrnn.convert_model(path, input="x[4,?,3]", stateful=True))
+    assert _stream_info(model)["states"] == "/g/GRU_0/H=zeros;/g/GRU_1/H=zeros"
+    report = ovrnn.validate(path, input="x[4,?,3]", stateful=True, chunks=2)
+    assert report.passed, report.format()
+    assert {c.check for c in report.comparisons} >= {"chunked == whole", "batch", "long stream"}
 
 
 # --- inspect ------------------------------------------------------------------------------------------

@@ -161,3 +161,39 @@ def test_a_whole_model_whose_states_are_sliced_from_one_input():
     assert report.passed, report.format()
     assert sorted(report.states) == ["/rnn/RNN/H", "/rnn/RNN_1/H"]
     assert {c.oracle for c in report.comparisons if c.check == "chunked == whole"} == {"reference", "onnxruntime", "stateless IR"}
+
+
+def _gru_with_a_gain_input(path):
+    """A GRU whose Y is scaled by a graph input `sr` (int64 scalar), as silero picks by sample rate:
+    out = Y * sr / 16000; h0 is a graph input, Y_h an output (a state pair)."""
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+
+    rng = np.random.default_rng(3)
+    w = [onnx.numpy_helper.from_array((rng.standard_normal(s) * 0.4).astype(np.float32), n) for n, s in (("W", (1, 12, 3)), ("R", (1, 12, 4)))]
+    nodes = [
+        h.make_node("GRU", ["X", "W", "R", "", "", "h0"], ["Y", "Y_h"], hidden_size=4, name="gru"),
+        h.make_node("Cast", ["sr"], ["srf"], to=TP.FLOAT),
+        h.make_node("Div", ["srf", "k"], ["gain"]),
+        h.make_node("Mul", ["Y", "gain"], ["out"]),
+    ]
+    k = onnx.numpy_helper.from_array(np.array(16000, np.float32), "k")
+    inputs = [h.make_tensor_value_info("X", TP.FLOAT, [3, 1, 3]), h.make_tensor_value_info("h0", TP.FLOAT, [1, 1, 4]), h.make_tensor_value_info("sr", TP.INT64, [])]
+    outputs = [h.make_tensor_value_info("out", TP.FLOAT, None), h.make_tensor_value_info("Y_h", TP.FLOAT, None)]
+    model = h.make_model(h.make_graph(nodes, "gain", inputs, outputs, [*w, k]), opset_imports=[h.make_opsetid("", 14)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("stateful", [True, "h0=Y_h"], ids=["node-state", "state-pair"])
+def test_frozen_inputs_are_fed_to_the_stream_oracles(tmp_path, stateful):
+    """validate --stateful --input "sr->8000": the oracles run the model with sr the constant the IR
+    has (not left unfed: an internal error; not fed at random: a FAIL), and the report says so."""
+    model = _gru_with_a_gain_input(tmp_path / "gain.onnx")
+    report = ovrnn.validate(model, input="sr->8000", stateful=stateful, chunks=2)
+    assert report.passed, report.format()
+    oracles = {c.oracle for c in report.comparisons if c.check.startswith("chunked ==")}
+    assert oracles == {"reference", "onnxruntime", "stateless IR"}, report.format()
+    assert report.frozen_inputs == {"sr": "int64 [] 8000"}
+    assert "frozen inputs (constants in the IR, fed to the oracles as such): sr = int64 [] 8000" in report.format()

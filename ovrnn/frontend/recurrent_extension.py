@@ -230,7 +230,7 @@ class RecurrentLowering:
         spec = NORMALISERS[op](proto, node.index, node.opset, infos.get, label)
         states = []
         if self.stateful and node.body is None:  # a body's state lives in its loop, not across infer calls
-            spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name]))
+            spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name], f"{op} node '{proto.name or proto.output[0]}'", _role_of(proto, name)), lambda name: _zeros_by_construction(present[name]))
         if is_context:  # ovrnn.extension(): the limit over the nodes so far, as it goes
             check_steps(self.steps + spec.seq_length * len(spec.directions), len(self.converted) + 1, self.max_steps)
         filled = {rin.name: rin.shape for role in spec.family.inputs if (rin := getattr(spec, role, None)) is not None}
@@ -269,19 +269,54 @@ class RecurrentLowering:
         return returned
 
 
-def _input_read_by(output) -> str | None:
-    """The graph input whose values `output` is computed from (an initial state sliced from an h0
-    input), if any; a dependency through ShapeOf only (zeros shaped like X) does not count."""
-    stack, seen = [output.get_node()], set()
+def _input_read_by(output, node_label: str = "", role: str = "") -> str | None:
+    """The graph input whose values `output` is (an initial state sliced from an h0 input), if
+    any; a dependency through ShapeOf only (zeros shaped like X) does not count. Values computed
+    from an input (another recurrent node's Y_h, a Linear of an embedding) are refused: that
+    initial state changes on every call, and a stream carries the node's own state instead."""
+    stack, seen = [(output.get_node(), True)], set()
     while stack:
-        node = stack.pop()
-        if node.get_name() in seen or node.get_type_name() == "ShapeOf":
+        node, moved = stack.pop()
+        if (node.get_name(), moved) in seen or node.get_type_name() == "ShapeOf":
             continue
-        seen.add(node.get_name())
+        seen.add((node.get_name(), moved))
         if node.get_type_name() == "Parameter":
-            return node.output(0).get_any_name()
-        stack.extend(i.get_source_output().get_node() for i in node.inputs())
+            name = node.output(0).get_any_name()
+            if not moved:
+                raise UnsupportedFeatureError(
+                    f"{flag('stateful')}: {node_label} reads {role} from '{output.get_any_name()}', which is computed from graph input '{name}' on every call; "
+                    f"a stream carries the node's own state instead: give it a constant or graph-input initial state "
+                    f"(if the model passes its state through graph inputs and outputs, name them: {flag('stateful', quoted('IN=OUT'))})"
+                )
+            return name
+        data = {0} if node.get_type_name() in _SAME_VALUES else set()
+        for k, i in enumerate(node.inputs()):
+            src = i.get_source_output().get_node()
+            stack.append((src, moved and (k in data or node.get_type_name() in _MOVES_ALL)))
     return None
+
+
+_MOVES_ALL = {"Concat"}  # every input's values, moved
+
+
+def _role_of(proto, name: str) -> str:
+    return "initial_c" if len(proto.input) > 6 and proto.input[6] == name and proto.op_type == "LSTM" else "initial_h"
+
+
+_SAME_VALUES = {"Identity", "Slice", "StridedSlice", "Gather", "GatherElements", "Reshape", "Squeeze", "Unsqueeze", "Broadcast", "Convert", "Transpose", "Tile", "Split", "VariadicSplit"}  # input 0's values, moved
+
+
+def _zeros_by_construction(output) -> bool:
+    """Whether `output` holds only zeros whatever the inputs: a zero Constant moved by shape ops
+    (PyTorch writes h0 as ConstantOfShape(Shape(x)), the frontend's Broadcast(0, shape), sliced
+    per layer) or a Concat of such."""
+    node = output.get_node()
+    kind = node.get_type_name()
+    if kind == "Constant":
+        return not np.any(node.get_data())
+    if kind == "Concat":
+        return all(_zeros_by_construction(i.get_source_output()) for i in node.inputs())
+    return kind in _SAME_VALUES and _zeros_by_construction(node.input(0).get_source_output())
 
 
 def tensor_info(name: str, output) -> TensorInfo:

@@ -96,11 +96,14 @@ class NodeState:
         return 0 if self.layout else 1
 
 
-def plan_states(spec, used: set[str], reads_input: Callable[[str], str | None]) -> tuple[object, list[NodeState]]:
+def plan_states(spec, used: set[str], reads_input: Callable[[str], str | None], is_zeros: Callable[[str], bool] = lambda name: False) -> tuple[object, list[NodeState]]:
     """The node's states and the spec the lowering gets: initial states read from the state
     tensors, final states always produced. `used` collects the variable ids given out. An initial
     state computed from a graph input's values (`reads_input(tensor)` names that input) starts
-    from zeros: the state replaces that input (seed it with set_state)."""
+    from zeros: the state replaces that input (seed it with set_state). One computed as zeros
+    (`is_zeros(tensor)`: PyTorch's ConstantOfShape(Shape(x)) h0, sliced per layer) is the zeros
+    init, shaped from X's batch here (OpenVINO 2026.4's CPU plugin fails to compile a ReadValue
+    initializer with a Slice in it: "Model references undeclared parameters")."""
     check_streamable(spec)
     base = safe_id(spec.node_name or spec.label)
     B, H = spec.batch, Dim.of(spec.hidden_size)
@@ -113,7 +116,8 @@ def plan_states(spec, used: set[str], reads_input: Callable[[str], str | None]) 
         used.add(var)
         given = getattr(spec, role)
         replaces = reads_input(given.name) if given is not None and not given.is_constant else None
-        init = "zeros" if given is None or replaces else "constant" if given.is_constant else "computed"
+        zeros = given is not None and not given.is_constant and not replaces and is_zeros(given.name)
+        init = "zeros" if given is None or replaces or zeros else "constant" if given.is_constant else "computed"
         tensor = f"\ue000ovrnn-state:{var}"  # private-use characters: no ONNX tensor has this name
         out_name = getattr(spec, final)
         states.append(NodeState(var, role, final, shape, init, None if init == "zeros" else given.name, replaces, tensor, not out_name, spec.layout))

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import onnx
 
+from .read import all_nodes
+
 _DOMAINS = ("", "ai.onnx")
 
 
 def declare_scan_slices(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
     """(model with Scan slice declarations filled, whether anything changed); the input model is
     not changed."""
-    if not any(n.op_type == "Scan" for n in _all_nodes(model.graph)):
+    if not any(n.op_type == "Scan" for n in all_nodes(model.graph)):
         return model, False
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
@@ -29,14 +31,6 @@ def declare_scan_slices(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
     out.CopyFrom(model)
     changed = _fill(out.graph, inferred.graph, {})
     return (out, True) if changed else (model, False)
-
-
-def _all_nodes(graph: onnx.GraphProto):
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _all_nodes(sub)
 
 
 def _shapes(graph: onnx.GraphProto, outer: dict) -> dict:

@@ -293,3 +293,12 @@ def graph_view(model: ModelProto) -> GraphView:
     value_info = {vi.name: TensorInfo(vi.name, *_shape_of(vi)) for vi in graph.value_info}
     outputs = [TensorInfo(vi.name, *_shape_of(vi)) for vi in graph.output]
     return GraphView(model, opset, inputs, constants, outputs, value_info)
+
+
+def all_nodes(graph: onnx.GraphProto):
+    """Every node of the graph and of its If/Loop/Scan bodies, depth first."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                yield from all_nodes(sub)

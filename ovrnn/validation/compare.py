@@ -197,7 +197,8 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, oracle: str, precision
 # --- onnxruntime --------------------------------------------------------------------------------
 
 
-def run_onnxruntime(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[str, dict[str, np.ndarray] | None]:
+def ort_session(proto: onnx.ModelProto):
+    """(status, onnxruntime session or None): the model at an IR version onnxruntime reads, on CPU."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -208,13 +209,26 @@ def run_onnxruntime(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tup
     try:
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return "used", ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types for unsupported cases
+        return _unsupported(exc), None
+
+
+def run_onnxruntime(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[str, dict[str, np.ndarray] | None]:
+    status, session = ort_session(proto)
+    if session is None:
+        return status, None
+    try:
         names = [o.name for o in session.get_outputs()]
         values = session.run(names, {k: v for k, v in feeds.items() if k in {i.name for i in session.get_inputs()}})
-    except Exception as exc:  # onnxruntime raises its own exception types for unsupported cases
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"does not support this model ({first[:200]})", None
+    except Exception as exc:  # noqa: BLE001 - as above, at run time
+        return _unsupported(exc), None
     return "used", dict(zip(names, values))
+
+
+def _unsupported(exc: Exception) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"does not support this model ({first[:200]})"
 
 
 # Activations whose absent alpha / beta onnxruntime takes as 0 instead of the spec's default.

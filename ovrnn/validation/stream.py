@@ -32,11 +32,12 @@ import onnx
 
 from .. import __version__
 from ..errors import OvrnnError, UsageError, flag
+from ..onnx.freeze import FrozenInput, freeze_inputs, split_frozen
 from ..runtime import engine as runtime
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import reference
 from . import report as report_module
-from .compare import DEFAULT_BATCH, Comparison, ValidationReport, _numpy_type, compare, ort_known_deviation, random_inputs, run_onnxruntime
+from .compare import DEFAULT_BATCH, Comparison, ValidationReport, _numpy_type, compare, ort_known_deviation, ort_session, random_inputs, run_onnxruntime
 
 LONG_STEPS = 1000  # the long stream runs at least this many steps
 DEFAULT_CHUNKS = 4
@@ -70,6 +71,7 @@ class StreamValidationReport:
     states: dict[str, str] = field(default_factory=dict)  # id -> "shape type (init)"
     oracle: str = ""  # what the calls are compared with
     pairs: list[str] = field(default_factory=list)  # IN=OUT state pairs (validate --stateful IN=OUT)
+    frozen_inputs: dict[str, str] = field(default_factory=dict)  # name -> 'int64 [] 16000': constants, fed to the oracles too
     stateful: bool = True
 
     # every counted row passes; JSON as validate writes it
@@ -91,6 +93,8 @@ class StreamValidationReport:
         for c in self.comparisons:
             if c.per_call and c.oracle == "reference" and c.check in ("chunked == whole", "chunked == by hand", "long stream"):
                 lines.append(f"{c.check}: {c.output} error per call {_drift(c.per_call)}")
+        if self.frozen_inputs:
+            lines.append("frozen inputs (constants in the IR, fed to the oracles as such): " + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items()))
         if self.onnxruntime != "used":
             lines.append(f"onnxruntime: {self.onnxruntime}")
         lines += [f"note: {n}" for n in self.notes]
@@ -260,6 +264,9 @@ def validate_stream(
         raise UsageError(f"{flag('compress-weights')} is not available with {flag('stateful')} yet: validate the compressed stateless IR, and the stream uncompressed")
     lowering_kw = dict(lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps)
     ir = convert_model(proto, input, stateful=stateful, **lowering_kw)
+    oracle_input = input
+    if ir.frozen:  # the oracles run the model with the frozen inputs as the constants the IR has
+        proto, oracle_input = _frozen_model(proto, ir.frozen), split_frozen(input)[0]
     t0 = time.perf_counter()
     stream = Stream(ir, device, precision, cache_dir)
     compile_seconds = time.perf_counter() - t0
@@ -298,7 +305,7 @@ def validate_stream(
     want, finals = oracle.reference(feeds)
     ort_status, ort = oracle.onnxruntime(feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if _cli() else 'use_onnxruntime=False'})", None)
     deviation = ort_known_deviation(proto)
-    stateless = oracle.stateless(feeds, input, lowering_kw, precision, cache_dir, notes)
+    stateless = oracle.stateless(feeds, oracle_input, lowering_kw, precision, cache_dir, notes)
     check = oracle.check
     for oracle_name, result in (("reference", (want, finals)), ("onnxruntime", ort), ("stateless IR", stateless)):
         if result is None:
@@ -387,6 +394,7 @@ def validate_stream(
         states={s.id: f"{s.shape} {s.type} ({s.init or 'initializer'})" for s in contract.states},
         oracle=oracle.description,
         pairs=[s.init.removeprefix("pair:") for s in contract.states if s.init.startswith("pair:")],
+        frozen_inputs={f.name: f.describe() for f in ir.frozen},
     )
     if report_dir is not None:
         time_axes = {name: axis for name, axis in first.joined_on.items() if axis is not None and name in want and np.shape(got[name]) == np.shape(want[name])}
@@ -488,7 +496,7 @@ class _CarriedByHand:
         return self._carry(lambda f: reference.run_model(self.proto, f), feeds, seeds)
 
     def onnxruntime(self, feeds: dict):
-        status, session = _ort_session(self.proto)
+        status, session = ort_session(self.proto)
         if session is None:
             return status, None
         names = [o.name for o in session.get_outputs()]
@@ -510,24 +518,10 @@ class _CarriedByHand:
             return None
 
 
-def _ort_session(proto: onnx.ModelProto):
-    """(status, onnxruntime session or None), made once for a stream of calls."""
-    from .compare import ORT_MAX_IR_VERSION
-
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return "not installed (pip install onnxruntime)", None
-    model = onnx.ModelProto()
-    model.CopyFrom(proto)
-    model.ir_version = min(model.ir_version, ORT_MAX_IR_VERSION)
-    try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        return "used", ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"does not support this model ({first[:200]})", None
+def _frozen_model(proto: onnx.ModelProto, frozen) -> onnx.ModelProto:
+    """`proto` with each frozen input an initializer of its value: the ONNX model as the IR computes
+    it, fed to both oracles and to the stateless IR (whose own `input` then no longer freezes it)."""
+    return freeze_inputs(proto, [FrozenInput(f.name, f.name, None, None, f.value) for f in frozen])[0]
 
 
 def _calls(feeds: dict, contract: StreamContract) -> int:

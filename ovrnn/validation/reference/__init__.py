@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ...onnx.read import all_nodes
 from .gru import GRU
 from .loop import reference
 from .lstm import LSTM
@@ -79,22 +80,14 @@ def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray
 def _named_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
     """onnx.reference stores an unnamed output (a GRU's Y left out) under the name '', where a
     later node's unnamed optional input (sequence_lens) then finds it: give each one a name."""
-    if not any(not o for n in _nodes(model.graph) for o in n.output):
+    if not any(not o for n in all_nodes(model.graph) for o in n.output):
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     k = 0
-    for node in _nodes(copy.graph):  # If/Loop/Scan bodies too
+    for node in all_nodes(copy.graph):  # If/Loop/Scan bodies too
         for i, name in enumerate(node.output):
             if not name:
                 node.output[i] = f"ovrnn_reference_unused_{k}"
                 k += 1
     return copy
-
-
-def _nodes(graph: onnx.GraphProto):
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _nodes(sub)
