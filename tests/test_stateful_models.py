@@ -284,6 +284,20 @@ def test_an_initial_state_moved_from_an_input_by_shape_ops_is_replaced_by_the_st
     assert _stream_info(model)["states"] == "a/H=zeros;b/H=zeros"
 
 
+def test_a_pair_that_leaves_a_node_state_behind_is_named(tmp_path):
+    """h0=Y_h pairs the LSTM's H, but its C restarts from zeros on every call: the chunked stream
+    differs from the whole sequence, and the refusal says which state no pair carries rather than
+    only blaming ops that mix time steps."""
+    onnx.save(_whole_model("LSTM", T=4, batch=1), tmp_path / "m.onnx")
+    r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "h0=Y_h", "-o", tmp_path / "out.xml")
+    assert r.returncode == 2 and r.stderr.startswith("error: --stateful: output 'out' differs at step 4 (chunk 1, step 0 of 4)"), r.stderr
+    assert r.stderr.strip().endswith(
+        "; or rather, LSTM node 'enc' starts its C on every call from zeros (it has no initial state) (the pairs are h0=Y_h): "
+        "pair that state too, or use --stateful without pairs to carry every node's state"
+    ), r.stderr
+    assert not (tmp_path / "out.xml").exists()
+
+
 # --- ops that mix time steps are found at convert time ----------------------------------------------
 
 

@@ -99,7 +99,10 @@ def convert_whole_model(
                 # the whole-sequence IR runs `chunks` times the steps: no --max-steps limit for this internal
                 # one; and f32 weights, as the stateful model in memory has them (f16 comes at serialization)
                 plain = replace(options, compress_to_fp16=False)
-                note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, source, plain, 0), zero_inputs)
+                try:
+                    note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, source, plain, 0), zero_inputs)
+                except UnsupportedFeatureError as exc:
+                    raise UnsupportedFeatureError(f"{exc}{_unpaired_states(view, stateful)}") from None
                 stream_notes = list(stream_notes) + ([note] if note else [])
     if options.static and model.is_dynamic():
         dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
@@ -142,6 +145,30 @@ class _BodyRefusal(Exception):
     def __init__(self, op: str, error: OvrnnError) -> None:
         super().__init__(str(error))
         self.op, self.error = op, error
+
+
+def _unpaired_states(view: GraphView, stateful) -> str:
+    """With IN=OUT pairs, the likelier reason a chunked stream differs: a recurrent node's state that
+    no pair carries restarts on every call (from zeros, or from a graph input fed whole)."""
+    if not isinstance(stateful, tuple):
+        return ""
+    paired = {name for name, _ in stateful}
+    inputs = {i.name for i in view.model.graph.input}
+    for node in view.model.graph.node:
+        if node.op_type not in FAMILIES:
+            continue
+        for position, role in ((5, "initial_h"), (6, "initial_c")):
+            if role == "initial_c" and node.op_type != "LSTM":
+                continue
+            given = node.input[position] if len(node.input) > position else ""
+            if given and (given not in inputs or given in paired):
+                continue
+            start = f"from graph input '{given}', which no pair carries" if given else "from zeros (it has no initial state)"
+            return (
+                f"; or rather, {node.op_type} node '{node.name or node.output[0]}' starts its {role[8:].upper()} on every call {start} "
+                f"(the pairs are {', '.join(f'{i}={o}' for i, o in stateful)}): pair that state too, or use {flag('stateful')} without pairs to carry every node's state"
+            )
+    return ""
 
 
 def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], options: LoweringOptions, ops_: tuple[str, ...], stateful: bool):
