@@ -248,3 +248,19 @@ def test_loop_carried_states_declared_without_shape():
     got, want = run_ir(ir, feeds), run_model(model, feeds)
     for out in want:
         assert_close(got[out], want[out], *TOL, out)
+
+
+def test_validate_draws_a_runtime_condition_as_a_fair_coin():
+    """A bool input (an If's runtime condition) is True or False with equal odds over seeds, so
+    `validate --seed` reaches either branch (it was True two times in three)."""
+    from ovrnn.runtime import engine
+    from ovrnn.validation.compare import random_inputs
+
+    path, _ = _fixture("if_rnn")
+    ir = ovrnn.convert_model(path)
+    compiled = engine.compile_ir(engine.read_model(ir), "CPU", "f32")
+    draws = [bool(random_inputs(compiled, ir, seed=s, batch=2)["cond"]) for s in range(200)]
+    assert 0.4 < np.mean(draws) < 0.6
+    both = {draws[0]: 0, not draws[0]: draws.index(not draws[0])}
+    for value, seed in both.items():
+        assert ovrnn.validate(path, seed=seed).passed, f"cond={value}"

@@ -155,6 +155,9 @@ def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int, gra
                 lens.flat[1] = 0
             feeds[name] = lens.astype(np.int32)
             continue
+        if etype.to_dtype() == np.bool_:  # a fair coin: an If on a runtime condition gets either branch
+            feeds[name] = rng.integers(0, 2, size=shape).astype(bool)
+            continue
         if etype.is_integral():
             feeds[name] = rng.integers(0, 3, size=shape).astype(etype.to_dtype())
             continue
