@@ -325,6 +325,36 @@ def test_validate_compressed_weights_that_are_computed_or_in_bodies(case):
     assert q and all(1e-5 < c.max_abs < 0.05 for c in q), report.format()
 
 
+# id -> (fixture in fixtures/quantized, validate kwargs, onnxruntime counted, what the CPU does with the weights)
+STATEFUL = {
+    "int8-lstm": ("lstm_fwd.f32", dict(compress_weights="int8"), False, "folded to f32"),
+    "int4-lstm-input-forget-no-budget": ("lstm_input_forget.f32", dict(compress_weights="int4", max_weight_error=float("inf")), False, "kept i4"),
+    "dynamic-quantize-lstm-input-forget": ("lstm_input_forget.dq_tensor", {}, False, "kept i8"),
+    "qdq-uint8-zero-point": ("lstm_qdq_tensor_u8", {}, True, "folded to f32"),
+}
+
+
+@pytest.mark.parametrize("case", list(STATEFUL))
+def test_validate_stateful_with_integer_weights(case):
+    """validate --stateful on an IR with integer weights: the stream matches float64 with the
+    dequantized weights and the stateless IR (same integer weights); before, --compress-weights was
+    refused and a quantized model died with an internal error (onnx.reference has no
+    DynamicQuantizeLSTM, nor DequantizeLinear at opset 14)."""
+    name, kw, ort_counted, on_cpu = STATEFUL[case]
+    report = ovrnn.validate(FIXTURES / "quantized" / f"{name}.onnx", stateful=True, chunks=2, **kw)
+    assert report.passed, report.format()
+    rows = {(c.check, c.output, c.oracle): c for c in report.comparisons}
+    for oracle in ("reference", "stateless IR"):
+        c = rows["chunked == whole", "Y", oracle]
+        assert c.counted and c.max_abs < 1e-6, report.format()
+    ort = rows["chunked == whole", "Y", "onnxruntime"]
+    assert ort.counted == ort_counted and (ort.max_abs < 1e-6) == ort_counted, report.format()
+    q = rows.get(("chunked == whole", "Y", "quantization"))
+    assert (q is not None) == ("compress_weights" in kw), report.format()
+    assert q is None or (not q.counted and 1e-5 < q.max_abs < 0.1)
+    assert any(n.startswith(f"integer weights {on_cpu} on CPU") for n in report.notes), report.notes
+
+
 # --- int4 (experimental) and the per-node error budget ---------------------------------------------
 
 INT4 = {

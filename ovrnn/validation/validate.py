@@ -80,7 +80,7 @@ def validate(
         return validate_stream(
             model, device, input, seed, batch, precision, use_onnxruntime, stateful=stateful, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
             report_dir=report_dir, lowering=lowering, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-            compress_weights=compress_weights, group_size=group_size,
+            compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error,
         )
 
     device = canonical_device(device)
