@@ -167,7 +167,7 @@ def validate(
         frozen_inputs={f.name: f.describe() for f in ir.frozen},
     )
     if report_dir is not None:
-        steps = _per_step_errors(folded, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
+        steps = _per_step_errors(folded if quant is None else quant.model, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
         report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result
