@@ -236,6 +236,13 @@ def test_cli_convert_inspect_run(tmp_path):
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--compress-weights", "int8", "--lowering", "matmul")
     r = ovrnn_cli("run", tmp_path / "m.xml", "--input", f"X={tmp_path / 'x.npy'}")
     assert "integer weights kept i8 on CPU" in r.stdout, r.stdout + r.stderr
+    # a stateful IR: run streams it, and says the same (it said nothing)
+    forward, _ = model("LSTM")
+    onnx.save(forward, tmp_path / "f.onnx")
+    r = ovrnn_cli("convert", tmp_path / "f.onnx", "-o", tmp_path / "s.xml", "--compress-weights", "int8", "--stateful")
+    assert r.returncode == 0, r.stderr
+    r = ovrnn_cli("run", tmp_path / "s.xml", "--input", f"X={tmp_path / 'x.npy'}")
+    assert r.returncode == 0 and r.stdout.startswith("streamed ") and "  integer weights folded to f32 on CPU: the saving is on disk only\n" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize(
