@@ -19,7 +19,6 @@ from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
 from ..onnx.inputs import InputShapes, prepare
 from ..onnx.read import ModelSource, load_model
-from ..plan import compression_of
 from ..runtime import engine as runtime
 from . import reference
 from . import report as report_module
@@ -113,7 +112,7 @@ def validate(
     # quantization-only error (dequantized vs original, both float64) is shown beside it
     from .dequantized import compressed_reference
 
-    quant = compressed_reference(folded, ir, compression_of(compress_weights, group_size, max_weight_error))
+    quant = compressed_reference(folded, ir)
     original = reference.run_model(folded, feeds) if quant is None or quant.has_original else {}
     want = original if quant is None else reference.run_model(quant.model, feeds)
     # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
