@@ -25,6 +25,7 @@ from .lower.node import CELL_MODES, LoweringOptions
 from .quantization import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .onnx.qdq import absorb_dequantize_linear
 from .onnx.control_flow import open_conditions_hint
+from .onnx.frontend_input import FrontendInput, frontend_input
 from .onnx.inputs import Prepared
 from .onnx.read import GraphView
 from .plugins import CELL_TYPES, NO_CELL, canonical_device
@@ -72,6 +73,8 @@ class Plan:
     whole: bool  # OpenVINO's frontend converts the model, with ovrnn's lowering plugged in
     source: Path | None  # the file the frontend may read (external data stays next to it)
     given_weights: dict = field(default_factory=dict, compare=False)  # QDQ W/R kept integer (onnx/qdq.py): name -> Quantized per direction
+    read: FrontendInput | None = field(default=None, compare=False)  # whole models: what the frontend reads (onnx/frontend_input.py)
+    nodes: tuple = field(default=(), compare=False)  # whole models: the recurrent nodes, bodies included, in the frontend's order
 
     @property
     def view(self) -> GraphView:
@@ -91,7 +94,7 @@ class Plan:
 
         r, record = self.request, self.prepared.rt_info()
         if self.whole:
-            return convert_whole_model(self.view, self.prepared.shapes, self.source, options, r.max_steps, stateful=r.stateful, record=record, allow_sequence_ops=r.allow_sequence_ops)
+            return convert_whole_model(self.view, self.prepared.shapes, self.read, list(self.nodes), self.source, options, r.max_steps, stateful=r.stateful, record=record, allow_sequence_ops=r.allow_sequence_ops)
         return convert_graph(self.view, options, r.ir_version, r.max_steps, r.stateful, record)
 
     def ops(self) -> tuple[str, ...]:
@@ -116,7 +119,9 @@ def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan
     if whole and request.ir_version != 11:
         raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
-    return Plan(prepared, request, whole, source, given_weights)
+    if not whole:
+        return Plan(prepared, request, whole, source, given_weights)
+    return Plan(prepared, request, whole, source, given_weights, frontend_input(view), tuple(recurrent_nodes(view.model)))
 
 
 def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:

@@ -81,6 +81,18 @@ def quantize(M: np.ndarray, compression: Compression) -> Quantized:
     return Quantized(q, scale, None, compression.bits)
 
 
+# The float64 reference's op for W/R as an IR with integer weights stores them: the dequantized model
+# (validation/dequantized.py) puts it in front of each compressed node's W and R.
+DEQUANTIZED_WEIGHTS = ("ai.ovrnn", "DequantizedWeights")
+
+
+def dequantized_weights(value: np.ndarray, bits: int = 8, group_size: int = -1) -> np.ndarray:
+    """What ``DequantizedWeights`` computes: [D, rows, K] quantized per direction and dequantized, in its type."""
+    scheme = Compression("int8" if bits == 8 else "int4", group_size)
+    value = np.asarray(value)
+    return np.stack([quantize(m, scheme).dequantize() for m in value.astype(np.float64)]).astype(value.dtype)
+
+
 def quantize_stacked(stacked: np.ndarray, compression: Compression) -> list[Quantized]:
     """[D, rows, K] -> one Quantized per direction."""
     return [quantize(m, compression) for m in np.asarray(stacked)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -26,6 +27,7 @@ from ovrnn.validation import reference
 from ovrnn.validation.dequantized import compressed_reference, dequantized_model
 
 G = {"RNN": 1, "GRU": 3, "LSTM": 4}
+FIXTURES = Path(__file__).parent / "fixtures"
 ATOL = RTOL = 2e-5
 
 
@@ -287,6 +289,70 @@ def test_fixtures_validate_compressed(name):
     assert report.passed, report.format()
     q = [c for c in report.comparisons if c.oracle == "quantization"]
     assert q and all(0 < c.max_abs < 0.05 and not c.counted for c in q)
+
+
+def _unsqueezed_w():
+    """W computed in the graph: Unsqueeze of a 2-D initializer (the lowering quantizes the folded value)."""
+    m, _ = model("GRU", scale=0.3)
+    w = next(t for t in m.graph.initializer if t.name == "W")
+    w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w)[0], "W2"))
+    m.graph.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "axes"))
+    m.graph.node.insert(0, helper.make_node("Unsqueeze", ["W2", "axes"], ["W"]))
+    return m
+
+
+# id -> a model whose W/R are not plain initializers of the main graph
+COMPUTED_OR_NESTED = {
+    "w-from-unsqueeze": _unsqueezed_w,
+    "w-r-from-constant-nodes-spox": lambda: onnx.load(FIXTURES / "exporters" / "spox_rnn.onnx"),
+    "gru-in-both-if-branches": lambda: onnx.load(FIXTURES / "bodies" / "if_gru.onnx"),
+    "lstm-in-a-loop-body": lambda: onnx.load(FIXTURES / "bodies" / "loop_lstm.onnx"),
+    "rnn-in-a-scan-body": lambda: onnx.load(FIXTURES / "bodies" / "scan_rnn.onnx"),
+}
+
+
+@pytest.mark.parametrize("case", list(COMPUTED_OR_NESTED))
+def test_validate_compressed_weights_that_are_computed_or_in_bodies(case):
+    """The dequantized reference quantizes W/R where the node reads them (a DequantizedWeights op in
+    front of the node, in its own graph): before, only top-level initializers were replaced, so a
+    computed W or a node in an If/Loop/Scan body was judged against its float weights and FAILed
+    (1e-3 off)."""
+    report = ovrnn.validate(COMPUTED_OR_NESTED[case](), compress_weights="int8")
+    assert report.passed, report.format()
+    counted = [c for c in report.comparisons if c.oracle == "reference"]
+    assert counted and all(c.max_abs < 1e-6 for c in counted), report.format()
+    q = [c for c in report.comparisons if c.oracle == "quantization"]
+    assert q and all(1e-5 < c.max_abs < 0.05 for c in q), report.format()
+
+
+# id -> (fixture in fixtures/quantized, validate kwargs, onnxruntime counted, what the CPU does with the weights)
+STATEFUL = {
+    "int8-lstm": ("lstm_fwd.f32", dict(compress_weights="int8"), False, "folded to f32"),
+    "int4-lstm-input-forget-no-budget": ("lstm_input_forget.f32", dict(compress_weights="int4", max_weight_error=float("inf")), False, "kept i4"),
+    "dynamic-quantize-lstm-input-forget": ("lstm_input_forget.dq_tensor", {}, False, "kept i8"),
+    "qdq-uint8-zero-point": ("lstm_qdq_tensor_u8", {}, True, "folded to f32"),
+}
+
+
+@pytest.mark.parametrize("case", list(STATEFUL))
+def test_validate_stateful_with_integer_weights(case):
+    """validate --stateful on an IR with integer weights: the stream matches float64 with the
+    dequantized weights and the stateless IR (same integer weights); before, --compress-weights was
+    refused and a quantized model died with an internal error (onnx.reference has no
+    DynamicQuantizeLSTM, nor DequantizeLinear at opset 14)."""
+    name, kw, ort_counted, on_cpu = STATEFUL[case]
+    report = ovrnn.validate(FIXTURES / "quantized" / f"{name}.onnx", stateful=True, chunks=2, **kw)
+    assert report.passed, report.format()
+    rows = {(c.check, c.output, c.oracle): c for c in report.comparisons}
+    for oracle in ("reference", "stateless IR"):
+        c = rows["chunked == whole", "Y", oracle]
+        assert c.counted and c.max_abs < 1e-6, report.format()
+    ort = rows["chunked == whole", "Y", "onnxruntime"]
+    assert ort.counted == ort_counted and (ort.max_abs < 1e-6) == ort_counted, report.format()
+    q = rows.get(("chunked == whole", "Y", "quantization"))
+    assert (q is not None) == ("compress_weights" in kw), report.format()
+    assert q is None or (not q.counted and 1e-5 < q.max_abs < 0.1)
+    assert any(n.startswith(f"integer weights {on_cpu} on CPU") for n in report.notes), report.notes
 
 
 # --- int4 (experimental) and the per-node error budget ---------------------------------------------

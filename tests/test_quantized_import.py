@@ -262,3 +262,16 @@ def test_dynamic_quantize_lstm_clip_and_activations():
     want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
     for out in want:
         assert_close(got[out], want[out], 2e-5, 2e-5, out)
+
+
+def test_validate_report_of_a_whole_model_whose_y_is_inner(tmp_path):
+    """--report adds the recurrent node's inner Y as an output of the reference model: that model is
+    the dequantized one (before: the original, and onnx.reference does not know DynamicQuantizeLSTM:
+    an internal error)."""
+    m = load("lstm_peep_bidir.dq_channel")
+    m.graph.node.append(helper.make_node("Relu", ["Y_h"], ["Z"]))
+    del m.graph.output[:]
+    m.graph.output.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+    report = ovrnn.validate(m, report_dir=tmp_path)
+    assert report.passed, report.format()
+    assert json.loads((tmp_path / "report.json").read_text())["passed"]

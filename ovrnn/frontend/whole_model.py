@@ -28,10 +28,7 @@ from ..ir.model import IR
 from ..semantics.limits import check_steps
 from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
-from ..onnx.body_inputs import declare_scan_slices
-from ..onnx.control_flow import open_conditions_hint
-from ..onnx.fold import fold_constants
-from ..onnx.inputs import with_input_shapes
+from ..onnx.frontend_input import FrontendInput, frontend_input
 from ..onnx.read import GraphView
 from .realize import partial_shape
 from ..progress import stage
@@ -51,6 +48,8 @@ NO_RNN_NOTE = (
 def convert_whole_model(
     view: GraphView,
     shapes: dict[str, Shape | None],
+    read: FrontendInput,
+    nodes: list[RecurrentNode],
     source: Path | None,
     options: LoweringOptions = LoweringOptions(),
     max_steps: int | None = None,
@@ -66,15 +65,12 @@ def convert_whole_model(
         from .stateful_model import refuse_nodes_in_bodies
 
         refuse_nodes_in_bodies(view.model.graph)
-    folded_model, folded = fold_constants(with_input_shapes(view))
-    folded_model, declared = declare_scan_slices(folded_model)  # Scan slices typed from the outer input
-    folded = folded or declared
-    nodes = recurrent_nodes(view.model)
+    folded_model, folded = read.model, read.changed  # onnx/frontend_input.py: shapes written in, constants folded, Scan slices typed
     left: dict[str, str] = {}  # op -> why OpenVINO's frontend converts its nodes
     with _model_file(folded_model, source if not folded else None) as path:
         while True:
             try:
-                model, lowering = _convert(view, shapes, path, nodes, options, tuple(op for op in (*FAMILIES, DQ_OP) if op not in left), stateful is True)
+                model, lowering = _convert(view, shapes, read.conditions_hint, path, nodes, options, tuple(op for op in (*FAMILIES, DQ_OP) if op not in left), stateful is True)
                 break
             except _BodyRefusal as refusal:
                 if not allow_sequence_ops or refusal.op in left:
@@ -100,7 +96,7 @@ def convert_whole_model(
                 # one; and f32 weights, as the stateful model in memory has them (f16 comes at serialization)
                 plain = replace(options, compress_to_fp16=False)
                 try:
-                    note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, source, plain, 0), zero_inputs)
+                    note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, frontend_input(v), recurrent_nodes(v.model), source, plain, 0), zero_inputs)
                 except UnsupportedFeatureError as exc:
                     raise UnsupportedFeatureError(f"{exc}{_unpaired_states(view, stateful)}") from None
                 stream_notes = list(stream_notes) + ([note] if note else [])
@@ -171,7 +167,7 @@ def _unpaired_states(view: GraphView, stateful) -> str:
     return ""
 
 
-def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], options: LoweringOptions, ops_: tuple[str, ...], stateful: bool):
+def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: list[RecurrentNode], options: LoweringOptions, ops_: tuple[str, ...], stateful: bool):
     """One run of the frontend with ovrnn lowering the nodes of `ops_`: (ov.Model, the lowering)."""
     from openvino.frontend import FrontEndManager
 
@@ -190,7 +186,7 @@ def _convert(view: GraphView, shapes, path: Path, nodes: list[RecurrentNode], op
         error = lowering.error
         node = lowering.failed
         if isinstance(error, UsageError) and node is not None and _in_if(node) and getattr(error, "x_name", None) not in {i.name for i in view.inputs}:
-            hint = open_conditions_hint(view.model.graph)  # the If that stays is why X has no static shape
+            hint = conditions_hint  # the If that stays is why X has no static shape
             if hint:
                 raise UsageError(f"{node_label(node.proto, node.index)} is inside {_if_body(node).describe()}, where its input X '{node.proto.input[0]}' has no static shape: {hint}") from None
         if isinstance(error, DynamicStepsError):
@@ -225,7 +221,7 @@ def _model_file(model: onnx.ModelProto, source: Path | None):
         return
     with tempfile.TemporaryDirectory(prefix="ovrnn-") as tmp:
         path = Path(tmp) / "model.onnx"
-        onnx.save(model, path)
+        onnx.save_model(model, path)
         yield path
 
 

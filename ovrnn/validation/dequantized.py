@@ -14,32 +14,76 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..quantization import Compression, quantize
+from ..quantization import DEQUANTIZED_WEIGHTS, Compression
+from ..onnx.read import all_nodes
 from ..semantics.recurrent import FAMILIES
 
 
-def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: dict[str, Compression] | None = None) -> onnx.ModelProto:
-    """A copy of `model` whose constant W/R are replaced by their dequantized values: of every
-    recurrent node with `compression`, or of the nodes named in `nodes`, each with its own scheme."""
+WEIGHTS_DOMAIN, WEIGHTS_OP = DEQUANTIZED_WEIGHTS  # the reference's own op: W/R as the IR stores them
+
+
+def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: dict[str, Compression] | None = None, runtime: dict[str, set[str]] | None = None) -> onnx.ModelProto:
+    """A copy of `model` whose recurrent nodes read their W/R through the reference's
+    ``ai.ovrnn.DequantizedWeights`` op (q * scale of the value, ``quantization.quantize``): every
+    recurrent node with `compression` (its constant W/R), or the nodes named in `nodes`, each with
+    its own scheme, except the roles `runtime` lists for it (graph inputs the lowering kept float).
+
+    The op sits in front of the node, in whatever graph holds it (If/Loop/Scan bodies too), so W/R
+    that exporters compute (Constant nodes, Unsqueeze, Transpose of an initializer) are quantized
+    from the value the node reads, as the lowering quantizes the value it folded."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    inits = {t.name: t for t in out.graph.initializer}
-    done: dict[str, onnx.TensorProto] = {}
-    for node in out.graph.node:
-        if node.op_type not in FAMILIES or (nodes is not None and node.name not in nodes):
-            continue
-        scheme = compression if nodes is None else nodes[node.name]
-        for slot in (1, 2):
-            name = node.input[slot] if slot < len(node.input) else ""
-            if name not in inits or name in done:
-                continue
-            value = numpy_helper.to_array(inits[name])
-            deq = np.stack([quantize(m, scheme).dequantize() for m in value.astype(np.float64)]).astype(value.dtype)
-            done[name] = numpy_helper.from_array(deq, name)
-    for t in out.graph.initializer:
-        if t.name in done:
-            t.CopyFrom(done[t.name])
+    runtime = runtime or {}
+    unnamed = [c for name, c in (nodes or {}).items() if isinstance(name, int)]
+    k = [0, 0]  # unnamed recurrent nodes met, ops added
+
+    def scheme_of(node: onnx.NodeProto) -> Compression | None:
+        if nodes is None:
+            return compression
+        if node.name:
+            return nodes.get(node.name)
+        k[0] += 1
+        return unnamed[k[0] - 1] if k[0] <= len(unnamed) else None
+
+    def rewrite(graph: onnx.GraphProto, outer_constants: set[str]) -> None:
+        constants = outer_constants | {t.name for t in graph.initializer}
+        new_nodes = []
+        for node in graph.node:
+            for attr in node.attribute:
+                for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    rewrite(sub, constants)
+            if node.op_type in FAMILIES and node.domain in ("", "ai.onnx"):
+                scheme = scheme_of(node)
+                for slot, role in ((1, "W"), (2, "R")):
+                    name = node.input[slot] if scheme is not None and slot < len(node.input) else ""
+                    trusted = nodes is not None and node.name  # the IR says which of its W/R it kept float
+                    if not name or (role in runtime.get(node.name, ()) if trusted else name not in constants):
+                        continue
+                    k[1] += 1
+                    new = f"{name}__ovrnn_dequantized_{k[1]}"
+                    attrs = {"bits": scheme.bits, "group_size": scheme.group_size}
+                    new_nodes.append(onnx.helper.make_node(WEIGHTS_OP, [name], [new], domain=WEIGHTS_DOMAIN, **attrs))
+                    node.input[slot] = new
+            if _computes_a_constant(node, constants):
+                constants = constants | {o for o in node.output if o}
+            new_nodes.append(node)
+        del graph.node[:]
+        graph.node.extend(new_nodes)
+
+    rewrite(out.graph, set())
+    if k[1] and not any(o.domain == WEIGHTS_DOMAIN for o in out.opset_import):
+        out.opset_import.append(onnx.helper.make_opsetid(WEIGHTS_DOMAIN, 1))
     return out
+
+
+def _computes_a_constant(node: onnx.NodeProto, constants: set[str]) -> bool:
+    """A node whose outputs no graph input can change: a Constant, or a deterministic op without
+    bodies whose inputs are all constants (an Unsqueeze or Transpose of an initializer)."""
+    if node.op_type in FAMILIES or node.op_type.startswith("Random") or node.op_type in ("Multinomial", "Bernoulli", "Dropout"):
+        return False
+    if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
+        return False
+    return all(not name or name in constants for name in node.input)
 
 
 @dataclass(frozen=True)
@@ -85,20 +129,29 @@ def lstm_from_dynamic_quantize(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def compressed_reference(proto: onnx.ModelProto, ir, compression: Compression | None) -> CompressedReference | None:
-    """The dequantized model for an IR with integer weights: made by `--compress-weights`, or read
-    from DynamicQuantizeLSTM nodes; None when no node of the IR has integer weights."""
-    if any(n.op_type == "DynamicQuantizeLSTM" and n.domain == "com.microsoft" for n in proto.graph.node):
-        why = "onnxruntime's DynamicQuantizeLSTM also quantizes X and H every step: shown, not counted"
-        return CompressedReference(lstm_from_dynamic_quantize(proto), "DynamicQuantizeLSTM's int8/uint8 W and R, kept as integers", why, has_original=False)
-    absorbed = dequantize_linear_weights(proto)
-    if absorbed is not None:  # onnxruntime reads DequantizeLinear as the spec says: counted
-        return CompressedReference(absorbed, "W/R from DequantizeLinear, kept as integers", "", has_original=False)
-    compressed = {r.node_name: r.compression for r in ir.rnns if r.compression is not None}
-    if compression is None or not compressed:
+    """The dequantized model for an IR with integer weights: read from DynamicQuantizeLSTM nodes or
+    QDQ weights, and/or made by `--compress-weights`; None when no node of the IR has integer weights."""
+    model, what, why, has_original = proto, [], [], True
+    if any(n.op_type == "DynamicQuantizeLSTM" and n.domain == "com.microsoft" for n in all_nodes(proto.graph)):
+        model, has_original = lstm_from_dynamic_quantize(model), False
+        what.append("DynamicQuantizeLSTM's int8/uint8 W and R, kept as integers")
+        why.append("onnxruntime's DynamicQuantizeLSTM also quantizes X and H every step: shown, not counted")
+    absorbed = dequantize_linear_weights(model)
+    if absorbed is not None:  # onnxruntime reads DequantizeLinear as the spec says: counted (unless something else is compressed)
+        model, has_original = absorbed, False
+        what.append("W/R from DequantizeLinear, kept as integers")
+    compressed = [r for r in ir.rnns if r.compression is not None]
+    if compression is not None and compressed:
+        named = {r.node_name: r.compression for r in compressed if r.node_name}
+        unnamed = [r.compression if r.compression is not None else None for r in ir.rnns if not r.node_name]
+        nodes = {**named, **dict(enumerate(unnamed))}
+        runtime = {r.node_name: {role for role, _ in r.runtime_inputs} for r in compressed if r.node_name}
+        model = dequantized_model(model, compression, nodes, runtime)
+        what.append(", ".join(sorted({r.compression.describe() for r in compressed})))
+        why.append("onnxruntime runs the original float weights")
+    if not what:
         return None
-    why = "onnxruntime runs the original float weights"
-    what = ", ".join(sorted({c.describe() for c in compressed.values()}))
-    return CompressedReference(dequantized_model(proto, compression, compressed), what, why)
+    return CompressedReference(model, "; ".join(what), "; ".join(why), has_original)
 
 
 def dequantize_linear_weights(proto: onnx.ModelProto) -> onnx.ModelProto | None:

@@ -80,7 +80,7 @@ def validate(
         return validate_stream(
             model, device, input, seed, batch, precision, use_onnxruntime, stateful=stateful, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
             report_dir=report_dir, lowering=lowering, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-            compress_weights=compress_weights, group_size=group_size,
+            compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error,
         )
 
     device = canonical_device(device)
@@ -167,7 +167,7 @@ def validate(
         frozen_inputs={f.name: f.describe() for f in ir.frozen},
     )
     if report_dir is not None:
-        steps = _per_step_errors(folded, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
+        steps = _per_step_errors(folded if quant is None else quant.model, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
         report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result

@@ -13,6 +13,7 @@ import onnx
 from onnx import numpy_helper
 
 from ...onnx.read import all_nodes
+from ...quantization import DEQUANTIZED_WEIGHTS as WEIGHTS, dequantized_weights
 from .gru import GRU
 from .loop import reference
 from .lstm import LSTM
@@ -39,7 +40,7 @@ def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str,
     """Every graph output in float64. Graphs of recurrent and Constant nodes only are computed
     wholly in float64; other graphs run on onnx.reference with these references plugged in (other
     ops in the model's type), inside If/Loop/Scan bodies too (``control.py``)."""
-    if any(n.op_type not in (*OPS, "Constant") for n in model.graph.node):
+    if any(n.op_type not in (*OPS, "Constant") and (n.domain, n.op_type) != WEIGHTS for n in model.graph.node):
         return _run_with_onnx_reference(model, feeds)
     values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     values.update(feeds)
@@ -47,6 +48,9 @@ def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str,
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         if node.op_type == "Constant":
             values[node.output[0]] = numpy_helper.to_array(attrs["value"]) if "value" in attrs else np.array(next(iter(attrs.values())))
+            continue
+        if (node.domain, node.op_type) == WEIGHTS:
+            values[node.output[0]] = dequantized_weights(values[node.input[0]], **attrs)
             continue
         outputs = run_node(node.op_type, [values[n] if n else None for n in node.input], attrs)
         for name, value in zip(node.output, outputs):
@@ -67,13 +71,24 @@ def _plugged_op(op_type: str):
     return type(op_type, (OpRun,), {"op_domain": "", "_run": _run})
 
 
+def _dequantized_weights_op():
+    """``ai.ovrnn.DequantizedWeights`` (validation/dequantized.py) for onnx.reference: W/R as an IR
+    with integer weights stores them, in bodies too."""
+    from onnx.reference.op_run import OpRun
+
+    def _run(self, x, bits=8, group_size=-1):
+        return (dequantized_weights(x, bits, group_size),)
+
+    return type(WEIGHTS[1], (OpRun,), {"op_domain": WEIGHTS[0], "_run": _run})
+
+
 def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
     names = [o.name for o in model.graph.output]
     from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
 
-    values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS] + [Loop]).run(names, feeds)
+    values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op()]).run(names, feeds)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}
 
 

@@ -1,0 +1,37 @@
+"""What OpenVINO's ONNX frontend reads for a whole model, finished in the ONNX stage so that the
+frontend stage (ovrnn/frontend/) takes one value and never calls back into onnx/:
+
+    with_input_shapes   the graph inputs' static dims (--input included) written into the model
+    fold_constants      Shape/Size of static tensors and constant subexpressions folded
+    declare_scan_slices Scan body slices typed from the outer input
+    open_conditions_hint for an error from the frontend: the inputs the Ifs that stay read
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx
+
+from .body_inputs import declare_scan_slices
+from .control_flow import open_conditions_hint
+from .fold import fold_constants
+from .inputs import with_input_shapes
+from .read import GraphView
+
+
+@dataclass(frozen=True)
+class FrontendInput:
+    """The model the frontend converts; ``changed``: it differs from the file it was read from, so
+    the frontend must read this one (written to a temporary file), not the file."""
+
+    model: onnx.ModelProto
+    changed: bool
+    conditions_hint: str  # why If nodes are left ('' without Ifs): the graph inputs their conditions read
+
+
+def frontend_input(view: GraphView) -> FrontendInput:
+    """The view's model as the frontend reads it; ``view.model`` is not changed."""
+    folded_model, folded = fold_constants(with_input_shapes(view))
+    folded_model, declared = declare_scan_slices(folded_model)
+    return FrontendInput(folded_model, bool(folded) or declared, open_conditions_hint(view.model.graph))
