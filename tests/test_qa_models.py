@@ -72,3 +72,30 @@ def test_stream_of_a_cached_conv_lstm_encoder(tmp_path):
     assert report["passed"] is True
     assert "batch: the IR has no dynamic batch axis, so a stream cannot change it; not checked" in report["notes"]
     assert {c["check"] for c in report["comparisons"]} >= {"chunked == by hand", "final state", "reset", "two streams", "set_state", "long stream"}
+
+
+def _lstm_then_contrib_gelu(path: Path) -> Path:
+    """LSTM -> com.microsoft.Gelu: OpenVINO and onnxruntime run it, onnx.reference has no Gelu of
+    that domain (as with ConstantFill in an opset-7 PyTorch export, or other contrib ops)."""
+    rng = np.random.default_rng(0)
+    weights = [onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 16, n)).astype(np.float32), name) for name, n in (("W", 3), ("R", 4))]
+    nodes = [onnx.helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=4, name="lstm"), onnx.helper.make_node("Gelu", ["Y"], ["Z"], domain="com.microsoft", name="gelu")]
+    graph = onnx.helper.make_graph(nodes, "g", [onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [5, 2, 3])], [onnx.helper.make_tensor_value_info("Z", onnx.TensorProto.FLOAT, None)], weights)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17), onnx.helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    onnx.save(model, path)
+    return path
+
+
+def test_validate_when_the_reference_cannot_run_an_op(tmp_path):
+    """An op the float64 reference has no code for: judged against onnxruntime alone, with a note
+    (it was an internal error); with no onnxruntime either, one error line naming the op, exit 2."""
+    path = _lstm_then_contrib_gelu(tmp_path / "m.onnx")
+    proc = ovrnn_cli("validate", path, "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True and [(c["output"], c["oracle"]) for c in report["comparisons"]] == [("Z", "onnxruntime")]
+    reason = "the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: it has no implementation of com.microsoft.Gelu"
+    assert f"{reason}: judged against onnxruntime only" in report["notes"]
+    proc = ovrnn_cli("validate", path, "--no-onnxruntime")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"error: {reason}; and no other oracle can judge it (onnxruntime: not asked for (--no-onnxruntime))\n"
