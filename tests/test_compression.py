@@ -205,6 +205,17 @@ def test_runtime_weights_stay_float_with_a_note():
         assert_close(got[name], want[name], ATOL, RTOL, name)
 
 
+@pytest.mark.parametrize("name", ["lstm_bidir.dq_tensor", "lstm_qdq_rows"], ids=["dynamic-quantize-lstm", "qdq"])
+def test_weights_that_come_quantized_are_not_quantized_again(name):
+    """--compress-weights int4 on a quantized model: its int8 W/R are stored as they are, and a note
+    says so (before: silence, as if int4 had been applied)."""
+    m = onnx.load(FIXTURES / "quantized" / f"{name}.onnx")
+    plain, ir = ovrnn.convert_model(m), ovrnn.convert_model(m, compress_weights="int4")
+    assert ir.bin == plain.bin and b'element_type="i4"' not in ir.xml
+    node = next(n.name for n in m.graph.node if n.op_type in ("LSTM", "DynamicQuantizeLSTM"))
+    assert ir.notes == (f"LSTM node '{node}': W and R come quantized in the model: stored as they are, --compress-weights does not quantize them again",), ir.notes
+
+
 @pytest.mark.parametrize(
     "model_consts, runtime_consts, device, expected",
     [
@@ -236,6 +247,13 @@ def test_cli_convert_inspect_run(tmp_path):
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--compress-weights", "int8", "--lowering", "matmul")
     r = ovrnn_cli("run", tmp_path / "m.xml", "--input", f"X={tmp_path / 'x.npy'}")
     assert "integer weights kept i8 on CPU" in r.stdout, r.stdout + r.stderr
+    # a stateful IR: run streams it, and says the same (it said nothing)
+    forward, _ = model("LSTM")
+    onnx.save(forward, tmp_path / "f.onnx")
+    r = ovrnn_cli("convert", tmp_path / "f.onnx", "-o", tmp_path / "s.xml", "--compress-weights", "int8", "--stateful")
+    assert r.returncode == 0, r.stderr
+    r = ovrnn_cli("run", tmp_path / "s.xml", "--input", f"X={tmp_path / 'x.npy'}")
+    assert r.returncode == 0 and r.stdout.startswith("streamed ") and "  integer weights folded to f32 on CPU: the saving is on disk only\n" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize(
