@@ -386,7 +386,8 @@ def validate_stream(
             compare_run("batch", stream.run(fb), oracle.reference(fb)[0], f" (batch {b})")
         rows.append(_batch_change(stream, ir, seed, other_batch, graph_inputs))
     else:
-        notes.append(f"batch: the IR's batch is static ({static_batch}), so a stream cannot change it; not checked")
+        fixed = f"the IR's batch is static ({static_batch})" if static_batch is not None else "the IR has no dynamic batch axis"
+        notes.append(f"batch: {fixed}, so a stream cannot change it; not checked")
 
     # 6. a long stream: at least LONG_STEPS steps
     long_calls = max(math.ceil(LONG_STEPS / K), chunks)
