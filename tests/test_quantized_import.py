@@ -275,3 +275,28 @@ def test_validate_report_of_a_whole_model_whose_y_is_inner(tmp_path):
     report = ovrnn.validate(m, report_dir=tmp_path)
     assert report.passed, report.format()
     assert json.loads((tmp_path / "report.json").read_text())["passed"]
+
+
+def test_int8_zero_points_onnxruntime_refuses_at_run_time(tmp_path):
+    """DynamicQuantizeLSTM with int8 weights and non-zero zero points (the schema allows them;
+    onnxruntime's kernel refuses them when it runs): ovrnn stores the zero points and matches the
+    dequantized reference; validate says onnxruntime could not run it, in its own line only (before,
+    onnxruntime's error log also went to stderr)."""
+    from conftest import ovrnn_cli
+
+    m = load("lstm_fwd.dq_channel")  # per-row scales [1, 64]: zero points per row too
+    inits = {t.name: t for t in m.graph.initializer}
+    rows = np.random.default_rng(9).integers(-4, 5, (2, 1, 64)).astype(np.int8)
+    for name, value in (("W_zero_point", rows[0]), ("R_zero_point", rows[1])):
+        inits[name].CopyFrom(numpy_helper.from_array(value, name))
+    ir = ovrnn.convert_model(m)
+    assert ir.rnns[0].weights == "int8 from the model (with zero points): W, R; scales f32"
+    feeds = x_feed()
+    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
+    got = run(ir, feeds)
+    for out in want:
+        assert_close(got[out], want[out], 2e-5, 2e-5, out)
+    onnx.save(m, tmp_path / "m.onnx")
+    r = ovrnn_cli("validate", tmp_path / "m.onnx")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert "onnxruntime: does not support this model ([ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status code" in r.stdout and r.stdout.rstrip().endswith("PASS"), r.stdout
