@@ -218,15 +218,24 @@ def test_bad_dynamic_quantize_lstm(change, error, message):
     assert str(exc.value) == message
 
 
-def test_runtime_quantized_weights_are_refused():
+@pytest.mark.parametrize(
+    "name, elem_type, message",
+    [
+        ("W_quantized", TensorProto.INT8, "input W 'W_quantized' is a graph input; DynamicQuantizeLSTM weights must be initializers (constant)"),
+        ("R_scale", TensorProto.FLOAT, "input R_scale 'R_scale' is a graph input; DynamicQuantizeLSTM scales must be initializers (constant)"),
+    ],
+    ids=["weights", "scale"],
+)
+def test_runtime_quantized_weights_are_refused(name, elem_type, message):
     m = load("lstm_fwd.dq_tensor")
-    w = next(t for t in m.graph.initializer if t.name == "W_quantized")
-    m.graph.input.append(helper.make_tensor_value_info("W_quantized", TensorProto.INT8, list(w.dims)))
-    keep = [t for t in m.graph.initializer if t.name != "W_quantized"]
+    w = next(t for t in m.graph.initializer if t.name == name)
+    m.graph.input.append(helper.make_tensor_value_info(name, elem_type, list(w.dims)))
+    keep = [t for t in m.graph.initializer if t.name != name]
     del m.graph.initializer[:]
     m.graph.initializer.extend(keep)
-    with pytest.raises(UnsupportedFeatureError, match="input W 'W_quantized' is a graph input; DynamicQuantizeLSTM weights must be initializers"):
+    with pytest.raises(UnsupportedFeatureError) as exc:
         ovrnn.convert_model(m)
+    assert str(exc.value) == f"DynamicQuantizeLSTM node 'lstm0_quant': {message}"  # the node is named (the scale's error did not)
 
 
 def test_dynamic_quantize_lstm_in_a_whole_model():
