@@ -38,7 +38,6 @@ from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import reference
 from .dequantized import compressed_reference
 from . import report as report_module
-from ..plan import compression_of
 from .compare import DEFAULT_BATCH, Comparison, ValidationReport, _numpy_type, compare, ort_known_deviation, ort_session, random_inputs, run_onnxruntime
 
 LONG_STEPS = 1000  # the long stream runs at least this many steps
@@ -275,7 +274,7 @@ def validate_stream(
         proto, oracle_input = _frozen_model(proto, ir.frozen), split_frozen(input)[0]
     # integer weights (--compress-weights, DynamicQuantizeLSTM, QDQ): the float64 reference runs the
     # dequantized model, as validate does; onnxruntime and the stateless IR run the model as given
-    quant = compressed_reference(proto, ir, compression_of(compress_weights, group_size, max_weight_error))
+    quant = compressed_reference(proto, ir)
     t0 = time.perf_counter()
     stream = Stream(ir, device, precision, cache_dir)
     compile_seconds = time.perf_counter() - t0

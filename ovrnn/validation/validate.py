@@ -19,7 +19,6 @@ from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
 from ..onnx.inputs import InputShapes, prepare
 from ..onnx.read import ModelSource, load_model
-from ..plan import compression_of
 from ..runtime import engine as runtime
 from . import reference
 from . import report as report_module
@@ -113,7 +112,7 @@ def validate(
     # quantization-only error (dequantized vs original, both float64) is shown beside it
     from .dequantized import compressed_reference
 
-    quant = compressed_reference(folded, ir, compression_of(compress_weights, group_size, max_weight_error))
+    quant = compressed_reference(folded, ir)
     ort_status, ort_out = run_onnxruntime(proto, {**feeds, **frozen}) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
     deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
     no_reference = ""
