@@ -99,3 +99,37 @@ def test_validate_when_the_reference_cannot_run_an_op(tmp_path):
     proc = ovrnn_cli("validate", path, "--no-onnxruntime")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"error: {reason}; and no other oracle can judge it (onnxruntime: not asked for (--no-onnxruntime))\n"
+
+
+def _gru_state_through_split(path: Path) -> Path:
+    """GRU(x, h) -> Y_h, padded and split again: the state's next value 'hn' is the second output of
+    a Split whose first output ('extra', [1,1,2]) has another shape than the state [1,1,4] (as an
+    If left in the graph returns hn beside other outputs: silero v4 at 8 kHz with a dynamic batch)."""
+    rng = np.random.default_rng(1)
+    inits = [
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 3)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "R"),
+        onnx.numpy_helper.from_array(np.full((1, 1, 2), 0.5, np.float32), "pad"),
+        onnx.numpy_helper.from_array(np.array([2, 4], np.int64), "sizes"),
+    ]
+    nodes = [
+        onnx.helper.make_node("GRU", ["x", "W", "R", "", "", "h"], ["Y", "Yh"], hidden_size=4, name="gru"),
+        onnx.helper.make_node("Concat", ["pad", "Yh"], ["padded"], axis=2, name="cat"),
+        onnx.helper.make_node("Split", ["padded", "sizes"], ["extra", "hn"], axis=2, name="split"),
+    ]
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(
+        nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, 1, 3]), vi("h", onnx.TensorProto.FLOAT, [1, 1, 4])], [vi(n, onnx.TensorProto.FLOAT, None) for n in ("Y", "extra", "hn")], inits
+    )
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_state_pair_whose_output_is_not_its_nodes_first(tmp_path):
+    """The Assign is checked against the value it stores, not against its node's first output (it was
+    an internal error: 'Default output not supported' / 'not compatible with the shape of the input')."""
+    path = _gru_state_through_split(tmp_path / "m.onnx")
+    proc = ovrnn_cli("validate", path, "--stateful", "h=hn", "--chunks", "3", "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True and list(report["states"]) == ["h"]
