@@ -571,6 +571,8 @@ def run_stream_here(args, model, inputs: dict) -> int:
           f"{result.chunks} calls of {result.steps} steps ({result.chunks * result.steps} steps) on one infer request, {resets}"
           + (f", initial states from {args.initial_state}" if seeds else ""))
     print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
+    if compiled.integer_weights:
+        print(f"  {compiled.integer_weights}")
     runs = f" ({args.repeat} runs of the stream)" if args.repeat > 1 else ""
     total = sum(seconds)
     print(f"  compile {compile_seconds:.3f} s; per-call latency over {len(seconds)} calls{runs}: median {np.median(seconds) * 1e3:.3f} ms, "

@@ -121,7 +121,7 @@ def test_int8_matches_the_dequantized_reference(case, converted):
     c = compiled_of(ir)
     got = runtime.infer(c, feeds)
     assert ir.rnns[0].compression == Compression("int8"), ir.notes  # within the default error budget
-    want = reference.run_model(compressed_reference(m, ir, Compression("int8")).model, feeds)
+    want = reference.run_model(compressed_reference(m, ir).model, feeds)
     original = reference.run_model(m, feeds)
     tol = 2e-3 if ck.get("compress_to_fp16") else ATOL  # f16 scales round each scale by 2^-11
     for name in want:
@@ -205,6 +205,17 @@ def test_runtime_weights_stay_float_with_a_note():
         assert_close(got[name], want[name], ATOL, RTOL, name)
 
 
+@pytest.mark.parametrize("name", ["lstm_bidir.dq_tensor", "lstm_qdq_rows"], ids=["dynamic-quantize-lstm", "qdq"])
+def test_weights_that_come_quantized_are_not_quantized_again(name):
+    """--compress-weights int4 on a quantized model: its int8 W/R are stored as they are, and a note
+    says so (before: silence, as if int4 had been applied)."""
+    m = onnx.load(FIXTURES / "quantized" / f"{name}.onnx")
+    plain, ir = ovrnn.convert_model(m), ovrnn.convert_model(m, compress_weights="int4")
+    assert ir.bin == plain.bin and b'element_type="i4"' not in ir.xml
+    node = next(n.name for n in m.graph.node if n.op_type in ("LSTM", "DynamicQuantizeLSTM"))
+    assert ir.notes == (f"LSTM node '{node}': W and R come quantized in the model: stored as they are, --compress-weights does not quantize them again",), ir.notes
+
+
 @pytest.mark.parametrize(
     "model_consts, runtime_consts, device, expected",
     [
@@ -236,6 +247,13 @@ def test_cli_convert_inspect_run(tmp_path):
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--compress-weights", "int8", "--lowering", "matmul")
     r = ovrnn_cli("run", tmp_path / "m.xml", "--input", f"X={tmp_path / 'x.npy'}")
     assert "integer weights kept i8 on CPU" in r.stdout, r.stdout + r.stderr
+    # a stateful IR: run streams it, and says the same (it said nothing)
+    forward, _ = model("LSTM")
+    onnx.save(forward, tmp_path / "f.onnx")
+    r = ovrnn_cli("convert", tmp_path / "f.onnx", "-o", tmp_path / "s.xml", "--compress-weights", "int8", "--stateful")
+    assert r.returncode == 0, r.stderr
+    r = ovrnn_cli("run", tmp_path / "s.xml", "--input", f"X={tmp_path / 'x.npy'}")
+    assert r.returncode == 0 and r.stdout.startswith("streamed ") and "  integer weights folded to f32 on CPU: the saving is on disk only\n" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize(
@@ -254,6 +272,15 @@ def test_usage_errors(tmp_path, args, message):
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "q.xml", *args)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"error: {message}"], r.stderr
     assert not (tmp_path / "q.xml").exists()
+
+
+def test_validate_an_ir_converted_beforehand():
+    """validate(model, ir=IR) judges the IR by the schemes it records per node (before: against the
+    float weights, since no compress_weights was passed: FAIL at 2e-3)."""
+    m, _ = model("GRU", lbr=1, direction="bidirectional")
+    report = ovrnn.validate(m, ir=ovrnn.convert_model(m, compress_weights="int8"))
+    assert report.passed, report.format()
+    assert any(c.oracle == "quantization" for c in report.comparisons)
 
 
 def test_validate_reports_the_three_figures():
@@ -325,6 +352,36 @@ def test_validate_compressed_weights_that_are_computed_or_in_bodies(case):
     assert q and all(1e-5 < c.max_abs < 0.05 for c in q), report.format()
 
 
+# id -> (fixture in fixtures/quantized, validate kwargs, onnxruntime counted, what the CPU does with the weights)
+STATEFUL = {
+    "int8-lstm": ("lstm_fwd.f32", dict(compress_weights="int8"), False, "folded to f32"),
+    "int4-lstm-input-forget-no-budget": ("lstm_input_forget.f32", dict(compress_weights="int4", max_weight_error=float("inf")), False, "kept i4"),
+    "dynamic-quantize-lstm-input-forget": ("lstm_input_forget.dq_tensor", {}, False, "kept i8"),
+    "qdq-uint8-zero-point": ("lstm_qdq_tensor_u8", {}, True, "folded to f32"),
+}
+
+
+@pytest.mark.parametrize("case", list(STATEFUL))
+def test_validate_stateful_with_integer_weights(case):
+    """validate --stateful on an IR with integer weights: the stream matches float64 with the
+    dequantized weights and the stateless IR (same integer weights); before, --compress-weights was
+    refused and a quantized model died with an internal error (onnx.reference has no
+    DynamicQuantizeLSTM, nor DequantizeLinear at opset 14)."""
+    name, kw, ort_counted, on_cpu = STATEFUL[case]
+    report = ovrnn.validate(FIXTURES / "quantized" / f"{name}.onnx", stateful=True, chunks=2, **kw)
+    assert report.passed, report.format()
+    rows = {(c.check, c.output, c.oracle): c for c in report.comparisons}
+    for oracle in ("reference", "stateless IR"):
+        c = rows["chunked == whole", "Y", oracle]
+        assert c.counted and c.max_abs < 1e-6, report.format()
+    ort = rows["chunked == whole", "Y", "onnxruntime"]
+    assert ort.counted == ort_counted and (ort.max_abs < 1e-6) == ort_counted, report.format()
+    q = rows.get(("chunked == whole", "Y", "quantization"))
+    assert (q is not None) == ("compress_weights" in kw), report.format()
+    assert q is None or (not q.counted and 1e-5 < q.max_abs < 0.1)
+    assert any(n.startswith(f"integer weights {on_cpu} on CPU") for n in report.notes), report.notes
+
+
 # --- int4 (experimental) and the per-node error budget ---------------------------------------------
 
 INT4 = {
@@ -348,7 +405,7 @@ def test_int4_matches_the_dequantized_reference(case):
     assert len(ir.bin) < 0.7 * len(int8.bin)
     feeds = feeds_of(m, inputs=64)
     got = runtime.infer(compiled_of(ir), feeds)
-    want = reference.run_model(compressed_reference(m, ir, Compression("int4", ck["group_size"])).model, feeds)
+    want = reference.run_model(compressed_reference(m, ir).model, feeds)
     for name in want:
         assert_close(got[name], want[name], ATOL, RTOL, f"{case} {name}")
 

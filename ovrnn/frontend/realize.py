@@ -82,10 +82,14 @@ def _variable(layer: Layer, variables: dict):
 
 
 def assign(value, variable):
-    """Assign-6 of an ov.Output (the Python binding takes only a Node: built on the node, then rewired)."""
+    """Assign-6 of an ov.Output. The Python binding takes only a Node, and checks its output 0
+    against the variable: built on a stand-in Parameter of the value's type and shape, then rewired
+    (the value may be another output of its node, say an If's second output, whose first output
+    has another shape)."""
+    import openvino.opset1 as opset1
     import openvino.opset6 as opset6
 
-    node = opset6.assign(value.get_node(), variable)
+    node = opset6.assign(opset1.parameter(value.get_partial_shape(), value.get_element_type()), variable)
     node.input(0).replace_source_output(value)
     node.validate_and_infer_types()
     return node

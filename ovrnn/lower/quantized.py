@@ -140,6 +140,8 @@ class IntegerWeights:
         chosen: dict[str, list[Quantized]] = {}
         error = None
         constant = [k for k in ("W", "R") if compression is not None and k not in given and getattr(spec, k).is_constant]
+        if compression is not None and given:
+            notes.append(f"{who}: {' and '.join(k for k in ('W', 'R') if k in given)} come quantized in the model: stored as they are, --compress-weights does not quantize them again")
         budget = getattr(options, "budget", None)  # validation/budget.py's choose, given by convert
         if compression is not None and constant and spec.clip != 0 and budget is not None:
             compression, error, budget_notes = budget(spec, compression, who)

@@ -212,6 +212,10 @@ def ort_session(proto: onnx.ModelProto):
     try:
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        # Basic rewrites only (constant folding, redundant nodes): the oracle should compute the ONNX graph
+        # as written, and onnxruntime 1.32's layout level (ORT_ENABLE_ALL, its default) crashes the process
+        # with a segfault on an fp16 Transpose feeding a MatMul (a half-precision batch_first model's head).
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         return "used", ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own exception types for unsupported cases
         return _unsupported(exc), None

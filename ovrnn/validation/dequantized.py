@@ -128,9 +128,10 @@ def lstm_from_dynamic_quantize(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def compressed_reference(proto: onnx.ModelProto, ir, compression: Compression | None) -> CompressedReference | None:
+def compressed_reference(proto: onnx.ModelProto, ir) -> CompressedReference | None:
     """The dequantized model for an IR with integer weights: read from DynamicQuantizeLSTM nodes or
-    QDQ weights, and/or made by `--compress-weights`; None when no node of the IR has integer weights."""
+    QDQ weights, and/or made by `--compress-weights` (each node's scheme as the IR records it, so an
+    IR converted elsewhere is judged as it was made); None when no node of the IR has integer weights."""
     model, what, why, has_original = proto, [], [], True
     if any(n.op_type == "DynamicQuantizeLSTM" and n.domain == "com.microsoft" for n in all_nodes(proto.graph)):
         model, has_original = lstm_from_dynamic_quantize(model), False
@@ -141,12 +142,12 @@ def compressed_reference(proto: onnx.ModelProto, ir, compression: Compression | 
         model, has_original = absorbed, False
         what.append("W/R from DequantizeLinear, kept as integers")
     compressed = [r for r in ir.rnns if r.compression is not None]
-    if compression is not None and compressed:
+    if compressed:
         named = {r.node_name: r.compression for r in compressed if r.node_name}
         unnamed = [r.compression if r.compression is not None else None for r in ir.rnns if not r.node_name]
         nodes = {**named, **dict(enumerate(unnamed))}
         runtime = {r.node_name: {role for role, _ in r.runtime_inputs} for r in compressed if r.node_name}
-        model = dequantized_model(model, compression, nodes, runtime)
+        model = dequantized_model(model, compressed[0].compression, nodes, runtime)
         what.append(", ".join(sorted({r.compression.describe() for r in compressed})))
         why.append("onnxruntime runs the original float weights")
     if not what:

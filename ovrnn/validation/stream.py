@@ -36,6 +36,7 @@ from ..onnx.freeze import FrozenInput, freeze_inputs, split_frozen
 from ..runtime import engine as runtime
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import reference
+from .dequantized import compressed_reference
 from . import report as report_module
 from .compare import DEFAULT_BATCH, Comparison, ValidationReport, _numpy_type, compare, ort_known_deviation, ort_session, random_inputs, run_onnxruntime
 
@@ -89,6 +90,8 @@ class StreamValidationReport:
         for c in self.comparisons:
             verdict = ("PASS" if c.passed else "FAIL") if c.counted else ("agrees" if c.passed else "differs, not counted")
             tol = "an error" if c.check == "batch, no reset" else "identical" if c.atol == 0 and c.rtol == 0 else f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
+            if c.oracle == "quantization":  # a figure, not a test
+                verdict, tol = "shown, not counted", "-"
             lines.append(f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
         for c in self.comparisons:
             if c.per_call and c.oracle == "reference" and c.check in ("chunked == whole", "chunked == by hand", "long stream"):
@@ -127,7 +130,7 @@ class StateSource:
 def state_sources(proto: onnx.ModelProto, ir, contract: StreamContract) -> list[StateSource]:
     """Each node state matched to its ONNX node: the IR lists its recurrent nodes, and their states
     (H, then C for an LSTM) in the same order."""
-    nodes = [i for i, n in enumerate(proto.graph.node) if n.op_type in ("RNN", "GRU", "LSTM")]
+    nodes = [i for i, n in enumerate(proto.graph.node) if n.op_type in ("RNN", "GRU", "LSTM", "DynamicQuantizeLSTM")]
     by_name = {proto.graph.node[i].name: i for i in nodes if proto.graph.node[i].name}
     states = [s for s in contract.states if not s.init.startswith("pair:")]
     out, k = [], 0
@@ -250,6 +253,7 @@ def validate_stream(
     chunk_steps: int = 64,
     compress_weights: str | None = None,
     group_size: int | None = None,
+    max_weight_error: float | None = None,
 ) -> StreamValidationReport:
     """Convert with --stateful (True: node states; IN=OUT pairs: those pairs), stream N calls on
     `device` and check the streaming contract."""
@@ -259,14 +263,18 @@ def validate_stream(
 
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 2:
         raise UsageError(f"{flag('chunks')}: expected at least 2 calls (a stream of one call proves nothing about the state), got {chunks}")
-    if compress_weights is not None:
-        raise UsageError(f"{flag('compress-weights')} is not available with {flag('stateful')} yet: validate the compressed stateless IR, and the stream uncompressed")
-    lowering_kw = dict(lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps)
+    lowering_kw = dict(
+        lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
+        compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error,
+    )
     conversion = convert(model, input, Request(stateful=stateful, **lowering_kw))  # the model is read once
     proto, ir = conversion.proto, conversion.ir
     oracle_input = input
     if ir.frozen:  # the oracles run the model with the frozen inputs as the constants the IR has
         proto, oracle_input = _frozen_model(proto, ir.frozen), split_frozen(input)[0]
+    # integer weights (--compress-weights, DynamicQuantizeLSTM, QDQ): the float64 reference runs the
+    # dequantized model, as validate does; onnxruntime and the stateless IR run the model as given
+    quant = compressed_reference(proto, ir)
     t0 = time.perf_counter()
     stream = Stream(ir, device, precision, cache_dir)
     compile_seconds = time.perf_counter() - t0
@@ -278,7 +286,12 @@ def validate_stream(
     batch_run = static_batch or batch or DEFAULT_BATCH
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
     pairs = any(s.init.startswith("pair:") for s in contract.states)
-    oracle = (_CarriedByHand if pairs else _WholeSequence)(proto, ir, stream, batch_run)
+    oracle = (_CarriedByHand if pairs else _WholeSequence)(proto, ir, stream, batch_run, None if quant is None else quant.model)
+    if stream.compiled.integer_weights:
+        notes.append(stream.compiled.integer_weights)
+    if quant is not None:
+        shown = "; 'quantization' is float64 with the original weights against it (what compression costs, not counted)" if quant.has_original else ""
+        notes.append(f"integer weights ({quant.what}): 'reference' is float64 with the dequantized weights{shown}")
     rows: list[StreamComparison] = []
 
     def row(check, name, got, want, oracle_name, per_call=None, counted=True, note=""):
@@ -304,7 +317,7 @@ def validate_stream(
     got = first.outputs
     want, finals = oracle.reference(feeds)
     ort_status, ort = oracle.onnxruntime(feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if _cli() else 'use_onnxruntime=False'})", None)
-    deviation = ort_known_deviation(proto)
+    deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
     stateless = oracle.stateless(feeds, oracle_input, lowering_kw, precision, cache_dir, notes)
     check = oracle.check
     for oracle_name, result in (("reference", (want, finals)), ("onnxruntime", ort), ("stateless IR", stateless)):
@@ -312,7 +325,7 @@ def validate_stream(
             continue
         outputs, ends = result
         counted = not (oracle_name == "onnxruntime" and deviation)
-        note = "" if counted else f"onnxruntime deviates from the spec: {deviation}"
+        note = "" if counted else _ort_note(proto, deviation)
         for name, value in got.items():
             if name not in outputs:
                 continue
@@ -325,7 +338,13 @@ def validate_stream(
         if result is not None:
             counted = not (oracle_name == "onnxruntime" and deviation)
             for sid, value in result[1].items():
-                row("final state", sid, final[sid], value, f"{oracle_name} {oracle.final_name(sid)}", None, counted, "" if counted else f"onnxruntime deviates from the spec: {deviation}")
+                row("final state", sid, final[sid], value, f"{oracle_name} {oracle.final_name(sid)}", None, counted, "" if counted else _ort_note(proto, deviation))
+    if quant is not None and quant.has_original:  # the quantization-only error, shown beside the counted rows
+        original = oracle.original_reference(feeds)
+        for name, value in want.items():
+            if name in original and np.shape(value) == np.shape(original[name]):
+                c = compare(name, value, original[name], "quantization", "f32")
+                rows.append(StreamComparison(**{**asdict(c), "counted": False, "passed": True, "note": "quantization-only error"}, check=check))
 
     # 2. reset: the same calls again, identical
     stream.reset()
@@ -367,7 +386,8 @@ def validate_stream(
             compare_run("batch", stream.run(fb), oracle.reference(fb)[0], f" (batch {b})")
         rows.append(_batch_change(stream, ir, seed, other_batch, graph_inputs))
     else:
-        notes.append(f"batch: the IR's batch is static ({static_batch}), so a stream cannot change it; not checked")
+        fixed = f"the IR's batch is static ({static_batch})" if static_batch is not None else "the IR has no dynamic batch axis"
+        notes.append(f"batch: {fixed}, so a stream cannot change it; not checked")
 
     # 6. a long stream: at least LONG_STEPS steps
     long_calls = max(math.ceil(LONG_STEPS / K), chunks)
@@ -390,7 +410,10 @@ def validate_stream(
         runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
         compile_seconds=round(compile_seconds, 4),
         versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
-        options={"lowering": lowering, "static": static, "compress_to_fp16": compress_to_fp16, "chunk_steps": None if chunk_steps == 64 else chunk_steps, "cache_dir": None if cache_dir is None else str(cache_dir)},
+        options={
+            "lowering": lowering, "static": static, "compress_to_fp16": compress_to_fp16, "chunk_steps": None if chunk_steps == 64 else chunk_steps,
+            "compress_weights": compress_weights, "max_weight_error": max_weight_error, "group_size": group_size, "cache_dir": None if cache_dir is None else str(cache_dir),
+        },
         states={s.id: f"{s.shape} {s.type} ({s.init or 'initializer'})" for s in contract.states},
         oracle=oracle.description,
         pairs=[s.init.removeprefix("pair:") for s in contract.states if s.init.startswith("pair:")],
@@ -417,11 +440,14 @@ class _WholeSequence:
     check = "chunked == whole"
     description = "the ONNX model on the whole sequence at once"
 
-    def __init__(self, proto, ir, stream: Stream, batch: int) -> None:
+    def __init__(self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None) -> None:
         self.proto, self.stream, self.batch, self.contract = proto, stream, batch, stream.contract
         self.sources = state_sources(proto, ir, self.contract)
         self.whole = whole_sequence_model(proto, self.contract, self.sources)
         self.replaced = _replaced_inputs(proto, stream, self.sources)
+        # the float64 reference's model: the dequantized one when the IR has integer weights
+        self.ref_sources = self.sources if dequantized is None else state_sources(dequantized, ir, self.contract)
+        self.ref_whole = self.whole if dequantized is None else whole_sequence_model(dequantized, self.contract, self.ref_sources)
 
     def final_name(self, sid: str) -> str:
         return next(FINAL_OUTPUTS[s.role][1] for s in self.sources if s.id == sid)
@@ -435,12 +461,16 @@ class _WholeSequence:
         return {s.id: outputs[s.final] for s in self.sources if s.final in outputs}
 
     def reference(self, feeds: dict, seeds: dict | None = None) -> tuple[dict, dict]:
-        model, extra = self.whole, {}
-        for s in self.sources if seeds else ():
+        model, extra = self.ref_whole, {}
+        for s in self.ref_sources if seeds else ():
             model, name = _with_initial(model, s)  # the node reads its initial state from a new input: the seed
             extra[name] = seeds[s.id]
         outputs = reference.run_model(model, {**self.feeds(feeds), **extra})
         return outputs, self._finals(outputs)
+
+    def original_reference(self, feeds: dict) -> dict:
+        """float64 with the original (float) weights."""
+        return reference.run_model(self.whole, self.feeds(feeds))
 
     def onnxruntime(self, feeds: dict):
         status, outputs = run_onnxruntime(self.whole, self.feeds(feeds))
@@ -458,8 +488,9 @@ class _CarriedByHand:
     check = "chunked == by hand"
     description = "the ONNX model call by call, each state carried by hand from its output to its input"
 
-    def __init__(self, proto, ir, stream: Stream, batch: int) -> None:
+    def __init__(self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None) -> None:
         self.proto, self.stream, self.batch, self.contract = proto, stream, batch, stream.contract
+        self.ref_proto = proto if dequantized is None else dequantized  # the float64 reference's model
         self.pairs = []
         for info in self.contract.states:
             inp, _, out = info.init.removeprefix("pair:").partition("=")
@@ -493,7 +524,11 @@ class _CarriedByHand:
         return joined, {sid: state[name] for sid, name, _ in self.pairs}
 
     def reference(self, feeds: dict, seeds: dict | None = None) -> tuple[dict, dict]:
-        return self._carry(lambda f: reference.run_model(self.proto, f), feeds, seeds)
+        return self._carry(lambda f: reference.run_model(self.ref_proto, f), feeds, seeds)
+
+    def original_reference(self, feeds: dict) -> dict:
+        """float64 with the original (float) weights."""
+        return self._carry(lambda f: reference.run_model(self.proto, f), feeds)[0]
 
     def onnxruntime(self, feeds: dict):
         status, session = ort_session(self.proto)
@@ -516,6 +551,11 @@ class _CarriedByHand:
         except OvrnnError as exc:
             notes.append(f"stateless IR: not compared ({exc})")
             return None
+
+
+def _ort_note(proto: onnx.ModelProto, deviation: str) -> str:
+    """Why onnxruntime's rows are not counted: a deviation from the spec, or integer weights it reads its own way."""
+    return f"onnxruntime deviates from the spec: {deviation}" if ort_known_deviation(proto) else deviation
 
 
 def _frozen_model(proto: onnx.ModelProto, frozen) -> onnx.ModelProto:

@@ -19,7 +19,7 @@ from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
 from ..onnx.inputs import InputShapes, prepare
 from ..onnx.read import ModelSource, load_model
-from ..plan import Request, compression_of
+from ..plan import Request
 from ..runtime import engine as runtime
 from . import reference
 from . import report as report_module
@@ -80,7 +80,7 @@ def validate(
         return validate_stream(
             model, device, input, seed, batch, precision, use_onnxruntime, stateful=stateful, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
             report_dir=report_dir, lowering=lowering, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-            compress_weights=compress_weights, group_size=group_size,
+            compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error,
         )
 
     device = canonical_device(device)
@@ -118,9 +118,19 @@ def validate(
     # quantization-only error (dequantized vs original, both float64) is shown beside it
     from .dequantized import compressed_reference
 
-    quant = compressed_reference(folded, ir, compression_of(compress_weights, group_size, max_weight_error))
-    original = reference.run_model(folded, feeds) if quant is None or quant.has_original else {}
-    want = original if quant is None else reference.run_model(quant.model, feeds)
+    quant = compressed_reference(folded, ir)
+    ort_status, ort_out = run_onnxruntime(proto, {**feeds, **frozen}) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
+    deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
+    no_reference = ""
+    try:
+        original = reference.run_model(folded, feeds) if quant is None or quant.has_original else {}
+        want = original if quant is None else reference.run_model(quant.model, feeds)
+    except reference.ReferenceUnavailable as exc:
+        if ort_out is None or deviation or quant is not None:  # nothing else to judge by
+            why = f"onnxruntime: {ort_status}" if ort_out is None else deviation or "integer weights need the dequantized reference"
+            raise reference.ReferenceUnavailable(f"{exc}; and no other oracle can judge it ({why})") from None
+        no_reference = f"{exc}: judged against onnxruntime only"
+        original = want = {}
     # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
     floor = "f16" if compress_to_fp16 else None
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
@@ -137,8 +147,8 @@ def validate(
                 c = compare(name, want[name], original[name], "quantization", "f32")
                 c.counted, c.passed, c.note = False, True, "quantization-only error"
                 comparisons.append(c)
-    ort_status, ort_out = run_onnxruntime(proto, {**feeds, **frozen}) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
-    deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
+    if no_reference:
+        notes.append(no_reference)
     for name, value in (ort_out or {}).items():
         c = compare(name, got[name], value, "onnxruntime", compiled.precision, floor)
         if deviation:
@@ -172,7 +182,7 @@ def validate(
         frozen_inputs={f.name: f.describe() for f in ir.frozen},
     )
     if report_dir is not None:
-        steps = _per_step_errors(folded if quant is None else quant.model, ir, ov_model, got, want, feeds, device, compiled.precision, report_precisions, cache_dir, result)
+        steps = _per_step_errors(folded if quant is None else quant.model, ir, ov_model, got, want or ort_out, feeds, device, compiled.precision, report_precisions, cache_dir, result)
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
         report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result
@@ -207,8 +217,11 @@ def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, r
         extended = onnx.ModelProto()
         extended.CopyFrom(proto)
         extended.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None) for name in inner)
-        want = {**want, **{k: v for k, v in reference.run_model(extended, feeds).items() if k in inner}}
-        got = None  # the compiled model has no such outputs: run the extended one
+        try:
+            want = {**want, **{k: v for k, v in reference.run_model(extended, feeds).items() if k in inner}}
+            got = None  # the compiled model has no such outputs: run the extended one
+        except reference.ReferenceUnavailable:  # judged against onnxruntime: the graph outputs only
+            time_axes = {k: v for k, v in time_axes.items() if k in want}
     steps = {}
     for asked in [precision, *report_precisions]:
         if asked in steps:

@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ...errors import UnsupportedFeatureError
 from ...onnx.read import all_nodes
 from ...quantization import DEQUANTIZED_WEIGHTS as WEIGHTS, dequantized_weights
 from .gru import GRU
@@ -19,7 +20,7 @@ from .loop import reference
 from .lstm import LSTM
 from .rnn import RNN
 
-__all__ = ["OPS", "run_model", "run_node"]
+__all__ = ["OPS", "ReferenceUnavailable", "run_model", "run_node"]
 
 # op_type -> its cell; loop.reference takes the ONNX inputs positionally and the attributes by name
 OPS = {"RNN": RNN, "GRU": GRU, "LSTM": LSTM}
@@ -88,8 +89,36 @@ def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray
     names = [o.name for o in model.graph.output]
     from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
 
-    values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op()]).run(names, feeds)
+    try:
+        values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op()]).run(names, feeds)
+    except NotImplementedError as exc:  # an op onnx.reference has no code for (ConstantFill, com.microsoft ops)
+        missing = _missing_ops(model)
+        what = f"it has no implementation of {', '.join(missing)}" if missing else str(exc).strip().splitlines()[0]
+        raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: {what}") from None
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}
+
+
+class ReferenceUnavailable(UnsupportedFeatureError):
+    """The model holds an op the float64 reference cannot compute."""
+
+
+def _missing_ops(model: onnx.ModelProto) -> list[str]:
+    """The model's ops (bodies included) onnx.reference cannot load, as 'Op' or 'domain.Op'."""
+    from onnx.reference.ops import load_op
+
+    own = {*OPS, "Loop"}
+    versions = {o.domain: o.version for o in model.opset_import}
+    missing = []
+    for node in all_nodes(model.graph):
+        domain = node.domain if node.domain != "ai.onnx" else ""
+        label = f"{domain}.{node.op_type}" if domain else node.op_type
+        if label in missing or (domain == "" and node.op_type in own) or (domain, node.op_type) == WEIGHTS:
+            continue
+        try:
+            load_op(domain, node.op_type, versions.get(domain, versions.get("", None)))
+        except Exception:  # noqa: BLE001 (onnx raises NotImplementedError or RuntimeError for an unknown op)
+            missing.append(label)
+    return missing
 
 
 def _named_outputs(model: onnx.ModelProto) -> onnx.ModelProto:

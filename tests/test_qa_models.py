@@ -1,0 +1,135 @@
+"""Real architectures a QA pass found ovrnn getting wrong, exported small from PyTorch
+(tests/fixtures/qa/, made by tools/make_qa_fixtures.py), through convert and validate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
+
+import ovrnn
+from ovrnn.onnx.body_inputs import declare_scan_slices
+
+QA = Path(__file__).parent / "fixtures" / "qa"
+
+
+def _loop_body(model: onnx.ModelProto) -> onnx.GraphProto:
+    return next(a.g for n in model.graph.node if n.op_type == "Loop" for a in n.attribute if a.name == "body")
+
+
+def _dims(value_info) -> list:
+    return [d.dim_value if d.HasField("dim_value") else None for d in value_info.type.tensor_type.shape.dim]
+
+
+def test_greedy_decoder_token_keeps_its_shape_on_every_iteration():
+    """TorchScript declares the Loop-carried token [?, ?]; it starts [B, 1] and ArgMax gives it back
+    [B, 1], a fixed point: declared [?, 1], so the decoder GRU reading its embedding runs one step.
+    The carried hidden state keeps [1, B, H]; the growing output keeps only its last dim."""
+    model, changed = declare_scan_slices(onnx.load(QA / "greedy_gru_decoder.onnx"))
+    assert changed
+    carried = {i.name.split(".")[0]: _dims(i) for i in _loop_body(model).input[2:]}
+    assert carried == {"outs": [None, None, 5], "h": [1, None, 6], "tok": [None, 1]}
+
+
+@pytest.mark.parametrize("max_len", [1, 3])
+def test_greedy_decoder_loop_with_a_runtime_trip_count(max_len):
+    """The Loop stays (its trip count is an input) and its GRU is lowered to a GRUCell inside the
+    body, where before the node was refused ('its length can change from iteration to iteration');
+    the outputs equal onnxruntime's."""
+    path = QA / "greedy_gru_decoder.onnx"
+    ir = ovrnn.convert_model(path, "src[?,4]")
+    counts = layer_counts(ir.xml)
+    assert counts["Loop"] == 1 and counts["GRUCell"] == 4 + 1 and not counts["GRUSequence"]  # the encoder's 4 steps, the body's 1
+    feeds = {"src": np.array([[1, 4, 6, 0], [2, 2, 5, 3]], np.int64), "max_len": np.array(max_len, np.int64)}
+    want = ort.InferenceSession(path.read_bytes(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = run_ir(ir, feeds)["logits"]
+    assert_close(got, want.astype(np.float64), 1e-5, 1e-5, "logits")
+
+
+def test_validate_half_model_with_a_transpose_before_matmul(tmp_path):
+    """An fp16 batch_first RNN + Linear: onnxruntime's oracle session used to crash the process
+    (segfault in its layout optimizations); validate compares with it at f16 tolerance."""
+    proc = ovrnn_cli("validate", QA / "half_rnn_batch_first.onnx", "--input", "x[?,5,3]", "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True and report["onnxruntime"] == "used"
+    assert {c["oracle"] for c in report["comparisons"]} == {"reference", "onnxruntime"}
+
+
+def test_stream_of_a_cached_conv_lstm_encoder(tmp_path):
+    """A sherpa/k2-style encoder with conv cache and LSTM h/c pairs streams; its states have no batch
+    axis, and the note says so instead of 'the IR's batch is static (None)'."""
+    proc = ovrnn_cli(
+        "validate", QA / "cached_conv_lstm_encoder.onnx", "--stateful", "cache=new_cache,h=hn,c=cn", "--chunks", "3", "--json", tmp_path / "r.json"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True
+    assert "batch: the IR has no dynamic batch axis, so a stream cannot change it; not checked" in report["notes"]
+    assert {c["check"] for c in report["comparisons"]} >= {"chunked == by hand", "final state", "reset", "two streams", "set_state", "long stream"}
+
+
+def _lstm_then_contrib_gelu(path: Path) -> Path:
+    """LSTM -> com.microsoft.Gelu: OpenVINO and onnxruntime run it, onnx.reference has no Gelu of
+    that domain (as with ConstantFill in an opset-7 PyTorch export, or other contrib ops)."""
+    rng = np.random.default_rng(0)
+    weights = [onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 16, n)).astype(np.float32), name) for name, n in (("W", 3), ("R", 4))]
+    nodes = [onnx.helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=4, name="lstm"), onnx.helper.make_node("Gelu", ["Y"], ["Z"], domain="com.microsoft", name="gelu")]
+    graph = onnx.helper.make_graph(nodes, "g", [onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [5, 2, 3])], [onnx.helper.make_tensor_value_info("Z", onnx.TensorProto.FLOAT, None)], weights)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17), onnx.helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    onnx.save(model, path)
+    return path
+
+
+def test_validate_when_the_reference_cannot_run_an_op(tmp_path):
+    """An op the float64 reference has no code for: judged against onnxruntime alone, with a note
+    (it was an internal error); with no onnxruntime either, one error line naming the op, exit 2."""
+    path = _lstm_then_contrib_gelu(tmp_path / "m.onnx")
+    proc = ovrnn_cli("validate", path, "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True and [(c["output"], c["oracle"]) for c in report["comparisons"]] == [("Z", "onnxruntime")]
+    reason = "the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: it has no implementation of com.microsoft.Gelu"
+    assert f"{reason}: judged against onnxruntime only" in report["notes"]
+    proc = ovrnn_cli("validate", path, "--no-onnxruntime")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"error: {reason}; and no other oracle can judge it (onnxruntime: not asked for (--no-onnxruntime))\n"
+
+
+def _gru_state_through_split(path: Path) -> Path:
+    """GRU(x, h) -> Y_h, padded and split again: the state's next value 'hn' is the second output of
+    a Split whose first output ('extra', [1,1,2]) has another shape than the state [1,1,4] (as an
+    If left in the graph returns hn beside other outputs: silero v4 at 8 kHz with a dynamic batch)."""
+    rng = np.random.default_rng(1)
+    inits = [
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 3)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "R"),
+        onnx.numpy_helper.from_array(np.full((1, 1, 2), 0.5, np.float32), "pad"),
+        onnx.numpy_helper.from_array(np.array([2, 4], np.int64), "sizes"),
+    ]
+    nodes = [
+        onnx.helper.make_node("GRU", ["x", "W", "R", "", "", "h"], ["Y", "Yh"], hidden_size=4, name="gru"),
+        onnx.helper.make_node("Concat", ["pad", "Yh"], ["padded"], axis=2, name="cat"),
+        onnx.helper.make_node("Split", ["padded", "sizes"], ["extra", "hn"], axis=2, name="split"),
+    ]
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(
+        nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, 1, 3]), vi("h", onnx.TensorProto.FLOAT, [1, 1, 4])], [vi(n, onnx.TensorProto.FLOAT, None) for n in ("Y", "extra", "hn")], inits
+    )
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_state_pair_whose_output_is_not_its_nodes_first(tmp_path):
+    """The Assign is checked against the value it stores, not against its node's first output (it was
+    an internal error: 'Default output not supported' / 'not compatible with the shape of the input')."""
+    path = _gru_state_through_split(tmp_path / "m.onnx")
+    proc = ovrnn_cli("validate", path, "--stateful", "h=hn", "--chunks", "3", "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True and list(report["states"]) == ["h"]
