@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from .errors import UsageError
-from .shapes import MAX_DIM  # one dimension of --input, --batch or a declared shape
+from .shapes import MAX_DIM, MAX_ELEMENTS, check_dims, check_shape  # the limits of a shape live with the shapes
 
 __all__ = ["MAX_DIM", "MAX_ELEMENTS", "check_dims", "check_input_size", "check_shape", "max_input_bytes", "max_ir_bytes", "max_ir_layers"]
 
@@ -36,31 +36,6 @@ def max_ir_layers() -> int:
 def max_ir_bytes() -> int:
     """The estimated size of the IR XML a conversion would write (checked before lowering)."""
     return _env_limit("OVRNN_MAX_IR_BYTES", 1 << 30)
-
-
-MAX_ELEMENTS = 2**40  # elements in one tensor of fixed shape (2^40 float32 is 4 TiB)
-
-
-def check_shape(shape, what: str) -> None:
-    """A graph input's Dims: lo and hi each at most MAX_DIM, the static ones' product bounded."""
-    for axis, d in enumerate(shape):
-        for v in (d.lo, d.hi):
-            if v is not None and v > MAX_DIM:
-                raise UsageError(f"{what}: dim {axis} is {d.describe()}, more than the largest dimension ovrnn accepts ({MAX_DIM:,})")
-    check_dims([d.value for d in shape], what)
-
-
-def check_dims(dims, what: str) -> None:
-    """Each dim at most MAX_DIM, and their product at most MAX_ELEMENTS (None: dynamic, skipped)."""
-    product = 1
-    for axis, d in enumerate(dims):
-        if d is None:
-            continue
-        if d > MAX_DIM:
-            raise UsageError(f"{what}: dim {axis} is {d}, more than the largest dimension ovrnn accepts ({MAX_DIM:,})")
-        product *= d
-        if product > MAX_ELEMENTS:
-            raise UsageError(f"{what}: the dims multiply to more than {MAX_ELEMENTS:,} elements")
 
 
 def check_input_size(shape, itemsize: int, what: str) -> None:

@@ -1,4 +1,4 @@
-"""ONNX model -> IR, one stage after the other; each takes what the previous one returned:
+"""ONNX model -> IR, one stage after the other (``convert``); each takes what the previous one returned:
 
     Request(...).checked()   (plan.py)            the arguments, checked
     prepare(load_model(...)) (onnx/)              read; freeze inputs, fix shapes, fold control flow
@@ -13,12 +13,14 @@ The caller saves the IR (``IR.save``, atomic).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import onnx
 
 from .errors import UnsupportedFeatureError
 from .ir.model import IR
-from .onnx.inputs import InputShapes, prepare
+from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
 from .plan import Plan, Request, choose_cells, plan_conversion, with_hint
 
@@ -66,17 +68,34 @@ def convert_model(
       every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted
       (docs/bodies.md).
     """
-    request = Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size, allow_sequence_ops, max_weight_error=max_weight_error).checked()
+    request = Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size, allow_sequence_ops, max_weight_error=max_weight_error)
+    return convert(model, input, request).ir
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """One conversion: the model as read, as it was lowered, and the IR (validate reads all three,
+    so that the model is read and prepared once)."""
+
+    proto: onnx.ModelProto  # as read
+    prepared: Prepared  # inputs frozen, shapes fixed, constant control flow folded: what the IR computes
+    ir: IR
+
+
+def convert(model: ModelSource, input: InputShapes, request: Request) -> Conversion:  # noqa: A002
+    """The pipeline: request checked -> read -> prepare -> plan -> lower (emitter or frontend)."""
+    request = request.checked()
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     proto = load_model(model, files)
     prepared = prepare(proto, input, keep_loops=request.stateful is True)
     try:
-        return _carried_out(plan_conversion(prepared, request, model), files)
+        return Conversion(proto, prepared, _carried_out(plan_conversion(prepared, request, model), files))
     except UnsupportedFeatureError as exc:
         if getattr(exc, "why", None) is None or not prepared.loops_kept or request.stateful is True:
             raise
         # onnx's shape inference found a kept Loop body's step count static, OpenVINO's does not: unroll it after all
-        return _carried_out(plan_conversion(prepare(proto, input, unroll_loops=True), request, model), files)
+        prepared = prepare(proto, input, unroll_loops=True)
+        return Conversion(proto, prepared, _carried_out(plan_conversion(prepared, request, model), files))
 
 
 def _carried_out(plan: Plan, files: list[Path]) -> IR:

@@ -1,4 +1,4 @@
-"""Dimensions and shapes, and the ovc-style ``--input NAME[d0,d1,...]`` syntax.
+"""Dimensions and shapes, their limits, and the ovc-style ``--input NAME[d0,d1,...]`` syntax.
 
 A ``Dim`` is an interval ``[lo, hi]`` (``hi=None`` = unbounded), the same model OpenVINO's
 ``PartialShape`` uses: a static dim has ``lo == hi``. ONNX symbolic dims keep their symbol so error
@@ -12,7 +12,32 @@ from dataclasses import dataclass, field
 
 from .errors import UsageError, flag
 
-MAX_DIM = 2**31 - 1  # one dimension (OpenVINO plugins index with int32); bounds.py holds the other limits
+# The two limits every shape keeps (checked where a shape is read: --input, declared inputs, --batch);
+# bounds.py holds the limits on files, arrays in bytes and IR size.
+MAX_DIM = 2**31 - 1  # one dimension (OpenVINO plugins index with int32)
+MAX_ELEMENTS = 2**40  # elements in one tensor of fixed shape (2^40 float32 is 4 TiB)
+
+
+def check_shape(shape, what: str) -> None:
+    """A graph input's Dims: lo and hi each at most MAX_DIM, the static ones' product bounded."""
+    for axis, d in enumerate(shape):
+        for v in (d.lo, d.hi):
+            if v is not None and v > MAX_DIM:
+                raise UsageError(f"{what}: dim {axis} is {d.describe()}, more than the largest dimension ovrnn accepts ({MAX_DIM:,})")
+    check_dims([d.value for d in shape], what)
+
+
+def check_dims(dims, what: str) -> None:
+    """Each dim at most MAX_DIM, and their product at most MAX_ELEMENTS (None: dynamic, skipped)."""
+    product = 1
+    for axis, d in enumerate(dims):
+        if d is None:
+            continue
+        if d > MAX_DIM:
+            raise UsageError(f"{what}: dim {axis} is {d}, more than the largest dimension ovrnn accepts ({MAX_DIM:,})")
+        product *= d
+        if product > MAX_ELEMENTS:
+            raise UsageError(f"{what}: the dims multiply to more than {MAX_ELEMENTS:,} elements")
 
 
 @dataclass(frozen=True, slots=True)

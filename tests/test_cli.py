@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import json
@@ -148,9 +149,9 @@ def test_validate_reports_mismatch_with_exit_1(tmp_path, model_file, monkeypatch
     wrong.CopyFrom(model)
     w = onnx.numpy_helper.to_array(wrong.graph.initializer[0])
     wrong.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(w * 1.01, wrong.graph.initializer[0].name))
-    real = ovrnn.convert_model
     validate_module = importlib.import_module("ovrnn.validation.validate")
-    monkeypatch.setattr(validate_module, "convert_model", lambda m, i=None, **kw: real(wrong, i, **kw))
+    real = validate_module.convert  # the model as read and prepared stays the right one; the IR is the wrong model's
+    monkeypatch.setattr(validate_module, "convert", lambda m, i, request: dataclasses.replace(real(m, i, request), ir=real(wrong, i, request).ir))
     assert cli.main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "FAIL" and "FAIL" in out.splitlines()[2]

@@ -218,15 +218,24 @@ def test_bad_dynamic_quantize_lstm(change, error, message):
     assert str(exc.value) == message
 
 
-def test_runtime_quantized_weights_are_refused():
+@pytest.mark.parametrize(
+    "name, elem_type, message",
+    [
+        ("W_quantized", TensorProto.INT8, "input W 'W_quantized' is a graph input; DynamicQuantizeLSTM weights must be initializers (constant)"),
+        ("R_scale", TensorProto.FLOAT, "input R_scale 'R_scale' is a graph input; DynamicQuantizeLSTM scales must be initializers (constant)"),
+    ],
+    ids=["weights", "scale"],
+)
+def test_runtime_quantized_weights_are_refused(name, elem_type, message):
     m = load("lstm_fwd.dq_tensor")
-    w = next(t for t in m.graph.initializer if t.name == "W_quantized")
-    m.graph.input.append(helper.make_tensor_value_info("W_quantized", TensorProto.INT8, list(w.dims)))
-    keep = [t for t in m.graph.initializer if t.name != "W_quantized"]
+    w = next(t for t in m.graph.initializer if t.name == name)
+    m.graph.input.append(helper.make_tensor_value_info(name, elem_type, list(w.dims)))
+    keep = [t for t in m.graph.initializer if t.name != name]
     del m.graph.initializer[:]
     m.graph.initializer.extend(keep)
-    with pytest.raises(UnsupportedFeatureError, match="input W 'W_quantized' is a graph input; DynamicQuantizeLSTM weights must be initializers"):
+    with pytest.raises(UnsupportedFeatureError) as exc:
         ovrnn.convert_model(m)
+    assert str(exc.value) == f"DynamicQuantizeLSTM node 'lstm0_quant': {message}"  # the node is named (the scale's error did not)
 
 
 def test_dynamic_quantize_lstm_in_a_whole_model():
@@ -275,3 +284,28 @@ def test_validate_report_of_a_whole_model_whose_y_is_inner(tmp_path):
     report = ovrnn.validate(m, report_dir=tmp_path)
     assert report.passed, report.format()
     assert json.loads((tmp_path / "report.json").read_text())["passed"]
+
+
+def test_int8_zero_points_onnxruntime_refuses_at_run_time(tmp_path):
+    """DynamicQuantizeLSTM with int8 weights and non-zero zero points (the schema allows them;
+    onnxruntime's kernel refuses them when it runs): ovrnn stores the zero points and matches the
+    dequantized reference; validate says onnxruntime could not run it, in its own line only (before,
+    onnxruntime's error log also went to stderr)."""
+    from conftest import ovrnn_cli
+
+    m = load("lstm_fwd.dq_channel")  # per-row scales [1, 64]: zero points per row too
+    inits = {t.name: t for t in m.graph.initializer}
+    rows = np.random.default_rng(9).integers(-4, 5, (2, 1, 64)).astype(np.int8)
+    for name, value in (("W_zero_point", rows[0]), ("R_zero_point", rows[1])):
+        inits[name].CopyFrom(numpy_helper.from_array(value, name))
+    ir = ovrnn.convert_model(m)
+    assert ir.rnns[0].weights == "int8 from the model (with zero points): W, R; scales f32"
+    feeds = x_feed()
+    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
+    got = run(ir, feeds)
+    for out in want:
+        assert_close(got[out], want[out], 2e-5, 2e-5, out)
+    onnx.save(m, tmp_path / "m.onnx")
+    r = ovrnn_cli("validate", tmp_path / "m.onnx")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert "onnxruntime: does not support this model ([ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status code" in r.stdout and r.stdout.rstrip().endswith("PASS"), r.stdout

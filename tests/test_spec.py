@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cases import Case, make_model
 
-from ovrnn.ir.graph import normalise_all, plan_nodes
+from ovrnn.semantics.graph import normalise_all, plan_nodes
 from ovrnn.onnx.read import graph_view
 
 

@@ -450,7 +450,7 @@ def s_compression(tmp: Path, n: int) -> dict:
     import openvino as ov
 
     import ovrnn
-    from ovrnn.ir.graph import normalise_all, plan_nodes
+    from ovrnn.semantics.graph import normalise_all, plan_nodes
     from ovrnn.quantization import Compression, quantize
     from ovrnn.onnx.read import graph_view
     from ovrnn.validation import reference

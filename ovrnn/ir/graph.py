@@ -9,9 +9,6 @@ from __future__ import annotations
 import gc
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
-
-import onnx
 
 from .. import __version__
 from ..dtypes import BY_ONNX, onnx_type_name
@@ -23,10 +20,10 @@ from ..lower.state import NodeState, add_assigns, add_states, plan_states
 from ..onnx.inputs import merge_shape
 from ..onnx.read import GraphView, TensorInfo
 from ..progress import stage
-from ..shapes import Dim, Shape, shape_text
-from ..semantics import NORMALISERS, Spec
+from ..shapes import Shape, shape_text
+from ..semantics import Spec
+from ..semantics.graph import NodePlan, normalise_all, plan_nodes
 from ..semantics.limits import check_steps
-from ..semantics.recurrent import rnn_nodes, unique_label
 from ..stateful import node_stream
 from .emit import emit
 from .model import IR, RnnSummary
@@ -49,7 +46,7 @@ def _gc_paused():
 def convert_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False, record: dict | None = None) -> IR:
     """A model made of RNN, GRU, LSTM and Constant nodes: spec every node, lower them into one
     LayerGraph, and emit it with ovrnn's own emitter."""
-    plan = plan_nodes(view)
+    plan = plan_nodes(view)  # semantics stage: which nodes, and their specs
     specs = normalise_all(view, plan)
     steps_note = check_steps(sum(s.seq_length * s.num_directions for s in specs), len(specs), max_steps)
     g = LayerGraph(view.model.graph.name or "ovrnn_model")
@@ -63,53 +60,6 @@ def convert_graph(view: GraphView, options: LoweringOptions, ir_version: int, ma
         xml, bin_ = emit(g, ir_version)
     notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes) + ((steps_note,) if steps_note else ())
     return IR(xml=xml, bin=bin_, notes=notes, rnns=tuple(summaries))
-
-
-# --- which nodes, which tensors -----------------------------------------------------------------
-
-
-@dataclass
-class NodePlan:
-    rnn_nodes: list[tuple[int, onnx.NodeProto]]
-    needed: set[str]  # tensor names a graph output or a later node reads
-
-
-def plan_nodes(view: GraphView) -> NodePlan:
-    """A model made of recurrent and Constant nodes only: which of their outputs are read."""
-    nodes = rnn_nodes(view.model.graph)
-    needed = {o.name for o in view.outputs}
-    for _, node in nodes:
-        needed.update(n for n in node.input if n)
-    return NodePlan(nodes, needed)
-
-
-def normalise_all(view: GraphView, plan: NodePlan) -> list[Spec]:
-    produced: dict[str, TensorInfo] = {}
-
-    def lookup(name: str) -> TensorInfo | None:
-        return produced.get(name) or view.info(name)
-
-    specs = []
-    used_labels: set[str] = set()
-    for k, (i, node) in enumerate(plan.rnn_nodes):
-        label = unique_label(node, k, used_labels)
-        used_labels.add(label)
-        spec = NORMALISERS[node.op_type](node, i, view.opset, lookup, label)
-        specs.append(spec)
-        for name, shape in _output_shapes(spec).items():
-            produced[name] = TensorInfo(name, spec.etype.onnx, shape)
-    return specs
-
-
-def _output_shapes(spec: Spec) -> dict[str, Shape]:
-    T, D, B, H = Dim.of(spec.seq_length), Dim.of(spec.num_directions), spec.batch, Dim.of(spec.hidden_size)
-    shapes = {}
-    if spec.Y:
-        shapes[spec.Y] = (B, T, D, H) if spec.layout else (T, D, B, H)
-    for state in (spec.Y_h, getattr(spec, "Y_c", None)):
-        if state:
-            shapes[state] = (B, D, H) if spec.layout else (D, B, H)
-    return shapes
 
 
 # --- building the layer graph -------------------------------------------------------------------

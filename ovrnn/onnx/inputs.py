@@ -11,9 +11,8 @@ from typing import Union
 
 import onnx
 
-from ..bounds import check_shape
 from ..errors import UsageError, flag
-from ..shapes import Dim, InputShapeMap, Position, Shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
+from ..shapes import Dim, InputShapeMap, check_shape, Position, Shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
 from .control_flow import dynamic_steps_in_body, fold_control_flow, has_control_flow
 from .freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
 from .read import GraphView, TensorInfo, graph_view

@@ -77,7 +77,7 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
     floats: dict[str, np.ndarray] = {}
     for role, info, s_slot in (("W", W, 8), ("R", R, 10)):
         scale_info, zp_info = required(s_slot), required(s_slot + 1)
-        scale, zero_point = _per_row(fail, role, info, scale_info, zp_info, D, G)
+        scale, zero_point = _per_row(fail, who, role, info, scale_info, zp_info, D, G)
         rows = np.transpose(info.value, (0, 2, 1))  # [D, K, 4H] -> [D, 4H, K]: the ONNX LSTM's W/R
         symmetric = not np.any(zero_point)
         quantized[role] = [Quantized(np.ascontiguousarray(rows[d]), scale[d][:, None], None if symmetric else zero_point[d][:, None], 8) for d in range(D)]
@@ -112,11 +112,11 @@ def _shape(value: np.ndarray):
     return tuple(Dim.of(int(d)) for d in value.shape)
 
 
-def _per_row(fail, role: str, weights: TensorInfo, scale: TensorInfo, zero_point: TensorInfo, D: int, G: int) -> tuple[np.ndarray, np.ndarray]:
+def _per_row(fail, who: str, role: str, weights: TensorInfo, scale: TensorInfo, zero_point: TensorInfo, D: int, G: int) -> tuple[np.ndarray, np.ndarray]:
     """Scale and zero point as [D, 4H] float64 / int, from per-tensor [D] or per-row [D, 4H] inputs."""
     for info, what in ((scale, "scale"), (zero_point, "zero point")):
         if not info.is_constant:
-            raise UnsupportedFeatureError(f"input {role}_{what.replace(' ', '_')} '{info.name}' is a graph input; {OP} {what}s must be initializers (constant)")
+            raise UnsupportedFeatureError(f"{who}: input {role}_{what.replace(' ', '_')} '{info.name}' is a graph input; {OP} {what}s must be initializers (constant)")
     s, z = np.asarray(scale.value), np.asarray(zero_point.value)
     if scale.elem_type not in (TensorProto.FLOAT, TensorProto.FLOAT16):
         raise fail(f"input {role}_scale '{scale.name}': expected element type float, got {onnx.helper.tensor_dtype_to_np_dtype(scale.elem_type).name if scale.elem_type else 'unknown'}")

@@ -211,7 +211,7 @@ def ort_session(proto: onnx.ModelProto):
     model.ir_version = min(model.ir_version, ORT_MAX_IR_VERSION)
     try:
         options = ort.SessionOptions()
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # fatal only: its errors come back as exceptions, reported on ovrnn's onnxruntime line
         # Basic rewrites only (constant folding, redundant nodes): the oracle should compute the ONNX graph
         # as written, and onnxruntime 1.32's layout level (ORT_ENABLE_ALL, its default) crashes the process
         # with a segfault on an fp16 Transpose feeding a MatMul (a half-precision batch_first model's head).

@@ -257,18 +257,18 @@ def validate_stream(
 ) -> StreamValidationReport:
     """Convert with --stateful (True: node states; IN=OUT pairs: those pairs), stream N calls on
     `device` and check the streaming contract."""
-    from ..convert import convert_model
-    from ..onnx.read import load_model
+    from ..convert import convert
+    from ..plan import Request
     from .compare import _model_label
 
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 2:
         raise UsageError(f"{flag('chunks')}: expected at least 2 calls (a stream of one call proves nothing about the state), got {chunks}")
-    proto = load_model(model)
     lowering_kw = dict(
         lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
         compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error,
     )
-    ir = convert_model(proto, input, stateful=stateful, **lowering_kw)
+    conversion = convert(model, input, Request(stateful=stateful, **lowering_kw))  # the model is read once
+    proto, ir = conversion.proto, conversion.ir
     oracle_input = input
     if ir.frozen:  # the oracles run the model with the frozen inputs as the constants the IR has
         proto, oracle_input = _frozen_model(proto, ir.frozen), split_frozen(input)[0]

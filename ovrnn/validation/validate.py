@@ -14,11 +14,12 @@ import onnx
 
 from .. import __version__
 from ..bounds import MAX_DIM
-from ..convert import convert_model
+from ..convert import convert
 from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
 from ..onnx.inputs import InputShapes, prepare
 from ..onnx.read import ModelSource, load_model
+from ..plan import Request
 from ..runtime import engine as runtime
 from . import reference
 from . import report as report_module
@@ -89,12 +90,17 @@ def validate(
         raise UsageError(f"{flag('batch')}: expected a positive batch size, got {batch}")
     if batch is not None and batch > MAX_DIM:
         raise UsageError(f"{flag('batch')}: expected a batch size between 1 and {MAX_DIM:,}, got {batch}")
-    proto = load_model(model)
-    ir = ir or convert_model(
-        proto, input, lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-        compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error, allow_sequence_ops=allow_sequence_ops,
-    )
-    folded = prepare(proto, _with_frozen(input, ir.frozen)).view.model  # frozen inputs and constant control flow folded: what the IR computes
+    if ir is None:  # the model is read and prepared once: the reference runs what the IR was made from
+        request = Request(
+            lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
+            compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error, allow_sequence_ops=allow_sequence_ops,
+        )
+        conversion = convert(model, input, request)
+        proto, prepared, ir = conversion.proto, conversion.prepared, conversion.ir
+    else:
+        proto = load_model(model)
+        prepared = prepare(proto, _with_frozen(input, ir.frozen))
+    folded = prepared.view.model  # frozen inputs and constant control flow folded: what the IR computes
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)

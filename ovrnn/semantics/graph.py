@@ -1,0 +1,59 @@
+"""A graph made of recurrent (and Constant) nodes only, read by the semantics stage: which nodes,
+which of their outputs are read, and one spec per node, in graph order. Each node's inputs are
+looked up among the graph's tensors and the outputs of the nodes specced before it, so a stack of
+nodes (an RNN feeding a GRU) is specced with the shapes the first one produces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx
+
+from ..onnx.read import GraphView, TensorInfo
+from ..shapes import Dim, Shape
+from . import NORMALISERS, Spec
+from .recurrent import rnn_nodes, unique_label
+
+
+@dataclass
+class NodePlan:
+    rnn_nodes: list[tuple[int, onnx.NodeProto]]
+    needed: set[str]  # tensor names a graph output or a later node reads
+
+
+def plan_nodes(view: GraphView) -> NodePlan:
+    """A model made of recurrent and Constant nodes only: which of their outputs are read."""
+    nodes = rnn_nodes(view.model.graph)
+    needed = {o.name for o in view.outputs}
+    for _, node in nodes:
+        needed.update(n for n in node.input if n)
+    return NodePlan(nodes, needed)
+
+
+def normalise_all(view: GraphView, plan: NodePlan) -> list[Spec]:
+    produced: dict[str, TensorInfo] = {}
+
+    def lookup(name: str) -> TensorInfo | None:
+        return produced.get(name) or view.info(name)
+
+    specs = []
+    used_labels: set[str] = set()
+    for k, (i, node) in enumerate(plan.rnn_nodes):
+        label = unique_label(node, k, used_labels)
+        used_labels.add(label)
+        spec = NORMALISERS[node.op_type](node, i, view.opset, lookup, label)
+        specs.append(spec)
+        for name, shape in _output_shapes(spec).items():
+            produced[name] = TensorInfo(name, spec.etype.onnx, shape)
+    return specs
+
+
+def _output_shapes(spec: Spec) -> dict[str, Shape]:
+    T, D, B, H = Dim.of(spec.seq_length), Dim.of(spec.num_directions), spec.batch, Dim.of(spec.hidden_size)
+    shapes = {}
+    if spec.Y:
+        shapes[spec.Y] = (B, T, D, H) if spec.layout else (T, D, B, H)
+    for state in (spec.Y_h, getattr(spec, "Y_c", None)):
+        if state:
+            shapes[state] = (B, D, H) if spec.layout else (D, B, H)
+    return shapes
