@@ -404,6 +404,19 @@ def test_validate_stateful_with_integer_weights(case):
     assert any(n.startswith(f"integer weights {on_cpu} on CPU") for n in report.notes), report.notes
 
 
+def test_validate_stateful_whole_sequence_ir_gets_the_streams_scheme():
+    """The stateless IR of the whole 360-step sequence gets the scheme the stream got: its error
+    budget, measured over 360 steps instead of 256, kept it at int8 under a budget the stream's int4
+    met, and validate FAILed the stream against it (5e-2)."""
+    path = FIXTURES / "quantized" / "lstm_input_forget.f32.onnx"
+    ir = ovrnn.convert_model(path, compress_weights="int4", max_weight_error=float("inf"))
+    e256 = float(re.search(r"quantization-only error (\S+) over 256 steps", ir.rnns[0].weights).group(1))
+    report = ovrnn.validate(path, stateful=True, chunks=60, compress_weights="int4", max_weight_error=e256 * 1.02)
+    assert report.passed, report.format()
+    rows = [c for c in report.comparisons if c.oracle == "stateless IR"]
+    assert rows and all(c.max_abs < 1e-6 for c in rows), report.format()
+
+
 # --- int4 (experimental) and the per-node error budget ---------------------------------------------
 
 INT4 = {
