@@ -89,13 +89,29 @@ def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray
     names = [o.name for o in model.graph.output]
     from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
 
-    try:
-        values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op()]).run(names, feeds)
-    except NotImplementedError as exc:  # an op onnx.reference has no code for (ConstantFill, com.microsoft ops)
+    new_ops = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_versions(model)]
+    try:  # the evaluator loads every node's implementation (bodies included) as it is made
+        evaluator = ReferenceEvaluator(_named_outputs(model), new_ops=new_ops)
+    except (NotImplementedError, RuntimeError) as exc:  # an op onnx.reference has no code for (ConstantFill, com.microsoft ops)
         missing = _missing_ops(model)
         what = f"it has no implementation of {', '.join(missing)}" if missing else str(exc).strip().splitlines()[0]
         raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: {what}") from None
+    values = evaluator.run(names, feeds)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}
+
+
+def _older_versions(model: onnx.ModelProto) -> list:
+    """onnx.reference (1.23) implements DequantizeLinear from opset 19 only, so a model of opset
+    10-18 (onnxruntime's quantize_dynamic writes one for every quantized Gather: an embedding) had
+    no reference. Later versions only added types (float8, int4) and blocked scales (block_size 0,
+    the default, is 10's and 13's per-tensor or per-axis scale) to what 10 and 13 compute: use the
+    newest there (it also takes every attribute the schema defaults fill in)."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 19)
+    if opset >= 19:
+        return []
+    from onnx.reference.ops._op_list import load_op
+
+    return [type("DequantizeLinear", (load_op("", "DequantizeLinear", None),), {"op_domain": ""})]
 
 
 class ReferenceUnavailable(UnsupportedFeatureError):
@@ -112,7 +128,7 @@ def _missing_ops(model: onnx.ModelProto) -> list[str]:
     for node in all_nodes(model.graph):
         domain = node.domain if node.domain != "ai.onnx" else ""
         label = f"{domain}.{node.op_type}" if domain else node.op_type
-        if label in missing or (domain == "" and node.op_type in own) or (domain, node.op_type) == WEIGHTS:
+        if label in missing or (domain == "" and node.op_type in own) or (domain, node.op_type) == WEIGHTS or (domain == "" and node.op_type == "DequantizeLinear"):
             continue
         try:
             load_op(domain, node.op_type, versions.get(domain, versions.get("", None)))
