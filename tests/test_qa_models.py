@@ -133,3 +133,32 @@ def test_state_pair_whose_output_is_not_its_nodes_first(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["passed"] is True and list(report["states"]) == ["h"]
+
+
+def _gru_with_named_batch(path: Path) -> Path:
+    """GRU(X [T, batch, 3], initial_h h [1, batch, 4]): one dim_param 'batch' on both inputs (as
+    silero v4's input [batch, sequence] and h, c [2, batch, 64])."""
+    rng = np.random.default_rng(2)
+    weights = [onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, n)).astype(np.float32), name) for name, n in (("W", 3), ("R", 4))]
+    node = onnx.helper.make_node("GRU", ["x", "W", "R", "", "", "h"], ["Y", "hn"], hidden_size=4, name="gru")
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(
+        [node], "g", [vi("x", onnx.TensorProto.FLOAT, ["T", "batch", 3]), vi("h", onnx.TensorProto.FLOAT, [1, "batch", 4])], [vi("Y", onnx.TensorProto.FLOAT, None), vi("hn", onnx.TensorProto.FLOAT, None)], weights
+    )
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_a_size_given_to_a_named_dim_holds_on_every_input_that_names_it(tmp_path):
+    """--input x[5,1,3] fixes 'batch' to 1, so h (declared [1, batch, 4]) is [1,1,4] too, with a
+    note; validate then draws h with batch 1 (it drew batch 3 against x's 1: 'the input shapes do
+    not fit together'), and the stream needs no --input for h."""
+    path = _gru_with_named_batch(tmp_path / "m.onnx")
+    note = "note: input 'h' is [1,1,4]: the model names its dim 1 'batch', as dim 1 of 'x', which --input fixes (one name, one size)"
+    proc = ovrnn_cli("convert", path, "--input", "x[5,1,3]", "-o", tmp_path / "m.xml")
+    assert proc.returncode == 0 and note in proc.stderr.splitlines(), proc.stderr
+    assert "<dim>1</dim>" in (tmp_path / "m.xml").read_text().split('name="h"')[1].split("</port>")[0]
+    proc = ovrnn_cli("validate", path, "--input", "x[5,1,3]")
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "PASS", proc.stdout + proc.stderr
+    proc = ovrnn_cli("validate", path, "--input", "x[5,1,3]", "--stateful", "h=hn", "--chunks", "2")
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "PASS", proc.stdout + proc.stderr

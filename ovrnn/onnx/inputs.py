@@ -12,7 +12,7 @@ from typing import Union
 import onnx
 
 from ..errors import UsageError, flag
-from ..shapes import InputShapeMap, check_shape, Position, Shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
+from ..shapes import Dim, InputShapeMap, check_shape, Position, Shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
 from .control_flow import dynamic_steps_in_body, fold_control_flow, has_control_flow
 from .freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
 from .read import GraphView, TensorInfo, graph_view
@@ -49,12 +49,12 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: boo
     check_not_frozen_twice(entries, {k for k in shape_map if not isinstance(k, Position)})
     model, frozen = freeze_inputs(proto, entries)
     view = graph_view(model)
-    shapes = resolve_positions(view, shape_map)
+    shapes, shared = shared_dims(view, resolve_positions(view, shape_map))
     view = apply_input_shapes(view, shapes)
     for info in view.inputs:  # declared or given: no dim, or product of dims, that overflows later
         check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
     if not has_control_flow(view.model.graph):
-        return Prepared(view, shapes, frozen, (), bool(frozen))
+        return Prepared(view, shapes, frozen, tuple(shared), bool(frozen))
     kept: list[str] = []
 
     def check(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
@@ -69,7 +69,7 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: boo
     folded, notes = fold_control_flow(shaped, check)
     if folded is not shaped:
         view = apply_input_shapes(graph_view(folded), shapes)
-    return Prepared(view, shapes, frozen, tuple(notes), bool(frozen) or folded is not shaped, bool(kept))
+    return Prepared(view, shapes, frozen, (*shared, *notes), bool(frozen) or folded is not shaped, bool(kept))
 
 
 def lowerable_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
@@ -134,6 +134,47 @@ def resolve_positions(view: GraphView, shapes: InputShapeMap) -> dict[str, Shape
         known = ", ".join(i.name for i in view.inputs) or "none"
         raise UsageError(f"{flag('input')}: {len(unnamed)} unnamed shapes for {len(view.inputs)} model input(s) ({known})")
     return {view.inputs[k].name: shapes[k] for k in unnamed}
+
+
+def shared_dims(view: GraphView, shapes: dict[str, Shape | None]) -> tuple[dict[str, Shape | None], list[str]]:
+    """(shapes, notes): a dim the model names (an ONNX dim_param) has one size wherever the name
+    appears, so a size ``--input`` gives it on one input holds on every input that shares the name
+    (silero v4: ``input [batch, sequence]``, ``h``/``c`` ``[2, batch, 64]``; ``input[1,512]`` makes
+    ``h`` ``[2,1,64]``, not a dynamic batch that random inputs then draw differently). A name given
+    two different sizes is left to the checks that follow."""
+    declared = {i.name: i.shape for i in view.inputs}
+    sizes: dict[str, set[int]] = {}
+    where: dict[str, str] = {}
+    for name, given in shapes.items():
+        decl = declared.get(name)
+        if given is None or decl is None or len(decl) != len(given):
+            continue
+        for axis, (have, want) in enumerate(zip(decl, given)):
+            if have.symbol and not have.is_static and want.is_static:
+                sizes.setdefault(have.symbol, set()).add(want.lo)
+                where.setdefault(have.symbol, f"dim {axis} of '{name}'")
+    fixed = {symbol: values.pop() for symbol, values in sizes.items() if len(values) == 1}
+    if not fixed:
+        return shapes, []
+    out = dict(shapes)
+    notes = []
+    for info in view.inputs:
+        if info.shape is None:
+            continue
+        given = shapes.get(info.name)
+        dims = list(given) if given is not None and len(given) == len(info.shape) else list(info.shape)
+        named = []
+        for axis, have in enumerate(info.shape):
+            if have.symbol in fixed and not have.is_static and not dims[axis].is_static and f"dim {axis} of '{info.name}'" != where[have.symbol]:
+                dims[axis] = Dim(fixed[have.symbol], fixed[have.symbol], have.symbol)
+                named.append(f"its dim {axis} '{have.symbol}', as {where[have.symbol]}")
+        if named:
+            out[info.name] = tuple(dims)
+            notes.append(
+                f"input '{info.name}' is {shape_text(tuple(dims))}: the model names {'; '.join(named)}, which {flag('input')} fixes "
+                "(one name, one size)"
+            )
+    return out, notes
 
 
 def apply_input_shapes(view: GraphView, shapes: dict[str, Shape | None]) -> GraphView:

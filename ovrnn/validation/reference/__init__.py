@@ -83,6 +83,18 @@ def _dequantized_weights_op():
     return type(WEIGHTS[1], (OpRun,), {"op_domain": WEIGHTS[0], "_run": _run})
 
 
+def _older_opsets(model: onnx.ModelProto) -> list:
+    """onnx.reference implements DequantizeLinear from opset 19 on; opsets 10 and 13 mean the same
+    for what they can express (per tensor, per axis), so a QDQ model of opset 13-18 runs on 19's."""
+    from onnx.reference.ops.op_dequantize_linear import DequantizeLinear_19
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 19)
+    def _run(self, x, x_scale, x_zero_point=None, axis=1, **_later):  # block_size, output_dtype: opset 21's, absent before
+        return DequantizeLinear_19._run(self, x, x_scale, x_zero_point, axis)
+
+    return [type("DequantizeLinear", (DequantizeLinear_19,), {"op_domain": "", "_run": _run})] if opset < 19 else []
+
+
 def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
@@ -90,7 +102,7 @@ def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray
     from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
 
     try:
-        values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op()]).run(names, feeds)
+        values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)]).run(names, feeds)
     except NotImplementedError as exc:  # an op onnx.reference has no code for (ConstantFill, com.microsoft ops)
         missing = _missing_ops(model)
         what = f"it has no implementation of {', '.join(missing)}" if missing else str(exc).strip().splitlines()[0]
