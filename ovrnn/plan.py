@@ -121,7 +121,7 @@ def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
     if not whole:
         return Plan(prepared, request, whole, source, given_weights)
-    return Plan(prepared, request, whole, source, given_weights, frontend_input(view), tuple(recurrent_nodes(view.model)))
+    return Plan(prepared, request, whole, source, given_weights, frontend_input(view, request.compression is not None), tuple(recurrent_nodes(view.model)))
 
 
 def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:

@@ -318,9 +318,9 @@ def test_fixtures_validate_compressed(name):
     assert q and all(0 < c.max_abs < 0.05 and not c.counted for c in q)
 
 
-def _unsqueezed_w():
+def _unsqueezed_w(hidden=8):
     """W computed in the graph: Unsqueeze of a 2-D initializer (the lowering quantizes the folded value)."""
-    m, _ = model("GRU", scale=0.3)
+    m, _ = model("GRU", scale=0.3 * min(1, (8 / hidden) ** 0.5), hidden=hidden, inputs=hidden)
     w = next(t for t in m.graph.initializer if t.name == "W")
     w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w)[0], "W2"))
     m.graph.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "axes"))
@@ -328,9 +328,28 @@ def _unsqueezed_w():
     return m
 
 
+def _per_column_qdq():
+    """W/R from DequantizeLinear with one scale per column (axis 2), a form onnx/qdq.py does not
+    keep: folded to float, then --compress-weights quantizes it per row."""
+    m = onnx.load(FIXTURES / "quantized" / "lstm_fwd.f32.onnx")
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    nodes = []
+    for name in ("W", "R"):
+        scale = (np.abs(inits[name][0]).max(axis=0) / 127).astype(np.float32)
+        q = np.clip(np.rint(inits[name] / scale), -127, 127).astype(np.int8)
+        m.graph.initializer.extend([numpy_helper.from_array(q, f"{name}_q"), numpy_helper.from_array(scale, f"{name}_scale")])
+        nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q", f"{name}_scale"], [f"{name}_dq"], axis=2))
+    m.graph.node[0].input[1], m.graph.node[0].input[2] = "W_dq", "R_dq"
+    m.graph.node.extend(nodes + [m.graph.node[0]])
+    del m.graph.node[0]
+    return m
+
+
 # id -> a model whose W/R are not plain initializers of the main graph
 COMPUTED_OR_NESTED = {
     "w-from-unsqueeze": _unsqueezed_w,
+    "w-from-unsqueeze-above-the-fold-limit": lambda: _unsqueezed_w(hidden=160),  # 76,800 values: was kept float as 'a graph input'
+    "qdq-per-column-then-compressed": _per_column_qdq,  # was kept float as 'a graph input'
     "w-r-from-constant-nodes-spox": lambda: onnx.load(FIXTURES / "exporters" / "spox_rnn.onnx"),
     "gru-in-both-if-branches": lambda: onnx.load(FIXTURES / "bodies" / "if_gru.onnx"),
     "lstm-in-a-loop-body": lambda: onnx.load(FIXTURES / "bodies" / "loop_lstm.onnx"),
@@ -344,7 +363,10 @@ def test_validate_compressed_weights_that_are_computed_or_in_bodies(case):
     front of the node, in its own graph): before, only top-level initializers were replaced, so a
     computed W or a node in an If/Loop/Scan body was judged against its float weights and FAILed
     (1e-3 off)."""
-    report = ovrnn.validate(COMPUTED_OR_NESTED[case](), compress_weights="int8")
+    m = COMPUTED_OR_NESTED[case]()
+    ir = ovrnn.convert_model(m, compress_weights="int8")
+    assert all(r.weights.startswith("int8 symmetric, one scale per row: W, R;") for r in ir.rnns), ([r.weights for r in ir.rnns], ir.notes)
+    report = ovrnn.validate(m, compress_weights="int8")
     assert report.passed, report.format()
     counted = [c for c in report.comparisons if c.oracle == "reference"]
     assert counted and all(c.max_abs < 1e-6 for c in counted), report.format()

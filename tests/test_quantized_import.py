@@ -309,3 +309,21 @@ def test_int8_zero_points_onnxruntime_refuses_at_run_time(tmp_path):
     r = ovrnn_cli("validate", tmp_path / "m.onnx")
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert "onnxruntime: does not support this model ([ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status code" in r.stdout and r.stdout.rstrip().endswith("PASS"), r.stdout
+
+
+def test_qdq_model_that_also_quantizes_x_at_opset_13():
+    """A QDQ model as quantizers write them at opset 13: QuantizeLinear -> DequantizeLinear on X too.
+    The float64 reference runs opset 13's DequantizeLinear (onnx.reference has it from 19 on: an
+    internal error before), and validate at f32 compiles with the CPU's low-precision transformations
+    off (with a FakeQuantize on X and integer weights they ran the cells with 8-bit X and H: 7e-2 off)."""
+    m = load("lstm_qdq_rows")
+    m.graph.initializer.extend([numpy_helper.from_array(np.array(0.01, np.float32), "x_scale"), numpy_helper.from_array(np.array(0, np.int8), "x_zero")])
+    next(n for n in m.graph.node if n.op_type == "LSTM").input[0] = "X_dq"
+    nodes = [helper.make_node("QuantizeLinear", ["X", "x_scale", "x_zero"], ["X_q"]), helper.make_node("DequantizeLinear", ["X_q", "x_scale", "x_zero"], ["X_dq"]), *m.graph.node]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    m.opset_import[0].version = 13
+    report = ovrnn.validate(m)
+    assert report.passed, report.format()
+    rows = [c for c in report.comparisons if c.oracle in ("reference", "onnxruntime")]
+    assert len(rows) == 6 and all(c.counted and c.max_abs < 1e-6 for c in rows), report.format()

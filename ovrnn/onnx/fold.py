@@ -27,6 +27,7 @@ from onnx import helper, numpy_helper
 from .qdq import feeds_recurrent_weights, weight_readers
 
 MAX_ELEMENTS = 1 << 16  # shapes, lengths, small tensors
+WEIGHT_MAX_ELEMENTS = 1 << 28  # weights=True: what W/R of a recurrent node are computed from (1 GiB of f32)
 _MAX_ROUNDS = 16
 _KEEP = {
     "RNN", "GRU", "LSTM", "If", "Loop", "Scan", "SequenceMap",
@@ -35,14 +36,17 @@ _KEEP = {
 _DOMAINS = ("", "ai.onnx")
 
 
-def fold_constants(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+def fold_constants(model: onnx.ModelProto, weights: bool = False) -> tuple[onnx.ModelProto, list[str]]:
     """(model with the foldable nodes replaced by initializers, names of the tensors folded).
 
+    ``weights`` (--compress-weights, after the QDQ weights were taken, onnx/qdq.py): W and R of the
+    recurrent nodes are folded whatever their size (an Unsqueeze or Transpose of an initializer, a
+    DequantizeLinear of a form qdq.py does not keep), so the lowering sees constants it can quantize.
     The input model is not changed; when nothing folds it is returned as it is."""
     folded_names: list[str] = []
     current = None
     for _ in range(_MAX_ROUNDS):
-        names = _fold_once(current or model, copy_first=current is None)
+        names = _fold_once(current or model, copy_first=current is None, weights=weights)
         if not names:
             break
         current, names = names
@@ -54,7 +58,7 @@ def fold_constants(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
     return current, folded_names
 
 
-def _fold_once(model: onnx.ModelProto, copy_first: bool) -> tuple[onnx.ModelProto, list[str]] | None:
+def _fold_once(model: onnx.ModelProto, copy_first: bool, weights: bool = False) -> tuple[onnx.ModelProto, list[str]] | None:
     graph = model.graph
     shapes = _static_shapes(model)
     consts = {t.name: t for t in graph.initializer}
@@ -66,10 +70,12 @@ def _fold_once(model: onnx.ModelProto, copy_first: bool) -> tuple[onnx.ModelProt
     new_initializers: list[onnx.TensorProto] = []
     folded: set[int] = set()
     readers = weight_readers(graph)
+    feeders = _weight_feeders(graph) if weights else set()
     for index, node in enumerate(graph.node):
-        if not _foldable(node) or any(o in keep_outputs for o in node.output) or feeds_recurrent_weights(node, readers):
+        if not _foldable(node) or any(o in keep_outputs for o in node.output) or (not weights and feeds_recurrent_weights(node, readers)):
             continue
-        values = _evaluate(node, consts, shapes, graph, opset)
+        limit = WEIGHT_MAX_ELEMENTS if any(o in feeders for o in node.output) else MAX_ELEMENTS
+        values = _evaluate(node, consts, shapes, graph, opset, limit)
         if values is None:
             continue
         folded.add(index)
@@ -95,6 +101,21 @@ def _fold_once(model: onnx.ModelProto, copy_first: bool) -> tuple[onnx.ModelProt
     del out.graph.value_info[:]
     out.graph.value_info.extend(kept)
     return out, names
+
+
+def _weight_feeders(graph: onnx.GraphProto) -> set[str]:
+    """Tensors W or R of a recurrent node are computed from (themselves included)."""
+    producer = {o: n for n in graph.node for o in n.output if o}
+    todo = [n.input[k] for n in graph.node if n.op_type in ("RNN", "GRU", "LSTM") and n.domain in _DOMAINS for k in (1, 2) if k < len(n.input) and n.input[k]]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in producer:
+            todo.extend(i for i in producer[name].input if i)
+    return seen
 
 
 def _foldable(node: onnx.NodeProto) -> bool:
@@ -135,7 +156,7 @@ def _constant_value(name: str, consts: dict, graph: onnx.GraphProto) -> np.ndarr
         return None
 
 
-def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.GraphProto, opset: int | None) -> list[np.ndarray] | None:
+def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.GraphProto, opset: int | None, limit: int = MAX_ELEMENTS) -> list[np.ndarray] | None:
     if node.op_type in ("Shape", "Size") and node.input and node.input[0] in shapes:
         shape = np.array(shapes[node.input[0]], dtype=np.int64)
         if node.op_type == "Size":
@@ -151,6 +172,9 @@ def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.Grap
         if value is None:
             return None
         feeds[n] = value
+    opset = opset or onnx.defs.onnx_opset_version()
+    if node.op_type == "DequantizeLinear" and opset < 19:  # onnx.reference implements it from 19 on; 13's axis means the same
+        opset = 19
     try:
         from onnx.reference import ReferenceEvaluator
 
@@ -158,11 +182,11 @@ def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.Grap
         outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output if o]
         probe = helper.make_model(
             helper.make_graph([node], "fold", inputs, outputs),
-            opset_imports=[helper.make_opsetid("", opset or onnx.defs.onnx_opset_version())],
+            opset_imports=[helper.make_opsetid("", opset)],
         )
         values = ReferenceEvaluator(probe).run(None, feeds)
     except Exception:  # noqa: BLE001 - an op onnx.reference cannot run is left to OpenVINO
         return None
-    if any(np.asarray(v).size > MAX_ELEMENTS or np.asarray(v).dtype == object for v in values):
+    if any(np.asarray(v).size > limit or np.asarray(v).dtype == object for v in values):
         return None
     return list(values)

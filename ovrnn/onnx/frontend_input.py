@@ -30,8 +30,9 @@ class FrontendInput:
     conditions_hint: str  # why If nodes are left ('' without Ifs): the graph inputs their conditions read
 
 
-def frontend_input(view: GraphView) -> FrontendInput:
-    """The view's model as the frontend reads it; ``view.model`` is not changed."""
-    folded_model, folded = fold_constants(with_input_shapes(view))
+def frontend_input(view: GraphView, fold_weights: bool = False) -> FrontendInput:
+    """The view's model as the frontend reads it; ``view.model`` is not changed. ``fold_weights``
+    (--compress-weights): W/R computed from constants are folded whatever their size (fold.py)."""
+    folded_model, folded = fold_constants(with_input_shapes(view), weights=fold_weights)
     folded_model, declared = declare_scan_slices(folded_model)
     return FrontendInput(folded_model, bool(folded) or declared, open_conditions_hint(view.model.graph))

@@ -147,14 +147,21 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
 
 def _exact_integer_weights(model, device: str, precision: str | None) -> dict[str, str]:
     """At f32, OpenVINO's CPU plugin still quantizes the activations of MatMuls with int4 weights to
-    8 bits (about 1% off); DYNAMIC_QUANTIZATION_GROUP_SIZE=0 turns that off, as f32 asks."""
+    8 bits (about 1% off); DYNAMIC_QUANTIZATION_GROUP_SIZE=0 turns that off, as f32 asks. With a
+    FakeQuantize too (a QDQ model that quantizes X), its low-precision transformations run the cells
+    with 8-bit X and H (7e-2 off what the ONNX model computes, OpenVINO's own import alike);
+    LP_TRANSFORMS_MODE=NO keeps them in f32."""
     if device != "CPU" or precision != "f32":
         return {}
     from .weight_precision import INTEGER_WEIGHTS
 
-    if not any(op.get_type_name() == "Constant" and op.get_output_element_type(0).get_type_name() in INTEGER_WEIGHTS for op in model.get_ordered_ops()):
+    ops = model.get_ordered_ops()
+    if not any(op.get_type_name() == "Constant" and op.get_output_element_type(0).get_type_name() in INTEGER_WEIGHTS for op in ops):
         return {}
-    return {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+    config = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+    if any(op.get_type_name() == "FakeQuantize" for op in ops):
+        config["LP_TRANSFORMS_MODE"] = "NO"
+    return config
 
 
 def _layers_per_device(model, device: str) -> dict[str, int]:

@@ -83,13 +83,25 @@ def _dequantized_weights_op():
     return type(WEIGHTS[1], (OpRun,), {"op_domain": WEIGHTS[0], "_run": _run})
 
 
+def _older_opsets(model: onnx.ModelProto) -> list:
+    """onnx.reference implements DequantizeLinear from opset 19 on; opsets 10 and 13 mean the same
+    for what they can express (per tensor, per axis), so a QDQ model of opset 13-18 runs on 19's."""
+    from onnx.reference.ops.op_dequantize_linear import DequantizeLinear_19
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 19)
+    def _run(self, x, x_scale, x_zero_point=None, axis=1, **_later):  # block_size, output_dtype: opset 21's, absent before
+        return DequantizeLinear_19._run(self, x, x_scale, x_zero_point, axis)
+
+    return [type("DequantizeLinear", (DequantizeLinear_19,), {"op_domain": "", "_run": _run})] if opset < 19 else []
+
+
 def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
     names = [o.name for o in model.graph.output]
     from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
 
-    new_ops = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_versions(model)]
+    new_ops = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)]
     try:  # the evaluator loads every node's implementation (bodies included) as it is made
         evaluator = ReferenceEvaluator(_named_outputs(model), new_ops=new_ops)
     except (NotImplementedError, RuntimeError) as exc:  # an op onnx.reference has no code for (ConstantFill, com.microsoft ops)
@@ -98,20 +110,6 @@ def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray
         raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: {what}") from None
     values = evaluator.run(names, feeds)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}
-
-
-def _older_versions(model: onnx.ModelProto) -> list:
-    """onnx.reference (1.23) implements DequantizeLinear from opset 19 only, so a model of opset
-    10-18 (onnxruntime's quantize_dynamic writes one for every quantized Gather: an embedding) had
-    no reference. Later versions only added types (float8, int4) and blocked scales (block_size 0,
-    the default, is 10's and 13's per-tensor or per-axis scale) to what 10 and 13 compute: use the
-    newest there (it also takes every attribute the schema defaults fill in)."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 19)
-    if opset >= 19:
-        return []
-    from onnx.reference.ops._op_list import load_op
-
-    return [type("DequantizeLinear", (load_op("", "DequantizeLinear", None),), {"op_domain": ""})]
 
 
 class ReferenceUnavailable(UnsupportedFeatureError):
