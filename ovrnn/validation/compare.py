@@ -13,11 +13,13 @@ An element passes when |got - want| <= atol + rtol * |want|.
 from __future__ import annotations
 
 import json
+import platform
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import onnx
 
+from .. import __version__
 from ..bounds import check_input_size
 from ..semantics import activations
 from . import reference
@@ -47,13 +49,30 @@ class Comparison:
 
 
 @dataclass
-class ValidationReport:
+class RunHead:
+    """The fields every validation report starts with: which model ran where, at which precision,
+    on which seeded inputs."""
+
     model: str
     device: str
     precision: str
     execution_devices: list[str]
     seed: int
     batch: int
+
+
+def run_facts(source, proto: onnx.ModelProto, compiled: runtime.Compiled, seed: int, batch: int, compile_seconds: float) -> dict:
+    """What both reports fill the same way: the RunHead fields, the runtime graph's layer types,
+    the compile time and the versions."""
+    return dict(
+        model=_model_label(source, proto), device=compiled.device, precision=compiled.precision, execution_devices=compiled.execution_devices, seed=seed, batch=batch,
+        runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())), compile_seconds=round(compile_seconds, 4),
+        versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
+    )
+
+
+@dataclass
+class ValidationReport(RunHead):
     comparisons: list[Comparison]
     onnxruntime: str  # "used", or why not
     notes: list[str] = field(default_factory=list)

@@ -23,14 +23,12 @@ with a time axis, the largest error per call). The text, the JSON and ``--report
 from __future__ import annotations
 
 import math
-import platform
 import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import onnx
 
-from .. import __version__
 from ..errors import OvrnnError, UsageError, flag
 from ..onnx.freeze import FrozenInput, freeze_inputs, split_frozen
 from ..runtime import engine as runtime
@@ -38,7 +36,7 @@ from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import reference
 from .dequantized import compressed_reference
 from . import report as report_module
-from .compare import DEFAULT_BATCH, Comparison, ValidationReport, _numpy_type, compare, ort_known_deviation, ort_session, random_inputs, run_onnxruntime
+from .compare import DEFAULT_BATCH, Comparison, RunHead, ValidationReport, _numpy_type, compare, ort_known_deviation, ort_session, random_inputs, run_facts, run_onnxruntime
 
 LONG_STEPS = 1000  # the long stream runs at least this many steps
 DEFAULT_CHUNKS = 4
@@ -53,13 +51,7 @@ class StreamComparison(Comparison):
 
 
 @dataclass
-class StreamValidationReport:
-    model: str
-    device: str
-    precision: str
-    execution_devices: list[str]
-    seed: int
-    batch: int
+class StreamValidationReport(RunHead):
     steps: int  # K, per call
     chunks: int  # N, calls of the main stream
     comparisons: list[StreamComparison]
@@ -259,7 +251,6 @@ def validate_stream(
     `device` and check the streaming contract."""
     from ..convert import convert
     from ..plan import Request
-    from .compare import _model_label
 
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 2:
         raise UsageError(f"{flag('chunks')}: expected at least 2 calls (a stream of one call proves nothing about the state), got {chunks}")
@@ -400,20 +391,12 @@ def validate_stream(
 
     compiled = stream.compiled
     result = StreamValidationReport(
-        model=_model_label(model, proto),
-        device=compiled.device,
-        precision=compiled.precision,
-        execution_devices=compiled.execution_devices,
-        seed=seed,
-        batch=batch_run,
+        **run_facts(model, proto, compiled, seed, batch_run, compile_seconds),
         steps=K,
         chunks=chunks,
         comparisons=rows,
         onnxruntime=ort_status,
         notes=notes,
-        runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
-        compile_seconds=round(compile_seconds, 4),
-        versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
         options={
             "lowering": lowering, "static": static, "compress_to_fp16": compress_to_fp16, "chunk_steps": None if chunk_steps == 64 else chunk_steps,
             "compress_weights": compress_weights, "max_weight_error": max_weight_error, "group_size": group_size, "cache_dir": None if cache_dir is None else str(cache_dir),

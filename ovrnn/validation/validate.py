@@ -6,13 +6,10 @@ files are report.py's.
 
 from __future__ import annotations
 
-import platform
 import time
 
-import numpy as np
 import onnx
 
-from .. import __version__
 from ..bounds import MAX_DIM
 from ..convert import convert
 from ..errors import UsageError, cli_spelling, flag
@@ -26,11 +23,11 @@ from . import report as report_module
 from .compare import (
     DEFAULT_BATCH,
     ValidationReport,
-    _model_label,
     _rerun_command,
     compare,
     ort_known_deviation,
     random_inputs,
+    run_facts,
     run_onnxruntime,
 )
 
@@ -155,19 +152,11 @@ def validate(
             c.counted, c.note = False, f"onnxruntime deviates from the spec: {deviation}" if quant is None or ort_known_deviation(proto) else deviation
         comparisons.append(c)
     result = ValidationReport(
-        model=_model_label(model, proto),
-        device=device,
-        precision=compiled.precision,
-        execution_devices=compiled.execution_devices,
-        seed=seed,
-        batch=batch_run,
+        **run_facts(model, proto, compiled, seed, batch_run, compile_seconds),
         comparisons=comparisons,
         onnxruntime=ort_status,
         notes=notes,
-        runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
         layers_per_device=compiled.layers_per_device,
-        compile_seconds=round(compile_seconds, 4),
-        versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
         options={
             "lowering": lowering,
             "static": static,
