@@ -205,6 +205,16 @@ def test_runtime_weights_stay_float_with_a_note():
         assert_close(got[name], want[name], ATOL, RTOL, name)
 
 
+def test_weights_with_nan_stay_float_with_a_note():
+    """NaN or infinity in W: no scale exists, so the node keeps float weights and says why (before:
+    'int8 quantization-only error nan ... is above --max-weight-error')."""
+    m, W = model("GRU")
+    W[0, 3, 1] = np.nan
+    next(t for t in m.graph.initializer if t.name == "W").CopyFrom(numpy_helper.from_array(W, "W"))
+    ir = ovrnn.convert_model(m, compress_weights="int8")
+    assert ir.notes == ("GRU node 'gru_node': W 'W' has NaN or infinite values: its weights stay float",) and b'"i8"' not in ir.xml, ir.notes
+
+
 @pytest.mark.parametrize("name", ["lstm_bidir.dq_tensor", "lstm_qdq_rows"], ids=["dynamic-quantize-lstm", "qdq"])
 def test_weights_that_come_quantized_are_not_quantized_again(name):
     """--compress-weights int4 on a quantized model: its int8 W/R are stored as they are, and a note
