@@ -293,6 +293,23 @@ def test_validate_an_ir_converted_beforehand():
     assert any(c.oracle == "quantization" for c in report.comparisons)
 
 
+def test_validate_a_quantized_model_with_a_float_node_compressed():
+    """A DynamicQuantizeLSTM beside a float GRU, --compress-weights int8: the GRU's quantization-only
+    error is shown (the float original is the model with the LSTM's integers read as float; before,
+    a quantized model had no 'quantization' row at all), and both stream and whole-sequence agree."""
+    m = onnx.load(FIXTURES / "quantized" / "lstm_fwd.dq_tensor.onnx")
+    gru, _ = model("GRU", T=6, inputs=8, seed=3)
+    for t in gru.graph.initializer:
+        t.name = f"gru_{t.name}"
+    m.graph.initializer.extend(gru.graph.initializer)
+    m.graph.node.append(helper.make_node("GRU", ["X", "gru_W", "gru_R", "gru_B"], ["Y2", "Y_h2"], hidden_size=8, name="gru"))
+    m.graph.output.extend([helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y2", "Y_h2")])
+    for report in (ovrnn.validate(m, compress_weights="int8"), ovrnn.validate(m, compress_weights="int8", stateful=True, chunks=2)):
+        assert report.passed, report.format()
+        q = {c.output: c.max_abs for c in report.comparisons if c.oracle == "quantization"}
+        assert q["Y"] == 0 and 1e-5 < q["Y2"] < 0.05, report.format()
+
+
 def test_validate_reports_the_three_figures():
     m, _ = model("GRU", direction="bidirectional")
     report = ovrnn.validate(m, compress_weights="int8") if hasattr(ovrnn, "validate") else None
