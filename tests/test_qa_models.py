@@ -162,3 +162,35 @@ def test_a_size_given_to_a_named_dim_holds_on_every_input_that_names_it(tmp_path
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "PASS", proc.stdout + proc.stderr
     proc = ovrnn_cli("validate", path, "--input", "x[5,1,3]", "--stateful", "h=hn", "--chunks", "2")
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "PASS", proc.stdout + proc.stderr
+
+
+def _int8_embedding_lstm(path: Path) -> Path:
+    """tokens [T, 1] -> Gather from DequantizeLinear(int8 table) -> LSTM, opset 17: what onnxruntime's
+    quantize_dynamic writes for an embedding (a Gather's weights quantized)."""
+    rng = np.random.default_rng(3)
+    inits = [
+        onnx.numpy_helper.from_array(rng.integers(-127, 128, (6, 3)).astype(np.int8), "table_q"),
+        onnx.numpy_helper.from_array(np.array(0.01, np.float32), "scale"),
+        onnx.numpy_helper.from_array(np.array(0, np.int8), "zero"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 16, 3)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 16, 4)).astype(np.float32), "R"),
+    ]
+    nodes = [
+        onnx.helper.make_node("DequantizeLinear", ["table_q", "scale", "zero"], ["table"], name="dq"),
+        onnx.helper.make_node("Gather", ["table", "tokens"], ["x"], name="emb"),
+        onnx.helper.make_node("LSTM", ["x", "W", "R"], ["Y"], hidden_size=4, name="lstm"),
+    ]
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "g", [vi("tokens", onnx.TensorProto.INT64, [4, 1])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits)
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_validate_a_dequantized_embedding_below_opset_19(tmp_path):
+    """onnx.reference implements DequantizeLinear from opset 19 only: the float64 reference runs the
+    opset-17 node with the newer code (same numbers for int8 per-tensor/per-axis); it was an internal
+    error ('No implementation for operator DequantizeLinear ... version 17')."""
+    proc = ovrnn_cli("validate", _int8_embedding_lstm(tmp_path / "m.onnx"), "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True and {c["oracle"] for c in report["comparisons"]} == {"reference", "onnxruntime"}

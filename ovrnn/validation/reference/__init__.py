@@ -101,12 +101,14 @@ def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray
     names = [o.name for o in model.graph.output]
     from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
 
-    try:
-        values = ReferenceEvaluator(_named_outputs(model), new_ops=[_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)]).run(names, feeds)
-    except NotImplementedError as exc:  # an op onnx.reference has no code for (ConstantFill, com.microsoft ops)
+    new_ops = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)]
+    try:  # the evaluator loads every node's implementation (bodies included) as it is made
+        evaluator = ReferenceEvaluator(_named_outputs(model), new_ops=new_ops)
+    except (NotImplementedError, RuntimeError) as exc:  # an op onnx.reference has no code for (ConstantFill, com.microsoft ops)
         missing = _missing_ops(model)
         what = f"it has no implementation of {', '.join(missing)}" if missing else str(exc).strip().splitlines()[0]
         raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: {what}") from None
+    values = evaluator.run(names, feeds)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}
 
 
@@ -124,7 +126,7 @@ def _missing_ops(model: onnx.ModelProto) -> list[str]:
     for node in all_nodes(model.graph):
         domain = node.domain if node.domain != "ai.onnx" else ""
         label = f"{domain}.{node.op_type}" if domain else node.op_type
-        if label in missing or (domain == "" and node.op_type in own) or (domain, node.op_type) == WEIGHTS:
+        if label in missing or (domain == "" and node.op_type in own) or (domain, node.op_type) == WEIGHTS or (domain == "" and node.op_type == "DequantizeLinear"):
             continue
         try:
             load_op(domain, node.op_type, versions.get(domain, versions.get("", None)))
