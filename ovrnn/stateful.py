@@ -32,15 +32,21 @@ class StreamInfo:
     batch: list[tuple[str, int]] = field(default_factory=list)  # (name, batch axis)
     states: list[StreamState] = field(default_factory=list)
     timed: bool = False  # `inputs` map one to one onto the recurrent nodes' time axis (the chunked == whole check applies)
+    # (output, time axis or None), as the chunked == whole check found them: which outputs a caller
+    # joins along time and which are one value per call (with K = 1 their shapes cannot tell)
+    outputs: list[tuple[str, int | None]] = field(default_factory=list)
 
     def rt_info(self) -> dict[str, str]:
-        return {
+        info = {
             "steps": str(self.steps),
             "inputs": ";".join(f"{n}:{a}:{k}" for n, a, k in self.inputs),
             "batch": ";".join(f"{n}:{a}" for n, a in self.batch),
             "state_batch": ";".join(f"{s.id}:{s.batch_axis}" for s in self.states if s.batch_axis is not None),
             "states": ";".join(f"{s.id}={s.init}" for s in self.states),
         }
+        if self.outputs:
+            info["outputs"] = ";".join(f"{n}:{'' if a is None else a}" for n, a in self.outputs)
+        return info
 
 
 def state_request(value) -> bool | tuple[tuple[str, str], ...]:

@@ -205,6 +205,16 @@ def test_runtime_weights_stay_float_with_a_note():
         assert_close(got[name], want[name], ATOL, RTOL, name)
 
 
+def test_weights_with_nan_stay_float_with_a_note():
+    """NaN or infinity in W: no scale exists, so the node keeps float weights and says why (before:
+    'int8 quantization-only error nan ... is above --max-weight-error')."""
+    m, W = model("GRU")
+    W[0, 3, 1] = np.nan
+    next(t for t in m.graph.initializer if t.name == "W").CopyFrom(numpy_helper.from_array(W, "W"))
+    ir = ovrnn.convert_model(m, compress_weights="int8")
+    assert ir.notes == ("GRU node 'gru_node': W 'W' has NaN or infinite values: its weights stay float",) and b'"i8"' not in ir.xml, ir.notes
+
+
 @pytest.mark.parametrize("name", ["lstm_bidir.dq_tensor", "lstm_qdq_rows"], ids=["dynamic-quantize-lstm", "qdq"])
 def test_weights_that_come_quantized_are_not_quantized_again(name):
     """--compress-weights int4 on a quantized model: its int8 W/R are stored as they are, and a note
@@ -220,8 +230,8 @@ def test_weights_that_come_quantized_are_not_quantized_again(name):
     "model_consts, runtime_consts, device, expected",
     [
         ([("i8", (16, 4))], [("f32", (16, 4))], "CPU", "integer weights folded to f32 on CPU: the saving is on disk only"),
-        ([("i8", (16, 4))], [("i8", (16, 4)), ("f16", (16, 1))], "NPU", "integer weights kept i8 on NPU: 64 weight values stay compressed in memory"),
-        ([("i8", (16, 4)), ("i8", (16, 16))], [("i8", (16, 4)), ("f32", (16, 16))], "CPU", "integer weights partly kept on CPU: 20% of the 320 weight values stay i8, the rest folded to f32 (saved on disk only)"),
+        ([("i8", (16, 4))], [("i8", (16, 4)), ("f16", (16, 1))], "NPU", "integer weights kept int8 on NPU: 64 weight values stay compressed in memory"),
+        ([("i8", (16, 4)), ("i8", (16, 16))], [("i8", (16, 4)), ("f32", (16, 16))], "CPU", "integer weights partly kept on CPU: 20% of the 320 weight values stay int8, the rest folded to f32 (saved on disk only)"),
         ([("i4", (16, 64))], [("f16", (16, 64))], "GPU", "integer weights folded to f16 on GPU: the saving is on disk only"),
         ([("f32", (16, 4))], [("f32", (16, 4))], "CPU", ""),
     ],
@@ -246,7 +256,7 @@ def test_cli_convert_inspect_run(tmp_path):
     assert r.returncode == 0 and "integer weights folded to f32 on CPU: the saving is on disk only" in r.stdout, r.stdout + r.stderr
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--compress-weights", "int8", "--lowering", "matmul")
     r = ovrnn_cli("run", tmp_path / "m.xml", "--input", f"X={tmp_path / 'x.npy'}")
-    assert "integer weights kept i8 on CPU" in r.stdout, r.stdout + r.stderr
+    assert "integer weights kept int8 on CPU" in r.stdout, r.stdout + r.stderr
     # a stateful IR: run streams it, and says the same (it said nothing)
     forward, _ = model("LSTM")
     onnx.save(forward, tmp_path / "f.onnx")
@@ -377,8 +387,8 @@ def test_validate_compressed_weights_that_are_computed_or_in_bodies(case):
 # id -> (fixture in fixtures/quantized, validate kwargs, onnxruntime counted, what the CPU does with the weights)
 STATEFUL = {
     "int8-lstm": ("lstm_fwd.f32", dict(compress_weights="int8"), False, "folded to f32"),
-    "int4-lstm-input-forget-no-budget": ("lstm_input_forget.f32", dict(compress_weights="int4", max_weight_error=float("inf")), False, "kept i4"),
-    "dynamic-quantize-lstm-input-forget": ("lstm_input_forget.dq_tensor", {}, False, "kept i8"),
+    "int4-lstm-input-forget-no-budget": ("lstm_input_forget.f32", dict(compress_weights="int4", max_weight_error=float("inf")), False, "kept int4"),
+    "dynamic-quantize-lstm-input-forget": ("lstm_input_forget.dq_tensor", {}, False, "kept int8"),
     "qdq-uint8-zero-point": ("lstm_qdq_tensor_u8", {}, True, "folded to f32"),
 }
 
@@ -402,6 +412,19 @@ def test_validate_stateful_with_integer_weights(case):
     assert (q is not None) == ("compress_weights" in kw), report.format()
     assert q is None or (not q.counted and 1e-5 < q.max_abs < 0.1)
     assert any(n.startswith(f"integer weights {on_cpu} on CPU") for n in report.notes), report.notes
+
+
+def test_validate_stateful_whole_sequence_ir_gets_the_streams_scheme():
+    """The stateless IR of the whole 360-step sequence gets the scheme the stream got: its error
+    budget, measured over 360 steps instead of 256, kept it at int8 under a budget the stream's int4
+    met, and validate FAILed the stream against it (5e-2)."""
+    path = FIXTURES / "quantized" / "lstm_input_forget.f32.onnx"
+    ir = ovrnn.convert_model(path, compress_weights="int4", max_weight_error=float("inf"))
+    e256 = float(re.search(r"quantization-only error (\S+) over 256 steps", ir.rnns[0].weights).group(1))
+    report = ovrnn.validate(path, stateful=True, chunks=60, compress_weights="int4", max_weight_error=e256 * 1.02)
+    assert report.passed, report.format()
+    rows = [c for c in report.comparisons if c.oracle == "stateless IR"]
+    assert rows and all(c.max_abs < 1e-6 for c in rows), report.format()
 
 
 # --- int4 (experimental) and the per-node error budget ---------------------------------------------

@@ -14,6 +14,8 @@ from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 
 import ovrnn
 from ovrnn.onnx.body_inputs import declare_scan_slices
+from ovrnn.runtime.engine import read_model
+from ovrnn.runtime.stream import stateful_rt_info
 
 QA = Path(__file__).parent / "fixtures" / "qa"
 
@@ -194,3 +196,44 @@ def test_validate_a_dequantized_embedding_below_opset_19(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["passed"] is True and {c["oracle"] for c in report["comparisons"]} == {"reference", "onnxruntime"}
+
+
+def _batch_first_gru_head(path: Path) -> Path:
+    """x [B, T, 3] -> Transpose -> GRU -> Squeeze -> Transpose -> MatMul: y [B, T, 2], a per-step
+    output of the input's rank (RNNoise, KWS and VAD heads), exported batch_first."""
+    rng = np.random.default_rng(4)
+    inits = [
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 3)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "R"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (4, 2)).astype(np.float32), "head"),
+        onnx.numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+    ]
+    nodes = [
+        onnx.helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2], name="to_time_major"),
+        onnx.helper.make_node("GRU", ["xt", "W", "R"], ["Y"], hidden_size=4, linear_before_reset=1, name="gru"),
+        onnx.helper.make_node("Squeeze", ["Y", "axis1"], ["ys"], name="drop_dirs"),
+        onnx.helper.make_node("Transpose", ["ys"], ["yb"], perm=[1, 0, 2], name="to_batch_major"),
+        onnx.helper.make_node("MatMul", ["yb", "head"], ["y"], name="head"),
+    ]
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, ["B", "T", 3])], [vi("y", onnx.TensorProto.FLOAT, None)], inits)
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_one_step_stream_joins_a_per_step_output_of_the_inputs_rank(tmp_path):
+    """K = 1: y [B, 1, 2] per call has X's rank, so its shape cannot tell a per-step output from a
+    final state; convert's chunked == whole check saw its time axis and the IR says so (rt_info
+    ovrnn/stateful/outputs), so the calls are joined on axis 1. Before, they were stacked and
+    validate --stateful FAILed with an infinite error ('y (last call)')."""
+    path = _batch_first_gru_head(tmp_path / "m.onnx")
+    ir = ovrnn.convert_model(path, "x[?,1,3]", stateful=True)
+    assert stateful_rt_info(read_model(ir))["outputs"] == "y:1"
+    report = ovrnn.validate(path, input="x[?,1,3]", stateful=True, chunks=3)
+    assert report.passed, report
+    np.save(tmp_path / "x.npy", np.random.default_rng(5).uniform(-1, 1, (2, 7, 3)).astype(np.float32))
+    (tmp_path / "m.xml").write_bytes(ir.xml)
+    (tmp_path / "m.bin").write_bytes(ir.bin)
+    proc = ovrnn_cli("run", tmp_path / "m.xml", "--input", f"x={tmp_path / 'x.npy'}", "-o", tmp_path / "y.npz")
+    assert proc.returncode == 0, proc.stderr
+    assert np.load(tmp_path / "y.npz")["y"].shape == (2, 7, 2)

@@ -69,9 +69,8 @@ def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless
     except RuntimeError as exc:  # an OpenVINO failure, not the model's
         first = " ".join(str(exc).split())[:300]
         return f"could not check on CPU that the chunked stream equals the whole sequence (OpenVINO: {first}); the stream is not proven"
-    for name, parts in got.items():
-        if name in want:
-            _compare(name, parts, want[name], K, chunks)
+    axes = [(name, _compare(name, parts, want[name], K, chunks)) for name, parts in got.items() if name in want]
+    stream.outputs = axes  # recorded in the IR: a caller joins these along time (K = 1 cannot show which)
     return None
 
 
@@ -119,7 +118,8 @@ def _symbol_sizes(view: GraphView) -> dict[str | None, int]:
     return sizes
 
 
-def _compare(name: str, chunks_out: list[np.ndarray], whole: np.ndarray, K: int, chunks: int) -> None:
+def _compare(name: str, chunks_out: list[np.ndarray], whole: np.ndarray, K: int, chunks: int) -> int | None:
+    """The output's time axis (None: one value per call), or the refusal when chunked != whole."""
     part = chunks_out[0]
     axis = next((a for a, (p, w) in enumerate(zip(part.shape, whole.shape)) if p == K and w == K * chunks and part.ndim == whole.ndim), None)
     if axis is None:  # no time axis: the state after the last chunk is the whole run's
@@ -135,7 +135,7 @@ def _compare(name: str, chunks_out: list[np.ndarray], whole: np.ndarray, K: int,
                 f"({bad[1]:.6g} vs {bad[2]:.6g}); the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, "
                 "a reduction over T, attention), so the model cannot stream chunk by chunk"
             )
-        return
+        return None
     joined = np.concatenate(chunks_out, axis=axis)
     for t in range(K * chunks):
         bad = _first_bad(np.take(joined, t, axis=axis), np.take(whole, t, axis=axis))
@@ -145,6 +145,7 @@ def _compare(name: str, chunks_out: list[np.ndarray], whole: np.ndarray, K: int,
                 f"sequence ({bad[1]:.6g} vs {bad[2]:.6g}); the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, "
                 "a reduction over T, attention), so the model cannot stream chunk by chunk"
             )
+    return axis
 
 
 def _first_bad(got: np.ndarray, want: np.ndarray):

@@ -140,6 +140,10 @@ class IntegerWeights:
         chosen: dict[str, list[Quantized]] = {}
         error = None
         constant = [k for k in ("W", "R") if compression is not None and k not in given and getattr(spec, k).is_constant]
+        bad = [k for k in constant if not np.all(np.isfinite(np.asarray(getattr(spec, k).value, dtype=np.float64)))]
+        if bad:  # NaN or infinity has no scale, and no error budget can be measured on NaN outputs
+            notes.append(f"{who}: {' and '.join(f'{k} {getattr(spec, k).name!r}' for k in bad)} {'has' if len(bad) == 1 else 'have'} NaN or infinite values: its weights stay float")
+            constant = []
         if compression is not None and given:
             notes.append(f"{who}: {' and '.join(k for k in ('W', 'R') if k in given)} come quantized in the model: stored as they are, --compress-weights does not quantize them again")
         budget = getattr(options, "budget", None)  # validation/budget.py's choose, given by convert

@@ -73,6 +73,7 @@ class StreamContract:
     steps: int | None = None  # K; None when the rt_info does not say
     inputs: tuple[TimeInput, ...] = ()
     batch: dict[str, int] = field(default_factory=dict)  # input -> batch axis
+    outputs: dict[str, int | None] = field(default_factory=dict)  # output -> time axis (None: one value per call), where the IR says
 
     @staticmethod
     def of(model) -> StreamContract:
@@ -98,7 +99,8 @@ class StreamContract:
             name, axis, length = (spec.rsplit(":", 2) + ["", ""])[:3]
             inputs.append(TimeInput(name, _int(axis, "inputs"), _int(length, "inputs")))
         batch = {k: _int(v, "batch") for k, v in _pairs(rt.get("batch", ""), ":", "batch")}
-        return StreamContract(tuple(states), steps, tuple(inputs), batch)
+        outputs = {k: _int(v, "outputs") if v else None for k, v in _pairs(rt.get("outputs", ""), ":", "outputs")}
+        return StreamContract(tuple(states), steps, tuple(inputs), batch, outputs)
 
 
 def stateful_rt_info(model) -> dict[str, str]:
@@ -432,9 +434,10 @@ def split_inputs(inputs: dict[str, np.ndarray], contract: StreamContract) -> lis
 def join_outputs(per_chunk: list[dict[str, np.ndarray]], contract: StreamContract, input_rank: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
     """Outputs with the chunk's K steps on the streamed input's time axis (an RNN's Y) are joined
     along it, so a stream's Y reads like the whole sequence's; the others (a final state, one
-    value per chunk) are stacked on a new leading axis, one entry per call. With K = 1 a length
-    says nothing: there only outputs of a higher rank than the streamed input (Y [1,1,B,H] next
-    to X [1,B,I]) are joined, and Y_h [1,B,H] is stacked."""
+    value per chunk) are stacked on a new leading axis, one entry per call. The IR says which is
+    which where convert's chunked == whole check saw it (rt_info ``outputs``). Otherwise, with K = 1
+    a length says nothing: there only outputs of a higher rank than the streamed input (Y
+    [1,1,B,H] next to X [1,B,I]) are joined, and Y_h [1,B,H] is stacked."""
     if not per_chunk:
         return {}, {}
     time = contract.inputs[0] if contract.inputs else None
@@ -442,6 +445,13 @@ def join_outputs(per_chunk: list[dict[str, np.ndarray]], contract: StreamContrac
     for name in per_chunk[0]:
         parts = [out[name] for out in per_chunk]
         shape = parts[0].shape
+        if name in contract.outputs:
+            axis = contract.outputs[name]
+            if axis is not None and len(shape) > axis:
+                joined[name], axes[name] = np.concatenate(parts, axis=axis), axis
+            else:
+                joined[name], axes[name] = np.stack(parts), None
+            continue
         steps_there = time is not None and len(shape) > time.axis and shape[time.axis] == time.length
         if steps_there and (time.length > 1 or input_rank is None or len(shape) > input_rank):
             joined[name], axes[name] = np.concatenate(parts, axis=time.axis), time.axis

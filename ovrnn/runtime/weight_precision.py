@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 
 INTEGER_WEIGHTS = ("i8", "u8", "i4", "u4")
+NAMES = {"i8": "int8", "u8": "uint8", "i4": "int4", "u4": "uint4"}
 
 
 def _consts(model, runtime: bool) -> list[tuple[str, tuple[int, ...]]]:
@@ -42,7 +43,7 @@ def integer_weight_bytes(consts: list[tuple[str, tuple[int, ...]]]) -> Counter:
 def verdict(model_consts: list[tuple[str, tuple[int, ...]]], runtime_consts: list[tuple[str, tuple[int, ...]]], device: str) -> str:
     """One line for `run`/`inspect`/`validate`: '' when the model has no integer weights.
 
-    kept:   every integer weight value is still an integer Const in the compiled model
+    kept:   every integer weight value is still an integer Const in the compiled model ("kept int8 on NPU")
     folded: none is: the compiled model holds them as float (the saving is on disk only)
     partly: some are (e.g. MatMul steps kept, cells folded)"""
     wanted = integer_weight_bytes(model_consts)
@@ -51,7 +52,7 @@ def verdict(model_consts: list[tuple[str, tuple[int, ...]]], runtime_consts: lis
     total = sum(wanted.values())
     kept = integer_weight_bytes(runtime_consts)
     kept_total = min(sum(kept.values()), total)
-    types = "/".join(sorted(kept)) if kept else "/".join(sorted(wanted))
+    types = "/".join(sorted(NAMES.get(t, t) for t in (kept or wanted)))  # "kept int8 on NPU", as people say it
     floats = Counter(e for e, s in runtime_consts if e not in INTEGER_WEIGHTS and e not in ("i32", "i64", "boolean"))
     folded_to = floats.most_common(1)[0][0] if floats else "f32"
     if kept_total == 0:
