@@ -32,6 +32,8 @@ from ..quantization import Compression, Quantized, pack_int4, quantize_stacked
 from .layer_graph import LayerGraph, Output, array_bytes
 
 QUANTIZED_SUFFIX = "/quantized"  # name of the integer Const of a chain (the whole-model path keeps it unfolded)
+INTEGER_TYPES = ("i8", "u8", "i4", "u4")  # OpenVINO's names of the integer weight types a chain starts from
+SCALE_SUFFIX = "/scale"  # name of its scale Const (the whole-model path compresses it to f16 only in f16's normal range)
 F16_TINY = float(np.finfo(np.float16).tiny)  # smallest normal f16
 F16_MAX = float(np.finfo(np.float16).max)
 
@@ -88,7 +90,7 @@ class DecompressionChains:
         if zp is not None:
             zp_const = ops.const(g, f"{name}/zero_point", np.ascontiguousarray(zp).astype(q.dtype), int_type)
             x = ops.subtract(g, f"{name}/minus_zero_point", x, ops.convert(g, f"{name}/zero_point_to_float", zp_const, compute))
-        x = ops.multiply(g, f"{name}/scaled", x, ops.const(g, f"{name}/scale", s_arr.astype(compute.numpy), compute))
+        x = ops.multiply(g, f"{name}/scaled", x, ops.const(g, f"{name}{SCALE_SUFFIX}", s_arr.astype(compute.numpy), compute))
         if groups > 1:
             x = ops.reshape(g, f"{name}/rows", x, [K, rows] if transposed else [rows, K])
         if compute != self.etype:
