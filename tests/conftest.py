@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 from lxml import etree
+from onnx import helper, numpy_helper
 
 from ovrnn.runtime import engine as runtime
 
@@ -62,3 +63,32 @@ def backend_cases(op_type: str) -> list:
     for name in ("rnn", "gru", "lstm"):
         importlib.import_module(f"onnx.backend.test.case.node.{name}")
     return [c for c in node._NodeTestCases if c.model.graph.node[0].op_type == op_type]
+
+
+def assert_onnxruntime_agrees(what: str, model, got: dict, want: dict, atol: float, rtol: float) -> None:
+    """onnxruntime's outputs `got` against the reference's `want` for `model`; where onnxruntime is
+    documented to deviate (ort_known_deviation), it must in fact differ."""
+    from ovrnn.validation.compare import ort_known_deviation
+
+    if ort_known_deviation(model):
+        differs = any(not np.allclose(got[n], want[n], atol=atol, rtol=rtol) for n in want)
+        assert differs, f"{what}: onnxruntime was documented to deviate here but agrees"
+        return
+    for name in want:
+        assert_close(got[name], want[name], atol, rtol, f"{what} {name}")
+
+
+def set_attr(model, name, value):
+    """Set (or replace) attribute `name` of the model's first node."""
+    node = model.graph.node[0]
+    for a in list(node.attribute):
+        if a.name == name:
+            node.attribute.remove(a)
+    node.attribute.append(helper.make_attribute(name, value))
+
+
+def replace_init(model, name, array):
+    """Replace the initializer `name` with `array`."""
+    for i, init in enumerate(model.graph.initializer):
+        if init.name == name:
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(array, name))

@@ -182,14 +182,24 @@ def test_scales_per_row_after_the_gate_permutation():
     assert (q.get("element_type"), q.get("shape")) == ("i8", "16, 4")
 
 
-def test_fp16_scales_only_in_f16s_normal_range():
-    m, _ = model("GRU")
+@pytest.mark.parametrize("whole", [False, True], ids=["lone-node", "whole-model"])
+def test_fp16_scales_only_in_f16s_normal_range(whole):
+    """--compress-to-fp16: scales (and B) f16, the integer weights kept. In a whole model too: there
+    OpenVINO's save_model(compress_to_fp16=True) left a model with integer weights all f32 (it counts
+    as compressed already), and validate judged it at f16 tolerance all the same."""
+    m, _ = model("GRU", relu_after=whole)
     ir = ovrnn.convert_model(m, compress_weights="int8", compress_to_fp16=True)
-    assert ("f16", "24, 1") in consts(ir.xml) and ("i8", "24, 4") in consts(ir.xml)
-    tiny, _ = model("GRU", scale=1e-4)  # max|row| / 127 < 6.1e-5: f16-subnormal scales
+    assert ("f16", "24, 1") in consts(ir.xml) and ("i8", "24, 4") in consts(ir.xml) and not any(t == "f32" and "," in shape for t, shape in consts(ir.xml)), consts(ir.xml)
+    assert len(ir.bin) < len(ovrnn.convert_model(m, compress_weights="int8").bin)
+    tiny, _ = model("GRU", scale=1e-4, relu_after=whole)  # max|row| / 127 < 6.1e-5: f16-subnormal scales
     ir = ovrnn.convert_model(tiny, compress_weights="int8", compress_to_fp16=True)
     assert ("f32", "24, 1") in consts(ir.xml)
-    assert any("outside float16's normal range" in n for n in ir.notes), ir.notes
+    assert whole or any("outside float16's normal range" in n for n in ir.notes), ir.notes
+    feeds = feeds_of(m)
+    got = runtime.infer(compiled_of(ovrnn.convert_model(m, compress_weights="int8", compress_to_fp16=True)), feeds)
+    want = reference.run_model(compressed_reference(m, ovrnn.convert_model(m, compress_weights="int8")).model, feeds)
+    for name in want:
+        assert_close(got[name], want[name], 2e-3, 2e-3, name)
 
 
 def test_runtime_weights_stay_float_with_a_note():
@@ -203,6 +213,16 @@ def test_runtime_weights_stay_float_with_a_note():
     want = reference.run_model(deq, feeds)
     for name in want:
         assert_close(got[name], want[name], ATOL, RTOL, name)
+
+
+def test_weights_with_nan_stay_float_with_a_note():
+    """NaN or infinity in W: no scale exists, so the node keeps float weights and says why (before:
+    'int8 quantization-only error nan ... is above --max-weight-error')."""
+    m, W = model("GRU")
+    W[0, 3, 1] = np.nan
+    next(t for t in m.graph.initializer if t.name == "W").CopyFrom(numpy_helper.from_array(W, "W"))
+    ir = ovrnn.convert_model(m, compress_weights="int8")
+    assert ir.notes == ("GRU node 'gru_node': W 'W' has NaN or infinite values: its weights stay float",) and b'"i8"' not in ir.xml, ir.notes
 
 
 @pytest.mark.parametrize("name", ["lstm_bidir.dq_tensor", "lstm_qdq_rows"], ids=["dynamic-quantize-lstm", "qdq"])
@@ -281,6 +301,23 @@ def test_validate_an_ir_converted_beforehand():
     report = ovrnn.validate(m, ir=ovrnn.convert_model(m, compress_weights="int8"))
     assert report.passed, report.format()
     assert any(c.oracle == "quantization" for c in report.comparisons)
+
+
+def test_validate_a_quantized_model_with_a_float_node_compressed():
+    """A DynamicQuantizeLSTM beside a float GRU, --compress-weights int8: the GRU's quantization-only
+    error is shown (the float original is the model with the LSTM's integers read as float; before,
+    a quantized model had no 'quantization' row at all), and both stream and whole-sequence agree."""
+    m = onnx.load(FIXTURES / "quantized" / "lstm_fwd.dq_tensor.onnx")
+    gru, _ = model("GRU", T=6, inputs=8, seed=3)
+    for t in gru.graph.initializer:
+        t.name = f"gru_{t.name}"
+    m.graph.initializer.extend(gru.graph.initializer)
+    m.graph.node.append(helper.make_node("GRU", ["X", "gru_W", "gru_R", "gru_B"], ["Y2", "Y_h2"], hidden_size=8, name="gru"))
+    m.graph.output.extend([helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y2", "Y_h2")])
+    for report in (ovrnn.validate(m, compress_weights="int8"), ovrnn.validate(m, compress_weights="int8", stateful=True, chunks=2)):
+        assert report.passed, report.format()
+        q = {c.output: c.max_abs for c in report.comparisons if c.oracle == "quantization"}
+        assert q["Y"] == 0 and 1e-5 < q["Y2"] < 0.05, report.format()
 
 
 def test_validate_reports_the_three_figures():
@@ -380,6 +417,9 @@ STATEFUL = {
     "int4-lstm-input-forget-no-budget": ("lstm_input_forget.f32", dict(compress_weights="int4", max_weight_error=float("inf")), False, "kept int4"),
     "dynamic-quantize-lstm-input-forget": ("lstm_input_forget.dq_tensor", {}, False, "kept int8"),
     "qdq-uint8-zero-point": ("lstm_qdq_tensor_u8", {}, True, "folded to f32"),
+    # a whole model (a Relu after Y): the stream's time axis is probed through the DynamicQuantizeLSTM too
+    # (it was not: 'the stateful IR lists no graph input that carries the time axis')
+    "dynamic-quantize-lstm-whole-model": ("lstm_fwd.dq_channel+relu", {}, False, "folded to f32"),
 }
 
 
@@ -390,7 +430,11 @@ def test_validate_stateful_with_integer_weights(case):
     refused and a quantized model died with an internal error (onnx.reference has no
     DynamicQuantizeLSTM, nor DequantizeLinear at opset 14)."""
     name, kw, ort_counted, on_cpu = STATEFUL[case]
-    report = ovrnn.validate(FIXTURES / "quantized" / f"{name}.onnx", stateful=True, chunks=2, **kw)
+    m = onnx.load(FIXTURES / "quantized" / f"{name.partition('+')[0]}.onnx")
+    if name.endswith("+relu"):
+        m.graph.node.append(helper.make_node("Relu", ["Y"], ["Z"]))
+        m.graph.output.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+    report = ovrnn.validate(m, stateful=True, chunks=2, **kw)
     assert report.passed, report.format()
     rows = {(c.check, c.output, c.oracle): c for c in report.comparisons}
     for oracle in ("reference", "stateless IR"):

@@ -6,27 +6,13 @@ import numpy as np
 import onnx
 import pytest
 from cases import Case, make_model
-from conftest import ovrnn_cli
-from onnx import TensorProto, helper, numpy_helper
+from conftest import ovrnn_cli, replace_init, set_attr
+from onnx import TensorProto
 
 import ovrnn
 from ovrnn.errors import InvalidModelError, UnsupportedFeatureError, UsageError
 
 NODE = "RNN node 'rnn'"
-
-
-def _set_attr(model, name, value):
-    node = model.graph.node[0]
-    for a in list(node.attribute):
-        if a.name == name:
-            node.attribute.remove(a)
-    node.attribute.append(helper.make_attribute(name, value))
-
-
-def _replace_init(model, name, array):
-    for i, init in enumerate(model.graph.initializer):
-        if init.name == name:
-            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(array, name))
 
 
 def _mutated(mutate, **case):
@@ -37,31 +23,31 @@ def _mutated(mutate, **case):
 
 # (id, model factory, --input flags, error type, exact message)
 BAD = [
-    ("unknown-activation", lambda: _mutated(lambda m: _set_attr(m, "activations", ["Swish"])), None, InvalidModelError,
+    ("unknown-activation", lambda: _mutated(lambda m: set_attr(m, "activations", ["Swish"])), None, InvalidModelError,
      f"{NODE}: attribute 'activations': unknown activation 'Swish' (expected one of: Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)"),
-    ("unknown-direction", lambda: _mutated(lambda m: _set_attr(m, "direction", "sideways")), None, InvalidModelError,
+    ("unknown-direction", lambda: _mutated(lambda m: set_attr(m, "direction", "sideways")), None, InvalidModelError,
      f"{NODE}: attribute 'direction': expected one of forward, reverse, bidirectional, got 'sideways'"),
-    ("layout-2", lambda: _mutated(lambda m: _set_attr(m, "layout", 2)), None, InvalidModelError,
+    ("layout-2", lambda: _mutated(lambda m: set_attr(m, "layout", 2)), None, InvalidModelError,
      f"{NODE}: attribute 'layout': expected 0 or 1, got 2"),
-    ("hidden-size-0", lambda: _mutated(lambda m: _set_attr(m, "hidden_size", 0)), None, InvalidModelError,
+    ("hidden-size-0", lambda: _mutated(lambda m: set_attr(m, "hidden_size", 0)), None, InvalidModelError,
      f"{NODE}: attribute 'hidden_size': expected a value > 0, got 0"),
-    ("hidden-size-negative", lambda: _mutated(lambda m: _set_attr(m, "hidden_size", -3)), None, InvalidModelError,
+    ("hidden-size-negative", lambda: _mutated(lambda m: set_attr(m, "hidden_size", -3)), None, InvalidModelError,
      f"{NODE}: attribute 'hidden_size': expected a value > 0, got -3"),
-    ("hidden-size-contradicts-R", lambda: _mutated(lambda m: _set_attr(m, "hidden_size", 7)), None, InvalidModelError,
+    ("hidden-size-contradicts-R", lambda: _mutated(lambda m: set_attr(m, "hidden_size", 7)), None, InvalidModelError,
      f"{NODE}: input R 'R' has shape [1,5,5]: dim 1 (hidden_size) is 5, expected 7 from attribute 'hidden_size'"),
-    ("W-contradicts-R", lambda: _mutated(lambda m: _replace_init(m, "W", np.zeros((1, 4, 3), np.float32))), None, InvalidModelError,
+    ("W-contradicts-R", lambda: _mutated(lambda m: replace_init(m, "W", np.zeros((1, 4, 3), np.float32))), None, InvalidModelError,
      f"{NODE}: input W 'W' has shape [1,4,3]: dim 1 (hidden_size) is 4, expected 5 from attribute 'hidden_size'"),
-    ("B-wrong-width", lambda: _mutated(lambda m: _replace_init(m, "B", np.zeros((1, 8), np.float32))), None, InvalidModelError,
+    ("B-wrong-width", lambda: _mutated(lambda m: replace_init(m, "B", np.zeros((1, 8), np.float32))), None, InvalidModelError,
      f"{NODE}: input B 'B' has shape [1,8]: dim 1 (2*hidden_size) is 8, expected 10 from attribute 'hidden_size'"),
-    ("B-odd-width", lambda: _mutated(lambda m: _replace_init(m, "B", np.zeros((1, 9), np.float32)), hidden_size_attr=False), None, InvalidModelError,
+    ("B-odd-width", lambda: _mutated(lambda m: replace_init(m, "B", np.zeros((1, 9), np.float32)), hidden_size_attr=False), None, InvalidModelError,
      f"{NODE}: input B 'B' has shape [1,9]: dim 1 must be 2*hidden_size, got odd 9"),
-    ("W-two-directions-forward", lambda: _mutated(lambda m: _replace_init(m, "W", np.zeros((2, 5, 3), np.float32))), None, InvalidModelError,
+    ("W-two-directions-forward", lambda: _mutated(lambda m: replace_init(m, "W", np.zeros((2, 5, 3), np.float32))), None, InvalidModelError,
      f"{NODE}: input W 'W' has shape [2,5,3]: dim 0 (num_directions) is 2, expected 1 from direction 'forward'"),
     ("X-rank-2", lambda: _mutated(lambda m: m.graph.input[0].type.tensor_type.shape.dim.pop()), None, InvalidModelError,
      f"{NODE}: input X 'X': expected rank 3 [seq_length, batch, input_size], got rank 2 [4,2]"),
     ("X-input-size-contradicts-W", lambda: _mutated(lambda m: setattr(m.graph.input[0].type.tensor_type.shape.dim[2], "dim_value", 6)), None, InvalidModelError,
      f"{NODE}: input X 'X' has shape [4,2,6]: dim 2 (input_size) is 6, expected 3 from input W 'W' dim 2"),
-    ("W-dtype-mismatch", lambda: _mutated(lambda m: _replace_init(m, "W", np.zeros((1, 5, 3), np.float16))), None, InvalidModelError,
+    ("W-dtype-mismatch", lambda: _mutated(lambda m: replace_init(m, "W", np.zeros((1, 5, 3), np.float16))), None, InvalidModelError,
      f"{NODE}: input W 'W': expected element type float (the type of X), got float16"),
     ("X-integer", lambda: _mutated(lambda m: setattr(m.graph.input[0].type.tensor_type, "elem_type", TensorProto.INT32)), None, InvalidModelError,
      f"{NODE}: input X 'X': expected element type float, float16, double or bfloat16, got int32"),
@@ -69,17 +55,17 @@ BAD = [
      f"{NODE}: required input 'W' (input 1) is missing"),
     ("dangling-input", lambda: _mutated(lambda m: m.graph.node[0].input.__setitem__(2, "nowhere")), None, InvalidModelError,
      f"{NODE}: input 'R' is tensor 'nowhere', which no graph input, initializer or earlier node provides"),
-    ("attribute-wrong-type", lambda: _mutated(lambda m: _set_attr(m, "hidden_size", 5.0)), None, InvalidModelError,
+    ("attribute-wrong-type", lambda: _mutated(lambda m: set_attr(m, "hidden_size", 5.0)), None, InvalidModelError,
      f"{NODE}: attribute 'hidden_size': expected type INT, got FLOAT"),
-    ("direction-wrong-type", lambda: _mutated(lambda m: _set_attr(m, "direction", 1)), None, InvalidModelError,
+    ("direction-wrong-type", lambda: _mutated(lambda m: set_attr(m, "direction", 1)), None, InvalidModelError,
      f"{NODE}: attribute 'direction': expected type STRING, got INT"),
-    ("unknown-attribute", lambda: _mutated(lambda m: _set_attr(m, "foo", 1)), None, InvalidModelError,
+    ("unknown-attribute", lambda: _mutated(lambda m: set_attr(m, "foo", 1)), None, InvalidModelError,
      f"{NODE}: attribute 'foo' is not an attribute of RNN-14 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size, layout)"),
-    ("layout-before-opset-14", lambda: _mutated(lambda m: _set_attr(m, "layout", 0), opset=7), None, InvalidModelError,
+    ("layout-before-opset-14", lambda: _mutated(lambda m: set_attr(m, "layout", 0), opset=7), None, InvalidModelError,
      f"{NODE}: attribute 'layout' is not an attribute of RNN-7 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size)"),
-    ("negative-clip", lambda: _mutated(lambda m: _set_attr(m, "clip", -1.0)), None, InvalidModelError,
+    ("negative-clip", lambda: _mutated(lambda m: set_attr(m, "clip", -1.0)), None, InvalidModelError,
      f"{NODE}: attribute 'clip': expected a threshold >= 0, got -1"),
-    ("three-activations-bidir", lambda: _mutated(lambda m: _set_attr(m, "activations", ["Tanh", "Relu", "Tanh"]), direction="bidirectional"), None, InvalidModelError,
+    ("three-activations-bidir", lambda: _mutated(lambda m: set_attr(m, "activations", ["Tanh", "Relu", "Tanh"]), direction="bidirectional"), None, InvalidModelError,
      f"{NODE}: attribute 'activations': expected 2 activation(s) for 2 direction(s), got 3 (Tanh, Relu, Tanh)"),
     ("lens-too-long", lambda: _mutated(lambda m: None, lens=(5, 2), lens_const=True), None, InvalidModelError,
      f"{NODE}: input sequence_lens 'sequence_lens': value 5 at batch index 0 is out of range, expected 0 <= length <= 4 (the sequence length)"),
@@ -114,7 +100,7 @@ BAD = [
 
 def _lens_batch_mismatch():
     model, _, _ = make_model(Case("err", lens=(4, 2), lens_const=True))
-    _replace_init(model, "sequence_lens", np.array([4, 2, 1], np.int32))
+    replace_init(model, "sequence_lens", np.array([4, 2, 1], np.int32))
     return model
 
 

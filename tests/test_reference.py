@@ -12,10 +12,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from cases import RNN_CASES, TOL, Case, make_model
-from conftest import assert_close
+from conftest import assert_close, assert_onnxruntime_agrees
 
 from ovrnn.validation import reference
-from ovrnn.validation.compare import ort_known_deviation
 
 ORT_CASES = [c for c in RNN_CASES if c.ort_supported]
 
@@ -37,12 +36,7 @@ def test_reference_agrees_with_onnxruntime(case):
     want = reference.run_model(model, feeds)
     got = run_ort(model, feeds)
     atol, rtol = TOL[case.dtype]
-    if ort_known_deviation(model):
-        differs = any(not np.allclose(got[n], want[n], atol=atol, rtol=rtol) for n in want)
-        assert differs, f"{case.id}: onnxruntime was documented to deviate here but agrees"
-        return
-    for name in want:
-        assert_close(got[name], want[name], atol, rtol, f"{case.id} {name}")
+    assert_onnxruntime_agrees(case.id, model, got, want, atol, rtol)
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,10 @@ import dataclasses
 import numpy as np
 import pytest
 from cases import GRU_CASES, LSTM_CASES, TOL, Case, make_model
-from conftest import assert_close, backend_cases
+from conftest import assert_close, assert_onnxruntime_agrees, backend_cases
 from test_reference import run_ort
 
 from ovrnn.validation import reference
-from ovrnn.validation.compare import ort_known_deviation
 
 ORT_CASES = [c for c in GRU_CASES + LSTM_CASES if c.ort_supported]
 
@@ -39,12 +38,7 @@ def test_reference_agrees_with_onnxruntime(case):
     got = run_ort(model, feeds)
     assert set(got) == set(want) == set(case.outputs)
     atol, rtol = TOL[case.dtype]
-    if ort_known_deviation(model):
-        differs = any(not np.allclose(got[n], want[n], atol=atol, rtol=rtol) for n in want)
-        assert differs, f"{case.id}: onnxruntime was documented to deviate here but agrees"
-        return
-    for name in want:
-        assert_close(got[name], want[name], atol, rtol, f"{case.id} {name}")
+    assert_onnxruntime_agrees(case.id, model, got, want, atol, rtol)
 
 
 @pytest.mark.parametrize("case", [c for c in GRU_CASES + LSTM_CASES if not c.ort_supported and c.layout == 0 and c.dtype in ("float32", "float16")], ids=lambda c: c.id)

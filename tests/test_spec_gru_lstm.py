@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cases import GRU_CASES, LSTM_CASES, Case, make_model
-from onnx import TensorProto, helper, numpy_helper
+from conftest import replace_init, set_attr
+from onnx import TensorProto
 
 from ovrnn.errors import InvalidModelError, UsageError
 from ovrnn.onnx.read import graph_view
@@ -118,20 +119,6 @@ def test_opset_resolution():
 # --- errors -------------------------------------------------------------------------------------
 
 
-def _set_attr(model, name, value):
-    node = model.graph.node[0]
-    for a in list(node.attribute):
-        if a.name == name:
-            node.attribute.remove(a)
-    node.attribute.append(helper.make_attribute(name, value))
-
-
-def _replace_init(model, name, array):
-    for i, init in enumerate(model.graph.initializer):
-        if init.name == name:
-            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(array, name))
-
-
 def _input_dim(model, name, axis, value):
     next(i for i in model.graph.input if i.name == name).type.tensor_type.shape.dim[axis].dim_value = value
 
@@ -144,23 +131,23 @@ def _mutated(mutate, op, **case):
 
 G, L = "GRU node 'gru'", "LSTM node 'lstm'"
 BAD = [
-    ("gru-W-rows", lambda: _mutated(lambda m: _replace_init(m, "W", np.zeros((1, 12, 3), np.float32)), "GRU"), InvalidModelError,
+    ("gru-W-rows", lambda: _mutated(lambda m: replace_init(m, "W", np.zeros((1, 12, 3), np.float32)), "GRU"), InvalidModelError,
      f"{G}: input W 'W' has shape [1,12,3]: dim 1 (3*hidden_size) is 12, expected 15 from attribute 'hidden_size'"),
-    ("gru-W-rows-not-multiple", lambda: _mutated(lambda m: _replace_init(m, "W", np.zeros((1, 14, 3), np.float32)), "GRU", hidden_size_attr=False), InvalidModelError,
+    ("gru-W-rows-not-multiple", lambda: _mutated(lambda m: replace_init(m, "W", np.zeros((1, 14, 3), np.float32)), "GRU", hidden_size_attr=False), InvalidModelError,
      f"{G}: input W 'W' has shape [1,14,3]: dim 1 must be 3*hidden_size, got 14, not a multiple of 3"),
-    ("gru-R-square", lambda: _mutated(lambda m: _replace_init(m, "R", np.zeros((1, 15, 4), np.float32)), "GRU"), InvalidModelError,
+    ("gru-R-square", lambda: _mutated(lambda m: replace_init(m, "R", np.zeros((1, 15, 4), np.float32)), "GRU"), InvalidModelError,
      f"{G}: input R 'R' has shape [1,15,4]: dim 2 (hidden_size) is 4, expected 5 from attribute 'hidden_size'"),
-    ("gru-B-width", lambda: _mutated(lambda m: _replace_init(m, "B", np.zeros((1, 24), np.float32)), "GRU"), InvalidModelError,
+    ("gru-B-width", lambda: _mutated(lambda m: replace_init(m, "B", np.zeros((1, 24), np.float32)), "GRU"), InvalidModelError,
      f"{G}: input B 'B' has shape [1,24]: dim 1 (6*hidden_size) is 24, expected 30 from attribute 'hidden_size'"),
-    ("lstm-B-not-multiple", lambda: _mutated(lambda m: _replace_init(m, "B", np.zeros((1, 36), np.float32)), "LSTM", hidden_size_attr=False), InvalidModelError,
+    ("lstm-B-not-multiple", lambda: _mutated(lambda m: replace_init(m, "B", np.zeros((1, 36), np.float32)), "LSTM", hidden_size_attr=False), InvalidModelError,
      f"{L}: input B 'B' has shape [1,36]: dim 1 must be 8*hidden_size, got 36, not a multiple of 8"),
-    ("lstm-W-two-directions-forward", lambda: _mutated(lambda m: _replace_init(m, "W", np.zeros((2, 20, 3), np.float32)), "LSTM"), InvalidModelError,
+    ("lstm-W-two-directions-forward", lambda: _mutated(lambda m: replace_init(m, "W", np.zeros((2, 20, 3), np.float32)), "LSTM"), InvalidModelError,
      f"{L}: input W 'W' has shape [2,20,3]: dim 0 (num_directions) is 2, expected 1 from direction 'forward'"),
-    ("lstm-P-width", lambda: _mutated(lambda m: _replace_init(m, "P", np.zeros((1, 12), np.float32)), "LSTM", peepholes=True), InvalidModelError,
+    ("lstm-P-width", lambda: _mutated(lambda m: replace_init(m, "P", np.zeros((1, 12), np.float32)), "LSTM", peepholes=True), InvalidModelError,
      f"{L}: input P 'P' has shape [1,12]: dim 1 (3*hidden_size) is 12, expected 15 from attribute 'hidden_size'"),
-    ("lstm-P-rank", lambda: _mutated(lambda m: _replace_init(m, "P", np.zeros(15, np.float32)), "LSTM", peepholes=True), InvalidModelError,
+    ("lstm-P-rank", lambda: _mutated(lambda m: replace_init(m, "P", np.zeros(15, np.float32)), "LSTM", peepholes=True), InvalidModelError,
      f"{L}: input P 'P': expected rank 2 [num_directions, 3*hidden_size], got rank 1 [15]"),
-    ("lstm-P-dtype", lambda: _mutated(lambda m: _replace_init(m, "P", np.zeros((1, 15), np.float64)), "LSTM", peepholes=True), InvalidModelError,
+    ("lstm-P-dtype", lambda: _mutated(lambda m: replace_init(m, "P", np.zeros((1, 15), np.float64)), "LSTM", peepholes=True), InvalidModelError,
      f"{L}: input P 'P': expected element type float (the type of X), got double"),
     ("lstm-initial_c-batch", lambda: _mutated(lambda m: _input_dim(m, "initial_c", 1, 3), "LSTM", c0=True), InvalidModelError,
      f"{L}: input initial_c 'initial_c' has shape [1,3,5]: dim 1 (batch) is 3, expected 2 from input X 'X' dim 1"),
@@ -170,25 +157,25 @@ BAD = [
      f"{L}: input 'initial_c' is tensor 'nowhere', which no graph input, initializer or earlier node provides"),
     ("gru-missing-R", lambda: _mutated(lambda m: m.graph.node[0].input.__setitem__(2, ""), "GRU"), InvalidModelError,
      f"{G}: required input 'R' (input 2) is missing"),
-    ("gru-two-activations-short", lambda: _mutated(lambda m: _set_attr(m, "activations", ["Sigmoid", "Tanh", "Relu"]), "GRU"), InvalidModelError,
+    ("gru-two-activations-short", lambda: _mutated(lambda m: set_attr(m, "activations", ["Sigmoid", "Tanh", "Relu"]), "GRU"), InvalidModelError,
      f"{G}: attribute 'activations': expected 2 activation(s) for 1 direction(s) (f, g per direction), got 3 (Sigmoid, Tanh, Relu)"),
-    ("lstm-bidir-four-activations", lambda: _mutated(lambda m: _set_attr(m, "activations", ["Sigmoid", "Tanh", "Tanh", "Relu"]), "LSTM", direction="bidirectional"), InvalidModelError,
+    ("lstm-bidir-four-activations", lambda: _mutated(lambda m: set_attr(m, "activations", ["Sigmoid", "Tanh", "Tanh", "Relu"]), "LSTM", direction="bidirectional"), InvalidModelError,
      f"{L}: attribute 'activations': expected 6 activation(s) for 2 direction(s) (f, g, h per direction), got 4 (Sigmoid, Tanh, Tanh, Relu)"),
-    ("lstm-unknown-activation", lambda: _mutated(lambda m: _set_attr(m, "activations", ["Sigmoid", "Gelu", "Tanh"]), "LSTM"), InvalidModelError,
+    ("lstm-unknown-activation", lambda: _mutated(lambda m: set_attr(m, "activations", ["Sigmoid", "Gelu", "Tanh"]), "LSTM"), InvalidModelError,
      f"{L}: attribute 'activations': unknown activation 'Gelu' (expected one of: Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)"),
-    ("gru-lbr-before-opset-3", lambda: _mutated(lambda m: _set_attr(m, "linear_before_reset", 1), "GRU", opset=1), InvalidModelError,
+    ("gru-lbr-before-opset-3", lambda: _mutated(lambda m: set_attr(m, "linear_before_reset", 1), "GRU", opset=1), InvalidModelError,
      f"{G}: attribute 'linear_before_reset' is not an attribute of GRU-1 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size, output_sequence)"),
-    ("gru-lbr-wrong-type", lambda: _mutated(lambda m: _set_attr(m, "linear_before_reset", "yes"), "GRU"), InvalidModelError,
+    ("gru-lbr-wrong-type", lambda: _mutated(lambda m: set_attr(m, "linear_before_reset", "yes"), "GRU"), InvalidModelError,
      f"{G}: attribute 'linear_before_reset': expected type INT, got STRING"),
-    ("gru-input-forget", lambda: _mutated(lambda m: _set_attr(m, "input_forget", 1), "GRU"), InvalidModelError,
+    ("gru-input-forget", lambda: _mutated(lambda m: set_attr(m, "input_forget", 1), "GRU"), InvalidModelError,
      f"{G}: attribute 'input_forget' is not an attribute of GRU-14 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size, layout, linear_before_reset)"),
-    ("lstm-input-forget-wrong-type", lambda: _mutated(lambda m: _set_attr(m, "input_forget", 1.0), "LSTM"), InvalidModelError,
+    ("lstm-input-forget-wrong-type", lambda: _mutated(lambda m: set_attr(m, "input_forget", 1.0), "LSTM"), InvalidModelError,
      f"{L}: attribute 'input_forget': expected type INT, got FLOAT"),
-    ("lstm-layout-before-opset-14", lambda: _mutated(lambda m: _set_attr(m, "layout", 0), "LSTM", opset=7), InvalidModelError,
+    ("lstm-layout-before-opset-14", lambda: _mutated(lambda m: set_attr(m, "layout", 0), "LSTM", opset=7), InvalidModelError,
      f"{L}: attribute 'layout' is not an attribute of LSTM-7 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size, input_forget)"),
-    ("lstm-output-sequence-2", lambda: _mutated(lambda m: _set_attr(m, "output_sequence", 2), "LSTM", opset=1), InvalidModelError,
+    ("lstm-output-sequence-2", lambda: _mutated(lambda m: set_attr(m, "output_sequence", 2), "LSTM", opset=1), InvalidModelError,
      f"{L}: attribute 'output_sequence': expected 0 or 1, got 2"),
-    ("gru-negative-clip", lambda: _mutated(lambda m: _set_attr(m, "clip", -0.5), "GRU"), InvalidModelError,
+    ("gru-negative-clip", lambda: _mutated(lambda m: set_attr(m, "clip", -0.5), "GRU"), InvalidModelError,
      f"{G}: attribute 'clip': expected a threshold >= 0, got -0.5"),
     ("lstm-nine-inputs", lambda: _mutated(lambda m: m.graph.node[0].input.extend([""] * (9 - len(m.graph.node[0].input))), "LSTM"), InvalidModelError,
      f"{L}: expected at most 8 inputs, got 9"),

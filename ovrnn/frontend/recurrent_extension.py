@@ -39,7 +39,7 @@ from ..lower import LOWERINGS
 from ..lower.layer_graph import LayerGraph
 from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower.state import add_assigns, add_states, plan_states
-from ..onnx.read import TensorInfo
+from ..onnx.read import TensorInfo, upstream
 from ..semantics import NORMALISERS
 from ..semantics.limits import check_steps
 from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES
@@ -412,15 +412,5 @@ def _why_dynamic(body: Body, x_name: str) -> str:
 
 def _body_inputs_behind(graph: onnx.GraphProto, tensor: str) -> list[str]:
     """The body graph's inputs that `tensor` is computed from, in input order."""
-    producers = {o: n for n in graph.node for o in n.output}
-    inputs = [i.name for i in graph.input]
-    seen: set[str] = set()
-    stack = [tensor]
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in producers:
-            stack.extend(i for i in producers[name].input if i)
-    return [i for i in inputs if i in seen]
+    seen = upstream(graph, [tensor])
+    return [i.name for i in graph.input if i.name in seen]

@@ -26,6 +26,7 @@ from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
 from ..lower.state import safe_id, unique_id
 from ..onnx.read import GraphView
 from ..shapes import Dim
+from ..semantics.recurrent import DQ_DOMAIN, DQ_OP
 from ..stateful import StreamInfo, StreamState, common_steps
 from ..ov import ov
 from .realize import partial_shape
@@ -142,9 +143,12 @@ def first_recurrent_x(path, shapes: dict) -> tuple[int | None, ...] | None:
             found.append(tuple(d.get_length() if d.is_static else None for d in x))
         raise _Probed()
 
+    from openvino.frontend.onnx import ConversionExtension as OnnxConversionExtension
+
     fe = FrontEndManager().load_by_framework("onnx")
     for op in ("RNN", "GRU", "LSTM"):
         fe.add_extension(ConversionExtension(op, probe))
+    fe.add_extension(OnnxConversionExtension(DQ_OP, DQ_DOMAIN, probe))  # onnxruntime's quantized LSTM: X is input 0 too
     input_model = fe.load(str(path))
     for name, shape in shapes.items():
         input_model.set_partial_shape(input_model.get_place_by_tensor_name(name), partial_shape(shape))

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from .. import __version__
@@ -27,7 +28,7 @@ from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, Usa
 from ..ir.model import IR
 from ..semantics.limits import check_steps
 from ..lower.node import LoweringOptions
-from ..lower.quantized import QUANTIZED_SUFFIX
+from ..lower.quantized import INTEGER_TYPES, QUANTIZED_SUFFIX
 from ..onnx.frontend_input import FrontendInput, frontend_input
 from ..onnx.read import GraphView
 from .realize import partial_shape
@@ -322,24 +323,61 @@ def _fold_constants(model) -> None:
     meanwhile, so their Convert -> Multiply chain is not folded back to float (in bodies too)."""
     from openvino.passes import ConstantFolding, Manager
 
+    with _held_back(model, lambda op: op.get_friendly_name().endswith(QUANTIZED_SUFFIX)):
+        manager = Manager()
+        manager.register_pass(ConstantFolding())
+        manager.run_passes(model)
+
+
+@contextmanager
+def _held_back(model, which):
+    """The Consts `which` picks stand behind Parameters while a pass runs on `model` (in bodies too),
+    then are put back: the pass neither folds nor converts them."""
     o = ov()
     held = []
     for graph in _graphs(model):
         for op in graph.get_ordered_ops():
-            if op.get_type_name() == "Constant" and op.get_friendly_name().endswith(QUANTIZED_SUFFIX):
+            if op.get_type_name() == "Constant" and which(op):
                 stand_in = o.op.Parameter(op.get_output_element_type(0), op.get_output_partial_shape(0))
                 for target in list(op.output(0).get_target_inputs()):
                     target.replace_source_output(stand_in.output(0))
                 held.append((graph, op, stand_in))
     for graph in {id(g): g for g, _, _ in held}.values():
         graph.add_parameters([p for g, _, p in held if g is graph])
-    manager = Manager()
-    manager.register_pass(ConstantFolding())
-    manager.run_passes(model)
-    for graph, op, stand_in in held:
-        for target in list(stand_in.output(0).get_target_inputs()):
-            target.replace_source_output(op.output(0))
-        graph.remove_parameter(stand_in)
+    try:
+        yield
+    finally:
+        for graph, op, stand_in in held:
+            for target in list(stand_in.output(0).get_target_inputs()):
+                target.replace_source_output(op.output(0))
+            graph.remove_parameter(stand_in)
+
+
+def _compress_float_constants(model) -> bool:
+    """--compress-to-fp16 on a model with integer weights: OpenVINO's save_model(compress_to_fp16=True)
+    leaves such a model as it is (it counts as compressed already), so its float constants (B, P,
+    states, weight scales, the other ops' weights) are compressed here, the integer weights held
+    back, and with them the weight scales outside float16's normal range (kept f32, as the lowering
+    of a lone node keeps them). False: no integer weights, save_model compresses."""
+    from openvino._offline_transformations import compress_model_transformation
+
+    from ..lower.quantized import F16_MAX, F16_TINY, SCALE_SUFFIX
+
+    def integer(op) -> bool:
+        return op.get_output_element_type(0).get_type_name() in INTEGER_TYPES
+
+    def wide_scale(op) -> bool:
+        if not op.get_friendly_name().endswith(SCALE_SUFFIX) or op.get_output_element_type(0).get_type_name() != "f32":
+            return False
+        values = np.abs(op.get_data()).reshape(-1)
+        values = values[values > 0]
+        return bool(values.size) and not (values.min() >= F16_TINY and values.max() <= F16_MAX)
+
+    if not any(op.get_type_name() == "Constant" and integer(op) for op in all_ops(model)):
+        return False
+    with _held_back(model, lambda op: integer(op) or wide_scale(op)):
+        compress_model_transformation(model)
+    return True
 
 
 def _graphs(model):
@@ -390,6 +428,8 @@ def _deterministic_names(model, prefix: str = "") -> None:
 
 
 def _serialize(model, compress_to_fp16: bool) -> tuple[bytes, bytes]:
+    if compress_to_fp16 and _compress_float_constants(model):
+        compress_to_fp16 = False  # done
     with tempfile.TemporaryDirectory(prefix="ovrnn-") as tmp:
         xml = Path(tmp) / "model.xml"
         ov().save_model(model, str(xml), compress_to_fp16=compress_to_fp16)

@@ -32,6 +32,8 @@ from ..quantization import Compression, Quantized, pack_int4, quantize_stacked
 from .layer_graph import LayerGraph, Output, array_bytes
 
 QUANTIZED_SUFFIX = "/quantized"  # name of the integer Const of a chain (the whole-model path keeps it unfolded)
+INTEGER_TYPES = ("i8", "u8", "i4", "u4")  # OpenVINO's names of the integer weight types a chain starts from
+SCALE_SUFFIX = "/scale"  # name of its scale Const (the whole-model path compresses it to f16 only in f16's normal range)
 F16_TINY = float(np.finfo(np.float16).tiny)  # smallest normal f16
 F16_MAX = float(np.finfo(np.float16).max)
 
@@ -88,7 +90,7 @@ class DecompressionChains:
         if zp is not None:
             zp_const = ops.const(g, f"{name}/zero_point", np.ascontiguousarray(zp).astype(q.dtype), int_type)
             x = ops.subtract(g, f"{name}/minus_zero_point", x, ops.convert(g, f"{name}/zero_point_to_float", zp_const, compute))
-        x = ops.multiply(g, f"{name}/scaled", x, ops.const(g, f"{name}/scale", s_arr.astype(compute.numpy), compute))
+        x = ops.multiply(g, f"{name}/scaled", x, ops.const(g, f"{name}{SCALE_SUFFIX}", s_arr.astype(compute.numpy), compute))
         if groups > 1:
             x = ops.reshape(g, f"{name}/rows", x, [K, rows] if transposed else [rows, K])
         if compute != self.etype:
@@ -140,6 +142,10 @@ class IntegerWeights:
         chosen: dict[str, list[Quantized]] = {}
         error = None
         constant = [k for k in ("W", "R") if compression is not None and k not in given and getattr(spec, k).is_constant]
+        bad = [k for k in constant if not np.all(np.isfinite(np.asarray(getattr(spec, k).value, dtype=np.float64)))]
+        if bad:  # NaN or infinity has no scale, and no error budget can be measured on NaN outputs
+            notes.append(f"{who}: {' and '.join(f'{k} {getattr(spec, k).name!r}' for k in bad)} {'has' if len(bad) == 1 else 'have'} NaN or infinite values: its weights stay float")
+            constant = []
         if compression is not None and given:
             notes.append(f"{who}: {' and '.join(k for k in ('W', 'R') if k in given)} come quantized in the model: stored as they are, --compress-weights does not quantize them again")
         budget = getattr(options, "budget", None)  # validation/budget.py's choose, given by convert

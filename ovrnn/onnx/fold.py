@@ -26,6 +26,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .qdq import feeds_recurrent_weights, weight_readers
+from .read import upstream
 
 MAX_ELEMENTS = 1 << 16  # shapes, lengths, small tensors
 WEIGHT_MAX_ELEMENTS = 1 << 28  # weights=True: what W/R of a recurrent node are computed from (1 GiB of f32)
@@ -110,17 +111,7 @@ def _fold_once(model: onnx.ModelProto, copy_first: bool, weights: bool = False) 
 
 def _weight_feeders(graph: onnx.GraphProto) -> set[str]:
     """Tensors W or R of a recurrent node are computed from (themselves included)."""
-    producer = {o: n for n in graph.node for o in n.output if o}
-    todo = [n.input[k] for n in graph.node if n.op_type in ("RNN", "GRU", "LSTM") and n.domain in _DOMAINS for k in (1, 2) if k < len(n.input) and n.input[k]]
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in producer:
-            todo.extend(i for i in producer[name].input if i)
-    return seen
+    return upstream(graph, [n.input[k] for n in graph.node if n.op_type in ("RNN", "GRU", "LSTM") and n.domain in _DOMAINS for k in (1, 2) if k < len(n.input) and n.input[k]])
 
 
 def _foldable(node: onnx.NodeProto) -> bool:

@@ -302,3 +302,18 @@ def all_nodes(graph: onnx.GraphProto):
         for attr in node.attribute:
             for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
                 yield from all_nodes(sub)
+
+
+def upstream(graph: onnx.GraphProto, names) -> set[str]:
+    """The tensors of `graph` that `names` are computed from, `names` included: producers followed
+    back through their inputs (not into bodies)."""
+    producer = {o: n for n in graph.node for o in n.output if o}
+    todo, seen = list(names), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in producer:
+            todo.extend(i for i in producer[name].input if i)
+    return seen

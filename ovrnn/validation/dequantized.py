@@ -91,7 +91,12 @@ class CompressedReference:
     model: onnx.ModelProto  # the float model the IR computes
     what: str  # e.g. "int8 symmetric, one scale per row"
     ort_deviation: str  # why onnxruntime's numbers are not counted
-    has_original: bool = True  # a float original exists (--compress-weights), so the quantization-only error can be shown
+    original: onnx.ModelProto | None = None  # the float model before --compress-weights (quantized nodes read as float), None: none
+
+    @property
+    def has_original(self) -> bool:
+        """A float original exists (--compress-weights), so the quantization-only error can be shown."""
+        return self.original is not None
 
 
 def lstm_from_dynamic_quantize(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -132,17 +137,19 @@ def compressed_reference(proto: onnx.ModelProto, ir) -> CompressedReference | No
     """The dequantized model for an IR with integer weights: read from DynamicQuantizeLSTM nodes or
     QDQ weights, and/or made by `--compress-weights` (each node's scheme as the IR records it, so an
     IR converted elsewhere is judged as it was made); None when no node of the IR has integer weights."""
-    model, what, why, has_original = proto, [], [], True
+    model, what, why = proto, [], []
     if any(n.op_type == "DynamicQuantizeLSTM" and n.domain == "com.microsoft" for n in all_nodes(proto.graph)):
-        model, has_original = lstm_from_dynamic_quantize(model), False
+        model = lstm_from_dynamic_quantize(model)
         what.append("DynamicQuantizeLSTM's int8/uint8 W and R, kept as integers")
         why.append("onnxruntime's DynamicQuantizeLSTM also quantizes X and H every step: shown, not counted")
     absorbed = dequantize_linear_weights(model)
     if absorbed is not None:  # onnxruntime reads DequantizeLinear as the spec says: counted (unless something else is compressed)
-        model, has_original = absorbed, False
+        model = absorbed
         what.append("W/R from DequantizeLinear, kept as integers")
     compressed = [r for r in ir.rnns if r.compression is not None]
+    original = None
     if compressed:
+        original = model  # float (DynamicQuantizeLSTM and QDQ read as float): what --compress-weights started from
         named = {r.node_name: r.compression for r in compressed if r.node_name}
         unnamed = [r.compression if r.compression is not None else None for r in ir.rnns if not r.node_name]
         nodes = {**named, **dict(enumerate(unnamed))}
@@ -152,7 +159,7 @@ def compressed_reference(proto: onnx.ModelProto, ir) -> CompressedReference | No
         why.append("onnxruntime runs the original float weights")
     if not what:
         return None
-    return CompressedReference(model, "; ".join(what), "; ".join(why), has_original)
+    return CompressedReference(model, "; ".join(what), "; ".join(why), original)
 
 
 def dequantize_linear_weights(proto: onnx.ModelProto) -> onnx.ModelProto | None:

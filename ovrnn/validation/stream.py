@@ -281,7 +281,7 @@ def validate_stream(
     if not pairs and has_control_flow(proto.graph):  # node states: their nodes as the IR has them, Ifs inlined
         proto = _control_flow_folded(proto, ir, contract)
         quant = compressed_reference(proto, ir)
-    oracle = (_CarriedByHand if pairs else _WholeSequence)(proto, ir, stream, batch_run, None if quant is None else quant.model)
+    oracle = (_CarriedByHand if pairs else _WholeSequence)(proto, ir, stream, batch_run, None if quant is None else quant.model, None if quant is None else quant.original)
     if stream.compiled.integer_weights:
         notes.append(stream.compiled.integer_weights)
     if quant is not None:
@@ -431,9 +431,10 @@ class _WholeSequence:
     check = "chunked == whole"
     description = "the ONNX model on the whole sequence at once"
 
-    def __init__(self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None) -> None:
+    def __init__(self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None, original: onnx.ModelProto | None = None) -> None:
         self.proto, self.stream, self.batch, self.contract = proto, stream, batch, stream.contract
         self.sources = state_sources(proto, ir, self.contract)
+        self.ir, self.original = ir, original
         self.whole = whole_sequence_model(proto, self.contract, self.sources)
         self.replaced = _replaced_inputs(proto, stream, self.sources)
         # the float64 reference's model: the dequantized one when the IR has integer weights
@@ -461,7 +462,8 @@ class _WholeSequence:
 
     def original_reference(self, feeds: dict) -> dict:
         """float64 with the original (float) weights."""
-        return reference.run_model(self.whole, self.feeds(feeds))
+        model = self.original if self.original is not None else self.proto
+        return reference.run_model(whole_sequence_model(model, self.contract, state_sources(model, self.ir, self.contract)), self.feeds(feeds))
 
     def onnxruntime(self, feeds: dict):
         status, outputs = run_onnxruntime(self.whole, self.feeds(feeds))
@@ -479,9 +481,10 @@ class _CarriedByHand:
     check = "chunked == by hand"
     description = "the ONNX model call by call, each state carried by hand from its output to its input"
 
-    def __init__(self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None) -> None:
+    def __init__(self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None, original: onnx.ModelProto | None = None) -> None:
         self.proto, self.stream, self.batch, self.contract = proto, stream, batch, stream.contract
         self.ref_proto = proto if dequantized is None else dequantized  # the float64 reference's model
+        self.original = proto if original is None else original  # float weights, before --compress-weights
         self.pairs = []
         for info in self.contract.states:
             inp, _, out = info.init.removeprefix("pair:").partition("=")
@@ -519,7 +522,7 @@ class _CarriedByHand:
 
     def original_reference(self, feeds: dict) -> dict:
         """float64 with the original (float) weights."""
-        return self._carry(lambda f: reference.run_model(self.proto, f), feeds)[0]
+        return self._carry(lambda f: reference.run_model(self.original, f), feeds)[0]
 
     def onnxruntime(self, feeds: dict):
         status, session = ort_session(self.proto)

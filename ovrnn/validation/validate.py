@@ -120,7 +120,7 @@ def validate(
     deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
     no_reference = ""
     try:
-        original = reference.run_model(folded, feeds) if quant is None or quant.has_original else {}
+        original = reference.run_model(folded if quant is None else quant.original, feeds) if quant is None or quant.has_original else {}
         want = original if quant is None else reference.run_model(quant.model, feeds)
     except reference.ReferenceUnavailable as exc:
         if ort_out is None or deviation or quant is not None:  # nothing else to judge by
