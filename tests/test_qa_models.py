@@ -237,3 +237,22 @@ def test_one_step_stream_joins_a_per_step_output_of_the_inputs_rank(tmp_path):
     proc = ovrnn_cli("run", tmp_path / "m.xml", "--input", f"x={tmp_path / 'x.npy'}", "-o", tmp_path / "y.npz")
     assert proc.returncode == 0, proc.stderr
     assert np.load(tmp_path / "y.npz")["y"].shape == (2, 7, 2)
+
+
+def test_if_on_a_static_dim_of_a_shape_with_a_dynamic_batch(tmp_path):
+    """TorchScript's ``if x.shape[2] == 3`` reads Gather(Shape(x), 2): with x[4,?,3] the batch stays
+    dynamic, yet the tested dim is static, so the If is inlined (it stayed, its GRUs were lowered in
+    a branch, and --stateful refused them as nodes inside a body); validate --stateful's oracles
+    find the inlined nodes (their set_state and final-state checks had no node to read)."""
+    path = QA / "feature_check_gru.onnx"
+    proc = ovrnn_cli("convert", path, "--input", "x[4,?,3]", "-o", tmp_path / "m.xml")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("note: If node '/If': its condition '/Cast_output_0' is the constant True once the frozen inputs and input shapes are known; inlined its then branch")
+    counts = layer_counts((tmp_path / "m.xml").read_bytes())
+    assert not counts["If"] and counts["GRUCell"] == 2 * 4
+    proc = ovrnn_cli("validate", path, "--input", "x[4,?,3]", "--stateful", "--chunks", "2", "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True
+    rows = {(c["check"], c["output"], c["oracle"]) for c in report["comparisons"]}
+    assert {("final state", "/GRU/H", "reference Y_h"), ("final state", "/GRU_1/H", "reference Y_h"), ("set_state", "y", "reference with the seeds")} <= rows
