@@ -198,6 +198,14 @@ def test_ir_version_10(tmp_path):
         np.testing.assert_allclose(got[name], value, atol=2e-5, rtol=2e-5)
     with pytest.raises(ovrnn.UsageError, match="expected 10 or 11, got 9"):
         ovrnn.convert_model(model, ir_version=9)
+    lstm, _, _ = make_model(Case("v10-lstm", op="LSTM"))
+    assert b'version="10"' in ovrnn.convert_model(lstm, ir_version=10).xml  # lone GRU/LSTM nodes too (docs/robustness.md)
+    whole = onnx.load(os.path.join(os.path.dirname(__file__), "fixtures", "rnn_embedding_classifier.onnx"))
+    with pytest.raises(ovrnn.UnsupportedFeatureError) as exc:
+        ovrnn.convert_model(whole, ir_version=10)
+    assert str(exc.value) == (
+        "ir_version=10 is only available for models made of RNN, GRU and LSTM nodes; whole models are written by OpenVINO's serializer, as IR v11"
+    )
 
 
 def _odd_models():
