@@ -247,6 +247,9 @@ def test_step_limit_refuses_with_a_way_out():
         "cells takes OpenVINO minutes; raise max_steps to convert anyway (0 = no limit), or fix a shorter sequence with input"
     )
     assert layer_counts(ovrnn.convert_model(model, max_steps=0).xml)["RNNCell"] == 8400
+    with pytest.raises(ovrnn.UsageError) as info:  # past the IR size limit too, the advice names the Python parameter
+        ovrnn.convert_model(make_model(Case("steps", dyn_seq=True, hidden=4, input_size=2))[0], input="X[1000000,2,2]", max_steps=0)
+    assert str(info.value).endswith("fix a shorter sequence with input, or raise the limit with OVRNN_MAX_IR_BYTES=<bytes>"), info.value
     note = ovrnn.convert_model(make_model(Case("steps", T=1500, direction="bidirectional", hidden=4, input_size=2))[0]).notes
     assert note == ("the model unrolls to 3000 steps (time steps x directions, over 1 RNN node): OpenVINO will take a while to compile it (tens of seconds on CPU); cache_dir makes later compiles faster",)
 
