@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", parents=[common], help="convert, run on a device and compare with the float64 reference and onnxruntime")
     v.add_argument("model", help="ONNX model file")
-    v.add_argument("--device", default="CPU")
+    v.add_argument("--device", default="CPU", help="OpenVINO device to run the IR on, as for run (default CPU)")
     v.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape or freeze it to a value (as for convert); repeatable")
     v.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     v.add_argument("--seed", type=COUNT, default=0, help="seed of the random inputs, an integer >= 0 (default 0)")
@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     dv.set_defaults(func=cmd_devices)
 
     d = sub.add_parser("demo", parents=[common], help="convert, inspect, run and validate a bundled example model")
-    d.add_argument("--device", default="CPU")
+    d.add_argument("--device", default="CPU", help="OpenVINO device to run the demo on (default CPU)")
     d.add_argument("--output-dir", help="keep the demo IR in this folder (default: a temporary folder)")
     d.set_defaults(func=cmd_demo)
     return p

@@ -117,7 +117,7 @@ def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and request.ir_version != 11:
-        raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN nodes; whole models are written by OpenVINO's serializer, as IR v11")
+        raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN, GRU and LSTM nodes; whole models are written by OpenVINO's serializer, as IR v11")
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
     if not whole:
         return Plan(prepared, request, whole, source, given_weights)

@@ -237,3 +237,90 @@ def test_one_step_stream_joins_a_per_step_output_of_the_inputs_rank(tmp_path):
     proc = ovrnn_cli("run", tmp_path / "m.xml", "--input", f"x={tmp_path / 'x.npy'}", "-o", tmp_path / "y.npz")
     assert proc.returncode == 0, proc.stderr
     assert np.load(tmp_path / "y.npz")["y"].shape == (2, 7, 2)
+
+
+def test_if_on_a_static_dim_of_a_shape_with_a_dynamic_batch(tmp_path):
+    """TorchScript's ``if x.shape[2] == 3`` reads Gather(Shape(x), 2): with x[4,?,3] the batch stays
+    dynamic, yet the tested dim is static, so the If is inlined (it stayed, its GRUs were lowered in
+    a branch, and --stateful refused them as nodes inside a body); validate --stateful's oracles
+    find the inlined nodes (their set_state and final-state checks had no node to read)."""
+    path = QA / "feature_check_gru.onnx"
+    proc = ovrnn_cli("convert", path, "--input", "x[4,?,3]", "-o", tmp_path / "m.xml")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("note: If node '/If': its condition '/Cast_output_0' is the constant True once the frozen inputs and input shapes are known; inlined its then branch")
+    counts = layer_counts((tmp_path / "m.xml").read_bytes())
+    assert not counts["If"] and counts["GRUCell"] == 2 * 4
+    proc = ovrnn_cli("validate", path, "--input", "x[4,?,3]", "--stateful", "--chunks", "2", "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] is True
+    rows = {(c["check"], c["output"], c["oracle"]) for c in report["comparisons"]}
+    assert {("final state", "/GRU/H", "reference Y_h"), ("final state", "/GRU_1/H", "reference Y_h"), ("set_state", "y", "reference with the seeds")} <= rows
+
+
+def _masked_gru(path: Path) -> Path:
+    """y = GRU(x * mask) @ head + extra: x [B,T,4], mask [B,T] and extra [B,T,2] share the names B
+    and T; extra joins only after the recurrent node."""
+    rng = np.random.default_rng(6)
+    inits = [
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "R"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (4, 2)).astype(np.float32), "head"),
+        onnx.numpy_helper.from_array(np.array([-1], np.int64), "last"),
+        onnx.numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+    ]
+    nodes = [
+        onnx.helper.make_node("Unsqueeze", ["mask", "last"], ["m"]),
+        onnx.helper.make_node("Mul", ["x", "m"], ["xm"]),
+        onnx.helper.make_node("Transpose", ["xm"], ["xt"], perm=[1, 0, 2]),
+        onnx.helper.make_node("GRU", ["xt", "W", "R"], ["Y"], hidden_size=4, name="gru"),
+        onnx.helper.make_node("Squeeze", ["Y", "axis1"], ["ys"]),
+        onnx.helper.make_node("Transpose", ["ys"], ["yb"], perm=[1, 0, 2]),
+        onnx.helper.make_node("MatMul", ["yb", "head"], ["yh"]),
+        onnx.helper.make_node("Add", ["yh", "extra"], ["y"]),
+    ]
+    vi = onnx.helper.make_tensor_value_info
+    f32 = onnx.TensorProto.FLOAT
+    graph = onnx.helper.make_graph(nodes, "g", [vi("x", f32, ["B", "T", 4]), vi("mask", f32, ["B", "T"]), vi("extra", f32, ["B", "T", 2])], [vi("y", f32, None)], inits)
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_stream_inputs_that_share_the_time_name(tmp_path):
+    """--input x[?,4,4] fixes T for mask and extra too (one name, one size); the time-axis probe
+    gives every dim named T the sentinel at once, so x and mask still fit (probing x alone made
+    x * mask fail, and no input was found to stream) and extra, which joins after the GRU, is
+    streamed with them instead of being fed whole on every call."""
+    path = _masked_gru(tmp_path / "m.onnx")
+    ir = ovrnn.convert_model(path, "x[?,4,4]", stateful=True)
+    info = stateful_rt_info(read_model(ir))
+    assert info["inputs"] == "x:1:4;mask:1:4;extra:1:4" and info["batch"] == "x:0;mask:0;extra:0"
+    report = ovrnn.validate(path, input="x[?,4,4]", stateful=True, chunks=2)
+    assert report.passed, report
+
+
+def _identity_gather_gru(path: Path) -> Path:
+    """x [B,T,3] -> Gather(x, [0, 1, 2]) -> Transpose -> GRU: a packed sequence's sort with equal
+    lengths frozen, an identity OpenVINO folds away, merging the Gather's output name into x's."""
+    rng = np.random.default_rng(7)
+    inits = [
+        onnx.numpy_helper.from_array(np.array([0, 1, 2], np.int64), "order"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 3)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "R"),
+    ]
+    nodes = [
+        onnx.helper.make_node("Gather", ["x", "order"], ["sorted"], axis=0, name="sort"),
+        onnx.helper.make_node("Transpose", ["sorted"], ["xt"], perm=[1, 0, 2]),
+        onnx.helper.make_node("GRU", ["xt", "W", "R"], ["Y", "Yh"], hidden_size=4, name="gru"),
+    ]
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, 4, 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits)
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_stream_check_feeds_inputs_by_their_graph_names(tmp_path):
+    """Convert's chunked == whole check feeds each input under its graph name: the compiled input
+    also answers to the folded Gather's name, which get_any_name() picked (an internal KeyError)."""
+    ir = ovrnn.convert_model(_identity_gather_gru(tmp_path / "m.onnx"), stateful=True)
+    assert stateful_rt_info(read_model(ir))["inputs"] == "x:1:4"

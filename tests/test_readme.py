@@ -155,6 +155,33 @@ def test_test_count_is_about_right():
     assert abs(collected - claimed) <= 0.15 * claimed, f"README says about {claimed} tests; {collected} are collected"
 
 
+def test_cli_page_names_every_flag():
+    """The README says "Every flag: docs/cli.md": each option of each command (one of its spellings)
+    is named on that page, and so are the commands' defaults the CLI's help gives."""
+    page = PAGES["docs/cli.md"]
+    parser = cli.build_parser()
+    for command in ("convert", "run", "validate", "inspect", "devices", "demo"):
+        sub = cli._subparser(parser, command)
+        for action in sub._actions:
+            spellings = [o for o in action.option_strings if o not in ("-h", "--help")]
+            if spellings:
+                assert any(re.search(re.escape(o) + r"(?![\w-])", page) for o in spellings), f"docs/cli.md does not name `ovrnn {command} {spellings[-1]}`"
+    from ovrnn.quantization import DEFAULT_MAX_ERROR
+    from ovrnn.semantics.limits import DEFAULT_MAX_STEPS
+    from ovrnn.validation.compare import DEFAULT_BATCH
+    from ovrnn.validation.stream import DEFAULT_CHUNKS
+
+    chunk_steps = {a.dest: a.default for a in cli._subparser(parser, "convert")._actions}["chunk_steps"]
+    for default in (
+        f"--chunk-steps N` (default {chunk_steps})",
+        f"--max-steps N` (default {DEFAULT_MAX_STEPS}",
+        f"--max-weight-error E` (default {DEFAULT_MAX_ERROR:g}",
+        f"[--chunks {DEFAULT_CHUNKS}]",
+        f"[--batch {DEFAULT_BATCH}]",
+    ):
+        assert default in page, default
+
+
 def test_the_flag_check_is_not_vacuous():
     """convert's OVMS version flag was renamed: the old spelling would be caught above."""
     assert "--version" not in options_of("convert") and "--model-version" in options_of("convert")

@@ -198,6 +198,14 @@ def test_ir_version_10(tmp_path):
         np.testing.assert_allclose(got[name], value, atol=2e-5, rtol=2e-5)
     with pytest.raises(ovrnn.UsageError, match="expected 10 or 11, got 9"):
         ovrnn.convert_model(model, ir_version=9)
+    lstm, _, _ = make_model(Case("v10-lstm", op="LSTM"))
+    assert b'version="10"' in ovrnn.convert_model(lstm, ir_version=10).xml  # lone GRU/LSTM nodes too (docs/robustness.md)
+    whole = onnx.load(os.path.join(os.path.dirname(__file__), "fixtures", "rnn_embedding_classifier.onnx"))
+    with pytest.raises(ovrnn.UnsupportedFeatureError) as exc:
+        ovrnn.convert_model(whole, ir_version=10)
+    assert str(exc.value) == (
+        "ir_version=10 is only available for models made of RNN, GRU and LSTM nodes; whole models are written by OpenVINO's serializer, as IR v11"
+    )
 
 
 def _odd_models():
@@ -239,6 +247,9 @@ def test_step_limit_refuses_with_a_way_out():
         "cells takes OpenVINO minutes; raise max_steps to convert anyway (0 = no limit), or fix a shorter sequence with input"
     )
     assert layer_counts(ovrnn.convert_model(model, max_steps=0).xml)["RNNCell"] == 8400
+    with pytest.raises(ovrnn.UsageError) as info:  # past the IR size limit too, the advice names the Python parameter
+        ovrnn.convert_model(make_model(Case("steps", dyn_seq=True, hidden=4, input_size=2))[0], input="X[1000000,2,2]", max_steps=0)
+    assert str(info.value).endswith("fix a shorter sequence with input, or raise the limit with OVRNN_MAX_IR_BYTES=<bytes>"), info.value
     note = ovrnn.convert_model(make_model(Case("steps", T=1500, direction="bidirectional", hidden=4, input_size=2))[0]).notes
     assert note == ("the model unrolls to 3000 steps (time steps x directions, over 1 RNN node): OpenVINO will take a while to compile it (tens of seconds on CPU); cache_dir makes later compiles faster",)
 

@@ -17,6 +17,10 @@ torch is used only here, never at runtime or in the tests: the exported files ar
   then a 2-layer LSTM whose state comes in as ``h``/``c`` and goes out as ``hn``/``cn``; streamed
   with ``--stateful cache=new_cache,h=hn,c=cn`` (no state has a batch axis ovrnn can name).
 
+* ``feature_check_gru``: a scripted ``if x.shape[2] == 3`` around a 2-layer GRU (else: the first 3
+  features), exported with dynamic time and batch: the If tests a static dim of a shape whose
+  batch stays dynamic.
+
 Rerun with (needs torch, e.g. torch==2.13.0 CPU; IR version capped at 8 for onnxruntime):
 
     python tools/make_qa_fixtures.py
@@ -88,6 +92,19 @@ class CachedConvLSTMEncoder(nn.Module):
         return self.proj(y), new_cache, hn, cn
 
 
+class FeatureCheckGRU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(3, 4, num_layers=2)
+
+    def forward(self, x):
+        if x.shape[2] == 3:
+            y, h = self.gru(x)
+        else:
+            y, h = self.gru(x[:, :, :3])
+        return y, h
+
+
 def export(model, args, name, input_names, output_names, dynamic_axes):
     path = OUT / f"{name}.onnx"
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
@@ -117,6 +134,8 @@ def main() -> None:
         ["y", "new_cache", "hn", "cn"],
         None,
     )
+    torch.manual_seed(3)
+    export(torch.jit.script(FeatureCheckGRU().eval()), (torch.randn(4, 2, 3),), "feature_check_gru", ["x"], ["y", "h"], {"x": {0: "T", 1: "B"}})
 
 
 if __name__ == "__main__":

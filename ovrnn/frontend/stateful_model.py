@@ -112,14 +112,24 @@ def _probe_axes(view: GraphView, extension, path_for_probe: Callable, skip: set[
     time_axis, batch_axis = (1, 0) if extension.specs[0].layout else (0, 1)
     found: dict[str, list] = {}
     declared = {i.name: i.shape for i in view.inputs if i.shape is not None}
+    symbols = _dim_symbols(view)
     with path_for_probe() as path:
         for info in view.inputs:
             if info.name in skip or not info.shape:
                 continue
             for axis in range(len(info.shape)):
-                probed = list(info.shape)
-                probed[axis] = Dim.of(_SENTINEL)
-                x = first_recurrent_x(path, declared | {info.name: tuple(probed)})
+                # the dims the model names alike take the sentinel together (x [B,T,F] and mask [B,T]:
+                # one T), so they still fit each other, and an input that only shares the name
+                # (features added after the recurrent node) is streamed with the others
+                symbol = symbols.get((info.name, axis))
+                together = [k for k, v in symbols.items() if symbol and v == symbol] or [(info.name, axis)]
+                shapes = dict(declared)
+                for name, a in together:
+                    if name in shapes and a < len(shapes[name]):
+                        probed = list(shapes[name])
+                        probed[a] = Dim.of(_SENTINEL)
+                        shapes[name] = tuple(probed)
+                x = first_recurrent_x(path, shapes)
                 if x is None:
                     continue
                 entry = found.setdefault(info.name, [None, None])
@@ -128,6 +138,20 @@ def _probe_axes(view: GraphView, extension, path_for_probe: Callable, skip: set[
                 if x[batch_axis] == _SENTINEL and entry[1] is None:
                     entry[1] = axis
     return {name: (t, b) for name, (t, b) in found.items()}
+
+
+def _dim_symbols(view: GraphView) -> dict[tuple[str, int], str]:
+    """(graph input, axis) -> the name the model gives that dim (an ONNX dim_param), from the
+    shapes as given or, for a dim --input fixed, from the file's declaration."""
+    declared = {vi.name: vi.type.tensor_type.shape.dim for vi in view.model.graph.input if vi.type.HasField("tensor_type")}
+    out = {}
+    for info in view.inputs:
+        dims = declared.get(info.name, ())
+        for axis, d in enumerate(info.shape or ()):
+            name = d.symbol or (dims[axis].dim_param if axis < len(dims) else "")
+            if name:
+                out[(info.name, axis)] = name
+    return out
 
 
 def first_recurrent_x(path, shapes: dict) -> tuple[int | None, ...] | None:

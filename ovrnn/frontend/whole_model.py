@@ -200,7 +200,9 @@ def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: l
             if probed is None and node is not None and node.body is not None:
                 raise _BodyRefusal(node.proto.op_type, body_steps_error(node, error, flag("allow-sequence-ops", True))) from None
             if probed is None and isinstance(error, UnknownRankError):
-                raise error from None
+                if conditions_hint:  # an If left in the graph is why X has no rank
+                    raise UsageError(f"{error.node_label}: its input X '{error.x_name}' has no static rank: {conditions_hint}") from None
+                raise _no_source_error(view, error) from None  # an inner tensor is nothing a user can give a shape
             raise (probed or _no_source_error(view, error)) from None
         if error is not None:
             raise error from None

@@ -9,6 +9,7 @@ ConstantFolding does not evaluate GatherND) nor a lowering that reads X's shape 
     repeat until nothing changes:
         onnx.shape_inference.infer_shapes(data_prop=True)   which tensors have a static shape
         Shape/Size of a static tensor                       -> initializer
+        Gather/Slice of a Shape picking only static dims    -> initializer (``x.shape[2] == 5`` with a dynamic batch)
         a node whose inputs are all constants               -> initializer, evaluated by onnx.reference
 
 Only values that cannot depend on a graph input's values are folded: a graph input's shape, never
@@ -61,7 +62,8 @@ def fold_constants(model: onnx.ModelProto, weights: bool = False) -> tuple[onnx.
 
 def _fold_once(model: onnx.ModelProto, copy_first: bool, weights: bool = False) -> tuple[onnx.ModelProto, list[str]] | None:
     graph = model.graph
-    shapes = _static_shapes(model)
+    shapes, partial = _inferred_shapes(model)
+    dims = _shape_values(graph, partial)
     consts = {t.name: t for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.domain in _DOMAINS and len(node.output) == 1:
@@ -77,6 +79,9 @@ def _fold_once(model: onnx.ModelProto, copy_first: bool, weights: bool = False) 
             continue
         limit = WEIGHT_MAX_ELEMENTS if any(o in feeders for o in node.output) else MAX_ELEMENTS
         values = _evaluate(node, consts, shapes, graph, opset, limit)
+        if values is None and node.output and node.output[0] in dims and None not in dims[node.output[0]][0]:
+            known, rank = dims[node.output[0]]
+            values = [np.array(known, dtype=np.int64).reshape(rank)]
         if values is None:
             continue
         folded.add(index)
@@ -117,19 +122,71 @@ def _foldable(node: onnx.NodeProto) -> bool:
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Tensor name -> static shape, from onnx's shape inference with data propagation."""
+    return _inferred_shapes(model)[0]
+
+
+def _inferred_shapes(model: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int | None, ...]]]:
+    """(tensor name -> static shape, tensor name -> shape with None for each dynamic dim), from
+    onnx's shape inference with data propagation."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # noqa: BLE001 - a model onnx cannot infer keeps only its declared shapes
         inferred = model
-    shapes = {}
+    shapes, partial = {}, {}
     g = inferred.graph
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         t = vi.type.tensor_type
-        if vi.type.HasField("tensor_type") and t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
-            shapes[vi.name] = tuple(d.dim_value for d in t.shape.dim)
+        if vi.type.HasField("tensor_type") and t.HasField("shape"):
+            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+            partial[vi.name] = dims
+            if None not in dims:
+                shapes[vi.name] = dims
     for init in g.initializer:
-        shapes[init.name] = tuple(init.dims)
-    return shapes
+        shapes[init.name] = partial[init.name] = tuple(init.dims)
+    return shapes, partial
+
+
+def _shape_values(graph: onnx.GraphProto, partial: dict) -> dict[str, tuple[list[int | None], tuple[int, ...]]]:
+    """The values of Shape outputs and of Gather/Slice/Squeeze/Unsqueeze of them, with None for a
+    dynamic dim: tensor -> (flat values, shape). A TorchScript ``if x.shape[2] == 5`` with a dynamic
+    batch reads a static dim of a partly dynamic shape; Gather picks it, and the fold sees a constant."""
+    values: dict[str, tuple[list[int | None], tuple[int, ...]]] = {}
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        if node.domain not in _DOMAINS:
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "Constant" and node.output and "value" in attrs:
+            consts[node.output[0]] = numpy_helper.to_array(attrs["value"])
+            continue
+        ins = [values.get(n) for n in node.input]
+        out = node.output[0] if node.output else ""
+        try:
+            if node.op_type == "Shape" and node.input and partial.get(node.input[0]) is not None:
+                dims = list(partial[node.input[0]])
+                start, end = attrs.get("start", 0), attrs.get("end", len(dims))
+                picked = dims[slice(start, end)]
+                values[out] = (picked, (len(picked),))
+            elif node.op_type == "Gather" and ins and ins[0] is not None and len(ins[0][1]) == 1 and node.input[1] in consts and attrs.get("axis", 0) in (0, -1):
+                idx = consts[node.input[1]].astype(np.int64)
+                flat = ins[0][0]
+                values[out] = ([flat[int(i)] for i in idx.reshape(-1)], tuple(idx.shape))
+            elif node.op_type == "Slice" and ins and ins[0] is not None and len(ins[0][1]) == 1 and all(n in consts for n in node.input[1:] if n):
+                args = [consts[n].astype(np.int64).reshape(-1) if n else None for n in node.input[1:]] + [None] * 4
+                starts, ends, axes, steps = args[:4]
+                if (axes is None or list(axes) in ([0], [-1])) and len(starts) == 1:
+                    picked = ins[0][0][slice(int(starts[0]), int(ends[0]), int(steps[0]) if steps is not None else 1)]
+                    values[out] = (picked, (len(picked),))
+            elif node.op_type in ("Squeeze", "Unsqueeze", "Identity", "Cast") and ins and ins[0] is not None:
+                if node.op_type == "Cast" and attrs.get("to") not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+                    continue
+                known = partial.get(out)
+                shape = known if known is not None and None not in known else None
+                if shape is not None and int(np.prod(shape)) == len(ins[0][0]):
+                    values[out] = (ins[0][0], tuple(shape))
+        except (IndexError, ValueError, TypeError):  # an index out of range: the model is wrong, OpenVINO will say so
+            continue
+    return values
 
 
 def _constant_value(name: str, consts: dict, graph: onnx.GraphProto) -> np.ndarray | None:

@@ -28,7 +28,7 @@ def check_steps(total: int, nodes: int, max_steps: int | None) -> str | None:
         raise UsageError(
             f"the model unrolls to {where}: its IR would be at least {estimate:,} bytes of XML ({XML_BYTES_PER_STEP:,} per step), "
             f"more than the limit of {most:,}, and writing it needs over {estimate * MEMORY_PER_XML_BYTE / 2**30:.0f} GiB of memory; "
-            "fix a shorter sequence with --input, or raise the limit with OVRNN_MAX_IR_BYTES=<bytes>"
+            f"fix a shorter sequence with {flag('input')}, or raise the limit with OVRNN_MAX_IR_BYTES=<bytes>"
         )
     if limit and total > limit:
         raise UsageError(

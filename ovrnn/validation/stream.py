@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 
 from ..errors import OvrnnError, UsageError, flag
+from ..onnx.control_flow import has_control_flow
 from ..onnx.freeze import FrozenInput, freeze_inputs, split_frozen
 from ..runtime import engine as runtime
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
@@ -277,6 +278,9 @@ def validate_stream(
     batch_run = static_batch or batch or DEFAULT_BATCH
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
     pairs = any(s.init.startswith("pair:") for s in contract.states)
+    if not pairs and has_control_flow(proto.graph):  # node states: their nodes as the IR has them, Ifs inlined
+        proto = _control_flow_folded(proto, ir, contract)
+        quant = compressed_reference(proto, ir)
     oracle = (_CarriedByHand if pairs else _WholeSequence)(proto, ir, stream, batch_run, None if quant is None else quant.model, None if quant is None else quant.original)
     if stream.compiled.integer_weights:
         notes.append(stream.compiled.integer_weights)
@@ -546,6 +550,28 @@ class _CarriedByHand:
 def _ort_note(proto: onnx.ModelProto, deviation: str) -> str:
     """Why onnxruntime's rows are not counted: a deviation from the spec, or integer weights it reads its own way."""
     return f"onnxruntime deviates from the spec: {deviation}" if ort_known_deviation(proto) else deviation
+
+
+def _control_flow_folded(proto: onnx.ModelProto, ir, contract: StreamContract) -> onnx.ModelProto:
+    """The model with the control flow its input shapes decide folded, as convert folded it (a
+    TorchScript ``if x.shape[2] == 5`` around the recurrent nodes): the oracles find each state's
+    node at the top level, to seed its initial state and read its final one. The streamed inputs'
+    time axis stays open (the whole sequence runs N calls of K steps)."""
+    from ..onnx.inputs import prepare
+
+    timed = {t.name: t.axis for t in contract.inputs}
+    shapes = {}
+    for port in runtime.read_model(ir).inputs:
+        names = port.get_names()
+        name = next((n for n in sorted(names) if n in {i.name for i in proto.graph.input}), port.get_any_name())
+        dims = [d.get_length() if d.is_static else -1 for d in port.get_partial_shape()]
+        if name in timed and timed[name] < len(dims):
+            dims[timed[name]] = -1
+        shapes[name] = dims
+    try:
+        return prepare(proto, shapes).view.model
+    except OvrnnError:  # the shapes fold nothing the oracles need: they run the model as it is
+        return proto
 
 
 def _frozen_model(proto: onnx.ModelProto, frozen) -> onnx.ModelProto:
