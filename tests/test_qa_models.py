@@ -297,3 +297,30 @@ def test_stream_inputs_that_share_the_time_name(tmp_path):
     assert info["inputs"] == "x:1:4;mask:1:4;extra:1:4" and info["batch"] == "x:0;mask:0;extra:0"
     report = ovrnn.validate(path, input="x[?,4,4]", stateful=True, chunks=2)
     assert report.passed, report
+
+
+def _identity_gather_gru(path: Path) -> Path:
+    """x [B,T,3] -> Gather(x, [0, 1, 2]) -> Transpose -> GRU: a packed sequence's sort with equal
+    lengths frozen, an identity OpenVINO folds away, merging the Gather's output name into x's."""
+    rng = np.random.default_rng(7)
+    inits = [
+        onnx.numpy_helper.from_array(np.array([0, 1, 2], np.int64), "order"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 3)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "R"),
+    ]
+    nodes = [
+        onnx.helper.make_node("Gather", ["x", "order"], ["sorted"], axis=0, name="sort"),
+        onnx.helper.make_node("Transpose", ["sorted"], ["xt"], perm=[1, 0, 2]),
+        onnx.helper.make_node("GRU", ["xt", "W", "R"], ["Y", "Yh"], hidden_size=4, name="gru"),
+    ]
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, 4, 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits)
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_stream_check_feeds_inputs_by_their_graph_names(tmp_path):
+    """Convert's chunked == whole check feeds each input under its graph name: the compiled input
+    also answers to the folded Gather's name, which get_any_name() picked (an internal KeyError)."""
+    ir = ovrnn.convert_model(_identity_gather_gru(tmp_path / "m.onnx"), stateful=True)
+    assert stateful_rt_info(read_model(ir))["inputs"] == "x:1:4"

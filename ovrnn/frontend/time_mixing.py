@@ -65,7 +65,7 @@ def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless
     except OvrnnError as exc:  # e.g. a Reshape fixed to K steps: the model runs K steps and no other count
         return f"could not check that the chunked stream equals the whole sequence: the model does not convert with {K * chunks} steps ({str(exc)[:200]}); the stream is not proven"
     try:
-        want, got = _run(stateful_model, whole_ir, feeds_whole, timed, K, chunks)
+        want, got = _run(stateful_model, whole_ir, feeds_whole, timed, K, chunks, {o.name for o in view.outputs})
     except RuntimeError as exc:  # an OpenVINO failure, not the model's
         first = " ".join(str(exc).split())[:300]
         return f"could not check on CPU that the chunked stream equals the whole sequence (OpenVINO: {first}); the stream is not proven"
@@ -74,19 +74,22 @@ def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless
     return None
 
 
-def _run(stateful_model, whole_ir, feeds_whole: dict, timed: dict[str, int], K: int, chunks: int) -> tuple[dict, dict]:
+def _run(stateful_model, whole_ir, feeds_whole: dict, timed: dict[str, int], K: int, chunks: int, output_names: set[str] = frozenset()) -> tuple[dict, dict]:
     """(the whole run's outputs, each output's per-chunk values from one infer request)."""
     o = ov()
     core = o.Core()
     config = {"INFERENCE_PRECISION_HINT": "f32"}
     whole_model = core.read_model(whole_ir.xml, o.Tensor(np.frombuffer(whole_ir.bin, np.uint8).copy()))
     whole = core.compile_model(whole_model, "CPU", config)
-    want = {out.get_any_name(): v.copy() for out, v in zip(whole.outputs, whole.create_infer_request().infer(feeds_whole).values())}
+    # names from the models as converted, the graph's own where a port has several: compiling (or a
+    # Gather folded away) merges tensor names, and get_any_name() then picks an inner one
+    graph_names = set(feeds_whole)
+    want = {_port_name(out, output_names): v.copy() for out, v in zip(whole_model.outputs, whole.create_infer_request().infer(feeds_whole).values())}
     streaming = core.compile_model(stateful_model.clone(), "CPU", config)
     request = streaming.create_infer_request()
     request.reset_state()
-    names = [out.get_any_name() for out in streaming.outputs]
-    inputs = {p.get_any_name() for p in streaming.inputs}
+    names = [_port_name(out, output_names) for out in stateful_model.outputs]
+    inputs = {_port_name(p, graph_names) for p in stateful_model.inputs}
     got: dict[str, list[np.ndarray]] = {n: [] for n in names}
     for c in range(chunks):
         feed = {}
@@ -116,6 +119,11 @@ def _symbol_sizes(view: GraphView) -> dict[str | None, int]:
             if symbol and d.is_static:
                 sizes.setdefault(symbol, d.lo)
     return sizes
+
+
+def _port_name(port, wanted: set[str] = frozenset()) -> str:
+    names = port.get_names()
+    return next((n for n in sorted(names) if n in wanted), min(names) if names else "")
 
 
 def _compare(name: str, chunks_out: list[np.ndarray], whole: np.ndarray, K: int, chunks: int) -> int | None:

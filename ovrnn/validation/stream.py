@@ -562,7 +562,8 @@ def _control_flow_folded(proto: onnx.ModelProto, ir, contract: StreamContract) -
     timed = {t.name: t.axis for t in contract.inputs}
     shapes = {}
     for port in runtime.read_model(ir).inputs:
-        name = port.get_any_name()
+        names = port.get_names()
+        name = next((n for n in sorted(names) if n in {i.name for i in proto.graph.input}), port.get_any_name())
         dims = [d.get_length() if d.is_static else -1 for d in port.get_partial_shape()]
         if name in timed and timed[name] < len(dims):
             dims[timed[name]] = -1
