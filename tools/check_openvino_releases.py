@@ -2,7 +2,7 @@
 
     python tools/check_openvino_releases.py [--releases 2024.6.0 2025.4.1] [--venv-cache DIR] [--keep] [--json FILE] [--snippets-off]
 
-1. In this interpreter (ovrnn installed), build a few one-node ONNX RNN models with the test
+1. In this interpreter (ovrnn installed), build a few one-node ONNX RNN, GRU and LSTM models with the test
    suite's case table builder (``tests/cases.py``), convert each with
    ``ovrnn.convert_model(model).save(NAME.xml)``, make seeded random inputs and compute the
    expected outputs with ovrnn's float64 oracle (``ovrnn.validation.reference.run_model``).
