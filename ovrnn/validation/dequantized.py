@@ -22,11 +22,12 @@ from ..semantics.recurrent import FAMILIES
 WEIGHTS_DOMAIN, WEIGHTS_OP = DEQUANTIZED_WEIGHTS  # the reference's own op: W/R as the IR stores them
 
 
-def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: dict[str, Compression] | None = None, runtime: dict[str, set[str]] | None = None) -> onnx.ModelProto:
+def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: dict[str | int, Compression | None] | None = None, runtime: dict[str, set[str]] | None = None) -> onnx.ModelProto:
     """A copy of `model` whose recurrent nodes read their W/R through the reference's
     ``ai.ovrnn.DequantizedWeights`` op (q * scale of the value, ``quantization.quantize``): every
-    recurrent node with `compression` (its constant W/R), or the nodes named in `nodes`, each with
-    its own scheme, except the roles `runtime` lists for it (graph inputs the lowering kept float).
+    recurrent node with `compression` (its constant W/R), or the nodes `nodes` names (an int key k:
+    the k-th unnamed recurrent node, depth first), each with its own scheme (None: float), except
+    the roles `runtime` lists for it (graph inputs the lowering kept float).
 
     The op sits in front of the node, in whatever graph holds it (If/Loop/Scan bodies too), so W/R
     that exporters compute (Constant nodes, Unsqueeze, Transpose of an initializer) are quantized
