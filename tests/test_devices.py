@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import openvino as ov
 import pytest
-from cases import DTYPES, RNN_CASES, TOL, Case, make_model
+from cases import DTYPES, GRU_CASES, LSTM_CASES, RNN_CASES, TOL, Case, make_model
 from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 
@@ -58,6 +58,19 @@ def test_static_matmul_ir_is_npu_shaped(case):
     atol, rtol = TOL[case.dtype]
     for name, want in reference.run_model(model, feeds).items():
         assert_close(got[name], want, atol, rtol, f"{case.id} {name}")
+
+
+def test_static_gru_lstm_irs_are_npu_shaped():
+    """docs/devices.md's op set holds for every GRU and LSTM case too (conversion only, about 3 s; their
+    matmul numbers are tests/test_end_to_end_gru_lstm.py's): --lowering matmul --static writes only
+    NPU_IR_TYPES, --lowering auto --device NPU --static adds GRUCell/LSTMCell, and no dim is dynamic."""
+    for case in GRU_CASES + LSTM_CASES:
+        model, feeds, _ = make_model(case)
+        for lowering, extra in (("matmul", set()), ("auto", {"GRUCell", "LSTMCell"})):
+            ir = ovrnn.convert_model(model, static_flags(model, feeds), lowering=lowering, static=True, device="NPU")
+            types = set(layer_counts(ir.xml))
+            assert "RNNCell" not in types and types <= NPU_IR_TYPES | extra, (case.id, lowering, types - NPU_IR_TYPES - extra)
+            assert all(d.text != "-1" for d in etree.fromstring(ir.xml).iter("dim")), (case.id, lowering)
 
 
 def test_static_refuses_a_dynamic_dim():

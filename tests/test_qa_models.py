@@ -324,3 +324,59 @@ def test_stream_check_feeds_inputs_by_their_graph_names(tmp_path):
     also answers to the folded Gather's name, which get_any_name() picked (an internal KeyError)."""
     ir = ovrnn.convert_model(_identity_gather_gru(tmp_path / "m.onnx"), stateful=True)
     assert stateful_rt_info(read_model(ir))["inputs"] == "x:1:4"
+
+
+def _reshape_from_shape_lstm(path: Path) -> Path:
+    """x [B,T,2,3] -> Reshape(x, [B, T, 6] from Shape(x), each dim gathered alone) -> Transpose ->
+    LSTM, as a PyTorch ``x.reshape(b, t, 6)`` exports: with --input fixing T, its part of the target
+    folds to a constant, the batch's does not."""
+    rng = np.random.default_rng(8)
+    inits = [
+        onnx.numpy_helper.from_array(np.array([0], np.int64), "b"),
+        onnx.numpy_helper.from_array(np.array([1], np.int64), "t"),
+        onnx.numpy_helper.from_array(np.array([6], np.int64), "six"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 16, 6)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 16, 4)).astype(np.float32), "R"),
+    ]
+    nodes = [
+        onnx.helper.make_node("Shape", ["x"], ["shape"]),
+        onnx.helper.make_node("Gather", ["shape", "b"], ["batch"], axis=0),
+        onnx.helper.make_node("Gather", ["shape", "t"], ["steps"], axis=0),
+        onnx.helper.make_node("Concat", ["batch", "steps", "six"], ["target"], axis=0),
+        onnx.helper.make_node("Reshape", ["x", "target"], ["flat"]),
+        onnx.helper.make_node("Transpose", ["flat"], ["xt"], perm=[1, 0, 2]),
+        onnx.helper.make_node("LSTM", ["xt", "W", "R"], ["Y"], hidden_size=4, name="lstm"),
+    ]
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, ["B", "T", 2, 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits)
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_time_axis_found_through_a_reshape_from_the_inputs_shape(tmp_path):
+    """The time-axis probe reads the model before its shape computations were folded for the given
+    T: folded, the Reshape target holds T = 4 and refuses the probe's size, so no input was found
+    to stream ('every input is fed whole on each call', and validate --stateful had nothing to cut)."""
+    path = _reshape_from_shape_lstm(tmp_path / "m.onnx")
+    ir = ovrnn.convert_model(path, "x[?,4,2,3]", stateful=True)
+    assert stateful_rt_info(read_model(ir))["inputs"] == "x:1:4" and not ir.notes
+    assert ovrnn.validate(path, input="x[?,4,2,3]", stateful=True, chunks=2).passed
+
+
+def test_a_size_fixed_inside_the_model_is_not_blamed_on_other_inputs(tmp_path):
+    """One input, and a Reshape an exporter traced at batch 2: validate's batch 3 does not fit; the
+    error says the model does not run at that shape (it said the inputs do not fit together)."""
+    rng = np.random.default_rng(9)
+    inits = [
+        onnx.numpy_helper.from_array(np.array([3, 2, 3], np.int64), "traced"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 3)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "R"),
+    ]
+    nodes = [onnx.helper.make_node("Reshape", ["x", "traced"], ["xr"]), onnx.helper.make_node("GRU", ["xr", "W", "R"], ["Y"], hidden_size=4, name="gru")]
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, "B", 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits)
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    proc = ovrnn_cli("validate", tmp_path / "m.onnx", "--no-onnxruntime")
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        "error: the model does not run at input shape x [3, 3, 3]: a size inside it does not fit (an exporter may have fixed a dim the input leaves dynamic"
+    ), proc.stderr

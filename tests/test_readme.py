@@ -182,6 +182,12 @@ def test_cli_page_names_every_flag():
         assert default in page, default
 
 
+def test_development_page_lists_every_tool():
+    """docs/development.md names every script in tools/, and each one it names exists (above)."""
+    named = set(re.findall(r"python (tools/\w+\.py)", PAGES["docs/development.md"]))
+    assert {p.relative_to(ROOT).as_posix() for p in (ROOT / "tools").glob("*.py")} <= named
+
+
 def test_the_flag_check_is_not_vacuous():
     """convert's OVMS version flag was renamed: the old spelling would be caught above."""
     assert "--version" not in options_of("convert") and "--model-version" in options_of("convert")

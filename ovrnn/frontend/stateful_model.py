@@ -35,7 +35,10 @@ from .realize import assign as realize_assign
 _SENTINEL = 10007  # a size no real model uses: where it shows up, it came from the probed dim
 
 
-def make_stateful(model, view: GraphView, stateful, extension, path_for_probe: Callable) -> tuple[StreamInfo, list[str]]:
+def make_stateful(model, view: GraphView, stateful, extension, path_for_probe: Callable, unfolded_probe: Callable | None = None) -> tuple[StreamInfo, list[str]]:
+    """`path_for_probe`: the model file the time-axis probe converts (shapes folded); with no time
+    axis found there, `unfolded_probe`'s (the model before its shape computations were folded for
+    the given sizes: a Reshape target baked from T = K no longer takes the probe's other size)."""
     notes: list[str] = []
     pairs = stateful if isinstance(stateful, tuple) else ()
     states: list[StreamState] = []
@@ -50,6 +53,8 @@ def make_stateful(model, view: GraphView, stateful, extension, path_for_probe: C
         states = [StreamState(st.id, st.init, st.batch_axis) for st in extension.states]
     skip = {p for p, _ in pairs} | {st.replaces for st in extension.states if st.replaces}
     streamed = _probe_axes(view, extension, path_for_probe, skip)
+    if unfolded_probe is not None and not any(axis is not None for axis, _ in streamed.values()):
+        streamed = _probe_axes(view, extension, unfolded_probe, skip) or streamed
     steps = common_steps(extension.specs) if extension.specs else None
     info = StreamInfo(steps or 0)
     timed = [(name, axis) for name, (axis, _) in streamed.items() if axis is not None]

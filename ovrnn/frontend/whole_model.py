@@ -87,7 +87,10 @@ def convert_whole_model(
     if stateful:
         from .stateful_model import make_stateful
 
-        stream, stream_notes = make_stateful(model, view, stateful, lowering, path_for_probe=lambda: _model_file(folded_model, source if not folded else None))
+        stream, stream_notes = make_stateful(
+            model, view, stateful, lowering, path_for_probe=lambda: _model_file(folded_model, source if not folded else None),
+            unfolded_probe=(lambda: _model_file(view.model, source)) if folded else None,
+        )
         if stream.timed:  # chunked == whole, or the model mixes time steps outside its recurrent nodes
             from .time_mixing import check_time_mixing
 

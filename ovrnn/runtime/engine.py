@@ -23,7 +23,7 @@ from ..ov import ov, ov_message
 VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 DEFAULT_PRECISION = "f32"
 
-_SHAPE_MISMATCH = re.compile(r"shape infer|mismatch|not matched|incompatible|Dimension .* is not|cannot broadcast|Broadcast", re.IGNORECASE)
+_SHAPE_MISMATCH = re.compile(r"shape infer|mismatch|not matched|incompatible|Dimension .* is not|cannot broadcast|Broadcast|conflicts with the reshape pattern", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1)
@@ -250,6 +250,11 @@ def inference_error(device: str, exc: RuntimeError, inputs: dict[str, np.ndarray
     message = ov_message(exc)
     if _SHAPE_MISMATCH.search(message):
         shapes = ", ".join(f"{n} {list(np.shape(v))}" for n, v in inputs.items())
+        if sum(np.ndim(v) > 0 for v in inputs.values()) <= 1:  # nothing to disagree with: the model's own sizes
+            return UsageError(
+                f"the model does not run at input shape {shapes}: a size inside it does not fit (an exporter may have fixed a dim "
+                f"the input leaves dynamic, e.g. a Reshape traced at one sequence length); OpenVINO: {message}"
+            )
         return UsageError(f"the input shapes do not fit together ({shapes}): the batch (or another dynamic dim) must be the same in every input; OpenVINO: {message}")
     return DeviceError(f"inference on {device} failed: {message}")
 
