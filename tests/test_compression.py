@@ -461,6 +461,21 @@ def test_validate_stateful_whole_sequence_ir_gets_the_streams_scheme():
     assert rows and all(c.max_abs < 1e-6 for c in rows), report.format()
 
 
+def test_convert_stateful_whole_model_checks_chunked_against_the_same_scheme():
+    """convert --stateful of a whole model (a Relu after Y) with K = 200 steps: its chunked == whole
+    check converts 400 steps, and gets the scheme each node of the stream got; its own budget, over
+    400 steps instead of 256, kept the LSTM at int8 where int4 met it, and convert refused the model
+    as one whose ops 'mix time steps'."""
+    m = onnx.load(FIXTURES / "quantized" / "lstm_input_forget.f32.onnx")
+    ir = ovrnn.convert_model(m, compress_weights="int4", max_weight_error=float("inf"))
+    e256 = float(re.search(r"quantization-only error (\S+) over 256 steps", ir.rnns[0].weights).group(1))
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 200
+    m.graph.node.append(helper.make_node("Relu", ["Y"], ["Z"]))
+    m.graph.output.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+    ir = ovrnn.convert_model(m, compress_weights="int4", max_weight_error=e256 * 1.02, stateful=True)
+    assert ir.rnns[0].compression.mode == "int4" and not ir.notes, ir.notes
+
+
 # --- int4 (experimental) and the per-node error budget ---------------------------------------------
 
 INT4 = {

@@ -81,6 +81,11 @@ BAD = [
      "model declares no ai.onnx opset in opset_import"),
     ("dynamic-seq-no-input", lambda: _mutated(lambda m: None, dyn_seq=True), None, UsageError,
      f"{NODE}: the sequence length (dim 0 of X 'X') is dynamic ('seq'), and the RNNCell chain needs a fixed number of steps; fix it with --input \"X[T,2,3]\" (T = number of time steps)"),
+    # the README's "Not supported": zero time steps or a batch of 0 (a sequence_lens entry of 0 is supported)
+    ("zero-steps", lambda: _mutated(lambda m: None, dyn_seq=True), ["X[0,2,3]"], UnsupportedFeatureError,
+     f"{NODE}: input X 'X' has sequence length 0; expected at least 1 step"),
+    ("zero-batch", lambda: _mutated(lambda m: None, dyn_batch=True), ["X[4,0,3]"], UnsupportedFeatureError,
+     f"{NODE}: input X 'X' has batch size 0; expected at least 1"),
     ("input-unknown-name", lambda: _mutated(lambda m: None), ["Z[1,2]"], UsageError,
      "--input 'Z': the model has no input of that name (inputs: X)"),
     ("input-initializer", lambda: _mutated(lambda m: None), ["W[1,5,3]"], UsageError,

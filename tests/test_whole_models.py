@@ -16,6 +16,7 @@ import openvino as ov
 import pytest
 from cases import RNN_CASES, TOL, make_model
 from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
+from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
@@ -64,6 +65,22 @@ def test_deterministic_and_names_kept(name):
     assert [i.get_any_name() for i in model.inputs] == [i.name for i in source.graph.input if i.name not in {t.name for t in source.graph.initializer}]
     assert [o.get_any_name() for o in model.outputs] == [o.name for o in source.graph.output]
     assert b'compressed' not in a.xml and b'element_type="f16"' not in a.xml  # compress_to_fp16 stays off
+
+
+def test_compress_to_fp16_on_a_whole_model():
+    """docs/whole_models.md: FP16 compression is off unless asked for; asked, every float weight (the
+    embedding and head too, not only the RNNs') is stored as f16, and the outputs stay within f16's tolerance."""
+    path, feeds, expected = fixture("rnn_embedding_classifier")
+    flags = MANIFEST["rnn_embedding_classifier"]["input_flags"]
+    plain = ovrnn.convert_model(path, flags)
+    ir = ovrnn.convert_model(path, flags, compress_to_fp16=True)
+    consts = [layer for layer in etree.fromstring(ir.xml).iter("layer") if layer.get("type") == "Const"]
+    floats = [c.find("data").get("element_type") for c in consts if c.find("data").get("element_type") in ("f16", "f32")]
+    assert floats and all(t == "f16" for t in floats), floats
+    assert len(ir.bin) < 0.55 * len(plain.bin)
+    got = run_ir(ir, feeds)
+    for name, want in expected.items():
+        np.testing.assert_allclose(got[name], want, atol=1e-2, rtol=1e-2)
 
 
 def test_computed_initial_h_folds_to_constants():

@@ -2,7 +2,7 @@
 
     python tools/check_openvino_releases.py [--releases 2024.6.0 2025.4.1] [--venv-cache DIR] [--keep] [--json FILE] [--snippets-off]
 
-1. In this interpreter (ovrnn installed), build a few one-node ONNX RNN models with the test
+1. In this interpreter (ovrnn installed), build a few one-node ONNX RNN, GRU and LSTM models with the test
    suite's case table builder (``tests/cases.py``), convert each with
    ``ovrnn.convert_model(model).save(NAME.xml)``, make seeded random inputs and compute the
    expected outputs with ovrnn's float64 oracle (``ovrnn.validation.reference.run_model``).
@@ -203,6 +203,9 @@ MODELS: list[tuple[Case, str]] = [  # (case, what the model is here for)
     (Case("f16_bidir_lens_h0", dtype="float16", direction="bidirectional", lens=(5, 2), h0=True, **_SMALL), "float16 IR"),
     (Case("bf16_fwd_opset22", dtype="bfloat16", opset=22, h0=True, **_SMALL), "bfloat16 IR (opset 22)"),
     (Case("f64_fwd_relu", dtype="float64", activations=("Relu",), **_SMALL), "float64 IR"),
+    (Case("gru_bidir_lbr_lens_h0", op="GRU", direction="bidirectional", linear_before_reset=1, lens=(5, 2), h0=True, **_SMALL), "GRUCell-3 chains"),
+    (Case("lstm_bidir_lens_h0_c0", op="LSTM", direction="bidirectional", lens=(5, 3), h0=True, c0=True, **_SMALL), "LSTMCell-4 chains, Y_c"),
+    (Case("lstm_peepholes_input_forget", op="LSTM", peepholes=True, input_forget=1, **_SMALL), "LSTM explicit ops: peepholes, input_forget"),
 ]
 
 

@@ -98,7 +98,7 @@ def convert_whole_model(
             with stage("checking that the chunked stream equals the whole sequence"):
                 # the whole-sequence IR runs `chunks` times the steps: no --max-steps limit for this internal
                 # one; and f32 weights, as the stateful model in memory has them (f16 comes at serialization)
-                plain = replace(options, compress_to_fp16=False)
+                plain = replace(options, compress_to_fp16=False, budget=_schemes_of(lowering) if options.compression is not None else options.budget)
                 try:
                     note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, frontend_input(v), recurrent_nodes(v.model), source, plain, 0), zero_inputs)
                 except UnsupportedFeatureError as exc:
@@ -330,6 +330,14 @@ def _fold_constants(model) -> None:
         manager = Manager()
         manager.register_pass(ConstantFolding())
         manager.run_passes(model)
+
+
+def _schemes_of(lowering):
+    """An error budget that gives each node the --compress-weights scheme the stateful model's
+    lowering chose for it: the whole-sequence IR of the chunked == whole check runs more steps, and
+    a budget measured over them could choose another (then the two differ by the quantization)."""
+    chosen = {c.summary.node_name or c.summary.label: c.summary.compression for c in lowering.converted}
+    return lambda spec, compression, who: (chosen.get(spec.node_name or spec.label), None, [])
 
 
 @contextmanager
