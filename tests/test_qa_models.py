@@ -380,3 +380,17 @@ def test_a_size_fixed_inside_the_model_is_not_blamed_on_other_inputs(tmp_path):
     assert proc.returncode == 2 and proc.stderr.startswith(
         "error: the model does not run at input shape x [3, 3, 3]: a size inside it does not fit (an exporter may have fixed a dim the input leaves dynamic"
     ), proc.stderr
+
+
+def test_greedy_decoder_loop_with_a_frozen_trip_count_stays_a_loop():
+    """max_len frozen: a constant trip count, and the GRU in the body is lowerable where it is (its
+    fed-back token keeps [B, 1]; the batch stays dynamic), so the Loop is kept, not unrolled into
+    copies (the step count was judged 'known only per iteration' from the dynamic batch)."""
+    path = QA / "greedy_gru_decoder.onnx"
+    ir = ovrnn.convert_model(path, "src[?,4],max_len->3")
+    assert not any("unrolled" in n for n in ir.notes), ir.notes
+    counts = layer_counts(ir.xml)
+    assert counts["Loop"] == 1 and counts["GRUCell"] == 4 + 1
+    feeds = {"src": np.array([[1, 4, 6, 0], [2, 2, 5, 3]], np.int64), "max_len": np.array(3, np.int64)}
+    want = ort.InferenceSession(path.read_bytes(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert_close(run_ir(ir, {"src": feeds["src"]})["logits"], want.astype(np.float64), 1e-5, 1e-5, "logits")

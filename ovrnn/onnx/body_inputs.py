@@ -37,7 +37,7 @@ def declare_scan_slices(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     changed = _fill(out.graph, inferred.graph, {})
-    changed |= _declare_carried(out)
+    changed |= declare_carried(out)
     return (out, True) if changed else (model, False)
 
 
@@ -103,7 +103,7 @@ def _fill_scan(node: onnx.NodeProto, shapes: dict) -> bool:
 _MAX_ROUNDS = 8  # each round only turns static dims dynamic, so a fixed point comes quickly
 
 
-def _declare_carried(model: onnx.ModelProto) -> bool:
+def declare_carried(model: onnx.ModelProto) -> bool:
     """Declare each Loop/Scan state's body input with the dims it keeps on every iteration (in
     place); whether any declaration gained a static dim."""
     original = onnx.ModelProto()

@@ -305,15 +305,17 @@ def _inline(graph: onnx.GraphProto, node: onnx.NodeProto, branch: onnx.GraphProt
 
 def dynamic_steps_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
     """Why a recurrent node of a Loop body cannot be lowered in place because of its shapes: its X
-    has no static shape in the body (onnx's shape inference, run on the whole model first), as when
-    the step count comes from the loop's own state (a slice by the iteration number); None when
-    every X is static."""
+    has no static step count in the body (onnx's shape inference, run on the whole model first), as
+    when the step count comes from the loop's own state (a slice by the iteration number); None when
+    every X's step count is static (its batch may stay dynamic)."""
     shapes = {vi.name: vi for vi in list(body.value_info) + list(body.input) + list(body.output)}
     for node in body.node:
         if node.op_type not in RECURRENT or node.domain not in ONNX_DOMAINS:
             continue
         vi = shapes.get(node.input[0])
-        static = vi is not None and vi.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
+        layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
+        dims = vi.type.tensor_type.shape.dim if vi is not None and vi.type.tensor_type.HasField("shape") else []
+        static = len(dims) == 3 and dims[1 if layout else 0].HasField("dim_value")  # the step count; the batch may stay dynamic
         if not static:
             return f"the input X '{node.input[0]}' of its {node.op_type} node '{_node_label(node)}' has a shape (step count) known only per iteration"
     return None
@@ -503,10 +505,15 @@ def _sequences_to_concat(graph: onnx.GraphProto, names: _Names) -> bool:
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model with onnx's inferred shapes (data propagated) in its value_info; unchanged when
-    onnx cannot infer it."""
+    onnx cannot infer it. Loop states that keep their shape on every iteration are declared with it
+    first (body_inputs.py), so a node reading one (a greedy decoder's fed-back token) counts as
+    lowerable in its body, and its Loop is not unrolled for it."""
+    from .body_inputs import declare_carried
+
     stripped = onnx.ModelProto()
     stripped.CopyFrom(model)
     del stripped.graph.value_info[:]  # inlined tensors' old entries may be stale
+    declare_carried(stripped)
     try:
         return onnx.shape_inference.infer_shapes(stripped, data_prop=True)
     except Exception:  # noqa: BLE001 - a model onnx cannot infer keeps what it has
