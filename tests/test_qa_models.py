@@ -394,3 +394,45 @@ def test_greedy_decoder_loop_with_a_frozen_trip_count_stays_a_loop():
     feeds = {"src": np.array([[1, 4, 6, 0], [2, 2, 5, 3]], np.int64), "max_len": np.array(3, np.int64)}
     want = ort.InferenceSession(path.read_bytes(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     assert_close(run_ir(ir, {"src": feeds["src"]})["logits"], want.astype(np.float64), 1e-5, 1e-5, "logits")
+
+
+def _gru_pair_with_a_dynamically_quantized_head(path: Path) -> Path:
+    """GRU(x, initial_h h) -> hn, then a head as onnxruntime's quantize_dynamic writes it:
+    DynamicQuantizeLinear(Y) (one uint8 scale from the whole tensor) -> MatMulInteger -> scale."""
+    rng = np.random.default_rng(10)
+    t = onnx.numpy_helper.from_array
+    inits = [
+        t(rng.uniform(-1, 1, (1, 12, 3)).astype(np.float32), "W"),
+        t(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "R"),
+        t(np.array([1], np.int64), "axis1"),
+        t(rng.integers(0, 256, (4, 2)).astype(np.uint8), "head_q"),
+        t(np.array(128, np.uint8), "head_zero"),
+        t(np.array(0.01, np.float32), "head_scale"),
+    ]
+    nodes = [
+        onnx.helper.make_node("GRU", ["x", "W", "R", "", "", "h"], ["Y", "hn"], hidden_size=4, name="gru"),
+        onnx.helper.make_node("Squeeze", ["Y", "axis1"], ["ys"]),
+        onnx.helper.make_node("DynamicQuantizeLinear", ["ys"], ["yq", "y_scale", "y_zero"]),
+        onnx.helper.make_node("MatMulInteger", ["yq", "head_q", "y_zero", "head_zero"], ["acc"]),
+        onnx.helper.make_node("Cast", ["acc"], ["accf"], to=onnx.TensorProto.FLOAT),
+        onnx.helper.make_node("Mul", ["y_scale", "head_scale"], ["scale"]),
+        onnx.helper.make_node("Mul", ["accf", "scale"], ["y"]),
+    ]
+    vi = onnx.helper.make_tensor_value_info
+    f32 = onnx.TensorProto.FLOAT
+    graph = onnx.helper.make_graph(nodes, "g", [vi("x", f32, [2, 1, 3]), vi("h", f32, [1, 1, 4])], [vi("y", f32, None), vi("hn", f32, None)], inits)
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_pair_stream_of_a_model_that_quantizes_activations_per_call(tmp_path):
+    """With state pairs the stream is the model called chunk by chunk (validate --stateful: PASS); a
+    DynamicQuantizeLinear scale per call differs from the whole sequence's only by its rounding, so
+    convert's chunked == whole check accepts that much, with a note (it refused the model as one
+    that mixes time steps). Per-node states promise the whole sequence: still refused, saying why."""
+    path = _gru_pair_with_a_dynamically_quantized_head(tmp_path / "m.onnx")
+    ir = ovrnn.convert_model(path, stateful="h=hn")
+    assert any(n.startswith("the model quantizes activations with DynamicQuantizeLinear (one scale per call") for n in ir.notes), ir.notes
+    assert ovrnn.validate(path, stateful="h=hn", chunks=3).passed
+    with pytest.raises(ovrnn.OvrnnError, match="or the model's DynamicQuantizeLinear, which takes each call's own scale"):
+        ovrnn.convert_model(path, stateful=True)

@@ -122,7 +122,7 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
 
     device = canonical_device(device)  # cpu -> CPU; a typo is a usage error with a suggestion
     check_device(device)
-    config = {**compile_config(precision, cache_dir), **_exact_integer_weights(model, device, precision), **(properties or {})}
+    config = {**compile_config(precision, cache_dir), **exact_integer_weights(model, device, precision), **(properties or {})}
     try:
         with stage(f"compiling for {device}"):
             compiled = core().compile_model(model, device, config)
@@ -145,7 +145,7 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
     return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device), kept)
 
 
-def _exact_integer_weights(model, device: str, precision: str | None) -> dict[str, str]:
+def exact_integer_weights(model, device: str, precision: str | None) -> dict[str, str]:
     """At f32, OpenVINO's CPU plugin still quantizes the activations of MatMuls with int4 weights to
     8 bits (about 1% off); DYNAMIC_QUANTIZATION_GROUP_SIZE=0 turns that off, as f32 asks. With a
     FakeQuantize too (a QDQ model that quantizes X), its low-precision transformations run the cells
