@@ -119,7 +119,7 @@ def _run(stateful_model, whole_ir, feeds_whole: dict, timed: dict[str, int], K: 
     """(the whole run's outputs, each output's per-chunk values from one infer request)."""
     o = ov()
     core = o.Core()
-    from ..runtime.engine import exact_integer_weights
+    from ..plugins import exact_integer_weights
 
     config = {"INFERENCE_PRECISION_HINT": "f32"}
     whole_model = core.read_model(whole_ir.xml, o.Tensor(np.frombuffer(whole_ir.bin, np.uint8).copy()))

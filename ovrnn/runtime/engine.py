@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import DeviceError, IRFormatError, UsageError, flag
 from ..ov import ov, ov_message
+from ..plugins import exact_integer_weights
 
 VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 DEFAULT_PRECISION = "f32"
@@ -143,25 +144,6 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
 
     kept = compiled_verdict(model, compiled, device)
     return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device), kept)
-
-
-def exact_integer_weights(model, device: str, precision: str | None) -> dict[str, str]:
-    """At f32, OpenVINO's CPU plugin still quantizes the activations of MatMuls with int4 weights to
-    8 bits (about 1% off); DYNAMIC_QUANTIZATION_GROUP_SIZE=0 turns that off, as f32 asks. With a
-    FakeQuantize too (a QDQ model that quantizes X), its low-precision transformations run the cells
-    with 8-bit X and H (7e-2 off what the ONNX model computes, OpenVINO's own import alike);
-    LP_TRANSFORMS_MODE=NO keeps them in f32."""
-    if device != "CPU" or precision != "f32":
-        return {}
-    from .weight_precision import INTEGER_WEIGHTS
-
-    ops = model.get_ordered_ops()
-    if not any(op.get_type_name() == "Constant" and op.get_output_element_type(0).get_type_name() in INTEGER_WEIGHTS for op in ops):
-        return {}
-    config = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
-    if any(op.get_type_name() == "FakeQuantize" for op in ops):
-        config["LP_TRANSFORMS_MODE"] = "NO"
-    return config
 
 
 def _layers_per_device(model, device: str) -> dict[str, int]:
