@@ -22,7 +22,7 @@ from .errors import UnsupportedFeatureError
 from .ir.model import IR
 from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
-from .plan import Plan, Request, choose_cells, plan_conversion, with_hint
+from .plan import Plan, Request, choose_cells, device_lacks_cells, plan_conversion, with_hint
 
 
 def convert_model(
@@ -111,6 +111,7 @@ def _carried_out(plan: Plan, files: list[Path]) -> IR:
     notes: tuple[str, ...] = ()
     if plan.request.lowering != "auto":
         ir = with_hint(build, plan.view, plan.request.lowering)
+        notes = device_lacks_cells(plan.request.device, ir.xml)
     else:
         choice, note = choose_cells(build, plan.request.device, plan.ops())
         kinds = set(choice.values())

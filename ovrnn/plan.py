@@ -206,6 +206,19 @@ def with_hint(build: Callable[..., object], view: GraphView, *args):
 # --- --lowering auto -----------------------------------------------------------------------------
 
 
+def device_lacks_cells(device: str | None, xml: bytes) -> tuple[str, ...]:
+    """A note when --device names a plugin that cannot import a cell the IR holds (--lowering cell
+    and matmul do not look at the device; auto does)."""
+    if not device:
+        return ()
+    device = canonical_device(device)
+    lacking = [op for op, names in NO_CELL.items() if any(device == d or device.startswith(f"{d}.") for d in names) and f'type="{CELL_TYPES[op]}"'.encode() in xml]
+    if not lacking:
+        return ()
+    cells = ", ".join(CELL_TYPES[op] for op in lacking)
+    return (f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(lacking)} chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}",)
+
+
 def choose_cells(build: Callable[[str], object], device: str | None, ops: tuple[str, ...] = ("RNN",)) -> tuple[dict[str, str], str]:
     """({op: cells} for the recurrent ops in the model, note) for `device`; `build("cell")` converts
     the model with every chain on cells. Per op, because the NPU compiler imports GRUCell and

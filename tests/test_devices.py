@@ -131,6 +131,22 @@ def test_auto_lowering_per_device():
         ovrnn.convert_model(model, lowering="auto")
 
 
+def test_device_lacking_a_cell_of_the_ir_is_a_note(tmp_path):
+    """--device without --lowering auto does not choose the lowering; naming a plugin that cannot
+    import a cell the IR holds says so (NPU: RNNCell) instead of writing an IR it refuses silently."""
+    rnn, _, _ = make_model(Case("npu_cell"))
+    note = "device NPU: its compiler does not import RNNCell, which this IR's RNN chains are made of; convert with lowering=auto to lower them to MatMul steps for NPU"
+    assert note in ovrnn.convert_model(rnn, device="npu").notes
+    for quiet in (dict(device="CPU"), dict(device="NPU", lowering="matmul"), dict()):
+        assert not [n for n in ovrnn.convert_model(rnn, **quiet).notes if "does not import" in n], quiet
+    gru, _, _ = make_model(GRU_CASES[0])
+    assert not [n for n in ovrnn.convert_model(gru, device="NPU").notes if "does not import" in n]  # NPU imports GRUCell
+    onnx.save(rnn, tmp_path / "rnn.onnx")
+    proc = ovrnn_cli("convert", tmp_path / "rnn.onnx", "-o", tmp_path / "out" / "rnn.xml", "--device", "NPU")
+    assert proc.returncode == 0, proc.stderr
+    assert "note: --device NPU: its compiler does not import RNNCell, which this IR's RNN chains are made of; convert with --lowering auto to lower them to MatMul steps for NPU" in proc.stderr + proc.stdout
+
+
 def _mixed_model():
     """An RNN, a GRU, an LSTM and an LSTM with peepholes side by side (each node's tensors prefixed).
     Each has its own X: with one X shared by several nodes the cell lowering is wrong on CPU today
