@@ -436,3 +436,20 @@ def test_pair_stream_of_a_model_that_quantizes_activations_per_call(tmp_path):
     assert ovrnn.validate(path, stateful="h=hn", chunks=3).passed
     with pytest.raises(ovrnn.OvrnnError, match="or the model's DynamicQuantizeLinear, which takes each call's own scale"):
         ovrnn.convert_model(path, stateful=True)
+
+
+def test_pair_stream_refusal_names_a_bidirectional_node(tmp_path):
+    """--stateful h=hn on a bidirectional GRU whose h/hn the model passes: the chunked stream differs
+    from the whole sequence because the reverse direction reads each chunk back to front; the
+    refusal says so (it only blamed ops outside the recurrent nodes)."""
+    rng = np.random.default_rng(11)
+    weights = [onnx.numpy_helper.from_array(rng.uniform(-1, 1, (2, 12, n)).astype(np.float32), name) for name, n in (("W", 3), ("R", 4))]
+    node = onnx.helper.make_node("GRU", ["x", "W", "R", "", "", "h"], ["Y", "hn"], hidden_size=4, direction="bidirectional", name="bigru")
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph([node], "g", [vi("x", onnx.TensorProto.FLOAT, [3, 1, 3]), vi("h", onnx.TensorProto.FLOAT, [2, 1, 4])], [vi("Y", onnx.TensorProto.FLOAT, None), vi("hn", onnx.TensorProto.FLOAT, None)], weights)
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    proc = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "h=hn", "-o", tmp_path / "m.xml")
+    assert proc.returncode == 2 and not (tmp_path / "m.xml").exists()
+    assert proc.stderr.rstrip().endswith(
+        "; or rather, GRU node 'bigru' is bidirectional: its reverse direction reads each chunk back to front, so no carried state makes the calls equal the whole sequence"
+    ), proc.stderr

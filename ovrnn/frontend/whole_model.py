@@ -157,6 +157,12 @@ def _unpaired_states(view: GraphView, stateful) -> str:
     for node in view.model.graph.node:
         if node.op_type not in FAMILIES:
             continue
+        direction = next((a.s.decode() for a in node.attribute if a.name == "direction"), "forward")
+        if direction != "forward":  # its pair is carried, but the chunk is read back to front
+            return (
+                f"; or rather, {node.op_type} node '{node.name or node.output[0]}' is {direction}: its reverse direction reads each chunk back "
+                "to front, so no carried state makes the calls equal the whole sequence"
+            )
         for position, role in ((5, "initial_h"), (6, "initial_c")):
             if role == "initial_c" and node.op_type != "LSTM":
                 continue
