@@ -509,3 +509,15 @@ def test_inspect_names_a_state_without_initializer(tmp_path):
     r = ovrnn_cli("inspect", tmp_path / "foreign.xml")
     assert r.returncode == 0, r.stderr
     assert "  ssn                  f32      [1,3]  initial: none (empty after a reset)" in r.stdout.splitlines()  # MakeStateful: id = in + out
+
+
+def test_pair_stream_of_a_node_inside_an_if_body_cuts_x_on_its_time_axis():
+    """The time-axis probe cannot see into an If body (OpenVINO's frontend types a body from the
+    file's declarations): a node there that reads a graph input as X streams it on X's own time
+    axis, not on its last (feature) axis, and the pair's state batch axis is h0's batch axis."""
+    path = Path(__file__).parent / "fixtures" / "bodies" / "if_gru.onnx"  # X [4,2,3], h0 [1,2,4], If on cond
+    ir = ovrnn.convert_model(path, stateful="h0=Y_h")
+    info = _stream_info(_compile(ir)[0])
+    assert (info["steps"], info["inputs"], info["batch"], info["state_batch"]) == ("4", "X:0:4", "X:1", "h0:1")
+    report = ovrnn.validate(path, stateful="h0=Y_h")
+    assert report.passed, report.format()

@@ -55,6 +55,8 @@ def make_stateful(model, view: GraphView, stateful, extension, path_for_probe: C
     streamed = _probe_axes(view, extension, path_for_probe, skip)
     if unfolded_probe is not None and not any(axis is not None for axis, _ in streamed.values()):
         streamed = _probe_axes(view, extension, unfolded_probe, skip) or streamed
+    if not any(axis is not None for axis, _ in streamed.values()):
+        streamed = _read_as_x(view, extension, skip) or streamed
     steps = common_steps(extension.specs) if extension.specs else None
     info = StreamInfo(steps or 0)
     timed = [(name, axis) for name, (axis, _) in streamed.items() if axis is not None]
@@ -143,6 +145,18 @@ def _probe_axes(view: GraphView, extension, path_for_probe: Callable, skip: set[
                 if x[batch_axis] == _SENTINEL and entry[1] is None:
                     entry[1] = axis
     return {name: (t, b) for name, (t, b) in found.items()}
+
+
+def _read_as_x(view: GraphView, extension, skip: set[str]) -> dict[str, tuple[int, int]]:
+    """{graph input: (time axis, batch axis)} when the first recurrent node reads a graph input as
+    its X itself. The probe cannot see that inside an If/Loop body: OpenVINO's frontend types a
+    body from the file's declarations, so the probed sizes never reach the node there."""
+    if not extension.specs:
+        return {}
+    spec = extension.specs[0]
+    if spec.X.name in skip or spec.X.name not in {i.name for i in view.inputs}:
+        return {}
+    return {spec.X.name: (1, 0) if spec.layout else (0, 1)}
 
 
 def _dim_symbols(view: GraphView) -> dict[tuple[str, int], str]:
