@@ -282,6 +282,9 @@ def validate_stream(
         proto = _control_flow_folded(proto, ir, contract)
         quant = compressed_reference(proto, ir)
     oracle = (_CarriedByHand if pairs else _WholeSequence)(proto, ir, stream, batch_run, None if quant is None else quant.model, None if quant is None else quant.original)
+    unmatched = [] if pairs else [st.id for st in contract.states if st.id not in {src.id for src in oracle.sources}]
+    if unmatched:  # the rows that read a state's ONNX node are left out: say so rather than pass quietly
+        notes.append(f"state {', '.join(unmatched)}: no ONNX node of the model matched it, so its final-state and set_state checks did not run")
     if stream.compiled.integer_weights:
         notes.append(stream.compiled.integer_weights)
     if quant is not None:
