@@ -516,7 +516,7 @@ SECTIONS = ("convert", "compile", "graph", "latency", "stream", "compression")
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "bench_results")
-    p.add_argument("--quick", action="store_true", help="fewer pairs and a smaller latency grid (about a minute)")
+    p.add_argument("--quick", action="store_true", help="fewer pairs and a smaller latency grid (about a minute and a half)")
     p.add_argument("--only", choices=SECTIONS, action="append", help="run only these sections")
     args = p.parse_args(argv)
     n = 3 if args.quick else 7
