@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -32,6 +32,7 @@ import onnx
 from ..errors import OvrnnError, UsageError, flag
 from ..onnx.control_flow import has_control_flow
 from ..onnx.freeze import FrozenInput, freeze_inputs, split_frozen
+from ..plan import Request
 from ..runtime import engine as runtime
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import reference
@@ -234,33 +235,21 @@ def validate_stream(
     batch: int | None = None,
     precision: str | None = runtime.DEFAULT_PRECISION,
     use_onnxruntime: bool = True,
+    request: Request = Request(stateful=True),
     *,
-    stateful=True,
     chunks: int = DEFAULT_CHUNKS,
     cache_dir=None,
     report_dir=None,
-    lowering: str = "cell",
-    static: bool = False,
-    compress_to_fp16: bool = False,
-    max_steps: int | None = None,
-    chunk_steps: int = 64,
-    compress_weights: str | None = None,
-    group_size: int | None = None,
-    max_weight_error: float | None = None,
 ) -> StreamValidationReport:
-    """Convert with --stateful (True: node states; IN=OUT pairs: those pairs), stream N calls on
-    `device` and check the streaming contract."""
+    """Convert with `request` (its ``stateful``: True, node states; IN=OUT pairs: those pairs),
+    stream N calls on `device` and check the streaming contract."""
     from ..convert import convert
-    from ..plan import Request
 
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 2:
         raise UsageError(f"{flag('chunks')}: expected at least 2 calls (a stream of one call proves nothing about the state), got {chunks}")
-    lowering_kw = dict(
-        lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-        compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error,
-    )
-    conversion = convert(model, input, Request(stateful=stateful, **lowering_kw))  # the model is read once
+    conversion = convert(model, input, request)  # the model is read once
     proto, ir = conversion.proto, conversion.ir
+    stateless_request = replace(request, stateful=False)  # the stateless IRs the stream is compared with
     oracle_input = input
     if ir.frozen:  # the oracles run the model with the frozen inputs as the constants the IR has
         proto, oracle_input = _frozen_model(proto, ir.frozen), split_frozen(input)[0]
@@ -272,11 +261,11 @@ def validate_stream(
     compile_seconds = time.perf_counter() - t0
     contract, K = stream.contract, stream.contract.steps
     split_inputs({}, contract)  # a stream with no input to cut has no whole sequence: refused here
-    floor = "f16" if compress_to_fp16 else None
+    floor = "f16" if request.compress_to_fp16 else None
     graph_inputs = {i.name for i in proto.graph.input}
     static_batch = stream.batch
     batch_run = static_batch or batch or DEFAULT_BATCH
-    notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
+    notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if request.compress_to_fp16 else [])
     pairs = any(s.init.startswith("pair:") for s in contract.states)
     if not pairs and has_control_flow(proto.graph):  # node states: their nodes as the IR has them, Ifs inlined
         proto = _control_flow_folded(proto, ir, contract)
@@ -316,11 +305,10 @@ def validate_stream(
     want, finals = oracle.reference(feeds)
     ort_status, ort = oracle.onnxruntime(feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if _cli() else 'use_onnxruntime=False'})", None)
     deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
-    stateless_kw = lowering_kw
-    if compress_weights is not None and ir.rnns and all(r.compression is not None and r.compression.mode == compress_weights for r in ir.rnns):
+    if request.compress_weights is not None and ir.rnns and all(s.compression is not None and s.compression.mode == request.compress_weights for s in ir.rnns):
         # every node got the scheme asked for: the whole-sequence IR gets it too, not a budget measured over more steps
-        stateless_kw = {**lowering_kw, "max_weight_error": float("inf")}
-    stateless = oracle.stateless(feeds, oracle_input, stateless_kw, precision, cache_dir, notes)
+        stateless_request = replace(stateless_request, max_weight_error=float("inf"))
+    stateless = oracle.stateless(feeds, oracle_input, stateless_request, precision, cache_dir, notes)
     check = oracle.check
     for oracle_name, result in (("reference", (want, finals)), ("onnxruntime", ort), ("stateless IR", stateless)):
         if result is None:
@@ -405,8 +393,8 @@ def validate_stream(
         onnxruntime=ort_status,
         notes=notes,
         options={
-            "lowering": lowering, "static": static, "compress_to_fp16": compress_to_fp16, "chunk_steps": None if chunk_steps == 64 else chunk_steps,
-            "compress_weights": compress_weights, "max_weight_error": max_weight_error, "group_size": group_size, "cache_dir": None if cache_dir is None else str(cache_dir),
+            "lowering": request.lowering, "static": request.static, "compress_to_fp16": request.compress_to_fp16, "chunk_steps": None if request.chunk_steps == 64 else request.chunk_steps,
+            "compress_weights": request.compress_weights, "max_weight_error": request.max_weight_error, "group_size": request.group_size, "cache_dir": None if cache_dir is None else str(cache_dir),
         },
         states={s.id: f"{s.shape} {s.type} ({s.init or 'initializer'})" for s in contract.states},
         oracle=oracle.description,
@@ -472,8 +460,8 @@ class _WholeSequence:
         status, outputs = run_onnxruntime(self.whole, self.feeds(feeds))
         return status, None if outputs is None else (outputs, self._finals(outputs))
 
-    def stateless(self, feeds, input, lowering_kw, precision, cache_dir, notes):
-        outputs = _stateless_whole(self.whole, self.contract, _calls(feeds, self.contract), self.stream, input, lowering_kw, precision, cache_dir, self.feeds(feeds), notes)
+    def stateless(self, feeds, input, request, precision, cache_dir, notes):
+        outputs = _stateless_whole(self.whole, self.contract, _calls(feeds, self.contract), self.stream, input, request, precision, cache_dir, self.feeds(feeds), notes)
         return None if outputs is None else (outputs, self._finals(outputs))
 
 
@@ -538,11 +526,11 @@ class _CarriedByHand:
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             return f"does not run this model ({str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__})", None
 
-    def stateless(self, feeds, input, lowering_kw, precision, cache_dir, notes):
-        from ..convert import convert_model
+    def stateless(self, feeds, input, request, precision, cache_dir, notes):
+        from ..convert import convert
 
         try:
-            compiled = runtime.compile_ir(runtime.read_model(convert_model(self.proto, input, **lowering_kw)), self.stream.device, precision, cache_dir)
+            compiled = runtime.compile_ir(runtime.read_model(convert(self.proto, input, request).ir), self.stream.device, precision, cache_dir)
             names = {n for p in compiled.compiled.inputs for n in p.get_names()}
             return self._carry(lambda f: runtime.infer(compiled, {k: v for k, v in f.items() if k in names}), feeds)
         except OvrnnError as exc:
@@ -648,9 +636,9 @@ def _elem_type(model: onnx.ModelProto) -> int:
     return onnx.TensorProto.FLOAT
 
 
-def _stateless_whole(whole_proto, contract, chunks, stream, input, lowering_kw, precision, cache_dir, feeds, notes):
+def _stateless_whole(whole_proto, contract, chunks, stream, input, request, precision, cache_dir, feeds, notes):
     """ovrnn's stateless IR of the whole sequence, run once: {output: array}, or None (with a note)."""
-    from ..convert import convert_model
+    from ..convert import convert
 
     specs = []
     for t in contract.inputs:
@@ -659,7 +647,7 @@ def _stateless_whole(whole_proto, contract, chunks, stream, input, lowering_kw, 
         dims[t.axis] = str(t.length * chunks)
         specs.append(f"{t.name}[{','.join(dims)}]")
     try:
-        ir = convert_model(whole_proto, specs, **lowering_kw)
+        ir = convert(whole_proto, specs, request).ir
         compiled = runtime.compile_ir(runtime.read_model(ir), stream.device, precision, cache_dir)
         names = {n for p in compiled.compiled.inputs for n in p.get_names()}
         return runtime.infer(compiled, {k: v for k, v in feeds.items() if k in names})

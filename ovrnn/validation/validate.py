@@ -7,6 +7,7 @@ files are report.py's.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import onnx
 
@@ -67,6 +68,10 @@ def validate(
 
     if chunks is not None and not stateful:
         raise UsageError(f"{flag('chunks')} is the number of calls of {flag('stateful')}: add {flag('stateful')}")
+    request = Request(  # convert's options, as convert_model takes them
+        lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
+        compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error, allow_sequence_ops=allow_sequence_ops,
+    )
     if stateful:
         if ir is not None:
             raise UsageError("validate(stateful=True) converts the model itself: leave ir out")
@@ -74,10 +79,9 @@ def validate(
             raise UsageError(f"{flag('report-precisions')} is not available with {flag('stateful')}: the stream runs at {flag('precision')}")
         from .stream import DEFAULT_CHUNKS, validate_stream
 
+        stream_request = replace(request, stateful=stateful, allow_sequence_ops=False)  # the stream converts without --allow-sequence-ops, as it always has
         return validate_stream(
-            model, device, input, seed, batch, precision, use_onnxruntime, stateful=stateful, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir,
-            report_dir=report_dir, lowering=lowering, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-            compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error,
+            model, device, input, seed, batch, precision, use_onnxruntime, stream_request, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir, report_dir=report_dir,
         )
 
     device = canonical_device(device)
@@ -88,10 +92,6 @@ def validate(
     if batch is not None and batch > MAX_DIM:
         raise UsageError(f"{flag('batch')}: expected a batch size between 1 and {MAX_DIM:,}, got {batch}")
     if ir is None:  # the model is read and prepared once: the reference runs what the IR was made from
-        request = Request(
-            lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-            compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error, allow_sequence_ops=allow_sequence_ops,
-        )
         conversion = convert(model, input, request)
         proto, prepared, ir = conversion.proto, conversion.prepared, conversion.ir
     else:
