@@ -15,7 +15,7 @@ import onnx
 import openvino as ov
 import pytest
 from cases import DTYPES, TOL, Case, make_model
-from conftest import assert_close, ovrnn_cli
+from conftest import assert_close, dead_layers, ovrnn_cli
 from lxml import etree
 from onnx import helper
 
@@ -297,6 +297,14 @@ def test_cli_writes_a_stateful_ir(tmp_path):
     assert [v.info.variable_id for v in ov.Core().read_model(tmp_path / "s.xml").get_variables()] == ["gru/H"]
     r = ovrnn_cli("convert", "--stateful", tmp_path / "m.onnx")
     assert r.returncode == 2 and "expected IN=OUT pairs such as state=stateN, got" in r.stderr
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_static_stateful_ir_has_no_dead_layers(op):
+    """--static --stateful: the reset value is a zeros Const, with no scalar zero left beside it."""
+    model, _, _ = make_model(Case(f"static-{op}", op=op, T=3, batch=2, hidden=4))
+    ir = ovrnn.convert_model(model, stateful=True, static=True)
+    assert dead_layers(ir.xml) == []
 
 
 def test_ir_version_10_is_refused():

@@ -48,13 +48,9 @@ def unique_id(base: str, used: Collection[str]) -> str:
     return candidate
 
 
-def op_of(spec) -> str:
-    return {"RnnSpec": "RNN", "GruSpec": "GRU", "LstmSpec": "LSTM"}[type(spec).__name__]
-
-
 def check_streamable(spec) -> None:
     """Refuse the nodes a stream cannot carry, with the reason."""
-    who = f"{flag('stateful')}: {op_of(spec)} node '{spec.node_name or spec.label}'"
+    who = f"{flag('stateful')}: {spec.family.name} node '{spec.node_name or spec.label}'"
     if any(d is not Direction.FORWARD for d in spec.directions):
         kind = "bidirectional" if len(spec.directions) == 2 else "reverse"
         raise UnsupportedFeatureError(f"{who} is {kind}; {REVERSE}")
@@ -136,10 +132,13 @@ def initializer(g: LayerGraph, name: str, state: NodeState, etype, constant: Out
     if constant is not None:
         return constant
     B, H = state.shape[state.batch_axis], state.shape[2].value
-    zero = ops.const(g, f"{name}/zero", 0, etype)
-    if B.is_static or static:
+    if static:  # true constants (NPU): no scalar to broadcast
         dims = [B.value, 1, H] if state.layout else [1, B.value, H]
-        return ops.const(g, f"{name}/zeros", np.zeros(dims), etype) if static else ops.broadcast_to(g, f"{name}/zeros", zero, ops.i64(g, f"{name}/shape", dims), state.shape)
+        return ops.const(g, f"{name}/zeros", np.zeros(dims), etype)
+    zero = ops.const(g, f"{name}/zero", 0, etype)
+    if B.is_static:
+        dims = [B.value, 1, H] if state.layout else [1, B.value, H]
+        return ops.broadcast_to(g, f"{name}/zeros", zero, ops.i64(g, f"{name}/shape", dims), state.shape)
     batch = ops.gather(g, f"{name}/batch", ops.shape_of(g, f"{name}/shape_of_x", x), [0 if state.layout else 1])
     one_h = [ops.i64(g, f"{name}/one", [1]), ops.i64(g, f"{name}/hidden_size", [H])]
     parts = [batch, *one_h] if state.layout else [one_h[0], batch, one_h[1]]
