@@ -62,11 +62,17 @@ def reference_inputs(spec, steps: int, seed: int = 0) -> tuple[list, dict]:
     return inputs, attrs
 
 
-def weight_error(spec, compression: Compression, steps: int | None = None) -> tuple[float, int]:
-    """(max |Δ| of the outputs, steps run) for `compression` of the node's constant W and R."""
-    steps = max(spec.seq_length, MIN_STEPS) if steps is None else steps
+def float_run(spec, steps: int) -> tuple[list, dict, list]:
+    """(inputs, attributes, outputs) of the node's float64 reference over `steps` seeded steps: the
+    baseline every scheme tried is measured against."""
     inputs, attrs = reference_inputs(spec, steps)
-    original = reference.run_node(spec.family.name, inputs, attrs)
+    return inputs, attrs, reference.run_node(spec.family.name, inputs, attrs)
+
+
+def weight_error(spec, compression: Compression, baseline: tuple[list, dict, list]) -> float:
+    """max |Δ| of the outputs for `compression` of the node's constant W and R, against `baseline`
+    (float_run)."""
+    inputs, attrs, original = baseline
     changed = list(inputs)
     for slot, tensor in ((1, spec.W), (2, spec.R)):
         if tensor.is_constant:
@@ -74,16 +80,18 @@ def weight_error(spec, compression: Compression, steps: int | None = None) -> tu
     quantized = reference.run_node(spec.family.name, changed, attrs)
     outputs = (0, 2) if spec.family.name == "LSTM" else (0,)  # Y (every H) and Y_c
     # absolute where outputs stay within [-1, 1] (sigmoid/tanh), relative to their size beyond
-    return max(float(np.abs(quantized[k] - original[k]).max() / max(1.0, np.abs(original[k]).max())) for k in outputs), steps
+    return max(float(np.abs(quantized[k] - original[k]).max() / max(1.0, np.abs(original[k]).max())) for k in outputs)
 
 
 def choose(spec, compression: Compression, who: str) -> tuple[Compression | None, float | None, list[str]]:
     """The scheme this node gets within `compression.max_error`: int4 -> int8 -> float (None);
     -> (scheme, its measured error, notes)."""
     notes: list[str] = []
+    steps = max(spec.seq_length, MIN_STEPS)
+    baseline = float_run(spec, steps)  # once: the same float run for every scheme tried
     tried = compression
     while tried is not None:
-        error, steps = weight_error(spec, tried)
+        error = weight_error(spec, tried, baseline)
         if error <= tried.max_error:
             return tried, error, notes
         fallback = replace(tried, mode="int8", group_size=-1) if tried.mode == "int4" else None
