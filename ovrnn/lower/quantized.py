@@ -132,7 +132,7 @@ class IntegerWeights:
         """Which of W/R are integer: given quantized (spec.quantized or the options' given_weights,
         rows in ONNX order), or quantized here (options.compression, constant W/R only); -> (plan or None, notes)."""
         compression = getattr(options, "compression", None)
-        who = f"{type(spec).__name__.removesuffix('Spec').upper()} node '{spec.node_name or spec.label}'"
+        who = f"{spec.family.name} node '{spec.node_name or spec.label}'"
         given = dict(getattr(spec, "quantized", None) or {})
         from_graph = getattr(options, "given_weights", None) or {}
         for key in ("W", "R"):
