@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import onnx
 
-from .read import all_nodes
+from .read import ONNX_DOMAINS, all_nodes
 
-_DOMAINS = ("", "ai.onnx")
 
 
 def declare_scan_slices(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
     """(model with Scan slice declarations filled and Loop/Scan states declared where their shape is
     a fixed point, whether anything changed); the input model is not changed."""
-    if not any(n.op_type in ("Scan", "Loop") and n.domain in _DOMAINS for n in all_nodes(model.graph)):
+    if not any(n.op_type in ("Scan", "Loop") and n.domain in ONNX_DOMAINS for n in all_nodes(model.graph)):
         return model, False
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
@@ -56,7 +55,7 @@ def _fill(graph: onnx.GraphProto, inferred: onnx.GraphProto, outer: dict) -> boo
     shapes = _shapes(inferred, outer)
     changed = False
     for node, twin in zip(graph.node, inferred.node):
-        if node.op_type == "Scan" and node.domain in _DOMAINS:
+        if node.op_type == "Scan" and node.domain in ONNX_DOMAINS:
             changed |= _fill_scan(node, shapes)
         for attr, twin_attr in zip(node.attribute, twin.attribute):
             subs = [attr.g] if attr.HasField("g") else list(attr.graphs)
@@ -106,6 +105,8 @@ _MAX_ROUNDS = 8  # each round only turns static dims dynamic, so a fixed point c
 def declare_carried(model: onnx.ModelProto) -> bool:
     """Declare each Loop/Scan state's body input with the dims it keeps on every iteration (in
     place); whether any declaration gained a static dim."""
+    if not any(n.op_type in ("Scan", "Loop") and n.domain in ONNX_DOMAINS for n in all_nodes(model.graph)):
+        return False  # no state to declare: spare the shape inference rounds
     original = onnx.ModelProto()
     original.CopyFrom(model)
     declared: dict[tuple[int, int], list | None] | None = None  # (holder index, state index) -> dims
@@ -140,7 +141,7 @@ def _holders(graph: onnx.GraphProto):
     def walk(graph, outer):
         shapes = _shapes(graph, outer)
         for node in graph.node:
-            if node.op_type in ("Loop", "Scan") and node.domain in _DOMAINS:
+            if node.op_type in ("Loop", "Scan") and node.domain in ONNX_DOMAINS:
                 yield node, shapes
             for attr in node.attribute:
                 for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):

@@ -28,9 +28,8 @@ from onnx import helper, numpy_helper
 
 from ..errors import flag, quoted
 from .fold import fold_constants
-from .read import ONNX_DOMAINS
+from .read import ONNX_DOMAINS, RECURRENT
 
-RECURRENT = ("RNN", "GRU", "LSTM")
 MAX_UNROLL = 256  # iterations; a longer Loop stays a Loop
 _MAX_ROUNDS = 64
 

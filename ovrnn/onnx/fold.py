@@ -26,7 +26,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .qdq import feeds_recurrent_weights, weight_readers
-from .read import upstream
+from .read import ONNX_DOMAINS, RECURRENT, upstream
 
 MAX_ELEMENTS = 1 << 16  # shapes, lengths, small tensors
 WEIGHT_MAX_ELEMENTS = 1 << 28  # weights=True: what W/R of a recurrent node are computed from (1 GiB of f32)
@@ -35,7 +35,6 @@ _KEEP = {
     "RNN", "GRU", "LSTM", "If", "Loop", "Scan", "SequenceMap",
     "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout",
 }
-_DOMAINS = ("", "ai.onnx")
 
 
 def fold_constants(model: onnx.ModelProto, weights: bool = False) -> tuple[onnx.ModelProto, list[str]]:
@@ -66,10 +65,10 @@ def _fold_once(model: onnx.ModelProto, copy_first: bool, weights: bool = False) 
     dims = _shape_values(graph, partial)
     consts = {t.name: t for t in graph.initializer}
     for node in graph.node:
-        if node.op_type == "Constant" and node.domain in _DOMAINS and len(node.output) == 1:
+        if node.op_type == "Constant" and node.domain in ONNX_DOMAINS and len(node.output) == 1:
             consts.setdefault(node.output[0], None)  # value read on demand
     keep_outputs = {o.name for o in graph.output}
-    opset = next((o.version for o in model.opset_import if o.domain in _DOMAINS), None)
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
     new_initializers: list[onnx.TensorProto] = []
     folded: set[int] = set()
     readers = weight_readers(graph)
@@ -111,18 +110,13 @@ def _fold_once(model: onnx.ModelProto, copy_first: bool, weights: bool = False) 
 
 def _weight_feeders(graph: onnx.GraphProto) -> set[str]:
     """Tensors W or R of a recurrent node are computed from (themselves included)."""
-    return upstream(graph, [n.input[k] for n in graph.node if n.op_type in ("RNN", "GRU", "LSTM") and n.domain in _DOMAINS for k in (1, 2) if k < len(n.input) and n.input[k]])
+    return upstream(graph, [n.input[k] for n in graph.node if n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for k in (1, 2) if k < len(n.input) and n.input[k]])
 
 
 def _foldable(node: onnx.NodeProto) -> bool:
-    if node.domain not in _DOMAINS or node.op_type in _KEEP or node.op_type == "Constant":
+    if node.domain not in ONNX_DOMAINS or node.op_type in _KEEP or node.op_type == "Constant":
         return False
     return not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
-
-
-def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> static shape, from onnx's shape inference with data propagation."""
-    return _inferred_shapes(model)[0]
 
 
 def _inferred_shapes(model: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int | None, ...]]]:
@@ -151,13 +145,13 @@ def _shape_values(graph: onnx.GraphProto, partial: dict) -> dict[str, tuple[list
     dynamic dim: tensor -> (flat values, shape). A TorchScript ``if x.shape[2] == 5`` with a dynamic
     batch reads a static dim of a partly dynamic shape; Gather picks it, and the fold sees a constant."""
     values: dict[str, tuple[list[int | None], tuple[int, ...]]] = {}
-    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    consts = {t.name: t for t in graph.initializer}  # TensorProtos, read only where an index or bound is (not every weight)
     for node in graph.node:
-        if node.domain not in _DOMAINS:
+        if node.domain not in ONNX_DOMAINS:
             continue
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if node.op_type == "Constant" and node.output and "value" in attrs:
-            consts[node.output[0]] = numpy_helper.to_array(attrs["value"])
+            consts[node.output[0]] = attrs["value"]
             continue
         ins = [values.get(n) for n in node.input]
         out = node.output[0] if node.output else ""
@@ -168,11 +162,11 @@ def _shape_values(graph: onnx.GraphProto, partial: dict) -> dict[str, tuple[list
                 picked = dims[slice(start, end)]
                 values[out] = (picked, (len(picked),))
             elif node.op_type == "Gather" and ins and ins[0] is not None and len(ins[0][1]) == 1 and node.input[1] in consts and attrs.get("axis", 0) in (0, -1):
-                idx = consts[node.input[1]].astype(np.int64)
+                idx = numpy_helper.to_array(consts[node.input[1]]).astype(np.int64)
                 flat = ins[0][0]
                 values[out] = ([flat[int(i)] for i in idx.reshape(-1)], tuple(idx.shape))
             elif node.op_type == "Slice" and ins and ins[0] is not None and len(ins[0][1]) == 1 and all(n in consts for n in node.input[1:] if n):
-                args = [consts[n].astype(np.int64).reshape(-1) if n else None for n in node.input[1:]] + [None] * 4
+                args = [numpy_helper.to_array(consts[n]).astype(np.int64).reshape(-1) if n else None for n in node.input[1:]] + [None] * 4
                 starts, ends, axes, steps = args[:4]
                 if (axes is None or list(axes) in ([0], [-1])) and len(starts) == 1:
                     picked = ins[0][0][slice(int(starts[0]), int(ends[0]), int(steps[0]) if steps is not None else 1)]

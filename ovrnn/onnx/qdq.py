@@ -18,9 +18,8 @@ import onnx
 from onnx import numpy_helper
 
 from ..quantization import Quantized
-from .read import ONNX_DOMAINS, GraphView, TensorInfo, graph_view
+from .read import ONNX_DOMAINS, RECURRENT, GraphView, TensorInfo, graph_view
 
-RECURRENT = ("RNN", "GRU", "LSTM")
 
 
 def weight_readers(graph: onnx.GraphProto) -> dict[str, set[tuple[str, int]]]:

@@ -21,6 +21,7 @@ from ..fileio import open_regular, read_regular
 from ..shapes import Dim, Shape
 
 ONNX_DOMAINS = ("", "ai.onnx")
+RECURRENT = ("RNN", "GRU", "LSTM")  # the ONNX recurrent ops
 
 ModelSource = Union[str, "os.PathLike[str]", bytes, ModelProto]
 
