@@ -28,12 +28,13 @@ from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, Usa
 from ..ir.model import IR
 from ..semantics.limits import check_steps
 from ..lower.node import LoweringOptions
-from ..lower.quantized import INTEGER_TYPES, QUANTIZED_SUFFIX
+from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.frontend_input import FrontendInput, frontend_input
 from ..onnx.read import GraphView
 from .realize import partial_shape
 from ..progress import stage
 from ..ov import ov, ov_message
+from ..plugins import INTEGER_WEIGHTS
 from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
 from ..shapes import Dim, Shape
 from ..semantics.recurrent import DQ_OP, FAMILIES, DynamicStepsError, RecurrentNode, UnknownRankError, node_label, recurrent_nodes
@@ -381,7 +382,7 @@ def _compress_float_constants(model) -> bool:
     from ..lower.quantized import F16_MAX, F16_TINY, SCALE_SUFFIX
 
     def integer(op) -> bool:
-        return op.get_output_element_type(0).get_type_name() in INTEGER_TYPES
+        return op.get_output_element_type(0).get_type_name() in INTEGER_WEIGHTS
 
     def wide_scale(op) -> bool:
         if not op.get_friendly_name().endswith(SCALE_SUFFIX) or op.get_output_element_type(0).get_type_name() != "f32":

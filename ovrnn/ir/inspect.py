@@ -15,6 +15,7 @@ from pathlib import Path
 from lxml import etree
 
 from ..errors import IRFormatError
+from ..plugins import INTEGER_WEIGHTS
 from .check import check_ir, read_xml, require_layer_attributes
 
 SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
@@ -182,7 +183,7 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         fp16_compressed=sum(1 for el in layers.values() if el.get("type") == "Convert" and el.find("rt_info/attribute[@name='decompression']") is not None),
         dynamic_dims=any(d.text == "-1" for d in root.iter("dim")),
         states=_states(layers, graph, ovrnn),
-        integer_weights=dict(Counter(d.get("element_type") for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None and d.get("element_type") in ("i8", "u8", "i4", "u4"))),
+        integer_weights=dict(Counter(d.get("element_type") for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None and d.get("element_type") in INTEGER_WEIGHTS)),
     )
 
 

@@ -32,7 +32,6 @@ from ..quantization import Compression, Quantized, pack_int4, quantize_stacked
 from .layer_graph import LayerGraph, Output, array_bytes
 
 QUANTIZED_SUFFIX = "/quantized"  # name of the integer Const of a chain (the whole-model path keeps it unfolded)
-INTEGER_TYPES = ("i8", "u8", "i4", "u4")  # OpenVINO's names of the integer weight types a chain starts from
 SCALE_SUFFIX = "/scale"  # name of its scale Const (the whole-model path compresses it to f16 only in f16's normal range)
 F16_TINY = float(np.finfo(np.float16).tiny)  # smallest normal f16
 F16_MAX = float(np.finfo(np.float16).max)
