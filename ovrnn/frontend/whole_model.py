@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import onnx
 
 from .. import __version__
@@ -379,7 +378,7 @@ def _compress_float_constants(model) -> bool:
     of a lone node keeps them). False: no integer weights, save_model compresses."""
     from openvino._offline_transformations import compress_model_transformation
 
-    from ..lower.quantized import F16_MAX, F16_TINY, SCALE_SUFFIX
+    from ..lower.quantized import SCALE_SUFFIX, fits_f16_normal
 
     def integer(op) -> bool:
         return op.get_output_element_type(0).get_type_name() in INTEGER_WEIGHTS
@@ -387,9 +386,7 @@ def _compress_float_constants(model) -> bool:
     def wide_scale(op) -> bool:
         if not op.get_friendly_name().endswith(SCALE_SUFFIX) or op.get_output_element_type(0).get_type_name() != "f32":
             return False
-        values = np.abs(op.get_data()).reshape(-1)
-        values = values[values > 0]
-        return bool(values.size) and not (values.min() >= F16_TINY and values.max() <= F16_MAX)
+        return not fits_f16_normal(op.get_data())
 
     if not any(op.get_type_name() == "Constant" and integer(op) for op in all_ops(model)):
         return False

@@ -33,13 +33,13 @@ def fits_f16(array: np.ndarray) -> bool:
 class GateWeights:
     """W_d, R_d, B_d of one node, in the cell's gate order; `order` lists ONNX gate indices."""
 
-    def __init__(self, g: LayerGraph, spec, port_of: Callable[[str], Output], order: tuple[int, ...], compress_to_fp16: bool, options=None) -> None:
-        self.g, self.s, self.port_of, self.order, self.compress = g, spec, port_of, order, compress_to_fp16
+    def __init__(self, g: LayerGraph, spec, port_of: Callable[[str], Output], order: tuple[int, ...], options) -> None:
+        self.g, self.s, self.port_of, self.order, self.compress = g, spec, port_of, order, options.compress_to_fp16
         self.p, self.G, self.H = spec.label, len(order), spec.hidden_size
         self._stored: dict[str, tuple[np.ndarray, int, object]] = {}
         self._runtime: dict[str, list[Output]] = {}
         # integer W/R (--compress-weights, or weights that come quantized): None = float weights
-        self.integer, self.notes = IntegerWeights.plan(g, spec, self.permute, compress_to_fp16, options)
+        self.integer, self.notes = IntegerWeights.plan(g, spec, self.permute, options)
 
     # --- permutation ------------------------------------------------------------------------------
 

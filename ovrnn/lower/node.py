@@ -133,7 +133,7 @@ class NodeLowering:
         self.p, self.H = spec.label, spec.hidden_size
         lens = port_of(spec.sequence_lens.name) if needs_mask(spec.sequence_lens, spec.seq_length) else None
         self.seq = Sequence(g, spec.label, port_of(spec.X.name), spec.layout, spec.seq_length, spec.hidden_size, spec.etype, spec.batch, lens, options.chunk, options.static)
-        self.weights = GateWeights(g, spec, port_of, self.GATE_ORDER, options.compress_to_fp16, options)
+        self.weights = GateWeights(g, spec, port_of, self.GATE_ORDER, options)
         self.cells = options.cells_for(self.op)
 
     # --- what a subclass adds -------------------------------------------------------------------

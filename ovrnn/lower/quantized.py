@@ -37,12 +37,17 @@ F16_TINY = float(np.finfo(np.float16).tiny)  # smallest normal f16
 F16_MAX = float(np.finfo(np.float16).max)
 
 
+def fits_f16_normal(values: np.ndarray) -> bool:
+    """Every non-zero value in f16's normal range (a scale stored f16 keeps its precision)."""
+    nonzero = np.abs(values).reshape(-1)
+    nonzero = nonzero[nonzero > 0]
+    return nonzero.size == 0 or bool(nonzero.min() >= F16_TINY and nonzero.max() <= F16_MAX)
+
+
 def scale_etype(scales: list[np.ndarray], model_etype: ElementType, compress_to_fp16: bool) -> ElementType | None:
     """f32 scales for f32 models, f16 with --compress-to-fp16 (or an f16 model) when every non-zero
     scale is in f16's normal range; None: the scales do not fit the model's type (keep the float weights)."""
-    every = np.concatenate([np.abs(s).reshape(-1) for s in scales])
-    nonzero = every[every > 0]
-    fits = nonzero.size == 0 or (nonzero.min() >= F16_TINY and nonzero.max() <= F16_MAX)
+    fits = fits_f16_normal(np.concatenate([np.asarray(s).reshape(-1) for s in scales]))
     if model_etype == F16:
         return F16 if fits else None
     if model_etype != F32:
@@ -127,13 +132,13 @@ class IntegerWeights:
         return self.chains.chain(key, d, name, self.matrices[key][d], transposed)
 
     @staticmethod
-    def plan(g: LayerGraph, spec, permute, compress_to_fp16: bool, options) -> tuple[IntegerWeights | None, list[str]]:
+    def plan(g: LayerGraph, spec, permute, options) -> tuple[IntegerWeights | None, list[str]]:
         """Which of W/R are integer: given quantized (spec.quantized or the options' given_weights,
         rows in ONNX order), or quantized here (options.compression, constant W/R only); -> (plan or None, notes)."""
-        compression = getattr(options, "compression", None)
+        compression, compress_to_fp16 = options.compression, options.compress_to_fp16
         who = f"{spec.family.name} node '{spec.node_name or spec.label}'"
         given = dict(getattr(spec, "quantized", None) or {})
-        from_graph = getattr(options, "given_weights", None) or {}
+        from_graph = options.given_weights or {}
         for key in ("W", "R"):
             if getattr(spec, key).name in from_graph:
                 given[key] = from_graph[getattr(spec, key).name]
@@ -147,7 +152,7 @@ class IntegerWeights:
             constant = []
         if compression is not None and given:
             notes.append(f"{who}: {' and '.join(k for k in ('W', 'R') if k in given)} come quantized in the model: stored as they are, --compress-weights does not quantize them again")
-        budget = getattr(options, "budget", None)  # validation/budget.py's choose, given by convert
+        budget = options.budget  # validation/budget.py's choose, given by convert
         if compression is not None and constant and spec.clip != 0 and budget is not None:
             compression, error, budget_notes = budget(spec, compression, who)
             notes += budget_notes
