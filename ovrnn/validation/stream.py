@@ -174,7 +174,7 @@ def whole_sequence_model(proto: onnx.ModelProto, contract: StreamContract, sourc
     return model
 
 
-def _replaced_inputs(proto: onnx.ModelProto, stream: Stream, sources: list[StateSource]) -> set[str]:
+def _replaced_inputs(proto: onnx.ModelProto, stream: Stream) -> set[str]:
     """Graph inputs the states replaced (the IR no longer has them: an initial_h input, or one the
     initial states are sliced from): the whole run feeds zeros, where the states start."""
     ir_inputs = {n for p in stream.compiled.compiled.inputs for n in p.get_names()}
@@ -206,16 +206,19 @@ def _batch_of(contract: StreamContract, feeds: dict[str, np.ndarray]) -> int | N
     return None
 
 
-def _zeros_for(proto, names: set[str], sources, batch: int, contract: StreamContract, stream: Stream) -> dict[str, np.ndarray]:
+def _state_at(stream: Stream, sid: str, batch: int) -> tuple[list[int], np.dtype]:
+    """(shape, numpy type) of state `sid` at `batch` (its one dynamic dim)."""
+    dtype, pshape = stream._types[sid]
+    return [d.get_length() if d.is_static else batch for d in pshape], _numpy_type(dtype)
+
+
+def _zeros_for(proto, names: set[str], sources, batch: int, stream: Stream) -> dict[str, np.ndarray]:
     """Zeros for the graph inputs the states replaced: shaped like the state at `batch` when the
     input is a node's initial state, else as the ONNX model declares it (unknown dims: `batch`)."""
     out = {}
     for s in sources:
         if s.initial in names:
-            info = next(i for i in contract.states if i.id == s.id)
-            dtype, pshape = stream._types[s.id]
-            shape = [batch if axis == info.batch_axis and d.is_dynamic else (d.get_length() if d.is_static else batch) for axis, d in enumerate(pshape)]
-            out[s.initial] = np.zeros(shape, _numpy_type(dtype))
+            out[s.initial] = np.zeros(*_state_at(stream, s.id, batch))
     for value in proto.graph.input:
         if value.name in names and value.name not in out:
             t = value.type.tensor_type
@@ -253,9 +256,6 @@ def validate_stream(
     oracle_input = input
     if ir.frozen:  # the oracles run the model with the frozen inputs as the constants the IR has
         proto, oracle_input = _frozen_model(proto, ir.frozen), split_frozen(input)[0]
-    # integer weights (--compress-weights, DynamicQuantizeLSTM, QDQ): the float64 reference runs the
-    # dequantized model, as validate does; onnxruntime and the stateless IR run the model as given
-    quant = compressed_reference(proto, ir)
     t0 = time.perf_counter()
     stream = Stream(ir, device, precision, cache_dir)
     compile_seconds = time.perf_counter() - t0
@@ -269,7 +269,9 @@ def validate_stream(
     pairs = any(s.init.startswith("pair:") for s in contract.states)
     if not pairs and has_control_flow(proto.graph):  # node states: their nodes as the IR has them, Ifs inlined
         proto = _control_flow_folded(proto, ir, contract)
-        quant = compressed_reference(proto, ir)
+    # integer weights (--compress-weights, DynamicQuantizeLSTM, QDQ): the float64 reference runs the
+    # dequantized model, as validate does; onnxruntime and the stateless IR run the model as given
+    quant = compressed_reference(proto, ir)
     oracle = (_CarriedByHand if pairs else _WholeSequence)(proto, ir, stream, batch_run, None if quant is None else quant.model, None if quant is None else quant.original)
     unmatched = [] if pairs else [st.id for st in contract.states if st.id not in {src.id for src in oracle.sources}]
     if unmatched:  # the rows that read a state's ONNX node are left out: say so rather than pass quietly
@@ -360,9 +362,8 @@ def validate_stream(
     rng = np.random.default_rng([seed, 17])
     seeds = {}
     for info in contract.states:
-        dtype, pshape = stream._types[info.id]
-        shape = [d.get_length() if d.is_static else batch_run for d in pshape]
-        seeds[info.id] = rng.uniform(-1.0, 1.0, size=shape).astype(_numpy_type(dtype))
+        shape, dtype = _state_at(stream, info.id, batch_run)
+        seeds[info.id] = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
     seeded = stream.run(feeds, initial_state=seeds)
     compare_run("set_state", seeded, oracle.reference(feeds, seeds)[0], oracle_name="reference with the seeds")
 
@@ -427,7 +428,7 @@ class _WholeSequence:
         self.sources = state_sources(proto, ir, self.contract)
         self.ir, self.original = ir, original
         self.whole = whole_sequence_model(proto, self.contract, self.sources)
-        self.replaced = _replaced_inputs(proto, stream, self.sources)
+        self.replaced = _replaced_inputs(proto, stream)
         # the float64 reference's model: the dequantized one when the IR has integer weights
         self.ref_sources = self.sources if dequantized is None else state_sources(dequantized, ir, self.contract)
         self.ref_whole = self.whole if dequantized is None else whole_sequence_model(dequantized, self.contract, self.ref_sources)
@@ -438,7 +439,7 @@ class _WholeSequence:
     def feeds(self, feeds: dict) -> dict:
         """The stream's inputs, plus zeros for the initial-state inputs the states replaced."""
         b = _batch_of(self.contract, feeds) or self.batch
-        return {**feeds, **_zeros_for(self.proto, self.replaced, self.sources, b, self.contract, self.stream)}
+        return {**feeds, **_zeros_for(self.proto, self.replaced, self.sources, b, self.stream)}
 
     def _finals(self, outputs: dict) -> dict:
         return {s.id: outputs[s.final] for s in self.sources if s.final in outputs}
@@ -491,8 +492,7 @@ class _CarriedByHand:
     def _initial(self, sid: str, name: str, batch: int) -> np.ndarray:
         if name in self.initializers:
             return self.initializers[name]
-        dtype, pshape = self.stream._types[sid]
-        return np.zeros([d.get_length() if d.is_static else batch for d in pshape], _numpy_type(dtype))
+        return np.zeros(*_state_at(self.stream, sid, batch))
 
     def _carry(self, call, feeds: dict, seeds: dict | None = None) -> tuple[dict, dict]:
         batch = _batch_of(self.contract, feeds) or self.batch
@@ -527,12 +527,8 @@ class _CarriedByHand:
             return f"does not run this model ({str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__})", None
 
     def stateless(self, feeds, input, request, precision, cache_dir, notes):
-        from ..convert import convert
-
         try:
-            compiled = runtime.compile_ir(runtime.read_model(convert(self.proto, input, request).ir), self.stream.device, precision, cache_dir)
-            names = {n for p in compiled.compiled.inputs for n in p.get_names()}
-            return self._carry(lambda f: runtime.infer(compiled, {k: v for k, v in f.items() if k in names}), feeds)
+            return self._carry(_stateless_runner(self.proto, input, request, self.stream.device, precision, cache_dir), feeds)
         except OvrnnError as exc:
             notes.append(f"stateless IR: not compared ({exc})")
             return None
@@ -636,10 +632,17 @@ def _elem_type(model: onnx.ModelProto) -> int:
     return onnx.TensorProto.FLOAT
 
 
-def _stateless_whole(whole_proto, contract, chunks, stream, input, request, precision, cache_dir, feeds, notes):
-    """ovrnn's stateless IR of the whole sequence, run once: {output: array}, or None (with a note)."""
+def _stateless_runner(proto, input, request, device, precision, cache_dir):  # noqa: A002
+    """ovrnn's stateless IR of `proto`, compiled on `device`: a function of the feeds (those the IR reads)."""
     from ..convert import convert
 
+    compiled = runtime.compile_ir(runtime.read_model(convert(proto, input, request).ir), device, precision, cache_dir)
+    names = {n for p in compiled.compiled.inputs for n in p.get_names()}
+    return lambda feeds: runtime.infer(compiled, {k: v for k, v in feeds.items() if k in names})
+
+
+def _stateless_whole(whole_proto, contract, chunks, stream, input, request, precision, cache_dir, feeds, notes):
+    """ovrnn's stateless IR of the whole sequence, run once: {output: array}, or None (with a note)."""
     specs = []
     for t in contract.inputs:
         port = next(p for p in stream.compiled.compiled.inputs if t.name in p.get_names())
@@ -647,10 +650,7 @@ def _stateless_whole(whole_proto, contract, chunks, stream, input, request, prec
         dims[t.axis] = str(t.length * chunks)
         specs.append(f"{t.name}[{','.join(dims)}]")
     try:
-        ir = convert(whole_proto, specs, request).ir
-        compiled = runtime.compile_ir(runtime.read_model(ir), stream.device, precision, cache_dir)
-        names = {n for p in compiled.compiled.inputs for n in p.get_names()}
-        return runtime.infer(compiled, {k: v for k, v in feeds.items() if k in names})
+        return _stateless_runner(whole_proto, specs, request, stream.device, precision, cache_dir)(feeds)
     except OvrnnError as exc:
         notes.append(f"stateless IR of the whole sequence: not compared ({exc})")
         return None
