@@ -46,8 +46,6 @@ from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES
 from ..semantics.recurrent import DQ_DOMAIN, DQ_OP, FAMILIES, Body, DynamicStepsError, RecurrentNode, node_label, unique_label
 from .realize import dim_of, realize
 
-BODY_OPS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
-
 
 # --- which node a call is for -----------------------------------------------------------------
 

@@ -41,7 +41,6 @@ from ..errors import DeviceError, IRFormatError, UsageError
 from . import engine
 
 RT_SECTION = ("ovrnn", "stateful")
-INIT_KINDS = ("zeros", "constant")  # or pair:IN=OUT
 
 
 # --- what the IR says ---------------------------------------------------------------------------
@@ -182,7 +181,7 @@ class Stream:
         from ..plugins import canonical_device
 
         device = canonical_device(device)
-        model = ir if isinstance(ir, engine.ov().Model) else engine.read_model(ir)
+        model = engine.read_model(ir)  # an ov.Model as it is
         contract = StreamContract.of(model)
         traits = device_traits(device)
         if traits.static_only:
