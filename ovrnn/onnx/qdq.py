@@ -13,12 +13,14 @@ unit); other forms (per column, blocked, int16, a runtime x) stay ordinary nodes
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from ..quantization import Quantized
-from .read import ONNX_DOMAINS, RECURRENT, GraphView, TensorInfo, graph_view
+from .read import ONNX_DOMAINS, RECURRENT, GraphView, TensorInfo, constant_info
 
 
 
@@ -65,8 +67,8 @@ def absorb_dequantize_linear(view: GraphView) -> tuple[GraphView, dict[str, list
     model.graph.node.extend(kept)
     for name, _, value in taken.values():
         model.graph.initializer.append(numpy_helper.from_array(value, name))
-    new_view = graph_view(model)
-    new_view.inputs = view.inputs  # --input shapes already applied
+    # the view's tables as they are (its --input shapes applied), plus the float tensors the nodes gave
+    new_view = replace(view, model=model, constants={**view.constants, **{name: constant_info(name, value) for name, _, value in taken.values()}})
     return new_view, {name: qs for name, qs, _ in taken.values()}, notes
 
 

@@ -272,7 +272,7 @@ def _constant_node_value(node: onnx.NodeProto) -> np.ndarray:
     raise UnsupportedFeatureError(f"{where}: attribute '{attr.name}' is not supported (expected value, value_float(s) or value_int(s))")
 
 
-def _from_array(name: str, value: np.ndarray) -> TensorInfo:
+def constant_info(name: str, value: np.ndarray) -> TensorInfo:
     elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
     return TensorInfo(name, elem, tuple(Dim.of(int(s)) for s in value.shape), value)
 
@@ -282,10 +282,10 @@ def graph_view(model: ModelProto) -> GraphView:
     opset = model_opset(model)
     constants: dict[str, TensorInfo] = {}
     for init in graph.initializer:
-        constants[init.name] = _from_array(init.name, tensor_to_array(init, f"initializer '{init.name}'"))
+        constants[init.name] = constant_info(init.name, tensor_to_array(init, f"initializer '{init.name}'"))
     for node in graph.node:
         if node.op_type == "Constant" and node.domain in ONNX_DOMAINS and node.output:
-            constants[node.output[0]] = _from_array(node.output[0], _constant_node_value(node))
+            constants[node.output[0]] = constant_info(node.output[0], _constant_node_value(node))
     inputs = []
     for vi in graph.input:
         # An initializer listed as an input (IR < 4 style) is a constant, as ovc treats it.
