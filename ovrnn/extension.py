@@ -21,7 +21,7 @@ from .errors import OvrnnError
 from .ir.model import RnnSummary
 from .lower.node import CELL_MODES, LoweringOptions
 from .semantics.recurrent import FAMILIES
-from .plan import check_count
+from .plan import check_step_counts
 from .errors import UsageError, flag
 from .frontend.recurrent_extension import ContextNodes, Converted, RecurrentLowering
 
@@ -103,7 +103,5 @@ def extension(*, lowering: str = "cell", chunk_steps: int = 64, max_steps: int |
     """
     if lowering not in CELL_MODES:
         raise UsageError(f"{flag('lowering')}: expected cell or matmul, got '{lowering}'")
-    check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
-    if max_steps is not None:
-        check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
+    check_step_counts(chunk_steps, max_steps)
     return Extension(RecurrentLowering(ContextNodes(), LoweringOptions(lowering, chunk=chunk_steps), max_steps))

@@ -57,11 +57,16 @@ class Request:
             raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {self.ir_version}")
         if self.lowering not in ("auto",) + CELL_MODES:
             raise UsageError(f"{flag('lowering')}: expected cell, matmul or auto, got '{self.lowering}'")
-        check_count("chunk-steps", self.chunk_steps, "0 (one piece) or a positive number of steps")
-        if self.max_steps is not None:
-            check_count("max-steps", self.max_steps, "0 (no limit) or a positive number of steps")
+        check_step_counts(self.chunk_steps, self.max_steps)
         compression = compression_of(self.compress_weights, self.group_size, self.max_weight_error)
         return replace(self, stateful=state_request(self.stateful), compression=compression)
+
+
+def check_step_counts(chunk_steps, max_steps) -> None:
+    """--chunk-steps and --max-steps, for convert and for ovrnn.extension()."""
+    check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
+    if max_steps is not None:
+        check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
 
 
 @dataclass(frozen=True)
