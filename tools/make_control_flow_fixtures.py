@@ -134,19 +134,24 @@ def if_nested_shape():
     return _model(graph)
 
 
+def _chunk_of_x() -> list:
+    """Loop body nodes: x_chunk = X[4*i : 4*i + 4] (iteration i's 4 steps of the outer X)."""
+    return [
+        _const("four", np.array([4], np.int64)),
+        _const("zero_axis", np.array([0], np.int64)),
+        helper.make_node("Unsqueeze", ["i", "zero_axis"], ["i1"], name="i1"),
+        helper.make_node("Mul", ["i1", "four"], ["start"], name="start"),
+        helper.make_node("Add", ["start", "four"], ["end"], name="end"),
+        helper.make_node("Slice", ["X", "start", "end", "zero_axis"], ["x_chunk"], name="x_chunk"),
+    ]
+
+
 def _loop_model(name: str, chunked: bool):
     T = 12 if chunked else 4
     body_nodes = _weights("gru", 3, 6)
     x = "X"
     if chunked:
-        body_nodes += [
-            _const("four", np.array([4], np.int64)),
-            _const("zero_axis", np.array([0], np.int64)),
-            helper.make_node("Unsqueeze", ["i", "zero_axis"], ["i1"], name="i1"),
-            helper.make_node("Mul", ["i1", "four"], ["start"], name="start"),
-            helper.make_node("Add", ["start", "four"], ["end"], name="end"),
-            helper.make_node("Slice", ["X", "start", "end", "zero_axis"], ["x_chunk"], name="x_chunk"),
-        ]
+        body_nodes += _chunk_of_x()
         x = "x_chunk"
     body_nodes += [
         helper.make_node("GRU", [x, "gru_W", "gru_R", "gru_B", "", "h_in"], ["", "h_out"], name="gru", hidden_size=H),
@@ -180,13 +185,7 @@ def loop_gru_refine():
 
 
 def loop_gru_torchscript():
-    body_nodes = _weights("gru", 3, 9) + [
-        _const("four", np.array([4], np.int64)),
-        _const("zero_axis", np.array([0], np.int64)),
-        helper.make_node("Unsqueeze", ["i", "zero_axis"], ["i1"], name="i1"),
-        helper.make_node("Mul", ["i1", "four"], ["start"], name="start"),
-        helper.make_node("Add", ["start", "four"], ["end"], name="end"),
-        helper.make_node("Slice", ["X", "start", "end", "zero_axis"], ["x_chunk"], name="x_chunk"),
+    body_nodes = _weights("gru", 3, 9) + _chunk_of_x() + [
         helper.make_node("GRU", ["x_chunk", "gru_W", "gru_R", "gru_B", "", "h_in"], ["y", "h_out"], name="gru", hidden_size=H),
         helper.make_node("Squeeze", ["y", "one_axis"], ["y3"], name="squeeze_dir"),
         _const("last", np.int64(-1)),
