@@ -32,8 +32,18 @@ def assert_close(got, want, atol, rtol, what=""):
     got64 = np.asarray(got, dtype=np.float64)
     assert got64.shape == want.shape, f"{what}: shape {got64.shape} != {want.shape}"
     err = np.abs(got64 - want)
-    bad = err > atol + rtol * np.abs(want)
+    bad = ~(err <= atol + rtol * np.abs(want))  # a NaN is out of tolerance too
     assert not bad.any(), f"{what}: max abs err {err.max():.3g} (atol {atol}, rtol {rtol}) at {np.argwhere(bad)[:3].tolist()}"
+
+
+def compile_f32(ir):
+    """(ov.Model, compiled model) of an IR object on CPU at INFERENCE_PRECISION_HINT=f32, read
+    directly by OpenVINO (no ovrnn runtime in between)."""
+    import openvino as ov
+
+    core = ov.Core()
+    model = core.read_model(ir.xml, ov.Tensor(np.frombuffer(ir.bin, np.uint8).copy()))
+    return model, core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
 
 
 def dead_layers(xml: bytes) -> list[str]:

@@ -15,7 +15,7 @@ import onnx
 import openvino as ov
 import pytest
 from cases import DTYPES, TOL, Case, make_model
-from conftest import assert_close, dead_layers, ovrnn_cli
+from conftest import assert_close, compile_f32, dead_layers, ovrnn_cli
 from lxml import etree
 from onnx import helper
 
@@ -52,9 +52,7 @@ MATMUL = ("rnn-tanh", "gru-default", "lstm-h0-c0-inputs-dyn-batch")
 
 
 def _compile(ir):
-    core = ov.Core()
-    model = core.read_model(ir.xml, ov.Tensor(np.frombuffer(ir.bin, np.uint8).copy()))
-    return core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return compile_f32(ir)[1]
 
 
 def _tensor(array: np.ndarray) -> ov.Tensor:

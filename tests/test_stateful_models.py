@@ -13,16 +13,13 @@ import onnx
 import onnxruntime as ort
 import openvino as ov
 import pytest
-from conftest import assert_close, ovrnn_cli
+from conftest import assert_close, compile_f32, ovrnn_cli
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 
 
-def _compile(ir):
-    core = ov.Core()
-    model = core.read_model(ir.xml, ov.Tensor(np.frombuffer(ir.bin, np.uint8).copy()))
-    return model, core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+_compile = compile_f32
 
 
 def _stream_info(model) -> dict:

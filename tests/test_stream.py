@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cases import TOL, Case, make_model
+from conftest import assert_close
 
 import ovrnn
 from ovrnn.runtime import stream as stream_module
@@ -19,6 +20,10 @@ STREAM_CASES = [  # initial_h (and initial_c) graph inputs: replaced by the stat
 ]
 IDS = [c.id for c in STREAM_CASES]
 ATOL, RTOL = TOL["float32"]
+
+
+def close(got, want, what):
+    assert_close(got, want, ATOL, RTOL, what)  # conftest.py: shape, then every element (a NaN fails)
 
 
 def stateful_ir(case: Case, folder):
@@ -56,11 +61,6 @@ def whole(proto, case: Case, x: np.ndarray, h0=None, c0=None) -> dict[str, np.nd
 
 def run_stream(stream, case: Case, x: np.ndarray) -> np.ndarray:
     return np.concatenate([stream.feed({"X": c})["Y"] for c in split(case, x)], axis=case.layout)
-
-
-def close(got, want, what):
-    err = np.abs(np.asarray(got, np.float64) - want)
-    assert got.shape == want.shape and (err <= ATOL + RTOL * np.abs(want)).all(), f"{what}: max err {err.max():.3g}"
 
 
 @pytest.mark.parametrize("case", STREAM_CASES, ids=IDS)

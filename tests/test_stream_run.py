@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cases import TOL, Case, make_model
-from conftest import ovrnn_cli
+from conftest import assert_close, ovrnn_cli
 
 import ovrnn
 from ovrnn import cli
@@ -18,6 +18,10 @@ K, H = 4, 6
 LSTM = Case("lstm-dyn-batch", op="LSTM", T=K, batch=2, hidden=H, dyn_batch=True, h0=True, c0=True)
 GRU1 = Case("gru-layout1", op="GRU", T=K, batch=2, hidden=H, layout=1, h0=True)
 ATOL, RTOL = TOL["float32"]
+
+
+def close(got, want, what):
+    assert_close(got, want, ATOL, RTOL, what)  # conftest.py: shape, then every element (a NaN fails)
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +51,6 @@ def whole(proto, x, layout=0, h0=None, c0=None):
     if "initial_c" in {i.name for i in proto.graph.input}:
         feeds["initial_c"] = np.zeros(shape, np.float32) if c0 is None else c0
     return reference.run_model(proto, feeds)
-
-
-def close(got, want, what):
-    err = np.abs(np.asarray(got, np.float64) - want)
-    assert got.shape == want.shape and (err <= ATOL + RTOL * np.abs(want)).all(), f"{what}: {got.shape} vs {want.shape}, max err {err.max():.3g}"
 
 
 def run_here(monkeypatch, capsys, *argv):
