@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ..fileio import ir_paths, write_atomic
@@ -91,7 +92,11 @@ class RnnSummary:
 
 @dataclass(frozen=True, eq=False)
 class IR:
-    """An OpenVINO IR in memory: ``xml`` and ``bin`` bytes, byte-identical for the same input."""
+    """An OpenVINO IR in memory: ``xml`` and ``bin`` bytes, byte-identical for the same input.
+
+    ``model`` is the same IR as an ``openvino.Model``, what OpenVINO's own API takes
+    (``ov.Core().compile_model(ir.model, "CPU")``, ``ov.save_model(ir.model, path, compress_to_fp16=False)``);
+    ``save`` writes ovrnn's own bytes."""
 
     xml: bytes
     bin: bytes
@@ -99,6 +104,17 @@ class IR:
     rnns: tuple[RnnSummary, ...] = ()
     sources: tuple[Path, ...] = ()  # the files it was converted from (model, external data): never overwritten
     frozen: tuple = ()  # onnx.freeze.Frozen: the inputs --input gave values, now constants
+
+    @cached_property
+    def model(self):
+        """This IR as an ``openvino.Model``, read from ``xml`` and ``bin`` with OpenVINO on first use
+        (OpenVINO is loaded then, not before), and the same object afterwards. OpenVINO calls that
+        change a model (``reshape``, ``add_outputs``, pre-processing) change this one: ``clone()``
+        it first to keep it as converted. ``ovrnn.run``/``Runner``/``Stream`` given the IR read its
+        bytes afresh, so they never see such changes."""
+        from ..ov import read_ir_bytes
+
+        return read_ir_bytes(self.xml, self.bin)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write OUT.xml and OUT.bin (folder created as needed); all or nothing. Refused when

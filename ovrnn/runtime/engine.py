@@ -11,25 +11,19 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 
 from ..errors import DeviceError, IRFormatError, UsageError, flag
-from ..ov import ov, ov_message
+from ..ov import core, ov, ov_message, read_ir_bytes
 from ..plugins import exact_integer_weights
 
 VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 DEFAULT_PRECISION = "f32"
 
 _SHAPE_MISMATCH = re.compile(r"shape infer|mismatch|not matched|incompatible|Dimension .* is not|cannot broadcast|Broadcast|conflicts with the reshape pattern", re.IGNORECASE)
-
-
-@lru_cache(maxsize=1)
-def core():
-    return ov().Core()
 
 
 def available_devices() -> list[str]:
@@ -80,16 +74,22 @@ def compile_config(precision: str | None, cache_dir: str | os.PathLike[str] | No
     return config
 
 
+IR_FORMS = "an ovrnn IR (what convert_model returns), a path to model.xml or an openvino.Model"
+
+
 def read_model(ir) -> object:
-    """An ov.Model from an IR object (bytes) or a path to model.xml (an ov.Model as it is)."""
+    """An ov.Model from any of IR_FORMS: an IR object's bytes read afresh (so a change made to its
+    cached ``IR.model`` is not seen), model.xml checked before OpenVINO reads it, an ov.Model as it is."""
     from ..ir.model import IR
 
     if isinstance(ir, ov().Model):
         return ir
+    if not isinstance(ir, (IR, str, os.PathLike)):
+        kind = type(ir).__qualname__ if type(ir).__module__ == "builtins" else f"{type(ir).__module__}.{type(ir).__qualname__}"
+        raise UsageError(f"expected {IR_FORMS}, got {kind}")
     try:
         if isinstance(ir, IR):
-            weights = ov().Tensor(np.frombuffer(ir.bin, dtype=np.uint8).copy()) if ir.bin else ov().Tensor(np.zeros(0, np.uint8))
-            return core().read_model(ir.xml, weights)
+            return read_ir_bytes(ir.xml, ir.bin)
         from ..ir.check import check_ir
 
         path = Path(os.fspath(ir))
@@ -271,7 +271,7 @@ def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 class Runner:
-    """Compile once, infer many times: what a serving loop needs.
+    """Compile once, infer many times: what a serving loop needs. `ir`: any of IR_FORMS.
 
     One infer request is reused, and numpy inputs already of the port's type are passed without a
     copy (share_inputs). The outputs returned are copies, safe to keep across calls.
@@ -371,7 +371,7 @@ def versions() -> dict[str, str]:
 
 
 def run(ir, inputs: dict[str, np.ndarray], device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> dict[str, np.ndarray]:
-    """Compile `ir` (an IR object or a path to model.xml) on `device` and run it once."""
+    """Compile `ir` (any of IR_FORMS) on `device` and run it once."""
     return infer(compile_ir(read_model(ir), device, precision, cache_dir), inputs)
 
 

@@ -167,7 +167,7 @@ def precision_note(device: str, precision: str | None) -> str | None:
 
 
 class Stream:
-    """A stream over one infer request of a stateful IR (an IR object or a path to model.xml).
+    """A stream over one infer request of a stateful IR (any of engine.IR_FORMS).
 
     ``feed(inputs)`` runs one call (K steps) and returns the outputs by name (copies, safe to keep);
     ``reset()`` returns every state to its initial value; ``state`` is {id: array} (copies);
@@ -176,8 +176,7 @@ class Stream:
     """
 
     def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> None:
-        """`ir`: an IR object, a path to model.xml or an ov.Model; `properties`: more compile
-        properties (e.g. {"PERFORMANCE_HINT": "LATENCY"})."""
+        """`properties`: more compile properties (e.g. {"PERFORMANCE_HINT": "LATENCY"})."""
         from ..plugins import canonical_device
 
         device = canonical_device(device)

@@ -1,0 +1,107 @@
+"""What convert_model returns goes to OpenVINO's own API (`IR.model`), and ovrnn's runtime takes
+the three forms of an IR: the IR object, a path to model.xml, an openvino.Model."""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+import pytest
+
+import ovrnn
+from ovrnn.demo import DEMO_MODEL, STREAM_MODEL
+
+F32 = {"INFERENCE_PRECISION_HINT": "f32"}
+FEEDS = {
+    "X": np.random.default_rng(0).uniform(-1, 1, (8, 2, 4)).astype(np.float32),
+    "sequence_lens": np.array([8, 5], np.int32),
+    "initial_h": np.random.default_rng(1).uniform(-1, 1, (2, 2, 6)).astype(np.float32),
+}
+FORMS = ("IR object", "path", "openvino.Model")
+
+
+@pytest.fixture(scope="module")
+def demo_ir():
+    return ovrnn.convert_model(DEMO_MODEL, input="X[8,2,4]")
+
+
+@pytest.fixture(scope="module")
+def want(demo_ir):
+    return ovrnn.run(demo_ir, FEEDS)
+
+
+def as_form(ir, form, tmp_path):
+    if form == "path":
+        return ir.save(tmp_path / f"{id(ir)}.xml")
+    return ir.model if form == "openvino.Model" else ir
+
+
+def by_name(compiled, result) -> dict:
+    return {min(port.get_names()): np.array(value) for port, value in zip(compiled.outputs, result.values())}
+
+
+def test_openvino_compiles_the_converted_model(demo_ir, want):
+    model = demo_ir.model
+    assert isinstance(model, ov.Model) and demo_ir.model is model  # read once, then the same object
+    compiled = ov.Core().compile_model(demo_ir.model, "CPU", F32)
+    got = by_name(compiled, compiled(FEEDS))
+    assert got.keys() == want.keys() == {"Y", "Y_h"}
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+    assert model.get_rt_info()["ovrnn"]  # ovrnn's rt_info comes along
+
+
+def test_openvino_saves_the_converted_model(demo_ir, want, tmp_path):
+    ov.save_model(demo_ir.model, tmp_path / "ov.xml", compress_to_fp16=False)
+    compiled = ov.Core().compile_model(tmp_path / "ov.xml", "CPU", F32)
+    got = by_name(compiled, compiled(FEEDS))
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+    # ovrnn's own bytes are what IR.save writes, whatever OpenVINO's serializer makes of the model
+    xml = demo_ir.save(tmp_path / "ours.xml")
+    assert xml.read_bytes() == demo_ir.xml and xml.with_suffix(".bin").read_bytes() == demo_ir.bin
+
+
+def test_a_changed_model_is_not_what_ovrnn_runs(demo_ir, want):
+    ir = ovrnn.convert_model(DEMO_MODEL, input="X[8,2,4]")
+    ir.model.reshape({"X": [8, 3, 4], "sequence_lens": [3], "initial_h": [2, 3, 6]})  # the user's own change
+    assert ir.model.input("X").get_partial_shape() == ov.PartialShape([8, 3, 4])
+    got = ovrnn.run(ir, FEEDS)  # reads the IR's bytes: batch 2, as converted
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_run_and_runner_take_each_form(form, demo_ir, want, tmp_path):
+    ir = as_form(demo_ir, form, tmp_path)
+    runner = ovrnn.Runner(ir)
+    for got in (ovrnn.run(ir, FEEDS), runner(FEEDS)):
+        assert got.keys() == want.keys()
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_stream_takes_each_form(form, tmp_path):
+    stateful = ovrnn.convert_model(STREAM_MODEL, stateful=True)
+    x = np.random.default_rng(2).uniform(-1, 1, (12, 2, 3)).astype(np.float32)
+    first = ovrnn.run(ovrnn.convert_model(STREAM_MODEL), {"X": x[:4]})["Y"]  # the first call from zeros
+    want = ovrnn.Stream(stateful).run({"X": x}).outputs["Y"]
+    stream = ovrnn.Stream(as_form(stateful, form, tmp_path))
+    got = np.concatenate([stream.feed({"X": x[i : i + 4]})["Y"].copy() for i in range(0, 12, 4)])
+    np.testing.assert_array_equal(got[:4], first)
+    np.testing.assert_array_equal(got, want)
+    assert np.abs(got[4:] - np.concatenate([first, first])).max() > 1e-3  # the state moved on
+
+
+@pytest.mark.parametrize(
+    "value, kind",
+    [(42, "int"), (b"<net/>", "bytes"), (None, "NoneType"), (np.zeros(3), "numpy.ndarray")],
+    ids=["int", "xml-bytes", "none", "array"],
+)
+@pytest.mark.parametrize("entry", ["run", "Runner", "Stream"])
+def test_other_types_are_a_usage_error(entry, value, kind):
+    call = {"run": lambda v: ovrnn.run(v, FEEDS), "Runner": ovrnn.Runner, "Stream": ovrnn.Stream}[entry]
+    message = f"expected an ovrnn IR (what convert_model returns), a path to model.xml or an openvino.Model, got {kind}"
+    with pytest.raises(ovrnn.UsageError) as caught:
+        call(value)
+    assert str(caught.value) == message
