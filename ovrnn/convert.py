@@ -117,4 +117,4 @@ def _carried_out(plan: Plan, files: list[Path]) -> IR:
         kinds = set(choice.values())
         ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ
         notes = (note,)
-    return replace(ir, notes=plan.prepared.notes + ir.notes + notes, sources=tuple(files), frozen=plan.prepared.frozen)
+    return replace(ir, notes=plan.prepared.notes + (plan.read.notes if plan.read else ()) + ir.notes + notes, sources=tuple(files), frozen=plan.prepared.frozen)

@@ -4,6 +4,7 @@ frontend stage (ovrnn/frontend/) takes one value and never calls back into onnx/
     with_input_shapes   the graph inputs' static dims (--input included) written into the model
     fold_constants      Shape/Size of static tensors and constant subexpressions folded
     declare_scan_slices Scan body slices typed from the outer input
+    apply_fixes         the ops OpenVINO's frontend reads wrong, rewritten (frontend_fixes.py)
     open_conditions_hint for an error from the frontend: the inputs the Ifs that stay read
 """
 
@@ -16,6 +17,7 @@ import onnx
 from .body_inputs import declare_scan_slices
 from .control_flow import open_conditions_hint
 from .fold import fold_constants
+from .frontend_fixes import apply_fixes
 from .inputs import with_input_shapes
 from .read import GraphView
 
@@ -28,6 +30,7 @@ class FrontendInput:
     model: onnx.ModelProto
     changed: bool
     conditions_hint: str  # why If nodes are left ('' without Ifs): the graph inputs their conditions read
+    notes: tuple[str, ...] = ()  # the rewrites of frontend_fixes.py that were made
 
 
 def frontend_input(view: GraphView, fold_weights: bool = False) -> FrontendInput:
@@ -35,4 +38,5 @@ def frontend_input(view: GraphView, fold_weights: bool = False) -> FrontendInput
     (--compress-weights): W/R computed from constants are folded whatever their size (fold.py)."""
     folded_model, folded = fold_constants(with_input_shapes(view), weights=fold_weights)
     folded_model, declared = declare_scan_slices(folded_model)
-    return FrontendInput(folded_model, bool(folded) or declared, open_conditions_hint(view.model.graph))
+    folded_model, fixed = apply_fixes(folded_model)
+    return FrontendInput(folded_model, bool(folded) or declared or bool(fixed), open_conditions_hint(view.model.graph), fixed)

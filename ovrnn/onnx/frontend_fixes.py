@@ -1,0 +1,276 @@
+"""The ONNX ops OpenVINO's ONNX frontend reads wrong, rewritten before it reads them: the one list.
+
+A whole model goes through OpenVINO's frontend (frontend/whole_model.py), so its misreadings
+would be ovrnn's. Each ``FrontendFix`` names the ops, opsets and attribute forms it rewrites, the
+OpenVINO releases that misread them (checked against the installed OpenVINO at convert time: the
+rewrite is skipped on a release that reads the node right), why, and the equivalent ONNX nodes,
+which every release from 2024.6 on reads right (the IR loads and computes the same there).
+``tests/test_frontend_fixes.py`` checks, op by op, opset by opset, that each fix applies exactly
+where the installed OpenVINO misreads and that the rewritten node matches onnxruntime.
+
+Measured with every Reduce op x opsets 11/13/17/18 x axes absent, [-1], [1], [0,2], [-2,-1], []
+x keepdims absent/0/1 x noop_with_empty_axes absent/0/1, on 2024.6.0, 2025.4.1 and 2026.4.1.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+Version = tuple[int, ...]
+
+
+def _version(text: str) -> Version:
+    """'2026.4.1-22982-e213a...' or '2026.4.1' -> (2026, 4, 1)."""
+    head = text.split("-")[0].split("+")[0]
+    return tuple(int(p) for p in head.split(".") if p.isdigit())
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One ONNX node as the fixes look at it: its op, the model's opset, and its axes."""
+
+    node: onnx.NodeProto
+    opset: int
+    axes: list[int] | None  # the attribute, or the constant input; None: absent
+    axes_known: bool  # False: a non-constant axes input
+    attrs: dict
+    elem_type: int  # x's TensorProto type (float when onnx's shape inference cannot tell)
+
+
+@dataclass(frozen=True)
+class FrontendFix:
+    name: str
+    ops: tuple[str, ...]
+    opsets: tuple[int, int | None]  # first and last opset (None: every later one)
+    broken_after: str | None  # newest release known to read it right before it broke (None: 2024.6, ovrnn's oldest, misreads it)
+    fixed_in: str | None  # first release known to read it right again (None: none yet)
+    why: str
+    applies: Callable[[Reading], bool]
+    rewrite: Callable[[Reading, Callable[[str], str]], list[onnx.NodeProto]]
+
+    def affects(self, openvino: Version) -> bool:
+        return (self.broken_after is None or openvino > _version(self.broken_after)) and (self.fixed_in is None or openvino < _version(self.fixed_in))
+
+    def matches(self, r: Reading) -> bool:
+        last = self.opsets[1]
+        return r.node.op_type in self.ops and r.node.domain in ("", "ai.onnx") and self.opsets[0] <= r.opset and (last is None or r.opset <= last) and self.applies(r)
+
+    def note(self, nodes: list[str]) -> str:
+        shown = ", ".join(f"'{n}'" for n in nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+        return f"{len(nodes)} node(s) rewritten that OpenVINO's ONNX frontend reads wrong ({self.name}: {shown}): {self.why}"
+
+
+# --- the rewrites (equations beside them; ``fresh`` makes a tensor name no other tensor has) ---------
+
+
+def _axes_input(r: Reading, fresh) -> tuple[list[onnx.NodeProto], str]:
+    name = fresh("axes")
+    return [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(r.axes, dtype=np.int64), name))], name
+
+
+def _keepdims(r: Reading) -> int:
+    return int(r.attrs.get("keepdims", 1))
+
+
+def _sum_of(r: Reading, fresh, x: str, out: str, keepdims: int | None = None) -> list[onnx.NodeProto]:
+    """ReduceSum-13 with the axes as an input, which every release reads right."""
+    const, axes = _axes_input(r, fresh)
+    return [*const, helper.make_node("ReduceSum", [x, axes], [out], keepdims=_keepdims(r) if keepdims is None else keepdims)]
+
+
+def _attribute_axes(r: Reading, fresh) -> list[onnx.NodeProto]:
+    """ReduceL1(x) = ReduceSum(|x|); ReduceLogSum(x) = Log(ReduceSum(x));
+    ReduceLogSumExp(x) = Log(ReduceSum(Exp(x - m))) + m with m = ReduceMax(x) (keepdims=1), taken
+    as 0 where it is infinite: no overflow for large x, -inf for a row of -inf, +inf for +inf."""
+    x, y, op = r.node.input[0], r.node.output[0], r.node.op_type
+    if op == "ReduceL1":
+        a = fresh("abs")
+        return [helper.make_node("Abs", [x], [a]), *_sum_of(r, fresh, a, y)]
+    if op == "ReduceLogSum":
+        s = fresh("sum")
+        return [*_sum_of(r, fresh, x, s), helper.make_node("Log", [s], [y])]
+    m, inf, zero, safe, d, e, s, log = (fresh(k) for k in ("max", "max_is_inf", "zero", "shift", "centred", "exp", "sum", "log"))
+    nodes = [
+        helper.make_node("ReduceMax", [x], [m], axes=r.axes, keepdims=1),
+        helper.make_node("IsInf", [m], [inf]),
+        helper.make_node("Constant", [], [zero], value=helper.make_tensor(zero, r.elem_type, [], [0.0])),
+        helper.make_node("Where", [inf, zero, m], [safe]),
+        helper.make_node("Sub", [x, safe], [d]),
+        helper.make_node("Exp", [d], [e]),
+        *_sum_of(r, fresh, e, s, keepdims=1),
+        helper.make_node("Log", [s], [log]),
+    ]
+    if _keepdims(r):
+        return [*nodes, helper.make_node("Add", [log, safe], [y])]
+    const, axes = _axes_input(r, fresh)
+    kept = fresh("kept")
+    return [*nodes, helper.make_node("Add", [log, safe], [kept]), *const, helper.make_node("Squeeze", [kept, axes], [y])]
+
+
+def _empty_axes(r: Reading, fresh) -> list[onnx.NodeProto]:
+    """Reduction over no axes is the element-wise step alone (the spec, opset 18's
+    noop_with_empty_axes): ReduceL1, ReduceL2 -> |x|; ReduceLogSum -> Log(x); ReduceLogSumExp -> x;
+    ReduceSumSquare -> x * x."""
+    x, y, op = r.node.input[0], r.node.output[0], r.node.op_type
+    if op in ("ReduceL1", "ReduceL2"):
+        return [helper.make_node("Abs", [x], [y])]
+    if op == "ReduceLogSum":
+        return [helper.make_node("Log", [x], [y])]
+    if op == "ReduceSumSquare":
+        return [helper.make_node("Mul", [x, x], [y])]
+    return [helper.make_node("Identity", [x], [y])]
+
+
+_FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+
+
+def _axes_attribute(r: Reading) -> bool:
+    """An ``axes`` attribute that names axes (an absent or empty one means all axes, read right);
+    Log and Exp take float types only."""
+    return "axes" in r.attrs and bool(r.axes) and (r.node.op_type == "ReduceL1" or r.elem_type in _FLOATS)
+
+
+def _no_axes_noop(r: Reading) -> bool:
+    """noop_with_empty_axes=1 with no axes input, or a constant empty one."""
+    return bool(r.attrs.get("noop_with_empty_axes", 0)) and r.axes_known and not r.axes
+
+
+_AXES_ATTRIBUTE_WHY = (
+    "its opset-13 translators of these ops (src/frontends/onnx/frontend/src/op/reduce.cpp, namespace opset_13) take the axes "
+    "from a second input, which only opset 18 has, so the fallback reduces over every axis "
+    "(openvinotoolkit/openvino#38238); rewritten as ReduceSum-13 with the axes as an input"
+)
+_NOOP_WHY = (
+    "with noop_with_empty_axes=1 and no axes, its translator returns the input unchanged "
+    "(reduce.cpp, make_ov_reduction_op's Identity branch), where the spec keeps the element-wise step "
+    "(|x|, Log(x), x*x); rewritten as that step"
+)
+
+# The one list. Releases checked: 2024.6.0, 2025.4.1, 2026.4.1 (tests/test_frontend_fixes.py; docs/whole_models.md).
+FIXES: tuple[FrontendFix, ...] = (
+    FrontendFix("axes attribute ignored", ("ReduceL1",), (13, 17), "2024.6.0", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes),
+    FrontendFix("axes attribute ignored", ("ReduceLogSum", "ReduceLogSumExp"), (13, 17), "2025.4.1", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes),
+    FrontendFix("noop_with_empty_axes", ("ReduceL1", "ReduceL2"), (18, None), None, None, _NOOP_WHY, _no_axes_noop, _empty_axes),
+    FrontendFix("noop_with_empty_axes", ("ReduceLogSum",), (18, None), "2025.4.1", None, _NOOP_WHY, _no_axes_noop, _empty_axes),
+    FrontendFix("noop_with_empty_axes", ("ReduceLogSumExp", "ReduceSumSquare"), (18, None), None, "2025.4.1", _NOOP_WHY, _no_axes_noop, _empty_axes),
+)
+FIXED_OPS = frozenset(op for fix in FIXES for op in fix.ops)
+
+
+def installed_openvino() -> Version:
+    """The installed OpenVINO's release, read from its package metadata (no import)."""
+    try:
+        return _version(importlib.metadata.version("openvino"))
+    except importlib.metadata.PackageNotFoundError:
+        return ()
+
+
+def apply_fixes(model: onnx.ModelProto, openvino: Version | None = None, fixes: tuple[FrontendFix, ...] | None = None) -> tuple[onnx.ModelProto, tuple[str, ...]]:
+    """(model, notes): every node (bodies included) a fix for ``openvino`` (default: the installed
+    release) matches, replaced by its rewrite; the caller's model is not changed. The rewrite's last
+    node keeps the node's name and output, so the IR keeps both."""
+    if not any(n.op_type in FIXED_OPS for n in _all_nodes(model.graph)):
+        return model, ()
+    release = installed_openvino() if openvino is None else openvino
+    active = [f for f in (FIXES if fixes is None else fixes) if f.affects(release)]
+    if not active:
+        return model, ()
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    opset = next((o.version for o in fixed.opset_import if o.domain in ("", "ai.onnx")), 1)
+    types = _elem_types(fixed)
+    taken = {t for g in _graphs(fixed.graph) for t in _names(g)}
+    done: dict[str, list[str]] = {}
+    for graph in _graphs(fixed.graph):
+        consts = _constants(graph)
+        nodes: list[onnx.NodeProto] = []
+        for node in graph.node:
+            reading = _reading(node, opset, consts, types)
+            fix = next((f for f in active if reading is not None and f.matches(reading)), None)
+            if fix is None:
+                nodes.append(node)
+                continue
+            label = node.name or node.output[0]
+            new = fix.rewrite(reading, lambda kind: _fresh(f"{label}/ovrnn_fix/{kind}", taken))
+            for k, n in enumerate(new):
+                n.name = node.name if k == len(new) - 1 else _fresh(f"{label}/ovrnn_fix/{n.op_type}", taken)
+            nodes.extend(new)
+            done.setdefault(f"{fix.name}|{fix.why}", []).append(label)
+        del graph.node[:]
+        graph.node.extend(nodes)
+    if not done:
+        return model, ()
+    notes = tuple(next(f for f in active if f"{f.name}|{f.why}" == key).note(labels) for key, labels in done.items())
+    return fixed, notes
+
+
+def _reading(node: onnx.NodeProto, opset: int, consts: dict[str, np.ndarray], types: dict[str, int]) -> Reading | None:
+    if node.op_type not in FIXED_OPS or not node.input or not node.output:
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    axes, known = None, True
+    if "axes" in attrs:
+        axes = [int(a) for a in attrs["axes"]]
+    elif len(node.input) > 1 and node.input[1]:
+        value = consts.get(node.input[1])
+        known = value is not None
+        axes = None if value is None else [int(a) for a in np.asarray(value).ravel()]
+    return Reading(node, opset, axes, known, attrs, types.get(node.input[0], onnx.TensorProto.FLOAT))
+
+
+def _graphs(graph: onnx.GraphProto):
+    """The graph and every body in it, outer first."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            for body in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                yield from _graphs(body)
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for g in _graphs(graph):
+        yield from g.node
+
+
+def _names(graph: onnx.GraphProto) -> set[str]:
+    return {i.name for i in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output} | {n.name for n in graph.node}
+
+
+def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+    """The graph's initializers and Constant-node values (tensor values only)."""
+    values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            attr = next((a for a in node.attribute if a.name == "value"), None)
+            if attr is not None:
+                values[node.output[0]] = numpy_helper.to_array(attr.t)
+    return values
+
+
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Tensor name -> element type, from onnx's shape inference (what it cannot infer is left out)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - inference is a help here, not a check
+        inferred = model
+    types = {}
+    for g in _graphs(inferred.graph):
+        for vi in (*g.input, *g.output, *g.value_info):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                types[vi.name] = vi.type.tensor_type.elem_type
+        types.update({t.name: t.data_type for t in g.initializer})
+    return types
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name

@@ -1,0 +1,163 @@
+"""The ops OpenVINO's ONNX frontend reads wrong (ovrnn/onnx/frontend_fixes.py): every Reduce op,
+at opsets 11, 13, 17 and 18, with axes absent, as an attribute or as an input, keepdims absent/0/1
+and noop_with_empty_axes absent/0/1, read by the installed OpenVINO with and without the rewrites.
+A rewrite must apply exactly where OpenVINO misreads (so a release that reads a node right gets
+the model untouched) and give onnxruntime's values; then the RecurrentPPO policy that showed it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import ovrnn
+from ovrnn.onnx import frontend_fixes
+from ovrnn.onnx.frontend_fixes import apply_fixes, installed_openvino
+
+REDUCE_OPS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare")
+AXES = (None, [-1], [1], [0, 2], [-2, -1], [])
+SHAPE = (2, 3, 4)
+RL = Path(__file__).resolve().parent / "fixtures" / "rl"
+
+
+def _cases(opset: int):
+    """(id, op, axes, keepdims, noop, axes_as_input) for one opset: ReduceSum's axes are an input
+    from opset 13, the others' from 18; noop_with_empty_axes exists with the input form only."""
+    for op in REDUCE_OPS:
+        as_input = opset >= 18 or (op == "ReduceSum" and opset >= 13)
+        for axes in AXES:
+            if axes == [] and not as_input:
+                continue
+            for keepdims in (None, 0, 1):
+                for noop in (None, 0, 1) if as_input else (None,):
+                    label = f"{op}-{opset} axes={axes}{' (input)' if as_input and axes is not None else ''} keepdims={keepdims} noop={noop}"
+                    yield label, op, axes, keepdims, noop, as_input
+
+
+def matrix_model(opset: int, scale: float = 1.0) -> tuple[onnx.ModelProto, list[str], dict]:
+    """Every case of one opset as one node of one model (one compile per opset), on signed inputs
+    (|x| matters for L1/L2) and positive ones for ReduceLogSum; ``scale`` makes them large."""
+    nodes, outputs, inits, labels = [], [], [], []
+    for k, (label, op, axes, keepdims, noop, as_input) in enumerate(_cases(opset)):
+        attrs = {n: v for n, v in (("keepdims", keepdims), ("noop_with_empty_axes", noop)) if v is not None}
+        inputs = ["p" if op == "ReduceLogSum" else "x"]
+        if axes is not None and as_input:
+            inits.append(helper.make_tensor(f"axes{k}", TensorProto.INT64, [len(axes)], axes))
+            inputs.append(f"axes{k}")
+        elif axes is not None:
+            attrs["axes"] = axes
+        nodes.append(helper.make_node(op, inputs, [f"y{k}"], name=f"case{k}", **attrs))
+        outputs.append(helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, None))
+        labels.append(label)
+    graph = helper.make_graph(nodes, f"reduce_{opset}", [helper.make_tensor_value_info(n, TensorProto.FLOAT, SHAPE) for n in ("x", "p")], outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    rng = np.random.default_rng(opset)
+    x = (rng.uniform(0.1, 2.0, SHAPE) * rng.choice([-1.0, 1.0], SHAPE) * scale).astype(np.float32)
+    return model, labels, {"x": x, "p": np.abs(x)}
+
+
+def _openvino(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    import openvino as ov
+
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled(feeds)
+    return [got[o] for o in compiled.outputs]
+
+
+def _onnxruntime(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _same(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5) -> bool:
+    return got.shape == want.shape and bool(np.allclose(got, want, rtol=rtol, atol=1e-5, equal_nan=True))
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17, 18], ids=lambda o: f"opset{o}")
+def test_rewrites_exactly_what_openvino_misreads(opset):
+    model, labels, feeds = matrix_model(opset)
+    want = _onnxruntime(model, feeds)
+    plain = _openvino(model, feeds)
+    fixed, notes = apply_fixes(model)
+    producer = {n.output[0]: n for n in fixed.graph.node}
+    rewritten = {f"y{k}" for k in range(len(labels)) if producer[f"y{k}"].op_type != model.graph.node[k].op_type}
+    assert not (rewritten and not notes)
+    misread = [label for k, (label, g, w) in enumerate(zip(labels, plain, want)) if not _same(g, w)]
+    fixed_labels = [labels[int(y[1:])] for y in sorted(rewritten, key=lambda y: int(y[1:]))]
+    assert sorted(fixed_labels) == sorted(misread), f"OpenVINO {installed_openvino()}: misread but not rewritten {sorted(set(misread) - set(fixed_labels))}; rewritten but read right {sorted(set(fixed_labels) - set(misread))}"
+    after = _openvino(fixed, feeds)
+    wrong = [label for label, g, w in zip(labels, after, want) if not _same(g, w)]
+    assert not wrong, f"still wrong after the rewrite: {wrong}"
+
+
+def test_the_misreadings_of_the_installed_release_are_the_documented_ones():
+    """On 2026.4.1: ReduceL1/LogSum/LogSumExp's axes attribute at opsets 13-17, and the element-wise
+    step of ReduceL1/L2/LogSum with noop_with_empty_axes at 18 (docs/whole_models.md's table)."""
+    if installed_openvino()[:2] != (2026, 4):
+        pytest.skip("the table is of OpenVINO 2026.4")
+    active = {(op, fix.opsets) for fix in frontend_fixes.FIXES if fix.affects(installed_openvino()) for op in fix.ops}
+    assert active == {
+        ("ReduceL1", (13, 17)), ("ReduceLogSum", (13, 17)), ("ReduceLogSumExp", (13, 17)),
+        ("ReduceL1", (18, None)), ("ReduceL2", (18, None)), ("ReduceLogSum", (18, None)),
+    }
+
+
+def test_log_sum_exp_rewrite_is_stable_for_large_and_infinite_values():
+    """Log(ReduceSum(Exp(x - max))) + max: |x| ~ 1000 and -inf entries (masked logits) stay exact,
+    where exp(x) alone overflows f32 at x > 88."""
+    x = np.array([[[1000.0, 999.0, -1000.0, 0.0]], [[-np.inf, 5.0, -np.inf, 4.0]], [[-np.inf] * 4]], dtype=np.float32)
+    for keepdims in (0, 1):
+        node = helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[-1], keepdims=keepdims)
+        model = helper.make_model(helper.make_graph([node], "lse", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        fixed, _ = apply_fixes(model, openvino=(2026, 4, 1))
+        (got,) = _openvino(fixed, {"x": x})
+        want = np.logaddexp.reduce(x.astype(np.float64), axis=-1, keepdims=bool(keepdims))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)  # 1000.3133, 5.3133, -inf
+
+
+def test_fixes_follow_the_installed_release():
+    """The rewrite is made for the releases that misread the node, and only for them."""
+    node = helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[1])
+    model = helper.make_model(helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 13)])
+    for release, rewritten in [((2024, 6, 0), False), ((2025, 4, 1), False), ((2026, 0, 0), True), ((2026, 4, 1), True)]:
+        fixed, notes = apply_fixes(model, openvino=release)
+        assert (fixed is not model) == rewritten == bool(notes), release
+    l1 = helper.make_model(helper.make_graph([helper.make_node("ReduceL1", ["x"], ["y"], axes=[1])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 13)])
+    assert [bool(apply_fixes(l1, openvino=r)[1]) for r in ((2024, 6, 0), (2025, 4, 1), (2026, 4, 1))] == [False, True, True]
+
+
+def _rl(name):
+    return RL / f"recurrent_ppo.{name}"
+
+
+def test_recurrent_ppo_log_prob_matches_after_conversion():
+    """sb3-contrib RecurrentPPO (tools/make_rl_fixtures.py): actions, values, log_prob and the four
+    LSTM states match the policy's own outputs at f32; the LSTMs are cell chains, the
+    ReduceLogSumExp is rewritten and said so."""
+    from conftest import assert_close, layer_counts, run_ir
+
+    feeds = dict(np.load(_rl("inputs.npz")))
+    want = dict(np.load(_rl("torch.npz")))
+    ir = ovrnn.convert_model(str(_rl("onnx")))
+    counts = layer_counts(ir.xml)
+    assert counts["LSTMCell"] == 2 and counts["LSTMSequence"] == 0
+    if installed_openvino()[:2] == (2026, 4):
+        assert any("'/policy/ReduceLogSumExp'" in n and "openvinotoolkit/openvino#38238" in n for n in ir.notes), ir.notes
+    got = run_ir(ir, feeds)
+    for name, value in want.items():
+        assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, name)
+
+
+def test_recurrent_ppo_untouched_where_openvino_reads_it_right(monkeypatch):
+    """On a release that reads ReduceLogSumExp-17 right, nothing is rewritten: no note."""
+    monkeypatch.setattr(frontend_fixes, "installed_openvino", lambda: (2025, 4, 1))
+    ir = ovrnn.convert_model(str(_rl("onnx")))
+    assert not any("rewritten" in n for n in ir.notes)
