@@ -56,7 +56,7 @@ def ovrnn_commands() -> list[str]:
 
 def options_of(command: str) -> set[str]:
     parser = cli.build_parser()
-    sub = cli._subparser(parser, command)
+    sub = cli.subparser(parser, command)
     return {o for a in sub._actions for o in a.option_strings}
 
 
@@ -164,7 +164,7 @@ def test_cli_page_names_every_flag():
     page = PAGES["docs/cli.md"]
     parser = cli.build_parser()
     for command in ("convert", "run", "validate", "inspect", "devices", "demo"):
-        sub = cli._subparser(parser, command)
+        sub = cli.subparser(parser, command)
         for action in sub._actions:
             spellings = [o for o in action.option_strings if o not in ("-h", "--help")]
             if spellings:
@@ -174,7 +174,7 @@ def test_cli_page_names_every_flag():
     from ovrnn.validation.compare import DEFAULT_BATCH
     from ovrnn.validation.stream import DEFAULT_CHUNKS
 
-    chunk_steps = {a.dest: a.default for a in cli._subparser(parser, "convert")._actions}["chunk_steps"]
+    chunk_steps = {a.dest: a.default for a in cli.subparser(parser, "convert")._actions}["chunk_steps"]
     for default in (
         f"--chunk-steps N` (default {chunk_steps})",
         f"--max-steps N` (default {DEFAULT_MAX_STEPS}",

@@ -1,0 +1,79 @@
+"""``ovrnn validate``: convert, run on a device and compare with the float64 reference and
+onnxruntime (with --stateful: the streaming contract); exit 1 on a mismatch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UsageError
+from .options import COUNT, POSITIVE, add_lowering, add_stateful, int_at_least, lowering_kwargs, stateful_arg
+
+
+def add_parser(sub, common) -> None:
+    v = sub.add_parser("validate", parents=[common], help="convert, run on a device and compare with the float64 reference and onnxruntime")
+    v.add_argument("model", help="ONNX model file")
+    v.add_argument("--device", default="CPU", help="OpenVINO device to run the IR on, as for run (default CPU)")
+    v.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape or freeze it to a value (as for convert); repeatable")
+    v.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    v.add_argument("--seed", type=COUNT, default=0, help="seed of the random inputs, an integer >= 0 (default 0)")
+    v.add_argument("--batch", type=POSITIVE, default=None, help="batch size for dynamic batch dims (default 3)")
+    v.add_argument("--precision", default="f32", help="INFERENCE_PRECISION_HINT (default f32)")
+    v.add_argument("--no-onnxruntime", action="store_true", help="compare with the reference only")
+    v.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
+    v.add_argument("--report", metavar="DIR", help="write report.json, report.md, error_per_step.png and the inputs/outputs to reproduce into DIR")
+    v.add_argument("--report-precisions", default="f32", help="inference precisions to plot the per-step error for, e.g. f32,bf16,f16 (default f32)")
+    # the streaming contract of convert --stateful (docs/streaming.md)
+    add_stateful(
+        v,
+        "convert with --stateful (IN=OUT: those state pairs) and prove the stream: N calls == the whole sequence (pairs: the ONNX model call by call, "
+        "the state carried by hand), final states, reset, two streams, set_state, batch, a 1000-step stream",
+    )
+    v.add_argument("--chunks", type=int_at_least(2, "a number of calls >= 2"), default=None, metavar="N", help="with --stateful: the calls of K steps the stream runs (default 4)")
+    add_lowering(v)
+    v.set_defaults(func=command)
+
+
+def command(args) -> int:
+    from ..validation.validate import validate
+
+    if args.json or args.report:
+        _refuse_overwriting_the_model(args)
+    report = validate(
+        args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
+        cache_dir=args.cache_dir, report_dir=args.report, report_precisions=_precisions(args.report_precisions), **lowering_kwargs(args),
+        stateful=stateful_arg(args.stateful), chunks=args.chunks,
+    )
+    print(report.format())
+    if args.report:
+        print(f"wrote the report to {args.report}")
+    if args.json:
+        from ..fileio import write_atomic
+
+        write_atomic({Path(args.json): report.to_json().encode() + b"\n"}, inputs=source_files(args.model))
+    return 0 if report.passed else 1
+
+
+def _refuse_overwriting_the_model(args) -> None:
+    """--json FILE and the --report files must not be the model or its external data."""
+    from ..fileio import refuse_overwriting_inputs
+    from ..validation.report import REPORT_FILES
+
+    outputs = ([Path(args.json)] if args.json else []) + ([Path(args.report) / f for f in REPORT_FILES] if args.report else [])
+    refuse_overwriting_inputs(outputs, source_files(args.model))
+
+
+def source_files(model: str) -> list[Path]:
+    """The model file and its external data files."""
+    from ..onnx.read import load_model
+
+    files: list[Path] = []
+    load_model(model, files)
+    return files
+
+
+def _precisions(text: str) -> list[str]:
+    values = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in values if p not in ("f32", "f16", "bf16")]
+    if bad or not values:
+        raise UsageError(f"--report-precisions: expected a comma-separated list of f32, f16, bf16, got '{text}'")
+    return values
