@@ -202,10 +202,10 @@ def test_frozen_inputs_are_fed_to_the_stream_oracles(tmp_path, stateful):
 def test_a_state_no_onnx_node_matches_is_said_not_skipped_quietly(models, monkeypatch):
     """The final-state and set_state rows read each state's ONNX node; a state none matches (the
     matching is by node name, then order) leaves those rows out, and the report says which."""
-    from ovrnn.validation import stream as validation_stream
+    from ovrnn.validation import stream_oracles
 
-    real = validation_stream.state_sources
-    monkeypatch.setattr(validation_stream, "state_sources", lambda *a: [s for s in real(*a) if not s.id.endswith("/C")])
+    real = stream_oracles.state_sources
+    monkeypatch.setattr(stream_oracles, "state_sources", lambda *a: [s for s in real(*a) if not s.id.endswith("/C")])
     report = ovrnn.validate(models[CASES[0].id], stateful=True, chunks=3)
     c_state = next(s for s in report.states if s.endswith("/C"))
     assert f"state {c_state}: no ONNX node of the model matched it, so its final-state and set_state checks did not run" in report.notes
