@@ -16,6 +16,7 @@ from lxml import etree
 
 import ovrnn
 from ovrnn.ir import picture as graph_picture
+from ovrnn.ir import picture_graph
 from ovrnn.errors import UsageError
 from ovrnn.ir.picture import graph_dot, write_graph
 
@@ -130,7 +131,7 @@ def test_expanded_has_every_cell_in_a_cluster_per_direction(tmp_path):
     assert not chain_nodes(dot)
     root = etree.parse(str(xml)).getroot()
     # every layer is drawn, except scalar and integer Consts (folded into their consumers)
-    weights = [el for el in root.iter("layer") if el.get("type") == "Const" and graph_picture._is_weight(el)]
+    weights = [el for el in root.iter("layer") if el.get("type") == "Const" and picture_graph.is_weight(el)]
     assert len(weights) == 6 == sum("shape=cylinder" in v for v in n.values())
     assert len(n) == sum(1 for el in root.iter("layer") if el.get("type") != "Const") + len(weights)
 
