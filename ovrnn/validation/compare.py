@@ -82,6 +82,7 @@ class ValidationReport(RunHead):
     versions: dict[str, str] = field(default_factory=dict)
     options: dict = field(default_factory=dict)  # lowering, static, compress_to_fp16, cache_dir
     frozen_inputs: dict[str, str] = field(default_factory=dict)  # name -> 'int64 [] 16000': constants, fed to onnxruntime too
+    first_departure: dict = field(default_factory=dict)  # on a FAIL: the first ONNX node whose output departs from onnxruntime (departure.py)
 
     @property
     def passed(self) -> bool:
@@ -107,6 +108,8 @@ class ValidationReport(RunHead):
             if c.oracle == "quantization":  # a figure, not a test
                 verdict, tol = "shown, not counted", "-"
             lines.append(f"{c.output:<16}{c.oracle:<13}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
+        if self.first_departure:
+            lines.append(self.first_departure["summary"])
         if self.layers_per_device:
             lines.append("layers per device: " + ", ".join(f"{d} {n}" for d, n in self.layers_per_device.items()))
         if self.onnxruntime != "used":

@@ -20,6 +20,7 @@ from ..onnx.read import ModelSource, load_model
 from ..plan import Request
 from ..runtime import engine as runtime
 from . import reference
+from .departure import add_output, first_departure
 from . import report as report_module
 from .compare import (
     DEFAULT_BATCH,
@@ -119,9 +120,10 @@ def validate(
     ort_status, ort_out = run_onnxruntime(proto, {**feeds, **frozen}) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
     deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
     no_reference = ""
+    handed = [] if ort_out is not None else None  # nodes the reference hands to onnxruntime (reference/fallback.py)
     try:
-        original = reference.run_model(folded if quant is None else quant.original, feeds) if quant is None or quant.has_original else {}
-        want = original if quant is None else reference.run_model(quant.model, feeds)
+        original = reference.run_model(folded if quant is None else quant.original, feeds, handed) if quant is None or quant.has_original else {}
+        want = original if quant is None else reference.run_model(quant.model, feeds, handed)
     except reference.ReferenceUnavailable as exc:
         if ort_out is None or deviation or quant is not None:  # nothing else to judge by
             why = f"onnxruntime: {ort_status}" if ort_out is None else deviation or "integer weights need the dequantized reference"
@@ -146,6 +148,7 @@ def validate(
                 comparisons.append(c)
     if no_reference:
         notes.append(no_reference)
+    notes += handed or []
     for name, value in (ort_out or {}).items():
         c = compare(name, got[name], value, "onnxruntime", compiled.precision, floor)
         if deviation:
@@ -170,11 +173,26 @@ def validate(
         },
         frozen_inputs={f.name: f.describe() for f in ir.frozen},
     )
+    if not result.passed and ort_out is not None and not deviation and quant is None:  # where does it go wrong?
+        _name_first_departure(result, proto, ir, feeds, {**feeds, **frozen}, device, compiled.precision, floor, cache_dir)
     if report_dir is not None:
         steps = _per_step_errors(folded if quant is None else quant.model, ir, ov_model, got, want or ort_out, feeds, device, compiled.precision, report_precisions, cache_dir, result)
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
         report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result
+
+
+def _name_first_departure(result: ValidationReport, proto, ir, feeds, ort_feeds, device, precision, floor, cache_dir) -> None:
+    """The first ONNX node whose output departs from onnxruntime (departure.py), into the report;
+    a diagnosis of a FAIL, so a failure to make it is a note, never an error of its own."""
+    try:
+        departure, why = first_departure(proto, ir, feeds, ort_feeds, device, precision, floor, cache_dir)
+    except Exception as exc:  # noqa: BLE001 - the FAIL stands either way
+        departure, why = None, f"the node-by-node comparison with onnxruntime could not run ({type(exc).__name__}: {str(exc).strip()[:200]})"
+    if departure is not None:
+        result.first_departure = departure.to_dict()
+    else:
+        result.notes.append(why)
 
 
 def _with_frozen(input, frozen) -> object:  # noqa: A002
@@ -202,12 +220,12 @@ def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, r
     inner = [name for name in time_axes if name not in want]
     if inner:
         ov_model = runtime.read_model(ir)
-        inner = [name for name in inner if _add_output(ov_model, name)]
+        inner = [name for name in inner if add_output(ov_model, name)]
         extended = onnx.ModelProto()
         extended.CopyFrom(proto)
         extended.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None) for name in inner)
         try:
-            want = {**want, **{k: v for k, v in reference.run_model(extended, feeds).items() if k in inner}}
+            want = {**want, **{k: v for k, v in reference.run_model(extended, feeds, []).items() if k in inner}}
             got = None  # the compiled model has no such outputs: run the extended one
         except reference.ReferenceUnavailable:  # judged against onnxruntime: the graph outputs only
             time_axes = {k: v for k, v in time_axes.items() if k in want}
@@ -224,11 +242,3 @@ def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, r
         if c.precision not in steps:
             steps[c.precision] = report_module.per_step_errors(runtime.infer(c, feeds), want, time_axes)
     return steps
-
-
-def _add_output(ov_model, name: str) -> bool:
-    try:
-        ov_model.add_outputs(name)
-    except RuntimeError:  # folded or fused away: no per-step error for it
-        return False
-    return True

@@ -12,9 +12,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...errors import UnsupportedFeatureError
 from ...onnx.read import all_nodes
 from ...quantization import DEQUANTIZED_WEIGHTS as WEIGHTS, dequantized_weights
+from .fallback import NodeFallback, ReferenceUnavailable, evaluator_class
 from .gru import GRU
 from .loop import reference
 from .lstm import LSTM
@@ -37,12 +37,14 @@ def run_node(op_type: str, inputs: list, attrs: dict) -> tuple[np.ndarray, ...]:
     return reference(OPS[op_type], inputs, **kw)
 
 
-def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], fallback_notes: list[str] | None = None) -> dict[str, np.ndarray]:
     """Every graph output in float64. Graphs of recurrent and Constant nodes only are computed
     wholly in float64; other graphs run on onnx.reference with these references plugged in (other
-    ops in the model's type), inside If/Loop/Scan bodies too (``control.py``)."""
+    ops in the model's type), inside If/Loop/Scan bodies too (``control.py``). With
+    ``fallback_notes``, a node onnx.reference cannot compute is computed by onnxruntime, and a
+    note saying so is appended (fallback.py); without, it raises ReferenceUnavailable."""
     if any(n.op_type not in (*OPS, "Constant") and (n.domain, n.op_type) != WEIGHTS for n in model.graph.node):
-        return _run_with_onnx_reference(model, feeds)
+        return _run_with_onnx_reference(model, feeds, fallback_notes)
     values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     values.update(feeds)
     for node in model.graph.node:
@@ -95,44 +97,21 @@ def _older_opsets(model: onnx.ModelProto) -> list:
     return [type("DequantizeLinear", (DequantizeLinear_19,), {"op_domain": "", "_run": _run})] if opset < 19 else []
 
 
-def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from onnx.reference import ReferenceEvaluator
-
+def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], fallback_notes: list[str] | None) -> dict[str, np.ndarray]:
     names = [o.name for o in model.graph.output]
     from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
 
     new_ops = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)]
+    fallback = NodeFallback(model, fallback_notes is not None)
+    evaluator_cls = evaluator_class(fallback, {(c.op_domain, c.__name__) for c in new_ops})
     try:  # the evaluator loads every node's implementation (bodies included) as it is made
-        evaluator = ReferenceEvaluator(_named_outputs(model), new_ops=new_ops)
-    except (NotImplementedError, RuntimeError) as exc:  # an op onnx.reference has no code for (ConstantFill, com.microsoft ops)
-        missing = _missing_ops(model)
-        what = f"it has no implementation of {', '.join(missing)}" if missing else str(exc).strip().splitlines()[0]
-        raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: {what}") from None
+        evaluator = evaluator_cls(_named_outputs(model), new_ops=new_ops)
+    except (NotImplementedError, RuntimeError) as exc:  # not an op: a malformed graph, say
+        raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: {str(exc).strip().splitlines()[0]}") from None
     values = evaluator.run(names, feeds)
+    if fallback_notes is not None:
+        fallback_notes.extend(n for n in fallback.notes() if n not in fallback_notes)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}
-
-
-class ReferenceUnavailable(UnsupportedFeatureError):
-    """The model holds an op the float64 reference cannot compute."""
-
-
-def _missing_ops(model: onnx.ModelProto) -> list[str]:
-    """The model's ops (bodies included) onnx.reference cannot load, as 'Op' or 'domain.Op'."""
-    from onnx.reference.ops import load_op
-
-    own = {*OPS, "Loop"}
-    versions = {o.domain: o.version for o in model.opset_import}
-    missing = []
-    for node in all_nodes(model.graph):
-        domain = node.domain if node.domain != "ai.onnx" else ""
-        label = f"{domain}.{node.op_type}" if domain else node.op_type
-        if label in missing or (domain == "" and node.op_type in own) or (domain, node.op_type) == WEIGHTS or (domain == "" and node.op_type == "DequantizeLinear"):
-            continue
-        try:
-            load_op(domain, node.op_type, versions.get(domain, versions.get("", None)))
-        except Exception:  # noqa: BLE001 (onnx raises NotImplementedError or RuntimeError for an unknown op)
-            missing.append(label)
-    return missing
 
 
 def _named_outputs(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -1,0 +1,88 @@
+"""validate on whole models: a node the float64 reference cannot compute is computed by
+onnxruntime (validation/reference/fallback.py), and a mismatch names the first ONNX node whose
+output departs from onnxruntime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import ovrnn_cli
+from onnx import TensorProto, helper, numpy_helper
+
+import ovrnn
+
+RL = Path(__file__).resolve().parent / "fixtures" / "rl"
+GATHER_NOTE = (
+    "the float64 reference cannot compute node '/policy/GatherElements' (GatherElements), where onnx.reference raises ValueError: "
+    "Except for dimension -1, all dimensions of index and self should be the same size.: onnxruntime computed that node, the reference the rest"
+)
+
+
+def test_validate_passes_on_the_recurrent_ppo_policy(tmp_path):
+    """sb3-contrib RecurrentPPO: onnx.reference refuses its GatherElements (a [4, 1] index into
+    [4, 2] logits; it was an internal error): onnxruntime computes that node, the reference the
+    rest; every output passes against both oracles."""
+    proc = ovrnn_cli("validate", RL / "recurrent_ppo.onnx", "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    outputs = ["actions", "values", "log_prob", "h_pi_out", "c_pi_out", "h_vf_out", "c_vf_out"]
+    assert [(c["output"], c["oracle"]) for c in report["comparisons"]] == [(o, oracle) for oracle in ("reference", "onnxruntime") for o in outputs]
+    assert report["passed"] and all(c["passed"] for c in report["comparisons"])
+    assert GATHER_NOTE in report["notes"]
+    assert f"note: {GATHER_NOTE}" in proc.stdout and proc.stdout.rstrip().endswith("PASS")
+
+
+def test_a_misread_op_is_named_on_the_recurrent_ppo_policy(monkeypatch):
+    """With the ReduceLogSumExp rewrite switched off (as for a release that reads it right), the
+    IR's log_prob is wrong on 2026.4.1, and validate names the node where the IR first departs
+    from onnxruntime: the ReduceLogSumExp, reduced to [1, 1] instead of [4, 1]. The LSTMs and Gemms
+    before it agree."""
+    from ovrnn.onnx import frontend_fixes
+
+    if frontend_fixes.installed_openvino()[:2] != (2026, 4):
+        pytest.skip("OpenVINO 2026.4 misreads ReduceLogSumExp-17")
+    monkeypatch.setattr(frontend_fixes, "installed_openvino", lambda: (2025, 4, 1))
+    report = ovrnn.validate(str(RL / "recurrent_ppo.onnx"))
+    assert not report.passed
+    assert {c.output for c in report.comparisons if not c.passed} == {"log_prob"}
+    d = report.first_departure
+    assert (d["node"], d["op_type"], d["output"]) == ("/policy/ReduceLogSumExp", "ReduceLogSumExp", "/policy/ReduceLogSumExp_output_0")
+    assert d["note"] == "shape [1, 1] where onnxruntime gives [4, 1]"
+    assert d["summary"] in report.format().splitlines()
+    assert report.format().splitlines()[-1] == "FAIL"
+
+
+def _lstm_then(activation: str) -> onnx.ModelProto:
+    """X -> LSTM 'lstm' -> Squeeze -> Y -> `activation` 'act' -> Mul 'scale' -> Z."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name) for name, shape in (("W", (1, 16, 3)), ("R", (1, 16, 4)), ("k", (4,)))]
+    inits.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
+    nodes = [
+        helper.make_node("LSTM", ["X", "W", "R"], ["Y4"], hidden_size=4, name="lstm"),
+        helper.make_node("Squeeze", ["Y4", "axis1"], ["Y"], name="squeeze"),
+        helper.make_node(activation, ["Y"], ["A"], name="act"),
+        helper.make_node("Mul", ["A", "k"], ["Z"], name="scale"),
+    ]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "g", [vi("X", TensorProto.FLOAT, [5, 2, 3])], [vi("Z", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_validate_names_the_first_node_that_departs():
+    """An IR in which one op is deliberately wrong (Sigmoid where the model has Tanh): validate
+    fails and names that node, not the LSTM before it nor the Mul after it."""
+    model = _lstm_then("Tanh")
+    wrong_ir = ovrnn.convert_model(_lstm_then("Sigmoid"))
+    report = ovrnn.validate(model, ir=wrong_ir)
+    assert not report.passed
+    d = report.first_departure
+    assert (d["node"], d["op_type"], d["output"], d["note"]) == ("act", "Tanh", "A", "")
+    assert d["max_abs"] > 0.1 and (d["atol"], d["rtol"]) == (2e-5, 2e-5)
+    assert d["summary"].startswith("first departing node: 'act' (Tanh), output 'A': max_abs ")
+    assert d["summary"].endswith(" against onnxruntime (tolerance 2e-05+2e-05*|ref|)")
+    right = ovrnn.validate(model)
+    assert right.passed and right.first_departure == {} and "first departing" not in right.format()
