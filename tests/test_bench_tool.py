@@ -1,6 +1,7 @@
 """Smoke test of tools/bench.py --quick: it runs, measures every target figure and writes bench.md and bench.json. No timing assertions.
 
-Only with OVRNN_TEST_BENCH=1 (it takes a few minutes and loads the CPU with timing loops).
+The --quick run only with OVRNN_TEST_BENCH=1 (it takes a few minutes and loads the CPU with timing
+loops); the checks of tools/bench_real.py and tools/make_bench_models.py below always run (seconds).
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.skipif(os.environ.get("OVRNN_TEST_BENCH") != "1", reason="set OVRNN_TEST_BENCH=1 to run the benchmark smoke test")
+needs_bench = pytest.mark.skipif(os.environ.get("OVRNN_TEST_BENCH") != "1", reason="set OVRNN_TEST_BENCH=1 to run the benchmark smoke test")
 
 
+@needs_bench
 def test_bench_quick(tmp_path):
     out = tmp_path / "bench"
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--out", str(out)], capture_output=True, text=True, timeout=900)
@@ -45,3 +48,51 @@ def _tool():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# tools/bench_real.py (`--only arch` / `--only kernels`): what can be checked without timing
+
+def _real():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_real", ROOT / "tools" / "bench_real.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kernel_row_times_three_sides_on_one_computation(tmp_path):
+    real = _real()
+    path = real.one_node(tmp_path / "lstm.onnx", "LSTM", 5, 8, "bidirectional")
+    x = {"X": np.random.default_rng(0).uniform(-1, 1, (5, 1, 8)).astype(np.float32)}
+    row = real.three_sides(path, x, None, {"X": [5, 1, 8]}, 1, tmp_path, "lstm")
+    assert row["max_diff"] < 1e-6 and row["openvino_max_diff"] < 1e-6  # Y, Y_h, Y_c of both OpenVINO sides against onnxruntime
+    assert {"ovrnn_us", "openvino_us", "onnxruntime_us"} <= set(row) and row["vs_onnxruntime"]["p10"] <= row["vs_onnxruntime"]["ratio"] <= row["vs_onnxruntime"]["p90"]
+
+
+def test_render_marks_each_target_met_or_not():
+    real = _real()
+    lines = real.render({"arch_median": {"ratio": 0.97}, "arch_worst": {"ratio": 1.61}})
+    assert "| whole real architectures ÷ onnxruntime, median over the models | **0.97** | ≤ 1.0 | met |" in lines
+    assert "| whole real architectures ÷ onnxruntime, worst model | **1.61** | ≤ 1.5 | NOT met |" in lines
+
+
+def test_missing_models_are_named_with_the_command_that_builds_them(tmp_path, monkeypatch):
+    real = _real()
+    monkeypatch.delenv("OVRNN_BENCH_TORCH_PYTHON", raising=False)
+    monkeypatch.delenv("OVRNN_BENCH_TF_PYTHON", raising=False)
+    monkeypatch.setattr(real.sys, "executable", sys.executable)
+    manifest, missing = real.ensure_models(tmp_path)
+    assert "separator_umxl" in missing and "keras_rnnoise" in missing  # this venv has neither torch nor tensorflow
+    assert set(manifest) | set(missing) == set(MODELS) and not set(manifest) & set(missing)
+    lines = real.render({"arch": {"rows": [], "missing": missing, "models_dir": str(tmp_path), "streams": {}}})
+    assert any(line.startswith("Not built (so not timed): ") and f"tools/make_bench_models.py --out {tmp_path}" in line for line in lines)
+
+
+MODELS = {"tf_speech_gru_lbr0", "ocr_crnn_vgg", "ocr_crnn_resnet", "separator_umxhq", "separator_umxl", "tts_encoder_tacotron2", "enhancer_nsnet2_torch", "vocoder_wavernn_frames", "forecaster_lstm", "keras_speech_gru", "keras_rnnoise", "silero_vad", "enhancer_nsnet2"}
+
+
+def test_make_bench_models_lists_every_model():
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "make_bench_models.py"), "--list"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert {line.split()[0] for line in r.stdout.splitlines()} == MODELS

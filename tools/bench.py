@@ -1,6 +1,6 @@
 """Benchmark ovrnn against OpenVINO's own ONNX import and onnxruntime, in one run, as ratios.
 
-    python tools/bench.py [--out DIR] [--quick]
+    python tools/bench.py [--out DIR] [--quick] [--only SECTION ...]
 
 Every figure is a ratio against an anchor measured in the same run: A and B alternate (A B A B ...),
 the ratio is taken pair by pair and the median is reported, so a machine whose speed drifts (2 shared
@@ -41,6 +41,8 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper, save
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import bench_real  # noqa: E402 (beside this file)
 F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 LEFTOVER = ("Reshape", "Reorder", "Gather", "Subgraph")
 TARGETS = {  # figure: (target, what the ratio compares)
@@ -410,6 +412,7 @@ def render(R: dict) -> str:
         lines += ["", "| quantization-only error, LSTM H=128 T=1000 (uneven rows), max abs Y | t<10 | t<100 | all 1000 | mean |", "|---|---|---|---|---|"]
         lines += [f"| {k} | {v['t<10']:.1e} | {v['t<100']:.1e} | {v['all']:.1e} | {v['mean']:.1e} |" for k, v in comp["int8_error_rows_vs_tensor"]["errors"].items()]
         lines += ["", f".bin ÷ f32 IR: int8 {comp['int8_bin']['each']}, int4 {comp['int4_bin']['each']}, int4 group 32 {comp['int4_bin']['group_32']}; peak RSS growth {comp['int8_rss']['ours_mib']:.0f} MiB (int8) vs {comp['int8_rss']['anchor_mib']:.0f} MiB (f32)"]
+    lines += bench_real.render({**R["figures"], **{k: R[k] for k in EXTRA if k in R}})
     return "\n".join(lines) + "\n"
 
 
@@ -511,13 +514,15 @@ def s_compression(tmp: Path, n: int) -> dict:
 
 
 SECTIONS = ("convert", "compile", "graph", "latency", "stream", "compression")
+EXTRA = ("arch", "kernels")  # only with --only: real architectures and the kernel grid (tools/bench_real.py)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "bench_results")
     p.add_argument("--quick", action="store_true", help="fewer pairs and a smaller latency grid (about a minute and a half)")
-    p.add_argument("--only", choices=SECTIONS, action="append", help="run only these sections")
+    p.add_argument("--only", choices=SECTIONS + EXTRA, action="append", help="run only these sections; arch and kernels run only when named")
+    p.add_argument("--rounds", type=int, default=11, help="alternated rounds per row in arch and kernels")
     args = p.parse_args(argv)
     n = 3 if args.quick else 7
     R = {"versions": versions(), "figures": {}}
@@ -535,6 +540,9 @@ def main(argv=None) -> int:
             elif name == "graph":
                 R["graph"] = s_graph(tmp)
                 R["figures"].update({k: v for k, v in R["graph"].items() if "leftovers" in k})
+            elif name in EXTRA:
+                R[name] = getattr(bench_real, f"s_{name}")(tmp, args.rounds)
+                R["figures"].update({k: v for k, v in R[name].items() if k in bench_real.TARGETS})
             elif name == "stream":
                 R["stream"] = s_stream(tmp, args.quick)
                 R["figures"].update({k: v for k, v in R["stream"].items() if k in TARGETS})
