@@ -85,7 +85,7 @@ def test_missing_models_are_named_with_the_command_that_builds_them(tmp_path, mo
     manifest, missing = real.ensure_models(tmp_path)
     assert "separator_umxl" in missing and "keras_rnnoise" in missing  # this venv has neither torch nor tensorflow
     assert set(manifest) | set(missing) == set(MODELS) and not set(manifest) & set(missing)
-    lines = real.render({"arch": {"rows": [], "missing": missing, "models_dir": str(tmp_path), "streams": {}}})
+    lines = real.render({"arch": {"machine": real.machine(), "rows": [], "missing": missing, "models_dir": str(tmp_path), "streams": {}}})
     assert any(line.startswith("Not built (so not timed): ") and f"tools/make_bench_models.py --out {tmp_path}" in line for line in lines)
 
 

@@ -52,6 +52,21 @@ def brief(e: Exception) -> str:
     return f"{type(e).__name__}: {(summary or lines or [''])[0][:240]}"
 
 
+def machine() -> str:
+    """The CPU as Linux names it, its vector extensions that decide OpenVINO's kernels, cores and load."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+        name = next(ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name"))
+        flags = set(next(ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")))
+        isa = [f for f in ("avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
+        load = Path("/proc/loadavg").read_text().split()[0]
+    except (OSError, StopIteration):
+        import platform
+
+        return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    return f"{name} ({', '.join(isa) or 'no AVX-512'}), {os.cpu_count()} cores, load average {load} at the start"
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -194,6 +209,7 @@ def model_feed(spec: dict, seed: int) -> dict:
 
 
 def s_arch(tmp: Path, rounds: int) -> dict:
+    start = machine()
     directory = models_dir()
     manifest, missing = ensure_models(directory)
     rows = []
@@ -212,7 +228,7 @@ def s_arch(tmp: Path, rounds: int) -> dict:
         v = row["vs_onnxruntime"]
         log(f"{name}: ovrnn {row['ovrnn_us']:.0f} µs, ÷ onnxruntime {v['ratio']:.2f} ({v['p10']:.2f}-{v['p90']:.2f}), ÷ OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}")
     timed = [r["vs_onnxruntime"]["ratio"] for r in rows if "vs_onnxruntime" in r]
-    out = {"rows": rows, "missing": missing, "models_dir": str(directory), "streams": s_streams(tmp, directory, manifest, rounds)}
+    out = {"machine": start, "rows": rows, "missing": missing, "models_dir": str(directory), "streams": s_streams(tmp, directory, manifest, rounds)}
     if timed:
         vs_ov = [r["vs_openvino"]["ratio"] for r in rows if "vs_openvino" in r]
         out["arch_median"] = {"ratio": statistics.median(timed)}
@@ -304,8 +320,8 @@ def kernel_name(op: str, lbr: int) -> str:
     return f"GRU lbr={lbr}" if op == "GRU" else op
 
 
-def s_kernels(tmp: Path, rounds: int, quick: bool = False) -> dict:
-    rows = []
+def s_kernels(tmp: Path, rounds: int) -> dict:
+    start, rows = machine(), []
     grid = [(op, lbr, H, T, d) for op, lbr in KERNELS for H in (64, 128, 256) for T in (1, 16, 64) for d in ("forward", "bidirectional")]
     for op, lbr, H, T, direction in grid:
         tag = f"k_{op}{lbr}_{H}_{T}_{direction}"
@@ -315,7 +331,7 @@ def s_kernels(tmp: Path, rounds: int, quick: bool = False) -> dict:
         rows.append({"op": kernel_name(op, lbr), "H": H, "T": T, "direction": direction, **row})
         log(f"{kernel_name(op, lbr)} H={H} T={T} {direction}: ÷ onnxruntime {row['vs_onnxruntime']['ratio']:.2f}, ÷ OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}")
     pick = lambda **kw: [r for r in rows if all(r[k] == v for k, v in kw.items())]  # noqa: E731
-    out = {"rows": rows}
+    out = {"machine": start, "rows": rows}
     out["gru_lbr0_T64"] = {"ratio": max(r["vs_onnxruntime"]["ratio"] for r in pick(op="GRU lbr=0", T=64, direction="forward"))}
     out["bilstm_H256_T64"] = {"ratio": pick(op="LSTM", H=256, T=64, direction="bidirectional")[0]["vs_onnxruntime"]["ratio"]}
     out["per_op"] = {}
@@ -343,6 +359,7 @@ def render(R: dict) -> list[str]:
                 lines.append(f"| {what} | **{r:.2f}** | ≤ {target} | {'met' if r <= target else 'NOT met'} |")
     arch = R.get("arch")
     if arch:
+        lines += ["", f"Whole models on {arch['machine']}."]
         s = arch.get("summary")
         if s:
             lines += ["", f"Whole models: {s['models']} timed, {s['at_or_below_1']} at or below 1.0 ÷ onnxruntime; median ÷ OpenVINO's import {s['median_vs_openvino']:.2f}."]
@@ -363,7 +380,7 @@ def render(R: dict) -> list[str]:
             lines += [f"| {k} | {v} | | | |" for k, v in st.items() if isinstance(v, str)]
     ker = R.get("kernels")
     if ker:
-        lines += ["", "| kernel (1 thread, I=H, batch 1) | cases | median ÷ onnxruntime | best | worst | at or below 1.0 |", "|---|---|---|---|---|---|"]
+        lines += ["", f"Kernels on {ker['machine']}.", "", "| kernel (1 thread, I=H, batch 1) | cases | median ÷ onnxruntime | best | worst | at or below 1.0 |", "|---|---|---|---|---|---|"]
         lines += [f"| {op} | {v['cases']} | {v['median']:.2f} | {v['best']:.2f} | {v['worst']:.2f} | {v['at_or_below_1']} |" for op, v in ker["per_op"].items()]
         lines += ["", "| op | H | T | direction | ovrnn µs | OpenVINO µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['op']} | {r['H']} | {r['T']} | {r['direction']} | {r['ovrnn_us']:.0f} | {r.get('openvino_us', float('nan')):.0f} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {r['max_diff']:.1e} |" for r in ker["rows"]]
