@@ -23,6 +23,7 @@ from .ir.model import IR
 from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
 from .plan import Plan, Request, choose_cells, device_lacks_cells, plan_conversion, with_hint
+from .semantics.limits import DEFAULT_MAX_STEPS
 
 
 def convert_model(
@@ -87,14 +88,15 @@ def convert(model: ModelSource, input: InputShapes, request: Request) -> Convers
     request = request.checked()
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     proto = load_model(model, files)
-    prepared = prepare(proto, input, keep_loops=request.stateful is True)
+    steps = DEFAULT_MAX_STEPS if request.max_steps is None else request.max_steps or 1 << 62  # how far a Loop over time may unroll
+    prepared = prepare(proto, input, keep_loops=request.stateful is True, max_steps=steps)
     try:
         return Conversion(proto, prepared, _carried_out(plan_conversion(prepared, request, model), files))
     except UnsupportedFeatureError as exc:
         if getattr(exc, "why", None) is None or not prepared.loops_kept or request.stateful is True:
             raise
         # onnx's shape inference found a kept Loop body's step count static, OpenVINO's does not: unroll it after all
-        prepared = prepare(proto, input, unroll_loops=True)
+        prepared = prepare(proto, input, unroll_loops=True, max_steps=steps)
         return Conversion(proto, prepared, _carried_out(plan_conversion(prepared, request, model), files))
 
 

@@ -122,6 +122,10 @@ class InspectReport:
         frozen = opts.get("frozen_inputs")
         if isinstance(frozen, dict) and frozen:
             out.append("frozen inputs (constants now): " + ", ".join(f"{k} = {v}" for k, v in frozen.items()))
+        loops = opts.get("recovered_loops")
+        if isinstance(loops, dict) and loops:
+            out.append("recurrences recovered from Loop bodies:")
+            out += [f"  {k}: {v}" for k, v in loops.items()]
         out.append(f"shapes: {'dynamic dims present' if self.dynamic_dims else 'all static'}")
         out.append(f"FP16 compression: {f'{self.fp16_compressed} weight tensors stored as f16' if self.fp16_compressed else 'off'}")
         if self.integer_weights:

@@ -20,7 +20,7 @@ it, else it is prefixed with the If's (or the Loop iteration's) name. Each fold 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -28,6 +28,11 @@ from onnx import helper, numpy_helper
 
 from ..errors import flag, quoted
 from .fold import fold_constants
+from .inline import Names, all_graphs, copy_body, defined, node_label, subgraphs, taken_names
+from .sequences import sequences_to_concat
+from .loop_cells import NotACell
+from .loop_check import recognise
+from .loop_rewrite import Outer, over_time, recover, refusal, runs_exactly
 from .read import ONNX_DOMAINS, RECURRENT
 
 MAX_UNROLL = 256  # iterations; a longer Loop stays a Loop
@@ -38,7 +43,7 @@ _MAX_ROUNDS = 64
 BodyCheck = Callable[[onnx.NodeProto, onnx.GraphProto], "str | None"]
 
 
-def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | None = None) -> tuple[onnx.ModelProto, list[str]]:
+def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | None = None, max_unroll: int = MAX_UNROLL, recovered: dict | None = None) -> tuple[onnx.ModelProto, list[str]]:
     """(model with constant Ifs inlined and the Loops that need it unrolled, notes). The input model
     is not changed; when nothing folds it is returned as it is."""
     if not has_control_flow(model.graph):
@@ -52,11 +57,13 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
         if work is model:  # the caller's model is never edited: work on a copy
             work = onnx.ModelProto()
             work.CopyFrom(model)
-        names = _Names(work.graph)
-        done = _inline_ifs(work.graph, names, notes) or _unroll_loops(work, names, check, notes) or _sequences_to_concat(work.graph, names)
+        names = Names(work.graph)
+        done = (_inline_ifs(work.graph, names, notes) or _rewrite_time_loops(work, names, notes, max_unroll, recovered)
+                or _unroll_loops(work, names, check, notes) or sequences_to_concat(work.graph, names))
         if not done:
             break
         current, changed_any = work, True
+    _refuse_time_loops(current, max_unroll)
     if not changed_any:
         return model, []
     return _infer(current), notes
@@ -64,147 +71,7 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
 
 def has_control_flow(graph: onnx.GraphProto) -> bool:
     """An If or Loop in the main graph, or any node with a body (an If inside a Scan's)."""
-    return any((n.op_type in ("If", "Loop") and n.domain in ONNX_DOMAINS) or any(True for _ in _subgraphs(n)) for n in graph.node)
-
-
-# --- names --------------------------------------------------------------------------------------
-
-
-def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
-
-
-def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for sub in _subgraphs(node):
-            yield from _all_graphs(sub)
-
-
-def _defined(graph: onnx.GraphProto) -> set[str]:
-    """The tensor names a graph defines itself (inputs, initializers, node outputs)."""
-    names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
-    names |= {t.values.name for t in graph.sparse_initializer}
-    names |= {o for n in graph.node for o in n.output if o}
-    return names
-
-
-class _Names:
-    """Every tensor and node name used anywhere in the model, to keep inlined names unique."""
-
-    def __init__(self, graph: onnx.GraphProto) -> None:
-        self.tensors: set[str] = set()
-        self.nodes: set[str] = set()
-        self.claimed: set[str] = set()  # names handed out to inlined tensors
-        self.claimed_nodes: set[str] = set()
-        for g in _all_graphs(graph):
-            self.tensors |= _defined(g) | {o.name for o in g.output} | {n for node in g.node for n in node.input if n}
-            self.nodes |= {n.name for n in g.node if n.name}
-
-    @staticmethod
-    def _fresh(name: str, prefix: str, used: set[str]) -> str:
-        candidate = f"{prefix}/{name}"
-        k = 1
-        while candidate in used:
-            k += 1
-            candidate = f"{prefix}/{name}_{k}"
-        used.add(candidate)
-        return candidate
-
-    def tensor(self, name: str, prefix: str, taken: set[str]) -> str:
-        """`name` itself when no graph of the model but the one being inlined uses it."""
-        if name not in taken and name not in self.claimed:
-            self.tensors.add(name)
-            self.claimed.add(name)
-            return name
-        fresh = self._fresh(name, prefix, self.tensors)
-        self.claimed.add(fresh)
-        return fresh
-
-    def node(self, name: str, prefix: str, taken: set[str] | None = None) -> str:
-        """`name` itself when no node outside the body being inlined has it (`taken`)."""
-        if not name:
-            return ""
-        if name not in (self.nodes if taken is None else taken) and name not in self.claimed_nodes:
-            self.nodes.add(name)
-            self.claimed_nodes.add(name)
-            return name
-        fresh = self._fresh(name, prefix, self.nodes)
-        self.claimed_nodes.add(fresh)
-        return fresh
-
-
-def _rename_inside(graph: onnx.GraphProto, mapping: dict[str, str]) -> None:
-    """Rename the outer-scope names a nested subgraph reads (those it does not define itself)."""
-    own = _defined(graph)
-    local = {k: v for k, v in mapping.items() if k not in own}
-    if not local:
-        return
-    for node in graph.node:
-        for i, name in enumerate(node.input):
-            if name in local:
-                node.input[i] = local[name]
-        for sub in _subgraphs(node):
-            _rename_inside(sub, local)
-    for out in graph.output:
-        if out.name in local:
-            out.name = local[out.name]
-
-
-def _copy_body(body: onnx.GraphProto, prefix: str, names: _Names, preset: dict[str, str], taken: tuple[set[str], set[str]]) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], list[onnx.ValueInfoProto], dict[str, str]]:
-    """A body's nodes, initializers and value_info with its own names made unique in the outer graph.
-    `preset` maps some of the body's names to outer names (its inputs, or outputs renamed onto the
-    node's outputs)."""
-    taken_tensors, taken_nodes = taken
-    mapping = dict(preset)
-    for name in sorted(_defined(body) - set(preset)):
-        mapping[name] = names.tensor(name, prefix, taken_tensors)
-    nodes = []
-    for node in body.node:
-        copy = onnx.NodeProto()
-        copy.CopyFrom(node)
-        copy.name = names.node(node.name, prefix, taken_nodes)
-        for i, name in enumerate(copy.input):
-            copy.input[i] = mapping.get(name, name)
-        for i, name in enumerate(copy.output):
-            if name:
-                copy.output[i] = mapping[name]
-        for sub in _subgraphs(copy):
-            _rename_inside(sub, mapping)
-        nodes.append(copy)
-    inits = []
-    for t in body.initializer:
-        copy = onnx.TensorProto()
-        copy.CopyFrom(t)
-        copy.name = mapping[t.name]
-        inits.append(copy)
-    infos = []
-    for vi in body.value_info:
-        if vi.name in mapping:
-            copy = onnx.ValueInfoProto()
-            copy.CopyFrom(vi)
-            copy.name = mapping[vi.name]
-            infos.append(copy)
-    return nodes, inits, infos, mapping
-
-
-def _taken(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[set[str], set[str]]:
-    """(tensor names, node names) the inlined body's own may not keep: those of every graph but
-    the bodies of `node`, which goes away (an If's other branch included)."""
-    own = {id(sub) for sub in _subgraphs(node)}
-    tensors: set[str] = set()
-    nodes: set[str] = set()
-    stack = [graph]
-    while stack:
-        g = stack.pop()
-        tensors |= _defined(g) | {o.name for o in g.output} | {i for n in g.node for i in n.input if i}
-        nodes |= {n.name for n in g.node if n is not node}
-        stack += [sub for n in g.node for sub in _subgraphs(n) if id(sub) not in own]
-    return tensors, nodes
+    return any((n.op_type in ("If", "Loop") and n.domain in ONNX_DOMAINS) or any(True for _ in subgraphs(n)) for n in graph.node)
 
 
 # --- If -----------------------------------------------------------------------------------------
@@ -225,18 +92,14 @@ def constant_value(graph: onnx.GraphProto, name: str) -> np.ndarray | None:
     return None
 
 
-def _node_label(node: onnx.NodeProto) -> str:
-    return node.name or (node.output[0] if node.output else node.op_type)
-
-
 def _recurrent_in(graph: onnx.GraphProto) -> list[str]:
     found = []
-    for g in _all_graphs(graph):
-        found += [f"{n.op_type} '{_node_label(n)}'" for n in g.node if n.op_type in RECURRENT and n.domain in ONNX_DOMAINS]
+    for g in all_graphs(graph):
+        found += [f"{n.op_type} '{node_label(n)}'" for n in g.node if n.op_type in RECURRENT and n.domain in ONNX_DOMAINS]
     return found
 
 
-def _inline_ifs(graph: onnx.GraphProto, names: _Names, notes: list[str], root: onnx.GraphProto | None = None, scopes: tuple = ()) -> bool:
+def _inline_ifs(graph: onnx.GraphProto, names: Names, notes: list[str], root: onnx.GraphProto | None = None, scopes: tuple = ()) -> bool:
     """Replace every If whose condition is a constant in its scope (its own graph's, or an
     enclosing graph's: a frozen input read inside a Loop body) by its branch, in the main graph and
     in the bodies that stay; True when one was."""
@@ -257,7 +120,7 @@ def _inline_ifs(graph: onnx.GraphProto, names: _Names, notes: list[str], root: o
         inner = _recurrent_in(branch)
         what = f", with {', '.join(inner)}" if inner else ""
         notes.append(
-            f"If node '{_node_label(node)}': its condition '{node.input[0]}' is the constant {taken_branch} once the frozen inputs and input shapes "
+            f"If node '{node_label(node)}': its condition '{node.input[0]}' is the constant {taken_branch} once the frozen inputs and input shapes "
             f"are known; inlined its {'then' if taken_branch else 'else'} branch ({len(branch.node)} nodes{what})"
         )
         inlined = True
@@ -265,7 +128,7 @@ def _inline_ifs(graph: onnx.GraphProto, names: _Names, notes: list[str], root: o
         del graph.node[:]
         graph.node.extend(kept)
     for node in list(graph.node):
-        for sub in _subgraphs(node):
+        for sub in subgraphs(node):
             inlined = _inline_ifs(sub, names, notes, root, (graph, *scopes)) or inlined
     return inlined
 
@@ -274,13 +137,13 @@ def _scoped_constant(name: str, graph: onnx.GraphProto, scopes: tuple) -> np.nda
     """The constant value of `name` as `graph` sees it: defined in `graph`, else in the nearest
     enclosing graph that defines it."""
     for g in (graph, *scopes):
-        if name in _defined(g):
+        if name in defined(g):
             return constant_value(g, name)
     return None
 
 
-def _inline(graph: onnx.GraphProto, node: onnx.NodeProto, branch: onnx.GraphProto, names: _Names):
-    prefix = _node_label(node)
+def _inline(graph: onnx.GraphProto, node: onnx.NodeProto, branch: onnx.GraphProto, names: Names):
+    prefix = node_label(node)
     produced = {o for n in branch.node for o in n.output if o} | {t.name for t in branch.initializer}
     preset: dict[str, str] = {}
     tails: list[onnx.NodeProto] = []
@@ -293,7 +156,7 @@ def _inline(graph: onnx.GraphProto, node: onnx.NodeProto, branch: onnx.GraphProt
             seen.add(out.name)
         else:  # an outer name, or one value given twice
             tails.append((out.name, target))
-    new_nodes, inits, infos, mapping = _copy_body(branch, prefix, names, preset, _taken(graph, node))
+    new_nodes, inits, infos, mapping = copy_body(branch, prefix, names, preset, taken_names(graph, node))
     for source, target in tails:
         new_nodes.append(helper.make_node("Identity", [mapping.get(source, source)], [target], name=names.node(f"{prefix}/{target}", prefix)))
     return new_nodes, inits, infos
@@ -316,17 +179,17 @@ def dynamic_steps_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | 
         dims = vi.type.tensor_type.shape.dim if vi is not None and vi.type.tensor_type.HasField("shape") else []
         static = len(dims) == 3 and dims[1 if layout else 0].HasField("dim_value")  # the step count; the batch may stay dynamic
         if not static:
-            return f"the input X '{node.input[0]}' of its {node.op_type} node '{_node_label(node)}' has a shape (step count) known only per iteration"
+            return f"the input X '{node.input[0]}' of its {node.op_type} node '{node_label(node)}' has a shape (step count) known only per iteration"
     return None
 
 
-def _unroll_loops(model: onnx.ModelProto, names: _Names, check: BodyCheck, notes: list[str]) -> bool:
+def _unroll_loops(model: onnx.ModelProto, names: Names, check: BodyCheck, notes: list[str]) -> bool:
     graph = model.graph
     candidates = [(i, n) for i, n in enumerate(graph.node) if n.op_type == "Loop" and n.domain in ONNX_DOMAINS]
     if not candidates:
         return False
     inferred = _infer(model).graph
-    bodies = {_node_label(n): _with_outer_shapes(next(a.g for a in n.attribute if a.name == "body"), inferred) for n in inferred.node if n.op_type == "Loop"}
+    bodies = {node_label(n): _with_outer_shapes(next(a.g for a in n.attribute if a.name == "body"), inferred) for n in inferred.node if n.op_type == "Loop"}
     for index, node in candidates:
         body = next(a.g for a in node.attribute if a.name == "body")
         if not any(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node):
@@ -334,7 +197,7 @@ def _unroll_loops(model: onnx.ModelProto, names: _Names, check: BodyCheck, notes
         trips = _trip_count(graph, node)
         if trips is None or not 0 < trips <= MAX_UNROLL or not _always_continues(graph, node, body):
             continue
-        why = check(node, bodies.get(_node_label(node), body))
+        why = check(node, bodies.get(node_label(node), body))
         if why is None:
             continue  # lowerable where it is: the Loop stays
         new_nodes, inits, infos = _unrolled(graph, node, body, trips, names)
@@ -344,11 +207,68 @@ def _unroll_loops(model: onnx.ModelProto, names: _Names, check: BodyCheck, notes
         graph.initializer.extend(inits)
         graph.value_info.extend(infos)
         notes.append(
-            f"Loop node '{_node_label(node)}': trip count {trips} and condition are constants, and {why}; "
+            f"Loop node '{node_label(node)}': trip count {trips} and condition are constants, and {why}; "
             f"unrolled into {trips} copies of its body, so that its {', '.join(_recurrent_in(body))} can be lowered to cells"
         )
         return True
     return False
+
+
+def _time_loops(model: onnx.ModelProto):
+    for index, node in enumerate(model.graph.node):
+        if node.op_type == "Loop" and node.domain in ONNX_DOMAINS:
+            body = next(a.g for a in node.attribute if a.name == "body")
+            if over_time(body):
+                yield index, node, body
+
+
+def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], limit: int, recovered: dict | None) -> bool:
+    """The first Loop over time (no recurrent node in its body, a float carried value) that runs
+    a constant trip count: rewritten as the cell it computes, else unrolled (loop_rewrite.py)."""
+    loops = list(_time_loops(model))
+    if not loops:
+        return False
+    outer = Outer(model.graph, _infer(model).graph, constant_value)
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
+    graph = model.graph
+    for index, node, body in loops:
+        trips = _trip_count(graph, node)
+        if trips is None or not 0 < trips <= limit or not runs_exactly(node, body, trips, outer, opset):
+            continue
+        label = node_label(node)
+        result = recover(graph, index, node, body, trips, outer, opset, lambda n, p=label: names.tensor(n, p, names.tensors))
+        if isinstance(result, str):
+            new_nodes, inits, infos = _unrolled(graph, node, body, trips, names)
+            note = f"Loop node '{label}': its body is not a recognisable LSTM, GRU or RNN cell ({result}); unrolled into its {trips} iterations (trip count and condition constant)"
+            what = f"unrolled, {trips} iterations (no recognisable cell)"
+        else:
+            (new_nodes, inits, note, what), infos = result, []
+        if recovered is not None:
+            recovered[label] = what
+        del graph.node[index]
+        for k, n in enumerate(new_nodes):
+            graph.node.insert(index + k, n)
+        graph.initializer.extend(inits)
+        graph.value_info.extend(infos)
+        notes.append(note)
+        return True
+    return False
+
+
+def _refuse_time_loops(model: onnx.ModelProto, limit: int) -> None:
+    """One error for a Loop over time left as it is: OpenVINO's frontend cannot read such bodies."""
+    for _, node, body in _time_loops(model):
+        outer = Outer(model.graph, _infer(model).graph, constant_value)
+        opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
+        trips = _trip_count(model.graph, node)
+        try:
+            recognise(node, body, outer, opset)
+            why = "the cell is recognised"
+        except NotACell as reason:
+            why = str(reason)
+        except Exception as exc:  # noqa: BLE001 - shapes unknown: the body cannot be checked
+            why = f"it could not be read: {exc}"
+        raise refusal(node, why, trips, limit)
 
 
 def _with_outer_shapes(body: onnx.GraphProto, outer: onnx.GraphProto) -> onnx.GraphProto:
@@ -358,7 +278,7 @@ def _with_outer_shapes(body: onnx.GraphProto, outer: onnx.GraphProto) -> onnx.Gr
         known.setdefault(t.name, helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     copy = onnx.GraphProto()
     copy.CopyFrom(body)
-    own = _defined(body)
+    own = defined(body)
     read = {i for n in body.node for i in n.input if i and i not in own}
     copy.value_info.extend(known[name] for name in sorted(read) if name in known)
     return copy
@@ -385,7 +305,7 @@ def _always_continues(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.G
             return True
         producer = producers.get(name)
         value = constant_value(body, name) if producer is None or producer.op_type == "Constant" else None
-        if value is None and producer is None and name not in _defined(body):
+        if value is None and producer is None and name not in defined(body):
             value = constant_value(graph, name)  # an outer constant
         if value is not None:
             return value.size == 1 and bool(value.reshape(-1)[0])
@@ -395,15 +315,15 @@ def _always_continues(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.G
     return False
 
 
-def _unrolled(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, names: _Names):
+def _unrolled(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, names: Names):
     """The body copied `trips` times: iteration i reads the constant i, the previous copy's carried
     values, and the scan outputs are stacked along a new axis 0 (ONNX Loop semantics)."""
-    prefix = _node_label(node)
+    prefix = node_label(node)
     carried_in = [i.name for i in body.input[2:]]
     carried_out = [o.name for o in body.output[1 : 1 + len(carried_in)]]
     scan_out = [o.name for o in body.output[1 + len(carried_in) :]]
     state = list(node.input[2:])
-    taken = _taken(graph, node)
+    taken = taken_names(graph, node)
     all_nodes, all_inits, all_infos = [], [], []
     scans: list[list[str]] = [[] for _ in scan_out]
     for it in range(trips):
@@ -413,7 +333,7 @@ def _unrolled(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProt
         all_inits += [numpy_helper.from_array(np.array(it, np.int64), counter), numpy_helper.from_array(np.array(True), cond)]
         preset = {body.input[0].name: counter, body.input[1].name: cond}
         preset.update(zip(carried_in, state))
-        nodes, inits, infos, mapping = _copy_body(body, tag, names, preset, taken)
+        nodes, inits, infos, mapping = copy_body(body, tag, names, preset, taken)
         all_nodes += nodes
         all_inits += inits
         all_infos += infos
@@ -436,67 +356,6 @@ def _unrolled(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProt
             parts.append(part)
         all_nodes.append(helper.make_node("Concat", parts, [target], name=names.node(f"{prefix}/{target}", prefix), axis=0))
     return all_nodes, all_inits, all_infos
-
-
-# --- sequences ---------------------------------------------------------------------------------
-
-
-def _sequences_to_concat(graph: onnx.GraphProto, names: _Names) -> bool:
-    """TorchScript writes ``outs.append(y)`` in a loop and ``torch.stack(outs)`` as SequenceEmpty,
-    SequenceInsert per iteration and ConcatFromSequence. Once the loop is unrolled, such a chain
-    (each sequence read once, every insert at the end) is a Concat of its elements (Unsqueezed
-    first for ``new_axis=1``): ops OpenVINO's frontend converts with static shapes."""
-    producers = {o: n for n in graph.node for o in n.output if o}
-    readers: dict[str, int] = {}
-    for g in _all_graphs(graph):
-        for n in g.node:
-            for i in n.input:
-                readers[i] = readers.get(i, 0) + 1
-    for o in graph.output:
-        readers[o.name] = readers.get(o.name, 0) + 1
-    for node in graph.node:
-        if node.op_type != "ConcatFromSequence" or node.domain not in ONNX_DOMAINS:
-            continue
-        chain, name = [], node.input[0]
-        while True:
-            producer = producers.get(name)
-            if producer is None or readers.get(name, 0) != 1:
-                break
-            if (producer.op_type == "SequenceInsert" and len([i for i in producer.input if i]) == 2) or producer.op_type == "Identity":
-                chain.append(producer)  # an Identity: a Loop output an unrolled Loop passes on
-                name = producer.input[0]
-                continue
-            if producer.op_type == "SequenceEmpty":
-                chain.append(producer)
-            break
-        if not chain or chain[-1].op_type != "SequenceEmpty" or not any(n.op_type == "SequenceInsert" for n in chain):
-            continue
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        axis, new_axis = int(attrs.get("axis", 0)), int(attrs.get("new_axis", 0))
-        elements = [n.input[1] for n in reversed(chain[:-1]) if n.op_type == "SequenceInsert"]
-        label = _node_label(node)
-        replacement = []
-        if new_axis:
-            axes = names.tensor(f"{label}/axes", label, names.tensors)
-            replacement.append(helper.make_node("Constant", [], [axes], name=names.node(axes, label), value=numpy_helper.from_array(np.array([axis], np.int64))))
-            stacked = []
-            for k, element in enumerate(elements):
-                out = names.tensor(f"{label}/item{k}", label, names.tensors)
-                replacement.append(helper.make_node("Unsqueeze", [element, axes], [out], name=names.node(out, label)))
-                stacked.append(out)
-            elements = stacked
-        replacement.append(helper.make_node("Concat", elements, list(node.output), name=names.node(f"{label}/concat", label), axis=axis))
-        gone = {id(n) for n in chain} | {id(node)}
-        kept: list[onnx.NodeProto] = []
-        for n in graph.node:
-            if id(n) == id(node):
-                kept += replacement
-            elif id(n) not in gone:
-                kept.append(n)
-        del graph.node[:]
-        graph.node.extend(kept)
-        return True
-    return False
 
 
 # --- shapes -------------------------------------------------------------------------------------

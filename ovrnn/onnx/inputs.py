@@ -13,7 +13,7 @@ import onnx
 
 from ..errors import UsageError, flag
 from ..shapes import Dim, InputShapeMap, check_shape, Position, Shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
-from .control_flow import dynamic_steps_in_body, fold_control_flow, has_control_flow
+from .control_flow import MAX_UNROLL, dynamic_steps_in_body, fold_control_flow, has_control_flow
 from .freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
 from .read import GraphView, TensorInfo, graph_view
 
@@ -32,18 +32,25 @@ class Prepared:
     notes: tuple[str, ...] = ()
     changed: bool = False  # the model differs from the file: the frontend must read this one
     loops_kept: bool = False  # a Loop with recurrent nodes stays, to be lowered inside its body
+    recovered: tuple[tuple[str, str], ...] = ()  # (Loop name, the cell recovered from its body or 'unrolled')
 
     def rt_info(self) -> dict:
-        """rt_info ``ovrnn/frozen_inputs``: {name: 'int64 [] 16000'}, when inputs were frozen."""
-        return {"frozen_inputs": record_text(self.frozen)} if self.frozen else {}
+        """rt_info ``ovrnn/frozen_inputs``: {name: 'int64 [] 16000'}, when inputs were frozen;
+        ``ovrnn/recovered_loops``: {Loop name: 'LSTM cell, hidden size 8, 5 steps, ...'}."""
+        info = {"frozen_inputs": record_text(self.frozen)} if self.frozen else {}
+        if self.recovered:
+            info["recovered_loops"] = dict(self.recovered)
+        return info
 
 
-def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False) -> Prepared:  # noqa: A002
+def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False, max_steps: int = MAX_UNROLL) -> Prepared:  # noqa: A002
     """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
     flow that decides (onnx/control_flow.py). ``unroll_loops``: unroll every Loop with a constant
     trip count that holds a recurrent node, lowerable in its body or not; ``keep_loops``: unroll
     none (``--stateful`` per node: each unrolled copy would carry a state of its own where the Loop
-    hands one value from iteration to iteration). The caller's model is not changed."""
+    hands one value from iteration to iteration). ``max_steps``: the most iterations a Loop over time
+    (a recurrence written out, onnx/loop_rewrite.py) is rewritten or unrolled for. The caller's
+    model is not changed."""
     rest, entries = split_frozen(input)
     shape_map = input_shapes(rest)
     check_not_frozen_twice(entries, {k for k in shape_map if not isinstance(k, Position)})
@@ -66,10 +73,11 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: boo
         return why
 
     shaped = with_input_shapes(view)
-    folded, notes = fold_control_flow(shaped, check)
+    recovered: dict[str, str] = {}
+    folded, notes = fold_control_flow(shaped, check, max_steps, recovered)
     if folded is not shaped:
         view = apply_input_shapes(graph_view(folded), shapes)
-    return Prepared(view, shapes, frozen, (*shared, *notes), bool(frozen) or folded is not shaped, bool(kept))
+    return Prepared(view, shapes, frozen, (*shared, *notes), bool(frozen) or folded is not shaped, bool(kept), tuple(recovered.items()))
 
 
 def lowerable_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | None:

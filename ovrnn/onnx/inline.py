@@ -1,0 +1,154 @@
+"""Copy a graph's body into the graph holding it with its names kept unique: what inlining an If
+branch and unrolling a Loop share (control_flow.py, loop_rewrite.py). A body's tensor or node
+keeps its name unless another graph of the model uses it; then it is prefixed with the inlining
+node's name (``choose_sr/...``, ``loop/iter2/...``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import onnx
+from onnx import helper
+
+
+
+def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            yield from attr.graphs
+
+
+def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for sub in subgraphs(node):
+            yield from all_graphs(sub)
+
+
+def node_label(node: onnx.NodeProto) -> str:
+    return node.name or (node.output[0] if node.output else node.op_type)
+
+
+def defined(graph: onnx.GraphProto) -> set[str]:
+    """The tensor names a graph defines itself (inputs, initializers, node outputs)."""
+    names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    names |= {t.values.name for t in graph.sparse_initializer}
+    names |= {o for n in graph.node for o in n.output if o}
+    return names
+
+
+class Names:
+    """Every tensor and node name used anywhere in the model, to keep inlined names unique."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.tensors: set[str] = set()
+        self.nodes: set[str] = set()
+        self.claimed: set[str] = set()  # names handed out to inlined tensors
+        self.claimed_nodes: set[str] = set()
+        for g in all_graphs(graph):
+            self.tensors |= defined(g) | {o.name for o in g.output} | {n for node in g.node for n in node.input if n}
+            self.nodes |= {n.name for n in g.node if n.name}
+
+    @staticmethod
+    def _fresh(name: str, prefix: str, used: set[str]) -> str:
+        candidate = f"{prefix}/{name}"
+        k = 1
+        while candidate in used:
+            k += 1
+            candidate = f"{prefix}/{name}_{k}"
+        used.add(candidate)
+        return candidate
+
+    def tensor(self, name: str, prefix: str, taken: set[str]) -> str:
+        """`name` itself when no graph of the model but the one being inlined uses it."""
+        if name not in taken and name not in self.claimed:
+            self.tensors.add(name)
+            self.claimed.add(name)
+            return name
+        fresh = self._fresh(name, prefix, self.tensors)
+        self.claimed.add(fresh)
+        return fresh
+
+    def node(self, name: str, prefix: str, taken: set[str] | None = None) -> str:
+        """`name` itself when no node outside the body being inlined has it (`taken`)."""
+        if not name:
+            return ""
+        if name not in (self.nodes if taken is None else taken) and name not in self.claimed_nodes:
+            self.nodes.add(name)
+            self.claimed_nodes.add(name)
+            return name
+        fresh = self._fresh(name, prefix, self.nodes)
+        self.claimed_nodes.add(fresh)
+        return fresh
+
+
+def rename_inside(graph: onnx.GraphProto, mapping: dict[str, str]) -> None:
+    """Rename the outer-scope names a nested subgraph reads (those it does not define itself)."""
+    own = defined(graph)
+    local = {k: v for k, v in mapping.items() if k not in own}
+    if not local:
+        return
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name in local:
+                node.input[i] = local[name]
+        for sub in subgraphs(node):
+            rename_inside(sub, local)
+    for out in graph.output:
+        if out.name in local:
+            out.name = local[out.name]
+
+
+def copy_body(body: onnx.GraphProto, prefix: str, names: Names, preset: dict[str, str], taken: tuple[set[str], set[str]]) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], list[onnx.ValueInfoProto], dict[str, str]]:
+    """A body's nodes, initializers and value_info with its own names made unique in the outer graph.
+    `preset` maps some of the body's names to outer names (its inputs, or outputs renamed onto the
+    node's outputs)."""
+    taken_tensors, taken_nodes = taken
+    mapping = dict(preset)
+    for name in sorted(defined(body) - set(preset)):
+        mapping[name] = names.tensor(name, prefix, taken_tensors)
+    nodes = []
+    for node in body.node:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copy.name = names.node(node.name, prefix, taken_nodes)
+        for i, name in enumerate(copy.input):
+            copy.input[i] = mapping.get(name, name)
+        for i, name in enumerate(copy.output):
+            if name:
+                copy.output[i] = mapping[name]
+        for sub in subgraphs(copy):
+            rename_inside(sub, mapping)
+        nodes.append(copy)
+    inits = []
+    for t in body.initializer:
+        copy = onnx.TensorProto()
+        copy.CopyFrom(t)
+        copy.name = mapping[t.name]
+        inits.append(copy)
+    infos = []
+    for vi in body.value_info:
+        if vi.name in mapping:
+            copy = onnx.ValueInfoProto()
+            copy.CopyFrom(vi)
+            copy.name = mapping[vi.name]
+            infos.append(copy)
+    return nodes, inits, infos, mapping
+
+
+def taken_names(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[set[str], set[str]]:
+    """(tensor names, node names) the inlined body's own may not keep: those of every graph but
+    the bodies of `node`, which goes away (an If's other branch included)."""
+    own = {id(sub) for sub in subgraphs(node)}
+    tensors: set[str] = set()
+    nodes: set[str] = set()
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        tensors |= defined(g) | {o.name for o in g.output} | {i for n in g.node for i in n.input if i}
+        nodes |= {n.name for n in g.node if n is not node}
+        stack += [sub for n in g.node for sub in subgraphs(n) if id(sub) not in own]
+    return tensors, nodes

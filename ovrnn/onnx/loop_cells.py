@@ -1,0 +1,456 @@
+"""Recognise the recurrent cell a Loop body computes: the LSTM, GRU and RNN gate patterns as
+tf2onnx (Keras), Paddle and scripted PyTorch write them with MatMul/Gemm, Split/Slice, Sigmoid/Tanh.
+
+The body is evaluated abstractly, once. A tensor is a constant (weights, loop-invariant states,
+shapes), the step index (the iteration number, or a counter that starts at a constant and adds 1),
+an affine form ``Lin`` of the step's input x, the carried states and opaque terms
+(``x @ Wx + h @ Wh + (r*h) @ Wr + b``: MatMul, Gemm, Add, Sub, Neg, scaling, Split and Slice of
+columns keep it affine), or an opaque ``Expr`` (an activation, a product of two non-constants).
+The gate pre-activations are the ``Lin`` arguments of the Sigmoid/Tanh nodes; their matrices are
+the weights, exactly as the body holds them. Which gate is which (LSTM's i/f/o, GRU's z/r and z's
+sign, which state is c) is then decided by checking each assignment against the body itself: the
+body runs (onnx.reference) on random float32 probes with the mask all on, all off and mixed, and
+every float output must be the candidate cell's new h or c, or a select of one by the mask.
+Only analytic ops (and selects by the mask) may lie between the states and the outputs, so two
+forms that agree on random probes agree everywhere (their difference is analytic; its zero set
+has measure zero), for every mask pattern. The weights are read from the graph, never fitted.
+
+    LSTM  i,f,o = sigmoid(Lin), g = tanh(Lin); c' = f*c + i*g; h' = o*tanh(c')
+    GRU   z,r = sigmoid(Lin); n = tanh(x Wn + bn + r*(h Rn + rbn))   (linear_before_reset=1)
+                              n = tanh(x Wn + (r*h) Rn + bn)          (linear_before_reset=0)
+          h' = (1-z)*n + z*h   (z negated when the body writes z*n + (1-z)*h)
+    RNN   h' = act(x W + h R + b), act one of Tanh, Relu
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .read import ONNX_DOMAINS
+
+# ops that may lie between the states, the step's input and the outputs: analytic ones, and the
+# Cast/Not/Where a mask select is written with
+ANALYTIC = {"Add", "Sub", "Mul", "Neg", "Sigmoid", "Tanh", "MatMul", "Gemm", "Split", "Slice", "Squeeze", "Unsqueeze",
+            "Identity", "Cast", "Not", "Where", "Gather", "Concat", "Shape", "Relu"}
+PROBES = 3
+
+
+@dataclass(eq=False)
+class Lin:
+    """x @ terms['x'] + state @ terms[state] + term @ terms[Expr] + bias, shape [batch, n]."""
+
+    terms: dict
+    bias: np.ndarray
+
+    @property
+    def width(self) -> int:
+        return int(self.bias.shape[0])
+
+    def map(self, fn) -> "Lin":
+        return Lin({k: fn(w) for k, w in self.terms.items()}, fn(self.bias))
+
+
+@dataclass(eq=False)
+class Expr:
+    op: str
+    args: tuple = ()
+
+
+@dataclass(frozen=True)
+class Step:
+    """The step index: the iteration number plus `offset`."""
+
+    offset: int
+
+
+@dataclass(frozen=True)
+class Outer:
+    """An outer-scope tensor the body reads that is not a constant (X, the mask)."""
+
+    name: str
+
+
+class NotACell(Exception):
+    """Why a body is not a recognisable cell (the text goes into the note or error)."""
+
+
+@dataclass
+class Body:
+    """What the abstract evaluation found."""
+
+    env: dict
+    x: tuple[str, int] | None = None  # (outer tensor read by the step index, its offset)
+    mask: tuple[str, int] | None = None
+    states: list[str] = field(default_factory=list)  # float carried states (body input names)
+    counters: dict = field(default_factory=dict)  # body input name -> (initial value, increment)
+    invariant: list[str] = field(default_factory=list)  # states the body passes on unchanged
+    activations: list[tuple[str, object]] = field(default_factory=list)  # (op, argument) in body order
+    appended: dict = field(default_factory=dict)  # sequence state -> the tensor appended to it each step
+
+
+@dataclass
+class Cell:
+    kind: str  # 'LSTM' | 'GRU' | 'RNN'
+    W: np.ndarray  # [gates*H, F], ONNX gate order
+    R: np.ndarray  # [gates*H, H]
+    Wb: np.ndarray
+    Rb: np.ndarray
+    h: str  # the state the gates read as h
+    c: str | None = None
+    linear_before_reset: int = 0
+    activation: str = "Tanh"
+    outputs: dict = field(default_factory=dict)  # body output name -> ('h'|'c', None | state name | 'zero')
+
+    @property
+    def hidden(self) -> int:
+        return int(self.R.shape[1])
+
+    def step(self, x, h, c):
+        """One step in float64, the ONNX equations (no clip, default activations)."""
+        sig = lambda v: 1.0 / (1.0 + np.exp(-v))  # noqa: E731
+        H = self.hidden
+        gx = x @ self.W.T + self.Wb
+        if self.kind == "RNN":
+            pre = gx + h @ self.R.T + self.Rb
+            return (np.tanh(pre) if self.activation == "Tanh" else np.maximum(pre, 0)), None
+        if self.kind == "LSTM":
+            g = gx + h @ self.R.T + self.Rb
+            i, o, f, cc = (g[:, k * H : (k + 1) * H] for k in range(4))
+            c_new = sig(f) * c + sig(i) * np.tanh(cc)
+            return sig(o) * np.tanh(c_new), c_new
+        gh = h @ self.R[: 2 * H].T + self.Rb[: 2 * H]
+        z, r = sig(gx[:, :H] + gh[:, :H]), sig(gx[:, H : 2 * H] + gh[:, H:])
+        if self.linear_before_reset:
+            n = np.tanh(gx[:, 2 * H :] + r * (h @ self.R[2 * H :].T + self.Rb[2 * H :]))
+        else:
+            n = np.tanh(gx[:, 2 * H :] + (r * h) @ self.R[2 * H :].T + self.Rb[2 * H :])
+        return (1 - z) * n + z * h, None
+
+
+# --- abstract evaluation -------------------------------------------------------------------------
+
+
+def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> Body:
+    """Walk the body once. `outer` answers for the outer scope: const(name) (a constant's value or
+    None), shape(name) (static dims or None), is_float(name)."""
+    outer_const, outer_shape = outer.const, outer.shape
+    env: dict = {}
+    found = Body(env)
+    for t in body.initializer:
+        env[t.name] = numpy_helper.to_array(t)
+    env[body.input[0].name] = Step(0)
+    env[body.input[1].name] = Expr("cond")
+    for k, inp in enumerate(body.input[2:]):
+        initial = loop.input[2 + k] if 2 + k < len(loop.input) else ""
+        out = body.output[1 + k].name
+        value = outer_const(initial) if initial else None
+        if inp.type.HasField("sequence_type"):
+            appended = _appended(body, inp.name, out)
+            if appended is None:
+                raise NotACell(f"its carried sequence '{inp.name}' is not a list it appends one value to per step")
+            found.appended[inp.name] = appended
+            env[inp.name] = Expr("sequence")
+        elif out == inp.name:
+            env[inp.name] = value if value is not None else Outer(initial)
+            found.invariant.append(inp.name)
+        elif value is not None and value.dtype.kind in "iu" and value.size == 1 and increment(body, inp.name, out) is not None:
+            found.counters[inp.name] = (int(value.reshape(-1)[0]), increment(body, inp.name, out))
+            env[inp.name] = Step(int(value.reshape(-1)[0])) if found.counters[inp.name][1] == 1 else Expr("counter")
+        else:
+            dims = _dims(inp) or (outer_shape(initial) if initial else None)
+            if dims is None or len(dims) != 2 or dims[1] is None:
+                raise NotACell(f"its carried value '{inp.name}' is not a [batch, hidden] tensor of known hidden size")
+            env[inp.name] = Lin({inp.name: np.eye(dims[1])}, np.zeros(dims[1]))
+            found.states.append(inp.name)
+    own = {n for node in body.node for n in node.output} | set(env)
+    needed = upstream_nodes(body, [body.output[1 + len(body.input) - 2 + k].name for k in range(len(body.output) - len(body.input) + 1)]
+                            + [body.output[body_index(body, s) - 1].name for s in found.states] + list(found.appended.values()))
+    batch = None
+    for index, node in enumerate(body.node):
+        if index not in needed:
+            continue  # the condition and counters: checked apart (loop_rewrite.runs_exactly)
+        if node.domain not in ONNX_DOMAINS:
+            raise NotACell(f"it holds a {node.domain}.{node.op_type} node")
+        ins = []
+        for name in node.input:
+            if not name:
+                ins.append(None)
+            elif name in env:
+                ins.append(env[name])
+            elif name not in own:
+                value = outer_const(name)
+                env[name] = value if value is not None else Outer(name)
+                ins.append(env[name])
+            else:
+                raise NotACell(f"node '{node.name}' reads '{name}' before it is computed")
+        if node.op_type == "Gather" and isinstance(ins[0], Outer) and isinstance(ins[1], Step) and _attr(node, "axis", 0) == 0:
+            dims = outer_shape(ins[0].name)
+            if dims is None or len(dims) < 2 or None in dims[1:]:
+                raise NotACell(f"the tensor '{ins[0].name}' it reads step by step has no static shape")
+            batch = dims[1]
+            key = (ins[0].name, ins[1].offset)
+            if len(dims) == 3 and outer.is_float(ins[0].name):
+                if found.x not in (None, key):
+                    raise NotACell("it reads more than one input sequence step by step")
+                found.x = key
+                env[node.output[0]] = Lin({"x": np.eye(dims[2])}, np.zeros(dims[2]))
+            else:
+                if found.mask not in (None, key):
+                    raise NotACell("it reads more than one mask step by step")
+                found.mask = key
+                env[node.output[0]] = Expr("mask")
+            continue
+        if all(isinstance(v, np.ndarray) or v is None for v in ins) and node.op_type not in ("Loop", "Scan", "If"):
+            values = _run_node(node, ins, opset)
+            if values is not None:
+                env.update({o: v for o, v in zip(node.output, values) if o})
+                continue
+        if node.op_type in ("Cast", "Identity") and isinstance(ins[0], Step):
+            env[node.output[0]] = ins[0]
+            continue
+        if node.op_type not in ANALYTIC:
+            raise NotACell(f"it holds a {node.op_type} node ('{node.name or node.output[0]}') between its states and outputs")
+        results = _abstract(node, ins, batch)
+        env.update(zip(node.output, results))
+        if node.op_type in ("Sigmoid", "Tanh", "Relu"):
+            found.activations.append((node.op_type, ins[0], env[node.output[0]]))
+    if found.x is None:
+        raise NotACell("it reads no input sequence step by step (a Gather of an outer tensor by the iteration number)")
+    return found
+
+
+def body_index(body: onnx.GraphProto, name: str) -> int:
+    return next(k for k, i in enumerate(body.input) if i.name == name)
+
+
+def upstream_nodes(graph: onnx.GraphProto, names: list[str]) -> set[int]:
+    """Indices of the nodes of `graph` that the tensors `names` are computed from."""
+    producer = {o: k for k, n in enumerate(graph.node) for o in n.output if o}
+    seen: set[int] = set()
+    stack = [producer[n] for n in names if n in producer]
+    while stack:
+        k = stack.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        stack += [producer[i] for i in graph.node[k].input if i in producer]
+    return seen
+
+
+def _dims(vi: onnx.ValueInfoProto) -> list | None:
+    t = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not t.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+
+
+def _attr(node: onnx.NodeProto, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def increment(body: onnx.GraphProto, state: str, out: str) -> int | None:
+    """The constant the body adds to an integer counter state, else None."""
+    producers = {o: n for n in body.node for o in n.output}
+    name = out
+    while name in producers and producers[name].op_type == "Identity":
+        name = producers[name].input[0]
+    node = producers.get(name)
+    if node is None or node.op_type != "Add" or state not in node.input:
+        return None
+    other = node.input[1] if node.input[0] == state else node.input[0]
+    value = next((numpy_helper.to_array(t) for t in body.initializer if t.name == other), None)
+    if value is None and other in producers and producers[other].op_type == "Constant":
+        value = numpy_helper.to_array(producers[other].attribute[0].t) if producers[other].attribute[0].name == "value" else None
+    return int(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
+
+
+def _appended(body: onnx.GraphProto, state: str, out: str) -> str | None:
+    """The value a SequenceInsert at the end appends to `state` to make `out` (``outs.append(h)``)."""
+    node = next((n for n in body.node if out in n.output), None)
+    if node is None or node.op_type != "SequenceInsert" or len([i for i in node.input if i]) != 2 or node.input[0] != state:
+        return None
+    return node.input[1]
+
+
+def _run_node(node: onnx.NodeProto, ins: list, opset: int) -> list | None:
+    from onnx.reference import ReferenceEvaluator
+
+    names = [n for n in node.input if n]
+    feeds = {n: v for n, v in zip(node.input, ins) if n}
+    try:
+        graph = helper.make_graph([node], "c", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(feeds[n].dtype), feeds[n].shape) for n in names],
+                                  [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output if o])
+        return list(ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])).run(None, feeds))
+    except Exception:  # noqa: BLE001 - an op onnx.reference cannot run on constants: treated as opaque
+        return None
+
+
+def _bias(value: np.ndarray, width: int) -> np.ndarray | None:
+    """A constant added to a [batch, width] form, as one bias row; None if it varies by row."""
+    v = np.asarray(value, np.float64)
+    if v.ndim > 2 or (v.ndim == 2 and v.shape[0] != 1):
+        return None
+    return np.broadcast_to(v.reshape(-1), (width,)).copy() if v.size in (1, width) else None
+
+
+def _add(a, b, sign: float = 1.0):
+    if isinstance(a, Lin) and isinstance(b, Lin):
+        terms = dict(a.terms)
+        for k, w in b.terms.items():
+            terms[k] = terms[k] + sign * w if k in terms else sign * w
+        return Lin(terms, a.bias + sign * b.bias)
+    if isinstance(a, Lin) and isinstance(b, np.ndarray) and (bias := _bias(b, a.width)) is not None:
+        return Lin(dict(a.terms), a.bias + sign * bias)
+    if isinstance(b, Lin) and isinstance(a, np.ndarray) and (bias := _bias(a, b.width)) is not None:
+        flipped = b.map(lambda w: sign * w)
+        return Lin(flipped.terms, flipped.bias + bias)
+    return Expr("Add" if sign > 0 else "Sub", (a, b))
+
+
+def _columns(value: Lin, start: int, stop: int) -> Lin:
+    return value.map(lambda w: w[..., start:stop])
+
+
+def _abstract(node: onnx.NodeProto, ins: list, batch: int | None) -> list:
+    op = node.op_type
+    a = ins[0] if ins else None
+    if op in ("Identity",) or (op == "Cast" and _attr(node, "to") in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE) and isinstance(a, Lin)):
+        return [a]
+    if op in ("Add", "Sub"):
+        return [_add(a, ins[1], 1.0 if op == "Add" else -1.0)]
+    if op == "Neg" and isinstance(a, Lin):
+        return [a.map(lambda w: -w)]
+    if op == "Mul":
+        lin, other = (a, ins[1]) if isinstance(a, Lin) else (ins[1], a)
+        if isinstance(lin, Lin) and isinstance(other, np.ndarray) and other.size == 1:
+            s = float(other.reshape(-1)[0])
+            return [lin.map(lambda w: s * w)]
+        return [Expr("Mul", (a, ins[1]))]
+    if op in ("MatMul", "Gemm"):
+        w = ins[1]
+        if not isinstance(w, np.ndarray) or w.ndim != 2:
+            return [Expr(op, tuple(ins))]
+        alpha, beta = (_attr(node, "alpha", 1.0), _attr(node, "beta", 1.0)) if op == "Gemm" else (1.0, 1.0)
+        if op == "Gemm" and _attr(node, "transB", 0):
+            w = w.T
+        if op == "Gemm" and _attr(node, "transA", 0):
+            return [Expr(op, tuple(ins))]
+        w = np.asarray(w, np.float64) * alpha
+        lin = a if isinstance(a, Lin) else Lin({a: np.eye(w.shape[0])}, np.zeros(w.shape[0])) if isinstance(a, Expr) else None
+        if lin is None:
+            return [Expr(op, tuple(ins))]
+        out = lin.map(lambda m: m @ w)
+        if op == "Gemm" and len(ins) > 2 and ins[2] is not None:
+            c = ins[2].map(lambda m: beta * m) if isinstance(ins[2], Lin) else beta * np.asarray(ins[2], np.float64)
+            out = _add(out, c)
+        return [out]
+    if op == "Split" and isinstance(a, Lin) and _attr(node, "axis", 0) in (1, -1):
+        sizes = ins[1] if len(ins) > 1 and isinstance(ins[1], np.ndarray) else _attr(node, "split")
+        if sizes is None:
+            parts = len(node.output)
+            sizes = [a.width // parts] * parts
+        edges = np.cumsum([0, *[int(s) for s in sizes]])
+        return [_columns(a, int(edges[k]), int(edges[k + 1])) for k in range(len(node.output))]
+    if op == "Slice" and isinstance(a, Lin) and all(isinstance(v, np.ndarray) for v in ins[1:] if v is not None):
+        starts, ends = ins[1].reshape(-1), ins[2].reshape(-1)
+        axes = ins[3].reshape(-1) if len(ins) > 3 and ins[3] is not None else np.arange(len(starts))
+        steps = ins[4].reshape(-1) if len(ins) > 4 and ins[4] is not None else np.ones(len(starts), np.int64)
+        cut = (0, a.width)
+        for s, e, ax, st in zip(starts, ends, axes, steps):
+            if st != 1:
+                return [Expr(op, tuple(ins))]
+            if ax in (1, -1):
+                cut = slice(int(s), int(e)).indices(a.width)[:2]
+            elif ax == 0 and not (s == 0 and e >= (batch or 1 << 62)):
+                return [Expr(op, tuple(ins))]
+        return [_columns(a, *cut)]
+    if op == "Shape" and isinstance(a, Lin) and batch is not None:
+        return [np.array([batch, a.width], np.int64)[_attr(node, "start", 0) : _attr(node, "end", 2)]]
+    return [Expr(op, tuple(ins)) for _ in node.output]
+
+
+# --- which cell -------------------------------------------------------------------------------
+
+
+def _gate_lin(value, h: str | None) -> bool:
+    return isinstance(value, Lin) and all(k == "x" or k == h for k in value.terms)
+
+
+def _weights(lins: list[Lin], h: str, F: int, H: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    W = np.concatenate([lin.terms.get("x", np.zeros((F, H))).T for lin in lins])
+    R = np.concatenate([lin.terms.get(h, np.zeros((H, H))).T for lin in lins])
+    return W, R, np.concatenate([lin.bias for lin in lins])
+
+
+def _state_of(lin: Lin) -> str | None:
+    keys = [k for k in lin.terms if k != "x"]
+    return keys[0] if len(keys) == 1 and isinstance(keys[0], str) else None
+
+
+def candidates(found: Body, F: int):
+    """Every cell assignment the activations allow, to be checked against the body."""
+    sig = [a for op, a, _ in found.activations if op == "Sigmoid" and isinstance(a, Lin)]
+    acts = [(op, a, out) for op, a, out in found.activations if op != "Sigmoid"]
+    hs = [s for s in found.states if s in {_state_of(lin) for lin in sig} | {_state_of(a) for _, a, _ in acts if isinstance(a, Lin)}]
+    for h in hs:
+        H = found.env[h].width
+        if len(sig) == 3 and all(_gate_lin(s, h) for s in sig):
+            g = [a for op, a, _ in acts if op == "Tanh" and _gate_lin(a, h) and a.width == H]
+            for cand in g[:1]:
+                for i, f, o in itertools.permutations(sig):
+                    W, R, Wb = _weights([i, o, f, cand], h, F, H)
+                    for c in (s for s in found.states if s != h):
+                        yield Cell("LSTM", W, R, Wb, np.zeros_like(Wb), h, c)
+        if len(sig) == 2 and all(_gate_lin(s, h) for s in sig):
+            yield from _gru(found, sig, acts, h, F, H)
+        if not sig:
+            for op, a, _ in acts:
+                if _gate_lin(a, h) and a.width == H:
+                    W, R, Wb = _weights([a], h, F, H)
+                    yield Cell("RNN", W, R, Wb, np.zeros_like(Wb), h, activation=op)
+
+
+def _gru(found: Body, sig: list[Lin], acts: list, h: str, F: int, H: int):
+    for op, arg, _ in acts:
+        if op != "Tanh":
+            continue
+        r = nx = nh = rh = None
+        lbr = 1
+        if isinstance(arg, Lin):  # (r*h) @ Rn inside the form: linear_before_reset=0
+            terms = [k for k in arg.terms if isinstance(k, Expr)]
+            if len(terms) == 1 and terms[0].op == "Mul" and all(k == "x" or k is terms[0] for k in arg.terms):
+                pair = terms[0].args
+                gate = next((p for p in pair if isinstance(p, Expr) and p.op == "Sigmoid"), None)
+                other = next((p for p in pair if p is not gate), None)
+                if gate is not None and isinstance(other, Lin) and other.terms.keys() == {h} and np.array_equal(other.terms[h], np.eye(H)) and not other.bias.any():
+                    r, lbr = gate.args[0], 0
+                    nx = Lin({"x": arg.terms["x"]} if "x" in arg.terms else {}, arg.bias)
+                    rh = arg.terms[terms[0]]
+        elif isinstance(arg, Expr) and arg.op == "Add" and len(arg.args) == 2:  # x Wn + bn + r*(h Rn + rbn)
+            for lin, prod in (arg.args, arg.args[::-1]):
+                if _gate_lin(lin, None) and isinstance(prod, Expr) and prod.op == "Mul":
+                    gate = next((p for p in prod.args if isinstance(p, Expr) and p.op == "Sigmoid"), None)
+                    other = next((p for p in prod.args if p is not gate), None)
+                    if gate is not None and isinstance(other, Lin) and set(other.terms) <= {h}:
+                        r, nx, nh = gate.args[0], lin, other
+        if r is None or not any(r is s for s in sig) or nx.width != H:
+            continue
+        z = next(s for s in sig if s is not r)
+        for sign in (1.0, -1.0):
+            zs = z.map(lambda w, s=sign: s * w)
+            W, R, Wb = _weights([zs, r, nx], h, F, H)
+            Rb = np.zeros_like(Wb)
+            if lbr:
+                R[2 * H :] = nh.terms.get(h, np.zeros((H, H))).T
+                Rb[2 * H :] = nh.bias
+            else:
+                R[2 * H :] = rh.T
+            yield Cell("GRU", W, R, Wb, Rb, h, linear_before_reset=lbr)

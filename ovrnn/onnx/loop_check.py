@@ -1,0 +1,126 @@
+"""Check a recognised cell against the Loop body it came from (loop_cells.py): the body runs
+(onnx.reference) on random float32 probes, with the mask all on, all off and mixed, and every
+float value it carries or emits must be the candidate cell's new h or c, or a select of one by the
+mask (kept state, zeros). The first candidate gate layout that reproduces them all is the cell.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .loop_cells import PROBES, Body, Cell, NotACell, body_index, candidates, evaluate
+
+
+
+def body_model(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, outputs: list[str] | None = None, extra: tuple = ()) -> onnx.ModelProto:
+    """The body as a model of its own: the outer tensors it reads become inputs (constants:
+    initializers), so onnx.reference can run one iteration."""
+    own = {i.name for i in body.input} | {t.name for t in body.initializer} | {o for n in body.node for o in n.output}
+    read = sorted({i for n in body.node for i in n.input if i and i not in own})
+    inputs, inits = list(body.input), list(body.initializer)
+    for name in read:
+        value = outer.const(name)
+        if value is not None:
+            inits.append(numpy_helper.from_array(value, name))
+        else:
+            inputs.append(helper.make_tensor_value_info(name, outer.elem_type(name), outer.shape(name)))
+    wanted = [o for o in body.output if outputs is None or o.name in outputs]
+    wanted += [helper.make_empty_tensor_value_info(name) for name in extra]
+    graph = helper.make_graph(list(body.node), "body", inputs, wanted, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> tuple[Cell, Body]:
+    """The cell the body computes, with what each float output of the body is (Cell.outputs);
+    NotACell says why not."""
+    from onnx.reference import ReferenceEvaluator
+
+    found = evaluate(loop, body, outer, opset)
+    F = outer.shape(found.x[0])[2]
+    cands = list(candidates(found, F))
+    if not cands:
+        ops = sorted({op for op, _, _ in found.activations})
+        raise NotACell(f"its activations ({', '.join(ops) or 'none'}) over affine forms of x and one state are not the LSTM, GRU or RNN gate pattern")
+    extra = tuple(found.appended.values())
+    runner = ReferenceEvaluator(body_model(loop, body, outer, opset, extra=extra))
+    rng = np.random.default_rng(26)
+    N = len(body.input) - 2
+    float_outs = [body.output[body_index(body, s) - 1].name for s in found.states] + [o.name for o in body.output[1 + N :]] + list(extra)
+    probes = []
+    for p in range(PROBES):
+        feeds, states = _probe_feeds(loop, body, outer, found, rng, p)
+        got = dict(zip([o.name for o in body.output] + list(extra), runner.run(None, feeds)))
+        probes.append((feeds, states, got))
+    for cell in cands:
+        mapping = _match(cell, found, probes, float_outs)
+        if mapping is not None:
+            cell.outputs = mapping
+            return cell, found
+    raise NotACell(f"no assignment of its {len(cands)} candidate {cands[0].kind} gate layouts reproduces the body's outputs")
+
+
+def _probe_feeds(loop, body, outer, found: Body, rng, p: int):
+    feeds, states = {}, {}
+    feeds[body.input[0].name] = np.array(0, np.int64)
+    feeds[body.input[1].name] = np.array(True)
+    for k, inp in enumerate(body.input[2:]):
+        name = inp.name
+        initial = loop.input[2 + k]
+        if name in found.counters:
+            feeds[name] = np.array(found.counters[name][0], helper.tensor_dtype_to_np_dtype(outer.elem_type(initial)))
+        elif name in found.appended:
+            feeds[name] = []
+        elif name in found.invariant:
+            value = outer.const(initial)
+            feeds[name] = value if value is not None else rng.standard_normal(outer.shape(initial)).astype(np.float32)
+        else:
+            states[name] = rng.standard_normal((outer.shape(found.x[0])[1], found.env[name].width)).astype(np.float32)
+            feeds[name] = states[name]
+    x_name = found.x[0]
+    feeds[x_name] = rng.standard_normal(outer.shape(x_name)).astype(np.float32)
+    if found.mask is not None:
+        shape = outer.shape(found.mask[0])
+        bits = np.ones(shape, bool) if p == 0 else np.zeros(shape, bool) if p == 1 else rng.random(shape) < 0.5
+        feeds[found.mask[0]] = bits.astype(helper.tensor_dtype_to_np_dtype(outer.elem_type(found.mask[0])))
+    for i in {i for n in body.node for i in n.input} - set(feeds) - {t.name for t in body.initializer} - {o for n in body.node for o in n.output}:
+        if outer.const(i) is None and i not in feeds:  # another outer tensor read only off the outputs' path
+            feeds[i] = np.zeros([d or 1 for d in (outer.shape(i) or [])], helper.tensor_dtype_to_np_dtype(outer.elem_type(i)))
+    return feeds, states
+
+
+def _match(cell: Cell, found: Body, probes: list, float_outs: list[str]) -> dict | None:
+    mapping: dict = {}
+    for name in float_outs:
+        families = [("h", None), ("c", None)] + [(v, s) for v in ("h", "c") for s in (*found.states, "zero")] if found.mask else [("h", None), ("c", None)]
+        for fam in families:
+            if fam[0] == "c" and cell.c is None:
+                continue
+            if all(_agrees(got[name], _expected(cell, found, feeds, states, fam)) for feeds, states, got in probes):
+                mapping[name] = fam
+                break
+        else:
+            return None
+    state_out = lambda s: mapping[float_outs[found.states.index(s)]]  # noqa: E731
+    if state_out(cell.h) not in (("h", None), ("h", cell.h)):
+        return None
+    if cell.c is not None and state_out(cell.c) not in (("c", None), ("c", cell.c)):
+        return None
+    return mapping
+
+
+def _expected(cell: Cell, found: Body, feeds: dict, states: dict, fam) -> np.ndarray:
+    x = np.asarray(feeds[found.x[0]][found.x[1]], np.float64)
+    h_new, c_new = cell.step(x, np.asarray(states[cell.h], np.float64), np.asarray(states[cell.c], np.float64) if cell.c else None)
+    value = h_new if fam[0] == "h" else c_new
+    if fam[1] is None:
+        return value
+    m = np.asarray(feeds[found.mask[0]][found.mask[1]]).astype(bool)
+    other = 0.0 if fam[1] == "zero" else np.asarray(states[fam[1]], np.float64)
+    return np.where(m, value, other)
+
+
+def _agrees(got, want) -> bool:
+    got = np.asarray(got, np.float64)
+    return got.shape == np.shape(want) and bool(np.all(np.abs(got - want) <= 1e-5 + 1e-4 * np.abs(want)))

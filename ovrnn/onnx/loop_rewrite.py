@@ -1,0 +1,279 @@
+"""Loops over time without a recurrent node: the cell recovered (loop_cells.py), else unrolled.
+
+tf2onnx writes a Keras LSTM under a mask, a GRU, a SimpleRNN as a Loop whose body computes the
+cell with MatMul/Split/Sigmoid/Tanh; OpenVINO's ONNX frontend cannot read those bodies ("The
+provided loop body graph canonical inputs size (10), does not match the sum of loop carried
+dependencies and two mandatory inputs (7)"). Once `--input` fixes the shapes the trip count is a
+constant, and such a Loop becomes:
+
+    no mask                          one LSTM/GRU/RNN node over the T steps (W, R, B in ONNX gate
+                                     order), its Y and Y_h/Y_c Squeezed into the Loop's outputs
+    a mask read step by step         T one-step nodes, each state then Where(mask_t, new, kept):
+                                     exact for every mask, prefix or not (Keras keeps the state,
+                                     and the output or zeros, where the mask is 0)
+    no recognisable cell             unrolled (control_flow._unrolled), within the step limit
+
+A Loop runs exactly its trip count when its condition is a constant true passed on, or computed
+from the counters alone and true for every iteration but the last (tf2onnx's
+``i < T and counter < max``): evaluated for each iteration, not assumed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..errors import UnsupportedFeatureError
+from .loop_cells import NotACell, increment, body_index, upstream_nodes
+from .loop_check import Cell, body_model, recognise
+from .read import ONNX_DOMAINS, RECURRENT
+
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+class Outer:
+    """What a Loop body may ask of the graph holding it (shapes from onnx's inference)."""
+
+    def __init__(self, graph: onnx.GraphProto, inferred: onnx.GraphProto, constant_value) -> None:
+        self.graph, self._constant = graph, constant_value
+        self._infos = {vi.name: vi for vi in list(inferred.input) + list(inferred.value_info) + list(inferred.output)}
+        for t in graph.initializer:
+            self._infos.setdefault(t.name, helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+
+    def const(self, name: str):
+        return self._constant(self.graph, name)
+
+    def shape(self, name: str):
+        vi = self._infos.get(name)
+        if vi is None or not vi.type.tensor_type.HasField("shape"):
+            return None
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+        return dims
+
+    def elem_type(self, name: str) -> int:
+        vi = self._infos.get(name)
+        return vi.type.tensor_type.elem_type if vi is not None else onnx.TensorProto.FLOAT
+
+    def is_float(self, name: str) -> bool:
+        return self.elem_type(name) in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
+
+
+def over_time(body: onnx.GraphProto) -> bool:
+    """A recurrence written out as a Loop: no recurrent node in the body, a float value carried,
+    and an outer tensor read step by step (a Gather by the iteration number or by a counter that
+    adds a constant each iteration, as tf2onnx and TorchScript write ``x[t]``)."""
+    if any(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node):
+        return False
+    if not any(i.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE) for i in body.input[2:]):
+        return False
+    steps = {body.input[0].name} | {i.name for k, i in enumerate(body.input[2:]) if increment(body, i.name, body.output[1 + k].name) is not None}
+    for node in body.node:  # a Cast or Identity of the index is still the index
+        if node.op_type in ("Cast", "Identity") and node.input and node.input[0] in steps:
+            steps.add(node.output[0])
+    own = {o for n in body.node for o in n.output} | {i.name for i in body.input} | {t.name for t in body.initializer}
+    return any(n.op_type == "Gather" and len(n.input) == 2 and n.input[1] in steps and n.input[0] not in own for n in body.node)
+
+
+def runs_exactly(node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: Outer, opset: int) -> bool:
+    """Whether the Loop runs all its `trips` iterations: its condition, computed from the iteration
+    number, integer counters and constants only, is true before each of them."""
+    from onnx.reference import ReferenceEvaluator
+
+    if len(node.input) > 1 and node.input[1]:
+        start = outer.const(node.input[1])
+        if start is None or start.size != 1 or not bool(start.reshape(-1)[0]):
+            return False
+    cond = body.output[0].name
+    if trips == 1 or cond == body.input[1].name:
+        return True
+    needed = upstream_nodes(body, [cond])
+    counters = {}
+    for k, inp in enumerate(body.input[2:]):
+        init = outer.const(node.input[2 + k]) if 2 + k < len(node.input) and node.input[2 + k] else None
+        counters[inp.name] = init
+    read = {i for k in needed for i in body.node[k].input} | {cond}
+    own = {o for k in needed for o in body.node[k].output}
+    for name in read - own - {t.name for t in body.initializer}:
+        if name == body.input[0].name or name == body.input[1].name:
+            continue
+        if name in counters and (counters[name] is None or counters[name].dtype.kind not in "iub"):
+            return False  # the condition reads a value the loop computes
+        if name not in counters and outer.const(name) is None:
+            return False
+    part = onnx.GraphProto()
+    part.CopyFrom(body)
+    del part.node[:]
+    part.node.extend(body.node[k] for k in sorted(needed))
+    del part.output[:]
+    part.output.extend([body.output[0]] + [body.output[body_index(body, n) - 1] for n in counters if n in read])
+    runner = ReferenceEvaluator(body_model(node, part, outer, opset))
+    state = {n: v for n, v in counters.items() if n in read}
+    for it in range(trips - 1):
+        feeds = {body.input[0].name: np.array(it, np.int64), body.input[1].name: np.array(True), **state}
+        feeds = {k: v for k, v in feeds.items() if k in {i.name for i in runner.proto_.graph.input}}
+        values = runner.run(None, feeds)
+        if not bool(np.asarray(values[0]).reshape(-1)[0]):
+            return False
+        state = dict(zip(state, values[1:]))
+    return True
+
+
+def recover(graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: Outer, opset: int, fresh) -> tuple[list, list, str] | str:
+    """(nodes, initializers, note) replacing the Loop at `index` by the cell it computes, or why
+    its body is not a recognisable cell."""
+    try:
+        cell, found = recognise(node, body, outer, opset)
+    except NotACell as why:
+        return str(why)
+    label = node.name or node.output[0]
+    return _Rewrite(node, body, cell, found, trips, outer, fresh, label).build()
+
+
+class _Rewrite:
+    def __init__(self, node, body, cell: Cell, found, trips: int, outer: Outer, fresh, label: str) -> None:
+        self.node, self.body, self.cell, self.found, self.trips, self.outer, self.fresh, self.label = node, body, cell, found, trips, outer, fresh, label
+        self.nodes: list = []
+        self.inits: list = []
+        self.N = len(body.input) - 2
+
+    def const(self, tag: str, value) -> str:
+        name = self.fresh(f"{self.label}/{tag}")
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(self, op_type: str, inputs: list, tag: str, outputs: list | None = None, **attrs) -> list[str]:
+        outs = outputs or [self.fresh(f"{self.label}/{tag}")]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=self.fresh(f"{self.label}/{tag}"), **attrs))
+        return outs
+
+    def weights(self):
+        c = self.cell
+        G, H = GATES[c.kind], c.hidden
+        W = self.const("W", c.W.reshape(1, G * H, -1).astype(np.float32))
+        R = self.const("R", c.R.reshape(1, G * H, H).astype(np.float32))
+        B = self.const("B", np.concatenate([c.Wb, c.Rb]).reshape(1, 2 * G * H).astype(np.float32))
+        return W, R, B
+
+    def recurrent(self, x: str, h0: str, c0: str | None, tag: str) -> list[str]:
+        c = self.cell
+        attrs = {"hidden_size": c.hidden}
+        if c.kind == "GRU":
+            attrs["linear_before_reset"] = c.linear_before_reset
+        if c.kind == "RNN":
+            attrs["activations"] = [c.activation]
+        outs = [self.fresh(f"{self.label}/{tag}/{n}") for n in ("Y", "Y_h", "Y_c")[: 3 if c.kind == "LSTM" else 2]]
+        ins = [x, *self.w, "", self.op("Unsqueeze", [h0, self.axis0], f"{tag}/h0")[0]]
+        if c.kind == "LSTM":
+            ins.append(self.op("Unsqueeze", [c0, self.axis0], f"{tag}/c0")[0])
+        name = self.label if tag == "all" else f"{self.label}/{tag}"
+        self.nodes.append(helper.make_node(c.kind, ins, outs, name=self.fresh(name) if tag != "all" else name, **attrs))
+        return outs
+
+    def initial(self, state: str) -> str:
+        return self.node.input[2 + self.input_names.index(state)]
+
+    def build(self):
+        c, found, body = self.cell, self.found, self.body
+        self.input_names = [i.name for i in body.input[2:]]
+        self.w = self.weights()
+        self.axis0 = self.const("axis0", np.array([0], np.int64))
+        x_name, offset = found.x
+        T = self.outer.shape(x_name)[0]
+        outs_of = {s: body.output[body_index(body, s) - 1].name for s in found.states}
+        scans = [o.name for o in body.output[1 + self.N :]]
+        single = found.mask is None and all(c.outputs[n][1] is None for n in c.outputs)
+        final: dict[str, str] = {}
+        if single:
+            x = x_name if (offset, T) == (0, self.trips) else self.op("Slice", [x_name, self.const("start", np.array([offset], np.int64)), self.const("end", np.array([offset + self.trips], np.int64)), self.axis0], "x")[0]
+            outs = self.recurrent(x, self.initial(c.h), self.initial(c.c) if c.c else None, "all")
+            y = self.op("Squeeze", [outs[0], self.const("axis1", np.array([1], np.int64))], "y")[0]
+            last = {"h": self.op("Squeeze", [outs[1], self.axis0], "h")[0]}
+            if c.c:
+                last["c"] = self.op("Squeeze", [outs[2], self.axis0], "c")[0]
+            for s in found.states:
+                final[s] = last[c.outputs[outs_of[s]][0]]
+            scan_values = [y if c.outputs[n][0] == "h" else None for n in scans]
+            appended = {s: [self.op("Gather", [y, self.const(f"t{t}/index", np.array(t, np.int64))], f"t{t}/item", axis=0)[0] for t in range(self.trips)]
+                        for s, v in found.appended.items() if c.outputs[v][0] == "h"}
+            if None in scan_values or len(appended) != len(found.appended):
+                single = False
+        if not single:
+            final, scan_values, appended = self.per_step(outs_of, scans)
+        for s, items in appended.items():  # outs.append(h): one SequenceInsert per step, a Concat once stacked
+            seq = self.initial(s)
+            for t, item in enumerate(items):
+                seq = self.op("SequenceInsert", [seq, item], f"t{t}/append")[0]
+            final[s] = seq
+        self.outputs(final, scan_values)
+        kind = f"{c.kind}" + (f" (linear_before_reset={c.linear_before_reset})" if c.kind == "GRU" else "")
+        how = (f"rewritten as {c.kind} node '{self.label}' over those steps" if single else
+               f"rewritten as {self.trips} one-step {c.kind} nodes" + (f", each state then selected by the mask '{found.mask[0]}' (Where: kept where it is 0)" if found.mask else ""))
+        note = f"Loop node '{self.label}': its body computes a {kind} cell of hidden size {c.hidden} over the {self.trips} steps of '{x_name}'; {how}"
+        what = f"{kind} cell, hidden size {c.hidden}, {self.trips} steps, " + ("one node" if single else f"{self.trips} one-step nodes" + (" masked per step" if found.mask else ""))
+        return self.nodes, self.inits, note, what
+
+    def per_step(self, outs_of: dict, scans: list[str]):
+        c, found = self.cell, self.found
+        x_name, offset = found.x
+        prev = {s: self.initial(s) for s in found.states}
+        stacked: list[list[str]] = [[] for _ in scans]
+        appended: dict[str, list[str]] = {s: [] for s in found.appended}
+        zero = None
+        for t in range(self.trips):
+            tag = f"t{t}"
+            x = self.op("Slice", [x_name, self.const(f"{tag}/start", np.array([offset + t], np.int64)), self.const(f"{tag}/end", np.array([offset + t + 1], np.int64)), self.axis0], f"{tag}/x")[0]
+            outs = self.recurrent(x, prev[c.h], prev[c.c] if c.c else None, tag)
+            new = {"h": self.op("Squeeze", [outs[1], self.axis0], f"{tag}/h")[0]}
+            if c.c:
+                new["c"] = self.op("Squeeze", [outs[2], self.axis0], f"{tag}/c")[0]
+            mask = None
+            if found.mask:
+                mask = self.op("Gather", [found.mask[0], self.const(f"{tag}/index", np.array(found.mask[1] + t, np.int64))], f"{tag}/mask", axis=0)[0]
+
+            def value(fam, what):
+                nonlocal zero
+                if fam[1] is None:
+                    return new[fam[0]]
+                if fam[1] == "zero":
+                    zero = zero or self.const("zero", np.array(0.0, np.float32))
+                return self.op("Where", [mask, new[fam[0]], zero if fam[1] == "zero" else prev[fam[1]]], f"{tag}/{what}")[0]
+
+            updated = {s: value(c.outputs[outs_of[s]], f"state{k}") for k, s in enumerate(found.states)}
+            for k, name in enumerate(scans):
+                stacked[k].append(self.op("Unsqueeze", [value(c.outputs[name], f"scan{k}"), self.axis0], f"{tag}/scan{k}/item")[0])
+            for k, (s, v) in enumerate(found.appended.items()):
+                appended[s].append(value(c.outputs[v], f"item{k}"))
+            prev = updated
+        return prev, [self.op("Concat", parts, f"scan{k}", axis=0)[0] for k, parts in enumerate(stacked)], appended
+
+    def outputs(self, final: dict, scan_values: list[str]) -> None:
+        body, found = self.body, self.found
+        for k, inp in enumerate(body.input[2:]):
+            target = self.node.output[k] if k < len(self.node.output) else ""
+            if not target:
+                continue
+            if inp.name in final:
+                self.op("Identity", [final[inp.name]], f"out{k}", [target])
+            elif inp.name in found.counters:
+                init, inc = found.counters[inp.name]
+                dtype = self.outer.const(self.node.input[2 + k]).dtype
+                self.op("Identity", [self.const(f"counter{k}", np.array(init + inc * self.trips, dtype))], f"out{k}", [target])
+            else:
+                self.op("Identity", [self.node.input[2 + k]], f"out{k}", [target])
+        for k, name in enumerate(scan_values):
+            target = self.node.output[self.N + k] if self.N + k < len(self.node.output) else ""
+            if target:
+                self.op("Identity", [name], f"scan_out{k}", [target])
+
+
+def refusal(node: onnx.NodeProto, why: str, trips: int | None, limit: int) -> UnsupportedFeatureError:
+    label = node.name or node.output[0]
+    if trips is None:
+        count = "its trip count is not a constant (fix the input shapes with --input)"
+    elif trips > limit:
+        count = f"its {trips} iterations are more than the {limit} it may be unrolled to"
+    else:
+        count = "it may stop before its trip count"
+    return UnsupportedFeatureError(f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
+                                   f"its body is not a recognisable LSTM, GRU or RNN cell ({why}), and {count}")

@@ -1,0 +1,186 @@
+"""Recurrences written as Loops over time (tf2onnx's Keras RNNs, scripted PyTorch cells): the cell
+recovered from the body (onnx/loop_cells.py, loop_rewrite.py), lowered to a cell chain, and
+checked against the framework's own outputs stored beside each fixture (tools/make_loop_fixtures.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import openvino as ov
+import pytest
+from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
+from lxml import etree
+from onnx import helper
+
+import ovrnn
+from ovrnn.errors import UnsupportedFeatureError
+from ovrnn.ir.inspect import _rt_info
+
+FIXTURES = Path(__file__).parent / "fixtures" / "loops"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
+HIDING = {"Loop", "TensorIterator", "RNNSequence", "GRUSequence", "LSTMSequence"}
+
+# fixture -> (cell layers in the IR, how each Loop came out: its rt_info record)
+EXPECTED = {
+    "keras_lstm": ({"LSTMCell": 5}, []),  # tf2onnx writes an LSTM node: no Loop
+    "keras_lstm_seq": ({"LSTMCell": 5}, []),
+    "keras_gru_reset_after": ({"GRUCell": 5}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"]),
+    "keras_gru_reset_before_seq": ({"GRUCell": 5}, ["GRU (linear_before_reset=0) cell, hidden size 4, 5 steps, one node"]),
+    "keras_simplernn_seq": ({"RNNCell": 5}, ["RNN cell, hidden size 4, 5 steps, one node"]),
+    "keras_bidirectional_gru": ({"GRUCell": 10}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"] * 2),
+    "keras_masking_lstm_seq": ({"LSTMCell": 5}, ["LSTM cell, hidden size 4, 5 steps, 5 one-step nodes masked per step"]),
+    "keras_masked_lstm_classifier": ({"LSTMCell": 5}, ["LSTM cell, hidden size 8, 5 steps, 5 one-step nodes masked per step"]),
+    "keras_gru_forecaster": ({"GRUCell": 10}, ["GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node"] * 2),
+    "torch_grucell_loop": ({"GRUCell": 5}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"]),
+}
+
+
+def _data(name):
+    data = np.load(FIXTURES / f"{name}.npz")
+    return {k: data[k] for k in data if not k.startswith("out:")}, {k[4:]: data[k] for k in data if k.startswith("out:")}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_matches_the_frameworks_outputs_with_every_recurrence_a_cell_chain(name):
+    feeds, want = _data(name)
+    ir = ovrnn.convert_model(FIXTURES / f"{name}.onnx")
+    cells, recovered = EXPECTED[name]
+    counts = layer_counts(ir.xml)
+    assert {k: v for k, v in counts.items() if k.endswith("Cell")} == cells and not HIDING & set(counts)
+    got = run_ir(ir, feeds)
+    for key, value in want.items():
+        assert_close(got[key], value.astype(np.float64), 1e-5, 1e-5, f"{name} {key}")
+    table = _rt_info(etree.fromstring(ir.xml)).get("recovered_loops", {})
+    loops = [n.name for n in onnx.load(FIXTURES / f"{name}.onnx").graph.node if n.op_type == "Loop"]
+    assert sorted(table) == sorted(loops) and sorted(table.values()) == recovered
+    assert [note.split("; ")[-1].split(" ")[0] for note in ir.notes if note.startswith("Loop node")] == ["rewritten"] * len(recovered)
+
+
+def test_the_manifest_records_what_the_exporter_wrote():
+    for name, entry in MANIFEST.items():
+        model = onnx.load(FIXTURES / f"{name}.onnx")
+        ops = {}
+        for n in model.graph.node:
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1
+        assert entry["top_ops"] == dict(sorted(ops.items())), name
+    assert "LSTM" in MANIFEST["keras_lstm"]["top_ops"] and "Loop" not in MANIFEST["keras_lstm"]["top_ops"]
+    assert all("Loop" in MANIFEST[n]["top_ops"] for n in EXPECTED if n not in ("keras_lstm", "keras_lstm_seq"))
+
+
+def test_openvinos_frontend_cannot_read_the_tf2onnx_loop_body():
+    """Why the rewrite exists (OpenVINO 2026.4.1): the frontend refuses the body outright."""
+    with pytest.raises(Exception, match=r"canonical inputs size \(10\), does not match the sum of loop carried dependencies and two mandatory inputs \(7\)"):
+        ov.Core().read_model(str(FIXTURES / "keras_gru_reset_after.onnx"))
+
+
+def _tokens(rng, rows):
+    out = rng.integers(1, 10, (len(rows), 5)).astype(np.int32)
+    for r, zeros in enumerate(rows):
+        out[r, zeros] = 0
+    return out
+
+
+@pytest.mark.parametrize("pattern", [
+    ([3, 4], [1]),  # a padded tail (a prefix mask), a hole mid-sequence
+    ([0, 1], [2, 3, 4]),  # padding at the start, a prefix of two
+    ([0, 1, 2, 3, 4], []),  # a row with every step masked: the state never moves
+    ([1, 3], [0, 2, 4]),  # alternating
+], ids=["tail-and-hole", "head-and-prefix", "all-masked", "alternating"])
+def test_masked_classifier_is_exact_for_any_mask(pattern):
+    """The mask comes from the token ids (data): not provably a prefix, so every step selects;
+    checked against onnxruntime running the original Loop, for masks Keras's file never saw."""
+    path = FIXTURES / "keras_masked_lstm_classifier.onnx"
+    ir = ovrnn.convert_model(path)
+    rng = np.random.default_rng(len(pattern[0]) * 7 + len(pattern[1]))
+    tokens = _tokens(rng, pattern)
+    want = ort.InferenceSession(str(path)).run(None, {"x": tokens})[0]
+    got = run_ir(ir, {"x": tokens})
+    assert_close(next(iter(got.values())), want.astype(np.float64), 1e-6, 1e-5, "classifier")
+
+
+def test_masking_layer_keeps_the_state_and_repeats_the_output_where_masked():
+    path = FIXTURES / "keras_masking_lstm_seq.onnx"
+    ir = ovrnn.convert_model(path)
+    x = np.random.default_rng(5).standard_normal((2, 5, 3)).astype(np.float32)
+    x[0, [0, 2]] = 0.0
+    x[1, 4] = 0.0
+    want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    assert_close(run_ir(ir, {"x": x})["Identity:0"], want.astype(np.float64), 1e-6, 1e-5, "masking")
+    assert np.array_equal(want[0, 0], np.zeros(4, np.float32)) and np.array_equal(want[0, 2], want[0, 1])
+
+
+@pytest.mark.parametrize("name", ["keras_masked_lstm_classifier", "keras_gru_forecaster"])
+def test_validate_passes(name):
+    report = ovrnn.validate(FIXTURES / f"{name}.onnx")
+    assert report.passed and report.onnxruntime == "used", report.format()
+
+
+def _body_op(model, old, new):
+    body = next(a.g for n in model.graph.node if n.op_type == "Loop" for a in n.attribute if a.name == "body")
+    node = next(n for n in body.node if n.op_type == old)
+    node.op_type = new
+    return model
+
+
+def test_a_body_that_is_no_cell_is_unrolled(tmp_path):
+    """tanh replaced by sin: no gate pattern, so the Loop is unrolled (its trip count and
+    condition are constants) and OpenVINO's frontend reads plain ops."""
+    model = _body_op(onnx.load(FIXTURES / "keras_gru_reset_after.onnx"), "Tanh", "Sin")
+    path = tmp_path / "sin_gru.onnx"
+    onnx.save(model, path)
+    ir = ovrnn.convert_model(path)
+    note = next(n for n in ir.notes if n.startswith("Loop node"))
+    assert note == ("Loop node 'sequential_2_1/gru_1/while_loop': its body is not a recognisable LSTM, GRU or RNN cell "
+                    "(it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs); unrolled into its 5 iterations (trip count and condition constant)")
+    x = _data("keras_gru_reset_after")[0]
+    want = ort.InferenceSession(str(path)).run(None, x)[0]
+    assert_close(next(iter(run_ir(ir, x).values())), want.astype(np.float64), 1e-6, 1e-5, "unrolled")
+    assert not HIDING & set(layer_counts(ir.xml))
+
+
+def test_a_loop_it_can_neither_rewrite_nor_unroll_is_one_error_line(tmp_path):
+    model = _body_op(onnx.load(FIXTURES / "keras_gru_reset_after.onnx"), "Tanh", "Sin")
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    model.graph.input.append(helper.make_tensor_value_info("steps", onnx.TensorProto.INT64, []))
+    loop.input[0] = "steps"
+    path = tmp_path / "runtime_trips.onnx"
+    onnx.save(model, path)
+    with pytest.raises(UnsupportedFeatureError) as err:
+        ovrnn.convert_model(path)
+    assert str(err.value) == (
+        "Loop node 'sequential_2_1/gru_1/while_loop' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
+        "its body is not a recognisable LSTM, GRU or RNN cell (it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs), "
+        "and its trip count is not a constant (fix the input shapes with --input)")
+    run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and run.stderr.startswith("error: Loop node 'sequential_2_1/gru_1/while_loop' computes")
+    assert not (tmp_path / "out.xml").exists()
+
+
+def test_max_steps_bounds_the_rewrite(tmp_path):
+    run = ovrnn_cli("convert", FIXTURES / "keras_gru_reset_after.onnx", "-o", tmp_path / "out.xml", "--max-steps", "3")
+    assert run.returncode == 2 and "its 5 iterations are more than the 3 it may be unrolled to" in run.stderr
+
+
+def test_inspect_says_what_was_recovered(tmp_path):
+    xml = tmp_path / "forecaster.xml"
+    run = ovrnn_cli("convert", FIXTURES / "keras_gru_forecaster.onnx", "-o", xml)
+    assert run.returncode == 0, run.stderr
+    assert "note: Loop node 'sequential_8_1/gru_3_1/while_loop': its body computes a GRU (linear_before_reset=1) cell of hidden size 8" in run.stderr
+    shown = ovrnn_cli("inspect", xml).stdout
+    assert ("recurrences recovered from Loop bodies:\n"
+            "  sequential_8_1/gru_3_1/while_loop: GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node\n"
+            "  sequential_8_1/gru_4_1/while_loop: GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node\n") in shown
+
+
+def test_scripted_loop_over_lstmcell():
+    """torch.onnx writes a scripted nn.LSTMCell as a one-step LSTM node inside the Loop: lowered
+    to an LSTMCell in the Loop's body (bodies.md), matching PyTorch."""
+    feeds, want = _data("torch_lstmcell_loop")
+    ir = ovrnn.convert_model(FIXTURES / "torch_lstmcell_loop.onnx")
+    got = run_ir(ir, feeds)
+    for key, value in want.items():
+        assert_close(got[key], value.astype(np.float64), 1e-5, 1e-5, key)
