@@ -161,3 +161,27 @@ def test_recurrent_ppo_untouched_where_openvino_reads_it_right(monkeypatch):
     monkeypatch.setattr(frontend_fixes, "installed_openvino", lambda: (2025, 4, 1))
     ir = ovrnn.convert_model(str(_rl("onnx")))
     assert not any("rewritten" in n for n in ir.notes)
+
+
+def test_rewrites_inside_bodies_too():
+    """An If on a runtime condition stays in the model; the ReduceLogSumExp-17 in its branch is
+    rewritten as well, and both branches give onnxruntime's values."""
+    vi = helper.make_tensor_value_info
+    then = helper.make_graph([helper.make_node("ReduceLogSumExp", ["x"], ["t"], axes=[-1], keepdims=0, name="lse")], "then", [], [vi("t", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("ReduceMax", ["x"], ["e"], axes=[-1], keepdims=0, name="max")], "else", [], [vi("e", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if")]
+    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [4, 3]), vi("c", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    fixed, notes = apply_fixes(model, openvino=(2026, 4, 1))
+    assert len(notes) == 1 and "'lse'" in notes[0]
+    branch = next(a.g for a in fixed.graph.node[0].attribute if a.name == "then_branch")
+    assert [n.op_type for n in branch.node][-1] == "Squeeze" and branch.node[-1].name == "lse"
+    x = np.random.default_rng(1).uniform(-3, 3, (4, 3)).astype(np.float32)
+    ir = ovrnn.convert_model(model)
+    from conftest import run_ir
+
+    for c in (True, False):
+        feeds = {"x": x, "c": np.array(c)}
+        (got,) = run_ir(ir, feeds).values()
+        (want,) = _onnxruntime(model, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

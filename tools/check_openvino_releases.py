@@ -7,7 +7,9 @@
    ``ovrnn.convert_model(model).save(NAME.xml)``, make seeded random inputs and compute the
    expected outputs with ovrnn's float64 oracle (``ovrnn.validation.reference.run_model``).
    Inputs and expected outputs are saved as ``NAME.inputs.npz`` / ``NAME.expected.npz`` next to
-   the IR.
+   the IR. One whole model joins them: the sb3-contrib RecurrentPPO policy (tests/fixtures/rl/),
+   written by OpenVINO's serializer with ovrnn/onnx/frontend_fixes.py's rewrite in it, judged
+   against the policy's own outputs.
 2. For each release, create a throwaway venv, ``pip install openvino==X numpy`` into it (pip
    picks a numpy that openvino's own metadata allows) and run a standalone runner script there.
    The runner imports only openvino and numpy, never ovrnn: ``core.read_model(xml)``,
@@ -247,7 +249,35 @@ def prepare_models(workdir: Path) -> dict:
                 "layer_types": [f"{t.decode()}-{v.decode()}" for t, v in types],
             }
         )
+    entries.append(_whole_model_entry(workdir))
     return {"models": entries}
+
+
+def _whole_model_entry(workdir: Path) -> dict:
+    """The sb3-contrib RecurrentPPO policy (tests/fixtures/rl/, tools/make_rl_fixtures.py), a whole
+    model written by OpenVINO's serializer, with its ReduceLogSumExp rewritten where this OpenVINO
+    misreads it (ovrnn/onnx/frontend_fixes.py); judged against the policy's own outputs."""
+    import numpy as np
+
+    import ovrnn
+
+    fixture = ROOT / "tests" / "fixtures" / "rl" / "recurrent_ppo"
+    ir = ovrnn.convert_model(str(fixture) + ".onnx")
+    ir.save(workdir / "recurrent_ppo.xml")
+    want = np.load(str(fixture) + ".torch.npz")
+    np.savez(workdir / "recurrent_ppo.expected.npz", **{k: want[k].astype(np.float64) for k in want.files})
+    atol, rtol = TOL["float32"]
+    return {
+        "name": "recurrent_ppo",
+        "xml": str(workdir / "recurrent_ppo.xml"),
+        "inputs": str(fixture) + ".inputs.npz",
+        "expected": str(workdir / "recurrent_ppo.expected.npz"),
+        "dtype": "float32",
+        "atol": atol,
+        "rtol": rtol,
+        "covers": "whole model (OpenVINO's serializer), LSTMCell chains, frontend_fixes.py's ReduceLogSumExp rewrite",
+        "layer_types": sorted(set(re.findall(r'type="([A-Za-z]+)" version', ir.xml.decode()))),
+    }
 
 
 # --------------------------------------------------------------------------------------------
