@@ -22,7 +22,7 @@ from .errors import UnsupportedFeatureError
 from .ir.model import IR
 from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
-from .plan import Plan, Request, choose_cells, device_lacks_cells, plan_conversion, with_hint
+from .plan import Plan, Request, choose_cells, device_lacks_cells, measured_forms, plan_conversion, with_hint
 from .semantics.limits import DEFAULT_MAX_STEPS
 
 
@@ -31,7 +31,7 @@ def convert_model(
     input: InputShapes = None,  # noqa: A002 (ovc's name)
     ir_version: int = 11,
     *,
-    lowering: str = "cell",
+    lowering: str = "fastest",
     device: str | None = None,
     static: bool = False,
     compress_to_fp16: bool = False,
@@ -50,9 +50,11 @@ def convert_model(
       ``[("X", [5, -1, 3])]``, ``{"X": [5, None, 3]}``, an ``ov.PartialShape`` or a list of shapes
       (matched to the inputs by position). A dim is an int, ``-1``/``None`` (dynamic), an
       ``ov.Dimension`` or a ``(lo, hi)`` range.
-    * ``lowering``: ``"cell"`` (RNNCell per step, the default), ``"matmul"`` (MatMul/Add/
-      activation per step, for plugins without RNNCell such as NPU) or ``"auto"`` (chosen for
-      ``device``).
+    * ``lowering``: ``"fastest"`` (the default: for ``device="CPU"``, each direction takes the
+      exact f32 form measured fastest on this CPU and OpenVINO release, ovrnn/data/cpu_forms.json;
+      otherwise as ``"cell"``), ``"cell"`` (RNNCell/GRUCell/LSTMCell per step wherever the cell
+      expresses the node), ``"matmul"`` (MatMul/Add/activation per step, for plugins without
+      RNNCell such as NPU) or ``"auto"`` (chosen for ``device``'s op set).
     * ``static``: every shape static (NPU); ``compress_to_fp16``: f32 weights stored as f16.
     * ``ir_version`` 10 is offered for old runtimes (models made of RNN nodes only).
     * ``max_steps``: refuse models that unroll to more steps than this (default 8192; 0: no limit).
@@ -105,15 +107,17 @@ def _carried_out(plan: Plan, files: list[Path]) -> IR:
     auto, per op for the device."""
     built: dict[tuple, IR] = {}
 
-    def build(cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> IR:
-        if (cells, by_op) not in built:  # --lowering auto asks for the cell IR, and may keep it
-            built[cells, by_op] = plan.lower(plan.options(cells, by_op))
-        return built[cells, by_op]
+    def build(cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None) -> IR:
+        if (cells, by_op, measured) not in built:  # --lowering auto asks for the cell IR, and may keep it
+            built[cells, by_op, measured] = plan.lower(plan.options(cells, by_op, measured))
+        return built[cells, by_op, measured]
 
     notes: tuple[str, ...] = ()
-    if plan.request.lowering != "auto":
-        ir = with_hint(build, plan.view, plan.request.lowering)
-        notes = device_lacks_cells(plan.request.device, ir.xml)
+    lowering, device = plan.request.lowering, plan.request.device
+    if lowering != "auto":
+        measured, notes = measured_forms(lowering, device)
+        ir = with_hint(build, plan.view, "cell" if lowering == "fastest" else lowering, (), measured)
+        notes += device_lacks_cells(device, ir.xml)
     else:
         choice, note = choose_cells(build, plan.request.device, plan.ops())
         kinds = set(choice.values())

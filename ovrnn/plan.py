@@ -6,6 +6,8 @@
     choose_cells(...)        --lowering auto: the lowering per op for a device, from its op set
                              (query_model when the device is on this machine, else the plugin
                              tables of ovrnn/plugins.py)
+    measured_forms(...)      --lowering fastest (the default): for --device CPU, the step form per
+                             direction from the table measured on this CPU (ovrnn/cpu_forms.py)
 
 The plan hands the next stages one value: ``Plan``, with ``options(cells)`` for the lowering.
 """
@@ -28,9 +30,13 @@ from .onnx.control_flow import open_conditions_hint
 from .onnx.frontend_input import FrontendInput, frontend_input
 from .onnx.inputs import Prepared
 from .onnx.read import GraphView
+from . import cpu_forms
 from .plugins import CELL_TYPES, NO_CELL, canonical_device
 from .semantics.recurrent import FAMILIES, is_dynamic_quantize_lstm, needs_frontend, recurrent_nodes, rnn_nodes
 from .stateful import state_request
+
+
+LOWERINGS = ("fastest", "cell", "matmul", "auto")  # what --lowering takes; fastest is the default
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,7 @@ class Request:
     errors, before the model is read) and resolves stateful and the weight compression."""
 
     ir_version: int = 11
-    lowering: str = "cell"
+    lowering: str = "fastest"
     device: str | None = None
     static: bool = False
     compress_to_fp16: bool = False
@@ -55,8 +61,8 @@ class Request:
     def checked(self) -> Request:
         if self.ir_version not in IR_VERSIONS:
             raise UsageError(f"{flag('ir-version')}: expected 10 or 11, got {self.ir_version}")
-        if self.lowering not in ("auto",) + CELL_MODES:
-            raise UsageError(f"{flag('lowering')}: expected cell, matmul or auto, got '{self.lowering}'")
+        if self.lowering not in LOWERINGS:
+            raise UsageError(f"{flag('lowering')}: expected fastest, cell, matmul or auto, got '{self.lowering}'")
         check_step_counts(self.chunk_steps, self.max_steps)
         compression = compression_of(self.compress_weights, self.group_size, self.max_weight_error)
         return replace(self, stateful=state_request(self.stateful), compression=compression)
@@ -85,11 +91,11 @@ class Plan:
     def view(self) -> GraphView:
         return self.prepared.view
 
-    def options(self, cells: str, by_op: tuple[tuple[str, str], ...] = ()) -> LoweringOptions:
+    def options(self, cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None) -> LoweringOptions:
         from .validation.budget import choose as error_budget  # measured on the float64 reference at convert time
 
         r = self.request
-        return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression, self.given_weights, error_budget)
+        return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression, self.given_weights, error_budget, measured)
 
     def lower(self, options: LoweringOptions):
         """Hand the model to the next stages: OpenVINO's frontend with ovrnn's lowering for whole
@@ -206,6 +212,23 @@ def with_hint(build: Callable[..., object], view: GraphView, *args):
         if not hint:
             raise
         raise type(exc)(f"{exc}; {hint}") from None
+
+
+# --- --lowering fastest (the default) -------------------------------------------------------------
+
+
+def measured_forms(lowering: str, device: str | None) -> tuple[tuple[str, str] | None, tuple[str, ...]]:
+    """((OpenVINO release, CPU ISA) whose measured table picks each direction's form, notes).
+
+    Only `--lowering fastest` for `--device CPU` reads the table, and only this machine's entry:
+    which form is fastest depends on the oneDNN kernels of the release and the ISA. Without a
+    device the IR does not depend on the machine converting it (cell chains, as with cell)."""
+    if lowering != "fastest" or not device or canonical_device(device).partition(".")[0] != "CPU":
+        return None, ()
+    key = cpu_forms.machine_key()
+    if cpu_forms.entry_for(key) is None:
+        return None, (f"{flag('device')} CPU: no step forms were measured for OpenVINO {key[0]} on {key[1]} (tools/measure_forms.py); kept the cell chains",)
+    return key, ()
 
 
 # --- --lowering auto -----------------------------------------------------------------------------

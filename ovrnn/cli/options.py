@@ -46,7 +46,7 @@ def stateful_arg(values: list[str] | None):
 
 
 def add_lowering(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lowering", default="cell", choices=("cell", "matmul", "auto"), help="cell: RNNCell per step (default); matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device")
+    p.add_argument("--lowering", default="fastest", choices=("fastest", "cell", "matmul", "auto"), help="fastest (default): with --device CPU, each direction's exact f32 form measured fastest on this CPU (tools/measure_forms.py), else as cell; cell: RNNCell/GRUCell/LSTMCell per step; matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device")
     p.add_argument("--static", action="store_true", help="every shape static (for NPU): dynamic input dims must be fixed with --input")
     p.add_argument("--compress-to-fp16", "--compress_to_fp16", dest="compress_to_fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
     p.add_argument("--chunk-steps", type=COUNT, default=64, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64; 0: one piece)")
@@ -61,7 +61,7 @@ def add_lowering(p: argparse.ArgumentParser) -> None:
         help="a recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time: let OpenVINO's frontend convert every node of its op as a *Sequence op (default: refuse)",
     )
     if not any(a.dest == "device" for a in p._actions):
-        p.add_argument("--device", help="target device for --lowering auto (e.g. CPU, GPU, NPU)")
+        p.add_argument("--device", help="target device for --lowering fastest and auto (e.g. CPU, GPU, NPU)")
 
 
 def lowering_kwargs(args) -> dict:

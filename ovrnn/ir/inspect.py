@@ -119,6 +119,8 @@ class InspectReport:
         opts = self.ovrnn
         if opts.get("lowering"):
             out.append(f"lowering: {opts['lowering']}" + (", static shapes" if opts.get("static") == "true" else ""))
+        if opts.get("step_forms"):
+            out.append(f"step forms: {opts['step_forms']} (each chain above says which it took and why)")
         frozen = opts.get("frozen_inputs")
         if isinstance(frozen, dict) and frozen:
             out.append("frozen inputs (constants now): " + ", ".join(f"{k} = {v}" for k, v in frozen.items()))

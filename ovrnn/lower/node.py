@@ -24,6 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from . import ops
+from ..cpu_forms import FormChoice, measured_form, op_kind
 from .gates import GateWeights
 from ..quantization import Compression
 from .layer_graph import LayerGraph, Output
@@ -50,6 +51,9 @@ class LoweringOptions:
     # (spec, Compression, who) -> (Compression | None, error, notes): the per-node error budget
     # (validation/budget.py's choose, handed in by convert so that lowering stays pure); None: none
     budget: Callable | None = field(default=None, hash=False, compare=False)
+    # (OpenVINO release, CPU ISA) whose measured table (ovrnn/cpu_forms.py) picks each direction's
+    # form where the cells were not forced: convert's default for --device CPU; None: no table
+    measured: tuple[str, str] | None = None
 
     def cells_for(self, op: str) -> str:
         """The lowering for nodes of `op` (RNN, GRU, LSTM): NPU takes GRUCell/LSTMCell, not RNNCell."""
@@ -64,6 +68,8 @@ class LoweringOptions:
         info = {"lowering": self.describe(), "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
         if self.compression is not None:
             info["compress_weights"] = self.compression.describe()
+        if self.measured is not None:
+            info["step_forms"] = f"measured on CPU {self.measured[1]} with OpenVINO {self.measured[0]} (ovrnn/data/cpu_forms.json)"
         return info
 
 
@@ -135,6 +141,7 @@ class NodeLowering:
         self.seq = Sequence(g, spec.label, port_of(spec.X.name), spec.layout, spec.seq_length, spec.hidden_size, spec.etype, spec.batch, lens, options.chunk, options.static)
         self.weights = GateWeights(g, spec, port_of, self.GATE_ORDER, options)
         self.cells = options.cells_for(self.op)
+        self.measured = self.measured_choice()
 
     # --- what a subclass adds -------------------------------------------------------------------
 
@@ -201,21 +208,37 @@ class NodeLowering:
         name = self.name(d, "xw")
         return lambda walked: ops.add(self.g, f"{name}/add_b", ops.matmul(self.g, f"{name}/matmul", walked, w, transpose_b=transpose_b), b)
 
+    def measured_choice(self) -> FormChoice | None:
+        """The form the measured CPU table gives this node (both directions share T, H and batch):
+        only where cells were asked for and the weights are float (the table times float weights;
+        a MatMul over int8 weights behind a Convert does not compile on OpenVINO 2026.4)."""
+        o, s = self.options, self.s
+        if o.measured is None or self.cells != "cell" or self.weights.integer or o.compression is not None:
+            return None
+        kind = op_kind(self.op, bool(getattr(s, "linear_before_reset", False)))
+        return measured_form(kind, self.H, s.batch.value, s.num_directions == 2, o.measured)
+
     def lowering_of(self, acts) -> str:
-        """NATIVE when the direction is a cell chain: cells asked for and the cell expresses it."""
+        """NATIVE when the direction is a cell chain: cells asked for, the cell expresses it, and
+        the measured CPU table (if any) does not give another form."""
         native = all(a.native for a in self.slots(acts)) and not self.cell_lacks(acts)
-        return NATIVE if self.cells == "cell" and native else EXPLICIT
+        measured_cell = self.measured is None or self.measured.form == "cell"
+        return NATIVE if self.cells == "cell" and native and measured_cell else EXPLICIT
 
     def explicit_reason(self, acts) -> str:
-        """Why a direction is explicit ops: LSTMCell-4 has no peepholes or input_forget, and the CPU
-        plugin's cells run relu/sigmoid/tanh only."""
+        """Why a direction is explicit ops: LSTMCell-4 has no peepholes or input_forget, the CPU
+        plugin's cells run relu/sigmoid/tanh only, or the measured table found MatMul steps faster."""
         if self.cells != "cell":
             return f"--lowering {self.cells}"
-        return ", ".join(self.cell_lacks(acts) + [a.name for a in self.slots(acts) if not a.native])
+        lacks = self.cell_lacks(acts) + [a.name for a in self.slots(acts) if not a.native]
+        return ", ".join(lacks) if lacks else f"faster than the cell chain, {self.measured.why}"
 
     def chain_note(self, acts, kind: str) -> str:
-        """The direction's activations as rt_info and inspect show them, with why it is explicit."""
-        return acts.describe() + ("" if kind == NATIVE else f" [explicit: {self.explicit_reason(acts)}]")
+        """The direction's activations as rt_info and inspect show them, with why it is explicit
+        (or, where the measured table chose the cell chain, why that)."""
+        if kind == NATIVE:
+            return acts.describe() + ("" if self.measured is None else f" [cell: the fastest form, {self.measured.why}]")
+        return acts.describe() + f" [explicit: {self.explicit_reason(acts)}]"
 
     @staticmethod
     def slots(acts) -> tuple:

@@ -136,7 +136,7 @@ def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, 
     if not use_onnxruntime:
         flags.append("--no-onnxruntime")
     for key, value in report.options.items():
-        if value not in (None, False, "cell"):
+        if value not in (None, False, "fastest"):  # fastest: the default --lowering
             flags += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
     flags += ["--report", str(report_dir)]
     if list(report_precisions) != ["f32"]:

@@ -47,7 +47,7 @@ def validate(
     cache_dir=None,
     report_dir=None,
     report_precisions: list[str] | tuple[str, ...] = ("f32",),
-    lowering: str = "cell",
+    lowering: str = "fastest",
     static: bool = False,
     compress_to_fp16: bool = False,
     max_steps: int | None = None,
