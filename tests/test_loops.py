@@ -36,6 +36,7 @@ EXPECTED = {
     "keras_masked_lstm_classifier": ({"LSTMCell": 5}, ["LSTM cell, hidden size 8, 5 steps, 5 one-step nodes masked per step"]),
     "keras_gru_forecaster": ({"GRUCell": 10}, ["GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node"] * 2),
     "torch_grucell_loop": ({"GRUCell": 5}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"]),
+    "torch_lstmcell_loop": ({"LSTMCell": 5}, ["LSTM cell, hidden size 4, 5 steps, one node"]),  # a one-step LSTM node in the body
 }
 
 
@@ -176,11 +177,44 @@ def test_inspect_says_what_was_recovered(tmp_path):
             "  sequential_8_1/gru_4_1/while_loop: GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node\n") in shown
 
 
-def test_scripted_loop_over_lstmcell():
-    """torch.onnx writes a scripted nn.LSTMCell as a one-step LSTM node inside the Loop: lowered
-    to an LSTMCell in the Loop's body (bodies.md), matching PyTorch."""
-    feeds, want = _data("torch_lstmcell_loop")
-    ir = ovrnn.convert_model(FIXTURES / "torch_lstmcell_loop.onnx")
-    got = run_ir(ir, feeds)
-    for key, value in want.items():
-        assert_close(got[key], value.astype(np.float64), 1e-5, 1e-5, key)
+def _frozen(x):
+    return "x->[" + " ".join("[" + " ".join("[" + " ".join(repr(float(v)) for v in row) + "]" for row in s) + "]" for s in x) + "]"
+
+
+@pytest.mark.parametrize("hole", [False, True], ids=["prefix", "hole"])
+def test_a_constant_prefix_mask_becomes_sequence_lens(hole):
+    """With x frozen, the Masking layer's mask is a constant: a prefix in every sample gives one
+    LSTM node with sequence_lens (and the output held past each length, as Keras does); a hole
+    mid-sequence is no prefix, so every step selects."""
+    path = FIXTURES / "keras_masking_lstm_seq.onnx"
+    x = np.random.default_rng(3).standard_normal((2, 5, 3)).astype(np.float32)
+    x[0, 3:] = 0.0
+    if hole:
+        x[1, 1] = 0.0
+    ir = ovrnn.convert_model(path, input=_frozen(x))
+    note = next(n for n in ir.notes if n.startswith("Loop node"))
+    if hole:
+        assert note.endswith("rewritten as 5 one-step LSTM nodes, each state then selected by the mask 'sequential_6_1/lstm_2_1/transpose_1:0' (Where: kept where it is 0)")
+    else:
+        assert note.endswith("rewritten as LSTM node 'sequential_6_1/lstm_2_1/while_loop' over those steps, with sequence_lens [3, 5]: "
+                             "the mask 'sequential_6_1/lstm_2_1/transpose_1:0' is a constant and a prefix in every sample")
+        assert [(r.label, r.seq_length) for r in ir.rnns] == [("sequential_6_1/lstm_2_1/while_loop", 5)]
+    want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    assert_close(run_ir(ir, {})["Identity:0"], want.astype(np.float64), 1e-6, 1e-5, "masking")
+
+
+def test_a_one_step_node_with_other_attributes_stays_in_its_loop(tmp_path):
+    """clip on the scripted cell's LSTM node: not the plain cell, so the Loop stays and its node is
+    lowered inside the body, as before (bodies.md)."""
+    model = onnx.load(FIXTURES / "torch_lstmcell_loop.onnx")
+    body = next(a.g for n in model.graph.node if n.op_type == "Loop" for a in n.attribute if a.name == "body")
+    next(n for n in body.node if n.op_type == "LSTM").attribute.append(helper.make_attribute("clip", 0.5))
+    path = tmp_path / "clipped.onnx"
+    onnx.save(model, path)
+    ir = ovrnn.convert_model(path)
+    counts = layer_counts(ir.xml)
+    assert counts["Loop"] == 1 and counts["LSTMCell"] == 1 and not any(n.startswith("Loop node") for n in ir.notes)
+    feeds = _data("torch_lstmcell_loop")[0]
+    want = ort.InferenceSession(str(path)).run(None, feeds)
+    for got, expected in zip(run_ir(ir, feeds).values(), want):
+        assert_close(got, expected.astype(np.float64), 1e-6, 1e-5, "clipped")

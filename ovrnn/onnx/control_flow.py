@@ -32,7 +32,7 @@ from .inline import Names, all_graphs, copy_body, defined, node_label, subgraphs
 from .sequences import sequences_to_concat
 from .loop_cells import NotACell
 from .loop_check import recognise
-from .loop_rewrite import Outer, over_time, recover, refusal, runs_exactly
+from .loop_rewrite import Outer, holds_recurrent_node, over_time, recover, refusal, runs_exactly
 from .read import ONNX_DOMAINS, RECURRENT
 
 MAX_UNROLL = 256  # iterations; a longer Loop stays a Loop
@@ -237,6 +237,8 @@ def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], 
             continue
         label = node_label(node)
         result = recover(graph, index, node, body, trips, outer, opset, lambda n, p=label: names.tensor(n, p, names.tensors))
+        if isinstance(result, str) and holds_recurrent_node(body):
+            continue  # a recurrent node that is no one-step cell: lowered in its body, or unrolled for it (below)
         if isinstance(result, str):
             new_nodes, inits, infos = _unrolled(graph, node, body, trips, names)
             note = f"Loop node '{label}': its body is not a recognisable LSTM, GRU or RNN cell ({result}); unrolled into its {trips} iterations (trip count and condition constant)"
@@ -258,6 +260,8 @@ def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], 
 def _refuse_time_loops(model: onnx.ModelProto, limit: int) -> None:
     """One error for a Loop over time left as it is: OpenVINO's frontend cannot read such bodies."""
     for _, node, body in _time_loops(model):
+        if holds_recurrent_node(body):
+            continue  # the frontend reads these; their recurrent node is lowered in the body (bodies.md)
         outer = Outer(model.graph, _infer(model).graph, constant_value)
         opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
         trips = _trip_count(model.graph, node)

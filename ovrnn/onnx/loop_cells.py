@@ -8,7 +8,8 @@ an affine form ``Lin`` of the step's input x, the carried states and opaque term
 columns keep it affine), or an opaque ``Expr`` (an activation, a product of two non-constants).
 The gate pre-activations are the ``Lin`` arguments of the Sigmoid/Tanh nodes; their matrices are
 the weights, exactly as the body holds them. Which gate is which (LSTM's i/f/o, GRU's z/r and z's
-sign, which state is c) is then decided by checking each assignment against the body itself: the
+sign, which state is c) is then decided by checking each assignment against the body itself
+(loop_check.py): the
 body runs (onnx.reference) on random float32 probes with the mask all on, all off and mixed, and
 every float output must be the candidate cell's new h or c, or a select of one by the mask.
 Only analytic ops (and selects by the mask) may lie between the states and the outputs, so two
@@ -24,14 +25,13 @@ has measure zero), for every mask pattern. The weights are read from the graph, 
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .read import ONNX_DOMAINS
+from .read import ONNX_DOMAINS, RECURRENT
 
 # ops that may lie between the states, the step's input and the outputs: analytic ones, and the
 # Cast/Not/Where a mask select is written with
@@ -91,6 +91,7 @@ class Body:
     invariant: list[str] = field(default_factory=list)  # states the body passes on unchanged
     activations: list[tuple[str, object]] = field(default_factory=list)  # (op, argument) in body order
     appended: dict = field(default_factory=dict)  # sequence state -> the tensor appended to it each step
+    inner: "Cell | None" = None  # a one-step recurrent node in the body (torch's scripted nn.LSTMCell)
 
 
 @dataclass
@@ -188,13 +189,13 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
                 ins.append(env[name])
             else:
                 raise NotACell(f"node '{node.name}' reads '{name}' before it is computed")
-        if node.op_type == "Gather" and isinstance(ins[0], Outer) and isinstance(ins[1], Step) and _attr(node, "axis", 0) == 0:
-            dims = outer_shape(ins[0].name)
+        if node.op_type == "Gather" and node.input[0] not in own and isinstance(ins[1], Step) and _attr(node, "axis", 0) == 0:
+            dims = outer_shape(node.input[0])  # an outer tensor, or an outer constant (a frozen input)
             if dims is None or len(dims) < 2 or None in dims[1:]:
-                raise NotACell(f"the tensor '{ins[0].name}' it reads step by step has no static shape")
+                raise NotACell(f"the tensor '{node.input[0]}' it reads step by step has no static shape")
             batch = dims[1]
-            key = (ins[0].name, ins[1].offset)
-            if len(dims) == 3 and outer.is_float(ins[0].name):
+            key = (node.input[0], ins[1].offset)
+            if len(dims) == 3 and outer.is_float(node.input[0]):
                 if found.x not in (None, key):
                     raise NotACell("it reads more than one input sequence step by step")
                 found.x = key
@@ -212,6 +213,12 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
                 continue
         if node.op_type in ("Cast", "Identity") and isinstance(ins[0], Step):
             env[node.output[0]] = ins[0]
+            continue
+        if node.op_type in RECURRENT:
+            if found.inner is not None:
+                raise NotACell("it holds more than one recurrent node")
+            found.inner = _inner_cell(node, body, env)
+            env.update({o: Expr(f"{node.op_type}:{k}") for k, o in enumerate(node.output) if o})
             continue
         if node.op_type not in ANALYTIC:
             raise NotACell(f"it holds a {node.op_type} node ('{node.name or node.output[0]}') between its states and outputs")
@@ -240,6 +247,40 @@ def upstream_nodes(graph: onnx.GraphProto, names: list[str]) -> set[int]:
         seen.add(k)
         stack += [producer[i] for i in graph.node[k].input if i in producer]
     return seen
+
+
+def _inner_cell(node: onnx.NodeProto, body: onnx.GraphProto, env: dict) -> "Cell":
+    """A one-step LSTM/GRU/RNN node reading x[t] and the carried states (through Unsqueeze), with
+    constant weights and the default attributes: the cell itself."""
+    producers = {o: n for n in body.node for o in n.output if o}
+
+    def base(name: str):
+        while name in producers and producers[name].op_type in ("Unsqueeze", "Squeeze", "Identity"):
+            name = producers[name].input[0]
+        return env.get(name)
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    plain = {"RNN": [b"Tanh"], "GRU": [b"Sigmoid", b"Tanh"], "LSTM": [b"Sigmoid", b"Tanh", b"Tanh"]}[node.op_type]
+    acts = attrs.get("activations", plain)
+    extra = set(attrs) - {"hidden_size", "activations", "direction", "linear_before_reset", "layout", "input_forget"}
+    if extra or attrs.get("direction", b"forward") != b"forward" or attrs.get("layout", 0) or attrs.get("input_forget", 0) or \
+            not (acts == plain or (node.op_type == "RNN" and acts in ([b"Tanh"], [b"Relu"]))):
+        raise NotACell(f"its {node.op_type} node '{node.name}' has attributes beyond hidden_size, linear_before_reset and the default activations")
+    ins = list(node.input) + [""] * (8 - len(node.input))
+    if any(ins[k] for k in (4, 7)):
+        raise NotACell(f"its {node.op_type} node '{node.name}' has sequence_lens or peepholes")
+    x, W, R = base(ins[0]), env.get(ins[1]), env.get(ins[2])
+    B = env.get(ins[3]) if ins[3] else None
+    h, c = base(ins[5]) if ins[5] else None, base(ins[6]) if node.op_type == "LSTM" and ins[6] else None
+    if not (isinstance(x, Lin) and set(x.terms) == {"x"}) or not all(isinstance(v, np.ndarray) for v in (W, R)) or (ins[3] and not isinstance(B, np.ndarray)):
+        raise NotACell(f"its {node.op_type} node '{node.name}' does not read x[t] with constant weights")
+    states = [v for v in (h, c) if v is not None]
+    if not all(isinstance(v, Lin) and len(v.terms) == 1 and isinstance(next(iter(v.terms)), str) for v in states) or h is None or (node.op_type == "LSTM" and c is None):
+        raise NotACell(f"its {node.op_type} node '{node.name}' does not start from the carried states")
+    G = W.shape[1]
+    B = np.zeros((1, 2 * G)) if B is None else B
+    return Cell(node.op_type, W[0].astype(np.float64), R[0].astype(np.float64), B[0, :G].astype(np.float64), B[0, G:].astype(np.float64),
+                next(iter(h.terms)), next(iter(c.terms)) if c is not None else None, int(attrs.get("linear_before_reset", 0)), acts[0].decode())
 
 
 def _dims(vi: onnx.ValueInfoProto) -> list | None:
@@ -375,82 +416,3 @@ def _abstract(node: onnx.NodeProto, ins: list, batch: int | None) -> list:
     if op == "Shape" and isinstance(a, Lin) and batch is not None:
         return [np.array([batch, a.width], np.int64)[_attr(node, "start", 0) : _attr(node, "end", 2)]]
     return [Expr(op, tuple(ins)) for _ in node.output]
-
-
-# --- which cell -------------------------------------------------------------------------------
-
-
-def _gate_lin(value, h: str | None) -> bool:
-    return isinstance(value, Lin) and all(k == "x" or k == h for k in value.terms)
-
-
-def _weights(lins: list[Lin], h: str, F: int, H: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    W = np.concatenate([lin.terms.get("x", np.zeros((F, H))).T for lin in lins])
-    R = np.concatenate([lin.terms.get(h, np.zeros((H, H))).T for lin in lins])
-    return W, R, np.concatenate([lin.bias for lin in lins])
-
-
-def _state_of(lin: Lin) -> str | None:
-    keys = [k for k in lin.terms if k != "x"]
-    return keys[0] if len(keys) == 1 and isinstance(keys[0], str) else None
-
-
-def candidates(found: Body, F: int):
-    """Every cell assignment the activations allow, to be checked against the body."""
-    sig = [a for op, a, _ in found.activations if op == "Sigmoid" and isinstance(a, Lin)]
-    acts = [(op, a, out) for op, a, out in found.activations if op != "Sigmoid"]
-    hs = [s for s in found.states if s in {_state_of(lin) for lin in sig} | {_state_of(a) for _, a, _ in acts if isinstance(a, Lin)}]
-    for h in hs:
-        H = found.env[h].width
-        if len(sig) == 3 and all(_gate_lin(s, h) for s in sig):
-            g = [a for op, a, _ in acts if op == "Tanh" and _gate_lin(a, h) and a.width == H]
-            for cand in g[:1]:
-                for i, f, o in itertools.permutations(sig):
-                    W, R, Wb = _weights([i, o, f, cand], h, F, H)
-                    for c in (s for s in found.states if s != h):
-                        yield Cell("LSTM", W, R, Wb, np.zeros_like(Wb), h, c)
-        if len(sig) == 2 and all(_gate_lin(s, h) for s in sig):
-            yield from _gru(found, sig, acts, h, F, H)
-        if not sig:
-            for op, a, _ in acts:
-                if _gate_lin(a, h) and a.width == H:
-                    W, R, Wb = _weights([a], h, F, H)
-                    yield Cell("RNN", W, R, Wb, np.zeros_like(Wb), h, activation=op)
-
-
-def _gru(found: Body, sig: list[Lin], acts: list, h: str, F: int, H: int):
-    for op, arg, _ in acts:
-        if op != "Tanh":
-            continue
-        r = nx = nh = rh = None
-        lbr = 1
-        if isinstance(arg, Lin):  # (r*h) @ Rn inside the form: linear_before_reset=0
-            terms = [k for k in arg.terms if isinstance(k, Expr)]
-            if len(terms) == 1 and terms[0].op == "Mul" and all(k == "x" or k is terms[0] for k in arg.terms):
-                pair = terms[0].args
-                gate = next((p for p in pair if isinstance(p, Expr) and p.op == "Sigmoid"), None)
-                other = next((p for p in pair if p is not gate), None)
-                if gate is not None and isinstance(other, Lin) and other.terms.keys() == {h} and np.array_equal(other.terms[h], np.eye(H)) and not other.bias.any():
-                    r, lbr = gate.args[0], 0
-                    nx = Lin({"x": arg.terms["x"]} if "x" in arg.terms else {}, arg.bias)
-                    rh = arg.terms[terms[0]]
-        elif isinstance(arg, Expr) and arg.op == "Add" and len(arg.args) == 2:  # x Wn + bn + r*(h Rn + rbn)
-            for lin, prod in (arg.args, arg.args[::-1]):
-                if _gate_lin(lin, None) and isinstance(prod, Expr) and prod.op == "Mul":
-                    gate = next((p for p in prod.args if isinstance(p, Expr) and p.op == "Sigmoid"), None)
-                    other = next((p for p in prod.args if p is not gate), None)
-                    if gate is not None and isinstance(other, Lin) and set(other.terms) <= {h}:
-                        r, nx, nh = gate.args[0], lin, other
-        if r is None or not any(r is s for s in sig) or nx.width != H:
-            continue
-        z = next(s for s in sig if s is not r)
-        for sign in (1.0, -1.0):
-            zs = z.map(lambda w, s=sign: s * w)
-            W, R, Wb = _weights([zs, r, nx], h, F, H)
-            Rb = np.zeros_like(Wb)
-            if lbr:
-                R[2 * H :] = nh.terms.get(h, np.zeros((H, H))).T
-                Rb[2 * H :] = nh.bias
-            else:
-                R[2 * H :] = rh.T
-            yield Cell("GRU", W, R, Wb, Rb, h, linear_before_reset=lbr)

@@ -1,27 +1,114 @@
-"""Check a recognised cell against the Loop body it came from (loop_cells.py): the body runs
-(onnx.reference) on random float32 probes, with the mask all on, all off and mixed, and every
-float value it carries or emits must be the candidate cell's new h or c, or a select of one by the
-mask (kept state, zeros). The first candidate gate layout that reproduces them all is the cell.
+"""Which cell a Loop body computes: the gate assignments its activations allow (which sigmoid is
+i, f or o; GRU's z, r and z's sign; which state is c), each checked against the body it came from
+(loop_cells.py evaluated it): the body runs (onnx.reference) on random float32 probes, with the
+mask all on, all off and mixed, and every float value it carries or emits must be the candidate
+cell's new h or c, or a select of one by the mask (kept state, zeros). The first candidate gate
+layout that reproduces them all is the cell.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .loop_cells import PROBES, Body, Cell, NotACell, body_index, candidates, evaluate
+from .loop_cells import PROBES, Body, Cell, Expr, Lin, NotACell, body_index, evaluate
 
 
 
-def body_model(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, outputs: list[str] | None = None, extra: tuple = ()) -> onnx.ModelProto:
+
+def _gate_lin(value, h: str | None) -> bool:
+    return isinstance(value, Lin) and all(k == "x" or k == h for k in value.terms)
+
+
+def _weights(lins: list[Lin], h: str, F: int, H: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    W = np.concatenate([lin.terms.get("x", np.zeros((F, H))).T for lin in lins])
+    R = np.concatenate([lin.terms.get(h, np.zeros((H, H))).T for lin in lins])
+    return W, R, np.concatenate([lin.bias for lin in lins])
+
+
+def _state_of(lin: Lin) -> str | None:
+    keys = [k for k in lin.terms if k != "x"]
+    return keys[0] if len(keys) == 1 and isinstance(keys[0], str) else None
+
+
+def candidates(found: Body, F: int):
+    """Every cell assignment the activations allow, to be checked against the body."""
+    if found.inner is not None:
+        yield found.inner
+        return
+    sig = [a for op, a, _ in found.activations if op == "Sigmoid" and isinstance(a, Lin)]
+    acts = [(op, a, out) for op, a, out in found.activations if op != "Sigmoid"]
+    hs = [s for s in found.states if s in {_state_of(lin) for lin in sig} | {_state_of(a) for _, a, _ in acts if isinstance(a, Lin)}]
+    for h in hs:
+        H = found.env[h].width
+        if len(sig) == 3 and all(_gate_lin(s, h) for s in sig):
+            g = [a for op, a, _ in acts if op == "Tanh" and _gate_lin(a, h) and a.width == H]
+            for cand in g[:1]:
+                for i, f, o in itertools.permutations(sig):
+                    W, R, Wb = _weights([i, o, f, cand], h, F, H)
+                    for c in (s for s in found.states if s != h):
+                        yield Cell("LSTM", W, R, Wb, np.zeros_like(Wb), h, c)
+        if len(sig) == 2 and all(_gate_lin(s, h) for s in sig):
+            yield from _gru(found, sig, acts, h, F, H)
+        if not sig:
+            for op, a, _ in acts:
+                if _gate_lin(a, h) and a.width == H:
+                    W, R, Wb = _weights([a], h, F, H)
+                    yield Cell("RNN", W, R, Wb, np.zeros_like(Wb), h, activation=op)
+
+
+def _gru(found: Body, sig: list[Lin], acts: list, h: str, F: int, H: int):
+    for op, arg, _ in acts:
+        if op != "Tanh":
+            continue
+        r = nx = nh = rh = None
+        lbr = 1
+        if isinstance(arg, Lin):  # (r*h) @ Rn inside the form: linear_before_reset=0
+            terms = [k for k in arg.terms if isinstance(k, Expr)]
+            if len(terms) == 1 and terms[0].op == "Mul" and all(k == "x" or k is terms[0] for k in arg.terms):
+                pair = terms[0].args
+                gate = next((p for p in pair if isinstance(p, Expr) and p.op == "Sigmoid"), None)
+                other = next((p for p in pair if p is not gate), None)
+                if gate is not None and isinstance(other, Lin) and other.terms.keys() == {h} and np.array_equal(other.terms[h], np.eye(H)) and not other.bias.any():
+                    r, lbr = gate.args[0], 0
+                    nx = Lin({"x": arg.terms["x"]} if "x" in arg.terms else {}, arg.bias)
+                    rh = arg.terms[terms[0]]
+        elif isinstance(arg, Expr) and arg.op == "Add" and len(arg.args) == 2:  # x Wn + bn + r*(h Rn + rbn)
+            for lin, prod in (arg.args, arg.args[::-1]):
+                if _gate_lin(lin, None) and isinstance(prod, Expr) and prod.op == "Mul":
+                    gate = next((p for p in prod.args if isinstance(p, Expr) and p.op == "Sigmoid"), None)
+                    other = next((p for p in prod.args if p is not gate), None)
+                    if gate is not None and isinstance(other, Lin) and set(other.terms) <= {h}:
+                        r, nx, nh = gate.args[0], lin, other
+        if r is None or not any(r is s for s in sig) or nx.width != H:
+            continue
+        z = next(s for s in sig if s is not r)
+        for sign in (1.0, -1.0):
+            zs = z.map(lambda w, s=sign: s * w)
+            W, R, Wb = _weights([zs, r, nx], h, F, H)
+            Rb = np.zeros_like(Wb)
+            if lbr:
+                R[2 * H :] = nh.terms.get(h, np.zeros((H, H))).T
+                Rb[2 * H :] = nh.bias
+            else:
+                R[2 * H :] = rh.T
+            yield Cell("GRU", W, R, Wb, Rb, h, linear_before_reset=lbr)
+
+
+# --- checked against the body ---
+
+
+def body_model(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, outputs: list[str] | None = None, extra: tuple = (), fed: tuple = ()) -> onnx.ModelProto:
     """The body as a model of its own: the outer tensors it reads become inputs (constants:
-    initializers), so onnx.reference can run one iteration."""
+    initializers, but for those in `fed`), so onnx.reference can run one iteration."""
     own = {i.name for i in body.input} | {t.name for t in body.initializer} | {o for n in body.node for o in n.output}
     read = sorted({i for n in body.node for i in n.input if i and i not in own})
     inputs, inits = list(body.input), list(body.initializer)
     for name in read:
-        value = outer.const(name)
+        value = outer.const(name) if name not in fed else None
         if value is not None:
             inits.append(numpy_helper.from_array(value, name))
         else:
@@ -44,7 +131,8 @@ def recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) ->
         ops = sorted({op for op, _, _ in found.activations})
         raise NotACell(f"its activations ({', '.join(ops) or 'none'}) over affine forms of x and one state are not the LSTM, GRU or RNN gate pattern")
     extra = tuple(found.appended.values())
-    runner = ReferenceEvaluator(body_model(loop, body, outer, opset, extra=extra))
+    fed = tuple(key[0] for key in (found.x, found.mask) if key)  # probed, even when a constant
+    runner = ReferenceEvaluator(body_model(loop, body, outer, opset, extra=extra, fed=fed))
     rng = np.random.default_rng(26)
     N = len(body.input) - 2
     float_outs = [body.output[body_index(body, s) - 1].name for s in found.states] + [o.name for o in body.output[1 + N :]] + list(extra)

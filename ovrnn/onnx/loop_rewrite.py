@@ -60,10 +60,11 @@ class Outer:
 
 
 def over_time(body: onnx.GraphProto) -> bool:
-    """A recurrence written out as a Loop: no recurrent node in the body, a float value carried,
-    and an outer tensor read step by step (a Gather by the iteration number or by a counter that
-    adds a constant each iteration, as tf2onnx and TorchScript write ``x[t]``)."""
-    if any(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node):
+    """A recurrence written out as a Loop: at most one recurrent node in the body (a one-step
+    cell), a float value carried, and an outer tensor read step by step (a Gather by the iteration
+    number or by a counter that adds a constant each iteration, as tf2onnx and TorchScript write
+    ``x[t]``)."""
+    if sum(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node) > 1:
         return False
     if not any(i.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE) for i in body.input[2:]):
         return False
@@ -155,7 +156,7 @@ class _Rewrite:
         B = self.const("B", np.concatenate([c.Wb, c.Rb]).reshape(1, 2 * G * H).astype(np.float32))
         return W, R, B
 
-    def recurrent(self, x: str, h0: str, c0: str | None, tag: str) -> list[str]:
+    def recurrent(self, x: str, h0: str, c0: str | None, tag: str, lengths: str = "") -> list[str]:
         c = self.cell
         attrs = {"hidden_size": c.hidden}
         if c.kind == "GRU":
@@ -163,7 +164,7 @@ class _Rewrite:
         if c.kind == "RNN":
             attrs["activations"] = [c.activation]
         outs = [self.fresh(f"{self.label}/{tag}/{n}") for n in ("Y", "Y_h", "Y_c")[: 3 if c.kind == "LSTM" else 2]]
-        ins = [x, *self.w, "", self.op("Unsqueeze", [h0, self.axis0], f"{tag}/h0")[0]]
+        ins = [x, *self.w, lengths, self.op("Unsqueeze", [h0, self.axis0], f"{tag}/h0")[0]]
         if c.kind == "LSTM":
             ins.append(self.op("Unsqueeze", [c0, self.axis0], f"{tag}/c0")[0])
         name = self.label if tag == "all" else f"{self.label}/{tag}"
@@ -178,27 +179,12 @@ class _Rewrite:
         self.input_names = [i.name for i in body.input[2:]]
         self.w = self.weights()
         self.axis0 = self.const("axis0", np.array([0], np.int64))
-        x_name, offset = found.x
-        T = self.outer.shape(x_name)[0]
         outs_of = {s: body.output[body_index(body, s) - 1].name for s in found.states}
         scans = [o.name for o in body.output[1 + self.N :]]
-        single = found.mask is None and all(c.outputs[n][1] is None for n in c.outputs)
-        final: dict[str, str] = {}
-        if single:
-            x = x_name if (offset, T) == (0, self.trips) else self.op("Slice", [x_name, self.const("start", np.array([offset], np.int64)), self.const("end", np.array([offset + self.trips], np.int64)), self.axis0], "x")[0]
-            outs = self.recurrent(x, self.initial(c.h), self.initial(c.c) if c.c else None, "all")
-            y = self.op("Squeeze", [outs[0], self.const("axis1", np.array([1], np.int64))], "y")[0]
-            last = {"h": self.op("Squeeze", [outs[1], self.axis0], "h")[0]}
-            if c.c:
-                last["c"] = self.op("Squeeze", [outs[2], self.axis0], "c")[0]
-            for s in found.states:
-                final[s] = last[c.outputs[outs_of[s]][0]]
-            scan_values = [y if c.outputs[n][0] == "h" else None for n in scans]
-            appended = {s: [self.op("Gather", [y, self.const(f"t{t}/index", np.array(t, np.int64))], f"t{t}/item", axis=0)[0] for t in range(self.trips)]
-                        for s, v in found.appended.items() if c.outputs[v][0] == "h"}
-            if None in scan_values or len(appended) != len(found.appended):
-                single = False
-        if not single:
+        lengths = self.prefix_lengths()
+        if self.one_node(outs_of, scans, lengths is not None):
+            final, scan_values, appended = self.over_all_steps(outs_of, scans, lengths)
+        else:
             final, scan_values, appended = self.per_step(outs_of, scans)
         for s, items in appended.items():  # outs.append(h): one SequenceInsert per step, a Concat once stacked
             seq = self.initial(s)
@@ -207,11 +193,71 @@ class _Rewrite:
             final[s] = seq
         self.outputs(final, scan_values)
         kind = f"{c.kind}" + (f" (linear_before_reset={c.linear_before_reset})" if c.kind == "GRU" else "")
-        how = (f"rewritten as {c.kind} node '{self.label}' over those steps" if single else
-               f"rewritten as {self.trips} one-step {c.kind} nodes" + (f", each state then selected by the mask '{found.mask[0]}' (Where: kept where it is 0)" if found.mask else ""))
-        note = f"Loop node '{self.label}': its body computes a {kind} cell of hidden size {c.hidden} over the {self.trips} steps of '{x_name}'; {how}"
-        what = f"{kind} cell, hidden size {c.hidden}, {self.trips} steps, " + ("one node" if single else f"{self.trips} one-step nodes" + (" masked per step" if found.mask else ""))
-        return self.nodes, self.inits, note, what
+        mask = f"'{found.mask[0]}'" if found.mask else ""
+        if self.single and lengths is not None:
+            how = f"rewritten as {c.kind} node '{self.label}' over those steps, with sequence_lens {lengths.tolist()}: the mask {mask} is a constant and a prefix in every sample"
+            what = f"one node, sequence_lens {lengths.tolist()} from the constant mask"
+        elif self.single:
+            how, what = f"rewritten as {c.kind} node '{self.label}' over those steps", "one node"
+        else:
+            how = f"rewritten as {self.trips} one-step {c.kind} nodes" + (f", each state then selected by the mask {mask} (Where: kept where it is 0)" if mask else "")
+            what = f"{self.trips} one-step nodes" + (" masked per step" if mask else "")
+        note = f"Loop node '{self.label}': its body computes a {kind} cell of hidden size {c.hidden} over the {self.trips} steps of '{found.x[0]}'; {how}"
+        return self.nodes, self.inits, note, f"{kind} cell, hidden size {c.hidden}, {self.trips} steps, {what}"
+
+    def prefix_lengths(self) -> np.ndarray | None:
+        """Each sample's step count when the mask is a constant [T, batch, 1] that is on for a
+        prefix of at least one step in every sample (then sequence_lens says it exactly), else None."""
+        if self.found.mask is None:
+            return None
+        value = self.outer.const(self.found.mask[0])
+        start = self.found.mask[1]
+        if value is None or value.ndim != 3 or value.shape[2] != 1 or start + self.trips > value.shape[0]:
+            return None
+        m = value[start : start + self.trips, :, 0].astype(bool)
+        lengths = m.sum(axis=0)
+        prefix = np.arange(self.trips)[:, None] < lengths[None, :]
+        return lengths.astype(np.int32) if np.array_equal(m, prefix) and lengths.min() >= 1 else None
+
+    def tracks_h(self, s: str, outs_of: dict) -> bool:
+        """State `s` holds h at every step: it is h, or it starts from h's initial value and takes
+        the new h where the mask is on and keeps itself elsewhere, as h does (Keras's output)."""
+        c = self.cell
+        return s == c.h or (self.cell.outputs[outs_of[s]] == ("h", s) and self.initial(s) == self.initial(c.h) and c.outputs[outs_of[c.h]] == ("h", c.h))
+
+    def one_node(self, outs_of: dict, scans: list[str], masked_by_lengths: bool) -> bool:
+        c = self.cell
+        if not masked_by_lengths:
+            ok = self.found.mask is None and all(fam[1] is None for fam in c.outputs.values())
+        else:  # ONNX keeps Y_h/Y_c at each sample's last step and writes zeros in Y past it
+            ok = all(c.outputs[outs_of[s]] == ("c", s) if s == c.c else self.tracks_h(s, outs_of) for s in self.found.states)
+            ok = ok and all(c.outputs[n] == ("h", "zero") or (c.outputs[n][0] == "h" and c.outputs[n][1] in outs_of and self.tracks_h(c.outputs[n][1], outs_of)) for n in scans)
+            ok = ok and not self.found.appended
+        ok = ok and all(c.outputs[n][0] == "h" for n in scans) and all(c.outputs[v][0] == "h" for v in self.found.appended.values())
+        self.single = ok
+        return ok
+
+    def over_all_steps(self, outs_of: dict, scans: list[str], lengths):
+        c, (x_name, offset) = self.cell, self.found.x
+        T = self.outer.shape(x_name)[0]
+        x = x_name if (offset, T) == (0, self.trips) else self.op("Slice", [x_name, self.const("start", np.array([offset], np.int64)), self.const("end", np.array([offset + self.trips], np.int64)), self.axis0], "x")[0]
+        lens = self.const("sequence_lens", lengths) if lengths is not None else ""
+        outs = self.recurrent(x, self.initial(c.h), self.initial(c.c) if c.c else None, "all", lens)
+        y = self.op("Squeeze", [outs[0], self.const("axis1", np.array([1], np.int64))], "y")[0]
+        last = {"h": self.op("Squeeze", [outs[1], self.axis0], "h")[0]}
+        if c.c:
+            last["c"] = self.op("Squeeze", [outs[2], self.axis0], "c")[0]
+        final = {s: last[c.outputs[outs_of[s]][0]] for s in self.found.states}
+        scan_values = []
+        for n in scans:
+            if c.outputs[n][1] in (None, "zero"):
+                scan_values.append(y)
+            else:  # past its length a sample repeats its last h, where ONNX's Y has zeros
+                on = self.const("mask_on", (np.arange(self.trips)[:, None] < lengths[None, :])[:, :, None])
+                held = self.op("Unsqueeze", [last["h"], self.axis0], "h_held")[0]
+                scan_values.append(self.op("Where", [on, y, held], "y_held")[0])
+        appended = {s: [self.op("Gather", [y, self.const(f"t{t}/index", np.array(t, np.int64))], f"t{t}/item", axis=0)[0] for t in range(self.trips)] for s in self.found.appended}
+        return final, scan_values, appended
 
     def per_step(self, outs_of: dict, scans: list[str]):
         c, found = self.cell, self.found
@@ -265,6 +311,10 @@ class _Rewrite:
             target = self.node.output[self.N + k] if self.N + k < len(self.node.output) else ""
             if target:
                 self.op("Identity", [name], f"scan_out{k}", [target])
+
+
+def holds_recurrent_node(body: onnx.GraphProto) -> bool:
+    return any(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node)
 
 
 def refusal(node: onnx.NodeProto, why: str, trips: int | None, limit: int) -> UnsupportedFeatureError:
