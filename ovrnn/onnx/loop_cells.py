@@ -1,5 +1,5 @@
 """Recognise the recurrent cell a Loop body computes: the LSTM, GRU and RNN gate patterns as
-tf2onnx (Keras), Paddle and scripted PyTorch write them with MatMul/Gemm, Split/Slice, Sigmoid/Tanh.
+tf2onnx (Keras) and scripted PyTorch write them with MatMul/Gemm, Split/Slice, Sigmoid/Tanh.
 
 The body is evaluated abstractly, once. A tensor is a constant (weights, loop-invariant states,
 shapes), the step index (the iteration number, or a counter that starts at a constant and adds 1),
@@ -9,9 +9,9 @@ columns keep it affine), or an opaque ``Expr`` (an activation, a product of two 
 The gate pre-activations are the ``Lin`` arguments of the Sigmoid/Tanh nodes; their matrices are
 the weights, exactly as the body holds them. Which gate is which (LSTM's i/f/o, GRU's z/r and z's
 sign, which state is c) is then decided by checking each assignment against the body itself
-(loop_check.py): the
-body runs (onnx.reference) on random float32 probes with the mask all on, all off and mixed, and
-every float output must be the candidate cell's new h or c, or a select of one by the mask.
+(loop_check.py): the body runs (onnx.reference) on random float32 probes with the mask all on, all
+off and mixed, and every float output must be the candidate cell's new h or c, or a select of one
+by the mask.
 Only analytic ops (and selects by the mask) may lie between the states and the outputs, so two
 forms that agree on random probes agree everywhere (their difference is analytic; its zero set
 has measure zero), for every mask pattern. The weights are read from the graph, never fitted.
@@ -20,7 +20,7 @@ has measure zero), for every mask pattern. The weights are read from the graph, 
     GRU   z,r = sigmoid(Lin); n = tanh(x Wn + bn + r*(h Rn + rbn))   (linear_before_reset=1)
                               n = tanh(x Wn + (r*h) Rn + bn)          (linear_before_reset=0)
           h' = (1-z)*n + z*h   (z negated when the body writes z*n + (1-z)*h)
-    RNN   h' = act(x W + h R + b), act one of Tanh, Relu
+    RNN   h' = tanh(x W + h R + b)
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ from .read import ONNX_DOMAINS, RECURRENT
 
 # ops that may lie between the states, the step's input and the outputs: analytic ones, and the
 # Cast/Not/Where a mask select is written with
+# Cast/Not/Where a mask select is written with (a Cast only to a float type: rounding is not analytic)
 ANALYTIC = {"Add", "Sub", "Mul", "Neg", "Sigmoid", "Tanh", "MatMul", "Gemm", "Split", "Slice", "Squeeze", "Unsqueeze",
-            "Identity", "Cast", "Not", "Where", "Gather", "Concat", "Shape", "Relu"}
+            "Identity", "Cast", "Not", "Where", "Gather", "Concat", "Shape"}
+FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 PROBES = 3
 
 
@@ -220,11 +222,11 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             found.inner = _inner_cell(node, body, env)
             env.update({o: Expr(f"{node.op_type}:{k}") for k, o in enumerate(node.output) if o})
             continue
-        if node.op_type not in ANALYTIC:
+        if node.op_type not in ANALYTIC or (node.op_type == "Cast" and _attr(node, "to") not in FLOATS):
             raise NotACell(f"it holds a {node.op_type} node ('{node.name or node.output[0]}') between its states and outputs")
         results = _abstract(node, ins, batch)
         env.update(zip(node.output, results))
-        if node.op_type in ("Sigmoid", "Tanh", "Relu"):
+        if node.op_type in ("Sigmoid", "Tanh"):
             found.activations.append((node.op_type, ins[0], env[node.output[0]]))
     if found.x is None:
         raise NotACell("it reads no input sequence step by step (a Gather of an outer tensor by the iteration number)")
