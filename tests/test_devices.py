@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import openvino as ov
 import pytest
-from cases import DTYPES, GRU_CASES, LSTM_CASES, RNN_CASES, TOL, Case, make_model
+from cases import GRU_CASES, LSTM_CASES, RNN_CASES, TOL, Case, make_model
 from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 
@@ -22,28 +22,10 @@ from ovrnn.validation import reference
 from ovrnn.plugins import NPU_IR_TYPES
 from ovrnn.errors import UsageError
 
-DYNAMIC_ONLY = {"ShapeOf", "Gather", "Broadcast"}
-
 
 def static_flags(model, feeds) -> list[str]:
     """--input flags that fix every graph input to the shape of its feed."""
     return [f"{vi.name}[{','.join(map(str, feeds[vi.name].shape))}]" for vi in model.graph.input if vi.name in feeds]
-
-
-@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
-def test_matmul_lowering_matches_cell_lowering(case):
-    model, feeds, flags = make_model(case)
-    cells = run_ir(ovrnn.convert_model(model, flags), feeds)
-    ir = ovrnn.convert_model(model, flags, lowering="matmul")
-    got = run_ir(ir, feeds)
-    atol, rtol = TOL[case.dtype]
-    for name, want in reference.run_model(model, feeds).items():
-        assert_close(got[name], want, atol, rtol, f"{case.id} {name} vs reference")
-        assert_close(got[name], np.asarray(cells[name], np.float64), atol, rtol, f"{case.id} {name} vs cell lowering")
-        assert got[name].dtype == np.dtype(DTYPES[case.dtype][0])
-    types = set(layer_counts(ir.xml))
-    assert "RNNCell" not in types
-    assert types <= NPU_IR_TYPES | DYNAMIC_ONLY, types - NPU_IR_TYPES
 
 
 @pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
@@ -62,7 +44,7 @@ def test_static_matmul_ir_is_npu_shaped(case):
 
 def test_static_gru_lstm_irs_are_npu_shaped():
     """docs/devices.md's op set holds for every GRU and LSTM case too (conversion only, about 3 s; their
-    matmul numbers are tests/test_end_to_end_gru_lstm.py's): --lowering matmul --static writes only
+    matmul numbers are tests/test_end_to_end.py's): --lowering matmul --static writes only
     NPU_IR_TYPES, --lowering auto --device NPU --static adds GRUCell/LSTMCell, and no dim is dynamic."""
     for case in GRU_CASES + LSTM_CASES:
         model, feeds, _ = make_model(case)

@@ -1,16 +1,27 @@
 """Every case of the table (RNN, GRU, LSTM): ONNX -> IR -> OpenVINO CPU (f32) vs the float64
-reference, and no dead layers; RNNCell counts and RNN-only paths. GRU/LSTM cell counts and paths:
-test_end_to_end_gru_lstm.py."""
+reference, no dead layers, one cell per step per direction the cell can express (explicit ops for
+the rest), the matmul lowering and the whole-model path; then the paths of one op or several."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from cases import CASES, DTYPES, RNN_CASES, TOL, make_model
+from cases import CASES, DTYPES, TOL, Case, make_model
 from conftest import HIDDEN_STEPS, assert_close, dead_layers, layer_counts, run_ir
 
 import ovrnn
+from ovrnn.plugins import NPU_IR_TYPES
 from ovrnn.validation import reference
+
+CELL = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}
+DYNAMIC_ONLY = {"ShapeOf", "Gather", "Broadcast"}  # what a dynamic shape adds to the ops NPU imports
+
+
+def cell_directions(case: Case) -> int:
+    """Directions the cell expresses: native activations; for LSTM no peepholes, no input_forget."""
+    if case.op == "LSTM" and (case.peepholes or case.input_forget):
+        return 0
+    return case.native_directions()
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -33,12 +44,155 @@ def test_no_dead_layers(case):
     assert dead_layers(ovrnn.convert_model(model, flags).xml) == []
 
 
-@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
-def test_one_rnncell_per_step_per_native_direction(case):
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_one_cell_per_step_per_cell_direction(case):
     model, _, flags = make_model(case)
-    counts = layer_counts(ovrnn.convert_model(model, flags).xml)
-    assert counts["RNNCell"] == case.T * case.native_directions()
+    ir = ovrnn.convert_model(model, flags)
+    counts = layer_counts(ir.xml)
+    assert counts[CELL[case.op]] == case.T * cell_directions(case)
+    assert not any(counts[t] for t in HIDDEN_STEPS) and not any(counts[c] for op, c in CELL.items() if op != case.op)
+    (summary,) = ir.rnns
+    assert summary.op == case.op
+    assert [c.lowering for c in summary.chains].count("cell") == cell_directions(case)
+    # explicit directions project X for all steps with one MatMul, then one MatMul per step (H·Rᵀ;
+    # GRU: [Rz; Rr] and Rh); RNN leaves out the first step's when there is no initial_h (H0 = 0)
+    explicit = case.num_directions - cell_directions(case)
+    per_step = 2 if case.op == "GRU" else 1
+    steps = case.T - 1 if case.op == "RNN" and not case.h0 else case.T
+    assert counts["MatMul"] == explicit * (1 + per_step * steps)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_matmul_lowering_matches_reference_and_cell_lowering(case):
+    """--lowering matmul: explicit ops for every direction, no cell at all, only ops NPU imports
+    (and the dynamic-shape ones); the same numbers as the reference and as the cell lowering."""
+    model, feeds, flags = make_model(case)
+    cells = run_ir(ovrnn.convert_model(model, flags), feeds)
+    ir = ovrnn.convert_model(model, flags, lowering="matmul")
+    got = run_ir(ir, feeds)
+    atol, rtol = TOL[case.dtype]
+    want = reference.run_model(model, feeds)
+    assert set(want) == set(case.outputs)
+    for name, value in want.items():
+        assert_close(got[name], value, atol, rtol, f"{case.id} {name} vs reference")
+        assert_close(got[name], np.asarray(cells[name], np.float64), atol, rtol, f"{case.id} {name} vs cell lowering")
+        assert got[name].dtype == np.dtype(DTYPES[case.dtype][0])
+    types = set(layer_counts(ir.xml))
+    assert not types & set(CELL.values())
+    assert types <= NPU_IR_TYPES | DYNAMIC_ONLY, types - NPU_IR_TYPES
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        Case("fold-gru-bidir", op="GRU", T=16, direction="bidirectional", h0=True),
+        Case("fold-gru-lbr1-lens", op="GRU", T=16, linear_before_reset=1, lens=(16, 9)),
+        Case("fold-lstm-bidir-h0-c0", op="LSTM", T=16, direction="bidirectional", h0=True, c0=True),
+        Case("fold-lstm-lens-no-Y_c", op="LSTM", T=16, lens=(16, 7), outputs=("Y", "Y_h")),
+    ],
+    ids=lambda c: c.id,
+)
+def test_cell_chains_fold_into_the_cpu_sequence_kernel(case):
+    """OpenVINO's CPU plugin folds each direction's chain into one RNNSeq, as for RNNCell chains."""
+    from ovrnn.runtime import engine as runtime
+
+    model, feeds, _ = make_model(case)
+    ir = ovrnn.convert_model(model)
+    compiled = runtime.compile_ir(runtime.read_model(ir), "CPU", "f32")
+    types = compiled.runtime_layer_types()
+    assert types.get("RNNSeq") == case.num_directions and not types.get("RNNCell"), types
+    got, want = runtime.infer(compiled, feeds), reference.run_model(model, feeds)
+    for name in case.outputs:
+        assert_close(got[name], want[name], *TOL[case.dtype], name)
+
+
+def test_lstm_weights_are_stored_once_in_cell_order():
+    """One permuted copy of W, R and B in the .bin, whatever the number of steps and pieces."""
+    case = Case("store", op="LSTM", T=40, direction="bidirectional", hidden=8, input_size=6)
+    model, _, _ = make_model(case)
+    ir = ovrnn.convert_model(model, chunk_steps=8)
+    H, I, D = case.hidden, case.input_size, 2
+    weights = 4 * (D * 4 * H * I + D * 4 * H * H + D * 4 * H)  # float32 W, R and B = Wb + Rb
+    assert weights <= len(ir.bin) < weights + 256
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_every_case_inside_a_whole_model(case):
+    """The whole-model path (frontend + realize) lowers every case of the table too: each case with a
+    Relu after its first output, so the model is no longer made of recurrent nodes only."""
+    from onnx import helper
+
+    model, feeds, flags = make_model(case)
+    first = model.graph.output[0]
+    model.graph.node.append(helper.make_node("Relu", [first.name], [f"{first.name}_relu"], name="after"))
+    model.graph.output.append(helper.make_tensor_value_info(f"{first.name}_relu", first.type.tensor_type.elem_type, None))
+    ir = ovrnn.convert_model(model, flags)
+    counts = layer_counts(ir.xml)
+    assert counts[CELL[case.op]] == case.T * cell_directions(case)
     assert not any(counts[t] for t in HIDDEN_STEPS)
+    got, want = run_ir(ir, feeds), reference.run_model(model, feeds)
+    assert set(got) == set(want)
+    for name in want:
+        assert_close(got[name], want[name], *TOL[case.dtype], f"{case.id} {name}")
+
+
+def test_mixed_rnn_gru_lstm_whole_model():
+    """RNN -> Squeeze -> GRU -> Squeeze -> Tanh -> LSTM in one model: every recurrent node lowered
+    by ovrnn (native and explicit directions), the rest by OpenVINO's frontend."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rnn, rfeeds, _ = make_model(Case("m-rnn", T=5, hidden=4, input_size=2, activations=("Relu",), lens=(5, 2)))
+    gru, _, _ = make_model(Case("m-gru", op="GRU", T=5, hidden=6, input_size=4, direction="bidirectional", activations=("Sigmoid", "Tanh", "HardSigmoid", "Softsign"), linear_before_reset=1))
+    lstm, _, _ = make_model(Case("m-lstm", op="LSTM", T=5, hidden=3, input_size=12, peepholes=True))
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "axis1")]
+    nodes = []
+    for tag, m, x, outs in (("r", rnn, "X", ["rY"]), ("g", gru, "rY3", ["gY"]), ("l", lstm, "gT", ["Y", "Y_h", "Y_c"])):
+        inits += [numpy_helper.from_array(numpy_helper.to_array(i), f"{tag}{i.name}") for i in m.graph.initializer]
+        node = helper.make_node(m.graph.node[0].op_type, [x] + [f"{tag}{n}" if n else "" for n in m.graph.node[0].input[1:]], outs, name=tag)
+        node.attribute.extend(m.graph.node[0].attribute)
+        nodes.append(node)
+    nodes[1:1] = [helper.make_node("Squeeze", ["rY", "axis1"], ["rY3"])]
+    nodes[3:3] = [helper.make_node("Transpose", ["gY"], ["gYt"], perm=[0, 2, 1, 3]), helper.make_node("Reshape", ["gYt", "shape"], ["gY3"]), helper.make_node("Tanh", ["gY3"], ["gT"])]
+    inits.append(numpy_helper.from_array(np.array([5, 2, 12], np.int64), "shape"))
+    graph = helper.make_graph(
+        nodes, "mixed",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 2, 2]), helper.make_tensor_value_info("rsequence_lens", TensorProto.INT32, [2])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    feeds = {"X": rfeeds["X"], "rsequence_lens": rfeeds["sequence_lens"]}
+    ir = ovrnn.convert_model(model)
+    assert [(r.op, [c.lowering for c in r.chains]) for r in ir.rnns] == [("RNN", ["cell"]), ("GRU", ["cell", "explicit"]), ("LSTM", ["explicit"])]
+    counts = layer_counts(ir.xml)
+    assert (counts["RNNCell"], counts["GRUCell"], counts["LSTMCell"]) == (5, 5, 0)
+    got, want = run_ir(ir, feeds), reference.run_model(model, feeds)
+    for name in ("Y", "Y_h", "Y_c"):
+        assert_close(got[name], want[name], 2e-5, 2e-5, name)
+
+
+def test_inspect_and_convert_say_which_directions_are_cells_and_why_not(tmp_path):
+    from conftest import ovrnn_cli
+
+    model, _, _ = make_model(Case("say", op="LSTM", direction="bidirectional", T=6, activations=("Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Tanh", "Softsign"), lens=(6, 2), h0=True, c0=True))
+    ir = ovrnn.convert_model(model)
+    assert [(c.direction, c.activation, c.lowering) for c in ir.rnns[0].chains] == [
+        ("fwd", "f=Sigmoid g=Tanh h=Tanh", "cell"),
+        ("rev", "f=HardSigmoid(alpha=0.2, beta=0.5) g=Tanh h=Softsign [explicit: HardSigmoid, Softsign]", "explicit"),
+    ]
+    report = ovrnn.inspect(ir.save(tmp_path / "m.xml")).format()
+    assert "  lstm fwd: 6 steps, f=Sigmoid g=Tanh h=Tanh, LSTMCell, hidden 5, W shared by 6 cells" in report
+    assert "  lstm rev: 6 steps, f=HardSigmoid(alpha=0.2, beta=0.5) g=Tanh h=Softsign [explicit: HardSigmoid, Softsign], explicit MatMul/Add/activation ops, hidden 5" in report
+    peep, _, _ = make_model(Case("say-p", op="GRU", T=3))
+    import onnx
+
+    onnx.save(peep, tmp_path / "g.onnx")
+    proc = ovrnn_cli("convert", tmp_path / "g.onnx", "-o", tmp_path / "g.xml")
+    assert proc.returncode == 0 and "3 GRUCell layers" in proc.stdout, proc.stdout + proc.stderr
+    lstm, _, _ = make_model(Case("say-l", op="LSTM", peepholes=True, input_forget=1))
+    assert ovrnn.convert_model(lstm).rnns[0].chains[0].activation == "f=Sigmoid g=Tanh h=Tanh [explicit: peepholes, input_forget]"
+
+
+# --- RNN's own paths ------------------------------------------------------------------------------
 
 
 def _two_node_model():

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import openvino as ov
 import pytest
-from cases import RNN_CASES, TOL, make_model
+from cases import make_model
 from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
@@ -188,21 +188,3 @@ def test_rnn_errors_inside_whole_models_keep_their_message():
     with pytest.raises(ovrnn.InvalidModelError) as info:
         ovrnn.convert_model(model)
     assert str(info.value) == "RNN node 'rnn': input R 'R' has shape [1,5,5]: dim 1 (hidden_size) is 5, expected 9 from attribute 'hidden_size'"
-
-
-@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
-def test_every_case_inside_a_whole_model(case):
-    """The whole-model path (frontend + realize) lowers every case of the table too: each case with
-    a Relu after its first output, so the model is no longer made of RNN nodes only."""
-    model, feeds, flags = make_model(case)
-    first = model.graph.output[0]
-    model.graph.node.append(helper.make_node("Relu", [first.name], [f"{first.name}_relu"], name="after_rnn"))
-    model.graph.output.append(helper.make_tensor_value_info(f"{first.name}_relu", first.type.tensor_type.elem_type, None))
-    ir = ovrnn.convert_model(model, flags)
-    assert layer_counts(ir.xml)["RNNCell"] == case.T * case.native_directions()
-    got = run_ir(ir, feeds)
-    want = reference.run_model(model, feeds)
-    atol, rtol = TOL[case.dtype]
-    assert set(got) == set(want)
-    for name in want:
-        assert_close(got[name], want[name], atol, rtol, f"{case.id} {name}")
