@@ -1,5 +1,5 @@
 """The ops OpenVINO's ONNX frontend reads wrong (ovrnn/onnx/frontend_fixes.py): every Reduce op,
-at opsets 11, 13, 17 and 18, with axes absent, as an attribute or as an input, keepdims absent/0/1
+at opsets 7, 11, 13, 17, 18 and 20, with axes absent, as an attribute or as an input, keepdims absent/0/1
 and noop_with_empty_axes absent/0/1, read by the installed OpenVINO with and without the rewrites.
 A rewrite must apply exactly where OpenVINO misreads (so a release that reads a node right gets
 the model untouched) and give onnxruntime's values; then the RecurrentPPO policy that showed it.
@@ -79,21 +79,41 @@ def _same(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5) -> bool:
     return got.shape == want.shape and bool(np.allclose(got, want, rtol=rtol, atol=1e-5, equal_nan=True))
 
 
-@pytest.mark.parametrize("opset", [11, 13, 17, 18], ids=lambda o: f"opset{o}")
+@pytest.mark.parametrize("opset", [7, 11, 13, 17, 18, 20], ids=lambda o: f"opset{o}")
 def test_rewrites_exactly_what_openvino_misreads(opset):
-    model, labels, feeds = matrix_model(opset)
-    want = _onnxruntime(model, feeds)
-    plain = _openvino(model, feeds)
-    fixed, notes = apply_fixes(model)
-    producer = {n.output[0]: n for n in fixed.graph.node}
-    rewritten = {f"y{k}" for k in range(len(labels)) if producer[f"y{k}"].op_type != model.graph.node[k].op_type}
-    assert not (rewritten and not notes)
-    misread = [label for k, (label, g, w) in enumerate(zip(labels, plain, want)) if not _same(g, w)]
-    fixed_labels = [labels[int(y[1:])] for y in sorted(rewritten, key=lambda y: int(y[1:]))]
-    assert sorted(fixed_labels) == sorted(misread), f"OpenVINO {installed_openvino()}: misread but not rewritten {sorted(set(misread) - set(fixed_labels))}; rewritten but read right {sorted(set(fixed_labels) - set(misread))}"
-    after = _openvino(fixed, feeds)
-    wrong = [label for label, g, w in zip(labels, after, want) if not _same(g, w)]
-    assert not wrong, f"still wrong after the rewrite: {wrong}"
+    """A case is misread when OpenVINO's value differs from onnxruntime's at inputs of about 1 or
+    of about 300 (where exp overflows f32 unless the max is subtracted first)."""
+    misread, rewritten = set(), set()
+    for scale in (1.0, 300.0):
+        model, labels, feeds = matrix_model(opset, scale)
+        want = _onnxruntime(model, feeds)
+        plain = _openvino(model, feeds)
+        fixed, notes = apply_fixes(model)
+        producer = {n.output[0]: n for n in fixed.graph.node}
+        rewritten = {labels[k] for k in range(len(labels)) if producer[f"y{k}"].op_type != model.graph.node[k].op_type}
+        assert bool(rewritten) == bool(notes)
+        misread |= {label for label, g, w in zip(labels, plain, want) if not _same(g, w)}
+        wrong = [label for label, g, w in zip(labels, _openvino(fixed, feeds), want) if not _same(g, w)]
+        assert not wrong, f"still wrong after the rewrite (inputs ~{scale}): {wrong}"
+    assert rewritten == misread, f"OpenVINO {installed_openvino()}: misread but not rewritten {sorted(misread - rewritten)}; rewritten but read right {sorted(rewritten - misread)}"
+
+
+@pytest.mark.parametrize("dtype", [TensorProto.FLOAT16, TensorProto.DOUBLE], ids=["float16", "float64"])
+def test_rewrites_keep_the_element_type(dtype):
+    """The rewrites of ReduceL1/LogSum/LogSumExp-13 in float16 and float64 models (the max's zero
+    is a constant of x's type) give onnxruntime's values and types."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node(op, ["x"], [f"y{k}"], axes=[1], keepdims=k % 2, name=f"{op}_{k}") for k, op in enumerate(("ReduceL1", "ReduceLogSumExp", "ReduceLogSumExp"))]
+    nodes.append(helper.make_node("ReduceLogSum", ["p"], ["y3"], axes=[0, 2], name="ReduceLogSum"))
+    graph = helper.make_graph(nodes, "g", [vi("x", dtype, SHAPE), vi("p", dtype, SHAPE)], [vi(f"y{k}", dtype, None) for k in range(4)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    np_type = helper.tensor_dtype_to_np_dtype(dtype)
+    x = np.random.default_rng(2).uniform(-2, 2, SHAPE).astype(np_type)
+    feeds = {"x": x, "p": (np.abs(x) + 0.1).astype(np_type)}
+    fixed, notes = apply_fixes(model, openvino=(2026, 4, 1))
+    assert len(notes) == 1 and "4 node(s)" in notes[0]
+    for got, want in zip(_openvino(fixed, feeds), _onnxruntime(model, feeds)):
+        assert got.dtype == want.dtype and _same(got, want, rtol=2e-3 if dtype == TensorProto.FLOAT16 else 1e-6)
 
 
 def test_the_misreadings_of_the_installed_release_are_the_documented_ones():
@@ -108,15 +128,25 @@ def test_the_misreadings_of_the_installed_release_are_the_documented_ones():
     }
 
 
-def test_log_sum_exp_rewrite_is_stable_for_large_and_infinite_values():
+@pytest.mark.parametrize("opset", [7, 11, 17, 18], ids=lambda o: f"opset{o}")
+def test_log_sum_exp_rewrite_is_stable_for_large_and_infinite_values(opset):
     """Log(ReduceSum(Exp(x - max))) + max: |x| ~ 1000 and -inf entries (masked logits) stay exact,
-    where exp(x) alone overflows f32 at x > 88."""
+    where exp(x) alone overflows f32 at x > 88 (as 2025.4.1 computes it: the rewrite it gets), in
+    each opset's form (Clip-6 before 11, the axes as an input from 18)."""
     x = np.array([[[1000.0, 999.0, -1000.0, 0.0]], [[-np.inf, 5.0, -np.inf, 4.0]], [[-np.inf] * 4]], dtype=np.float32)
+    vi = helper.make_tensor_value_info
     for keepdims in (0, 1):
-        node = helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[-1], keepdims=keepdims)
-        model = helper.make_model(helper.make_graph([node], "lse", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 17)])
+        inputs, inits, attrs = ["x"], [], {"keepdims": keepdims}
+        if opset >= 18:
+            inputs.append("axes")
+            inits.append(helper.make_tensor("axes", TensorProto.INT64, [1], [-1]))
+        else:
+            attrs["axes"] = [-1]
+        node = helper.make_node("ReduceLogSumExp", inputs, ["y"], **attrs)
+        model = helper.make_model(helper.make_graph([node], "lse", [vi("x", TensorProto.FLOAT, x.shape)], [vi("y", TensorProto.FLOAT, None)], inits), opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = 8
-        fixed, _ = apply_fixes(model, openvino=(2026, 4, 1))
+        fixed, notes = apply_fixes(model, openvino=(2025, 4, 1))
+        assert notes
         (got,) = _openvino(fixed, {"x": x})
         want = np.logaddexp.reduce(x.astype(np.float64), axis=-1, keepdims=bool(keepdims))
         assert got.shape == want.shape
@@ -124,14 +154,24 @@ def test_log_sum_exp_rewrite_is_stable_for_large_and_infinite_values():
 
 
 def test_fixes_follow_the_installed_release():
-    """The rewrite is made for the releases that misread the node, and only for them."""
-    node = helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[1])
-    model = helper.make_model(helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 13)])
-    for release, rewritten in [((2024, 6, 0), False), ((2025, 4, 1), False), ((2026, 0, 0), True), ((2026, 4, 1), True)]:
-        fixed, notes = apply_fixes(model, openvino=release)
-        assert (fixed is not model) == rewritten == bool(notes), release
-    l1 = helper.make_model(helper.make_graph([helper.make_node("ReduceL1", ["x"], ["y"], axes=[1])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 13)])
-    assert [bool(apply_fixes(l1, openvino=r)[1]) for r in ((2024, 6, 0), (2025, 4, 1), (2026, 4, 1))] == [False, True, True]
+    """Each fix is made for the releases that misread the node, and only for them: ReduceLogSumExp-13
+    with axes [1] overflows on 2024.6 and 2025.4 and is reduced over every axis from 2026;
+    ReduceLogSum-13 is read right until 2025.4; ReduceL1-13 is misread from 2025.4 on."""
+
+    def model(op):
+        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], axes=[1])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+    def why(op, release):
+        original = model(op)
+        fixed, notes = apply_fixes(original, openvino=release)
+        assert (fixed is not original) == bool(notes) and len(notes) <= 1
+        return notes[0].split("reads wrong (")[1].split(":")[0] if notes else None
+
+    releases = ((2024, 6, 0), (2025, 4, 1), (2026, 0, 0), (2026, 4, 1))
+    assert [why("ReduceLogSumExp", r) for r in releases] == ["exp overflows", "exp overflows", "axes attribute ignored", "axes attribute ignored"]
+    assert [why("ReduceLogSum", r) for r in releases] == [None, None, "axes attribute ignored", "axes attribute ignored"]
+    assert [why("ReduceL1", r) for r in releases] == [None, "axes attribute ignored", "axes attribute ignored", "axes attribute ignored"]
 
 
 def _rl(name):
@@ -156,11 +196,12 @@ def test_recurrent_ppo_log_prob_matches_after_conversion():
         assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, name)
 
 
-def test_recurrent_ppo_untouched_where_openvino_reads_it_right(monkeypatch):
-    """On a release that reads ReduceLogSumExp-17 right, nothing is rewritten: no note."""
+def test_recurrent_ppo_on_older_releases_gets_the_overflow_fix(monkeypatch):
+    """On 2025.4.1 (which reads ReduceLogSumExp-17's axes right but overflows past 88) the policy's
+    node is rewritten for that reason, and the note says so."""
     monkeypatch.setattr(frontend_fixes, "installed_openvino", lambda: (2025, 4, 1))
     ir = ovrnn.convert_model(str(_rl("onnx")))
-    assert not any("rewritten" in n for n in ir.notes)
+    assert [n.split(": ")[0] for n in ir.notes if "rewritten" in n] == ["1 node(s) rewritten that OpenVINO's ONNX frontend reads wrong (exp overflows"]
 
 
 def test_rewrites_inside_bodies_too():
@@ -175,7 +216,7 @@ def test_rewrites_inside_bodies_too():
     fixed, notes = apply_fixes(model, openvino=(2026, 4, 1))
     assert len(notes) == 1 and "'lse'" in notes[0]
     branch = next(a.g for a in fixed.graph.node[0].attribute if a.name == "then_branch")
-    assert [n.op_type for n in branch.node][-1] == "Squeeze" and branch.node[-1].name == "lse"
+    assert [n.op_type for n in branch.node][-1] == "Add" and branch.node[-1].name == "lse"
     x = np.random.default_rng(1).uniform(-3, 3, (4, 3)).astype(np.float32)
     ir = ovrnn.convert_model(model)
     from conftest import run_ir

@@ -8,8 +8,9 @@ which every release from 2024.6 on reads right (the IR loads and computes the sa
 ``tests/test_frontend_fixes.py`` checks, op by op, opset by opset, that each fix applies exactly
 where the installed OpenVINO misreads and that the rewritten node matches onnxruntime.
 
-Measured with every Reduce op x opsets 11/13/17/18 x axes absent, [-1], [1], [0,2], [-2,-1], []
-x keepdims absent/0/1 x noop_with_empty_axes absent/0/1, on 2024.6.0, 2025.4.1 and 2026.4.1.
+Measured with every Reduce op x opsets 7/11/13/17/18/20 x axes absent, [-1], [1], [0,2], [-2,-1], []
+x keepdims absent/0/1 x noop_with_empty_axes absent/0/1 x inputs ~1 and ~300, on 2024.6.0, 2025.4.1
+and 2026.4.1 (the test's matrix, run in a venv of each).
 """
 
 from __future__ import annotations
@@ -69,48 +70,75 @@ class FrontendFix:
 # --- the rewrites (equations beside them; ``fresh`` makes a tensor name no other tensor has) ---------
 
 
-def _axes_input(r: Reading, fresh) -> tuple[list[onnx.NodeProto], str]:
-    name = fresh("axes")
-    return [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(r.axes, dtype=np.int64), name))], name
-
-
 def _keepdims(r: Reading) -> int:
     return int(r.attrs.get("keepdims", 1))
 
 
-def _sum_of(r: Reading, fresh, x: str, out: str, keepdims: int | None = None) -> list[onnx.NodeProto]:
-    """ReduceSum-13 with the axes as an input, which every release reads right."""
-    const, axes = _axes_input(r, fresh)
-    return [*const, helper.make_node("ReduceSum", [x, axes], [out], keepdims=_keepdims(r) if keepdims is None else keepdims)]
+def _reduce(op: str, r: Reading, fresh, x: str, out: str, keepdims: int) -> list[onnx.NodeProto]:
+    """``op`` over the node's axes, in the form this opset gives ``op`` (an input from opset 18,
+    ReduceSum's from 13; an attribute before), which every release reads right. From opset 18 the
+    node's own axes input and noop_with_empty_axes are passed on, constant or not."""
+    attrs: dict = {"keepdims": keepdims}
+    if r.opset >= 18:
+        if "noop_with_empty_axes" in r.attrs:
+            attrs["noop_with_empty_axes"] = int(r.attrs["noop_with_empty_axes"])
+        return [helper.make_node(op, [x, *r.node.input[1:2]], [out], **attrs)]
+    if not r.axes:  # absent or empty: every axis
+        return [helper.make_node(op, [x], [out], **attrs)]
+    if op == "ReduceSum" and r.opset >= 13:
+        axes = fresh("axes")
+        constant = helper.make_node("Constant", [], [axes], value=numpy_helper.from_array(np.array(r.axes, dtype=np.int64), axes))
+        return [constant, helper.make_node(op, [x, axes], [out], **attrs)]
+    return [helper.make_node(op, [x], [out], axes=r.axes, **attrs)]
+
+
+def _finite(r: Reading, fresh, m: str, out: str) -> list[onnx.NodeProto]:
+    """m clipped to the type's finite range: a max of -inf (a row of -inf) or +inf shifts by a
+    finite number, so x - shift stays -inf or +inf instead of becoming NaN."""
+    import ml_dtypes
+
+    if r.opset < 11:  # Clip-6: the bounds are float attributes
+        big = float(np.finfo(np.float32).max)
+        return [helper.make_node("Clip", [m], [out], min=-big, max=big)]
+    big = float(ml_dtypes.finfo(helper.tensor_dtype_to_np_dtype(r.elem_type)).max)
+    lo, hi = fresh("lowest"), fresh("highest")
+    return [
+        helper.make_node("Constant", [], [lo], value=helper.make_tensor(lo, r.elem_type, [], [-big])),
+        helper.make_node("Constant", [], [hi], value=helper.make_tensor(hi, r.elem_type, [], [big])),
+        helper.make_node("Clip", [m, lo, hi], [out]),
+    ]
+
+
+def _log_sum_exp(r: Reading, fresh) -> list[onnx.NodeProto]:
+    """ReduceLogSumExp(x) = Log(ReduceSum(Exp(x - m))) + m with m = ReduceMax(x) (keepdims=1),
+    clipped to the finite range: no overflow for large x, -inf for a row of -inf, +inf for +inf.
+    With keepdims=0 the max is reduced once more without keepdims, so no Squeeze has to know the axes."""
+    x, y, k = r.node.input[0], r.node.output[0], _keepdims(r)
+    m, shift, d, e, s, log = (fresh(n) for n in ("max", "shift", "centred", "exp", "sum", "log"))
+    nodes = [
+        *_reduce("ReduceMax", r, fresh, x, m, 1),
+        *_finite(r, fresh, m, shift),
+        helper.make_node("Sub", [x, shift], [d]),
+        helper.make_node("Exp", [d], [e]),
+        *_reduce("ReduceSum", r, fresh, e, s, k),
+        helper.make_node("Log", [s], [log]),
+    ]
+    if k:
+        return [*nodes, helper.make_node("Add", [log, shift], [y])]
+    m0, shift0 = fresh("max_reduced"), fresh("shift_reduced")
+    return [*nodes, *_reduce("ReduceMax", r, fresh, x, m0, 0), *_finite(r, fresh, m0, shift0), helper.make_node("Add", [log, shift0], [y])]
 
 
 def _attribute_axes(r: Reading, fresh) -> list[onnx.NodeProto]:
-    """ReduceL1(x) = ReduceSum(|x|); ReduceLogSum(x) = Log(ReduceSum(x));
-    ReduceLogSumExp(x) = Log(ReduceSum(Exp(x - m))) + m with m = ReduceMax(x) (keepdims=1), taken
-    as 0 where it is infinite: no overflow for large x, -inf for a row of -inf, +inf for +inf."""
+    """ReduceL1(x) = ReduceSum(|x|); ReduceLogSum(x) = Log(ReduceSum(x)); ReduceLogSumExp: above."""
     x, y, op = r.node.input[0], r.node.output[0], r.node.op_type
     if op == "ReduceL1":
         a = fresh("abs")
-        return [helper.make_node("Abs", [x], [a]), *_sum_of(r, fresh, a, y)]
+        return [helper.make_node("Abs", [x], [a]), *_reduce("ReduceSum", r, fresh, a, y, _keepdims(r))]
     if op == "ReduceLogSum":
         s = fresh("sum")
-        return [*_sum_of(r, fresh, x, s), helper.make_node("Log", [s], [y])]
-    m, inf, zero, safe, d, e, s, log = (fresh(k) for k in ("max", "max_is_inf", "zero", "shift", "centred", "exp", "sum", "log"))
-    nodes = [
-        helper.make_node("ReduceMax", [x], [m], axes=r.axes, keepdims=1),
-        helper.make_node("IsInf", [m], [inf]),
-        helper.make_node("Constant", [], [zero], value=helper.make_tensor(zero, r.elem_type, [], [0.0])),
-        helper.make_node("Where", [inf, zero, m], [safe]),
-        helper.make_node("Sub", [x, safe], [d]),
-        helper.make_node("Exp", [d], [e]),
-        *_sum_of(r, fresh, e, s, keepdims=1),
-        helper.make_node("Log", [s], [log]),
-    ]
-    if _keepdims(r):
-        return [*nodes, helper.make_node("Add", [log, safe], [y])]
-    const, axes = _axes_input(r, fresh)
-    kept = fresh("kept")
-    return [*nodes, helper.make_node("Add", [log, safe], [kept]), *const, helper.make_node("Squeeze", [kept, axes], [y])]
+        return [*_reduce("ReduceSum", r, fresh, x, s, _keepdims(r)), helper.make_node("Log", [s], [y])]
+    return _log_sum_exp(r, fresh)
 
 
 def _empty_axes(r: Reading, fresh) -> list[onnx.NodeProto]:
@@ -152,13 +180,24 @@ _NOOP_WHY = (
     "(|x|, Log(x), x*x); rewritten as that step"
 )
 
-# The one list. Releases checked: 2024.6.0, 2025.4.1, 2026.4.1 (tests/test_frontend_fixes.py; docs/whole_models.md).
+_OVERFLOW_WHY = (
+    "its translator computes Log(ReduceSum(Exp(x))) (reduce.cpp, reduce_log_sum_exp), which overflows to inf once x passes "
+    "88 in f32 (11 in f16), where onnxruntime subtracts the max first; rewritten as Log(ReduceSum(Exp(x - max))) + max"
+)
+
+
+def _float(r: Reading) -> bool:
+    return r.elem_type in _FLOATS
+
+
+# The one list, the first match wins. Releases checked: 2024.6.0, 2025.4.1, 2026.4.1 (tests/test_frontend_fixes.py; docs/whole_models.md).
 FIXES: tuple[FrontendFix, ...] = (
     FrontendFix("axes attribute ignored", ("ReduceL1",), (13, 17), "2024.6.0", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes),
     FrontendFix("axes attribute ignored", ("ReduceLogSum", "ReduceLogSumExp"), (13, 17), "2025.4.1", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes),
     FrontendFix("noop_with_empty_axes", ("ReduceL1", "ReduceL2"), (18, None), None, None, _NOOP_WHY, _no_axes_noop, _empty_axes),
     FrontendFix("noop_with_empty_axes", ("ReduceLogSum",), (18, None), "2025.4.1", None, _NOOP_WHY, _no_axes_noop, _empty_axes),
     FrontendFix("noop_with_empty_axes", ("ReduceLogSumExp", "ReduceSumSquare"), (18, None), None, "2025.4.1", _NOOP_WHY, _no_axes_noop, _empty_axes),
+    FrontendFix("exp overflows", ("ReduceLogSumExp",), (1, None), None, "2026.4.1", _OVERFLOW_WHY, _float, _log_sum_exp),
 )
 FIXED_OPS = frozenset(op for fix in FIXES for op in fix.ops)
 
