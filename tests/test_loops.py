@@ -35,6 +35,7 @@ EXPECTED = {
     "keras_masking_lstm_seq": ({"LSTMCell": 5}, ["LSTM cell, hidden size 4, 5 steps, 5 one-step nodes masked per step"]),
     "keras_masked_lstm_classifier": ({"LSTMCell": 5}, ["LSTM cell, hidden size 8, 5 steps, 5 one-step nodes masked per step"]),
     "keras_gru_forecaster": ({"GRUCell": 10}, ["GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node"] * 2),
+    "tf_keras_gru_reset_before_seq": ({"GRUCell": 5}, ["GRU (linear_before_reset=0) cell, hidden size 4, 5 steps, one node"]),  # no trip count: the condition counted
     "torch_grucell_loop": ({"GRUCell": 5}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"]),
     "torch_lstmcell_loop": ({"LSTMCell": 5}, ["LSTM cell, hidden size 4, 5 steps, one node"]),  # a one-step LSTM node in the body
 }
@@ -136,7 +137,7 @@ def test_a_body_that_is_no_cell_is_unrolled(tmp_path):
     ir = ovrnn.convert_model(path)
     note = next(n for n in ir.notes if n.startswith("Loop node"))
     assert note == ("Loop node 'sequential_2_1/gru_1/while_loop': its body is not a recognisable LSTM, GRU or RNN cell "
-                    "(it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs); unrolled into its 5 iterations (trip count and condition constant)")
+                    "(it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs); unrolled into its 5 iterations (their number is a constant once the shapes are known)")
     x = _data("keras_gru_reset_after")[0]
     want = ort.InferenceSession(str(path)).run(None, x)[0]
     assert_close(next(iter(run_ir(ir, x).values())), want.astype(np.float64), 1e-6, 1e-5, "unrolled")
@@ -155,7 +156,7 @@ def test_a_loop_it_can_neither_rewrite_nor_unroll_is_one_error_line(tmp_path):
     assert str(err.value) == (
         "Loop node 'sequential_2_1/gru_1/while_loop' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
         "its body is not a recognisable LSTM, GRU or RNN cell (it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs), "
-        "and its trip count is not a constant (fix the input shapes with --input)")
+        "and its trip count is not a constant (fix the input shapes with input)")
     run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml")
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and run.stderr.startswith("error: Loop node 'sequential_2_1/gru_1/while_loop' computes")
     assert not (tmp_path / "out.xml").exists()
@@ -163,7 +164,7 @@ def test_a_loop_it_can_neither_rewrite_nor_unroll_is_one_error_line(tmp_path):
 
 def test_max_steps_bounds_the_rewrite(tmp_path):
     run = ovrnn_cli("convert", FIXTURES / "keras_gru_reset_after.onnx", "-o", tmp_path / "out.xml", "--max-steps", "3")
-    assert run.returncode == 2 and "its 5 iterations are more than the 3 it may be unrolled to" in run.stderr
+    assert run.returncode == 2 and "it runs more than 3 iterations, the most it may be unrolled to (--max-steps)" in run.stderr
 
 
 def test_inspect_says_what_was_recovered(tmp_path):
@@ -218,3 +219,15 @@ def test_a_one_step_node_with_other_attributes_stays_in_its_loop(tmp_path):
     want = ort.InferenceSession(str(path)).run(None, feeds)
     for got, expected in zip(run_ir(ir, feeds).values(), want):
         assert_close(got, expected.astype(np.float64), 1e-6, 1e-5, "clipped")
+
+
+def test_a_relu_gru_from_tf_keras_is_unrolled_and_matches_keras():
+    """Relu is not analytic, so agreement on probes would prove nothing: the Loop is unrolled
+    (100 iterations in RNNoise's case), not recovered, and still matches Keras."""
+    feeds, want = _data("tf_keras_gru_relu")
+    ir = ovrnn.convert_model(FIXTURES / "tf_keras_gru_relu.onnx")
+    assert any("it holds a Relu node" in n and "unrolled into its 5 iterations" in n for n in ir.notes)
+    assert not HIDING & set(layer_counts(ir.xml))
+    got = run_ir(ir, feeds)
+    for key, value in want.items():
+        assert_close(got[key], value.astype(np.float64), 1e-5, 1e-5, key)

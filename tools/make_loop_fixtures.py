@@ -14,6 +14,7 @@ the test converts with)}. The manifest records what the exporter emitted: tf2onn
 LSTM node for an unmasked Keras LSTM and a Loop for everything else here.
 
     /path/to/venv-tf/bin/python tools/make_loop_fixtures.py keras
+    /path/to/venv-tf/bin/python tools/make_loop_fixtures.py tf_keras    # also needs tf-keras
     /path/to/venv-torch/bin/python tools/make_loop_fixtures.py torch
 """
 
@@ -97,6 +98,27 @@ def keras_fixtures() -> None:
            "Keras forecaster: GRU(8, return_sequences=True), GRU(8), Dense(1)", 9)
 
 
+def tf_keras_fixtures() -> None:
+    """tf-keras 2 (Keras 2 on TensorFlow 2.21) writes the time loop as a while loop with no trip
+    count: the condition ``time < T`` alone decides how many iterations run."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+    import tf2onnx
+    import tf_keras as keras
+
+    exporter = f"tensorflow {tf.__version__}, tf-keras {keras.__version__}, tf2onnx {tf2onnx.__version__}, opset {OPSET}"
+    x = np.random.default_rng(28).standard_normal((B, T, F)).astype(np.float32)
+    cases = [
+        ("tf_keras_gru_reset_before_seq", dict(reset_after=False, return_sequences=True), "tf-keras 2 GRU(4, reset_after=False, return_sequences=True): a Loop with no trip count"),
+        ("tf_keras_gru_relu", dict(activation="relu", reset_after=False), "tf-keras 2 GRU(4, activation='relu', reset_after=False) as RNNoise has it: no cell ovrnn recovers (Relu), so unrolled"),
+    ]
+    for seed, (name, kwargs, description) in enumerate(cases, 12):
+        keras.utils.set_random_seed(seed)
+        model = keras.Sequential([keras.Input((T, F), batch_size=B), keras.layers.GRU(4, **kwargs)])
+        proto, _ = tf2onnx.convert.from_keras(model, input_signature=[tf.TensorSpec(x.shape, tf.float32, name="x")], opset=OPSET)
+        _save(name, proto, {"x": x}, {proto.graph.output[0].name: model(x).numpy()}, description, exporter, [])
+
+
 # --- scripted PyTorch loops ----------------------------------------------------------------------------
 
 
@@ -165,6 +187,6 @@ def torch_fixtures() -> None:
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["keras", "torch"]
+    which = sys.argv[1:] or ["keras", "tf_keras", "torch"]
     for part in which:
-        {"keras": keras_fixtures, "torch": torch_fixtures}[part]()
+        {"keras": keras_fixtures, "tf_keras": tf_keras_fixtures, "torch": torch_fixtures}[part]()

@@ -32,7 +32,7 @@ from .inline import Names, all_graphs, copy_body, defined, node_label, subgraphs
 from .sequences import sequences_to_concat
 from .loop_cells import NotACell
 from .loop_check import recognise
-from .loop_rewrite import Outer, holds_recurrent_node, over_time, recover, refusal, runs_exactly
+from .loop_rewrite import Outer, counted_trips, holds_recurrent_node, over_time, recover, refusal
 from .read import ONNX_DOMAINS, RECURRENT
 
 MAX_UNROLL = 256  # iterations; a longer Loop stays a Loop
@@ -232,8 +232,8 @@ def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], 
     opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
     graph = model.graph
     for index, node, body in loops:
-        trips = _trip_count(graph, node)
-        if trips is None or not 0 < trips <= limit or not runs_exactly(node, body, trips, outer, opset):
+        trips = _time_loop_trips(graph, node, body, outer, opset, limit)
+        if trips is None or not 0 < trips <= limit:
             continue
         label = node_label(node)
         result = recover(graph, index, node, body, trips, outer, opset, lambda n, p=label: names.tensor(n, p, names.tensors))
@@ -241,7 +241,7 @@ def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], 
             continue  # a recurrent node that is no one-step cell: lowered in its body, or unrolled for it (below)
         if isinstance(result, str):
             new_nodes, inits, infos = _unrolled(graph, node, body, trips, names)
-            note = f"Loop node '{label}': its body is not a recognisable LSTM, GRU or RNN cell ({result}); unrolled into its {trips} iterations (trip count and condition constant)"
+            note = f"Loop node '{label}': its body is not a recognisable LSTM, GRU or RNN cell ({result}); unrolled into its {trips} iterations (their number is a constant once the shapes are known)"
             what = f"unrolled, {trips} iterations (no recognisable cell)"
         else:
             (new_nodes, inits, note, what), infos = result, []
@@ -257,6 +257,17 @@ def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], 
     return False
 
 
+def _time_loop_trips(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProto, outer: Outer, opset: int, limit: int) -> int | None:
+    """The iterations a Loop over time runs: its trip count when the condition stays true, else
+    counted from a condition the counters decide (one past `limit` when it runs longer)."""
+    most = _trip_count(graph, node) if node.input and node.input[0] else None
+    if node.input and node.input[0] and most is None:
+        return None
+    if most is not None and _always_continues(graph, node, body):
+        return most
+    return counted_trips(node, body, most, outer, opset, limit)
+
+
 def _refuse_time_loops(model: onnx.ModelProto, limit: int) -> None:
     """One error for a Loop over time left as it is: OpenVINO's frontend cannot read such bodies."""
     for _, node, body in _time_loops(model):
@@ -264,7 +275,7 @@ def _refuse_time_loops(model: onnx.ModelProto, limit: int) -> None:
             continue  # the frontend reads these; their recurrent node is lowered in the body (bodies.md)
         outer = Outer(model.graph, _infer(model).graph, constant_value)
         opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
-        trips = _trip_count(model.graph, node)
+        trips = _time_loop_trips(model.graph, node, body, outer, opset, limit)
         try:
             recognise(node, body, outer, opset)
             why = "the cell is recognised"

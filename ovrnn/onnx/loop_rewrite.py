@@ -13,9 +13,9 @@ constant, and such a Loop becomes:
                                      and the output or zeros, where the mask is 0)
     no recognisable cell             unrolled (control_flow._unrolled), within the step limit
 
-A Loop runs exactly its trip count when its condition is a constant true passed on, or computed
-from the counters alone and true for every iteration but the last (tf2onnx's
-``i < T and counter < max``): evaluated for each iteration, not assumed.
+How many iterations a Loop runs is known when its condition is a constant true passed on, or
+computed from the counters and constants alone (tf2onnx's ``i < T and counter < max``, or a
+while loop without a trip count as tf-keras 2 writes it): evaluated for each iteration, not assumed.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..errors import UnsupportedFeatureError
+from ..errors import UnsupportedFeatureError, flag
 from .loop_cells import NotACell, increment, body_index, upstream_nodes
 from .loop_check import Cell, body_model, recognise
 from .read import ONNX_DOMAINS, RECURRENT
@@ -76,48 +76,52 @@ def over_time(body: onnx.GraphProto) -> bool:
     return any(n.op_type == "Gather" and len(n.input) == 2 and n.input[1] in steps and n.input[0] not in own for n in body.node)
 
 
-def runs_exactly(node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: Outer, opset: int) -> bool:
-    """Whether the Loop runs all its `trips` iterations: its condition, computed from the iteration
-    number, integer counters and constants only, is true before each of them."""
+def counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None, outer: Outer, opset: int, limit: int) -> int | None:
+    """How many iterations the Loop runs when its condition is computed from the iteration number,
+    integer counters and constants only (tf2onnx's ``i < T and counter < max``, or a while loop
+    with no trip count at all): evaluated iteration by iteration, up to `most` (the trip count
+    input) and one past `limit`. None when the condition reads anything else."""
     from onnx.reference import ReferenceEvaluator
 
     if len(node.input) > 1 and node.input[1]:
         start = outer.const(node.input[1])
-        if start is None or start.size != 1 or not bool(start.reshape(-1)[0]):
-            return False
+        if start is None or start.size != 1:
+            return None
+        if not bool(start.reshape(-1)[0]):
+            return 0
     cond = body.output[0].name
-    if trips == 1 or cond == body.input[1].name:
-        return True
-    needed = upstream_nodes(body, [cond])
-    counters = {}
-    for k, inp in enumerate(body.input[2:]):
-        init = outer.const(node.input[2 + k]) if 2 + k < len(node.input) and node.input[2 + k] else None
-        counters[inp.name] = init
-    read = {i for k in needed for i in body.node[k].input} | {cond}
-    own = {o for k in needed for o in body.node[k].output}
-    for name in read - own - {t.name for t in body.initializer}:
-        if name == body.input[0].name or name == body.input[1].name:
-            continue
-        if name in counters and (counters[name] is None or counters[name].dtype.kind not in "iub"):
-            return False  # the condition reads a value the loop computes
-        if name not in counters and outer.const(name) is None:
-            return False
+    initial = {inp.name: outer.const(node.input[2 + k]) if 2 + k < len(node.input) and node.input[2 + k] else None for k, inp in enumerate(body.input[2:])}
+    wanted, read = [cond], set()
+    while True:  # the condition, and every carried value it reads, iteration after iteration
+        needed = upstream_nodes(body, wanted)
+        read = ({i for k in needed for i in body.node[k].input} | set(wanted)) & set(initial)
+        more = [body.output[body_index(body, n) - 1].name for n in sorted(read)]
+        if set(more) <= set(wanted):
+            break
+        wanted = list(dict.fromkeys(wanted + more))
+    own = {o for k in needed for o in body.node[k].output} | {t.name for t in body.initializer} | {body.input[0].name, body.input[1].name}
+    for name in {i for k in needed for i in body.node[k].input} - own:
+        value = initial.get(name) if name in initial else outer.const(name)
+        if value is None or value.dtype.kind not in "iub":
+            return None  # the condition reads a value the loop computes from data
     part = onnx.GraphProto()
     part.CopyFrom(body)
     del part.node[:]
     part.node.extend(body.node[k] for k in sorted(needed))
     del part.output[:]
-    part.output.extend([body.output[0]] + [body.output[body_index(body, n) - 1] for n in counters if n in read])
+    names = sorted(read)
+    part.output.extend([body.output[0]] + [body.output[body_index(body, n) - 1] for n in names])
     runner = ReferenceEvaluator(body_model(node, part, outer, opset))
-    state = {n: v for n, v in counters.items() if n in read}
-    for it in range(trips - 1):
+    inputs = {i.name for i in runner.proto_.graph.input}
+    state = {n: initial[n] for n in names}
+    bound = limit + 1 if most is None else min(most, limit + 1)
+    for it in range(bound):
         feeds = {body.input[0].name: np.array(it, np.int64), body.input[1].name: np.array(True), **state}
-        feeds = {k: v for k, v in feeds.items() if k in {i.name for i in runner.proto_.graph.input}}
-        values = runner.run(None, feeds)
+        values = runner.run(None, {k: v for k, v in feeds.items() if k in inputs})
         if not bool(np.asarray(values[0]).reshape(-1)[0]):
-            return False
-        state = dict(zip(state, values[1:]))
-    return True
+            return it + 1  # the condition for the next iteration is false
+        state = dict(zip(names, values[1:]))
+    return bound
 
 
 def recover(graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: Outer, opset: int, fresh) -> tuple[list, list, str] | str:
@@ -320,10 +324,10 @@ def holds_recurrent_node(body: onnx.GraphProto) -> bool:
 def refusal(node: onnx.NodeProto, why: str, trips: int | None, limit: int) -> UnsupportedFeatureError:
     label = node.name or node.output[0]
     if trips is None:
-        count = "its trip count is not a constant (fix the input shapes with --input)"
+        count = f"its trip count is not a constant (fix the input shapes with {flag('input')})"
     elif trips > limit:
-        count = f"its {trips} iterations are more than the {limit} it may be unrolled to"
+        count = f"it runs more than {limit} iterations, the most it may be unrolled to ({flag('max-steps')})"
     else:
-        count = "it may stop before its trip count"
+        count = "it runs no iteration"
     return UnsupportedFeatureError(f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
                                    f"its body is not a recognisable LSTM, GRU or RNN cell ({why}), and {count}")
