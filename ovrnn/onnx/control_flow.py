@@ -61,9 +61,9 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
         done = (_inline_ifs(work.graph, names, notes) or _rewrite_time_loops(work, names, notes, max_unroll, recovered)
                 or _unroll_loops(work, names, check, notes) or sequences_to_concat(work.graph, names))
         if not done:
+            _refuse_time_loops(work, max_unroll)  # with its constants folded
             break
         current, changed_any = work, True
-    _refuse_time_loops(current, max_unroll)
     if not changed_any:
         return model, []
     return _infer(current), notes
