@@ -1,5 +1,5 @@
 """Where a model goes wrong: the first ONNX node, in graph order, whose output departs from
-onnxruntime beyond the tolerance (validate.py asks on a FAIL).
+onnxruntime beyond the tolerance (validate.py asks when an output fails against onnxruntime).
 
 Both sides run the same seeded inputs with every intermediate tensor exposed: onnxruntime the
 ONNX graph as written, with every node output made a graph output; OpenVINO the IR, with an
