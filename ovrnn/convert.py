@@ -107,10 +107,11 @@ def _carried_out(plan: Plan, files: list[Path]) -> IR:
     auto, per op for the device."""
     built: dict[tuple, IR] = {}
 
-    def build(cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None) -> IR:
-        if (cells, by_op, measured) not in built:  # --lowering auto asks for the cell IR, and may keep it
-            built[cells, by_op, measured] = plan.lower(plan.options(cells, by_op, measured))
-        return built[cells, by_op, measured]
+    def build(cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None, auto: bool = False) -> IR:
+        key = (cells, by_op, measured, auto and (cells != "cell" or bool(by_op)))  # an all-cell IR is the same whoever chose it
+        if key not in built:  # --lowering auto asks for the cell IR, and may keep it
+            built[key] = plan.lower(plan.options(cells, by_op, measured, auto))
+        return built[key]
 
     notes: tuple[str, ...] = ()
     lowering, device = plan.request.lowering, plan.request.device
@@ -121,6 +122,6 @@ def _carried_out(plan: Plan, files: list[Path]) -> IR:
     else:
         choice, note = choose_cells(build, plan.request.device, plan.ops())
         kinds = set(choice.values())
-        ir = build(kinds.pop()) if len(kinds) == 1 else build("cell", tuple(choice.items()))  # per op when they differ
+        ir = build(kinds.pop(), auto=True) if len(kinds) == 1 else build("cell", tuple(choice.items()), auto=True)  # per op when they differ
         notes = (note,)
     return replace(ir, notes=plan.prepared.notes + (plan.read.notes if plan.read else ()) + ir.notes + notes, sources=tuple(files), frozen=plan.prepared.frozen)

@@ -91,11 +91,13 @@ class Plan:
     def view(self) -> GraphView:
         return self.prepared.view
 
-    def options(self, cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None) -> LoweringOptions:
+    def options(self, cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None, auto: bool = False) -> LoweringOptions:
+        """`auto`: `cells`/`by_op` are --lowering auto's choice for the device (the steps' reason says so)."""
         from .validation.budget import choose as error_budget  # measured on the float64 reference at convert time
 
         r = self.request
-        return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression, self.given_weights, error_budget, measured)
+        auto_device = canonical_device(r.device) if auto and r.device else None
+        return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression, self.given_weights, error_budget, measured, auto_device=auto_device)
 
     def lower(self, options: LoweringOptions):
         """Hand the model to the next stages: OpenVINO's frontend with ovrnn's lowering for whole

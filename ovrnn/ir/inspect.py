@@ -46,6 +46,7 @@ class Chain:
     clip: str = ""
     weights_shared_by: int = 0  # cells reading the first cell's W constant
     cell: str = "RNNCell"  # the cell layer type of a "cell" chain
+    reason: str = ""  # ours: why the step form, when the activation does not say (rt_info <dir>_reason)
 
 
 @dataclass
@@ -100,7 +101,8 @@ class InspectReport:
                 clip = f", clip {c.clip}" if c.clip not in ("", "0") else ""
                 kind = c.cell if c.lowering == "cell" else "explicit MatMul/Add/activation ops"
                 label = f"{c.rnn} " if c.rnn else ""
-                out.append(f"  {label}{c.direction}: {c.steps} steps, {c.activation}, {kind}, hidden {c.hidden_size}{clip}{share}")
+                why = f" [{c.reason}]" if c.reason else ""
+                out.append(f"  {label}{c.direction}: {c.steps} steps, {c.activation}, {kind}, hidden {c.hidden_size}{clip}{share}{why}")
         if self.body_layer_counts:
             out.append("inside If/Loop/TensorIterator bodies: " + ", ".join(f"{t} {n}" for t, n in sorted(self.body_layer_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
         if self.states:
@@ -170,6 +172,7 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
             c.hidden_size = int(hidden) if hidden.isdigit() and int(hidden) else c.hidden_size
             c.clip = "" if info.get("clip", "none") == "none" else info["clip"]
             c.activation = info.get(c.direction, c.activation).rsplit(" ", 1)[0]
+            c.reason = str(info.get(f"{c.direction}_reason", ""))
     return InspectReport(
         path=str(xml_path),
         ir_version=root.get("version", "?"),

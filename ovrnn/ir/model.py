@@ -8,6 +8,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ..fileio import ir_paths, write_atomic
+from ..lower.step_form import StepForm
 from ..semantics.recurrent import FAMILIES, Direction
 
 
@@ -15,8 +16,14 @@ from ..semantics.recurrent import FAMILIES, Direction
 class ChainSummary:
     direction: str  # "fwd" | "rev"
     activation: str  # e.g. "LeakyRelu(alpha=0.1)"; GRU/LSTM "f=Sigmoid g=Tanh [h=Tanh]"
-    lowering: str  # "cell" (RNNCell/GRUCell/LSTMCell) | "explicit" (MatMul/Add/activation ops)
+    lowering: str  # the step form: "cell" (RNNCell/GRUCell/LSTMCell) | "explicit" (MatMul/Add/activation ops)
     steps: int
+    step_form: StepForm | None = None  # the form and why it was chosen (lower/step_form.py)
+
+    @property
+    def why(self) -> str:
+        """Why this form: 'cell', 'activation: Softsign', 'asked: --lowering matmul', ..."""
+        return (self.step_form or StepForm.read(self.lowering, None)).why()
 
 
 @dataclass(frozen=True)
@@ -43,9 +50,9 @@ class RnnSummary:
         return self.layout if ("Y", tensor) in self.outputs else None
 
     @staticmethod
-    def of(spec, chains: list[tuple[Direction, str, str]], weights: str = "", compression=None) -> RnnSummary:
+    def of(spec, chains: list[tuple[Direction, str, StepForm]], weights: str = "", compression=None) -> RnnSummary:
         """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations as described,
-        lowering); `weights`: how integer W/R are stored ("" for float weights)."""
+        step form); `weights`: how integer W/R are stored ("" for float weights)."""
         op = {"RnnSpec": "RNN", "GruSpec": "GRU", "LstmSpec": "LSTM"}[type(spec).__name__]
         family = FAMILIES[op]
         return RnnSummary(
@@ -59,7 +66,7 @@ class RnnSummary:
             clip=spec.clip,
             dtype=spec.etype.ir,
             sequence_lens=spec.sequence_lens.name if spec.sequence_lens is not None else None,
-            chains=tuple(ChainSummary(d.value, a, kind, spec.seq_length) for d, a, kind in chains),
+            chains=tuple(ChainSummary(d.value, a, form.form.value, spec.seq_length, form) for d, a, form in chains),
             runtime_inputs=tuple(
                 (role, rin.name) for role in family.inputs if (rin := getattr(spec, role)) is not None and not rin.is_constant
             ),
@@ -85,6 +92,8 @@ class RnnSummary:
             info["sequence_lens"] = self.sequence_lens
         for c in self.chains:
             info[c.direction] = f"{c.activation} {c.lowering}"
+            if c.step_form is not None and not c.step_form.shown_by_value:
+                info[f"{c.direction}_reason"] = c.step_form.why()
         if self.weights:
             info["weights"] = self.weights
         return info

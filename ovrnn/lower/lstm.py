@@ -40,10 +40,6 @@ class LstmLowering(NodeLowering):
     WEIGHTS = ("W", "R", "B", "P")
     s: LstmSpec
 
-    def cell_lacks(self, acts: LstmActivations) -> list[str]:
-        """LSTMCell-4 has no peepholes or input_forget."""
-        return [what for what, on in (("peepholes", self.s.P is not None), ("input_forget", self.s.input_forget)) if on]
-
     def bias(self, d: int) -> Output:
         """Wb + Rb [4H], gates in LSTMCell's order."""
         g = self.g

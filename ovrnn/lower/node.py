@@ -1,15 +1,14 @@
 """Lowering one recurrent node: what RNN, GRU and LSTM share, so each op's module holds its gate math only.
 
 ``NodeLowering`` sets up the node's ``Sequence`` (layout, lengths, pieces; ``recurrent.py``) and its
-``GateWeights`` (``gates.py``), and per direction picks the lowering (a native cell chain or explicit
-ops), builds that direction's chain through the op's ``native_chain`` / ``explicit_chain`` and hands
+``GateWeights`` (``gates.py``), and per direction asks ``decide_step_form`` (``step_form.py``) for the
+step form (a native cell chain or explicit ops, and why), builds that direction's chain through the op's ``native_chain`` / ``explicit_chain`` and hands
 the chains to ``lower_chains``. A subclass (``rnn.py``, ``gru.py``, ``lstm.py``) adds:
 
     op, GATE_ORDER       its ONNX op type and the ONNX gate indices in its OpenVINO cell's order
     bias(d)              the cell's bias B_d from Wb_d and Rb_d
     native_chain(d, a)   the step as one RNNCell/GRUCell/LSTMCell
     explicit_chain(d, a) the step as MatMul/Add/activation ops (with the projection of X it reads)
-    cell_lacks(a)        what the cell cannot express in a direction (beyond its activations)
 
 The options (``LoweringOptions``: what the target device needs) and the result (``LoweredRnn``)
 live here too, as does ``SharedInputGuard``, the one rule across nodes.
@@ -24,15 +23,13 @@ from typing import ClassVar
 import numpy as np
 
 from . import ops
-from ..cpu_forms import FormChoice, measured_form, op_kind
 from .gates import GateWeights
 from ..quantization import Compression
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, StepFn, lower_chains, needs_mask, per_piece
 from ..semantics.recurrent import Direction, RecurrentInput, RecurrentSpec
+from .step_form import StepForm, decide_step_form
 
-NATIVE = "cell"
-EXPLICIT = "explicit"
 CELL_MODES = ("cell", "matmul")
 
 
@@ -54,6 +51,8 @@ class LoweringOptions:
     # (OpenVINO release, CPU ISA) whose measured table (ovrnn/cpu_forms.py) picks each direction's
     # form where the cells were not forced: convert's default for --device CPU; None: no table
     measured: tuple[str, str] | None = None
+    auto_device: str | None = None  # --lowering auto: the device `by_op`/`cells` were chosen for (None: asked)
+    shared_input: str = ""  # this node walks X as this earlier cell-lowered node does (SharedInputGuard)
 
     def cells_for(self, op: str) -> str:
         """The lowering for nodes of `op` (RNN, GRU, LSTM): NPU takes GRUCell/LSTMCell, not RNNCell."""
@@ -80,8 +79,9 @@ class SharedInputGuard:
     the last when two folded chains walk the same input in the same direction: its passes merge
     the two nodes' identical X plumbing before SequenceFusion rewrites it. A forward and a reverse
     walk differ (the reverse one is flipped first) and stay exact. The explicit-op lowering is
-    exact too, so a node that walks an X the way an earlier cell-lowered node does is lowered to
-    explicit ops, with a note.
+    exact too, so a node that walks an X the way an earlier cell-lowered node does gets options
+    naming that node (``shared_input``), which ``decide_step_form`` turns into explicit steps with
+    the reason, and a note.
     """
 
     def __init__(self) -> None:
@@ -101,7 +101,7 @@ class SharedInputGuard:
                 f"{op} node '{label}' walks X '{x_name}' in the same direction as node '{earlier[0]}': lowered to explicit ops, "
                 "because OpenVINO's CPU plugin computes wrong numbers for folded cell chains that share one input"
             )
-            return replace(options, cells="matmul", by_op=())
+            return replace(options, shared_input=earlier[0])
         for d in directions:
             self.walkers[(key, d)] = label
         return options
@@ -112,7 +112,7 @@ class LoweredRnn:
     """What one node became: its output ports and a description for rt_info/inspect."""
 
     outputs: dict[str, Output]
-    chains: list[tuple[Direction, str, str]] = field(default_factory=list)  # (dir, activations as described, NATIVE|EXPLICIT)
+    chains: list[tuple[Direction, str, StepForm]] = field(default_factory=list)  # (dir, activations as described, its step form)
     notes: list[str] = field(default_factory=list)
     weights: str = ""  # integer W/R, e.g. "int8 symmetric, one scale per row: W, R; scales f32"; "" = float
     compression: object = None  # the --compress-weights scheme this node got (after its error budget), or None
@@ -140,8 +140,6 @@ class NodeLowering:
         lens = port_of(spec.sequence_lens.name) if needs_mask(spec.sequence_lens, spec.seq_length) else None
         self.seq = Sequence(g, spec.label, port_of(spec.X.name), spec.layout, spec.seq_length, spec.hidden_size, spec.etype, spec.batch, lens, options.chunk, options.static)
         self.weights = GateWeights(g, spec, port_of, self.GATE_ORDER, options)
-        self.cells = options.cells_for(self.op)
-        self.measured = self.measured_choice()
 
     # --- what a subclass adds -------------------------------------------------------------------
 
@@ -153,10 +151,6 @@ class NodeLowering:
 
     def explicit_chain(self, d: int, acts) -> tuple[StepFn, Callable[[Output], Output]]:
         raise NotImplementedError
-
-    def cell_lacks(self, acts) -> list[str]:
-        """What the cell cannot express in a direction besides its activations (LSTM: peepholes)."""
-        return []
 
     def zero_bias_size(self) -> int:
         """The length of the cell's bias (GRU with linear_before_reset: 4H for 3 gates)."""
@@ -208,42 +202,12 @@ class NodeLowering:
         name = self.name(d, "xw")
         return lambda walked: ops.add(self.g, f"{name}/add_b", ops.matmul(self.g, f"{name}/matmul", walked, w, transpose_b=transpose_b), b)
 
-    def measured_choice(self) -> FormChoice | None:
-        """The form the measured CPU table gives this node (both directions share T, H and batch):
-        only where cells were asked for and the weights are float (the table times float weights;
-        a MatMul over int8 weights behind a Convert does not compile on OpenVINO 2026.4)."""
-        o, s = self.options, self.s
-        if o.measured is None or self.cells != "cell" or self.weights.integer or o.compression is not None:
-            return None
-        kind = op_kind(self.op, bool(getattr(s, "linear_before_reset", False)))
-        return measured_form(kind, self.H, s.batch.value, s.num_directions == 2, o.measured)
-
-    def lowering_of(self, acts) -> str:
-        """NATIVE when the direction is a cell chain: cells asked for, the cell expresses it, and
-        the measured CPU table (if any) does not give another form."""
-        native = all(a.native for a in self.slots(acts)) and not self.cell_lacks(acts)
-        measured_cell = self.measured is None or self.measured.form == "cell"
-        return NATIVE if self.cells == "cell" and native and measured_cell else EXPLICIT
-
-    def explicit_reason(self, acts) -> str:
-        """Why a direction is explicit ops: LSTMCell-4 has no peepholes or input_forget, the CPU
-        plugin's cells run relu/sigmoid/tanh only, or the measured table found MatMul steps faster."""
-        if self.cells != "cell":
-            return f"--lowering {self.cells}"
-        lacks = self.cell_lacks(acts) + [a.name for a in self.slots(acts) if not a.native]
-        return ", ".join(lacks) if lacks else f"faster than the cell chain, {self.measured.why}"
-
-    def chain_note(self, acts, kind: str) -> str:
+    def chain_note(self, acts, form: StepForm) -> str:
         """The direction's activations as rt_info and inspect show them, with why it is explicit
         (or, where the measured table chose the cell chain, why that)."""
-        if kind == NATIVE:
-            return acts.describe() + ("" if self.measured is None else f" [cell: the fastest form, {self.measured.why}]")
-        return acts.describe() + f" [explicit: {self.explicit_reason(acts)}]"
-
-    @staticmethod
-    def slots(acts) -> tuple:
-        """The direction's activations, one per slot."""
-        return tuple(acts)
+        if form.is_cell:
+            return acts.describe() + (f" [cell: {form.detail}]" if form.detail else "")
+        return acts.describe() + f" [explicit: {form.detail}]"
 
     def run(self, want: tuple[bool, ...]) -> LoweredRnn:
         """`want`: per ONNX output of the op (Y, Y_h[, Y_c]), whether to build it."""
@@ -253,9 +217,9 @@ class NodeLowering:
         starts = zip(*(self.initial_states(key, getattr(s, key)) for key in self.STATES))
         chains = []
         for d, (direction, acts, initial) in enumerate(zip(s.directions, s.activations, starts)):
-            kind = self.lowering_of(acts)
-            lowered.chains.append((direction, self.chain_note(acts, kind), kind))
-            step, project = self.native_chain(d, acts) if kind == NATIVE else self.explicit_chain(d, acts)
+            form = decide_step_form(s, d, self.options, integer_weights=self.weights.integer is not None)
+            lowered.chains.append((direction, self.chain_note(acts, form), form))
+            step, project = self.native_chain(d, acts) if form.is_cell else self.explicit_chain(d, acts)
             chains.append(Chain(direction, step, initial, project))
         outputs = s.family.outputs
         y = s.Y if want[0] and s.Y else None

@@ -37,11 +37,7 @@ class RnnLowering(NodeLowering):
     GATE_ORDER = (0,)  # one gate: W_d [H, I], R_d [H, H], B_d = Wb_d + Rb_d [H]
     s: RnnSpec
 
-    @staticmethod
-    def slots(act: Activation) -> tuple[Activation, ...]:
-        return (act,)
-
-    def chain_note(self, act: Activation, kind: str) -> str:
+    def chain_note(self, act: Activation, form) -> str:
         return act.describe()  # RNN's rt_info names no explicit reason (IRs stay as they were)
 
     def bias(self, d: int) -> Output:

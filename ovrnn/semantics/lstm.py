@@ -52,6 +52,10 @@ class LstmSpec(RecurrentSpec):
     def features(self) -> tuple[str, ...]:
         return tuple(what for what, on in (("peepholes", self.P is not None), ("input_forget", self.input_forget)) if on)
 
+    def cell_lacks(self) -> tuple[str, ...]:
+        """LSTMCell-4 has no peepholes or input_forget (LSTMCell-1 takes both; the CPU plugin ignores them)."""
+        return self.features()
+
     @staticmethod
     def direction_activations(slots: tuple[acts.Activation, ...]) -> LstmActivations:
         return LstmActivations(*slots)

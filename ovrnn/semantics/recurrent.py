@@ -182,6 +182,14 @@ class RecurrentSpec:
         """The op-specific switches that are on, for describe()."""
         return ()
 
+    def slot_activations(self, d: int) -> tuple[acts.Activation, ...]:
+        """Direction d's activations, one per slot of the op."""
+        return tuple(self.activations[d])
+
+    def cell_lacks(self) -> tuple[str, ...]:
+        """What the op's OpenVINO cell has no input or attribute for (LSTM: peepholes, input_forget)."""
+        return ()
+
     @classmethod
     def normalise(cls, node: onnx.NodeProto, index: int, opset: int, lookup, label: str):
         """Check one node of this op and resolve every default. `lookup(name)` gives TensorInfo or None."""

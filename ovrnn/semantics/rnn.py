@@ -38,5 +38,8 @@ class RnnSpec(RecurrentSpec):
         (f,) = slots
         return f
 
+    def slot_activations(self, d: int) -> tuple[acts.Activation, ...]:
+        return (self.activations[d],)
+
 
 normalise_rnn = RnnSpec.normalise
