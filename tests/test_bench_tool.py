@@ -37,7 +37,8 @@ def test_bench_quick(tmp_path):
     assert {row["op"] for row in data["latency"]["gl_rows"]} == {"GRU", "LSTM"}
     assert len(data["graph"]["rows"]) == 12 + 12 + 18 and data["graph"]["dynamic_batch_folds"]  # RNN, GRU, LSTM (± Y_c with lengths)
     assert [(r["direction"], r["batch"], r["folded"]) for r in data["graph"]["known_not_to_fold"]] == [(d, b, False) for b in ("static", "dynamic") for d in ("forward", "reverse", "bidirectional")]
-    assert [r["K"] for r in data["stream"]["rows"]] == [1, 16] and all(r["max_abs_diff"] < 1e-4 for r in data["stream"]["rows"])  # the sides compute one stream
+    assert [r["case"] for r in data["stream"]["rows"]] == ["LSTM H=128 K=1", "LSTM H=128 K=16", "silero VAD 16 kHz, 512 samples"]
+    assert all(r["max_abs_diff"] < 1e-4 for r in data["stream"]["rows"])  # the sides compute one stream
     assert "| figure |" in (out / "bench.md").read_text()
 
 

@@ -105,3 +105,62 @@ def test_other_types_are_a_usage_error(entry, value, kind):
     with pytest.raises(ovrnn.UsageError) as caught:
         call(value)
     assert str(caught.value) == message
+
+
+# --- the per-call path: inputs shared, outputs views of the request's buffers -----------------------
+
+
+def test_outputs_are_read_only_views_the_next_call_overwrites(demo_ir, want):
+    runner = ovrnn.Runner(demo_ir)
+    first = runner(FEEDS)
+    kept = runner(FEEDS, copy=True)
+    assert all(not v.flags.writeable for v in first.values()) and all(v.flags.writeable for v in kept.values())
+    with pytest.raises(ValueError, match="read-only"):
+        first["Y"][...] = 0
+    other = dict(FEEDS, X=FEEDS["X"][::-1].copy())
+    second = runner(other)
+    assert np.shares_memory(first["Y"], second["Y"])  # the same buffer, call after call
+    np.testing.assert_array_equal(first["Y"], ovrnn.run(demo_ir, other)["Y"])  # overwritten by the second call
+    np.testing.assert_array_equal(kept["Y"], want["Y"])  # the copy is not
+
+
+@pytest.mark.parametrize("copy_below", [0, 1 << 20], ids=["shared", "copied"])
+def test_inputs_shared_or_copied_give_the_same_numbers(demo_ir, want, copy_below, monkeypatch):
+    monkeypatch.setattr(ovrnn.Runner, "COPY_BELOW", copy_below)
+    runner = ovrnn.Runner(demo_ir)
+    x = {k: v.copy() for k, v in FEEDS.items()}
+    runner(x)
+    tensor = runner.request.get_input_tensor(0).data
+    assert np.shares_memory(tensor, x["X"]) == (copy_below == 0)  # shared: the request reads the caller's array
+    x["X"][...] = FEEDS["X"][::-1]  # refilled in place, the same array object given again
+    np.testing.assert_array_equal(runner(x)["Y"], ovrnn.run(demo_ir, dict(FEEDS, X=FEEDS["X"][::-1].copy()))["Y"])
+    np.testing.assert_array_equal(runner(FEEDS)["Y"], want["Y"])  # another array object
+    read_only = {k: v.copy() for k, v in FEEDS.items()}
+    for v in read_only.values():
+        v.flags.writeable = False
+    np.testing.assert_array_equal(runner(read_only)["Y"], want["Y"])  # not shareable: converted, same numbers
+    np.testing.assert_array_equal(runner(dict(FEEDS, X=np.asfortranarray(FEEDS["X"])))["Y"], want["Y"])
+    converted = {"X": FEEDS["X"].astype(np.float64), "sequence_lens": FEEDS["sequence_lens"].astype(np.int64), "initial_h": FEEDS["initial_h"].tolist()}
+    np.testing.assert_array_equal(runner(converted)["Y"], want["Y"])
+    with pytest.raises(ovrnn.UsageError, match=r"input 'X': dim 2 must be 4, got 5 \(shape \[8, 2, 5\]\)"):
+        runner(dict(FEEDS, X=np.zeros((8, 2, 5), np.float32)))
+
+
+def test_runtime_lengths_are_checked_every_call_even_in_a_refilled_array(demo_ir):
+    runner = ovrnn.Runner(demo_ir)
+    x = {k: v.copy() for k, v in FEEDS.items()}
+    runner(x)
+    x["sequence_lens"][0] = 9
+    with pytest.raises(ovrnn.UsageError, match=r"input 'sequence_lens': value 9 at batch index 0 is out of range, expected 0 <= length <= 8"):
+        runner(x)
+
+
+def test_dynamic_outputs_are_views_too(tmp_path):
+    ir = ovrnn.convert_model(DEMO_MODEL)  # batch and lengths dynamic
+    runner = ovrnn.Runner(ir)
+    x3 = {"X": np.ones((8, 3, 4), np.float32), "sequence_lens": np.array([8, 5, 2], np.int32), "initial_h": np.zeros((2, 3, 6), np.float32)}
+    first = runner(FEEDS, copy=True)
+    third = runner(x3)
+    assert third["Y"].shape == (8, 2, 3, 6) and not third["Y"].flags.writeable
+    np.testing.assert_array_equal(third["Y"], ovrnn.run(ir, x3)["Y"])
+    np.testing.assert_array_equal(runner(FEEDS)["Y"], first["Y"])  # back to batch 2: the request's tensors follow the shapes

@@ -14,7 +14,7 @@ from .. import progress
 from ..errors import UsageError
 from .arrays import input_files, load_inputs, read_arrays
 from .messages import notes
-from .options import POSITIVE
+from .options import COUNT, POSITIVE
 
 MAX_REPEAT = 10_000_000
 STATE_IN_ONE_REQUEST = "a stateful IR keeps its states in one infer request"
@@ -32,6 +32,7 @@ def add_parser(sub, common) -> None:
     r.add_argument("--repeat", type=POSITIVE, default=1, metavar="N", help="run N times: latency (median, p90) on one reused infer request, then throughput with N inferences in flight, like benchmark_app")
     r.add_argument("--hint", choices=("latency", "throughput", "none"), default=None, help="PERFORMANCE_HINT to compile with (default: the device's own)")
     r.add_argument("--streams", type=POSITIVE, default=None, metavar="N", help="NUM_STREAMS to compile with (default: what the hint chooses)")
+    r.add_argument("--threads", type=COUNT, default=None, metavar="N", help="CPU threads a call runs on: N, or 0 for all cores (default: ovrnn's batch-1 choice, docs/performance.md)")
     # a stateful IR (convert --stateful) streams: the inputs' time axis is fed in K-step calls (docs/streaming.md)
     r.add_argument("--reset-every", type=POSITIVE, default=None, metavar="N", help="stateful IR: reset the states every N calls (default: only at the start)")
     r.add_argument("--initial-state", metavar="S.npz", help="stateful IR: the states' values by state id, set at the start and after every reset")
@@ -84,6 +85,7 @@ class _Ran:
     how: str = ""  # after the header's "(executed on ...)"
     joined: dict = field(default_factory=dict)  # output name -> how its calls were joined
     states: dict = field(default_factory=dict)  # the final states by id
+    threads: object = None  # runtime.runner.Threads: the CPU threads a call ran on, and who chose them
 
 
 def _infer(args, model, inputs: dict) -> _Ran:
@@ -98,7 +100,7 @@ def _infer(args, model, inputs: dict) -> _Ran:
     if args.streams:
         properties["NUM_STREAMS"] = str(args.streams)
     t0 = time.perf_counter()
-    runner = runtime.Runner(model, args.device, args.precision, args.cache_dir, properties)
+    runner = runtime.Runner(model, args.device, args.precision, args.cache_dir, properties, threads=args.threads)
     compile_seconds = time.perf_counter() - t0
     _narrowing_notes(runner, inputs)
     times = []
@@ -122,7 +124,7 @@ def _infer(args, model, inputs: dict) -> _Ran:
             f"hint {_property(runner.compiled, 'PERFORMANCE_HINT').split('.')[-1]})",
         ]
 
-    return _Ran("ran", runner.compiled, outputs, timing)
+    return _Ran("ran", runner.compiled, outputs, timing, threads=runner.threads)
 
 
 def _stream(args, model, inputs: dict) -> _Ran:
@@ -140,7 +142,7 @@ def _stream(args, model, inputs: dict) -> _Ran:
         raise UsageError(f"--initial-state '{args.initial_state}': expected a .npz holding the states by id (see ovrnn inspect)")
     properties = {"PERFORMANCE_HINT": _HINTS[args.hint]} if args.hint else {}
     t0 = time.perf_counter()
-    stream = Stream(model, args.device, args.precision, args.cache_dir, properties)
+    stream = Stream(model, args.device, args.precision, args.cache_dir, properties, threads=args.threads)
     compile_seconds = time.perf_counter() - t0
     notes(stream.notes)
     what = f"--initial-state '{args.initial_state}'"
@@ -166,7 +168,7 @@ def _stream(args, model, inputs: dict) -> _Ran:
         name: f"calls joined on axis {axis}" if axis is not None else "one per call, stacked on a new axis 0"
         for name, axis in result.joined_on.items()
     }
-    return _Ran("streamed", stream.compiled, result.outputs, lambda: [latency], how, joined, dict(stream.state.items()))
+    return _Ran("streamed", stream.compiled, result.outputs, lambda: [latency], how, joined, dict(stream.state.items()), stream.threads)
 
 
 def _report(args, ran: _Ran) -> int:
@@ -179,6 +181,8 @@ def _report(args, ran: _Ran) -> int:
         print("  layers per device: " + ", ".join(f"{d} {n}" for d, n in compiled.layers_per_device.items()))
     if compiled.integer_weights:
         print(f"  {compiled.integer_weights}")
+    if ran.threads is not None and ran.threads.count is not None:
+        print(f"  threads: {ran.threads}")
     for line in ran.timing():
         print(f"  {line}")
     for name, value in ran.outputs.items():

@@ -201,12 +201,7 @@ def typed_tensor(etype, pshape, value: np.ndarray, what: str):
     state variable's); `what` names it in messages ("input 'X'", "state 'lstm/H'")."""
     o = ov()
     array = np.asarray(value)
-    if pshape.rank.is_static and len(pshape) != array.ndim:
-        raise UsageError(f"{what}: expected rank {len(pshape)} {pshape}, got shape {list(array.shape)}")
-    if pshape.rank.is_static:
-        for axis, (dim, n) in enumerate(zip(pshape, array.shape)):
-            if not dim.compatible(o.Dimension(n)):
-                raise UsageError(f"{what}: dim {axis} must be {dim}, got {n} (shape {list(array.shape)})")
+    shape_check(pshape, array.shape, what)
     if etype == o.Type.bf16:
         _check_kind(array.dtype, np.dtype(np.float32), what)
         bits = np.ascontiguousarray(array.astype(ml_dtypes.bfloat16)).view(np.uint16)
@@ -223,7 +218,20 @@ def typed_tensor(etype, pshape, value: np.ndarray, what: str):
             if array.size and (array.min() < info.min or array.max() > info.max):
                 raise UsageError(f"{what}: values do not fit {want}")
         array = array.astype(want)
-    return o.Tensor(np.ascontiguousarray(array), shared_memory=True)
+    array = np.ascontiguousarray(array)
+    return o.Tensor(array if array.flags.writeable else array.copy(), shared_memory=True)  # OpenVINO shares writeable arrays only
+
+
+def shape_check(pshape, shape: tuple[int, ...], what: str) -> bool:
+    """True when `shape` fits the partial shape `pshape`; else the UsageError naming `what`."""
+    if pshape.rank.is_dynamic:
+        return True
+    if len(pshape) != len(shape):
+        raise UsageError(f"{what}: expected rank {len(pshape)} {pshape}, got shape {list(shape)}")
+    for axis, (dim, n) in enumerate(zip(pshape, shape)):
+        if not dim.compatible(ov().Dimension(n)):
+            raise UsageError(f"{what}: dim {axis} must be {dim}, got {n} (shape {list(shape)})")
+    return True
 
 
 def inference_error(device: str, exc: RuntimeError, inputs: dict[str, np.ndarray]) -> Exception:
@@ -265,114 +273,8 @@ def to_numpy(tensor) -> np.ndarray:
     return np.array(tensor.data, copy=True)
 
 
-def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run once. Inputs by tensor name; outputs by tensor name, in the model's output order."""
-    return Runner.from_compiled(c)(inputs)
-
-
-class Runner:
-    """Compile once, infer many times: what a serving loop needs. `ir`: any of IR_FORMS.
-
-    One infer request is reused, and numpy inputs already of the port's type are passed without a
-    copy (share_inputs). The outputs returned are copies, safe to keep across calls.
-    """
-
-    def __init__(self, ir, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> None:
-        self._setup(compile_ir(read_model(ir), device, precision, cache_dir, properties))
-
-    @classmethod
-    def from_compiled(cls, c: Compiled) -> Runner:
-        runner = cls.__new__(cls)
-        runner._setup(c)
-        return runner
-
-    def _setup(self, c: Compiled) -> None:
-        self.compiled = c
-        self.request = c.compiled.create_infer_request()
-        self.ports = list(c.compiled.inputs)
-        self.by_name = {n: i for i, p in enumerate(self.ports) for n in p.get_names()}
-        # What lets an input go straight to OpenVINO, decided once: its numpy type and static shape.
-        self.fast = []
-        for port in self.ports:
-            pshape = port.get_partial_shape()
-            exact = port.get_element_type() != ov().Type.bf16 and pshape.is_static
-            self.fast.append((np.dtype(port.get_element_type().to_dtype()), tuple(d.get_length() for d in pshape)) if exact else None)
-        self.outputs = list(zip(c.output_names, c.compiled.outputs))
-
-    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        c = self.compiled
-        feeds = self.feeds(inputs)
-        try:
-            self.request.infer(feeds, share_inputs=True)
-        except RuntimeError as exc:
-            raise inference_error(c.device, exc, inputs) from None
-        return {name: to_numpy(self.request.get_tensor(port)) for name, port in self.outputs}
-
-    def throughput(self, inputs: dict[str, np.ndarray], runs: int, on_done=None) -> tuple[float, int]:
-        """(inferences per second, infer requests) for `runs` inferences kept in flight on the
-        device's optimal number of requests, as benchmark_app measures throughput."""
-        import time
-
-        c = self.compiled
-        feeds = self.feeds(inputs)
-        try:
-            jobs = int(c.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
-        except RuntimeError:
-            jobs = 1
-        jobs = max(jobs, 1)
-        queue = ov().AsyncInferQueue(c.compiled, jobs)
-        start = time.perf_counter()
-        try:
-            for i in range(runs):
-                queue.start_async(feeds, share_inputs=True)  # waits for a free request: at most `jobs` in flight
-                if on_done is not None:
-                    on_done(max(i + 1 - jobs, 0))
-            queue.wait_all()
-        except RuntimeError as exc:
-            raise inference_error(c.device, exc, inputs) from None
-        finally:
-            del queue  # before the inputs it shares go, and never left to interpreter shutdown
-        return runs / (time.perf_counter() - start), jobs
-
-    def feeds(self, inputs: dict[str, np.ndarray]) -> dict[int, object]:
-        """Checked inputs by port index: numpy arrays that can be shared, else ov.Tensors."""
-        c = self.compiled
-        if c.length_limits:
-            check_lengths(inputs, c.length_limits)
-        if len(inputs) != len(self.ports) or any(n not in self.by_name for n in inputs):
-            self._explain(inputs)
-        feeds = {}
-        for index, name in enumerate(inputs):
-            position = self.by_name[name]
-            value, fast = inputs[name], self.fast[position]
-            if fast is not None and type(value) is np.ndarray and value.dtype == fast[0] and value.shape == fast[1] and value.flags.c_contiguous:
-                feeds[position] = value  # shared, not copied
-            else:
-                feeds[position] = make_tensor(self.ports[position], value, name)
-        if len(feeds) != len(self.ports):
-            self._explain(inputs)
-        return feeds
-
-    def _explain(self, inputs: dict[str, np.ndarray]):
-        """The one-line error for inputs that do not match the model's."""
-        ports = ", ".join(_port_name(p) for p in self.ports)
-        unknown = [n for n in inputs if n not in self.by_name]
-        if unknown:
-            raise UsageError(f"input '{unknown[0]}' is not an input of the model (inputs: {ports})")
-        given = {self.by_name[n] for n in inputs}
-        missing = next((p for i, p in enumerate(self.ports) if i not in given), None)
-        if missing is not None:
-            raise UsageError(f"input '{_port_name(missing)}' is missing (give every input: {ports})")
-        raise UsageError(f"an input is given under two of its names (inputs: {ports})")
-
-
 def versions() -> dict[str, str]:
     return {"openvino": ov().get_version()}
-
-
-def run(ir, inputs: dict[str, np.ndarray], device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None) -> dict[str, np.ndarray]:
-    """Compile `ir` (any of IR_FORMS) on `device` and run it once."""
-    return infer(compile_ir(read_model(ir), device, precision, cache_dir), inputs)
 
 
 _DEVICE_PROPERTIES = (
@@ -429,3 +331,13 @@ def _takes_rnncell(device: str) -> bool:
         return cell.get_friendly_name() in core().query_model(model, device)
     except RuntimeError:
         return False
+
+
+
+def __getattr__(name: str):
+    """Runner, infer and run live in runner.py (the per-call path), which imports this module."""
+    if name in ("Runner", "infer", "run"):
+        from . import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
     stream = ovrnn.Stream("stream.xml")       # compiled at f32 on CPU, ONE infer request
     for chunk in chunks:                       # each chunk K steps long on its time axis
-        y = stream.feed({"X": chunk})["Y"]     # inputs passed without copies (share_inputs)
+        y = stream.feed({"X": chunk})["Y"]     # inputs shared, Y a view the next call overwrites
     stream.state                               # {"lstm/H": [1,B,H] array, "lstm/C": ...}
     stream.reset()                             # back to the initial state (ReadValue initializers)
     stream.set_state("lstm/H", h)              # seed a state
@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import DeviceError, IRFormatError, UsageError
 from . import engine
+from .chunks import StreamRun, join_outputs, split_inputs  # noqa: F401  (validation imports them from here)
 
 RT_SECTION = ("ovrnn", "stateful")
 
@@ -169,15 +170,18 @@ def precision_note(device: str, precision: str | None) -> str | None:
 class Stream:
     """A stream over one infer request of a stateful IR (any of engine.IR_FORMS).
 
-    ``feed(inputs)`` runs one call (K steps) and returns the outputs by name (copies, safe to keep);
+    ``feed(inputs)`` runs one call (K steps) and returns the outputs by name (views overwritten by
+    the next call; ``feed(inputs, copy=True)`` for copies);
     ``reset()`` returns every state to its initial value; ``state`` is {id: array} (copies);
     ``set_state(id, array)`` seeds one state. Inputs already of the model's type and shape are
     passed to OpenVINO without a copy.
     """
 
-    def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> None:
-        """`properties`: more compile properties (e.g. {"PERFORMANCE_HINT": "LATENCY"})."""
+    def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None, threads: int | None = None) -> None:
+        """`properties`: more compile properties (e.g. {"PERFORMANCE_HINT": "LATENCY"}); `threads`:
+        as Runner's (None: ovrnn's batch-1 default, 0: all cores); ``self.threads`` says which."""
         from ..plugins import canonical_device
+        from .runner import thread_properties
 
         device = canonical_device(device)
         model = engine.read_model(ir)  # an ov.Model as it is
@@ -186,21 +190,24 @@ class Stream:
         if traits.static_only:
             _check_static(model, device)
         note = precision_note(device, precision)
-        compiled = engine.compile_ir(model, device, precision, cache_dir, properties)
+        extra, chosen_by = thread_properties(device, threads, properties)
+        compiled = engine.compile_ir(model, device, precision, cache_dir, {**extra, **(properties or {})})
         # NPU's reset zero-fills: the initial values that are not zero are seeded after each reset
         seeds = _nonzero_initial_values(model) if traits.reset_zero_fills else {}
         types = {v.info.variable_id: (v.info.data_type, v.info.data_shape) for v in model.get_variables()}
-        self._setup(compiled, contract, traits, seeds, types)
+        self._setup(compiled, contract, traits, seeds, types, chosen_by)
         self.notes = [note] if note else []
 
-    def _setup(self, compiled: engine.Compiled, contract: StreamContract, traits: DeviceTraits, seeds: dict, types: dict) -> None:
+    def _setup(self, compiled: engine.Compiled, contract: StreamContract, traits: DeviceTraits, seeds: dict, types: dict, chosen_by: str) -> None:
         self.contract, self.traits, self._seeds, self._types = contract, traits, seeds, types
-        self._runner = engine.Runner.from_compiled(compiled)  # creates this stream's infer request
+        self._runner = engine.Runner.from_compiled(compiled, chosen_by)  # creates this stream's infer request
+        self.threads = self._runner.threads
         self.compiled = compiled
         self.request = self._runner.request
         by_name = {s.name: s for s in self.request.query_state()}
         self._variables = {s.id: by_name.pop(s.id) for s in contract.states if s.id in by_name} | by_name
         self._info = {s.id: s for s in contract.states}
+        self._checks = bool(contract.inputs or contract.batch)  # what _check_inputs has to look at
         self.notes: list[str] = []  # what the caller should know (GPU state precision)
         self._batches: dict[str, int | None] = {}  # state id -> the batch it holds; None: follows X
         self._seeded: set[str] = set()  # states set by set_state since the last call
@@ -209,7 +216,7 @@ class Stream:
     def spawn(self) -> Stream:
         """Another stream over the same compiled model: its own infer request, its own states."""
         other = Stream.__new__(Stream)
-        other._setup(self.compiled, self.contract, self.traits, self._seeds, self._types)
+        other._setup(self.compiled, self.contract, self.traits, self._seeds, self._types, self.threads.chosen_by)
         other.notes = list(self.notes)
         return other
 
@@ -243,13 +250,18 @@ class Stream:
 
     # -- the calls
 
-    def feed(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """One call: K more steps of the stream. Outputs by name, in the model's output order."""
-        batch = self._check_inputs(inputs)
-        outputs = self._runner(inputs)
-        if batch is not None:
+    def feed(self, inputs: dict[str, np.ndarray], copy: bool = False) -> dict[str, np.ndarray]:
+        """One call: K more steps of the stream. Outputs by name, in the model's output order:
+        read-only views of this stream's output buffers, overwritten by its next call (``copy=True``
+        for copies to keep). Inputs are shared, not copied (engine's Runner: refill one array in
+        place and give it again, and the call sets no tensor at all)."""
+        batch = self._check_inputs(inputs) if self._checks else None
+        outputs = self._runner(inputs, copy)
+        if batch is not None and self._batch_held != batch:
             self._batches = dict.fromkeys(self._batches, batch)
-        self._seeded.clear()
+            self._batch_held = batch
+        if self._seeded:
+            self._seeded.clear()
         return outputs
 
     def reset(self) -> None:
@@ -257,6 +269,7 @@ class Stream:
         initial_h/initial_c constant); seeded by hand where the device zero-fills instead."""
         self._reset_request()
         self._batches = {vid: self._static_batch(vid) for vid in self._variables}
+        self._batch_held = None  # the batch every state holds after a call; None: not one batch
         for vid, value in self._seeds.items():
             self.set_state(vid, value)
         self._seeded.clear()  # the seeds are the initial state, not the user's
@@ -286,6 +299,7 @@ class Stream:
         axis = self._info[state_id].batch_axis if state_id in self._info else None
         if axis is not None:
             self._batches[state_id] = int(np.shape(value)[axis])
+            self._batch_held = None
             self._seeded.add(state_id)
 
     def check_states(self, values: dict[str, np.ndarray], what: str) -> None:
@@ -318,8 +332,9 @@ class Stream:
                 for vid, value in seeds.items():
                     self.set_state(vid, value)
             start = time.perf_counter()
-            outputs.append(self.feed(chunk))
+            out = self.feed(chunk)
             seconds.append(time.perf_counter() - start)
+            outputs.append({name: value.copy() for name, value in out.items()})  # kept: the next call overwrites `out`
             if on_chunk is not None:
                 on_chunk(i + 1, len(chunks))
         time = self.contract.inputs[0] if self.contract.inputs else None
@@ -340,22 +355,24 @@ class Stream:
         """The inputs' time length and batch; the batch the call runs (None: not known)."""
         for t in self.contract.inputs:
             if t.name in inputs:
-                shape = np.shape(inputs[t.name])
+                value = inputs[t.name]
+                shape = value.shape if type(value) is np.ndarray else np.shape(value)
                 if len(shape) > t.axis and shape[t.axis] != t.length:
                     raise UsageError(f"input '{t.name}': one call takes {t.length} steps on axis {t.axis}, got {shape[t.axis]} (shape {list(shape)}); split a longer input into {t.length}-step chunks")
         batch, first = None, None
         for name, axis in self.contract.batch.items():
             if name not in inputs:
                 continue
-            shape = np.shape(inputs[name])
+            value = inputs[name]
+            shape = value.shape if type(value) is np.ndarray else np.shape(value)
             if len(shape) <= axis:
                 continue  # a wrong rank: the runner names it
             if batch is None:
                 batch, first = shape[axis], name
             elif shape[axis] != batch:
                 raise UsageError(f"input '{name}' has batch {shape[axis]} (axis {axis}) but input '{first}' has batch {batch}: every input of a call has the same batch")
-        if batch is None:
-            return None
+        if batch is None or batch == self._batch_held:
+            return batch
         for vid, held in self._batches.items():
             if held is not None and held != batch:
                 seeded = "was set to" if vid in self._seeded else "holds"
@@ -364,98 +381,6 @@ class Stream:
                     f"a state carries one batch; call reset() before a stream of another batch (or set every state to batch {batch})"
                 )
         return batch
-
-
-# --- a long input, chunk by chunk ------------------------------------------------------------------
-
-
-@dataclass
-class StreamRun:
-    outputs: dict[str, np.ndarray]  # the chunks' outputs, joined
-    joined_on: dict[str, int | None]  # output -> the time axis it was joined on; None: stacked on a new axis 0
-    seconds: list[float]  # per chunk (one feed each)
-    chunks: int
-    steps: int  # K, per chunk
-    last: dict[str, np.ndarray] = field(default_factory=dict)  # the last call's outputs
-
-    @property
-    def steps_per_second(self) -> float:
-        total = sum(self.seconds)
-        return self.chunks * self.steps / total if total > 0 else float("inf")
-
-
-def split_inputs(inputs: dict[str, np.ndarray], contract: StreamContract) -> list[dict[str, np.ndarray]]:
-    """One feed per chunk: the inputs that carry the time axis cut into their LENGTH-step chunks
-    (views where the cut is contiguous, else one copy made here, before any call is timed); the
-    others given whole to every call. A last chunk shorter than the others is refused."""
-    if contract.steps is None:
-        raise UsageError("the IR has states but no ovrnn/stateful rt_info saying which inputs carry the time axis, so it cannot be split into calls; make the IR with ovrnn convert --stateful")
-    if not contract.inputs:
-        raise UsageError("the stateful IR lists no graph input that carries the time axis (rt_info ovrnn/stateful 'inputs' is empty): its recurrent nodes read no time steps from a graph input, so there is no sequence to split into calls; feed it call by call")
-    counts = {}
-    for t in contract.inputs:
-        if t.name not in inputs:
-            continue  # missing: the runner names every input the model wants
-        shape = np.shape(inputs[t.name])
-        if len(shape) <= t.axis:
-            raise UsageError(f"input '{t.name}': expected its time steps on axis {t.axis}, got shape {list(shape)}")
-        steps = shape[t.axis]
-        whole, left = divmod(steps, t.length)
-        if steps == 0:
-            raise UsageError(f"input '{t.name}' has no time steps (shape {list(shape)}): a call runs {t.length} steps on axis {t.axis}")
-        if left:
-            raise UsageError(
-                f"input '{t.name}': {steps} steps on axis {t.axis} do not split into {t.length}-step calls: {whole} full chunk{'s' if whole != 1 else ''} "
-                f"and a last chunk of {left} step{'s' if left != 1 else ''}; every call runs exactly {t.length} steps, so trim or pad the input to a multiple of {t.length}"
-            )
-        counts[t.name] = whole
-    if len(set(counts.values())) > 1:
-        listed = ", ".join(f"'{n}' {c}" for n, c in counts.items())
-        raise UsageError(f"the inputs that carry the time axis split into different numbers of calls ({listed}): they must cover the same stretch of the stream")
-    n = next(iter(counts.values()), 1)
-    cut = {t.name: t for t in contract.inputs if t.name in counts}
-    chunks = []
-    for i in range(n):
-        feed = {}
-        for name, value in inputs.items():
-            t = cut.get(name)
-            if t is None:
-                feed[name] = value
-            else:
-                index = [slice(None)] * np.ndim(value)
-                index[t.axis] = slice(i * t.length, (i + 1) * t.length)
-                feed[name] = np.ascontiguousarray(np.asarray(value)[tuple(index)])
-        chunks.append(feed)
-    return chunks
-
-
-def join_outputs(per_chunk: list[dict[str, np.ndarray]], contract: StreamContract, input_rank: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
-    """Outputs with the chunk's K steps on the streamed input's time axis (an RNN's Y) are joined
-    along it, so a stream's Y reads like the whole sequence's; the others (a final state, one
-    value per chunk) are stacked on a new leading axis, one entry per call. The IR says which is
-    which where convert's chunked == whole check saw it (rt_info ``outputs``). Otherwise, with K = 1
-    a length says nothing: there only outputs of a higher rank than the streamed input (Y
-    [1,1,B,H] next to X [1,B,I]) are joined, and Y_h [1,B,H] is stacked."""
-    if not per_chunk:
-        return {}, {}
-    time = contract.inputs[0] if contract.inputs else None
-    joined, axes = {}, {}
-    for name in per_chunk[0]:
-        parts = [out[name] for out in per_chunk]
-        shape = parts[0].shape
-        if name in contract.outputs:
-            axis = contract.outputs[name]
-            if axis is not None and len(shape) > axis:
-                joined[name], axes[name] = np.concatenate(parts, axis=axis), axis
-            else:
-                joined[name], axes[name] = np.stack(parts), None
-            continue
-        steps_there = time is not None and len(shape) > time.axis and shape[time.axis] == time.length
-        if steps_there and (time.length > 1 or input_rank is None or len(shape) > input_rank):
-            joined[name], axes[name] = np.concatenate(parts, axis=time.axis), time.axis
-        else:
-            joined[name], axes[name] = np.stack(parts), None
-    return joined, axes
 
 
 def _check_static(model, device: str) -> None:

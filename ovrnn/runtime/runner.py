@@ -1,0 +1,258 @@
+"""Compile once, infer many times, at the least cost a call (what a serving loop or a stream needs).
+
+A call costs what OpenVINO's ``infer`` costs plus a few checks: nothing on the hot path is copied.
+
+* Inputs of a static shape up to ``Runner.COPY_BELOW`` bytes (a stream's chunk, a VAD frame) are
+  copied into a buffer the request owns, set as its input tensor once: a copy of a few kB costs
+  less than handing OpenVINO a new tensor (measured: about 1 µs against 5-10 µs). Larger or dynamic
+  inputs are **shared**, not copied: when the array is already of the port's type (C-contiguous,
+  writeable) the request's input tensor points into the caller's array, and the runner holds the
+  array until another one is given for that input; giving the same array object again costs no call
+  into OpenVINO at all (refill it in place between calls). Other arrays (another dtype, a read-only
+  or strided view, bf16 ports) are converted into a new tensor, every call.
+* Outputs: the arrays returned are **read-only views of the request's output buffers**; the next
+  call on the same runner overwrites them. Outputs of a static shape live in buffers the runner
+  allocates once and hands OpenVINO as the output tensors, so they stay the same arrays call after
+  call; a dynamic output is a view of the tensor the call produced. Give ``copy=True`` (or copy
+  what you keep) to hold results across calls. ``run`` and ``infer`` return copies.
+* The call itself: ``start_async()`` + ``wait()`` with no arguments (tensors set as above). Measured
+  on this project's CPU, with the plugin's worker thread doing the work this costs less than
+  ``infer()``, which runs the graph on the calling Python thread (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UsageError, flag
+from .engine import DEFAULT_PRECISION, Compiled, _port_name, check_lengths, compile_ir, inference_error, make_tensor, ov, read_model, shape_check
+
+
+LATENCY_THREADS = 0  # CPU threads a call runs on by default, 0: all cores (docs/performance.md#threads-at-batch-1)
+
+
+@dataclass(frozen=True)
+class Threads:
+    """The CPU threads one call runs on, and who chose them."""
+
+    count: int | None  # INFERENCE_NUM_THREADS as compiled; None: not a CPU device
+    chosen_by: str  # e.g. "ovrnn's batch-1 default", "asked with threads=0 (all cores)"
+
+    def __str__(self) -> str:
+        return f"{self.count if self.count is not None else 'the device default'}, {self.chosen_by}"
+
+
+def thread_properties(device: str, threads: int | None, properties: dict | None) -> tuple[dict, str]:
+    """(compile properties, who chose) for `threads`: None = ovrnn's batch-1 default
+    (LATENCY_THREADS), 0 = all cores (OpenVINO's own default), N = N threads. CPU only: the other
+    devices take no thread count (asked for one there, a UsageError)."""
+    from ..plugins import canonical_device
+
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0):
+        raise UsageError(f"{flag('threads')}: expected a number of CPU threads, 1 or more, or 0 for all cores, got {threads!r}")
+    if properties and "INFERENCE_NUM_THREADS" in properties:
+        return {}, "asked with the INFERENCE_NUM_THREADS property"
+    if threads is None and properties and (str(properties.get("PERFORMANCE_HINT", "")).upper().endswith("THROUGHPUT") or "NUM_STREAMS" in properties):
+        return {}, "OpenVINO's default for several streams"  # throughput asked for: the latency default does not apply
+    if canonical_device(device) != "CPU":
+        if threads is not None:
+            raise UsageError(f"{flag('threads')}: a CPU thread count, and the device is {device}; leave it out there")
+        return {}, "the device's default"
+    if threads is None:
+        threads, chosen_by = LATENCY_THREADS, "ovrnn's batch-1 default"
+    else:
+        threads, chosen_by = int(threads), f"asked with {flag('threads', int(threads))}"
+    return ({"INFERENCE_NUM_THREADS": str(threads)} if threads else {}), chosen_by + ("" if threads else " (all cores)")
+
+
+def compiled_threads(c: Compiled, chosen_by: str) -> Threads:
+    try:
+        return Threads(int(c.compiled.get_property("INFERENCE_NUM_THREADS")), chosen_by)
+    except (RuntimeError, TypeError, ValueError):
+        return Threads(None, chosen_by)
+
+
+def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run once. Inputs by tensor name; outputs by tensor name (copies), in the model's output order."""
+    return Runner.from_compiled(c)(inputs, copy=True)
+
+
+def run(ir, inputs: dict[str, np.ndarray], device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, threads: int | None = None) -> dict[str, np.ndarray]:
+    """Compile `ir` (any of engine.IR_FORMS) on `device` and run it once; the outputs are copies."""
+    return Runner(ir, device, precision, cache_dir, threads=threads)(inputs, copy=True)
+
+
+class Runner:
+    """One compiled model and one infer request, reused call after call. `ir`: any of
+    engine.IR_FORMS. ``runner(inputs)`` returns {output name: read-only view}, overwritten by the
+    next call; ``runner(inputs, copy=True)`` returns copies (see the module docstring)."""
+
+    COPY_BELOW = 32768  # bytes: a static input up to this size is copied into the request's own buffer
+
+    def __init__(self, ir, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None, threads: int | None = None) -> None:
+        """`threads`: CPU threads a call runs on; None: ovrnn's batch-1 default (LATENCY_THREADS),
+        0: all cores. ``self.threads`` says what was chosen."""
+        extra, chosen_by = thread_properties(device, threads, properties)
+        self._setup(compile_ir(read_model(ir), device, precision, cache_dir, {**extra, **(properties or {})}), chosen_by)
+
+    @classmethod
+    def from_compiled(cls, c: Compiled, chosen_by: str = "as compiled") -> Runner:
+        runner = cls.__new__(cls)
+        runner._setup(c, chosen_by)
+        return runner
+
+    def _setup(self, c: Compiled, chosen_by: str = "as compiled") -> None:
+        o = ov()
+        self.threads = compiled_threads(c, chosen_by)
+        self._tensor = o.Tensor
+        self.compiled = c
+        self.request = c.compiled.create_infer_request()
+        self.ports = list(c.compiled.inputs)
+        self.by_name = {n: i for i, p in enumerate(self.ports) for n in p.get_names()}
+        self._aliased = any(len(p.get_names()) > 1 for p in self.ports)  # then one input can come under two names
+        # What lets an input be shared, decided once: its numpy type, and its static shape (None: dynamic)
+        self.fast = []
+        for port in self.ports:
+            pshape = port.get_partial_shape()
+            exact = port.get_element_type() != o.Type.bf16
+            self.fast.append((np.dtype(port.get_element_type().to_dtype()), tuple(d.get_length() for d in pshape) if pshape.is_static else None) if exact else None)
+        self._held: list = [None] * len(self.ports)  # the caller's array each input tensor shares now
+        self._tensors: list = [None] * len(self.ports)
+        # Small static inputs are copied into a buffer the request owns: cheaper than handing
+        # OpenVINO a new tensor each call (a call's new chunk); large or dynamic ones are shared.
+        self._buffers: list = [None] * len(self.ports)
+        for position, fast in enumerate(self.fast):
+            if fast is not None and fast[1] is not None and np.prod(fast[1], dtype=np.int64) * fast[0].itemsize <= self.COPY_BELOW:
+                buffer = np.zeros(fast[1], fast[0])
+                self._tensors[position] = o.Tensor(buffer, shared_memory=True)
+                self.request.set_input_tensor(position, self._tensors[position])
+                self._buffers[position] = buffer
+        self.outputs = list(zip(c.output_names, c.compiled.outputs))
+        self._views: dict[str, np.ndarray] = {}  # static outputs: read-only views of buffers set once
+        self._dynamic: list[tuple[str, int]] = []  # outputs read from the request after each call
+        for index, (name, port) in enumerate(self.outputs):
+            pshape, etype = port.get_partial_shape(), port.get_element_type()
+            if pshape.is_static and etype != o.Type.bf16:
+                buffer = np.zeros([d.get_length() for d in pshape], etype.to_dtype())
+                self.request.set_output_tensor(index, o.Tensor(buffer, shared_memory=True))
+                self._views[name] = _read_only(buffer)
+            else:
+                self._dynamic.append((name, index))
+        self._order = [name for name, _ in self.outputs]
+
+    def __call__(self, inputs: dict[str, np.ndarray], copy: bool = False) -> dict[str, np.ndarray]:
+        self.set_inputs(inputs)
+        try:
+            self.request.start_async()
+            self.request.wait()
+        except RuntimeError as exc:
+            raise inference_error(self.compiled.device, exc, inputs) from None
+        return self.outputs_now(copy)
+
+    def set_inputs(self, inputs: dict[str, np.ndarray]) -> None:
+        """Point the request's input tensors at `inputs` (checked; shared where they can be)."""
+        if len(inputs) != len(self.ports):
+            self._explain(inputs)
+        held, by_name = self._held, self.by_name
+        for name, value in inputs.items():
+            position = by_name.get(name)
+            if position is None:
+                self._explain(inputs)
+            if value is not held[position]:
+                self._set(position, name, value)
+        if self._aliased and len({by_name[n] for n in inputs}) != len(self.ports):
+            self._explain(inputs)
+        if self.compiled.length_limits:
+            check_lengths(inputs, self.compiled.length_limits)
+
+    def outputs_now(self, copy: bool = False) -> dict[str, np.ndarray]:
+        """The outputs of the last call: views (see the class docstring), or copies."""
+        views = self._views
+        if self._dynamic:
+            views = dict(views)
+            for name, index in self._dynamic:
+                views[name] = _read_only(_data(self.request.get_output_tensor(index)))
+            views = {name: views[name] for name in self._order}
+        return {name: value.copy() for name, value in views.items()} if copy else dict(views)
+
+    def _set(self, position: int, name: str, value) -> None:
+        fast = self.fast[position]
+        port = self.ports[position]
+        buffer = self._buffers[position]
+        if buffer is not None:
+            if type(value) is np.ndarray and value.dtype == fast[0] and value.shape == fast[1]:
+                np.copyto(buffer, value)
+            else:
+                np.copyto(buffer, _data(make_tensor(port, value, name)))  # checked and converted first
+            return
+        shareable = fast is not None and type(value) is np.ndarray and value.dtype == fast[0] and value.flags.c_contiguous and value.flags.writeable
+        if shareable and (value.shape == fast[1] if fast[1] is not None else shape_check(port.get_partial_shape(), value.shape, f"input '{name}'")):
+            tensor, keep = self._tensor(value, shared_memory=True), value
+        else:
+            tensor, keep = make_tensor(port, value, name), None  # a converted copy: made again next call
+        try:
+            self.request.set_input_tensor(position, tensor)
+        except RuntimeError as exc:
+            raise inference_error(self.compiled.device, exc, {name: value}) from None
+        self._held[position] = keep
+        self._tensors[position] = tensor  # the request points into its memory: kept alive while set
+
+    def throughput(self, inputs: dict[str, np.ndarray], runs: int, on_done=None) -> tuple[float, int]:
+        """(inferences per second, infer requests) for `runs` inferences kept in flight on the
+        device's optimal number of requests, as benchmark_app measures throughput."""
+        import time
+
+        c = self.compiled
+        feeds = self.feeds(inputs)
+        try:
+            jobs = int(c.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        except RuntimeError:
+            jobs = 1
+        jobs = max(jobs, 1)
+        queue = ov().AsyncInferQueue(c.compiled, jobs)
+        start = time.perf_counter()
+        try:
+            for i in range(runs):
+                queue.start_async(feeds, share_inputs=True)  # waits for a free request: at most `jobs` in flight
+                if on_done is not None:
+                    on_done(max(i + 1 - jobs, 0))
+            queue.wait_all()
+        except RuntimeError as exc:
+            raise inference_error(c.device, exc, inputs) from None
+        finally:
+            del queue  # before the inputs it shares go, and never left to interpreter shutdown
+        return runs / (time.perf_counter() - start), jobs
+
+    def feeds(self, inputs: dict[str, np.ndarray]) -> dict[int, object]:
+        """Checked inputs by port index, as ov.Tensors (shared where they can be)."""
+        self.set_inputs(inputs)
+        return {i: self.request.get_input_tensor(i) for i in range(len(self.ports))}
+
+    def _explain(self, inputs: dict[str, np.ndarray]):
+        """The one-line error for inputs that do not match the model's."""
+        ports = ", ".join(_port_name(p) for p in self.ports)
+        unknown = [n for n in inputs if n not in self.by_name]
+        if unknown:
+            raise UsageError(f"input '{unknown[0]}' is not an input of the model (inputs: {ports})")
+        given = {self.by_name[n] for n in inputs}
+        missing = next((p for i, p in enumerate(self.ports) if i not in given), None)
+        if missing is not None:
+            raise UsageError(f"input '{_port_name(missing)}' is missing (give every input: {ports})")
+        raise UsageError(f"an input is given under two of its names (inputs: {ports})")
+
+
+def _data(tensor) -> np.ndarray:
+    """A view of an output tensor's data (bf16 read as ml_dtypes.bfloat16, still a view)."""
+    if tensor.element_type == ov().Type.bf16:
+        import ml_dtypes
+
+        return tensor.data.view(np.uint16).view(ml_dtypes.bfloat16)
+    return tensor.data
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
