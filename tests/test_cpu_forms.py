@@ -93,9 +93,11 @@ def test_convert_for_cpu_takes_the_measured_form_and_says_why(this_machine_table
     counts = layer_counts(ir.xml)
     assert counts["GRUCell"] == 0 and counts["MatMul"] > 0 and dead_layers(ir.xml) == []
     release, isa = cpu_forms.machine_key()
-    why = f"[explicit: faster than the cell chain, measured on {isa} with OpenVINO {release}, GRU H=16 batch 1 {direction}: cell 300 µs, matmul 100 µs]"
-    assert all(c.lowering == "explicit" and c.activation == f"f=Sigmoid g=Tanh {why}" for c in ir.rnns[0].chains)
-    assert f'value="f=Sigmoid g=Tanh {why} explicit"'.encode() in ir.xml  # the node's rt_info, per direction
+    why = f"measured: faster than the cell chain, measured on {isa} with OpenVINO {release}, GRU H=16 batch 1 {direction}: cell 300 µs, matmul 100 µs"
+    assert all(c.lowering == "explicit" and c.activation == "f=Sigmoid g=Tanh" for c in ir.rnns[0].chains)
+    for d in [c.direction for c in ir.rnns[0].chains]:  # the node's rt_info, per direction: the form, and why
+        assert f'<info name="{d}" value="f=Sigmoid g=Tanh explicit"/>'.encode() in ir.xml
+        assert f'<info name="{d}_reason" value="{why}"/>'.encode() in ir.xml
     assert f'name="step_forms" value="measured on CPU {isa} with OpenVINO {release} (ovrnn/data/cpu_forms.json)"'.encode() in ir.xml
     x = np.random.default_rng(0).uniform(-1, 1, (6, 1, 5)).astype(np.float32)
     got, want = run_ir(ir, {"X": x}), reference.run_model(model, {"X": x})
@@ -106,8 +108,10 @@ def test_convert_for_cpu_takes_the_measured_form_and_says_why(this_machine_table
 def test_a_measured_cell_row_keeps_the_cell_chain_and_says_why(this_machine_table):
     ir = ovrnn.convert_model(gru(16, lbr=1), device="CPU")
     assert layer_counts(ir.xml)["GRUCell"] == 6
-    assert ir.rnns[0].chains[0].activation.endswith("GRU-lbr1 H=16 batch 1 forward: cell 100 µs, matmul 130 µs]")
-    assert ir.rnns[0].chains[0].activation.startswith("f=Sigmoid g=Tanh [cell: the fastest form, measured on ")
+    release, isa = cpu_forms.machine_key()
+    why = f"measured: the fastest form, measured on {isa} with OpenVINO {release}, GRU-lbr1 H=16 batch 1 forward: cell 100 µs, matmul 130 µs"
+    assert ir.rnns[0].chains[0].activation == "f=Sigmoid g=Tanh"
+    assert f'<info name="fwd" value="f=Sigmoid g=Tanh cell"/><info name="fwd_reason" value="{why}"/>'.encode() in ir.xml.replace(b"\n", b"").replace(b"\t", b"")
 
 
 def test_cell_forces_cells_and_no_device_keeps_the_bytes(this_machine_table):
@@ -139,7 +143,7 @@ def test_inspect_names_the_table(this_machine_table, tmp_path):
     text = inspect.inspect_ir(path).format()
     release, isa = cpu_forms.machine_key()
     assert f"step forms: measured on CPU {isa} with OpenVINO {release} (ovrnn/data/cpu_forms.json) (each chain above says which it took and why)" in text
-    assert "gru fwd: 6 steps, f=Sigmoid g=Tanh [explicit: faster than the cell chain, measured on" in text
+    assert "gru fwd: 6 steps, f=Sigmoid g=Tanh, explicit MatMul/Add/activation ops, hidden 16 [measured: faster than the cell chain, measured on" in text
 
 
 def test_the_committed_table_is_well_formed():
@@ -151,3 +155,50 @@ def test_the_committed_table_is_well_formed():
         for r in e["rows"]:
             assert r["op"] in ("RNN", "GRU", "GRU-lbr1", "LSTM") and r["direction"] in ("forward", "bidirectional")
             assert r["choice"] in r["us"] and r["hidden"] > 0 and r["batch"] > 0
+
+
+def _tool():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("measure_forms", Path(__file__).resolve().parent.parent / "tools" / "measure_forms.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "cell, matmul, ort, err, want",
+    [
+        (3.0, 1.0, 1.0, 1e-7, "matmul"),  # the cell chain is slower than onnxruntime, MatMul steps 3x faster
+        (3.0, 2.8, 1.0, 1e-7, "cell"),  # less than the 10% margin
+        (0.8, 0.5, 1.0, 1e-7, "cell"),  # the cell chain is ahead of onnxruntime already: kept
+        (3.0, 1.0, 1.0, 1e-3, "cell"),  # MatMul steps off onnxruntime by more than 1e-5: never chosen
+    ],
+    ids=["slow-cell-faster-matmul", "within-margin", "cell-ahead-of-onnxruntime", "inexact-form"],
+)
+def test_the_tool_chooses_by_its_rule(cell, matmul, ort, err, want):
+    rng = np.random.default_rng(0)
+    noisy = lambda v: v * rng.uniform(0.97, 1.03, 15)  # noqa: E731
+    times = {"onnxruntime": noisy(ort), "cell": noisy(cell), "matmul": noisy(matmul)}
+    choice, ratios = _tool().choose(times, {"cell": 1e-7, "matmul": err}, 0.1)
+    assert choice == want
+    assert ratios["cell"][0] == 1.0 and ratios["matmul"][0] == pytest.approx(matmul / cell, rel=0.1)
+
+
+def test_the_tool_writes_an_entry_for_this_machine(tmp_path):
+    """A tiny grid, run for real: the entry's key is this machine's, every form was checked
+    against onnxruntime, and another machine's entry in the file is kept."""
+    out = tmp_path / "forms.json"
+    other = {"openvino": "1.0.0", "isa": "sse41", "measured": "x", "rows": []}
+    out.write_text(json.dumps({"entries": [other]}))
+    tool = _tool()
+    assert tool.main(["--kinds", "GRU", "--hidden", "8", "--directions", "forward", "--threads", "1", "--rounds", "2", "--steps", "4", "--out", str(out)]) == 0
+    entries = json.loads(out.read_text())["entries"]
+    mine = next(e for e in entries if (e["openvino"], e["isa"]) == cpu_forms.machine_key())
+    assert other in entries and len(entries) == 2
+    (row,) = mine["rows"]
+    assert (row["op"], row["hidden"], row["batch"], row["direction"], row["steps"]) == ("GRU", 8, 1, "forward", 4)
+    assert row["choice"] in ("cell", "matmul") and set(row["us"]) == {"cell", "matmul"}
+    assert max(row["threads"]["1"]["max_error"].values()) <= 1e-5
+    assert tool.main(["--show", "--out", str(out)]) == 0

@@ -28,7 +28,7 @@ from ..quantization import Compression
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, StepFn, lower_chains, needs_mask, per_piece
 from ..semantics.recurrent import Direction, RecurrentInput, RecurrentSpec
-from .step_form import StepForm, decide_step_form
+from .step_form import Reason, StepForm, decide_step_form
 
 CELL_MODES = ("cell", "matmul")
 
@@ -205,6 +205,8 @@ class NodeLowering:
     def chain_note(self, acts, form: StepForm) -> str:
         """The direction's activations as rt_info and inspect show them, with why it is explicit
         (or, where the measured table chose the cell chain, why that)."""
+        if form.reason is Reason.MEASURED:  # the row is long: said once, in <dir>_reason
+            return acts.describe()
         if form.is_cell:
             return acts.describe() + (f" [cell: {form.detail}]" if form.detail else "")
         return acts.describe() + f" [explicit: {form.detail}]"
