@@ -115,7 +115,7 @@ def test_masking_layer_keeps_the_state_and_repeats_the_output_where_masked():
     assert np.array_equal(want[0, 0], np.zeros(4, np.float32)) and np.array_equal(want[0, 2], want[0, 1])
 
 
-@pytest.mark.parametrize("name", ["keras_masked_lstm_classifier", "keras_gru_forecaster"])
+@pytest.mark.parametrize("name", sorted(MANIFEST))
 def test_validate_passes(name):
     report = ovrnn.validate(FIXTURES / f"{name}.onnx")
     assert report.passed and report.onnxruntime == "used", report.format()
@@ -231,3 +231,48 @@ def test_a_relu_gru_from_tf_keras_is_unrolled_and_matches_keras():
     got = run_ir(ir, feeds)
     for key, value in want.items():
         assert_close(got[key], value.astype(np.float64), 1e-5, 1e-5, key)
+
+
+def _scan_lstm(axis: int, reverse: int, out_axis: int) -> onnx.ModelProto:
+    """An LSTM written as a Scan over X (time on `axis`), gates by MatMul/Split/Sigmoid/Tanh."""
+    rng = np.random.default_rng(40 + axis + 2 * reverse)
+    H, F = 4, 3
+    W, R, b = (rng.uniform(-0.5, 0.5, s).astype(np.float32) for s in ((F, 4 * H), (H, 4 * H), (4 * H,)))
+    f32 = onnx.TensorProto.FLOAT
+    init = onnx.numpy_helper.from_array
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["x_t", "W"], ["xw"]), helper.make_node("MatMul", ["h", "R"], ["hr"]),
+         helper.make_node("Add", ["xw", "hr"], ["g0"]), helper.make_node("Add", ["g0", "b"], ["g"]),
+         helper.make_node("Split", ["g"], ["gi", "gf", "gc", "go"], axis=1, num_outputs=4),
+         helper.make_node("Sigmoid", ["gi"], ["i"]), helper.make_node("Sigmoid", ["gf"], ["f"]), helper.make_node("Sigmoid", ["go"], ["o"]),
+         helper.make_node("Tanh", ["gc"], ["cc"]), helper.make_node("Mul", ["f", "c"], ["fc"]), helper.make_node("Mul", ["i", "cc"], ["ic"]),
+         helper.make_node("Add", ["fc", "ic"], ["c_new"]), helper.make_node("Tanh", ["c_new"], ["tc"]), helper.make_node("Mul", ["o", "tc"], ["h_new"]),
+         helper.make_node("Identity", ["h_new"], ["y_t"])],
+        "cell", [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h", "c")] + [helper.make_tensor_value_info("x_t", f32, [2, F])],
+        [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h_new", "c_new", "y_t")])
+    x_shape = [5, 2, F] if axis == 0 else [2, 5, F]
+    y_shape = [5, 2, H] if out_axis == 0 else [2, 5, H]
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["h0", "c0", "X"], ["h_T", "c_T", "Y"], name="scan_lstm", body=body, num_scan_inputs=1,
+                          scan_input_axes=[axis], scan_input_directions=[reverse], scan_output_axes=[out_axis], scan_output_directions=[reverse])],
+        "scan", [helper.make_tensor_value_info("X", f32, x_shape)] + [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h0", "c0")],
+        [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h_T", "c_T")] + [helper.make_tensor_value_info("Y", f32, y_shape)],
+        [init(W, "W"), init(R, "R"), init(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+@pytest.mark.parametrize("axis,reverse,out_axis", [(0, 0, 0), (1, 0, 1), (1, 1, 0)], ids=["time-first", "batch-first", "reversed"])
+def test_a_scan_over_time_becomes_the_recurrent_node(tmp_path, axis, reverse, out_axis):
+    model = _scan_lstm(axis, reverse, out_axis)
+    path = tmp_path / "scan.onnx"
+    onnx.save(model, path)
+    ir = ovrnn.convert_model(path)
+    counts = layer_counts(ir.xml)
+    assert counts["LSTMCell"] == 5 and not HIDING & set(counts)
+    assert any(n.startswith("Loop node 'scan_lstm': its body computes a LSTM cell of hidden size 4 over the 5 steps") for n in ir.notes)
+    rng = np.random.default_rng(1)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32) for i in model.graph.input}
+    want = ort.InferenceSession(str(path)).run(None, feeds)
+    got = run_ir(ir, feeds)
+    for name, value in zip(("h_T", "c_T", "Y"), want):
+        assert_close(got[name], value.astype(np.float64), 1e-6, 1e-5, name)

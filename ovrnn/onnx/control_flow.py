@@ -29,11 +29,12 @@ from onnx import helper, numpy_helper
 from ..errors import flag, quoted
 from .fold import fold_constants
 from .inline import Names, all_graphs, copy_body, defined, node_label, subgraphs, taken_names
-from .sequences import sequences_to_concat
 from .loop_cells import NotACell
 from .loop_check import recognise
 from .loop_rewrite import Outer, counted_trips, holds_recurrent_node, over_time, recover, refusal
 from .read import ONNX_DOMAINS, RECURRENT
+from .scan_loop import as_loop, scans
+from .sequences import sequences_to_concat
 
 MAX_UNROLL = 256  # iterations; a longer Loop stays a Loop
 _MAX_ROUNDS = 64
@@ -59,6 +60,7 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
             work.CopyFrom(model)
         names = Names(work.graph)
         done = (_inline_ifs(work.graph, names, notes) or _rewrite_time_loops(work, names, notes, max_unroll, recovered)
+                or _scans_to_loops(work, names, notes, max_unroll)
                 or _unroll_loops(work, names, check, notes) or sequences_to_concat(work.graph, names))
         if not done:
             _refuse_time_loops(work, max_unroll)  # with its constants folded
@@ -253,6 +255,41 @@ def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], 
         graph.initializer.extend(inits)
         graph.value_info.extend(infos)
         notes.append(note)
+        return True
+    return False
+
+
+def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limit: int) -> bool:
+    """The first Scan over time whose body is a recognisable cell, replaced by the Loop it is
+    (scan_loop.py), which the next round rewrites; other Scans stay."""
+    graph = model.graph
+    found = list(scans(graph))
+    if not found:
+        return False
+    inferred = _infer(model).graph
+    outer = Outer(graph, inferred, constant_value)
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
+    for index, node in found:
+        built = as_loop(node, outer.shape, lambda n: names.tensor(n, node_label(node), names.tensors))
+        if built is None:
+            continue
+        new_nodes, inits, loop = built
+        trial = onnx.ModelProto()
+        trial.CopyFrom(model)
+        del trial.graph.node[index]
+        for k, n in enumerate(new_nodes):
+            trial.graph.node.insert(index + k, n)
+        trial.graph.initializer.extend(inits)
+        body = next(a.g for a in loop.attribute if a.name == "body")
+        trips = int(next(numpy_helper.to_array(t) for t in inits if t.name == loop.input[0]))
+        if not over_time(body) or trips > limit:
+            continue
+        try:
+            recognise(loop, body, Outer(trial.graph, _infer(trial).graph, constant_value), opset)
+        except NotACell:
+            continue
+        model.CopyFrom(trial)
+        notes.append(f"Scan node '{node_label(node)}': its body is a recognisable cell; written as the Loop it is, {trips} iterations")
         return True
     return False
 
