@@ -156,7 +156,7 @@ def test_a_whole_model_whose_states_are_sliced_from_one_input():
     and the whole-sequence oracles get zeros for it, where the states start."""
     from pathlib import Path
 
-    model = Path(__file__).resolve().parent / "fixtures" / "rnn_tanh_2layer_h0_input.onnx"
+    model = Path(__file__).resolve().parents[1] / "fixtures" / "rnn_tanh_2layer_h0_input.onnx"
     report = ovrnn.validate(model, stateful=True, chunks=2)
     assert report.passed, report.format()
     assert sorted(report.states) == ["/rnn/RNN/H", "/rnn/RNN_1/H"]

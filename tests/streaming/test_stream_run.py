@@ -150,7 +150,7 @@ def test_the_streaming_commands_of_the_docs_run_as_written(tmp_path):
 
     from ovrnn.demo import STREAM_MODEL
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     shutil.copy(STREAM_MODEL, tmp_path / "lstm.onnx")
     np.save(tmp_path / "long.npy", np.random.default_rng(0).uniform(-1, 1, (40, 1, 3)).astype(np.float32))
     np.savez(tmp_path / "S.npz", **{"lstm/H": np.full((1, 1, 8), 0.5, np.float32)})
