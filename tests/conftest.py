@@ -103,3 +103,26 @@ def replace_init(model, name, array):
     for i, init in enumerate(model.graph.initializer):
         if init.name == name:
             model.graph.initializer[i].CopyFrom(numpy_helper.from_array(array, name))
+
+
+def tagged_node(model, tag: str, x: str, outputs: list[str]):
+    """The one recurrent node of a one-node `model`, reading `x`, with its other inputs and its
+    initializers renamed `tag` + name (to stack several such models in one graph): (node, initializers)."""
+    from onnx import helper, numpy_helper
+
+    source = model.graph.node[0]
+    node = helper.make_node(source.op_type, [x] + [f"{tag}{n}" if n else "" for n in source.input[1:]], outputs, name=tag)
+    node.attribute.extend(source.attribute)
+    return node, [numpy_helper.from_array(numpy_helper.to_array(i), f"{tag}{i.name}") for i in model.graph.initializer]
+
+
+def rnn_gru_lstm_model(nodes, initializers, steps: int):
+    """A float32 graph of `nodes`: X [steps, 2, 2] and rsequence_lens [2] in, Y, Y_h and Y_c out (opset 14)."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        nodes, "mixed",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 2, 2]), helper.make_tensor_value_info("rsequence_lens", TensorProto.INT32, [2])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")], initializers,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)

@@ -139,7 +139,8 @@ def test_every_case_inside_a_whole_model(case):
 def test_mixed_rnn_gru_lstm_whole_model():
     """RNN -> Squeeze -> GRU -> Squeeze -> Tanh -> LSTM in one model: every recurrent node lowered
     by ovrnn (native and explicit directions), the rest by OpenVINO's frontend."""
-    from onnx import TensorProto, helper, numpy_helper
+    from conftest import rnn_gru_lstm_model, tagged_node
+    from onnx import helper, numpy_helper
 
     rnn, rfeeds, _ = make_model(Case("m-rnn", T=5, hidden=4, input_size=2, activations=("Relu",), lens=(5, 2)))
     gru, _, _ = make_model(Case("m-gru", op="GRU", T=5, hidden=6, input_size=4, direction="bidirectional", activations=("Sigmoid", "Tanh", "HardSigmoid", "Softsign"), linear_before_reset=1))
@@ -147,19 +148,13 @@ def test_mixed_rnn_gru_lstm_whole_model():
     inits = [numpy_helper.from_array(np.array([1], np.int64), "axis1")]
     nodes = []
     for tag, m, x, outs in (("r", rnn, "X", ["rY"]), ("g", gru, "rY3", ["gY"]), ("l", lstm, "gT", ["Y", "Y_h", "Y_c"])):
-        inits += [numpy_helper.from_array(numpy_helper.to_array(i), f"{tag}{i.name}") for i in m.graph.initializer]
-        node = helper.make_node(m.graph.node[0].op_type, [x] + [f"{tag}{n}" if n else "" for n in m.graph.node[0].input[1:]], outs, name=tag)
-        node.attribute.extend(m.graph.node[0].attribute)
+        node, weights = tagged_node(m, tag, x, outs)
         nodes.append(node)
+        inits += weights
     nodes[1:1] = [helper.make_node("Squeeze", ["rY", "axis1"], ["rY3"])]
     nodes[3:3] = [helper.make_node("Transpose", ["gY"], ["gYt"], perm=[0, 2, 1, 3]), helper.make_node("Reshape", ["gYt", "shape"], ["gY3"]), helper.make_node("Tanh", ["gY3"], ["gT"])]
     inits.append(numpy_helper.from_array(np.array([5, 2, 12], np.int64), "shape"))
-    graph = helper.make_graph(
-        nodes, "mixed",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 2, 2]), helper.make_tensor_value_info("rsequence_lens", TensorProto.INT32, [2])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")], inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    model = rnn_gru_lstm_model(nodes, inits, 5)
     feeds = {"X": rfeeds["X"], "rsequence_lens": rfeeds["sequence_lens"]}
     ir = ovrnn.convert_model(model)
     assert [(r.op, [c.lowering for c in r.chains]) for r in ir.rnns] == [("RNN", ["cell"]), ("GRU", ["cell", "explicit"]), ("LSTM", ["explicit"])]

@@ -226,38 +226,23 @@ def test_input_forget_ignores_the_forget_gate_weights():
 def test_mixed_model_runs_every_op_on_the_references():
     """A model with RNN, GRU, LSTM and other ops goes through onnx.reference with our three
     references plugged in: the recurrent nodes give exactly what the references give alone."""
-    from onnx import TensorProto, helper, numpy_helper
+    from conftest import rnn_gru_lstm_model, tagged_node
+    from onnx import helper, numpy_helper
 
     rnn, rfeeds, _ = make_model(Case("m-rnn", T=3, hidden=4, input_size=2, activations=("Relu",), lens=(3, 1)))
     gru, _, _ = make_model(Case("m-gru", op="GRU", T=3, hidden=5, input_size=4, activations=("HardSigmoid", "Softsign"), clip=0.7))
     lstm, _, _ = make_model(Case("m-lstm", op="LSTM", T=3, hidden=3, input_size=5, peepholes=True, input_forget=1))
-    inits = []
-    for tag, m in (("r", rnn), ("g", gru), ("l", lstm)):
-        inits += [numpy_helper.from_array(numpy_helper.to_array(i), f"{tag}{i.name}") for i in m.graph.initializer]
-
-    def node(m, tag, x, outs):
-        n = helper.make_node(m.graph.node[0].op_type, [x] + [f"{tag}{n}" if n else "" for n in m.graph.node[0].input[1:]], outs)
-        n.attribute.extend(m.graph.node[0].attribute)
-        return n
-
+    (r, r_inits), (g, g_inits), (l, l_inits) = tagged_node(rnn, "r", "X", ["rY"]), tagged_node(gru, "g", "rY3", ["gY"]), tagged_node(lstm, "l", "gT", ["Y", "Y_h", "Y_c"])
     nodes = [
-        node(rnn, "r", "X", ["rY"]),
+        r,
         helper.make_node("Squeeze", ["rY", "axis1"], ["rY3"]),
-        node(gru, "g", "rY3", ["gY"]),
+        g,
         helper.make_node("Squeeze", ["gY", "axis1"], ["gY3"]),
         helper.make_node("Tanh", ["gY3"], ["gT"]),
-        node(lstm, "l", "gT", ["Y", "Y_h", "Y_c"]),
+        l,
     ]
-    inits.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
-    for i in list(inits):
-        if i.name == "rsequence_lens":
-            inits.remove(i)
-    graph = helper.make_graph(
-        nodes, "mixed",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 2, 2]), helper.make_tensor_value_info("rsequence_lens", TensorProto.INT32, [2])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")], inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    inits = [i for i in r_inits + g_inits + l_inits if i.name != "rsequence_lens"] + [numpy_helper.from_array(np.array([1], np.int64), "axis1")]
+    model = rnn_gru_lstm_model(nodes, inits, 3)
     feeds = {"X": rfeeds["X"], "rsequence_lens": rfeeds["sequence_lens"]}
     got = reference.run_model(model, feeds)
 
