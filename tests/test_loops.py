@@ -34,6 +34,7 @@ EXPECTED = {
     "keras_bidirectional_gru": ({"GRUCell": 10}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"] * 2),
     "keras_masking_lstm_seq": ({"LSTMCell": 5}, ["LSTM cell, hidden size 4, 5 steps, 5 one-step nodes masked per step"]),
     "keras_masked_lstm_classifier": ({"LSTMCell": 5}, ["LSTM cell, hidden size 8, 5 steps, 5 one-step nodes masked per step"]),
+    "keras_masked_bidirectional_lstm": ({"LSTMCell": 10}, ["LSTM cell, hidden size 4, 5 steps, 5 one-step nodes masked per step"] * 2),
     "keras_gru_forecaster": ({"GRUCell": 10}, ["GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node"] * 2),
     "tf_keras_gru_reset_before_seq": ({"GRUCell": 5}, ["GRU (linear_before_reset=0) cell, hidden size 4, 5 steps, one node"]),  # no trip count: the condition counted
     "torch_grucell_loop": ({"GRUCell": 5}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"]),
@@ -92,10 +93,11 @@ def _tokens(rng, rows):
     ([0, 1, 2, 3, 4], []),  # a row with every step masked: the state never moves
     ([1, 3], [0, 2, 4]),  # alternating
 ], ids=["tail-and-hole", "head-and-prefix", "all-masked", "alternating"])
-def test_masked_classifier_is_exact_for_any_mask(pattern):
+@pytest.mark.parametrize("name", ["keras_masked_lstm_classifier", "keras_masked_bidirectional_lstm"])
+def test_masked_models_are_exact_for_any_mask(name, pattern):
     """The mask comes from the token ids (data): not provably a prefix, so every step selects;
-    checked against onnxruntime running the original Loop, for masks Keras's file never saw."""
-    path = FIXTURES / "keras_masked_lstm_classifier.onnx"
+    checked against onnxruntime running the original Loops, for masks Keras's file never saw."""
+    path = FIXTURES / f"{name}.onnx"
     ir = ovrnn.convert_model(path)
     rng = np.random.default_rng(len(pattern[0]) * 7 + len(pattern[1]))
     tokens = _tokens(rng, pattern)

@@ -13,6 +13,10 @@ and manifest.json: NAME -> {"description", "exporter", "top_ops" (op counts of t
 the test converts with)}. The manifest records what the exporter emitted: tf2onnx writes a plain
 LSTM node for an unmasked Keras LSTM and a Loop for everything else here.
 
+tf2onnx numbers some constants from counters that differ from run to run: a rerun writes the same
+weights and values under slightly different constant names (and Keras numbers its layers by their
+order in the process), so commit only the files a change needs.
+
     /path/to/venv-tf/bin/python tools/make_loop_fixtures.py keras
     /path/to/venv-tf/bin/python tools/make_loop_fixtures.py tf_keras    # also needs tf-keras
     /path/to/venv-torch/bin/python tools/make_loop_fixtures.py torch
@@ -94,6 +98,8 @@ def keras_fixtures() -> None:
            "Keras Masking(0.0) then LSTM(4, return_sequences=True); sample 0 padded after 3 steps, sample 1 has a zero step in the middle", 7)
     export("keras_masked_lstm_classifier", lambda: seq(layers.Embedding(10, 6, mask_zero=True), layers.LSTM(8), layers.Dense(3, activation="softmax"), dtype="int32", shape=(T,)),
            tokens, "Keras text classifier: Embedding(10, 6, mask_zero=True), LSTM(8), Dense(3, softmax); token 0 is padding (sample 1 has a 0 mid-sequence)", 8)
+    export("keras_masked_bidirectional_lstm", lambda: seq(layers.Embedding(10, 6, mask_zero=True), layers.Bidirectional(layers.LSTM(4)), dtype="int32", shape=(T,)),
+           tokens, "Keras Embedding(10, 6, mask_zero=True), Bidirectional(LSTM(4)) (the backward pass reads the reversed steps and mask)", 10)
     export("keras_gru_forecaster", lambda: seq(layers.GRU(8, return_sequences=True), layers.GRU(8), layers.Dense(1)), x,
            "Keras forecaster: GRU(8, return_sequences=True), GRU(8), Dense(1)", 9)
 
