@@ -11,6 +11,7 @@ reference, is the oracle here: it computes the graph as written in the model's o
 the IR does, so an intermediate's error is the IR's alone, and it computes every op the IR has.
 A tensor OpenVINO folded away or fused has no name left and is skipped; a shape OpenVINO merged
 with a neighbour's of the same size (a Squeeze, a Reshape) is compared element by element.
+Nodes of the top-level graph only: a departure inside an If/Loop/Scan body is named by that node.
 """
 
 from __future__ import annotations
