@@ -21,6 +21,7 @@ def add_parser(sub, common) -> None:
     v.add_argument("--no-onnxruntime", action="store_true", help="compare with the reference only")
     v.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
     v.add_argument("--report", metavar="DIR", help="write report.json, report.md, error_per_step.png and the inputs/outputs to reproduce into DIR")
+    v.add_argument("--no-drift", action="store_true", help="leave out the drift line: each recurrent node streamed for 1024 steps at the device's default precision (compiled without a hint) against float64")
     v.add_argument("--report-precisions", default="f32", help="inference precisions to plot the per-step error for, e.g. f32,bf16,f16 (default f32)")
     # the streaming contract of convert --stateful (docs/streaming.md)
     add_stateful(
@@ -41,7 +42,7 @@ def command(args) -> int:
     report = validate(
         args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
         cache_dir=args.cache_dir, report_dir=args.report, report_precisions=_precisions(args.report_precisions), **lowering_kwargs(args),
-        stateful=stateful_arg(args.stateful), chunks=args.chunks,
+        stateful=stateful_arg(args.stateful), chunks=args.chunks, drift=not args.no_drift,
     )
     print(report.format())
     if args.report:

@@ -83,6 +83,7 @@ class ValidationReport(RunHead):
     options: dict = field(default_factory=dict)  # lowering, static, compress_to_fp16, cache_dir
     frozen_inputs: dict[str, str] = field(default_factory=dict)  # name -> 'int64 [] 16000': constants, fed to onnxruntime too
     first_departure: dict = field(default_factory=dict)  # on a FAIL: the first ONNX node whose output departs from onnxruntime (departure.py)
+    drift: list = field(default_factory=list)  # drift.Drift per recurrent node: the device's default precision over a stream
 
     @property
     def passed(self) -> bool:
@@ -116,9 +117,19 @@ class ValidationReport(RunHead):
             lines.append(f"onnxruntime: {self.onnxruntime}")
         if self.frozen_inputs:
             lines.append("frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items()))
+        lines += drift_lines(self.drift)
         lines += [f"note: {n}" for n in self.notes]
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
+
+
+def drift_lines(drifts: list) -> list[str]:
+    """The default-precision drift, one line per node under a header (none without drifts)."""
+    if not drifts:
+        return []
+    d = drifts[0]
+    head = f"drift at the device's default precision (compiled without a hint), a {d.steps}-step stream at batch 1 in calls of {d.chunk} steps, max |Y - float64| (not counted):"
+    return [head] + [f"  {d.format()}" for d in drifts]
 
 
 def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, report_dir, report_precisions, leading=()) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..fileio import write_atomic
 from ..hygiene import private_matplotlib_config
+from .compare import drift_lines
 
 PLOT = "error_per_step.png"
 REPORT_FILES = ("report.json", "report.md", "inputs.npz", "reference.npz", "outputs.npz", PLOT)
@@ -129,6 +130,9 @@ def _markdown(report, steps_by_precision, rerun: str) -> str:
             for name, errors in outputs.items():
                 worst = int(np.argmax(errors))
                 lines.append(f"- {name} at {precision}: largest error {max(errors):.2e} at step {worst} of {len(errors)}; first step {errors[0]:.2e}, last {errors[-1]:.2e}")
+    if getattr(report, "drift", None):
+        head, *rows = drift_lines(report.drift)
+        lines += ["", f"- {head}", *(f"  - {r.strip()}" for r in rows)]
     lines += [""] + [f"- note: {n}" for n in report.notes]
     lines += ["", f"Reproduce: `{rerun}` (inputs in inputs.npz)", ""]
     return "\n".join(lines)

@@ -58,12 +58,15 @@ def validate(
     stateful: bool | str | list[str] = False,
     chunks: int | None = None,
     allow_sequence_ops: bool = False,
+    drift: bool = True,
 ) -> ValidationReport:
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
     With `report_dir`, also write the report files (report.py) there. With `stateful` (True, or
     IN=OUT state pairs as ``convert_model`` takes them), prove the streaming contract of
-    ``convert --stateful`` instead, over `chunks` calls (stream.py)."""
+    ``convert --stateful`` instead, over `chunks` calls (stream.py). With `drift`, also stream
+    each recurrent node at the device's default precision (drift.py): what an application that
+    compiles with OpenVINO's defaults gets, shown beside the verdict and not counted."""
     from ..plan import check_count
     from ..plugins import canonical_device
 
@@ -175,6 +178,11 @@ def validate(
     )
     if any(c.oracle == "onnxruntime" and c.counted and not c.passed for c in comparisons) and quant is None:  # where does it go wrong?
         _name_first_departure(result, proto, ir, feeds, {**feeds, **frozen}, device, compiled.precision, floor, cache_dir)
+    if drift:
+        from .drift import default_precision_drift
+
+        result.drift, drift_notes = default_precision_drift(prepared.view, ir, request, device, seed, cache_dir)
+        result.notes += drift_notes
     if report_dir is not None:
         steps = _per_step_errors(folded if quant is None else quant.model, ir, ov_model, got, want or ort_out, feeds, device, compiled.precision, report_precisions, cache_dir, result)
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)

@@ -1,0 +1,172 @@
+"""bf16 CPUs: what OpenVINO's `precise` mark keeps at f32 under the default bf16 hint (the claims of
+docs/performance.md#bf16, checked on the installed OpenVINO), and validate's drift line: each
+recurrent node streamed for 1024 steps at the device's default precision."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from conftest import ovrnn_cli
+from lxml import etree
+from onnx import TensorProto, helper, numpy_helper
+
+import ovrnn
+from ovrnn.validation import reference
+from ovrnn.validation.drift import DRIFT_STEPS, SHOWN_STEPS
+
+
+def _core():
+    import openvino as ov
+
+    return ov, ov.Core()
+
+
+def _default_precision() -> str:
+    """What the CPU plugin compiles at without a hint: bf16 on CPUs with native bf16, else f32."""
+    _, core = _core()
+    return core.get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+
+
+def _bf16_cpu() -> bool:
+    _, core = _core()
+    return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES") and _default_precision() == "bf16"
+
+
+needs_bf16 = pytest.mark.skipif(not _bf16_cpu(), reason="this CPU has no native bf16 (OPTIMIZATION_CAPABILITIES lacks BF16): OpenVINO compiles at f32 by default here")
+
+
+def _gru(steps: int, hidden: int, bias: bool) -> onnx.ModelProto:
+    rng = np.random.default_rng(3)
+    s = 1 / np.sqrt(hidden)
+    inits = [numpy_helper.from_array(rng.uniform(-s, s, (1, 3 * hidden, n)).astype(np.float32), name) for name, n in (("W", hidden), ("R", hidden))]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.uniform(-s, s, (1, 6 * hidden)).astype(np.float32), "B"))
+    node = helper.make_node("GRU", ["X", "W", "R"] + (["B"] if bias else []), ["Y"], hidden_size=hidden)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, hidden])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [steps, 1, 1, hidden])], inits
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model
+
+
+def _marked(xml: bytes) -> bytes:
+    """Every compute layer marked `precise`, as OpenVINO's own serializer placed the mark before
+    2026 (a layer-level rt_info after <data>)."""
+    root = etree.fromstring(xml)
+    for layer in root.find("layers"):
+        if layer.get("type") in ("Const", "Parameter", "Result"):
+            continue
+        rt = etree.Element("rt_info")
+        etree.SubElement(rt, "attribute", {"name": "precise", "version": "0"})
+        data = layer.find("data")
+        data.addnext(rt) if data is not None else layer.insert(0, rt)
+    return etree.tostring(root)
+
+
+def _default_compile(xml: bytes, weights: bytes):
+    """Compiled as a user's application does: no precision hint."""
+    ov, core = _core()
+    compiled = core.compile_model(core.read_model(xml, ov.Tensor(np.frombuffer(weights, np.uint8).copy())), "CPU")
+    kinds = [(n.get_rt_info()["layerType"].value, n.get_rt_info()["runtimePrecision"].value) for n in compiled.get_runtime_model().get_ops()]
+    return compiled, kinds
+
+
+def _y(compiled, x: np.ndarray) -> np.ndarray:
+    request = compiled.create_infer_request()
+    request.infer({0: x})
+    return request.get_output_tensor(0).data.astype(np.float64)
+
+
+@needs_bf16
+def test_precise_explicit_chain_stays_f32_under_the_default_bf16_hint():
+    """The marked MatMul chain of a bias-free GRU runs every FullyConnected and gate Subgraph at
+    f32 and matches float64 at f32 tolerance; the same IR unmarked is bf16-far."""
+    model = _gru(64, 128, bias=False)
+    ir = ovrnn.convert_model(model, lowering="matmul")
+    x = np.random.default_rng(0).uniform(-1, 1, (64, 1, 128)).astype(np.float32)
+    want = reference.run_model(model, {"X": x})["Y"]
+    compiled, kinds = _default_compile(_marked(ir.xml), ir.bin)
+    assert compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name() == "bf16"
+    compute = [k for k in kinds if k[0] in ("FullyConnected", "Subgraph", "Eltwise")]
+    assert compute and all(precision == "f32" for _, precision in compute), compute
+    assert np.abs(_y(compiled, x) - want).max() < 2e-6
+    plain, plain_kinds = _default_compile(ir.xml, ir.bin)
+    assert ("FullyConnected", "bf16") in plain_kinds
+    assert np.abs(_y(plain, x) - want).max() > 1e-4
+
+
+@needs_bf16
+def test_precise_is_lost_where_the_cpu_fuses_the_bias_into_the_input_projection():
+    """With B, the hoisted X·Wᵀ + b becomes one FullyConnected with a fused bias, and that new node
+    runs bf16 although both of its layers were marked: the output is bf16-far from the first step."""
+    model = _gru(8, 128, bias=True)
+    ir = ovrnn.convert_model(model, lowering="matmul")
+    compiled, kinds = _default_compile(_marked(ir.xml), ir.bin)
+    assert kinds.count(("FullyConnected", "bf16")) == 1  # the input projection
+    assert kinds.count(("FullyConnected", "f32")) >= 8  # the recurrence: h·R a step (step 0 reads the zero state, partly folded)
+    x = np.random.default_rng(0).uniform(-1, 1, (8, 1, 128)).astype(np.float32)
+    assert np.abs(_y(compiled, x) - reference.run_model(model, {"X": x})["Y"])[0].max() > 1e-4
+
+
+@needs_bf16
+def test_precise_cells_still_fold_into_a_bf16_rnnseq():
+    """The mark does not survive the fold: a marked cell chain runs as one bf16 RNNSeq."""
+    ir = ovrnn.convert_model(_gru(4, 64, bias=True))
+    _, kinds = _default_compile(_marked(ir.xml), ir.bin)
+    assert ("RNNSeq", "bf16") in kinds
+
+
+def _lstm() -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name) for name, shape in (("W", (1, 64, 8)), ("R", (1, 64, 16)), ("B", (1, 128)))]
+    node = helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=16, name="lstm")
+    graph = helper.make_graph(
+        [node, helper.make_node("Relu", ["Y_h"], ["out"])], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 1, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model
+
+
+def test_validate_shows_the_default_precision_drift_over_a_1024_step_stream():
+    default = _default_precision()
+    report = ovrnn.validate(_lstm(), seed=2)
+    assert report.passed and report.precision == "f32"
+    (drift,) = report.drift
+    assert (drift.node, drift.precision, drift.steps) == ("lstm", default, DRIFT_STEPS)
+    assert list(drift.at_step) == [str(s) for s in SHOWN_STEPS]
+    assert drift.worst == max(drift.at_step.values()) or drift.worst_step not in SHOWN_STEPS
+    if default == "bf16":  # the default is what it costs: bf16-far, f32 exact on the same stream
+        assert 1e-4 < drift.worst < 6e-2
+        assert drift.f32_worst < 2e-5
+    else:
+        assert drift.worst < 2e-5 and drift.f32_worst is None
+    text = report.format()
+    assert "drift at the device's default precision (compiled without a hint), a 1024-step stream at batch 1 in calls of 64 steps" in text
+    assert f"  'lstm' at {default}: step 1 " in text and text.endswith("PASS")
+    assert json.loads(report.to_json())["drift"][0]["at_step"]["1000"] == drift.at_step["1000"]
+    assert ovrnn.validate(_lstm(), seed=2, drift=False).drift == []
+
+
+def test_drift_streams_the_forward_half_of_a_bidirectional_node(tmp_path):
+    """A bidirectional node streams its first direction (its weights' first half), said in the note;
+    the CLI prints the line and --no-drift leaves it out."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.uniform(-0.3, 0.3, shape).astype(np.float32), name) for name, shape in (("W", (2, 8, 4)), ("R", (2, 8, 8)))]
+    node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], hidden_size=8, direction="bidirectional", activations=["Tanh", "Relu"], name="birnn")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 2, 4])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    path = tmp_path / "birnn.onnx"
+    onnx.save(model, path)
+    shown = ovrnn_cli("validate", path, "--json", tmp_path / "r.json")
+    assert shown.returncode == 0, shown.stderr
+    assert "  'birnn' at " in shown.stdout and "(bidirectional node: its first direction, streamed forward)" in shown.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["drift"][0]["note"] == "bidirectional node: its first direction, streamed forward"
+    quiet = ovrnn_cli("validate", path, "--no-drift")
+    assert quiet.returncode == 0 and "default precision" not in quiet.stdout and "'birnn' at" not in quiet.stdout
