@@ -20,7 +20,7 @@ from onnx import helper, numpy_helper
 
 from ..convert import convert
 from ..dtypes import BY_IR, F32
-from ..errors import OvrnnError
+from ..errors import OvrnnError, UnsupportedFeatureError
 from ..ir.model import IR
 from ..onnx.read import GraphView
 from ..plan import Request
@@ -102,6 +102,8 @@ def _errors(compiled, xs: np.ndarray, carried: dict[str, np.ndarray], states: tu
 def _forward_weights(node: onnx.NodeProto, view: GraphView, rnn, rng, dtype) -> tuple[dict[int, np.ndarray], list[str]]:
     """{input index: the first direction's W, R, B, P}: the model's constants, or seeded
     uniform(+-1/sqrt(H)) where the model computes them."""
+    if node.op_type not in WEIGHTS:
+        raise UnsupportedFeatureError(f"{node.op_type} is not streamed alone (only RNN, GRU and LSTM are)")
     direction = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "direction"), b"forward")
     notes = [] if direction == b"forward" else [f"{direction.decode()} node: its first direction, streamed forward"]
     weights = {}
