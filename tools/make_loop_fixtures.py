@@ -116,7 +116,7 @@ def tf_keras_fixtures() -> None:
     x = np.random.default_rng(28).standard_normal((B, T, F)).astype(np.float32)
     cases = [
         ("tf_keras_gru_reset_before_seq", dict(reset_after=False, return_sequences=True), "tf-keras 2 GRU(4, reset_after=False, return_sequences=True): a Loop with no trip count"),
-        ("tf_keras_gru_relu", dict(activation="relu", reset_after=False), "tf-keras 2 GRU(4, activation='relu', reset_after=False) as RNNoise has it: no cell ovrnn recovers (Relu), so unrolled"),
+        ("tf_keras_gru_relu", dict(activation="relu", reset_after=False), "tf-keras 2 GRU(4, activation='relu', reset_after=False) as RNNoise has it"),
     ]
     for seed, (name, kwargs, description) in enumerate(cases, 12):
         keras.utils.set_random_seed(seed)

@@ -94,6 +94,7 @@ class Body:
     activations: list[tuple[str, object]] = field(default_factory=list)  # (op, argument) in body order
     appended: dict = field(default_factory=dict)  # sequence state -> the tensor appended to it each step
     inner: "Cell | None" = None  # a one-step recurrent node in the body (torch's scripted nn.LSTMCell)
+    cuts: list[str] = field(default_factory=list)  # Relu outputs, fed freely when the body is checked
 
 
 @dataclass
@@ -113,14 +114,15 @@ class Cell:
     def hidden(self) -> int:
         return int(self.R.shape[1])
 
-    def step(self, x, h, c):
-        """One step in float64, the ONNX equations (no clip, default activations)."""
+    def step(self, x, h, c, cut=None):
+        """One step in float64, the ONNX equations (no clip; `activation` the RNN's, or the GRU's
+        for n). `cut`: the value of that activation's output, in place of computing it."""
         sig = lambda v: 1.0 / (1.0 + np.exp(-v))  # noqa: E731
+        act = lambda v: cut if cut is not None else np.tanh(v) if self.activation == "Tanh" else np.maximum(v, 0)  # noqa: E731
         H = self.hidden
         gx = x @ self.W.T + self.Wb
         if self.kind == "RNN":
-            pre = gx + h @ self.R.T + self.Rb
-            return (np.tanh(pre) if self.activation == "Tanh" else np.maximum(pre, 0)), None
+            return act(gx + h @ self.R.T + self.Rb), None
         if self.kind == "LSTM":
             g = gx + h @ self.R.T + self.Rb
             i, o, f, cc = (g[:, k * H : (k + 1) * H] for k in range(4))
@@ -129,9 +131,9 @@ class Cell:
         gh = h @ self.R[: 2 * H].T + self.Rb[: 2 * H]
         z, r = sig(gx[:, :H] + gh[:, :H]), sig(gx[:, H : 2 * H] + gh[:, H:])
         if self.linear_before_reset:
-            n = np.tanh(gx[:, 2 * H :] + r * (h @ self.R[2 * H :].T + self.Rb[2 * H :]))
+            n = act(gx[:, 2 * H :] + r * (h @ self.R[2 * H :].T + self.Rb[2 * H :]))
         else:
-            n = np.tanh(gx[:, 2 * H :] + (r * h) @ self.R[2 * H :].T + self.Rb[2 * H :])
+            n = act(gx[:, 2 * H :] + (r * h) @ self.R[2 * H :].T + self.Rb[2 * H :])
         return (1 - z) * n + z * h, None
 
 
@@ -222,6 +224,11 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             found.inner = _inner_cell(node, body, env)
             env.update({o: Expr(f"{node.op_type}:{k}") for k, o in enumerate(node.output) if o})
             continue
+        if node.op_type == "Relu":  # the one piecewise activation: cut out for the check (loop_check.py)
+            found.cuts.append(node.output[0])
+            env[node.output[0]] = Expr("Relu", (ins[0],))
+            found.activations.append(("Relu", ins[0], env[node.output[0]]))
+            continue
         if node.op_type not in ANALYTIC or (node.op_type == "Cast" and _attr(node, "to") not in FLOATS):
             raise NotACell(f"it holds a {node.op_type} node ('{node.name or node.output[0]}') between its states and outputs")
         results = _abstract(node, ins, batch)
@@ -282,7 +289,7 @@ def _inner_cell(node: onnx.NodeProto, body: onnx.GraphProto, env: dict) -> "Cell
     G = W.shape[1]
     B = np.zeros((1, 2 * G)) if B is None else B
     return Cell(node.op_type, W[0].astype(np.float64), R[0].astype(np.float64), B[0, :G].astype(np.float64), B[0, G:].astype(np.float64),
-                next(iter(h.terms)), next(iter(c.terms)) if c is not None else None, int(attrs.get("linear_before_reset", 0)), acts[0].decode())
+                next(iter(h.terms)), next(iter(c.terms)) if c is not None else None, int(attrs.get("linear_before_reset", 0)), acts[-1].decode())
 
 
 def _dims(vi: onnx.ValueInfoProto) -> list | None:

@@ -62,7 +62,7 @@ def candidates(found: Body, F: int):
 
 def _gru(found: Body, sig: list[Lin], acts: list, h: str, F: int, H: int):
     for op, arg, _ in acts:
-        if op != "Tanh":
+        if op not in ("Tanh", "Relu"):
             continue
         r = nx = nh = rh = None
         lbr = 1
@@ -95,7 +95,7 @@ def _gru(found: Body, sig: list[Lin], acts: list, h: str, F: int, H: int):
                 Rb[2 * H :] = nh.bias
             else:
                 R[2 * H :] = rh.T
-            yield Cell("GRU", W, R, Wb, Rb, h, linear_before_reset=lbr)
+            yield Cell("GRU", W, R, Wb, Rb, h, linear_before_reset=lbr, activation=op)
 
 
 # --- checked against the body ---
@@ -130,21 +130,32 @@ def recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) ->
     if not cands:
         ops = sorted({op for op, _, _ in found.activations})
         raise NotACell(f"its activations ({', '.join(ops) or 'none'}) over affine forms of x and one state are not the LSTM, GRU or RNN gate pattern")
+    if len(found.cuts) > 1:
+        raise NotACell("it holds more than one Relu")
     extra = tuple(found.appended.values())
     fed = tuple(key[0] for key in (found.x, found.mask) if key)  # probed, even when a constant
-    runner = ReferenceEvaluator(body_model(loop, body, outer, opset, extra=extra, fed=fed))
-    rng = np.random.default_rng(26)
     N = len(body.input) - 2
     float_outs = [body.output[body_index(body, s) - 1].name for s in found.states] + [o.name for o in body.output[1 + N :]] + list(extra)
-    probes = []
-    for p in range(PROBES):
-        feeds, states = _probe_feeds(loop, body, outer, found, rng, p)
-        got = dict(zip([o.name for o in body.output] + list(extra), runner.run(None, feeds)))
-        probes.append((feeds, states, got))
+    # the body as it is, then with its Relu's output fed freely: an identity in (x, h, c, u) that
+    # holds at random points holds everywhere, u = relu(argument) included (the argument's weights
+    # are read from the graph; the first check confirms them)
+    checks = []
+    for cut in ((), tuple(found.cuts)) if found.cuts else ((),):
+        runner = ReferenceEvaluator(body_model(loop, _without(body, cut), outer, opset, extra=extra, fed=fed))
+        rng = np.random.default_rng(26)
+        probes = []
+        for p in range(PROBES):
+            feeds, states = _probe_feeds(loop, body, outer, found, rng, p)
+            if cut:
+                shape = next(iter(states.values())).shape  # [batch, hidden]: an RNN's or a GRU's n
+                feeds[cut[0]] = states["@cut"] = rng.standard_normal(shape).astype(np.float32)
+            got = dict(zip([o.name for o in body.output] + list(extra), runner.run(None, feeds)))
+            probes.append((feeds, states, got))
+        checks.append(probes)
     for cell in cands:
-        mapping = _match(cell, found, probes, float_outs)
-        if mapping is not None:
-            cell.outputs = mapping
+        mappings = [_match(cell, found, probes, float_outs) for probes in checks]
+        if all(m is not None for m in mappings) and all(m == mappings[0] for m in mappings):
+            cell.outputs = mappings[0]
             return cell, found
     raise NotACell(f"no assignment of its {len(cands)} candidate {cands[0].kind} gate layouts reproduces the body's outputs")
 
@@ -200,13 +211,26 @@ def _match(cell: Cell, found: Body, probes: list, float_outs: list[str]) -> dict
 
 def _expected(cell: Cell, found: Body, feeds: dict, states: dict, fam) -> np.ndarray:
     x = np.asarray(feeds[found.x[0]][found.x[1]], np.float64)
-    h_new, c_new = cell.step(x, np.asarray(states[cell.h], np.float64), np.asarray(states[cell.c], np.float64) if cell.c else None)
+    cut = np.asarray(states["@cut"], np.float64) if "@cut" in states else None
+    h_new, c_new = cell.step(x, np.asarray(states[cell.h], np.float64), np.asarray(states[cell.c], np.float64) if cell.c else None, cut)
     value = h_new if fam[0] == "h" else c_new
     if fam[1] is None:
         return value
     m = np.asarray(feeds[found.mask[0]][found.mask[1]]).astype(bool)
     other = 0.0 if fam[1] == "zero" else np.asarray(states[fam[1]], np.float64)
     return np.where(m, value, other)
+
+
+def _without(body: onnx.GraphProto, cut: tuple) -> onnx.GraphProto:
+    """The body with the nodes writing `cut` removed and those tensors made inputs."""
+    if not cut:
+        return body
+    out = onnx.GraphProto()
+    out.CopyFrom(body)
+    del out.node[:]
+    out.node.extend(n for n in body.node if not set(n.output) & set(cut))
+    out.input.extend(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in cut)
+    return out
 
 
 def _agrees(got, want) -> bool:

@@ -165,8 +165,10 @@ class _Rewrite:
         attrs = {"hidden_size": c.hidden}
         if c.kind == "GRU":
             attrs["linear_before_reset"] = c.linear_before_reset
-        if c.kind == "RNN":
+        if c.kind == "RNN" and c.activation != "Tanh":
             attrs["activations"] = [c.activation]
+        if c.kind == "GRU" and c.activation != "Tanh":
+            attrs["activations"] = ["Sigmoid", c.activation]
         outs = [self.fresh(f"{self.label}/{tag}/{n}") for n in ("Y", "Y_h", "Y_c")[: 3 if c.kind == "LSTM" else 2]]
         ins = [x, *self.w, lengths, self.op("Unsqueeze", [h0, self.axis0], f"{tag}/h0")[0]]
         if c.kind == "LSTM":
@@ -196,7 +198,8 @@ class _Rewrite:
                 seq = self.op("SequenceInsert", [seq, item], f"t{t}/append")[0]
             final[s] = seq
         self.outputs(final, scan_values)
-        kind = f"{c.kind}" + (f" (linear_before_reset={c.linear_before_reset})" if c.kind == "GRU" else "")
+        detail = ([f"linear_before_reset={c.linear_before_reset}"] if c.kind == "GRU" else []) + ([f"activation {c.activation}"] if c.activation != "Tanh" else [])
+        kind = c.kind + (f" ({', '.join(detail)})" if detail else "")
         mask = f"'{found.mask[0]}'" if found.mask else ""
         if self.single and lengths is not None:
             how = f"rewritten as {c.kind} node '{self.label}' over those steps, with sequence_lens {lengths.tolist()}: the mask {mask} is a constant and a prefix in every sample"
