@@ -20,7 +20,7 @@ from dataclasses import replace
 from .errors import OvrnnError
 from .ir.model import RnnSummary
 from .lower.node import CELL_MODES, LoweringOptions
-from .semantics.recurrent import FAMILIES
+from .families import onnx_op_names
 from .plan import check_step_counts
 from .errors import UsageError, flag
 from .frontend.recurrent_extension import ContextNodes, Converted, RecurrentLowering
@@ -70,7 +70,7 @@ class Extension(list):
         return self._lowering.error
 
     def __repr__(self) -> str:
-        return f"<ovrnn.Extension for {', '.join(FAMILIES)}: {len(self._lowering.converted)} node(s) lowered>"
+        return f"<ovrnn.Extension for {', '.join(onnx_op_names())}: {len(self._lowering.converted)} node(s) lowered>"
 
 
 def _node_name(c: Converted) -> str:

@@ -31,8 +31,9 @@ from .onnx.frontend_input import FrontendInput, frontend_input
 from .onnx.inputs import Prepared
 from .onnx.read import GraphView
 from . import cpu_forms
-from .plugins import CELL_TYPES, NO_CELL, canonical_device
-from .semantics.recurrent import FAMILIES, is_dynamic_quantize_lstm, needs_frontend, recurrent_nodes, rnn_nodes
+from .families import by_name, family_of, onnx_families
+from .plugins import canonical_device
+from .semantics.recurrent import needs_frontend, recurrent_nodes, recurrent_nodes_of
 from .stateful import state_request
 
 
@@ -111,9 +112,9 @@ class Plan:
         return convert_graph(self.view, options, r.ir_version, r.max_steps, r.stateful, record)
 
     def ops(self) -> tuple[str, ...]:
-        """The recurrent ops in the model, bodies included, in FAMILIES order."""
-        present = {"LSTM" if is_dynamic_quantize_lstm(n.proto) else n.proto.op_type for n in recurrent_nodes(self.view.model)}
-        return tuple(op for op in FAMILIES if op in present)
+        """The ops whose chains the model's recurrent nodes become, bodies included, in the registry's order."""
+        present = {family_of(n.proto).lowering_family for n in recurrent_nodes(self.view.model)}
+        return tuple(f.name for f in onnx_families() if f in present)
 
 
 def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan:
@@ -144,7 +145,7 @@ def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
     for node in graph.node:
         for slot, name in enumerate(node.input):
             if name and name not in known:
-                names = FAMILIES[node.op_type].inputs if node.op_type in FAMILIES else ()
+                names = family.inputs if (family := family_of(node)) else ()
                 role = f"'{names[slot]}'" if slot < len(names) else str(slot)
                 raise InvalidModelError(
                     f"{node.op_type} node '{node.name or node.output[0]}': input {role} is tensor '{name}', which no graph input, initializer or node provides"
@@ -179,9 +180,15 @@ def check_count(name: str, value: object, expected: str) -> None:
 def _initial_state_inputs(view: GraphView) -> set[str]:
     """Graph inputs read only as a recurrent node's initial_h/initial_c: --stateful replaces them."""
     graph = view.model.graph
-    slots = {n for _, node in rnn_nodes(graph) for n in list(node.input)[5:7] if n}
-    other = {n for node in graph.node for k, n in enumerate(node.input) if not (node.op_type in FAMILIES and k in (5, 6))} | {o.name for o in graph.output}
+    slots = {n for _, node in recurrent_nodes_of(graph) for k, n in enumerate(node.input) if n and k in _state_slots(node)}
+    other = {n for node in graph.node for k, n in enumerate(node.input) if k not in _state_slots(node)} | {o.name for o in graph.output}
     return {i.name for i in view.inputs if i.name in slots and i.name not in other}
+
+
+def _state_slots(node: onnx.NodeProto) -> tuple[int, ...]:
+    """The initial-state input slots of a recurrent node (initial_h, initial_c); () for other nodes."""
+    family = family_of(node)
+    return family.state_slots if family else ()
 
 
 def _check_static(view: GraphView, replaced: set[str] = frozenset()) -> None:
@@ -242,14 +249,14 @@ def device_lacks_cells(device: str | None, xml: bytes) -> tuple[str, ...]:
     if not device:
         return ()
     device = canonical_device(device)
-    lacking = [op for op, names in NO_CELL.items() if any(device == d or device.startswith(f"{d}.") for d in names) and f'type="{CELL_TYPES[op]}"'.encode() in xml]
+    lacking = [f for f in onnx_families() if any(device == d or device.startswith(f"{d}.") for d in f.no_cell) and f'type="{f.cell}"'.encode() in xml]
     if not lacking:
         return ()
-    cells = ", ".join(CELL_TYPES[op] for op in lacking)
-    return (f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(lacking)} chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}",)
+    cells = ", ".join(f.cell for f in lacking)
+    return (f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(f.name for f in lacking)} chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}",)
 
 
-def choose_cells(build: Callable[[str], object], device: str | None, ops: tuple[str, ...] = ("RNN",)) -> tuple[dict[str, str], str]:
+def choose_cells(build: Callable[[str], object], device: str | None, ops: tuple[str, ...] = ()) -> tuple[dict[str, str], str]:
     """({op: cells} for the recurrent ops in the model, note) for `device`; `build("cell")` converts
     the model with every chain on cells. Per op, because the NPU compiler imports GRUCell and
     LSTMCell but not RNNCell: there GRU/LSTM keep their cells and RNN nodes become MatMul ops."""
@@ -257,21 +264,22 @@ def choose_cells(build: Callable[[str], object], device: str | None, ops: tuple[
         raise UsageError(f"{flag('lowering', 'auto')} needs {flag('device')} (the device the IR is for, e.g. CPU, GPU, NPU)")
     from .runtime import engine as runtime
 
-    ops = ops or ("RNN",)
+    ops = ops or (onnx_families()[0].name,)
+    cell = {op: by_name(op).cell for op in ops}
     device = canonical_device(device)
     available = runtime.available_devices()
     names = runtime.device_names(device)
     if not all(runtime.is_available(n, available) for n in names):
-        lacks = {op for op in ops if any(n.split(".")[0] in NO_CELL.get(op, ()) for n in names)}
+        lacks = {op for op in ops if any(n.split(".")[0] in by_name(op).no_cell for n in names)}
         choice = {op: "matmul" if op in lacks else "cell" for op in ops}
         return choice, f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose {_chosen(choice)} from what its plugin is known to import"
     model = runtime.read_model(build("cell"))
     supported = runtime.core().query_model(model, device)
     missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
     if not missing:
-        return dict.fromkeys(ops, "cell"), f"{flag('lowering', 'auto')}: {device} takes every op of the {'/'.join(CELL_TYPES[op] for op in ops)} chain{'s' if len(ops) > 1 else ''} (query_model); chose 'cell'"
-    cells_only = set(missing) <= set(CELL_TYPES.values())
-    choice = {op: "matmul" if not cells_only or CELL_TYPES[op] in missing else "cell" for op in ops}
+        return dict.fromkeys(ops, "cell"), f"{flag('lowering', 'auto')}: {device} takes every op of the {'/'.join(cell.values())} chain{'s' if len(ops) > 1 else ''} (query_model); chose 'cell'"
+    cells_only = set(missing) <= {f.cell for f in onnx_families()}
+    choice = {op: "matmul" if not cells_only or cell[op] in missing else "cell" for op in ops}
     return choice, f"{flag('lowering', 'auto')}: {device} does not take {', '.join(missing)} (query_model); chose {_chosen(choice)}"
 
 

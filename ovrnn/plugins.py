@@ -1,5 +1,6 @@
 """What ovrnn knows about OpenVINO's device plugins without running one: how OpenVINO spells their
-names, and which IR layer types each plugin imports. The runtime (compiling on a device) and
+names, and which IR layer types each plugin imports (which device lacks which cell is each op
+family's, in ``ovrnn/families/``). The runtime (compiling on a device) and
 ``--lowering auto`` (choosing what to lower to for a device) both read it from here.
 """
 
@@ -9,10 +10,6 @@ import difflib
 import re
 
 from .errors import UsageError, flag
-
-# Per op, the plugins known to lack its cell (see the README's device table): the NPU compiler
-# imports GRUCell-3 and LSTMCell-1/-4, not RNNCell.
-NO_CELL = {"RNN": ("NPU",), "GRU": (), "LSTM": ()}
 
 # Integer element types of weights an IR may hold (--compress-weights, DynamicQuantizeLSTM, QDQ).
 INTEGER_WEIGHTS = ("i8", "u8", "i4", "u4")
@@ -71,5 +68,3 @@ def canonical_device(device: str) -> str:
         fixed.append(name + m.group(2))
     return fixed[0] + (":" + ",".join(fixed[1:]) if sep else "")
 
-
-CELL_TYPES = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}  # the cell each op's chain uses

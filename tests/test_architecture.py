@@ -105,3 +105,33 @@ def test_every_public_name_resolves():
 
     for name in ovrnn.__all__:
         assert getattr(ovrnn, name) is not None, name
+
+
+# An op family is named in its own modules only (docs/architecture.md, "The op registry").
+FAMILY_MODULES = {
+    *(f"ovrnn/families/{m}.py" for m in ("__init__", "rnn", "gru", "lstm", "dynamic_quantize_lstm")),
+    *(f"ovrnn/semantics/{m}.py" for m in ("rnn", "gru", "lstm", "dynamic_quantize_lstm")),
+    *(f"ovrnn/lower/{m}.py" for m in ("rnn", "gru", "lstm")),
+    *(f"ovrnn/validation/reference/{m}.py" for m in ("rnn", "gru", "lstm")),
+}
+# Not yet asking the registry (owned by other work in flight; listed so that nothing else joins them):
+# the Loop-body recognisers build a node of each family from a body's math, the measured CPU table
+# keys its rows by cell kind, and the error budget feeds each family's reference its own inputs.
+NOT_YET = {"ovrnn/onnx/loop_check.py", "ovrnn/onnx/loop_cells.py", "ovrnn/onnx/loop_rewrite.py", "ovrnn/cpu_forms.py", "ovrnn/validation/budget.py"}
+
+
+def test_no_module_outside_the_family_modules_names_an_op():
+    """A string literal that is an op's name (a table key, a comparison) outside the family modules
+    means an op family is spread again; prose in docstrings and messages does not count."""
+    import ovrnn.families as registry
+
+    names = {f.name for f in registry.families()}  # (cell layer types are IR vocabulary: inspect reads any IR)
+    found = sorted(
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}"
+        for path in PACKAGE.rglob("*.py")
+        if str(path.relative_to(ROOT)) not in FAMILY_MODULES | NOT_YET
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+    )
+    assert found == []
+    assert all((ROOT / m).exists() for m in FAMILY_MODULES | NOT_YET)

@@ -13,14 +13,14 @@ from onnx import TensorProto
 
 from ovrnn.errors import InvalidModelError, UsageError
 from ovrnn.onnx.read import graph_view
-from ovrnn.semantics.graph import normalise_all, plan_nodes
+from ovrnn.semantics.graph import normalise_all, graph_nodes
 
 OPS = ("RNN", "GRU", "LSTM")
 
 
 def normalise(model):
     view = graph_view(model)
-    return normalise_all(view, plan_nodes(view))[0]
+    return normalise_all(view, graph_nodes(view))[0]
 
 
 def spec_of(case: Case):

@@ -503,7 +503,7 @@ def s_compression(tmp: Path, n: int) -> dict:
     import openvino as ov
 
     import ovrnn
-    from ovrnn.semantics.graph import normalise_all, plan_nodes
+    from ovrnn.semantics.graph import normalise_all, graph_nodes
     from ovrnn.quantization import Compression, quantize
     from ovrnn.onnx.read import graph_view
     from ovrnn.validation import reference
@@ -536,7 +536,7 @@ def s_compression(tmp: Path, n: int) -> dict:
     # quantization-only error over 1000 steps, float64: one scale per row vs one per tensor
     model = onnx.load(str(uneven_lstm(tmp / "q_err.onnx", 1000, 128, 128)))
     view = graph_view(model)
-    spec = normalise_all(view, plan_nodes(view))[0]
+    spec = normalise_all(view, graph_nodes(view))[0]
     inputs, attrs = reference_inputs(spec, 1000)
     original = reference.run_node("LSTM", inputs, attrs)
 

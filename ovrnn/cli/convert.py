@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UsageError
+from ..families import named
 from .messages import notes
 from .options import POSITIVE, add_lowering, add_stateful, lowering_kwargs, stateful_arg
 
@@ -68,7 +69,7 @@ def _layers_written(ir) -> str:
     """'16 RNNCell layers, 4 explicit cells, 2 states carried between calls (...)'."""
     cells: dict[str, int] = {}
     for r in ir.rnns:
-        cell = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}[r.op]
+        cell = named(r.op).cell
         cells[cell] = cells.get(cell, 0) + sum(c.steps for c in r.chains if c.lowering == "cell")
     explicit = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "explicit")
     kinds = ", ".join(f"{n} {cell} layers" for cell, n in cells.items() if n) or "0 RNNCell layers"

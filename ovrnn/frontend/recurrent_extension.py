@@ -34,16 +34,16 @@ import onnx.defs
 from ..dtypes import BY_IR
 from ..errors import OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.model import RnnSummary
-from ..lower import ops
-from ..lower import LOWERINGS
+from ..families import named, onnx_op_names
+from ..lower import lowering_of, ops
 from ..lower.layer_graph import LayerGraph
 from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower.state import add_assigns, add_states, plan_states
 from ..onnx.read import TensorInfo, upstream
-from ..semantics import NORMALISERS
+from ..semantics import normalise_node
 from ..semantics.limits import check_steps
 from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES
-from ..semantics.recurrent import DQ_DOMAIN, DQ_OP, FAMILIES, Body, DynamicStepsError, RecurrentNode, node_label, unique_label
+from ..semantics.recurrent import Body, DynamicStepsError, RecurrentNode, node_label, unique_label
 from .realize import dim_of, realize
 
 
@@ -57,7 +57,7 @@ def _input_names(inputs: list) -> list[set[str]]:
 
 def _attribute_names(op: str) -> list[str]:
     """Every attribute name the op has in any opset (opset 1's output_sequence included)."""
-    if op == DQ_OP:  # com.microsoft's, version 1
+    if named(op).domain:  # com.microsoft's DynamicQuantizeLSTM, version 1
         return sorted(DQ_ATTRIBUTES)
     names: dict[str, None] = {}
     for version in (1, 3, 7, 14, 22):
@@ -133,14 +133,28 @@ class ContextNodes:
         while tensor_names and not tensor_names[-1]:
             tensor_names.pop()
         attrs = _attributes(op, context)
-        proto = onnx.helper.make_node(op, tensor_names, [f"{self.TOKEN.format(k)}:{o}" for o in FAMILIES[op].outputs], name=self.TOKEN.format(k))
+        proto = onnx.helper.make_node(op, tensor_names, [f"{self.TOKEN.format(k)}:{o}" for o in named(op).outputs], name=self.TOKEN.format(k))
         for name, value in attrs.items():
             proto.attribute.append(_attribute(op, name, value))
-        opset = (3 if op == "GRU" else 1) if "output_sequence" in attrs else 22
+        opset = _last_schema_with(op, "output_sequence") if "output_sequence" in attrs else 22
         return RecurrentNode(proto, k, opset)
 
     def pending(self) -> list[RecurrentNode]:
         return []
+
+
+def _last_schema_with(op: str, attribute: str) -> int:
+    """The last opset whose schema of `op` has `attribute`, so it reads the most other attributes
+    too (output_sequence: GRU 3, which also has linear_before_reset; RNN and LSTM 1)."""
+    return max(v for v in (1, 3, 7) if _has_attribute(op, v, attribute))
+
+
+def _has_attribute(op: str, version: int, attribute: str) -> bool:
+    try:
+        schema = onnx.defs.get_schema(op, version)
+    except onnx.defs.SchemaError:
+        return False
+    return schema.since_version == version and attribute in schema.attributes
 
 
 def _attribute(op: str, name: str, value: object) -> onnx.AttributeProto:
@@ -186,12 +200,13 @@ class RecurrentLowering:
         self.labels: list[str] = []
         self.shared_x = SharedInputGuard()
 
-    def extensions(self, ops: tuple[str, ...] = tuple(FAMILIES)) -> list:
+    def extensions(self, ops: tuple[str, ...] = onnx_op_names()) -> list:
         from openvino.frontend import ConversionExtension
         from openvino.frontend.onnx import ConversionExtension as OnnxConversionExtension
 
         # com.microsoft's DynamicQuantizeLSTM too: OpenVINO's own conversion ignores input_forget and refuses P
-        return [OnnxConversionExtension(op, DQ_DOMAIN, partial(self, op)) if op == DQ_OP else ConversionExtension(op, partial(self, op)) for op in ops]
+        domains = {op: named(op).domain for op in ops}
+        return [OnnxConversionExtension(op, domains[op], partial(self, op)) if domains[op] else ConversionExtension(op, partial(self, op)) for op in ops]
 
     @property
     def summaries(self) -> list[RnnSummary]:
@@ -225,7 +240,7 @@ class RecurrentLowering:
         is_context = isinstance(self.nodes, ContextNodes)
         label = unique_label(onnx.NodeProto(op_type=op) if is_context else proto, len(self.labels), self.labels)
         self.labels.append(label)
-        spec = NORMALISERS[op](proto, node.index, node.opset, infos.get, label)
+        spec = normalise_node(proto, node.index, node.opset, infos.get, label)
         states = []
         if self.stateful and node.body is None:  # a body's state lives in its loop, not across infer calls
             spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name], f"{op} node '{proto.name or proto.output[0]}'", _role_of(proto, name)), lambda name: _zeros_by_construction(present[name]))
@@ -251,7 +266,7 @@ class RecurrentLowering:
         options = self.shared_x.options_for(spec.family.name, spec.node_name or spec.label, proto.input[0], spec.directions, self.options, self.notes, key=x_key)
         if states:  # lower/state.py: the ReadValues are the node's initial states
             placeholders.update(add_states(g, states, spec.etype, port_of(spec.X.name), self.options.static, port_of))
-        lowered = LOWERINGS[spec.family.name].lower(g, spec, port_of, options=options)
+        lowered = lowering_of(spec).lower(g, spec, port_of, options=options)
         if states:
             add_assigns(g, states, lowered.outputs, spec)
             self.states.extend(states)
@@ -298,7 +313,8 @@ _MOVES_ALL = {"Concat"}  # every input's values, moved
 
 
 def _role_of(proto, name: str) -> str:
-    return "initial_c" if len(proto.input) > 6 and proto.input[6] == name and proto.op_type == "LSTM" else "initial_h"
+    family = named(proto.op_type)
+    return next((family.inputs[k] for k in family.state_slots if k < len(proto.input) and proto.input[k] == name), "initial_h")
 
 
 _SAME_VALUES = {"Identity", "Slice", "StridedSlice", "Gather", "GatherElements", "Reshape", "Squeeze", "Unsqueeze", "Broadcast", "Convert", "Transpose", "Tile", "Split", "VariadicSplit"}  # input 0's values, moved
@@ -346,7 +362,7 @@ def body_steps_error(node: RecurrentNode, error: DynamicStepsError, flag_text: s
     """The refusal for a node inside a body whose step count is not known at conversion time and
     does not come from a graph input's dim (that case gets the --input message). ``.why`` says
     it in short, for the note when the op is left to OpenVINO instead."""
-    family = FAMILIES.get(node.proto.op_type, FAMILIES["LSTM"])  # DynamicQuantizeLSTM: an LSTM
+    family = named(node.proto.op_type).lowering_family  # DynamicQuantizeLSTM: an LSTM
     why = (
         f"{error.node_label} is inside {node.body.describe()}, and its sequence length (dim {error.axis} of X '{error.x_name}') "
         f"is not known at conversion time: {_why_dynamic(node.body, error.x_name)}"
@@ -382,7 +398,7 @@ def scan_slice_error(node: RecurrentNode, error: DynamicStepsError, inputs: dict
     if axis >= len(shape) or shape[axis].is_static:
         return None
     suggestion = ",".join("T" if a == axis else d.ir() for a, d in enumerate(shape))
-    cell = FAMILIES.get(node.proto.op_type, FAMILIES["LSTM"]).cell
+    cell = named(node.proto.op_type).cell
     return UsageError(
         f"{error.node_label} is inside {body.describe()} and reads X '{error.x_name}', a slice of input '{outer}': its sequence length "
         f"comes from dim {axis} of '{outer}', which is dynamic ({shape[axis].describe()}), and the {cell} chain needs a fixed number of steps; "

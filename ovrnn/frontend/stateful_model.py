@@ -26,7 +26,7 @@ from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
 from ..lower.state import safe_id, unique_id
 from ..onnx.read import GraphView
 from ..shapes import Dim
-from ..semantics.recurrent import DQ_DOMAIN, DQ_OP
+from ..families import families, named, onnx_op_names
 from ..stateful import StreamInfo, StreamState, common_steps
 from ..ov import ov
 from .realize import partial_shape
@@ -85,7 +85,7 @@ def refuse_nodes_in_bodies(graph, inside: str = "") -> None:
     """A recurrent node in an If/Loop/Scan body runs once per branch or iteration, not once per
     call: no state of its own is carried, so --stateful refuses rather than leave it stateless."""
     for node in graph.node:
-        if inside and node.op_type in ("RNN", "GRU", "LSTM"):
+        if inside and node.op_type in onnx_op_names():
             raise UnsupportedFeatureError(
                 f"{flag('stateful')}: {node.op_type} node '{node.name or node.output[0]}' is inside {inside}; a state is carried only for the "
                 f"recurrent nodes of the main graph (if the model passes its state through graph inputs and outputs, name them: {flag('stateful', quoted('IN=OUT'))})"
@@ -189,9 +189,8 @@ def first_recurrent_x(path, shapes: dict) -> tuple[int | None, ...] | None:
     from openvino.frontend.onnx import ConversionExtension as OnnxConversionExtension
 
     fe = FrontEndManager().load_by_framework("onnx")
-    for op in ("RNN", "GRU", "LSTM"):
-        fe.add_extension(ConversionExtension(op, probe))
-    fe.add_extension(OnnxConversionExtension(DQ_OP, DQ_DOMAIN, probe))  # onnxruntime's quantized LSTM: X is input 0 too
+    for family in families():  # onnxruntime's quantized LSTM too: X is input 0 in every family
+        fe.add_extension(OnnxConversionExtension(family.name, family.domain, probe) if family.domain else ConversionExtension(family.name, probe))
     input_model = fe.load(str(path))
     for name, shape in shapes.items():
         input_model.set_partial_shape(input_model.get_place_by_tensor_name(name), partial_shape(shape))
@@ -338,7 +337,7 @@ def _pair_batch_axis(view: GraphView, name: str, shape, info: StreamInfo) -> int
     if dynamic:
         return dynamic[0]
     for node in view.model.graph.node:  # the initial_h/initial_c of a recurrent node: its layout says
-        if node.op_type in ("RNN", "GRU", "LSTM") and name in list(node.input)[5:7]:
+        if node.op_type in onnx_op_names() and name in [n for k, n in enumerate(node.input) if k in named(node.op_type).state_slots]:
             layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
             return 0 if layout else 1
     return None

@@ -36,7 +36,8 @@ from ..ov import ov, ov_message
 from ..plugins import INTEGER_WEIGHTS
 from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
 from ..shapes import Dim, Shape
-from ..semantics.recurrent import DQ_OP, FAMILIES, DynamicStepsError, RecurrentNode, UnknownRankError, node_label, recurrent_nodes
+from ..families import families, family_of, named, onnx_families
+from ..semantics.recurrent import DynamicStepsError, RecurrentNode, UnknownRankError, node_label, recurrent_nodes
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (
@@ -71,7 +72,7 @@ def convert_whole_model(
     with _model_file(folded_model, source if not folded else None) as path:
         while True:
             try:
-                model, lowering = _convert(view, shapes, read.conditions_hint, path, nodes, options, tuple(op for op in (*FAMILIES, DQ_OP) if op not in left), stateful is True)
+                model, lowering = _convert(view, shapes, read.conditions_hint, path, nodes, options, tuple(f.name for f in families() if f.name not in left), stateful is True)
                 break
             except _BodyRefusal as refusal:
                 if not allow_sequence_ops or refusal.op in left:
@@ -155,7 +156,8 @@ def _unpaired_states(view: GraphView, stateful) -> str:
     paired = {name for name, _ in stateful}
     inputs = {i.name for i in view.model.graph.input}
     for node in view.model.graph.node:
-        if node.op_type not in FAMILIES:
+        family = family_of(node)
+        if family is None or family.domain:  # the ai.onnx families
             continue
         direction = next((a.s.decode() for a in node.attribute if a.name == "direction"), "forward")
         if direction != "forward":  # its pair is carried, but the chunk is read back to front
@@ -163,9 +165,8 @@ def _unpaired_states(view: GraphView, stateful) -> str:
                 f"; or rather, {node.op_type} node '{node.name or node.output[0]}' is {direction}: its reverse direction reads each chunk back "
                 "to front, so no carried state makes the calls equal the whole sequence"
             )
-        for position, role in ((5, "initial_h"), (6, "initial_c")):
-            if role == "initial_c" and node.op_type != "LSTM":
-                continue
+        for position in family.state_slots:
+            role = family.inputs[position]
             given = node.input[position] if len(node.input) > position else ""
             if given and (given not in inputs or given in paired):
                 continue
@@ -264,8 +265,8 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError, c
             found[k] = x[error.axis].get_length()
         raise _Probed()
 
-    for op in FAMILIES:
-        fe.add_extension(ConversionExtension(op, probe))
+    for family in onnx_families():
+        fe.add_extension(ConversionExtension(family.name, probe))
     input_model = fe.load(str(path))
     for info in view.inputs:
         if info.shape is None:
@@ -289,7 +290,7 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError, c
     suggestion = ",".join("T" if a == axis else d.ir() for a, d in enumerate(shape))
     return UsageError(
         f"{target}: the number of time steps comes from dim {axis} of input '{name}', which is dynamic "
-        f"({shape[axis].describe()}), and the {FAMILIES[target.split(' ', 1)[0]].cell} chain needs a fixed number of steps; "
+        f"({shape[axis].describe()}), and the {named(target.split(' ', 1)[0]).cell} chain needs a fixed number of steps; "
         f"fix it with {flag('input', quoted(f'{name}[{suggestion}]'))} (T = number of time steps)"
     )
 

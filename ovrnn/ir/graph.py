@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from .. import __version__
 from ..dtypes import BY_ONNX, onnx_type_name
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..lower import LOWERINGS, ops
+from ..lower import lowering_of, ops
 from ..lower.layer_graph import LayerGraph, Output
 from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower.state import NodeState, add_assigns, add_states, plan_states
@@ -22,7 +22,7 @@ from ..onnx.read import GraphView, TensorInfo
 from ..progress import stage
 from ..shapes import Shape, shape_text
 from ..semantics import Spec
-from ..semantics.graph import NodePlan, normalise_all, plan_nodes
+from ..semantics.graph import GraphNodes, normalise_all, graph_nodes
 from ..semantics.limits import check_steps
 from ..stateful import node_stream
 from .emit import emit
@@ -46,7 +46,7 @@ def _gc_paused():
 def convert_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False, record: dict | None = None) -> IR:
     """A model made of RNN, GRU, LSTM and Constant nodes: spec every node, lower them into one
     LayerGraph, and emit it with ovrnn's own emitter."""
-    plan = plan_nodes(view)  # semantics stage: which nodes, and their specs
+    plan = graph_nodes(view)  # semantics stage: which nodes, and their specs
     specs = normalise_all(view, plan)
     steps_note = check_steps(sum(s.seq_length * s.num_directions for s in specs), len(specs), max_steps)
     g = LayerGraph(view.model.graph.name or "ovrnn_model")
@@ -83,7 +83,7 @@ class _Builder:
             self.ports[name] = ops.const(self.g, name, info.value)
         return self.ports[name]
 
-    def build(self, plan: NodePlan) -> list[RnnSummary]:
+    def build(self, plan: GraphNodes) -> list[RnnSummary]:
         if self.stateful:
             self._plan_states()
         self._parameters()
@@ -99,7 +99,7 @@ class _Builder:
             if states:  # the state's ReadValue is the node's initial state; its final states are always made
                 self.ports.update(add_states(self.g, states, spec.etype, self.port_of(spec.X.name), self.options.static, self.port_of))
                 want = [w or out != "Y" for w, out in zip(want, family.outputs)]
-            lowered = LOWERINGS[family.name].lower(self.g, spec, self.port_of, tuple(want), options=options)
+            lowered = lowering_of(spec).lower(self.g, spec, self.port_of, tuple(want), options=options)
             if states:
                 add_assigns(self.g, states, lowered.outputs, spec)
                 self.states.extend(states)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ..fileio import ir_paths, write_atomic
 from ..lower.step_form import StepForm
-from ..semantics.recurrent import FAMILIES, Direction
+from ..families.rnn import RNN
+from ..semantics.recurrent import Direction
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class RnnSummary:
     chains: tuple[ChainSummary, ...]
     runtime_inputs: tuple[tuple[str, str], ...] = ()  # (role, tensor name) of non-constant inputs
     outputs: tuple[tuple[str, str], ...] = ()  # ("Y" | "Y_h" | "Y_c", tensor name)
-    op: str = "RNN"  # RNN | GRU | LSTM
+    op: str = RNN.name  # the family's ONNX op type (ovrnn/families/)
     weights: str = ""  # integer W/R and their scales ("" = float weights)
     compression: object = None  # the --compress-weights scheme of this node (lower.quantized.Compression), None: not compressed here
 
@@ -53,8 +54,8 @@ class RnnSummary:
     def of(spec, chains: list[tuple[Direction, str, StepForm]], weights: str = "", compression=None) -> RnnSummary:
         """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations as described,
         step form); `weights`: how integer W/R are stored ("" for float weights)."""
-        op = {"RnnSpec": "RNN", "GruSpec": "GRU", "LstmSpec": "LSTM"}[type(spec).__name__]
-        family = FAMILIES[op]
+        family = spec.family
+        op = family.name
         return RnnSummary(
             label=spec.label,
             node_name=spec.node_name,
@@ -77,7 +78,7 @@ class RnnSummary:
         )
 
     def rt_info(self) -> dict[str, str]:
-        info = {} if self.op == "RNN" else {"op": self.op}
+        info = {} if self.op == RNN.name else {"op": self.op}  # RNN's IRs predate the entry
         info |= {
             "onnx_node": self.node_name,
             "steps": str(self.seq_length),

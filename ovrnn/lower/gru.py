@@ -28,13 +28,14 @@ from . import ops
 from .activation_ops import ActivationOps
 from .layer_graph import Output
 from .node import NodeLowering
+from ..families.gru import GRU
 from .recurrent import per_piece
 from ..semantics.gru import GruActivations, GruSpec
 
 
 class GruLowering(NodeLowering):
-    op = "GRU"
-    GATE_ORDER = (0, 1, 2)  # GRUCell reads z, r, h, as ONNX stacks them
+    family = GRU
+    GATE_ORDER = GRU.gate_order  # GRUCell reads z, r, h, as ONNX stacks them
     s: GruSpec
 
     def zero_bias_size(self) -> int:
@@ -108,3 +109,5 @@ class GruLowering(NodeLowering):
 
         return step, self.projection(d, w, bx, w_t)
 
+
+GRU.attach("lowering", GruLowering)

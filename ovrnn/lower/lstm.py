@@ -29,13 +29,14 @@ from . import ops
 from .activation_ops import ActivationOps
 from .layer_graph import Output
 from .node import NodeLowering
+from ..families.lstm import LSTM
 from .recurrent import per_piece
 from ..semantics.lstm import LstmActivations, LstmSpec
 
 
 class LstmLowering(NodeLowering):
-    op = "LSTM"
-    GATE_ORDER = (2, 0, 3, 1)  # LSTMCell reads f, i, c, o; ONNX stacks i, o, f, c
+    family = LSTM
+    GATE_ORDER = LSTM.gate_order  # LSTMCell reads f, i, c, o; ONNX stacks i, o, f, c
     STATES = ("initial_h", "initial_c")
     WEIGHTS = ("W", "R", "B", "P")
     s: LstmSpec
@@ -98,3 +99,5 @@ class LstmLowering(NodeLowering):
 
         return step, self.projection(d, w, b, w_t)
 
+
+LSTM.attach("lowering", LstmLowering)

@@ -5,7 +5,7 @@
 step form (a native cell chain or explicit ops, and why), builds that direction's chain through the op's ``native_chain`` / ``explicit_chain`` and hands
 the chains to ``lower_chains``. A subclass (``rnn.py``, ``gru.py``, ``lstm.py``) adds:
 
-    op, GATE_ORDER       its ONNX op type and the ONNX gate indices in its OpenVINO cell's order
+    family, GATE_ORDER   its family in the registry (ovrnn/families/) and the family's gate order
     bias(d)              the cell's bias B_d from Wb_d and Rb_d
     native_chain(d, a)   the step as one RNNCell/GRUCell/LSTMCell
     explicit_chain(d, a) the step as MatMul/Add/activation ops (with the projection of X it reads)
@@ -27,6 +27,7 @@ from .gates import GateWeights
 from ..quantization import Compression
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, StepFn, lower_chains, needs_mask, per_piece
+from ..families import OpFamily
 from ..semantics.recurrent import Direction, RecurrentInput, RecurrentSpec
 from .step_form import Reason, StepForm, decide_step_form
 
@@ -121,7 +122,7 @@ class LoweredRnn:
 class NodeLowering:
     """One node's lowering; a subclass per op adds its gate math."""
 
-    op: ClassVar[str]  # "RNN" | "GRU" | "LSTM"
+    family: ClassVar[OpFamily]  # the registry's family it lowers
     GATE_ORDER: ClassVar[tuple[int, ...]]  # ONNX gate indices in the order the OpenVINO cell reads them
     STATES: ClassVar[tuple[str, ...]] = ("initial_h",)  # the node's initial-state inputs (LSTM: and initial_c)
     WEIGHTS: ClassVar[tuple[str, ...]] = ("W", "R", "B")  # the weight inputs (LSTM: and P)

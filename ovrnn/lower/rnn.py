@@ -28,13 +28,14 @@ from ..semantics.activations import Activation
 from .activation_ops import ActivationOps
 from .layer_graph import Output
 from .node import NodeLowering
+from ..families.rnn import RNN
 from .recurrent import per_piece
 from ..semantics.rnn import RnnSpec
 
 
 class RnnLowering(NodeLowering):
-    op = "RNN"
-    GATE_ORDER = (0,)  # one gate: W_d [H, I], R_d [H, H], B_d = Wb_d + Rb_d [H]
+    family = RNN
+    GATE_ORDER = RNN.gate_order  # one gate: W_d [H, I], R_d [H, H], B_d = Wb_d + Rb_d [H]
     s: RnnSpec
 
     def chain_note(self, act: Activation, form) -> str:
@@ -77,3 +78,5 @@ class RnnLowering(NodeLowering):
 
         return step, self.projection(d, w, b, w_t)
 
+
+RNN.attach("lowering", RnnLowering)

@@ -32,7 +32,7 @@ MAX_ELEMENTS = 1 << 16  # shapes, lengths, small tensors
 WEIGHT_MAX_ELEMENTS = 1 << 28  # weights=True: what W/R of a recurrent node are computed from (1 GiB of f32)
 _MAX_ROUNDS = 16
 _KEEP = {
-    "RNN", "GRU", "LSTM", "If", "Loop", "Scan", "SequenceMap",
+    *RECURRENT, "If", "Loop", "Scan", "SequenceMap",
     "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout",
 }
 

@@ -16,12 +16,14 @@ import onnx
 import onnx.defs
 from onnx import ModelProto, TensorProto, numpy_helper
 
+from ..families import ONNX_DOMAINS, onnx_op_names
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError
 from ..fileio import open_regular, read_regular
 from ..shapes import Dim, Shape
 
-ONNX_DOMAINS = ("", "ai.onnx")
-RECURRENT = ("RNN", "GRU", "LSTM")  # the ONNX recurrent ops
+# the ai.onnx recurrent ops, from the op registry (ovrnn/families/); `ovrnn.families.is_recurrent`
+# also knows the other domains' (com.microsoft's DynamicQuantizeLSTM)
+RECURRENT = onnx_op_names()
 
 ModelSource = Union[str, "os.PathLike[str]", bytes, ModelProto]
 

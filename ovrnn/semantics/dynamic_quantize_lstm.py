@@ -31,8 +31,12 @@ from ..errors import InvalidModelError, UnsupportedFeatureError
 from ..quantization import Quantized
 from ..onnx.read import TensorInfo
 from .lstm import LstmSpec
-from .recurrent import DQ_DOMAIN as DOMAIN, DQ_OP as OP, is_dynamic_quantize_lstm, node_label  # noqa: F401 (re-exported)
-INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P", "W_scale", "W_zero_point", "R_scale", "R_zero_point")
+from ..families.dynamic_quantize_lstm import DYNAMIC_QUANTIZE_LSTM as FAMILY
+from .recurrent import node_label
+
+OP = FAMILY.name
+INPUTS = FAMILY.inputs
+SLOT = {m.name: m.slot for m in FAMILY.input_slots}
 ATTRIBUTES = {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "input_forget"}
 _INT_TYPES = {TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8}
 
@@ -55,7 +59,7 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
             raise fail(f"input '{INPUTS[slot]}' is tensor '{names[slot]}', which no graph input, initializer or earlier node provides")
         return info
 
-    W, R = required(1), required(2)
+    W, R = required(SLOT["W"]), required(SLOT["R"])
     for role, info in (("W", W), ("R", R)):
         if info.elem_type not in _INT_TYPES:
             got = "unknown" if info.elem_type is None else onnx.helper.tensor_dtype_to_np_dtype(info.elem_type).name
@@ -75,26 +79,25 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
 
     quantized: dict[str, list[Quantized]] = {}
     floats: dict[str, np.ndarray] = {}
-    for role, info, s_slot in (("W", W, 8), ("R", R, 10)):
-        scale_info, zp_info = required(s_slot), required(s_slot + 1)
+    for role, info in (("W", W), ("R", R)):
+        scale_info, zp_info = required(SLOT[f"{role}_scale"]), required(SLOT[f"{role}_zero_point"])
         scale, zero_point = _per_row(fail, who, role, info, scale_info, zp_info, D, G)
         rows = np.transpose(info.value, (0, 2, 1))  # [D, K, 4H] -> [D, 4H, K]: the ONNX LSTM's W/R
         symmetric = not np.any(zero_point)
         quantized[role] = [Quantized(np.ascontiguousarray(rows[d]), scale[d][:, None], None if symmetric else zero_point[d][:, None], 8) for d in range(D)]
         floats[role] = np.stack([q.dequantize() for q in quantized[role]])
 
-    float_type = required(0).elem_type
+    float_type = required(SLOT["X"]).elem_type
     np_float = onnx.helper.tensor_dtype_to_np_dtype(float_type) if float_type else np.float32
     dequantized = {
-        names[1]: TensorInfo(names[1], float_type, None, floats["W"].astype(np_float)),
-        names[2]: TensorInfo(names[2], float_type, None, floats["R"].astype(np_float)),
+        names[SLOT[role]]: TensorInfo(names[SLOT[role]], float_type, None, floats[role].astype(np_float)) for role in ("W", "R")
     }
     dequantized = {k: TensorInfo(v.name, v.elem_type, _shape(v.value), v.value) for k, v in dequantized.items()}
     as_lstm = onnx.NodeProto()
     as_lstm.CopyFrom(node)
-    as_lstm.domain = ""
+    as_lstm.domain = FAMILY.lowered_as.domain  # op_type kept: messages name the node as it is
     del as_lstm.input[:]
-    as_lstm.input.extend(names[:8])
+    as_lstm.input.extend(names[: len(FAMILY.lowered_as.inputs)])
     while as_lstm.input and not as_lstm.input[-1]:
         del as_lstm.input[-1]
     spec = LstmSpec.normalise(as_lstm, index, opset, lambda name: dequantized.get(name) or lookup(name), label)
@@ -110,6 +113,9 @@ def _shape(value: np.ndarray):
     from ..shapes import Dim
 
     return tuple(Dim.of(int(d)) for d in value.shape)
+
+
+FAMILY.attach("normalise", normalise_dynamic_quantize_lstm)
 
 
 def _per_row(fail, who: str, role: str, weights: TensorInfo, scale: TensorInfo, zero_point: TensorInfo, D: int, G: int) -> tuple[np.ndarray, np.ndarray]:

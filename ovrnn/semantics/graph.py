@@ -11,26 +11,26 @@ import onnx
 
 from ..onnx.read import GraphView, TensorInfo
 from ..shapes import Dim, Shape
-from . import NORMALISERS, Spec
-from .recurrent import rnn_nodes, unique_label
+from . import Spec, normalise_node
+from .recurrent import recurrent_nodes_of, unique_label
 
 
 @dataclass
-class NodePlan:
-    rnn_nodes: list[tuple[int, onnx.NodeProto]]
+class GraphNodes:
+    nodes: list[tuple[int, onnx.NodeProto]]  # the recurrent nodes, with their index in the graph
     needed: set[str]  # tensor names a graph output or a later node reads
 
 
-def plan_nodes(view: GraphView) -> NodePlan:
+def graph_nodes(view: GraphView) -> GraphNodes:
     """A model made of recurrent and Constant nodes only: which of their outputs are read."""
-    nodes = rnn_nodes(view.model.graph)
+    nodes = recurrent_nodes_of(view.model.graph)
     needed = {o.name for o in view.outputs}
     for _, node in nodes:
         needed.update(n for n in node.input if n)
-    return NodePlan(nodes, needed)
+    return GraphNodes(nodes, needed)
 
 
-def normalise_all(view: GraphView, plan: NodePlan) -> list[Spec]:
+def normalise_all(view: GraphView, nodes: GraphNodes) -> list[Spec]:
     produced: dict[str, TensorInfo] = {}
 
     def lookup(name: str) -> TensorInfo | None:
@@ -38,10 +38,10 @@ def normalise_all(view: GraphView, plan: NodePlan) -> list[Spec]:
 
     specs = []
     used_labels: set[str] = set()
-    for k, (i, node) in enumerate(plan.rnn_nodes):
+    for k, (i, node) in enumerate(nodes.nodes):
         label = unique_label(node, k, used_labels)
         used_labels.add(label)
-        spec = NORMALISERS[node.op_type](node, i, view.opset, lookup, label)
+        spec = normalise_node(node, i, view.opset, lookup, label)
         specs.append(spec)
         for name, shape in _output_shapes(spec).items():
             produced[name] = TensorInfo(name, spec.etype.onnx, shape)

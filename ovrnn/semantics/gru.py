@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from . import activations as acts
-from .recurrent import GRU, Normaliser, RecurrentSpec
+from ..families.gru import GRU
+from .recurrent import Normaliser, RecurrentSpec
 
 
 class GruActivations(NamedTuple):
@@ -51,4 +52,4 @@ class GruSpec(RecurrentSpec):
         return {"linear_before_reset": n.switch("linear_before_reset")}
 
 
-normalise_gru = GruSpec.normalise
+normalise_gru = GRU.attach("normalise", GruSpec.normalise)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from . import activations as acts
-from .recurrent import LSTM, Normaliser, RecurrentInput, RecurrentSpec
+from ..families.lstm import LSTM
+from .recurrent import Normaliser, RecurrentInput, RecurrentSpec
 
 
 class LstmActivations(NamedTuple):
@@ -65,4 +66,4 @@ class LstmSpec(RecurrentSpec):
         return {"input_forget": n.switch("input_forget")}
 
 
-normalise_lstm = LstmSpec.normalise
+normalise_lstm = LSTM.attach("normalise", LstmSpec.normalise)

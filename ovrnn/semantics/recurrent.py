@@ -32,29 +32,10 @@ import onnx.defs
 from . import activations as acts
 from ..dtypes import BY_ONNX, ElementType, onnx_type_name
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..onnx.read import ONNX_DOMAINS, TensorInfo
+from ..families import ONNX_DOMAINS, OpFamily, is_recurrent
+from ..onnx.read import TensorInfo
 from ..shapes import Dim, Shape, shape_text
 
-
-@dataclass(frozen=True)
-class OpFamily:
-    """What tells RNN, GRU and LSTM apart at the spec level."""
-
-    name: str  # ONNX op_type
-    cell: str  # the OpenVINO cell its chains are made of, for messages
-    gates: int  # G: W/R hold G*hidden_size rows, B holds 2*G*hidden_size
-    slots: tuple[str, ...]  # activation slots per direction, in ONNX order
-    default_activations: tuple[str, ...]  # one per slot
-    inputs: tuple[str, ...]  # ONNX input names, in slot order
-    outputs: tuple[str, ...]
-
-
-RNN = OpFamily("RNN", "RNNCell", 1, ("f",), ("Tanh",), ("X", "W", "R", "B", "sequence_lens", "initial_h"), ("Y", "Y_h"))
-GRU = OpFamily("GRU", "GRUCell", 3, ("f", "g"), ("Sigmoid", "Tanh"), RNN.inputs, RNN.outputs)
-LSTM = OpFamily(
-    "LSTM", "LSTMCell", 4, ("f", "g", "h"), ("Sigmoid", "Tanh", "Tanh"), RNN.inputs + ("initial_c", "P"), ("Y", "Y_h", "Y_c")
-)
-FAMILIES = {f.name: f for f in (RNN, GRU, LSTM)}
 
 # Inputs of the X element type (all but X itself and sequence_lens).
 _FLOAT_INPUTS = ("W", "R", "B", "initial_h", "initial_c", "P")
@@ -208,30 +189,16 @@ class RecurrentSpec:
         return {}
 
 
-# onnxruntime's quantized LSTM (semantics/dynamic_quantize_lstm.py): lowered as the LSTM it computes
-DQ_OP, DQ_DOMAIN = "DynamicQuantizeLSTM", "com.microsoft"
-
-
-def is_dynamic_quantize_lstm(node: onnx.NodeProto) -> bool:
-    return node.op_type == DQ_OP and node.domain == DQ_DOMAIN
-
-
-def is_recurrent(node: onnx.NodeProto) -> bool:
-    """RNN, GRU, LSTM (ai.onnx) or com.microsoft.DynamicQuantizeLSTM."""
-    return (node.op_type in FAMILIES and node.domain in ONNX_DOMAINS) or is_dynamic_quantize_lstm(node)
-
-
-def rnn_nodes(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
-    """The recurrent nodes (RNN, GRU, LSTM, DynamicQuantizeLSTM), with their index in the graph."""
+def recurrent_nodes_of(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
+    """The recurrent nodes of one graph (any registered family), with their index in it."""
     return [(i, n) for i, n in enumerate(graph.node) if is_recurrent(n)]
 
 
 def needs_frontend(graph: onnx.GraphProto) -> bool:
-    """True when the model has ops other than RNN, GRU, LSTM and Constant (or none of them): OpenVINO's
-    frontend converts it, with ovrnn's lowering plugged in."""
-    ops_ = {(n.domain, n.op_type) for n in graph.node}
-    lowered = {(d, t) for d, t in ops_ if (d in ONNX_DOMAINS and (t in FAMILIES or t == "Constant")) or (d, t) == (DQ_DOMAIN, DQ_OP)}
-    return not rnn_nodes(graph) or bool(ops_ - lowered)
+    """True when the model has ops other than the recurrent families and Constant (or no recurrent
+    node): OpenVINO's frontend converts it, with ovrnn's lowering plugged in."""
+    others = [n for n in graph.node if not is_recurrent(n) and not (n.op_type == "Constant" and n.domain in ONNX_DOMAINS)]
+    return not recurrent_nodes_of(graph) or bool(others)
 
 
 @dataclass(frozen=True)
@@ -438,7 +405,7 @@ class Normaliser:
     def input_info(self, slot: int) -> TensorInfo | None:
         names = list(self.node.input)
         if slot >= len(names) or not names[slot]:
-            if slot < 3:
+            if slot <= self.family.slot("R"):  # X, W and R are required
                 raise self.fail(f"required input '{self.family.inputs[slot]}' (input {slot}) is missing")
             return None
         info = self.lookup(names[slot])
@@ -527,7 +494,7 @@ def _element_types(n: Normaliser, infos: list[TensorInfo | None]) -> ElementType
         if name in _FLOAT_INPUTS and info is not None and info.elem_type != x.elem_type:
             got = "unknown" if info.elem_type is None else onnx_type_name(info.elem_type)
             raise n.fail(f"input {name} '{info.name}': expected element type {etype.onnx_name} (the type of X), got {got}")
-    lens = infos[4]
+    lens = infos[n.family.slot("sequence_lens")]
     if lens is not None and lens.elem_type != onnx.TensorProto.INT32:
         got = "unknown" if lens.elem_type is None else onnx_type_name(lens.elem_type)
         raise n.fail(f"input sequence_lens '{lens.name}': expected element type int32, got {got}")

@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import activations as acts
-from .recurrent import RNN, DIRECTIONS, Direction, DynamicStepsError, RecurrentInput, RecurrentSpec, node_label, unique_label
+from ..families.rnn import RNN
+from .recurrent import DIRECTIONS, Direction, DynamicStepsError, RecurrentInput, RecurrentSpec, node_label, unique_label
 
 __all__ = ["DIRECTIONS", "INPUT_NAMES", "Direction", "DynamicStepsError", "RnnInput", "RnnSpec", "node_label", "normalise_rnn", "unique_label"]
 
@@ -42,4 +43,4 @@ class RnnSpec(RecurrentSpec):
         return (self.activations[d],)
 
 
-normalise_rnn = RnnSpec.normalise
+normalise_rnn = RNN.attach("normalise", RnnSpec.normalise)

@@ -31,7 +31,7 @@ def reference_inputs(spec, steps: int, seed: int = 0) -> tuple[list, dict]:
     op = spec.family.name
     value = lambda t: None if t is None or not t.is_constant else np.asarray(t.value, dtype=np.float64)  # noqa: E731
     h0 = value(spec.initial_h)
-    c0 = value(getattr(spec, "initial_c", None)) if op == "LSTM" else None
+    c0 = value(getattr(spec, "initial_c", None))
     batch = h0.shape[1] if h0 is not None else (c0.shape[1] if c0 is not None else 1)
     if spec.layout and h0 is not None:  # [B, D, H] -> [D, B, H]
         h0 = h0.transpose(1, 0, 2)

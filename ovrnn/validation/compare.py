@@ -26,6 +26,7 @@ from . import reference
 from ..runtime import engine as runtime
 from ..dtypes import from_numpy
 from ..errors import UsageError, flag
+from ..families import onnx_op_names
 from ..ir.model import IR
 
 # (atol, rtol) by element type; f64 admits f32 internals (OpenVINO CPU computes f64 in f32).
@@ -279,7 +280,7 @@ _ORT_ZERO_BETA = ("affine", "scaledtanh")
 def ort_known_deviation(proto: onnx.ModelProto) -> str:
     """onnxruntime uses 0 for absent ThresholdedRelu/Affine/ScaledTanh parameters (the spec: 1.0, 1.0/0.0)."""
     for node in proto.graph.node:
-        if node.op_type not in ("RNN", "GRU", "LSTM"):
+        if node.op_type not in onnx_op_names():
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         alphas, betas = len(attrs.get("activation_alpha", [])), len(attrs.get("activation_beta", []))

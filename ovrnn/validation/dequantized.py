@@ -16,7 +16,8 @@ from onnx import numpy_helper
 
 from ..quantization import DEQUANTIZED_WEIGHTS, Compression
 from ..onnx.read import all_nodes
-from ..semantics.recurrent import FAMILIES
+from ..families import family_of, onnx_op_names
+from ..families.dynamic_quantize_lstm import DYNAMIC_QUANTIZE_LSTM
 
 
 WEIGHTS_DOMAIN, WEIGHTS_OP = DEQUANTIZED_WEIGHTS  # the reference's own op: W/R as the IR stores them
@@ -53,9 +54,9 @@ def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: d
             for attr in node.attribute:
                 for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
                     rewrite(sub, constants)
-            if node.op_type in FAMILIES and node.domain in ("", "ai.onnx"):
+            if (family := family_of(node)) is not None and not family.domain:
                 scheme = scheme_of(node)
-                for slot, role in ((1, "W"), (2, "R")):
+                for slot, role in ((family.slot("W"), "W"), (family.slot("R"), "R")):
                     name = node.input[slot] if scheme is not None and slot < len(node.input) else ""
                     trusted = nodes is not None and node.name  # the IR says which of its W/R it kept float
                     if not name or (role in runtime.get(node.name, ()) if trusted else name not in constants):
@@ -80,7 +81,7 @@ def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: d
 def _computes_a_constant(node: onnx.NodeProto, constants: set[str]) -> bool:
     """A node whose outputs no graph input can change: a Constant, or a deterministic op without
     bodies whose inputs are all constants (an Unsqueeze or Transpose of an initializer)."""
-    if node.op_type in FAMILIES or node.op_type.startswith("Random") or node.op_type in ("Multinomial", "Bernoulli", "Dropout"):
+    if node.op_type in onnx_op_names() or node.op_type.startswith("Random") or node.op_type in ("Multinomial", "Bernoulli", "Dropout"):
         return False
     if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
         return False
@@ -109,13 +110,15 @@ def lstm_from_dynamic_quantize(model: onnx.ModelProto) -> onnx.ModelProto:
     inits = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
     new_nodes, added = [], []
     for k, node in enumerate(out.graph.node):
-        if not (node.op_type == "DynamicQuantizeLSTM" and node.domain == "com.microsoft"):
+        if family_of(node) is not DYNAMIC_QUANTIZE_LSTM:
             new_nodes.append(node)
             continue
-        names = list(node.input) + [""] * (12 - len(node.input))
+        family, lstm_family = DYNAMIC_QUANTIZE_LSTM, DYNAMIC_QUANTIZE_LSTM.lowered_as
+        names = list(node.input) + [""] * (len(family.inputs) - len(node.input))
         floats = []
-        for slot, s_slot in ((1, 8), (2, 10)):
-            q, scale, zp = (inits[names[i]] for i in (slot, s_slot, s_slot + 1))
+        for role in ("W", "R"):
+            slot = family.slot(role)
+            q, scale, zp = (inits[names[family.slot(k)]] for k in (role, f"{role}_scale", f"{role}_zero_point"))
             D, _, G = q.shape
             scale = np.broadcast_to(scale.astype(np.float64).reshape(D, 1, -1), (D, 1, G))
             zp = np.broadcast_to(zp.astype(np.float64).reshape(D, 1, -1), (D, 1, G))
@@ -123,7 +126,8 @@ def lstm_from_dynamic_quantize(model: onnx.ModelProto) -> onnx.ModelProto:
             name = f"{names[slot]}__dequantized_{k}"
             added.append(numpy_helper.from_array(w.astype(np.float32), name))
             floats.append(name)
-        lstm = onnx.helper.make_node("LSTM", [names[0], *floats, *names[3:8]], list(node.output), name=node.name)
+        rest = names[family.slot("B") : len(lstm_family.inputs)]  # B, sequence_lens, initial_h, initial_c, P: as LSTM's
+        lstm = onnx.helper.make_node(lstm_family.name, [names[family.slot("X")], *floats, *rest], list(node.output), name=node.name)
         lstm.attribute.extend(node.attribute)
         while lstm.input and not lstm.input[-1]:
             del lstm.input[-1]
@@ -139,7 +143,7 @@ def compressed_reference(proto: onnx.ModelProto, ir) -> CompressedReference | No
     QDQ weights, and/or made by `--compress-weights` (each node's scheme as the IR records it, so an
     IR converted elsewhere is judged as it was made); None when no node of the IR has integer weights."""
     model, what, why = proto, [], []
-    if any(n.op_type == "DynamicQuantizeLSTM" and n.domain == "com.microsoft" for n in all_nodes(proto.graph)):
+    if any(family_of(n) is DYNAMIC_QUANTIZE_LSTM for n in all_nodes(proto.graph)):
         model = lstm_from_dynamic_quantize(model)
         what.append("DynamicQuantizeLSTM's int8/uint8 W and R, kept as integers")
         why.append("onnxruntime's DynamicQuantizeLSTM also quantizes X and H every step: shown, not counted")

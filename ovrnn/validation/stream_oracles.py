@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 
 from ..errors import OvrnnError
+from ..families import is_recurrent, named
 from ..runtime import engine as runtime
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import reference
@@ -85,7 +86,7 @@ class StateSource:
 def state_sources(proto: onnx.ModelProto, ir, contract: StreamContract) -> list[StateSource]:
     """Each node state matched to its ONNX node: the IR lists its recurrent nodes, and their states
     (H, then C for an LSTM) in the same order."""
-    nodes = [i for i, n in enumerate(proto.graph.node) if n.op_type in ("RNN", "GRU", "LSTM", "DynamicQuantizeLSTM")]
+    nodes = [i for i, n in enumerate(proto.graph.node) if is_recurrent(n)]
     by_name = {proto.graph.node[i].name: i for i in nodes if proto.graph.node[i].name}
     states = [s for s in contract.states if not s.init.startswith("pair:")]
     out, k = [], 0
@@ -94,7 +95,8 @@ def state_sources(proto: onnx.ModelProto, ir, contract: StreamContract) -> list[
         if index is None:
             continue
         node = proto.graph.node[index]
-        for role in ("initial_h", "initial_c") if rnn.op == "LSTM" else ("initial_h",):
+        family = named(rnn.op)
+        for role in (family.inputs[k] for k in family.state_slots):
             if k >= len(states):
                 break
             state = states[k]

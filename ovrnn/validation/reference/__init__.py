@@ -15,15 +15,15 @@ from onnx import numpy_helper
 from ...onnx.read import all_nodes
 from ...quantization import DEQUANTIZED_WEIGHTS as WEIGHTS, dequantized_weights
 from .fallback import NodeFallback, ReferenceUnavailable, evaluator_class
-from .gru import GRU
+from ...families import onnx_families
+from . import gru, lstm, rnn  # noqa: F401 (each attaches its cell to its family)
 from .loop import reference
-from .lstm import LSTM
-from .rnn import RNN
 
 __all__ = ["OPS", "ReferenceUnavailable", "run_model", "run_node"]
 
-# op_type -> its cell; loop.reference takes the ONNX inputs positionally and the attributes by name
-OPS = {"RNN": RNN, "GRU": GRU, "LSTM": LSTM}
+# op_type -> its cell (attached in rnn.py, gru.py, lstm.py); loop.reference takes the ONNX inputs
+# positionally and the attributes by name
+OPS = {f.name: f.part("reference") for f in onnx_families()}
 
 
 def run_node(op_type: str, inputs: list, attrs: dict) -> tuple[np.ndarray, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...families import gru as family
 from .loop import Cell, Node
 
 
@@ -30,3 +31,4 @@ def step(n: Node, d: int, x, states):
 
 
 GRU = Cell(gates=3, activations=("Sigmoid", "Tanh"), states=1, step=step, attrs={"linear_before_reset": 0})
+family.GRU.attach("reference", GRU)  # the float64 cell of the family, by the registry's key

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...families import lstm as family
 from .loop import Cell, Node
 
 
@@ -37,3 +38,4 @@ def step(n: Node, d: int, x, states):
 
 
 LSTM = Cell(gates=4, activations=("Sigmoid", "Tanh", "Tanh"), states=2, step=step, attrs={"input_forget": 0})
+family.LSTM.attach("reference", LSTM)  # the float64 cell of the family, by the registry's key

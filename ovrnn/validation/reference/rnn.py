@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...families import rnn as family
 from .loop import Cell, Node
 
 
@@ -13,3 +14,4 @@ def step(n: Node, d: int, x, states):
 
 
 RNN = Cell(gates=1, activations=("Tanh",), states=1, step=step)
+family.RNN.attach("reference", RNN)  # the float64 cell of the family, by the registry's key
