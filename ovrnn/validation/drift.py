@@ -21,6 +21,7 @@ from onnx import helper, numpy_helper
 from ..convert import convert
 from ..dtypes import BY_IR, F32
 from ..errors import OvrnnError, UnsupportedFeatureError
+from ..families import onnx_families
 from ..ir.model import IR
 from ..onnx.read import GraphView
 from ..plan import Request
@@ -32,8 +33,9 @@ from .report import per_step_errors
 DRIFT_STEPS = 1024
 CHUNK = 64  # steps per call
 SHOWN_STEPS = (1, 64, 256, 1000)  # 1-based: the first step, one call, a longer stream
-WEIGHTS = {"RNN": (1, 2, 3), "GRU": (1, 2, 3), "LSTM": (1, 2, 3, 7)}  # W, R, B (, P) input indices
-STATES = {"RNN": ("h",), "GRU": ("h",), "LSTM": ("h", "c")}
+# per ai.onnx family (ovrnn/families/): the W, R, B (, P) input slots, and its states (h; LSTM: h, c)
+WEIGHTS = {f.name: tuple(f.slot(n) for n in ("W", "R", "B", "P") if n in f.inputs) for f in onnx_families()}
+STATES = {f.name: tuple(f.inputs[k].removeprefix("initial_") for k in f.state_slots) for f in onnx_families()}
 
 
 @dataclass
