@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import openvino as ov
 import pytest
-from cases import GRU_CASES, LSTM_CASES, RNN_CASES, TOL, Case, make_model
+from cases import CASES, GRU_CASES, TOL, Case, make_model
 from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 
@@ -28,31 +28,24 @@ def static_flags(model, feeds) -> list[str]:
     return [f"{vi.name}[{','.join(map(str, feeds[vi.name].shape))}]" for vi in model.graph.input if vi.name in feeds]
 
 
-@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.id)
-def test_static_matmul_ir_is_npu_shaped(case):
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_static_irs_are_npu_shaped(case):
+    """docs/devices.md's op set, for every case: --static --device NPU with --lowering matmul writes
+    only NPU_IR_TYPES, --lowering auto adds GRUCell/LSTMCell (never RNNCell); no dim, no Parameter
+    shape is dynamic; the matmul IR gives the reference's numbers."""
     model, feeds, _ = make_model(case)
-    ir = ovrnn.convert_model(model, static_flags(model, feeds), lowering="matmul", static=True)
-    root = etree.fromstring(ir.xml)
-    assert all(d.text != "-1" for d in root.iter("dim")), "a dynamic dim is left"
-    assert all("?" not in p.find("data").get("shape") and ".." not in p.find("data").get("shape") for p in root.iter("layer") if p.get("type") == "Parameter")
-    assert set(layer_counts(ir.xml)) <= NPU_IR_TYPES
-    got = run_ir(ir, feeds)
-    atol, rtol = TOL[case.dtype]
-    for name, want in reference.run_model(model, feeds).items():
-        assert_close(got[name], want, atol, rtol, f"{case.id} {name}")
-
-
-def test_static_gru_lstm_irs_are_npu_shaped():
-    """docs/devices.md's op set holds for every GRU and LSTM case too (conversion only, about 3 s; their
-    matmul numbers are tests/test_end_to_end.py's): --lowering matmul --static writes only
-    NPU_IR_TYPES, --lowering auto --device NPU --static adds GRUCell/LSTMCell, and no dim is dynamic."""
-    for case in GRU_CASES + LSTM_CASES:
-        model, feeds, _ = make_model(case)
-        for lowering, extra in (("matmul", set()), ("auto", {"GRUCell", "LSTMCell"})):
-            ir = ovrnn.convert_model(model, static_flags(model, feeds), lowering=lowering, static=True, device="NPU")
-            types = set(layer_counts(ir.xml))
-            assert "RNNCell" not in types and types <= NPU_IR_TYPES | extra, (case.id, lowering, types - NPU_IR_TYPES - extra)
-            assert all(d.text != "-1" for d in etree.fromstring(ir.xml).iter("dim")), (case.id, lowering)
+    for lowering, extra in (("matmul", set()), ("auto", {"GRUCell", "LSTMCell"})):
+        ir = ovrnn.convert_model(model, static_flags(model, feeds), lowering=lowering, static=True, device="NPU")
+        root = etree.fromstring(ir.xml)
+        assert all(d.text != "-1" for d in root.iter("dim")), (lowering, "a dynamic dim is left")
+        assert all("?" not in p.find("data").get("shape") and ".." not in p.find("data").get("shape") for p in root.iter("layer") if p.get("type") == "Parameter")
+        types = set(layer_counts(ir.xml))
+        assert "RNNCell" not in types and types <= NPU_IR_TYPES | extra, (lowering, types - NPU_IR_TYPES - extra)
+        if lowering == "matmul":
+            got = run_ir(ir, feeds)
+            atol, rtol = TOL[case.dtype]
+            for name, want in reference.run_model(model, feeds).items():
+                assert_close(got[name], want, atol, rtol, f"{case.id} {name}")
 
 
 def test_static_refuses_a_dynamic_dim():
