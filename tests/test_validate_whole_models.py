@@ -86,3 +86,27 @@ def test_validate_names_the_first_node_that_departs():
     assert d["summary"].endswith(" against onnxruntime (tolerance 2e-05+2e-05*|ref|)")
     right = ovrnn.validate(model)
     assert right.passed and right.first_departure == {} and "first departing" not in right.format()
+
+
+def test_reference_hands_a_refused_node_to_onnxruntime_inside_a_body_too():
+    """A GatherElements on axis -1 with a smaller index than its data (the spec allows it, onnx.reference
+    refuses it, as in sb3-contrib's log_prob) inside an If branch: onnxruntime computes that node, with a note; without a notes
+    list (no onnxruntime asked for) it is a ReferenceUnavailable that names the node."""
+    from ovrnn.validation import reference
+
+    vi = helper.make_tensor_value_info
+    idx = numpy_helper.from_array(np.array([[2], [0]], np.int64), "idx")
+    then = helper.make_graph([helper.make_node("GatherElements", ["x", "idx"], ["t"], axis=-1, name="gather")], "then", [], [vi("t", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="same")], "else", [], [vi("e", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if")], "g",
+        [vi("x", TensorProto.FLOAT, [2, 3]), vi("c", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, None)], [idx],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    notes = []
+    out = reference.run_model(model, {"x": x, "c": np.array(True)}, notes)
+    np.testing.assert_array_equal(out["y"], [[2.0], [3.0]])
+    assert len(notes) == 1 and notes[0].startswith("the float64 reference cannot compute node 'gather' (GatherElements), where onnx.reference raises ")
+    with pytest.raises(reference.ReferenceUnavailable, match="cannot compute node 'gather' \\(GatherElements\\)"):
+        reference.run_model(model, {"x": x, "c": np.array(True)})

@@ -71,13 +71,16 @@ def evaluator_class(fallback: NodeFallback, own: set[tuple[str, str]]):
 
 
 def _guarded(cls, fallback: NodeFallback):
-    def _run(self, *args, **kwargs):
+    """``cls`` whose ``run`` (the op's code and onnx.reference's checks of its outputs) hands the
+    node to ``fallback`` on any exception."""
+
+    def run(self, *args, **kwargs):
         try:
-            return cls._run(self, *args, **kwargs)
+            return cls.run(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - whatever onnx.reference raises, onnxruntime is asked
             return fallback.run(self.onnx_node, args, f"where onnx.reference raises {type(exc).__name__}: {_first_line(exc)}")
 
-    return type(cls.__name__, (cls,), {"_run": _run})
+    return type(cls.__name__, (cls,), {"run": run})
 
 
 def _first_line(exc: Exception) -> str:
