@@ -233,7 +233,7 @@ def s_arch(tmp: Path, rounds: int) -> dict:
         vs_ov = [r["vs_openvino"]["ratio"] for r in rows if "vs_openvino" in r]
         out["arch_median"] = {"ratio": statistics.median(timed)}
         out["arch_worst"] = {"ratio": max(timed)}
-        out["summary"] = {"models": len(timed), "at_or_below_1": sum(r <= 1.0 for r in timed), "median_vs_openvino": statistics.median(vs_ov) if vs_ov else None}
+        out["summary"] = {"models": len(timed), "failed": [r["model"] for r in rows if "error" in r], "at_or_below_1": sum(r <= 1.0 for r in timed), "median_vs_openvino": statistics.median(vs_ov) if vs_ov else None}
     for key in ("stream_lstm_H128_K1", "stream_silero"):
         if key in out["streams"]:
             out[key] = {"ratio": out["streams"][key]["vs_onnxruntime"]["ratio"]}
@@ -273,7 +273,7 @@ def s_streams(tmp: Path, directory: Path, manifest: dict, rounds: int) -> dict:
                 request.infer()
                 got.append(ov_outputs(request))
             diff = max(max_diff(g, {k: v for k, v in w.items() if k not in carried.values()}) for g, w in zip(got, want))
-            times = alternate({"ovrnn": ours, "onnxruntime": ort_call}, 3 * rounds)  # a call is short: more rounds, same time
+            times = alternate({"ovrnn": ours, "onnxruntime": ort_call}, 6 * rounds, ROUND_S / 4)  # a call is short: many short rounds
             out[key] = {"ovrnn_us": statistics.median(times["ovrnn"]) * 1e6, "onnxruntime_us": statistics.median(times["onnxruntime"]) * 1e6, "vs_onnxruntime": ratios(times, "ovrnn"), "max_diff_5_calls": diff}
             log(f"{key}: ovrnn {out[key]['ovrnn_us']:.1f} µs, onnxruntime {out[key]['onnxruntime_us']:.1f} µs, ratio {out[key]['vs_onnxruntime']['ratio']:.2f}, max diff {diff:.1e}")
         except Exception as e:  # noqa: BLE001
@@ -314,6 +314,26 @@ def one_node(path: Path, op: str, T: int, H: int, direction: str, lbr: int = 0, 
 
 
 KERNELS = [("RNN", 0), ("GRU", 0), ("GRU", 1), ("LSTM", 0)]
+VERBOSE_CHILD = """
+import sys, numpy as np, openvino as ov
+c = ov.Core().compile_model(sys.argv[1], "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1})
+c.create_infer_request().infer({p.get_any_name(): np.zeros(tuple(p.get_shape()), np.float32) for p in c.inputs})
+"""
+
+
+def onednn_kernels(xml: Path) -> list[str]:
+    """The oneDNN primitives one infer of the IR executes, as `kind implementation` (ONEDNN_VERBOSE=1, a child process).
+
+    OpenVINO labels every RNNSeq `ref_any_*`; this is the kernel that runs (the reason GRU lbr=0 is slow in f32)."""
+    r = subprocess.run([sys.executable, "-c", VERBOSE_CHILD, str(xml)], capture_output=True, text=True, env={**os.environ, "ONEDNN_VERBOSE": "1"})
+    seen = []
+    for line in r.stdout.splitlines():
+        parts = line.split(",")
+        if len(parts) > 6 and parts[2:4] == ["primitive", "exec"] and parts[5] != "reorder":
+            name = f"{parts[5]} {parts[6]}"
+            if name not in seen:
+                seen.append(name)
+    return seen
 
 
 def kernel_name(op: str, lbr: int) -> str:
@@ -331,7 +351,7 @@ def s_kernels(tmp: Path, rounds: int) -> dict:
         rows.append({"op": kernel_name(op, lbr), "H": H, "T": T, "direction": direction, **row})
         log(f"{kernel_name(op, lbr)} H={H} T={T} {direction}: ÷ onnxruntime {row['vs_onnxruntime']['ratio']:.2f}, ÷ OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}")
     pick = lambda **kw: [r for r in rows if all(r[k] == v for k, v in kw.items())]  # noqa: E731
-    out = {"machine": start, "rows": rows}
+    out = {"machine": start, "rows": rows, "onednn": {kernel_name(op, lbr): onednn_kernels(tmp / f"k_{op}{lbr}_128_16_forward" / "model.xml") for op, lbr in KERNELS}}
     out["gru_lbr0_T64"] = {"ratio": max(r["vs_onnxruntime"]["ratio"] for r in pick(op="GRU lbr=0", T=64, direction="forward"))}
     out["bilstm_H256_T64"] = {"ratio": pick(op="LSTM", H=256, T=64, direction="bidirectional")[0]["vs_onnxruntime"]["ratio"]}
     out["per_op"] = {}
@@ -362,7 +382,8 @@ def render(R: dict) -> list[str]:
         lines += ["", f"Whole models on {arch['machine']}."]
         s = arch.get("summary")
         if s:
-            lines += ["", f"Whole models: {s['models']} timed, {s['at_or_below_1']} at or below 1.0 ÷ onnxruntime; median ÷ OpenVINO's import {s['median_vs_openvino']:.2f}."]
+            failed = f"; not converted: {', '.join(s['failed'])} (their rows say why)" if s["failed"] else ""
+            lines += ["", f"Whole models: {s['models']} timed, {s['at_or_below_1']} at or below 1.0 ÷ onnxruntime; median ÷ OpenVINO's import {s['median_vs_openvino']:.2f}{failed}."]
         if arch["missing"]:
             lines += ["", f"Not built (so not timed): {', '.join(arch['missing'])}. Build them with a Python that has torch / tensorflow+tf2onnx+tf-keras: `python tools/make_bench_models.py --out {arch['models_dir']}` (or set OVRNN_BENCH_TORCH_PYTHON / OVRNN_BENCH_TF_PYTHON)."]
         lines += ["", "| model | ovrnn µs | OpenVINO import µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | OpenVINO ÷ onnxruntime | max abs diff (ovrnn / OpenVINO vs onnxruntime) |", "|---|---|---|---|---|---|---|---|"]
@@ -382,6 +403,7 @@ def render(R: dict) -> list[str]:
     if ker:
         lines += ["", f"Kernels on {ker['machine']}.", "", "| kernel (1 thread, I=H, batch 1) | cases | median ÷ onnxruntime | best | worst | at or below 1.0 |", "|---|---|---|---|---|---|"]
         lines += [f"| {op} | {v['cases']} | {v['median']:.2f} | {v['best']:.2f} | {v['worst']:.2f} | {v['at_or_below_1']} |" for op, v in ker["per_op"].items()]
+        lines += ["", "oneDNN primitives ovrnn's IR runs (ONEDNN_VERBOSE=1, H=128, T=16 forward; none: no oneDNN primitive, e.g. MLAS FullyConnected): " + "; ".join(f"{op}: {', '.join(k) or 'none'}" for op, k in ker.get("onednn", {}).items())]
         lines += ["", "| op | H | T | direction | ovrnn µs | OpenVINO µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['op']} | {r['H']} | {r['T']} | {r['direction']} | {r['ovrnn_us']:.0f} | {r.get('openvino_us', float('nan')):.0f} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {r['max_diff']:.1e} |" for r in ker["rows"]]
     return lines

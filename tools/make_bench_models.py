@@ -14,7 +14,7 @@ every model it cannot build there is listed as skipped, with what it needs.
 DIR (default: $OVRNN_BENCH_MODELS, else bench_results/models) gets NAME.onnx and manifest.json:
 NAME -> {"description", "source", "framework", "inputs": {name: [shape, dtype]}, "input_flag"
 (ovc-syntax `--input` for ovrnn), "recurrent" (the ONNX RNN/GRU/LSTM/Loop nodes, with sizes)}.
-The files are large (up to 100 MB), so they are not committed: this tool is the fixture.
+The files are large (up to about 115 MB), so they are not committed: this tool is the fixture.
 Everything is seeded, so a rerun gives the same bytes for the same package versions.
 """
 
@@ -92,11 +92,6 @@ def _torch_models() -> dict:
         model = TextOnly(easyocr_model("vgg_model")(1, 256, 256, 97))
         return model, (torch.rand(1, 1, 64, 256),), ["image"]
 
-    def ocr_resnet():
-        # easyocr generation-1 recognizers (latin_g1 ...): ResNet feature extractor, output 512, 2 x BidirectionalLSTM(hidden 512)
-        model = TextOnly(easyocr_model("model")(1, 512, 512, 97))
-        return model, (torch.rand(1, 1, 64, 256),), ["image"]
-
     def umx(hidden: int):
         def build():
             # openunmix.transforms imports torchaudio for its STFT, which the spectrogram model does not use
@@ -161,7 +156,6 @@ def _torch_models() -> dict:
 
     return {
         "ocr_crnn_vgg": (ocr_vgg, "OCR CRNN: easyocr english_g2 recognizer (VGG, 2-layer BiLSTM H=256), image 1x64x256", "easyocr"),
-        "ocr_crnn_resnet": (ocr_resnet, "OCR CRNN: easyocr generation-1 recognizer (ResNet, 2-layer BiLSTM H=512), image 1x64x256", "easyocr"),
         "separator_umxhq": (umx(512), "music separator: open-unmix umxhq (3-layer BiLSTM H=256 per direction), stereo, 128 frames", "openunmix"),
         "separator_umxl": (umx(1024), "music separator: open-unmix umxl (3-layer BiLSTM H=512 per direction), stereo, 128 frames", "openunmix"),
         "tts_encoder_tacotron2": (lambda: (TacotronEncoder(), (torch.randint(0, 148, (1, 100)),), ["tokens"]), "TTS encoder: Tacotron 2 (3 convs, BiLSTM H=256), 100 tokens; defined here from the paper's sizes", "torch"),
@@ -313,7 +307,7 @@ def available() -> dict:
     return out
 
 
-TORCH_NAMES = ("ocr_crnn_vgg", "ocr_crnn_resnet", "separator_umxhq", "separator_umxl", "tts_encoder_tacotron2", "enhancer_nsnet2_torch", "vocoder_wavernn_frames", "forecaster_lstm")
+TORCH_NAMES = ("ocr_crnn_vgg", "separator_umxhq", "separator_umxl", "tts_encoder_tacotron2", "enhancer_nsnet2_torch", "vocoder_wavernn_frames", "forecaster_lstm")
 NEEDS = {"torch": "torch (and openunmix, easyocr with --no-deps)", "keras": "tensorflow-cpu, tf2onnx and tf-keras", "shipped": "the package named in the source"}
 
 
