@@ -426,7 +426,9 @@ def versions() -> dict:
 
 
 def render(R: dict) -> str:
-    lines = ["# ovrnn bench", "", f"{R['versions']}, CPU, INFERENCE_PRECISION_HINT=f32, {R['seconds']:.0f} s", "", "| figure | ovrnn | anchor | ratio (min-max) | target | |", "|---|---|---|---|---|---|"]
+    lines = ["# ovrnn bench", "", f"{R['versions']}, CPU, INFERENCE_PRECISION_HINT=f32, {R['seconds']:.0f} s"]
+    if any(key in R["figures"] for key in TARGETS):
+        lines += ["", "| figure | ovrnn | anchor | ratio (min-max) | target | |", "|---|---|---|---|---|---|"]
     for key, (target, what) in TARGETS.items():
         r = R["figures"].get(key)
         if r is None:
