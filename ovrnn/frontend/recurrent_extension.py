@@ -35,10 +35,11 @@ from ..dtypes import BY_IR
 from ..errors import OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.model import RnnSummary
 from ..families import named, onnx_op_names
-from ..lower import lowering_of, ops
+from ..lower import ops
 from ..lower.layer_graph import LayerGraph
-from ..lower.node import LoweringOptions, SharedInputGuard
-from ..lower.state import add_assigns, add_states, plan_states
+from ..ir.driver import NodeDriver
+from ..lower.node import LoweringOptions
+from ..lower.state import computed_state_refusal, plan_states
 from ..onnx.read import TensorInfo, upstream
 from ..semantics import normalise_node
 from ..semantics.limits import check_steps
@@ -188,17 +189,15 @@ class RecurrentLowering:
         self.stateful = stateful  # --stateful: every (top-level) node carries H (and C) in variables
         self.variables: dict = {}
         self.sinks: list = []  # the Assign nodes, for the model's add_sinks
-        self.states: list = []  # NodeState of every stateful node, in order
-        self.specs: list = []  # the lowered specs, in order
         self.variable_ids: set[str] = set()
         self.error: OvrnnError | None = None
         self.failed: RecurrentNode | None = None  # the node of the first error
         self.failed_call = -1
         self.calls = 0
         self.converted: list[Converted] = []
-        self.notes: list[str] = []
+        self.driver = NodeDriver(options)  # the one per-node driver (ir/driver.py)
+        self.notes, self.states, self.specs = self.driver.notes, self.driver.states, self.driver.specs
         self.labels: list[str] = []
-        self.shared_x = SharedInputGuard()
 
     def extensions(self, ops: tuple[str, ...] = onnx_op_names()) -> list:
         from openvino.frontend import ConversionExtension
@@ -263,22 +262,13 @@ class RecurrentLowering:
 
         x = present[proto.input[0]]
         x_key = (x.get_node().get_name(), x.get_index())  # the same OpenVINO tensor, not just the same name
-        options = self.shared_x.options_for(spec.family.name, spec.node_name or spec.label, proto.input[0], spec.directions, self.options, self.notes, key=x_key)
-        if states:  # lower/state.py: the ReadValues are the node's initial states
-            placeholders.update(add_states(g, states, spec.etype, port_of(spec.X.name), self.options.static, port_of))
-        lowered = lowering_of(spec).lower(g, spec, port_of, options=options)
-        if states:
-            add_assigns(g, states, lowered.outputs, spec)
-            self.states.extend(states)
-        self.specs.append(spec)
+        outputs = self.driver.lower(g, spec, states, port_of, placeholders.update, x_key=x_key, spec_notes=True)
         realized = realize(g, bindings, self.variables, self.sinks)
-        produced = [realized[p.layer.id][p.index] for p in lowered.outputs.values()]
-        by_name = {name: realized[p.layer.id][p.index] for name, p in lowered.outputs.items() if p.layer.out_names[p.index]}
-        self.notes.extend(spec.notes)
-        self.notes.extend(lowered.notes)
+        produced = [realized[p.layer.id][p.index] for p in outputs.values()]
+        by_name = {name: realized[p.layer.id][p.index] for name, p in outputs.items() if p.layer.out_names[p.index]}
         # An ONNX output slot with no name still needs a value; nothing reads it.
         returned = [by_name.get(name, produced[0]) for name in proto.output]
-        self.converted.append(Converted(node, RnnSummary.of(spec, lowered.chains, lowered.weights, lowered.compression), returned))
+        self.converted.append(Converted(node, self.driver.summaries[-1], returned))
         return returned
 
 
@@ -296,11 +286,7 @@ def _input_read_by(output, node_label: str = "", role: str = "") -> str | None:
         if node.get_type_name() == "Parameter":
             name = node.output(0).get_any_name()
             if not moved:
-                raise UnsupportedFeatureError(
-                    f"{flag('stateful')}: {node_label} reads {role} from '{output.get_any_name()}', which is computed from graph input '{name}' on every call; "
-                    f"a stream carries the node's own state instead: give it a constant or graph-input initial state "
-                    f"(if the model passes its state through graph inputs and outputs, name them: {flag('stateful', quoted('IN=OUT'))})"
-                )
+                raise computed_state_refusal(node_label, role, output.get_any_name(), name)
             return name
         data = {0} if node.get_type_name() in _SAME_VALUES else set()
         for k, i in enumerate(node.inputs()):

@@ -13,18 +13,19 @@ from contextlib import contextmanager
 from .. import __version__
 from ..dtypes import BY_ONNX, onnx_type_name
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..lower import lowering_of, ops
+from ..lower import ops
 from ..lower.layer_graph import LayerGraph, Output
-from ..lower.node import LoweringOptions, SharedInputGuard
-from ..lower.state import NodeState, add_assigns, add_states, plan_states
+from ..lower.node import LoweringOptions
+from ..lower.state import NodeState, computed_state_refusal, plan_states
 from ..onnx.inputs import merge_shape
-from ..onnx.read import GraphView, TensorInfo
+from ..onnx.read import GraphView, TensorInfo, upstream
 from ..progress import stage
 from ..shapes import Shape, shape_text
 from ..semantics import Spec
 from ..semantics.graph import GraphNodes, normalise_all, graph_nodes
 from ..semantics.limits import check_steps
 from ..stateful import node_stream
+from .driver import NodeDriver
 from .emit import emit
 from .model import IR, RnnSummary
 
@@ -55,7 +56,7 @@ def convert_graph(view: GraphView, options: LoweringOptions, ir_version: int, ma
         summaries = builder.build(plan)
     g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **(record or {}), **{s.label: s.rt_info() for s in summaries}}}
     if stateful:
-        g.rt_info["ovrnn"]["stateful"] = node_stream(builder.lowered_specs, builder.states, {i.name for i in view.inputs}).rt_info()
+        g.rt_info["ovrnn"]["stateful"] = node_stream(builder.driver.specs, builder.driver.states, {i.name for i in view.inputs}).rt_info()
     with stage(f"writing {len(g.layers):,} layers"):
         xml, bin_ = emit(g, ir_version)
     notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes) + ((steps_note,) if steps_note else ())
@@ -69,12 +70,10 @@ class _Builder:
     def __init__(self, g: LayerGraph, view: GraphView, specs: list[Spec], options: LoweringOptions, stateful: bool = False) -> None:
         self.g, self.view, self.specs, self.options = g, view, specs, options
         self.ports: dict[str, Output] = {}
-        self.notes: list[str] = []
-        self.shared_x = SharedInputGuard()
+        self.driver = NodeDriver(options)  # the one per-node driver (ir/driver.py); its notes are the builder's
+        self.notes = self.driver.notes
         self.stateful = stateful
         self.node_states: list[list[NodeState]] = [[] for _ in specs]
-        self.states: list[NodeState] = []  # of the nodes lowered, in order
-        self.lowered_specs: list[Spec] = []
         self.replaced: set[str] = set()  # graph inputs (initial_h/initial_c) the states replace
 
     def port_of(self, name: str) -> Output:
@@ -87,28 +86,15 @@ class _Builder:
         if self.stateful:
             self._plan_states()
         self._parameters()
-        summaries = []
         for spec, states in zip(self.specs, self.node_states):
             family = spec.family
             want = [getattr(spec, out) in plan.needed for out in family.outputs]
             if not any(want):
                 self.notes.append(f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped")
                 continue
-            label = spec.node_name or spec.label
-            options = self.shared_x.options_for(family.name, label, spec.X.name, spec.directions, self.options, self.notes)
-            if states:  # the state's ReadValue is the node's initial state; its final states are always made
-                self.ports.update(add_states(self.g, states, spec.etype, self.port_of(spec.X.name), self.options.static, self.port_of))
-                want = [w or out != "Y" for w, out in zip(want, family.outputs)]
-            lowered = lowering_of(spec).lower(self.g, spec, self.port_of, tuple(want), options=options)
-            if states:
-                add_assigns(self.g, states, lowered.outputs, spec)
-                self.states.extend(states)
-            self.lowered_specs.append(spec)
-            self.ports.update(lowered.outputs)
-            self.notes.extend(lowered.notes)
-            summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights, lowered.compression))
+            self.ports.update(self.driver.lower(self.g, spec, states, self.port_of, self.ports.update, tuple(want)))
         self._results()
-        return summaries
+        return self.driver.summaries
 
     def _plan_states(self) -> None:
         """Each node reads its initial states from its variables (lower/state.py)."""
@@ -118,10 +104,9 @@ class _Builder:
             self.specs[k], self.node_states[k] = plan_states(spec, used, lambda name: name if name in inputs else None)
             for st in self.node_states[k]:
                 if st.init == "computed":  # another node's output, per call: a stream has no value for it
-                    raise UnsupportedFeatureError(
-                        f"{flag('stateful')}: {spec.family.name} node '{spec.node_name or spec.label}' reads {st.role} from '{st.source}', which another node computes "
-                        "on every call; a stream carries the node's own state instead: give it a constant or graph-input initial state"
-                    )
+                    graph = self.view.model.graph
+                    behind = upstream(graph, [st.source])
+                    raise computed_state_refusal(f"{spec.family.name} node '{spec.node_name or spec.label}'", st.role, st.source, next((i.name for i in graph.input if i.name in behind), "?"))
                 if st.replaces:
                     self.replaced.add(st.replaces)
         # a graph input still read by something other than the replaced initial-state slots stays an input

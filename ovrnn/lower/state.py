@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import ops
-from ..errors import UnsupportedFeatureError, flag
+from ..errors import UnsupportedFeatureError, flag, quoted
 from ..shapes import Dim, Shape, shape_ir
 from ..semantics.recurrent import Direction, RecurrentInput
 from .layer_graph import LayerGraph, Output, TensorType
@@ -70,6 +70,17 @@ def check_streamable(spec) -> None:
             else f"each call would carry the state of step L-1, not of the chunk's last step {spec.seq_length - 1}"
         )
         raise UnsupportedFeatureError(f"{who} has constant sequence_lens {values} shorter than its {spec.seq_length} steps; {why}")
+
+
+def computed_state_refusal(who: str, role: str, source: str, graph_input: str) -> UnsupportedFeatureError:
+    """The one refusal of an initial state the model computes from a graph input on every call
+    (another node's Y_h, a Linear of an encoder output): no carried state equals it. `who`:
+    "GRU node 'b'"."""
+    return UnsupportedFeatureError(
+        f"{flag('stateful')}: {who} reads {role} from '{source}', which is computed from graph input '{graph_input}' on every call; "
+        f"a stream carries the node's own state instead: give it a constant or graph-input initial state "
+        f"(if the model passes its state through graph inputs and outputs, name them: {flag('stateful', quoted('IN=OUT'))})"
+    )
 
 
 @dataclass(frozen=True)
