@@ -90,7 +90,7 @@ def test_missing_models_are_named_with_the_command_that_builds_them(tmp_path, mo
     assert any(line.startswith("Not built (so not timed): ") and f"tools/make_bench_models.py --out {tmp_path}" in line for line in lines)
 
 
-MODELS = {"tf_speech_gru_lbr0", "ocr_crnn_vgg", "separator_umxhq", "separator_umxl", "tts_encoder_tacotron2", "enhancer_nsnet2_torch", "vocoder_wavernn_frames", "forecaster_lstm", "keras_speech_gru", "keras_rnnoise", "silero_vad", "enhancer_nsnet2"}
+MODELS = {"rl_recurrent_ppo", "tf_speech_gru_lbr0", "ocr_crnn_vgg", "separator_umxhq", "separator_umxl", "tts_encoder_tacotron2", "enhancer_nsnet2_torch", "vocoder_wavernn_frames", "forecaster_lstm", "keras_speech_gru", "keras_rnnoise", "silero_vad", "enhancer_nsnet2"}
 
 
 def test_make_bench_models_lists_every_model():

@@ -83,8 +83,9 @@ def ov_side(model, feed: dict, config: dict = ONE):
 
     compiled = ov.Core().compile_model(model, "CPU", config)
     request = compiled.create_infer_request()
-    for port in compiled.inputs:
-        request.set_tensor(port, ov.Tensor(np.ascontiguousarray(feed[port.get_any_name()]), shared_memory=True))
+    for port in compiled.inputs:  # a port may carry several tensor names (the ONNX input's among them)
+        name = next((n for n in port.get_names() if n in feed), port.get_any_name())
+        request.set_tensor(port, ov.Tensor(np.ascontiguousarray(feed[name]), shared_memory=True))
     request.infer()
     return request.infer, request
 

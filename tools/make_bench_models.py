@@ -154,7 +154,28 @@ def _torch_models() -> dict:
         def forward(self, history):
             return self.head(self.lstm(history)[0][:, -1])
 
+    def recurrent_ppo():
+        import gymnasium as gym
+        from sb3_contrib import RecurrentPPO
+        from sb3_contrib.common.recurrent.type_aliases import RNNStates
+
+        class PolicyStep(nn.Module):  # one step, both LSTM states in and out, as a deployment feeds them
+            def __init__(self, policy):
+                super().__init__()
+                self.policy = policy
+
+            def forward(self, obs, h_pi, c_pi, h_vf, c_vf, episode_starts):
+                actions, values, _, states = self.policy(obs, RNNStates((h_pi, c_pi), (h_vf, c_vf)), episode_starts, deterministic=True)
+                return actions, values, states.pi[0], states.pi[1], states.vf[0], states.vf[1]
+
+        # sb3-contrib's defaults: MlpLstmPolicy, LSTM H=256 for the actor and for the critic, net_arch 64-64
+        policy = RecurrentPPO("MlpLstmPolicy", gym.make("CartPole-v1"), seed=0, device="cpu").policy.eval()
+        states = tuple(torch.rand(1, 1, 256) for _ in range(4))
+        names = ["obs", "h_pi", "c_pi", "h_vf", "c_vf", "episode_starts"]
+        return PolicyStep(policy), (torch.rand(1, 4), *states, torch.zeros(1)), names, ["actions", "values", "h_pi_out", "c_pi_out", "h_vf_out", "c_vf_out"]
+
     return {
+        "rl_recurrent_ppo": (recurrent_ppo, "RL policy: sb3-contrib RecurrentPPO MlpLstmPolicy (2 LSTMs H=256, one step, states in and out), CartPole", "sb3-contrib"),
         "ocr_crnn_vgg": (ocr_vgg, "OCR CRNN: easyocr english_g2 recognizer (VGG, 2-layer BiLSTM H=256), image 1x64x256", "easyocr"),
         "separator_umxhq": (umx(512), "music separator: open-unmix umxhq (3-layer BiLSTM H=256 per direction), stereo, 128 frames", "openunmix"),
         "separator_umxl": (umx(1024), "music separator: open-unmix umxl (3-layer BiLSTM H=512 per direction), stereo, 128 frames", "openunmix"),
@@ -169,14 +190,14 @@ def _export_torch(name: str, build, path: Path) -> None:
     import torch
 
     torch.manual_seed(sum(map(ord, name)))
-    model, args, input_names = build()
+    model, args, input_names, *output_names = build()
     model.eval()
     with torch.no_grad():
         for p in model.parameters():  # a stable recurrence at any size, like a trained one
             if p.dim() >= 2:
                 torch.nn.init.uniform_(p, -1 / np.sqrt(p.shape[-1]), 1 / np.sqrt(p.shape[-1]))
         # dynamo=False: the TorchScript exporter writes ONNX RNN/GRU/LSTM nodes
-        torch.onnx.export(model, args, str(path), input_names=input_names, output_names=["output"], opset_version=OPSET, dynamo=False)
+        torch.onnx.export(model, args, str(path), input_names=input_names, output_names=(output_names or [["output"]])[0], opset_version=OPSET, dynamo=False)
 
 
 # ----------------------------------------------------------------------------- Keras (tf2onnx)
@@ -307,8 +328,8 @@ def available() -> dict:
     return out
 
 
-TORCH_NAMES = ("ocr_crnn_vgg", "separator_umxhq", "separator_umxl", "tts_encoder_tacotron2", "enhancer_nsnet2_torch", "vocoder_wavernn_frames", "forecaster_lstm")
-NEEDS = {"torch": "torch (and openunmix, easyocr with --no-deps)", "keras": "tensorflow-cpu, tf2onnx and tf-keras", "shipped": "the package named in the source"}
+TORCH_NAMES = ("rl_recurrent_ppo", "ocr_crnn_vgg", "separator_umxhq", "separator_umxl", "tts_encoder_tacotron2", "enhancer_nsnet2_torch", "vocoder_wavernn_frames", "forecaster_lstm")
+NEEDS = {"torch": "torch (and sb3-contrib; openunmix, easyocr with --no-deps)", "keras": "tensorflow-cpu, tf2onnx and tf-keras", "shipped": "the package named in the source"}
 
 
 def build(out: Path, only: list[str] | None = None) -> dict:
