@@ -33,7 +33,7 @@ from .onnx.read import GraphView
 from . import cpu_forms
 from .families import by_name, family_of, onnx_families
 from .plugins import canonical_device
-from .semantics.recurrent import needs_frontend, recurrent_nodes, recurrent_nodes_of
+from .semantics.nodes import needs_frontend, recurrent_nodes, recurrent_nodes_of
 from .stateful import state_request
 
 

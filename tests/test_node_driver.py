@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
@@ -52,3 +53,19 @@ def test_both_paths_summarise_a_node_alike(whole):
         ("a", "GRU", [("fwd", "cell", "cell")]),
         ("b", "GRU", [("fwd", "explicit", "shared input: walks X as node 'a' does")]),
     ]
+
+
+@pytest.mark.parametrize("outputs, ids", [(["Y", "Yh", "Yc"], ["Y/H", "Y/C"]), (["", "Yh", "Yc"], ["Yh/H", "Yh/C"]), (["", "", "c:out"], ["c_out/H", "c_out/C"])], ids=["Y", "Y_h", "Y_c"])
+def test_an_unnamed_nodes_variables_are_named_after_its_first_output(outputs, ids):
+    """docs/stateful_ir.md: variable ids are {node}/H and {node}/C, node = the ONNX node name, else
+    its first output's name (made safe)."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 16, 3)).astype(np.float32), "W"), numpy_helper.from_array(rng.standard_normal((1, 16, 4)).astype(np.float32), "R")]
+    node = helper.make_node("LSTM", ["x", "W", "R"], outputs, hidden_size=4)
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs if o]
+    graph = helper.make_graph([node], "unnamed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 3])], outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    ir = ovrnn.convert_model(model, stateful=True)
+    root = etree.fromstring(ir.xml)
+    assert [layer.find("data").get("variable_id") for layer in root.iter("layer") if layer.get("type") == "ReadValue"] == ids

@@ -44,7 +44,8 @@ from ..onnx.read import TensorInfo, upstream
 from ..semantics import normalise_node
 from ..semantics.limits import check_steps
 from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES
-from ..semantics.recurrent import Body, DynamicStepsError, RecurrentNode, node_label, unique_label
+from ..semantics.dims import DynamicStepsError
+from ..semantics.nodes import Body, RecurrentNode, node_label, unique_label
 from .realize import dim_of, realize
 
 

@@ -37,7 +37,8 @@ from ..plugins import INTEGER_WEIGHTS
 from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
 from ..shapes import Dim, Shape
 from ..families import families, family_of, named, onnx_families
-from ..semantics.recurrent import DynamicStepsError, RecurrentNode, UnknownRankError, node_label, recurrent_nodes
+from ..semantics.dims import DynamicStepsError, UnknownRankError
+from ..semantics.nodes import RecurrentNode, node_label, recurrent_nodes
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = (

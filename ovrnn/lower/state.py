@@ -87,7 +87,7 @@ def computed_state_refusal(who: str, role: str, source: str, graph_input: str) -
 class NodeState:
     """One variable of one node: H or C."""
 
-    id: str  # "{node}/H"
+    id: str  # "{node}/H", node = the ONNX node's name, else its first output's name
     role: str  # "initial_h" | "initial_c"
     final: str  # the node output that becomes the next state: "Y_h" | "Y_c"
     shape: Shape  # ONNX initial_h's: [1, B, H] (layout 0) or [B, 1, H] (layout 1)
@@ -112,7 +112,8 @@ def plan_states(spec, used: set[str], reads_input: Callable[[str], str | None], 
     init, shaped from X's batch here (OpenVINO 2026.4's CPU plugin fails to compile a ReadValue
     initializer with a Slice in it: "Model references undeclared parameters")."""
     check_streamable(spec)
-    base = safe_id(spec.node_name or spec.label)
+    first_output = next((name for name in (getattr(spec, o) for o in spec.family.outputs) if name), None)
+    base = safe_id(spec.node_name or first_output or spec.label)  # docs/stateful_ir.md: the node's name, else its first output's
     B, H = spec.batch, Dim.of(spec.hidden_size)
     shape = (B, Dim.of(1), H) if spec.layout else (Dim.of(1), B, H)
     states, changes = [], {}

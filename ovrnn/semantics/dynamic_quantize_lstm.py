@@ -32,7 +32,7 @@ from ..quantization import Quantized
 from ..onnx.read import TensorInfo
 from .lstm import LstmSpec
 from ..families.dynamic_quantize_lstm import DYNAMIC_QUANTIZE_LSTM as FAMILY
-from .recurrent import node_label
+from .nodes import node_label
 
 OP = FAMILY.name
 INPUTS = FAMILY.inputs

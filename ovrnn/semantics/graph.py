@@ -12,7 +12,7 @@ import onnx
 from ..onnx.read import GraphView, TensorInfo
 from ..shapes import Dim, Shape
 from . import Spec, normalise_node
-from .recurrent import recurrent_nodes_of, unique_label
+from .nodes import recurrent_nodes_of, unique_label
 
 
 @dataclass

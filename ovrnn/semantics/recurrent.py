@@ -20,7 +20,6 @@ Decisions where the spec is ambiguous are documented in the README ("Semantic de
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar
@@ -32,25 +31,15 @@ import onnx.defs
 from . import activations as acts
 from ..dtypes import BY_ONNX, ElementType, onnx_type_name
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..families import ONNX_DOMAINS, OpFamily, is_recurrent
+from ..families import OpFamily
 from ..onnx.read import TensorInfo
-from ..shapes import Dim, Shape, shape_text
+from ..shapes import Dim, Shape
+from .dims import DynamicStepsError, filled_shapes, unify_dims
+from .nodes import node_label
 
 
 # Inputs of the X element type (all but X itself and sequence_lens).
 _FLOAT_INPUTS = ("W", "R", "B", "initial_h", "initial_c", "P")
-
-
-class DynamicStepsError(UsageError):
-    """The number of time steps is not known at conversion time."""
-
-    def __init__(self, message: str, node_label: str, x_name: str, axis: int) -> None:
-        super().__init__(message)
-        self.node_label, self.x_name, self.axis = node_label, x_name, axis
-
-
-class UnknownRankError(DynamicStepsError):
-    """X has no declared shape at all (so no step count either)."""
 
 
 class Direction(Enum):
@@ -187,74 +176,6 @@ class RecurrentSpec:
     def own_fields(cls, n: Normaliser) -> dict[str, object]:
         """The op's own attributes, read from the node."""
         return {}
-
-
-def recurrent_nodes_of(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
-    """The recurrent nodes of one graph (any registered family), with their index in it."""
-    return [(i, n) for i, n in enumerate(graph.node) if is_recurrent(n)]
-
-
-def needs_frontend(graph: onnx.GraphProto) -> bool:
-    """True when the model has ops other than the recurrent families and Constant (or no recurrent
-    node): OpenVINO's frontend converts it, with ovrnn's lowering plugged in."""
-    others = [n for n in graph.node if not is_recurrent(n) and not (n.op_type == "Constant" and n.domain in ONNX_DOMAINS)]
-    return not recurrent_nodes_of(graph) or bool(others)
-
-
-@dataclass(frozen=True)
-class Body:
-    """The If/Loop/Scan body a node sits in."""
-
-    holder: onnx.NodeProto  # the If, Loop or Scan node
-    holder_index: int
-    attribute: str  # then_branch | else_branch | body
-    graph: onnx.GraphProto
-    outer: Body | None = None
-
-    def describe(self) -> str:
-        """"the body of Loop node 'loop'", "the then_branch of If node 'if1'"."""
-        what = "the body" if self.attribute == "body" else f"the {self.attribute}"
-        return f"{what} of {node_label(self.holder, self.holder_index)}"
-
-
-@dataclass(frozen=True)
-class RecurrentNode:
-    """One RNN, GRU or LSTM node: its proto, where it sits, the opset it is read in."""
-
-    proto: onnx.NodeProto
-    index: int  # in its own graph
-    opset: int
-    body: Body | None = None
-
-
-def recurrent_nodes(model: onnx.ModelProto) -> list[RecurrentNode]:
-    """Every RNN/GRU/LSTM node of the model, bodies included, in the order the ONNX frontend
-    converts them: each body before the node that holds it."""
-    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 1)
-    return list(_walk(model.graph, opset, None))
-
-
-def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[RecurrentNode]:
-    for index, node in enumerate(graph.node):
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _walk(sub, opset, Body(node, index, attr.name, sub, body))
-        if is_recurrent(node):
-            yield RecurrentNode(node, index, opset, body)
-
-
-def node_label(node: onnx.NodeProto, index: int) -> str:
-    return f"{node.op_type} node '{node.name}'" if node.name else f"{node.op_type} node #{index} (unnamed)"
-
-
-def unique_label(node: onnx.NodeProto, k: int, used: Collection[str]) -> str:
-    """Layer-name prefix of the k-th recurrent node: its name when it has one, else rnn_<k>
-    (gru_<k>, lstm_<k>); not in `used`."""
-    base = node.name or f"{node.op_type.lower()}_{k}"
-    label, n = base, 1
-    while label in used:
-        label, n = f"{base}_{n}", n + 1
-    return label
 
 
 class Normaliser:
@@ -433,7 +354,7 @@ def normalise(family: OpFamily, node: onnx.NodeProto, index: int, opset: int, lo
     activations = n.activations(num_dir)
     infos = [n.input_info(slot) for slot in range(len(names))]
     etype = _element_types(n, infos)
-    dims = _unify_dims(n, infos, num_dir, layout)
+    dims = unify_dims(n, infos, num_dir, layout)
 
     T, batch, I, H = dims["seq_length"], dims["batch"], dims["input_size"], dims["hidden_size"]
     x_name = infos[0].name
@@ -455,7 +376,7 @@ def normalise(family: OpFamily, node: onnx.NodeProto, index: int, opset: int, lo
         raise UnsupportedFeatureError(f"{n.who}: input X '{x_name}' has sequence length 0; expected at least 1 step")
     if batch.is_static and batch.value == 0:
         raise UnsupportedFeatureError(f"{n.who}: input X '{x_name}' has batch size 0; expected at least 1")
-    shapes = _filled_shapes(n, num_dir, layout, T, batch, I, H)
+    shapes = filled_shapes(n, num_dir, layout, T, batch, I, H)
     ins = {
         name: None if info is None else RecurrentInput(info.name, BY_ONNX[info.elem_type], shapes[slot], info.value)
         for slot, (name, info) in enumerate(zip(names, infos))
@@ -499,86 +420,6 @@ def _element_types(n: Normaliser, infos: list[TensorInfo | None]) -> ElementType
         got = "unknown" if lens.elem_type is None else onnx_type_name(lens.elem_type)
         raise n.fail(f"input sequence_lens '{lens.name}': expected element type int32, got {got}")
     return etype
-
-
-def _roles(family: OpFamily, num_dir: int, layout: int) -> dict[str, tuple[str, ...]]:
-    """Which named dimension each axis of each input holds; "k*hidden_size" is k times hidden_size."""
-    gates = "hidden_size" if family.gates == 1 else f"{family.gates}*hidden_size"
-    state = ("batch", "num_directions", "hidden_size") if layout else ("num_directions", "batch", "hidden_size")
-    return {
-        "X": ("batch", "seq_length", "input_size") if layout else ("seq_length", "batch", "input_size"),
-        "W": ("num_directions", gates, "input_size"),
-        "R": ("num_directions", gates, "hidden_size"),
-        "B": ("num_directions", f"{2 * family.gates}*hidden_size"),
-        "sequence_lens": ("batch",),
-        "initial_h": state,
-        "initial_c": state,
-        "P": ("num_directions", "3*hidden_size"),
-    }
-
-
-def _factor(role: str) -> tuple[str, int]:
-    """'6*hidden_size' -> ('hidden_size', 6); 'batch' -> ('batch', 1)."""
-    k, star, base = role.partition("*")
-    return (base, int(k)) if star else (role, 1)
-
-
-def _unify_dims(n: Normaliser, infos: list[TensorInfo | None], num_dir: int, layout: int) -> dict[str, Dim]:
-    """Every named dimension from every source; contradictions name both sides."""
-    known: dict[str, tuple[Dim, str]] = {"num_directions": (Dim.of(num_dir), f"direction '{n.attrs.get('direction', 'forward')}'")}
-    if "hidden_size" in n.attrs:
-        hs = int(n.attrs["hidden_size"])
-        if hs <= 0:
-            raise n.fail(f"attribute 'hidden_size': expected a value > 0, got {hs}")
-        known["hidden_size"] = (Dim.of(hs), "attribute 'hidden_size'")
-    roles = _roles(n.family, num_dir, layout)
-    by_name = dict(zip(n.family.inputs, infos))
-    # R before W before X: the weights decide hidden_size/input_size, X is then checked against them.
-    order = ("R", "W", "B", "X", "initial_h", "initial_c", "P", "sequence_lens")
-    for name in (m for m in order if m in by_name):
-        info = by_name[name]
-        if info is None:
-            continue
-        role_list = roles[name]
-        if info.shape is None:
-            if name == "X":
-                example = quoted(f"{info.name}[{','.join(role_list)}]")
-                message = f"{n.who}: input X '{info.name}' has no declared shape; give one with {flag('input', example)} (numbers or ?)"
-                raise UnknownRankError(message, n.who, info.name, 1 if layout else 0)
-            continue
-        if len(info.shape) != len(role_list):
-            raise n.fail(f"input {name} '{info.name}': expected rank {len(role_list)} [{', '.join(role_list)}], got rank {len(info.shape)} {shape_text(info.shape)}")
-        for axis, (label, dim) in enumerate(zip(role_list, info.shape)):
-            role, factor = _factor(label)
-            if factor > 1:
-                if dim.is_static and dim.value % factor:
-                    why = f"odd {dim.value}" if factor == 2 else f"{dim.value}, not a multiple of {factor}"
-                    raise n.fail(f"input {name} '{info.name}' has shape {shape_text(info.shape)}: dim {axis} must be {label}, got {why}")
-                dim = Dim.of(dim.value // factor) if dim.is_static else Dim()
-            here = f"input {name} '{info.name}'"
-            if role not in known:
-                known[role] = (dim, f"{here} dim {axis}")
-                continue
-            have, source = known[role]
-            merged = have.merge(dim)
-            if merged is None:
-                expected = have.value * factor if have.is_static else have.describe()
-                actual = dim.value * factor if dim.is_static else dim.describe()
-                raise n.fail(f"{here} has shape {shape_text(info.shape)}: dim {axis} ({label}) is {actual}, expected {expected} from {source}")
-            known[role] = (merged, source if have.is_static or not merged.is_static else f"{here} dim {axis}")
-    return {k: v[0] for k, v in known.items()} | {k: Dim() for k in ("batch", "seq_length", "input_size", "hidden_size") if k not in known}
-
-
-def _filled_shapes(n: Normaliser, num_dir: int, layout: int, T: Dim, batch: Dim, I: Dim, H: Dim) -> list[Shape]:
-    """Each input's shape with every named dimension resolved, slot by slot."""
-    dims = {"seq_length": T, "batch": batch, "input_size": I, "hidden_size": H, "num_directions": Dim.of(num_dir)}
-    roles = _roles(n.family, num_dir, layout)
-
-    def dim(label: str) -> Dim:
-        role, factor = _factor(label)
-        return Dim.of(factor * H.value) if factor > 1 else dims[role]
-
-    return [tuple(dim(label) for label in roles[name]) for name in n.family.inputs]
 
 
 def _sequence_lens(n: Normaliser, lens: RecurrentInput | None, T: int) -> RecurrentInput | None:

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 from . import activations as acts
 from ..families.rnn import RNN
-from .recurrent import DIRECTIONS, Direction, DynamicStepsError, RecurrentInput, RecurrentSpec, node_label, unique_label
+from .dims import DynamicStepsError
+from .nodes import node_label, unique_label
+from .recurrent import DIRECTIONS, Direction, RecurrentInput, RecurrentSpec
 
 __all__ = ["DIRECTIONS", "INPUT_NAMES", "Direction", "DynamicStepsError", "RnnInput", "RnnSpec", "node_label", "normalise_rnn", "unique_label"]
 

@@ -26,7 +26,7 @@ from ..ir.model import IR
 from ..onnx.read import GraphView
 from ..plan import Request
 from ..runtime import engine as runtime
-from ..semantics.recurrent import recurrent_nodes
+from ..semantics.nodes import recurrent_nodes
 from . import reference
 from .report import per_step_errors
 

@@ -1,0 +1,80 @@
+"""Which nodes of a model are recurrent (any family of the registry, ``ovrnn/families/``), where
+each sits (its If/Loop/Scan body), and the labels they are known by: the plan and the frontend
+both ask here."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+
+import onnx
+
+from ..families import ONNX_DOMAINS, is_recurrent
+
+
+def recurrent_nodes_of(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
+    """The recurrent nodes of one graph (any registered family), with their index in it."""
+    return [(i, n) for i, n in enumerate(graph.node) if is_recurrent(n)]
+
+
+def needs_frontend(graph: onnx.GraphProto) -> bool:
+    """True when the model has ops other than the recurrent families and Constant (or no recurrent
+    node): OpenVINO's frontend converts it, with ovrnn's lowering plugged in."""
+    others = [n for n in graph.node if not is_recurrent(n) and not (n.op_type == "Constant" and n.domain in ONNX_DOMAINS)]
+    return not recurrent_nodes_of(graph) or bool(others)
+
+
+@dataclass(frozen=True)
+class Body:
+    """The If/Loop/Scan body a node sits in."""
+
+    holder: onnx.NodeProto  # the If, Loop or Scan node
+    holder_index: int
+    attribute: str  # then_branch | else_branch | body
+    graph: onnx.GraphProto
+    outer: Body | None = None
+
+    def describe(self) -> str:
+        """"the body of Loop node 'loop'", "the then_branch of If node 'if1'"."""
+        what = "the body" if self.attribute == "body" else f"the {self.attribute}"
+        return f"{what} of {node_label(self.holder, self.holder_index)}"
+
+
+@dataclass(frozen=True)
+class RecurrentNode:
+    """One RNN, GRU or LSTM node: its proto, where it sits, the opset it is read in."""
+
+    proto: onnx.NodeProto
+    index: int  # in its own graph
+    opset: int
+    body: Body | None = None
+
+
+def recurrent_nodes(model: onnx.ModelProto) -> list[RecurrentNode]:
+    """Every RNN/GRU/LSTM node of the model, bodies included, in the order the ONNX frontend
+    converts them: each body before the node that holds it."""
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 1)
+    return list(_walk(model.graph, opset, None))
+
+
+def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[RecurrentNode]:
+    for index, node in enumerate(graph.node):
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                yield from _walk(sub, opset, Body(node, index, attr.name, sub, body))
+        if is_recurrent(node):
+            yield RecurrentNode(node, index, opset, body)
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    return f"{node.op_type} node '{node.name}'" if node.name else f"{node.op_type} node #{index} (unnamed)"
+
+
+def unique_label(node: onnx.NodeProto, k: int, used: Collection[str]) -> str:
+    """Layer-name prefix of the k-th recurrent node: its name when it has one, else rnn_<k>
+    (gru_<k>, lstm_<k>); not in `used`."""
+    base = node.name or f"{node.op_type.lower()}_{k}"
+    label, n = base, 1
+    while label in used:
+        label, n = f"{base}_{n}", n + 1
+    return label
