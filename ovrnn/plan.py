@@ -98,7 +98,8 @@ class Plan:
 
         r = self.request
         auto_device = canonical_device(r.device) if auto and r.device else None
-        return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression, self.given_weights, error_budget, measured, auto_device=auto_device)
+        precise = bool(r.device) and canonical_device(r.device) == "CPU"  # explicit steps stay f32 under the CPU's bf16 default
+        return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression, self.given_weights, error_budget, measured, auto_device=auto_device, precise=precise)
 
     def lower(self, options: LoweringOptions):
         """Hand the model to the next stages: OpenVINO's frontend with ovrnn's lowering for whole

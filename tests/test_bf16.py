@@ -170,3 +170,56 @@ def test_drift_streams_the_forward_half_of_a_bidirectional_node(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["drift"][0]["note"] == "bidirectional node: its first direction, streamed forward"
     quiet = ovrnn_cli("validate", path, "--no-drift")
     assert quiet.returncode == 0 and "default precision" not in quiet.stdout and "'birnn' at" not in quiet.stdout
+
+
+def _node(op: str, lbr: int = 0, steps: int = 16, hidden: int = 32) -> tuple[onnx.ModelProto, list[str]]:
+    """A forward node with B and initial states as inputs: what a stream carries from call to call."""
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    rng = np.random.default_rng(5)
+    s = 1 / np.sqrt(hidden)
+    inits = [numpy_helper.from_array(rng.uniform(-s, s, shape).astype(np.float32), name) for name, shape in (("W", (1, gates * hidden, 8)), ("R", (1, gates * hidden, hidden)), ("B", (1, 2 * gates * hidden)))]
+    states = ["initial_h"] + (["initial_c"] if op == "LSTM" else [])
+    attrs = {"linear_before_reset": lbr} if op == "GRU" else {}
+    node = helper.make_node(op, ["X", "W", "R", "B", "", *states], ["Y"], hidden_size=hidden, **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 8])] + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, hidden]) for n in states],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model, states
+
+
+STEP_OPS = [("RNN", 0), ("GRU", 0), ("GRU", 1), ("LSTM", 0)]
+
+
+@pytest.mark.parametrize("op,lbr", STEP_OPS, ids=["rnn", "gru_lbr0", "gru_lbr1", "lstm"])
+def test_explicit_steps_converted_for_cpu_are_marked_precise_and_exact_under_the_default(op, lbr):
+    """--device CPU: every layer of an explicit node carries rt_info `precise`, its biases are
+    added where the CPU cannot fuse them into a FullyConnected, and compiled with OpenVINO's
+    defaults (bf16 on this CPU) it matches float64 at f32 tolerance, carried state included."""
+    model, states = _node(op, lbr)
+    ir = ovrnn.convert_model(model, lowering="matmul", device="CPU")
+    layers = etree.fromstring(ir.xml).find("layers")
+    computing = [layer for layer in layers if layer.get("type") not in ("Const", "Parameter", "Result")]
+    assert computing and all(layer.find("rt_info/attribute[@name='precise'][@version='0']") is not None for layer in computing)
+    rng = np.random.default_rng(6)
+    feeds = {"X": rng.uniform(-1, 1, (16, 1, 8)).astype(np.float32), **{n: rng.uniform(-1, 1, (1, 1, 32)).astype(np.float32) for n in states}}
+    want = reference.run_model(model, feeds)["Y"]
+    compiled, kinds = _default_compile(ir.xml, ir.bin)
+    assert not [k for k in kinds if k[0] != "Const" and k[1] not in ("f32", "i32", "i64")], kinds  # nothing at bf16
+    request = compiled.create_infer_request()
+    request.infer(feeds)
+    got = request.get_output_tensor(0).data.astype(np.float64)
+    assert np.abs(got - want).max() < 2e-5 * (1 + np.abs(want).max())
+    assert b'<info name="fwd_precise" value="f32 where the device lowers the precision (layers marked precise)"/>' in ir.xml  # rt_info says so
+
+
+def test_precise_only_for_cpu_and_explicit_steps():
+    """Without --device (or for another device) the explicit form's bytes are what they were; a
+    cell chain converted for CPU carries no mark (its fold drops it)."""
+    model, _ = _node("GRU")
+    plain = ovrnn.convert_model(model, lowering="matmul")
+    assert b"precise" not in plain.xml and b"/xw/rows" not in plain.xml
+    assert b"precise" not in ovrnn.convert_model(model, lowering="matmul", device="GPU").xml
+    assert b"precise" not in ovrnn.convert_model(model, lowering="cell", device="CPU").xml

@@ -90,6 +90,7 @@ def _layer_text(layer: Layer, prototypes: dict[tuple, tuple[str, str, str]], ir_
         tuple(layer.attrs.items()),
         tuple(src.type for src in layer.inputs),
         tuple(zip(layer.out_types, map(tuple, layer.out_names))),
+        layer.precise,
     )
     proto = prototypes.get(key)
     if proto is None:
@@ -120,6 +121,9 @@ def _build_element(layer: Layer) -> etree._Element:
     for key in wanted:
         target = data if data is not None and key in data.attrib else el
         target.set(key, layer.attrs[key])
+    if layer.precise:  # where OpenVINO's serializer puts a layer's rt_info: after <data>
+        rt = copy.deepcopy(template("_precise"))
+        data.addnext(rt) if data is not None else el.insert(0, rt)
     inputs, outputs = el.find("input"), el.find("output")
     if layer.inputs:
         for i, src in enumerate(layer.inputs):

@@ -95,6 +95,8 @@ class RnnSummary:
             info[c.direction] = f"{c.activation} {c.lowering}"
             if c.step_form is not None and not c.step_form.shown_by_value:
                 info[f"{c.direction}_reason"] = c.step_form.why()
+            if c.step_form is not None and c.step_form.precise:
+                info[f"{c.direction}_precise"] = "f32 where the device lowers the precision (layers marked precise)"
         if self.weights:
             info["weights"] = self.weights
         return info

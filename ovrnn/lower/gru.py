@@ -88,6 +88,7 @@ class GruLowering(NodeLowering):
             return (*ops.variadic_split(g, self.name(d, "R/zr_h"), r, 0 if r_t else 1, [2 * H, H]), r_t)
 
         rs = per_piece(r_parts, self.own_consts())
+        precise = self.forms[d].precise
         f = ActivationOps(g, self.name(d, f"f_{acts.f.name.lower()}"), acts.f, s.etype, self.seq.zero)
         gg = ActivationOps(g, self.name(d, f"g_{acts.g.name.lower()}"), acts.g, s.etype, self.seq.zero)
 
@@ -99,8 +100,13 @@ class GruLowering(NodeLowering):
             zr_pre = ops.add(g, f"{cell}/zr_pre", x_zr, ops.matmul(g, f"{cell}/matmul_r_zr", h_prev, r_zr, transpose_b=r_t))
             z, r = ops.split(g, f"{cell}/z_r", f(clip(zr_pre, f"{cell}/zr_clip"), f"{cell}/zr_f"), 1, 2)
             if s.linear_before_reset:  # rt ⊙ (Ht-1·Rhᵀ + Rbh)
-                hr = ops.add(g, f"{cell}/hr_rbh", ops.matmul(g, f"{cell}/matmul_r_h", h_prev, r_h, transpose_b=r_t), rbh)
-                h_pre = ops.add(g, f"{cell}/h_pre", x_h, ops.multiply(g, f"{cell}/r_hr", r, hr))
+                hr = ops.matmul(g, f"{cell}/matmul_r_h", h_prev, r_h, transpose_b=r_t)
+                if precise:  # rt ⊙ Ht-1·Rhᵀ + rt ⊙ Rbh: an Add of a constant right after the MatMul
+                    # would be fused into a new FullyConnected without the mark, run at bf16
+                    r_hr = ops.add(g, f"{cell}/r_hr", ops.multiply(g, f"{cell}/r_h", r, hr), ops.multiply(g, f"{cell}/r_rbh", r, rbh))
+                else:
+                    r_hr = ops.multiply(g, f"{cell}/r_hr", r, ops.add(g, f"{cell}/hr_rbh", hr, rbh))
+                h_pre = ops.add(g, f"{cell}/h_pre", x_h, r_hr)
             else:  # (rt ⊙ Ht-1)·Rhᵀ
                 h_pre = ops.add(g, f"{cell}/h_pre", x_h, ops.matmul(g, f"{cell}/matmul_r_h", ops.multiply(g, f"{cell}/r_h", r, h_prev), r_h, transpose_b=r_t))
             h_new = gg(clip(h_pre, f"{cell}/h_clip"), f"{cell}/h_g")

@@ -38,6 +38,9 @@ class Layer:
     attrs: dict[str, str] = field(default_factory=dict)
     out_names: list[tuple[str, ...]] = field(default_factory=list)  # tensor names per output
     const: ConstData | None = None
+    # rt_info `precise`: OpenVINO keeps the layer at its own precision (f32) where it would lower
+    # the model's (the CPU plugin's bf16 default); see docs/performance.md#bf16
+    precise: bool = False
 
     def out(self, index: int = 0) -> Output:
         return Output(self, index)

@@ -54,6 +54,7 @@ class LoweringOptions:
     measured: tuple[str, str] | None = None
     auto_device: str | None = None  # --lowering auto: the device `by_op`/`cells` were chosen for (None: asked)
     shared_input: str = ""  # this node walks X as this earlier cell-lowered node does (SharedInputGuard)
+    precise: bool = False  # converted for CPU: explicit steps marked precise (step_form.py)
 
     def cells_for(self, op: str) -> str:
         """The lowering for nodes of `op` (RNN, GRU, LSTM): NPU takes GRUCell/LSTMCell, not RNNCell."""
@@ -199,9 +200,22 @@ class NodeLowering:
 
     def projection(self, d: int, w: Output, b: Output, transpose_b: bool = True) -> Callable[[Output], Output]:
         """X·W_dᵀ + b for all steps in one MatMul: walked X [T, B, I] -> [T, B, G*H] (W_d as
-        [G*H, I] with transpose_b, or [I, G*H] without: integer weights)."""
-        name = self.name(d, "xw")
-        return lambda walked: ops.add(self.g, f"{name}/add_b", ops.matmul(self.g, f"{name}/matmul", walked, w, transpose_b=transpose_b), b)
+        [G*H, I] with transpose_b, or [I, G*H] without: integer weights).
+
+        A precise direction (``StepForm.precise``) adds b to the product seen as rows [T*B, G*H]. The CPU plugin fuses an Add
+        of a constant right after a MatMul into one FullyConnected, a new node that drops the
+        `precise` mark and runs bf16; behind a Reshape the Add is not fused and both stay f32."""
+        name, precise = self.name(d, "xw"), self.forms[d].precise
+
+        def project(walked: Output) -> Output:
+            xw = ops.matmul(self.g, f"{name}/matmul", walked, w, transpose_b=transpose_b)
+            if not precise:
+                return ops.add(self.g, f"{name}/add_b", xw, b)
+            steps, _, gates = (dim.value for dim in xw.shape)
+            rows = ops.add(self.g, f"{name}/add_b", ops.reshape(self.g, f"{name}/rows", xw, [-1, gates]), b)
+            return ops.reshape(self.g, f"{name}/steps", rows, [steps, -1, gates])
+
+        return project
 
     def chain_note(self, acts, form: StepForm) -> str:
         """The direction's activations as rt_info and inspect show them, with why it is explicit
@@ -217,15 +231,24 @@ class NodeLowering:
         s = self.s
         integer = self.weights.integer
         lowered = LoweredRnn({}, notes=list(self.weights.notes), weights=self.weights.describe(), compression=integer.compression if integer else None)
+        first = len(self.g.layers)
         starts = zip(*(self.initial_states(key, getattr(s, key)) for key in self.STATES))
         chains = []
+        self.forms: dict[int, StepForm] = {}  # per direction, as decided (projection() reads it)
         for d, (direction, acts, initial) in enumerate(zip(s.directions, s.activations, starts)):
             form = decide_step_form(s, d, self.options, integer_weights=self.weights.integer is not None)
             lowered.chains.append((direction, self.chain_note(acts, form), form))
+            self.forms[d] = form
             step, project = self.native_chain(d, acts) if form.is_cell else self.explicit_chain(d, acts)
             chains.append(Chain(direction, step, initial, project))
         outputs = s.family.outputs
         y = s.Y if want[0] and s.Y else None
         finals = {k: name for k, (out, wanted) in enumerate(zip(outputs[1:], want[1:])) if wanted and (name := getattr(s, out))}
         lowered.outputs.update(lower_chains(self.seq, chains, y, finals))
+        if any(form.precise for form in self.forms.values()):
+            # every layer of the node that holds a value, the initial states' plumbing and Y's too:
+            # one unmarked Reshape of H would round the state to bf16 at every call of a stream
+            for layer in self.g.layers[first:]:
+                if layer.type not in ("Const", "Parameter", "Result"):
+                    layer.precise = True
         return lowered

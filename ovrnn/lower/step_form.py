@@ -15,6 +15,12 @@ Every rule lives here, in the order it is applied:
        the faster form, where the weights are float  MEASURED, cell or explicit
     5. else                                          CELL
 
+An explicit direction converted for CPU (``options.precise``) is marked ``precise``: OpenVINO's
+CPU plugin then keeps its MatMuls and gate math at f32 where it would lower the model to its bf16
+default (CPUs with AVX512_BF16/AMX), so an application that compiles with OpenVINO's defaults
+gets the exact recurrence. A cell chain is not marked: the plugin folds it into one RNNSeq, which
+does not keep the mark (docs/performance.md#bf16).
+
 The IR's rt_info records the form per direction (``fwd``/``rev``: "<activations> <form>") and, for
 every reason but the two the value already shows (a cell chain; an explicit chain whose
 activation the cells do not run), ``<dir>_reason`` (``Reason.value: detail``); ``ovrnn inspect``
@@ -23,7 +29,7 @@ prints it. A new rule (a per-device measured choice) is a new ``Reason`` and a b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from ..cpu_forms import measured_form, op_kind
@@ -53,6 +59,7 @@ class StepForm:
     form: Form
     reason: Reason
     detail: str = ""
+    precise: bool = False  # the explicit steps carry rt_info `precise`: f32 under a bf16 default
 
     @property
     def is_cell(self) -> bool:
@@ -80,6 +87,11 @@ class StepForm:
 def decide_step_form(spec, d: int, options, integer_weights: bool = False) -> StepForm:
     """How direction `d` of `spec` steps under `options` (a LoweringOptions), and why;
     `integer_weights`: W/R are stored as integers (the measured table times float weights only)."""
+    form = _form(spec, d, options, integer_weights)
+    return replace(form, precise=True) if options.precise and not form.is_cell else form
+
+
+def _form(spec, d: int, options, integer_weights: bool) -> StepForm:
     op = spec.family.name
     asked = options.cells_for(op)
     if asked != "cell":
