@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,7 @@ def test_kernel_row_times_three_sides_on_one_computation(tmp_path):
     x = {"X": np.random.default_rng(0).uniform(-1, 1, (5, 1, 8)).astype(np.float32)}
     row = real.three_sides(path, x, None, {"X": [5, 1, 8]}, 1, tmp_path, "lstm")
     assert row["max_diff"] < 1e-6 and row["openvino_max_diff"] < 1e-6  # Y, Y_h, Y_c of both OpenVINO sides against onnxruntime
+    assert re.fullmatch(r"(cell|explicit) 2|cell 1, explicit 1", row["forms"]), row["forms"]  # both directions' forms, from the IR's rt_info
     assert {"ovrnn_us", "openvino_us", "onnxruntime_us"} <= set(row) and row["vs_onnxruntime"]["p10"] <= row["vs_onnxruntime"]["ratio"] <= row["vs_onnxruntime"]["p90"]
 
 

@@ -3,7 +3,8 @@
 Three sides, all on this CPU at batch 1, 1 thread each (INFERENCE_NUM_THREADS=1 and
 ENABLE_CPU_PINNING=False, unpinned like onnxruntime's; onnxruntime intra_op_num_threads=1,
 sequential, no spinning), f32 (INFERENCE_PRECISION_HINT=f32: this CPU would compile bf16 otherwise):
-* ovrnn: `ovrnn.convert_model` of the .onnx (the default forms), compiled from the saved IR;
+* ovrnn: `ovrnn.convert_model(.onnx, device="CPU")`: the step forms measured for this CPU (the
+  form column: `cell` chain or `explicit` MatMul chain, per direction, from the IR's rt_info);
 * OpenVINO: its own ONNX import, `core.read_model(.onnx)` reshaped to the same static shapes;
 * onnxruntime: `InferenceSession.run(None, feed)` on the .onnx (the anchor of every ratio).
 OpenVINO's requests get their input tensors once (`set_tensor`, shared memory) and are called with
@@ -90,6 +91,15 @@ def ov_side(model, feed: dict, config: dict = ONE):
     return request.infer, request
 
 
+def ir_forms(xml: Path) -> str:
+    """The step forms ovrnn wrote (rt_info: each node's fwd/rev value ends with its form), counted: 'cell 2, explicit 4'."""
+    import re
+    from collections import Counter
+
+    found = Counter(m.group(2) for m in re.finditer(r'<info name="(fwd|rev)" value="[^"]*?(\w+)"/>', Path(xml).read_text()))
+    return ", ".join(f"{form} {n}" for form, n in sorted(found.items())) or "none"
+
+
 def ov_outputs(request) -> dict:
     return {name: np.array(request.get_tensor(port).data) for port in request.model_outputs for name in port.get_names()}
 
@@ -150,11 +160,11 @@ def three_sides(onnx_path: Path, feed: dict, input_flag: str | None, shapes: dic
 
     import ovrnn
 
-    xml = ovrnn.convert_model(str(onnx_path), input=input_flag).save(tmp / tag / "model.xml")
+    xml = ovrnn.convert_model(str(onnx_path), input=input_flag, device="CPU").save(tmp / tag / "model.xml")  # the forms measured for this CPU
     session = ort_session(onnx_path)
     want = dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
     ours, request = ov_side(str(xml), feed)
-    row = {"max_diff": max_diff(ov_outputs(request), want)}
+    row = {"max_diff": max_diff(ov_outputs(request), want), "forms": ir_forms(xml)}
     sides = {"ovrnn": ours, "onnxruntime": lambda: session.run(None, feed)}
     try:
         imported = ov.Core().read_model(str(onnx_path))
@@ -258,7 +268,7 @@ def s_streams(tmp: Path, directory: Path, manifest: dict, rounds: int) -> dict:
         cases["stream_silero"] = (directory / "silero_vad.onnx", manifest["silero_vad"]["input_flag"], ["state=stateN"], {"input": (1, 512)}, {"state": "stateN"})
     for key, (path, flag, stateful, chunk, carried) in cases.items():
         try:
-            xml = ovrnn.convert_model(str(path), input=flag, stateful=stateful).save(tmp / key / "model.xml")
+            xml = ovrnn.convert_model(str(path), input=flag, stateful=stateful, device="CPU").save(tmp / key / "model.xml")
             rng = np.random.default_rng(7)
             x = {n: (rng.standard_normal(s) * 0.1).astype(np.float32) for n, s in chunk.items()}
             session = ort_session(path)
@@ -393,14 +403,14 @@ def render(R: dict) -> list[str]:
             lines += ["", f"Whole models: {s['models']} timed, {s['at_or_below_1']} at or below 1.0 ÷ onnxruntime; median ÷ OpenVINO's import {s['median_vs_openvino']:.2f}{failed}."]
         if arch["missing"]:
             lines += ["", f"Not built (so not timed): {', '.join(arch['missing'])}. Build them with a Python that has torch / tensorflow+tf2onnx+tf-keras: `python tools/make_bench_models.py --out {arch['models_dir']}` (or set OVRNN_BENCH_TORCH_PYTHON / OVRNN_BENCH_TF_PYTHON)."]
-        lines += ["", "| model | ovrnn µs | OpenVINO import µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | OpenVINO ÷ onnxruntime | max abs diff (ovrnn / OpenVINO vs onnxruntime) |", "|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| model | ovrnn forms (directions) | ovrnn µs | OpenVINO import µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | OpenVINO ÷ onnxruntime | max abs diff (ovrnn / OpenVINO vs onnxruntime) |", "|---|---|---|---|---|---|---|---|---|"]
         for r in arch["rows"]:
             if "error" in r:
-                lines.append(f"| {r['model']} | {r['error']} | | | | | | |")
+                lines.append(f"| {r['model']} | {r['error']} | | | | | | | |")
                 continue
             ov_us = f"{r['openvino_us']:.0f}" if "openvino_us" in r else r.get("openvino_error", "")
             ov_diff = f"{r['openvino_max_diff']:.1e}" if "openvino_max_diff" in r else "-"
-            lines.append(f"| {r['model']}: {r['description']} | {r['ovrnn_us']:.0f} | {ov_us} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {_r(r.get('openvino_vs_onnxruntime'))} | {r['max_diff']:.1e} / {ov_diff} |")
+            lines.append(f"| {r['model']}: {r['description']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {ov_us} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {_r(r.get('openvino_vs_onnxruntime'))} | {r['max_diff']:.1e} / {ov_diff} |")
         st = arch.get("streams", {})
         if st:
             lines += ["", "| stream, per call | ovrnn stateful µs | onnxruntime (state by hand) µs | ratio | max abs diff, 5 calls |", "|---|---|---|---|---|"]
@@ -410,9 +420,9 @@ def render(R: dict) -> list[str]:
     if ker:
         lines += ["", f"Kernels on {ker['machine']}.", "", "| kernel (1 thread, I=H, batch 1) | cases | median ÷ onnxruntime | best | worst | at or below 1.0 |", "|---|---|---|---|---|---|"]
         lines += [f"| {op} | {v['cases']} | {v['median']:.2f} | {v['best']:.2f} | {v['worst']:.2f} | {v['at_or_below_1']} |" for op, v in ker["per_op"].items()]
-        lines += ["", "oneDNN primitives ovrnn's IR runs (ONEDNN_VERBOSE=1, H=128, T=16 forward; none: no oneDNN primitive, e.g. MLAS FullyConnected): " + "; ".join(f"{op}: {', '.join(k) or 'none'}" for op, k in ker.get("onednn", {}).items())]
-        lines += ["", "| op | H | T | direction | ovrnn µs | OpenVINO µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['op']} | {r['H']} | {r['T']} | {r['direction']} | {r['ovrnn_us']:.0f} | {r.get('openvino_us', float('nan')):.0f} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {r['max_diff']:.1e} |" for r in ker["rows"]]
+        lines += ["", "oneDNN primitives ovrnn's IR runs (ONEDNN_VERBOSE=1, H=128, T=16 forward; none: no oneDNN primitive, e.g. an explicit MatMul chain on MLAS FullyConnected): " + "; ".join(f"{op}: {', '.join(k) or 'none'}" for op, k in ker.get("onednn", {}).items())]
+        lines += ["", "| op | H | T | direction | ovrnn form | ovrnn µs | OpenVINO µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['op']} | {r['H']} | {r['T']} | {r['direction']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {r.get('openvino_us', float('nan')):.0f} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {r['max_diff']:.1e} |" for r in ker["rows"]]
     return lines
 
 
