@@ -18,7 +18,7 @@ import re
 from dataclasses import replace
 
 from .errors import OvrnnError
-from .ir.model import RnnSummary
+from .ir.model import NodeSummary
 from .lower.node import CELL_MODES, LoweringOptions
 from .families import onnx_op_names
 from .plan import check_step_counts
@@ -53,7 +53,7 @@ class Extension(list):
         return [self._resolve(n) for n in self._lowering.notes]
 
     @property
-    def summaries(self) -> list[RnnSummary]:
+    def summaries(self) -> list[NodeSummary]:
         """One per lowered node: steps, sizes, the chains and how each is lowered."""
         out = []
         for c in self._lowering.converted:

@@ -33,7 +33,7 @@ import onnx.defs
 
 from ..dtypes import BY_IR
 from ..errors import OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..ir.model import RnnSummary
+from ..ir.model import NodeSummary
 from ..families import named, onnx_op_names
 from ..lower import ops
 from ..lower.layer_graph import LayerGraph
@@ -176,7 +176,7 @@ class Converted:
     """One node the extension lowered, and the ops it returned to the frontend."""
 
     node: RecurrentNode
-    summary: RnnSummary
+    summary: NodeSummary
     outputs: list = field(default_factory=list)
 
 
@@ -209,7 +209,7 @@ class RecurrentLowering:
         return [OnnxConversionExtension(op, domains[op], partial(self, op)) if domains[op] else ConversionExtension(op, partial(self, op)) for op in ops]
 
     @property
-    def summaries(self) -> list[RnnSummary]:
+    def summaries(self) -> list[NodeSummary]:
         return [c.summary for c in self.converted]
 
     @property

@@ -8,7 +8,7 @@ they make the node's input ports.
     NodeDriver.lower(g, spec, states, port_of, bind):
         shared-X guard (lower/node.py)  ->  ReadValue per state (lower/state.py)  ->
         the family's NodeLowering (per direction: decide_step_form)  ->  Assign per state  ->
-        RnnSummary (rt_info, inspect)
+        NodeSummary (rt_info, inspect)
 
 The states are planned by the caller (lower/state.py's ``plan_states``), which knows where an
 initial state comes from; a computed one is refused with ``state.computed_state_refusal``.
@@ -22,7 +22,7 @@ from ..lower import lowering_of
 from ..lower.layer_graph import LayerGraph, Output
 from ..lower.node import LoweringOptions, SharedInputGuard
 from ..lower.state import NodeState, add_assigns, add_states
-from .model import RnnSummary
+from .model import NodeSummary
 
 
 class NodeDriver:
@@ -35,7 +35,7 @@ class NodeDriver:
         self.notes: list[str] = []
         self.states: list[NodeState] = []  # of the nodes lowered, in order
         self.specs: list = []  # the lowered specs, in order
-        self.summaries: list[RnnSummary] = []
+        self.summaries: list[NodeSummary] = []
 
     def lower(
         self,
@@ -65,5 +65,5 @@ class NodeDriver:
             self.states.extend(states)
         self.specs.append(spec)
         self.notes.extend(lowered.notes)
-        self.summaries.append(RnnSummary.of(spec, lowered.chains, lowered.weights, lowered.compression))
+        self.summaries.append(NodeSummary.of(spec, lowered.chains, lowered.weights, lowered.compression))
         return lowered.outputs

@@ -27,7 +27,7 @@ from ..semantics.limits import check_steps
 from ..stateful import node_stream
 from .driver import NodeDriver
 from .emit import emit
-from .model import IR, RnnSummary
+from .model import IR, NodeSummary
 
 
 @contextmanager
@@ -47,13 +47,13 @@ def _gc_paused():
 def convert_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False, record: dict | None = None) -> IR:
     """A model made of RNN, GRU, LSTM and Constant nodes: spec every node, lower them into one
     LayerGraph, and emit it with ovrnn's own emitter."""
-    plan = graph_nodes(view)  # semantics stage: which nodes, and their specs
-    specs = normalise_all(view, plan)
+    nodes = graph_nodes(view)  # semantics stage: which nodes, and their specs
+    specs = normalise_all(view, nodes)
     steps_note = check_steps(sum(s.seq_length * s.num_directions for s in specs), len(specs), max_steps)
     g = LayerGraph(view.model.graph.name or "ovrnn_model")
     builder = _Builder(g, view, specs, options, stateful)
     with stage(f"lowering {len(specs)} RNN node(s)"):
-        summaries = builder.build(plan)
+        summaries = builder.build(nodes)
     g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **(record or {}), **{s.label: s.rt_info() for s in summaries}}}
     if stateful:
         g.rt_info["ovrnn"]["stateful"] = node_stream(builder.driver.specs, builder.driver.states, {i.name for i in view.inputs}).rt_info()
@@ -82,13 +82,13 @@ class _Builder:
             self.ports[name] = ops.const(self.g, name, info.value)
         return self.ports[name]
 
-    def build(self, plan: GraphNodes) -> list[RnnSummary]:
+    def build(self, nodes: GraphNodes) -> list[NodeSummary]:
         if self.stateful:
             self._plan_states()
         self._parameters()
         for spec, states in zip(self.specs, self.node_states):
             family = spec.family
-            want = [getattr(spec, out) in plan.needed for out in family.outputs]
+            want = [getattr(spec, out) in nodes.needed for out in family.outputs]
             if not any(want):
                 self.notes.append(f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped")
                 continue

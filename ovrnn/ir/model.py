@@ -28,7 +28,7 @@ class ChainSummary:
 
 
 @dataclass(frozen=True)
-class RnnSummary:
+class NodeSummary:
     label: str
     node_name: str
     seq_length: int
@@ -51,12 +51,12 @@ class RnnSummary:
         return self.layout if ("Y", tensor) in self.outputs else None
 
     @staticmethod
-    def of(spec, chains: list[tuple[Direction, str, StepForm]], weights: str = "", compression=None) -> RnnSummary:
+    def of(spec, chains: list[tuple[Direction, str, StepForm]], weights: str = "", compression=None) -> NodeSummary:
         """From an RnnSpec, GruSpec or LstmSpec and its chains (direction, activations as described,
         step form); `weights`: how integer W/R are stored ("" for float weights)."""
         family = spec.family
         op = family.name
-        return RnnSummary(
+        return NodeSummary(
             label=spec.label,
             node_name=spec.node_name,
             seq_length=spec.seq_length,
@@ -113,7 +113,7 @@ class IR:
     xml: bytes
     bin: bytes
     notes: tuple[str, ...] = ()
-    rnns: tuple[RnnSummary, ...] = ()
+    rnns: tuple[NodeSummary, ...] = ()
     sources: tuple[Path, ...] = ()  # the files it was converted from (model, external data): never overwritten
     frozen: tuple = ()  # onnx.freeze.Frozen: the inputs --input gave values, now constants
 

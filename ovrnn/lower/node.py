@@ -10,7 +10,7 @@ the chains to ``lower_chains``. A subclass (``rnn.py``, ``gru.py``, ``lstm.py``)
     native_chain(d, a)   the step as one RNNCell/GRUCell/LSTMCell
     explicit_chain(d, a) the step as MatMul/Add/activation ops (with the projection of X it reads)
 
-The options (``LoweringOptions``: what the target device needs) and the result (``LoweredRnn``)
+The options (``LoweringOptions``: what the target device needs) and the result (``LoweredNode``)
 live here too, as does ``SharedInputGuard``, the one rule across nodes.
 """
 
@@ -110,7 +110,7 @@ class SharedInputGuard:
 
 
 @dataclass
-class LoweredRnn:
+class LoweredNode:
     """What one node became: its output ports and a description for rt_info/inspect."""
 
     outputs: dict[str, Output]
@@ -131,7 +131,7 @@ class NodeLowering:
     @classmethod
     def lower(
         cls, g: LayerGraph, spec: RecurrentSpec, port_of: Callable[[str], Output], want: tuple[bool, ...] | None = None, options: LoweringOptions = LoweringOptions()
-    ) -> LoweredRnn:
+    ) -> LoweredNode:
         """Lower one node into `g`; `port_of(tensor name)` gives an input's port. `want`: per ONNX
         output of the op (Y, Y_h[, Y_c]), whether to build it (default: all)."""
         return cls(g, spec, port_of, options).run(want or (True,) * len(spec.family.outputs))
@@ -226,11 +226,11 @@ class NodeLowering:
             return acts.describe() + (f" [cell: {form.detail}]" if form.detail else "")
         return acts.describe() + f" [explicit: {form.detail}]"
 
-    def run(self, want: tuple[bool, ...]) -> LoweredRnn:
+    def run(self, want: tuple[bool, ...]) -> LoweredNode:
         """`want`: per ONNX output of the op (Y, Y_h[, Y_c]), whether to build it."""
         s = self.s
         integer = self.weights.integer
-        lowered = LoweredRnn({}, notes=list(self.weights.notes), weights=self.weights.describe(), compression=integer.compression if integer else None)
+        lowered = LoweredNode({}, notes=list(self.weights.notes), weights=self.weights.describe(), compression=integer.compression if integer else None)
         first = len(self.g.layers)
         starts = zip(*(self.initial_states(key, getattr(s, key)) for key in self.STATES))
         chains = []

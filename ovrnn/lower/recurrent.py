@@ -50,7 +50,7 @@ import numpy as np
 from . import ops
 from ..dtypes import I32, ElementType
 from ..shapes import Dim
-from ..semantics.rnn import Direction, RnnInput
+from ..semantics.recurrent import Direction, RecurrentInput
 from .layer_graph import LayerGraph, Output
 
 # (piece, x_t [B, K], states before the step, step name) -> states after it; states[0] is H_t (Y).
@@ -82,7 +82,7 @@ class Chain:
     project: Callable[[Output], Output] | None = None  # walked X [T, B, I] -> what steps read [T, B, K]
 
 
-def needs_mask(lens: RnnInput | None, seq_length: int) -> bool:
+def needs_mask(lens: RecurrentInput | None, seq_length: int) -> bool:
     """Runtime lengths, or constant ones that are not all T. Constant full lengths are no lengths."""
     return lens is not None and not (lens.is_constant and bool(np.all(np.asarray(lens.value) == seq_length)))
 

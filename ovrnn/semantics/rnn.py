@@ -25,10 +25,9 @@ from .dims import DynamicStepsError
 from .nodes import node_label, unique_label
 from .recurrent import DIRECTIONS, Direction, RecurrentInput, RecurrentSpec
 
-__all__ = ["DIRECTIONS", "INPUT_NAMES", "Direction", "DynamicStepsError", "RnnInput", "RnnSpec", "node_label", "normalise_rnn", "unique_label"]
+__all__ = ["DIRECTIONS", "INPUT_NAMES", "Direction", "DynamicStepsError", "RnnSpec", "node_label", "normalise_rnn", "unique_label"]
 
 INPUT_NAMES = RNN.inputs
-RnnInput = RecurrentInput  # the name the RNN lowering knows it by
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
