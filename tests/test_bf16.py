@@ -223,3 +223,25 @@ def test_precise_only_for_cpu_and_explicit_steps():
     assert b"precise" not in plain.xml and b"/xw/rows" not in plain.xml
     assert b"precise" not in ovrnn.convert_model(model, lowering="matmul", device="GPU").xml
     assert b"precise" not in ovrnn.convert_model(model, lowering="cell", device="CPU").xml
+
+
+def test_whole_model_explicit_steps_converted_for_cpu_are_marked_too():
+    """The frontend path (a model with other ops) marks the same layers in the IR OpenVINO's
+    serializer wrote: the GRU reads the graph input, so with OpenVINO's defaults its output matches
+    float64 at f32 tolerance (an op before it would run bf16 and round its input: the rest of the
+    model keeps the device's precision)."""
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name) for name, shape in (("W", (1, 48, 8)), ("R", (1, 48, 16)), ("B", (1, 96)))]
+    nodes = [helper.make_node("GRU", ["X", "W", "R", "B"], ["Y"], hidden_size=16, name="gru"), helper.make_node("Relu", ["Y"], ["out"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [6, 1, 8])], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    ir = ovrnn.convert_model(model, lowering="matmul", device="CPU")
+    layers = etree.fromstring(ir.xml).find("layers")
+    marked = {layer.get("name") for layer in layers if layer.find("rt_info/attribute[@name='precise'][@version='0']") is not None}
+    assert "gru/fwd/xw/matmul" in marked and "gru/fwd/t0005/cell.explicit/matmul_r_h" in marked and "out" not in marked
+    x = rng.uniform(-1, 1, (6, 1, 8)).astype(np.float32)
+    compiled, kinds = _default_compile(ir.xml, ir.bin)
+    assert not [k for k in kinds if k[0] != "Const" and k[1] not in ("f32", "i32", "i64")], kinds
+    assert np.abs(_y(compiled, x) - reference.run_model(model, {"X": x})["out"]).max() < 2e-6
+    assert b"precise" not in ovrnn.convert_model(model, lowering="matmul").xml

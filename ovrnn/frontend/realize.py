@@ -95,10 +95,11 @@ def assign(value, variable):
     return node
 
 
-def realize(g: LayerGraph, bindings: dict[int, object], variables: dict | None = None, sinks: list | None = None) -> dict[int, list]:
+def realize(g: LayerGraph, bindings: dict[int, object], variables: dict | None = None, sinks: list | None = None, precise: set | None = None) -> dict[int, list]:
     """{layer id: [ov.Output per output]}. Parameters come from `bindings` (layer id -> ov.Output);
     ReadValue/Assign share the Variables in `variables` (by id); Assign nodes go to `sinks`, for
-    the model's add_sinks."""
+    the model's add_sinks; the names of layers marked precise go to `precise` (OpenVINO's Python
+    API cannot attach the mark: ir.emit.mark_precise writes it into the serialized IR)."""
     import openvino.opset6 as opset6
 
     blob = memoryview(g.weights.getvalue())
@@ -124,6 +125,8 @@ def realize(g: LayerGraph, bindings: dict[int, object], variables: dict | None =
             attrs = {k: typed(k, v) for k, v in layer.attrs.items()}
             node = _factory(version).create(_CLASS_NAMES.get(layer.type, layer.type), args, attrs)
         node.set_friendly_name(layer.name)
+        if layer.precise and precise is not None:
+            precise.add(layer.name)
         outs[layer.id] = [node.output(i) for i in range(node.get_output_size())]
     return outs
 

@@ -190,6 +190,7 @@ class RecurrentLowering:
         self.stateful = stateful  # --stateful: every (top-level) node carries H (and C) in variables
         self.variables: dict = {}
         self.sinks: list = []  # the Assign nodes, for the model's add_sinks
+        self.precise: set[str] = set()  # names of the layers to mark precise in the serialized IR
         self.variable_ids: set[str] = set()
         self.error: OvrnnError | None = None
         self.failed: RecurrentNode | None = None  # the node of the first error
@@ -264,7 +265,7 @@ class RecurrentLowering:
         x = present[proto.input[0]]
         x_key = (x.get_node().get_name(), x.get_index())  # the same OpenVINO tensor, not just the same name
         outputs = self.driver.lower(g, spec, states, port_of, placeholders.update, x_key=x_key, spec_notes=True)
-        realized = realize(g, bindings, self.variables, self.sinks)
+        realized = realize(g, bindings, self.variables, self.sinks, self.precise)
         produced = [realized[p.layer.id][p.index] for p in outputs.values()]
         by_name = {name: realized[p.layer.id][p.index] for name, p in outputs.items() if p.layer.out_names[p.index]}
         # An ONNX output slot with no name still needs a value; nothing reads it.

@@ -24,6 +24,7 @@ import onnx
 
 from .. import __version__
 from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
+from ..ir.emit import mark_precise
 from ..ir.model import IR
 from ..semantics.limits import check_steps
 from ..lower.node import LoweringOptions
@@ -129,6 +130,8 @@ def convert_whole_model(
         for key, value in stream.rt_info().items():
             model.set_rt_info(value, ["ovrnn", "stateful", key])
     xml, bin_ = _serialize(model, options.compress_to_fp16)
+    if lowering.precise:
+        xml = mark_precise(xml, lowering.precise)
     return IR(xml=xml, bin=bin_, notes=tuple(notes), rnns=tuple(summaries))
 
 

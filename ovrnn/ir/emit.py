@@ -154,3 +154,27 @@ def _rt_info(parent: etree._Element, info: dict[str, object]) -> None:
             _rt_info(etree.SubElement(parent, "info", {"name": key}), value)
         else:
             etree.SubElement(parent, "info", {"name": key, "value": str(value)})
+
+
+_LAYER_LINE = re.compile(r'^(\t+)<layer id="\d+" name="([^"]*)" ')
+
+
+def mark_precise(xml: bytes, names: set[str]) -> bytes:
+    """An IR written by OpenVINO's serializer (the whole-model path) with the layers named in
+    `names` marked `precise` where emit() marks them (a layer-level rt_info after <data>), in the
+    serializer's own spelling; every other byte as it was."""
+    wanted = {_escape_attr(n) for n in names}
+    lines, out, k = xml.decode("utf-8").split("\n"), [], 0
+    while k < len(lines):
+        line = lines[k]
+        out.append(line)
+        k += 1
+        found = _LAYER_LINE.match(line)
+        if found is None or found.group(2) not in wanted:
+            continue
+        inner = found.group(1) + "\t"
+        if k < len(lines) and lines[k].startswith(inner + "<data "):
+            out.append(lines[k])
+            k += 1
+        out += [f"{inner}<rt_info>", f'{inner}\t<attribute name="precise" version="0" />', f"{inner}</rt_info>"]
+    return "\n".join(out).encode("utf-8")
