@@ -3,6 +3,8 @@ the three forms of an IR: the IR object, a path to model.xml, an openvino.Model.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import openvino as ov
 import pytest
@@ -164,3 +166,71 @@ def test_dynamic_outputs_are_views_too(tmp_path):
     assert third["Y"].shape == (8, 2, 3, 6) and not third["Y"].flags.writeable
     np.testing.assert_array_equal(third["Y"], ovrnn.run(ir, x3)["Y"])
     np.testing.assert_array_equal(runner(FEEDS)["Y"], first["Y"])  # back to batch 2: the request's tensors follow the shapes
+
+
+# --- threads at batch 1 -------------------------------------------------------------------------------
+
+
+def _lstm(hidden: int, direction: str) -> bytes:
+    from onnx import TensorProto, helper, numpy_helper
+
+    d = 2 if direction == "bidirectional" else 1
+    rng = np.random.default_rng(0)
+    w = {n: numpy_helper.from_array(rng.uniform(-0.1, 0.1, s).astype(np.float32), n) for n, s in (("W", (d, 4 * hidden, 4)), ("R", (d, 4 * hidden, hidden)))}
+    node = helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=hidden, direction=direction)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [8, 1, 4])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], list(w.values()))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString()
+
+
+def test_a_small_recurrence_runs_on_one_thread_by_default(demo_ir):
+    runner, stream = ovrnn.Runner(demo_ir), ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True))
+    assert runner.threads.count == 1 and str(runner.threads) == "1 unpinned, ovrnn's batch-1 default: one thread for a small recurrence (576 weight reads a call)"
+    assert stream.threads.count == 1 and stream.threads.chosen_by == "ovrnn's batch-1 default: one thread for a small recurrence (1,024 weight reads a call)"
+    assert runner.compiled.compiled.get_property("INFERENCE_NUM_THREADS") == 1 and runner.threads.pinned is False  # a pinned thread waits for its busy core
+    pinned = ovrnn.Runner(demo_ir, properties={"ENABLE_CPU_PINNING": "YES"})  # a property given wins
+    assert pinned.threads.pinned is True and str(pinned.threads).startswith("1 pinned, ")
+
+
+def test_a_large_bidirectional_recurrence_runs_on_all_cores():
+    all_cores = ov.Core().compile_model(ov.Core().read_model(_lstm(256, "bidirectional"), b""), "CPU").get_property("INFERENCE_NUM_THREADS")
+    runner = ovrnn.Runner(ovrnn.convert_model(_lstm(256, "bidirectional")))
+    assert runner.threads.count == all_cores and runner.threads.chosen_by == "ovrnn's batch-1 default: all cores for a large recurrence (4,194,304 weight reads a call)"
+    assert ovrnn.Runner(ovrnn.convert_model(_lstm(256, "forward"))).threads.count == 1  # 2,097,152 a call: one thread
+
+
+@pytest.mark.parametrize("threads, count, chosen_by", [(1, 1, "asked with threads=1"), (2, 2, "asked with threads=2"), (0, None, "asked with threads=0 (all cores)")])
+def test_threads_can_be_asked_for(demo_ir, threads, count, chosen_by):
+    runner = ovrnn.Runner(demo_ir, threads=threads)
+    stream = ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True), threads=threads)
+    for t in (runner.threads, stream.threads):
+        assert t.chosen_by == chosen_by and t.count == (count or ov.Core().get_property("CPU", "INFERENCE_NUM_THREADS") or os.cpu_count())
+    np.testing.assert_array_equal(ovrnn.run(demo_ir, FEEDS, threads=threads)["Y"], runner(FEEDS)["Y"])
+    by_property = ovrnn.Runner(demo_ir, properties={"INFERENCE_NUM_THREADS": "2"}, threads=1)  # the property wins
+    assert by_property.threads.count == 2 and by_property.threads.chosen_by == "asked with the INFERENCE_NUM_THREADS property"
+
+
+@pytest.mark.parametrize("threads", [-1, "2", True, 1.5])
+def test_a_bad_thread_count_is_a_usage_error(demo_ir, threads):
+    with pytest.raises(ovrnn.UsageError) as caught:
+        ovrnn.Runner(demo_ir, threads=threads)
+    assert str(caught.value) == f"threads: expected a number of CPU threads, 1 or more, or 0 for all cores, got {threads!r}"
+
+
+def test_threads_are_for_the_cpu_only(demo_ir):
+    with pytest.raises(ovrnn.UsageError) as caught:
+        ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True), device="gpu", threads=1)
+    assert str(caught.value) == "threads: a CPU thread count, and the device is GPU; leave it out there"
+    with pytest.raises(ovrnn.UsageError, match="threads: a CPU thread count, and the device is HETERO:GPU,CPU; leave it out there"):
+        ovrnn.Runner(demo_ir, device="hetero:gpu,cpu", threads=0)
+
+
+def test_run_says_which_threads_it_used(demo_ir, tmp_path):
+    from conftest import ovrnn_cli
+
+    xml = demo_ir.save(tmp_path / "m.xml")
+    np.savez(tmp_path / "in.npz", **FEEDS)
+    default = ovrnn_cli("run", xml, "--input", tmp_path / "in.npz")
+    asked = ovrnn_cli("run", xml, "--input", tmp_path / "in.npz", "--threads", "2")
+    assert default.returncode == asked.returncode == 0, default.stderr + asked.stderr
+    assert "  threads: 1 unpinned, ovrnn's batch-1 default: one thread for a small recurrence (576 weight reads a call)" in default.stdout.splitlines()
+    assert "  threads: 2 unpinned, asked with --threads 2" in asked.stdout.splitlines()

@@ -27,10 +27,47 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError, flag
+from ..families import families
+from ..families.rnn import RNN
 from .engine import DEFAULT_PRECISION, Compiled, _port_name, check_lengths, compile_ir, inference_error, make_tensor, ov, read_model, shape_check
 
 
-LATENCY_THREADS = 0  # CPU threads a call runs on by default, 0: all cores (docs/performance.md#threads-at-batch-1)
+# From this many recurrent weight reads a call (gates x H x H x steps, summed over nodes and
+# directions), a call runs on all cores; below, on one thread. Measured with tools/bench_threads.py
+# (docs/performance.md#threads-at-batch-1): one thread was faster at H=64, T=64 (up to 2.1M reads,
+# 1.06-2.5x) and for the one-step streams, all cores at H=256, T=64 (from 4.2M reads, 0.78x geomean).
+ALL_CORES_FROM = 3_000_000
+
+
+def recurrent_reads_per_call(model) -> int | None:
+    """Recurrent weights a call reads (gates x H^2 x steps per direction), from the rt_info ovrnn
+    writes; None without it."""
+    try:
+        section = model.get_rt_info()["ovrnn"]
+    except (AttributeError, KeyError, RuntimeError, TypeError):
+        return None
+    total, found = 0, False
+    for info in section.values() if isinstance(section, dict) else ():
+        if not isinstance(info, dict) or "hidden_size" not in info or "steps" not in info:
+            continue
+        hidden, steps = info["hidden_size"].astype(str), info["steps"].astype(str)
+        op = info["op"].astype(str) if "op" in info else RNN.name  # RNN's IRs carry no "op" entry
+        gates = next((f.gates for f in families() if f.name == op), max(f.gates for f in families()))
+        directions = max(sum(d in info for d in ("fwd", "rev")), 1)
+        if hidden.isdigit() and steps.isdigit():
+            total += gates * int(hidden) ** 2 * int(steps) * directions
+            found = True
+    return total if found else None
+
+
+def latency_threads(model) -> tuple[int, str]:
+    """(threads, why) that run one call of `model` fastest at batch 1 on CPU (0: all cores)."""
+    reads = recurrent_reads_per_call(model)
+    if reads is None:
+        return 1, "ovrnn's batch-1 default: one thread (no recurrence described in the IR's rt_info)"
+    if reads >= ALL_CORES_FROM:
+        return 0, f"ovrnn's batch-1 default: all cores for a large recurrence ({reads:,} weight reads a call)"
+    return 1, f"ovrnn's batch-1 default: one thread for a small recurrence ({reads:,} weight reads a call)"
 
 
 @dataclass(frozen=True)
@@ -38,15 +75,17 @@ class Threads:
     """The CPU threads one call runs on, and who chose them."""
 
     count: int | None  # INFERENCE_NUM_THREADS as compiled; None: not a CPU device
-    chosen_by: str  # e.g. "ovrnn's batch-1 default", "asked with threads=0 (all cores)"
+    chosen_by: str  # e.g. "ovrnn's batch-1 default: one thread for ...", "asked with threads=0 (all cores)"
+    pinned: bool | None = None  # ENABLE_CPU_PINNING as compiled
 
     def __str__(self) -> str:
-        return f"{self.count if self.count is not None else 'the device default'}, {self.chosen_by}"
+        pinning = "" if self.pinned is None else " pinned" if self.pinned else " unpinned"
+        return f"{self.count if self.count is not None else 'the device default'}{pinning}, {self.chosen_by}"
 
 
-def thread_properties(device: str, threads: int | None, properties: dict | None) -> tuple[dict, str]:
+def thread_properties(device: str, threads: int | None, properties: dict | None, model) -> tuple[dict, str]:
     """(compile properties, who chose) for `threads`: None = ovrnn's batch-1 default
-    (LATENCY_THREADS), 0 = all cores (OpenVINO's own default), N = N threads. CPU only: the other
+    (latency_threads), 0 = all cores (OpenVINO's own default), N = N threads. CPU only: the other
     devices take no thread count (asked for one there, a UsageError)."""
     from ..plugins import canonical_device
 
@@ -56,20 +95,24 @@ def thread_properties(device: str, threads: int | None, properties: dict | None)
         return {}, "asked with the INFERENCE_NUM_THREADS property"
     if threads is None and properties and (str(properties.get("PERFORMANCE_HINT", "")).upper().endswith("THROUGHPUT") or "NUM_STREAMS" in properties):
         return {}, "OpenVINO's default for several streams"  # throughput asked for: the latency default does not apply
-    if canonical_device(device) != "CPU":
+    device = canonical_device(device)
+    if device != "CPU":
         if threads is not None:
             raise UsageError(f"{flag('threads')}: a CPU thread count, and the device is {device}; leave it out there")
         return {}, "the device's default"
     if threads is None:
-        threads, chosen_by = LATENCY_THREADS, "ovrnn's batch-1 default"
+        threads, chosen_by = latency_threads(model)
     else:
-        threads, chosen_by = int(threads), f"asked with {flag('threads', int(threads))}"
-    return ({"INFERENCE_NUM_THREADS": str(threads)} if threads else {}), chosen_by + ("" if threads else " (all cores)")
+        threads, chosen_by = int(threads), f"asked with {flag('threads', int(threads))}" + ("" if threads else " (all cores)")
+    # Unpinned: a thread pinned to a core that other work keeps busy waits for it (calls of 30 µs
+    # took 220-640 µs pinned on a shared machine, 30-60 µs unpinned); a property given wins.
+    unpinned = {} if properties and "ENABLE_CPU_PINNING" in properties else {"ENABLE_CPU_PINNING": "NO"}
+    return ({"INFERENCE_NUM_THREADS": str(threads)} if threads else {}) | unpinned, chosen_by
 
 
 def compiled_threads(c: Compiled, chosen_by: str) -> Threads:
     try:
-        return Threads(int(c.compiled.get_property("INFERENCE_NUM_THREADS")), chosen_by)
+        return Threads(int(c.compiled.get_property("INFERENCE_NUM_THREADS")), chosen_by, bool(c.compiled.get_property("ENABLE_CPU_PINNING")))
     except (RuntimeError, TypeError, ValueError):
         return Threads(None, chosen_by)
 
@@ -92,10 +135,12 @@ class Runner:
     COPY_BELOW = 32768  # bytes: a static input up to this size is copied into the request's own buffer
 
     def __init__(self, ir, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None, threads: int | None = None) -> None:
-        """`threads`: CPU threads a call runs on; None: ovrnn's batch-1 default (LATENCY_THREADS),
-        0: all cores. ``self.threads`` says what was chosen."""
-        extra, chosen_by = thread_properties(device, threads, properties)
-        self._setup(compile_ir(read_model(ir), device, precision, cache_dir, {**extra, **(properties or {})}), chosen_by)
+        """`threads`: CPU threads a call runs on; None: ovrnn's batch-1 default (latency_threads:
+        one thread, all cores for a large recurrence), 0: all cores. ``self.threads`` says what was
+        chosen and why."""
+        model = read_model(ir)
+        extra, chosen_by = thread_properties(device, threads, properties, model)
+        self._setup(compile_ir(model, device, precision, cache_dir, {**extra, **(properties or {})}), chosen_by)
 
     @classmethod
     def from_compiled(cls, c: Compiled, chosen_by: str = "as compiled") -> Runner:

@@ -190,7 +190,7 @@ class Stream:
         if traits.static_only:
             _check_static(model, device)
         note = precision_note(device, precision)
-        extra, chosen_by = thread_properties(device, threads, properties)
+        extra, chosen_by = thread_properties(device, threads, properties, model)
         compiled = engine.compile_ir(model, device, precision, cache_dir, {**extra, **(properties or {})})
         # NPU's reset zero-fills: the initial values that are not zero are seeded after each reset
         seeds = _nonzero_initial_values(model) if traits.reset_zero_fills else {}
