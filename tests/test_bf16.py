@@ -245,3 +245,34 @@ def test_whole_model_explicit_steps_converted_for_cpu_are_marked_too():
     assert not [k for k in kinds if k[0] != "Const" and k[1] not in ("f32", "i32", "i64")], kinds
     assert np.abs(_y(compiled, x) - reference.run_model(model, {"X": x})["out"]).max() < 2e-6
     assert b"precise" not in ovrnn.convert_model(model, lowering="matmul").xml
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_stateful_stream_converted_for_cpu_keeps_its_state_at_f32(op):
+    """--stateful --device CPU: the state a ReadValue/Assign pair carries between calls stays f32
+    under OpenVINO's defaults (the final C left through an Unsqueeze, which the plugin rebuilt
+    unmarked, and the Assign stored it at bf16): 8 calls of 8 steps match float64's 64 steps."""
+    gates = {"GRU": 3, "LSTM": 4}[op]
+    rng = np.random.default_rng(8)
+    inits = [numpy_helper.from_array(rng.uniform(-0.25, 0.25, shape).astype(np.float32), name) for name, shape in (("W", (1, gates * 16, 4)), ("R", (1, gates * 16, 16)), ("B", (1, 2 * gates * 16)))]
+
+    def node(steps):
+        graph = helper.make_graph(
+            [helper.make_node(op, ["X", "W", "R", "B"], ["Y"], hidden_size=16)], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 4])],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits,
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+        model.ir_version = 8
+        return model
+
+    x = rng.uniform(-1, 1, (64, 1, 4)).astype(np.float32)
+    want = reference.run_model(node(64), {"X": x})["Y"]
+    ir = ovrnn.convert_model(node(8), lowering="matmul", device="CPU", stateful=True)
+    compiled, kinds = _default_compile(ir.xml, ir.bin)
+    assert not [k for k in kinds if k[0] != "Const" and k[1] not in ("f32", "i32", "i64")], kinds
+    request = compiled.create_infer_request()
+    got = []
+    for start in range(0, 64, 8):
+        request.infer({0: x[start : start + 8]})
+        got.append(request.get_output_tensor(0).data.astype(np.float64))
+    assert np.abs(np.concatenate(got) - want).max() < 2e-6

@@ -240,7 +240,7 @@ class NodeLowering:
             lowered.chains.append((direction, self.chain_note(acts, form), form))
             self.forms[d] = form
             step, project = self.native_chain(d, acts) if form.is_cell else self.explicit_chain(d, acts)
-            chains.append(Chain(direction, step, initial, project))
+            chains.append(Chain(direction, step, initial, project, form.precise))
         outputs = s.family.outputs
         y = s.Y if want[0] and s.Y else None
         finals = {k: name for k, (out, wanted) in enumerate(zip(outputs[1:], want[1:])) if wanted and (name := getattr(s, out))}

@@ -80,6 +80,7 @@ class Chain:
     step: StepFn
     initial: tuple  # states before the first step, each [B, H] or None (zeros)
     project: Callable[[Output], Output] | None = None  # walked X [T, B, I] -> what steps read [T, B, K]
+    precise: bool = False  # marked precise (step_form.py): its final states leave through a Reshape
 
 
 def needs_mask(lens: RecurrentInput | None, seq_length: int) -> bool:
@@ -235,7 +236,9 @@ def lower_chains(seq: Sequence, chains: list[Chain], y: str | None, finals: dict
             elif i == 0:  # Y_h read from Y, so that the last cell feeds only Y's Concat
                 source, step = seqs[0], seq.T - 1
             else:
-                last[i].append(ops.unsqueeze(g, name, states[i], [0]))
+                # the CPU plugin rebuilds an Unsqueeze as a Reshape without the precise mark, and a
+                # state read by an Assign then goes to bf16: a Reshape it keeps as it is
+                last[i].append(ops.reshape(g, name, states[i], [1, -1, states[i].shape[-1].value]) if chain.precise else ops.unsqueeze(g, name, states[i], [0]))
                 continue
             picked = ops.take(g, f"{name}/gather", source, ops.i64(g, f"{name}/step", step), 0)  # [1, B, H]
             last[i].append(picked)
