@@ -35,6 +35,7 @@ EXPECTED = {
     "keras_masking_lstm_seq": ({"LSTMCell": 5}, ["LSTM cell, hidden size 4, 5 steps, 5 one-step nodes masked per step"]),
     "keras_masked_lstm_classifier": ({"LSTMCell": 5}, ["LSTM cell, hidden size 8, 5 steps, 5 one-step nodes masked per step"]),
     "keras_masked_bidirectional_lstm": ({"LSTMCell": 10}, ["LSTM cell, hidden size 4, 5 steps, 5 one-step nodes masked per step"] * 2),
+    "keras_gru_dynamic_batch": ({"GRUCell": 5}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"]),
     "keras_gru_forecaster": ({"GRUCell": 10}, ["GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node"] * 2),
     "tf_keras_gru_reset_before_seq": ({"GRUCell": 5}, ["GRU (linear_before_reset=0) cell, hidden size 4, 5 steps, one node"]),  # no trip count: the condition counted
     "tf_keras_gru_relu": ({"GRUCell": 5}, ["GRU (linear_before_reset=0, activation Relu) cell, hidden size 4, 5 steps, one node"]),  # RNNoise's cell
@@ -267,3 +268,14 @@ def test_a_scan_over_time_becomes_the_recurrent_node(tmp_path, axis, reverse, ou
     got = run_ir(ir, feeds)
     for name, value in zip(("h_T", "c_T", "Y"), want):
         assert_close(got[name], value.astype(np.float64), 1e-6, 1e-5, name)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_dynamic_batch_stays_dynamic(batch):
+    """Exported with batch None: the body is checked at a probe batch, the GRU node keeps the
+    batch dynamic, and any batch runs."""
+    path = FIXTURES / "keras_gru_dynamic_batch.onnx"
+    ir = ovrnn.convert_model(path, input=MANIFEST["keras_gru_dynamic_batch"]["input_flags"])
+    x = np.random.default_rng(batch).standard_normal((batch, 5, 3)).astype(np.float32)
+    want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    assert_close(next(iter(run_ir(ir, {"x": x}).values())), want.astype(np.float64), 1e-6, 1e-5, "dynamic batch")

@@ -17,7 +17,7 @@ tf2onnx numbers some constants from counters that differ from run to run: a reru
 weights and values under slightly different constant names (and Keras numbers its layers by their
 order in the process), so commit only the files a change needs.
 
-    /path/to/venv-tf/bin/python tools/make_loop_fixtures.py keras
+    /path/to/venv-tf/bin/python tools/make_loop_fixtures.py keras [NAME...]   # NAMEs: only those files
     /path/to/venv-tf/bin/python tools/make_loop_fixtures.py tf_keras    # also needs tf-keras
     /path/to/venv-torch/bin/python tools/make_loop_fixtures.py torch
 """
@@ -44,7 +44,12 @@ def _ops(model: onnx.ModelProto) -> tuple[dict, list[dict]]:
     return dict(sorted(top.items())), bodies
 
 
+ONLY: set[str] = set()  # fixture names given after the part: write only those
+
+
 def _save(name: str, model: onnx.ModelProto, inputs: dict, outputs: dict, description: str, exporter: str, flags: list[str]) -> None:
+    if ONLY and name not in ONLY:
+        return
     model.ir_version = min(model.ir_version, IR_VERSION)
     OUT.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(OUT / f"{name}.onnx"))
@@ -77,15 +82,15 @@ def keras_fixtures() -> None:
     padded[1, 1] = 0.0  # sample 1: a masked step in the middle (not a prefix)
     tokens = np.array([[3, 7, 1, 0, 0], [5, 0, 2, 9, 4]], np.int32)  # 0 is padding, mask_zero=True
 
-    def export(name, build, data, description, seed):
+    def export(name, build, data, description, seed, flags=()):
         keras.utils.set_random_seed(seed)
         model = build()
-        spec = [tf.TensorSpec(data.shape, tf.as_dtype(data.dtype), name="x")]
+        spec = [tf.TensorSpec([None, *data.shape[1:]] if flags else data.shape, tf.as_dtype(data.dtype), name="x")]
         fn = tf.function(lambda v: model(v))
         proto, _ = tf2onnx.convert.from_function(fn, input_signature=spec, opset=OPSET)
         want = model(data)
         outs = want if isinstance(want, (list, tuple)) else [want]
-        _save(name, proto, {"x": data}, {o.name: np.asarray(v) for o, v in zip(proto.graph.output, outs)}, description, exporter, [])
+        _save(name, proto, {"x": data}, {o.name: np.asarray(v) for o, v in zip(proto.graph.output, outs)}, description, exporter, list(flags))
 
     seq = lambda *ls, dtype="float32", shape=(T, F): keras.Sequential([keras.Input(shape, batch_size=B, dtype=dtype), *ls])  # noqa: E731
     export("keras_lstm", lambda: seq(layers.LSTM(4)), x, "Keras LSTM(4), last output", 1)
@@ -102,6 +107,8 @@ def keras_fixtures() -> None:
            tokens, "Keras Embedding(10, 6, mask_zero=True), Bidirectional(LSTM(4)) (the backward pass reads the reversed steps and mask)", 10)
     export("keras_gru_forecaster", lambda: seq(layers.GRU(8, return_sequences=True), layers.GRU(8), layers.Dense(1)), x,
            "Keras forecaster: GRU(8, return_sequences=True), GRU(8), Dense(1)", 9)
+    export("keras_gru_dynamic_batch", lambda: keras.Sequential([keras.Input((T, F)), layers.GRU(4, return_sequences=True)]), x,
+           "Keras GRU(4, return_sequences=True) exported with a dynamic batch (initial state Expand(0, [batch, 4]))", 13, ["x[?,5,3]"])
 
 
 def tf_keras_fixtures() -> None:
@@ -193,6 +200,7 @@ def torch_fixtures() -> None:
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["keras", "tf_keras", "torch"]
+    which = sys.argv[1:2] or ["keras", "tf_keras", "torch"]
+    ONLY.update(sys.argv[2:])
     for part in which:
         {"keras": keras_fixtures, "tf_keras": tf_keras_fixtures, "torch": torch_fixtures}[part]()

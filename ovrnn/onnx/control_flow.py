@@ -270,7 +270,10 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
     outer = Outer(graph, inferred, constant_value)
     opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
     for index, node in found:
-        built = as_loop(node, outer.shape, lambda n: names.tensor(n, node_label(node), names.tensors))
+        try:
+            built = as_loop(node, outer.shape, lambda n: names.tensor(n, node_label(node), names.tensors))
+        except (KeyError, IndexError, ValueError, TypeError):  # an odd Scan (missing attributes): left as it is
+            built = None
         if built is None:
             continue
         new_nodes, inits, loop = built

@@ -40,6 +40,7 @@ ANALYTIC = {"Add", "Sub", "Mul", "Neg", "Sigmoid", "Tanh", "MatMul", "Gemm", "Sp
             "Identity", "Cast", "Not", "Where", "Gather", "Concat", "Shape"}
 FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 PROBES = 3
+PROBE_BATCH = 3  # the rows a probe has where the batch is dynamic
 
 
 @dataclass(eq=False)
@@ -195,8 +196,8 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
                 raise NotACell(f"node '{node.name}' reads '{name}' before it is computed")
         if node.op_type == "Gather" and node.input[0] not in own and isinstance(ins[1], Step) and _attr(node, "axis", 0) == 0:
             dims = outer_shape(node.input[0])  # an outer tensor, or an outer constant (a frozen input)
-            if dims is None or len(dims) < 2 or None in dims[1:]:
-                raise NotACell(f"the tensor '{node.input[0]}' it reads step by step has no static shape")
+            if dims is None or len(dims) < 2 or None in dims[2:]:  # the batch may stay dynamic
+                raise NotACell(f"the tensor '{node.input[0]}' it reads step by step has no static shape past its batch")
             batch = dims[1]
             key = (node.input[0], ins[1].offset)
             if len(dims) == 3 and outer.is_float(node.input[0]):
@@ -419,7 +420,7 @@ def _abstract(node: onnx.NodeProto, ins: list, batch: int | None) -> list:
                 return [Expr(op, tuple(ins))]
             if ax in (1, -1):
                 cut = slice(int(s), int(e)).indices(a.width)[:2]
-            elif ax == 0 and not (s == 0 and e >= (batch or 1 << 62)):
+            elif ax == 0 and not (s == 0 and e >= (batch or np.iinfo(np.int32).max)):  # the whole batch
                 return [Expr(op, tuple(ins))]
         return [_columns(a, *cut)]
     if op == "Shape" and isinstance(a, Lin) and batch is not None:

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .loop_cells import PROBES, Body, Cell, Expr, Lin, NotACell, body_index, evaluate
+from .loop_cells import PROBE_BATCH, PROBES, Body, Cell, Expr, Lin, NotACell, body_index, evaluate
 
 
 
@@ -121,7 +121,17 @@ def body_model(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, o
 
 def recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> tuple[Cell, Body]:
     """The cell the body computes, with what each float output of the body is (Cell.outputs);
-    NotACell says why not."""
+    NotACell says why not, also when the body is too odd to analyse (shapes that do not multiply,
+    an op onnx.reference cannot run): such a Loop is left to the other paths, as before."""
+    try:
+        return _recognise(loop, body, outer, opset)
+    except NotACell:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any body this analysis cannot follow is simply not recognised
+        raise NotACell(f"it could not be analysed ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> tuple[Cell, Body]:
     from onnx.reference import ReferenceEvaluator
 
     found = evaluate(loop, body, outer, opset)
@@ -173,20 +183,25 @@ def _probe_feeds(loop, body, outer, found: Body, rng, p: int):
             feeds[name] = []
         elif name in found.invariant:
             value = outer.const(initial)
-            feeds[name] = value if value is not None else rng.standard_normal(outer.shape(initial)).astype(np.float32)
+            feeds[name] = value if value is not None else rng.standard_normal(_probe_shape(outer.shape(initial))).astype(np.float32)
         else:
-            states[name] = rng.standard_normal((outer.shape(found.x[0])[1], found.env[name].width)).astype(np.float32)
+            states[name] = rng.standard_normal((_probe_shape(outer.shape(found.x[0]))[1], found.env[name].width)).astype(np.float32)
             feeds[name] = states[name]
     x_name = found.x[0]
-    feeds[x_name] = rng.standard_normal(outer.shape(x_name)).astype(np.float32)
+    feeds[x_name] = rng.standard_normal(_probe_shape(outer.shape(x_name))).astype(np.float32)
     if found.mask is not None:
-        shape = outer.shape(found.mask[0])
+        shape = _probe_shape(outer.shape(found.mask[0]))
         bits = np.ones(shape, bool) if p == 0 else np.zeros(shape, bool) if p == 1 else rng.random(shape) < 0.5
         feeds[found.mask[0]] = bits.astype(helper.tensor_dtype_to_np_dtype(outer.elem_type(found.mask[0])))
     for i in {i for n in body.node for i in n.input} - set(feeds) - {t.name for t in body.initializer} - {o for n in body.node for o in n.output}:
         if outer.const(i) is None and i not in feeds:  # another outer tensor read only off the outputs' path
-            feeds[i] = np.zeros([d or 1 for d in (outer.shape(i) or [])], helper.tensor_dtype_to_np_dtype(outer.elem_type(i)))
+            feeds[i] = np.zeros(_probe_shape(outer.shape(i) or []), helper.tensor_dtype_to_np_dtype(outer.elem_type(i)))
     return feeds, states
+
+
+def _probe_shape(dims) -> list[int]:
+    """A dynamic dim (the batch) probed at 3."""
+    return [d if d else PROBE_BATCH for d in dims]
 
 
 def _match(cell: Cell, found: Body, probes: list, float_outs: list[str]) -> dict | None:

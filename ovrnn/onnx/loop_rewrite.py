@@ -77,6 +77,14 @@ def over_time(body: onnx.GraphProto) -> bool:
 
 
 def counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None, outer: Outer, opset: int, limit: int) -> int | None:
+    """_counted_trips, None when the condition cannot be evaluated (an op onnx.reference lacks)."""
+    try:
+        return _counted_trips(node, body, most, outer, opset, limit)
+    except Exception:  # noqa: BLE001 - a condition it cannot evaluate: the count is not known
+        return None
+
+
+def _counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None, outer: Outer, opset: int, limit: int) -> int | None:
     """How many iterations the Loop runs when its condition is computed from the iteration number,
     integer counters and constants only (tf2onnx's ``i < T and counter < max``, or a while loop
     with no trip count at all): evaluated iteration by iteration, up to `most` (the trip count
@@ -132,7 +140,11 @@ def recover(graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx
     except NotACell as why:
         return str(why)
     label = node.name or node.output[0]
-    return _Rewrite(node, body, cell, found, trips, outer, fresh, label).build()
+    try:
+        return _Rewrite(node, body, cell, found, trips, outer, fresh, label).build()
+    except Exception as exc:  # noqa: BLE001 - a body recognised but not rewritable here is unrolled instead
+        return f"it could not be rewritten ({type(exc).__name__}: {str(exc)[:120]})"
+
 
 
 class _Rewrite:
