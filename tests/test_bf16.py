@@ -276,3 +276,11 @@ def test_stateful_stream_converted_for_cpu_keeps_its_state_at_f32(op):
         request.infer({0: x[start : start + 8]})
         got.append(request.get_output_tensor(0).data.astype(np.float64))
     assert np.abs(np.concatenate(got) - want).max() < 2e-6
+
+
+def test_drift_of_explicit_steps_converted_for_cpu_is_f32_small():
+    """validate --lowering matmul (validate converts for its --device, CPU): the drift line shows the
+    marked steps at f32 size under the default, and says why."""
+    report = ovrnn.validate(_lstm(), seed=2, lowering="matmul")
+    (drift,) = report.drift
+    assert drift.worst < 2e-5 and drift.note == "its steps are marked precise: f32 under this default"

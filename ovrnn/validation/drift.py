@@ -82,6 +82,8 @@ def _stream(node: onnx.NodeProto, opset: int, view: GraphView, rnn, request: Req
     want = reference.run_model(whole, {"X": xs, **carried})["Y"]
     chunk, states = _lone_model(node, opset, rnn, weights, CHUNK, etype)
     ir = convert(chunk, None, replace(request, max_steps=None, stateful=False, static=False)).ir
+    if any(c.step_form is not None and c.step_form.precise for c in ir.rnns[0].chains):
+        notes.append("its steps are marked precise: f32 under this default")
     model = runtime.read_model(ir)
     compiled = runtime.compile_ir(model, device, "default", cache_dir)
     errors = _errors(compiled, xs, carried, states, want)
