@@ -194,7 +194,7 @@ STEP_OPS = [("RNN", 0), ("GRU", 0), ("GRU", 1), ("LSTM", 0)]
 
 
 @pytest.mark.parametrize("op,lbr", STEP_OPS, ids=["rnn", "gru_lbr0", "gru_lbr1", "lstm"])
-def test_explicit_steps_converted_for_cpu_are_marked_precise_and_exact_under_the_default(op, lbr):
+def test_explicit_steps_converted_for_cpu_are_marked_precise_and_exact_under_the_default(op, lbr, tmp_path):
     """--device CPU: every layer of an explicit node carries rt_info `precise`, its biases are
     added where the CPU cannot fuse them into a FullyConnected, and compiled with OpenVINO's
     defaults (bf16 on this CPU) it matches float64 at f32 tolerance, carried state included."""
@@ -213,6 +213,11 @@ def test_explicit_steps_converted_for_cpu_are_marked_precise_and_exact_under_the
     got = request.get_output_tensor(0).data.astype(np.float64)
     assert np.abs(got - want).max() < 2e-5 * (1 + np.abs(want).max())
     assert b'<info name="fwd_precise" value="f32 where the device lowers the precision (layers marked precise)"/>' in ir.xml  # rt_info says so
+    from ovrnn.ir.inspect import inspect_ir
+
+    path = tmp_path / "m.xml"
+    ir.save(path)
+    assert "[asked: --lowering matmul; precise: f32 where the device lowers the precision (layers marked precise)]" in inspect_ir(path).format()
 
 
 def test_precise_only_for_cpu_and_explicit_steps():

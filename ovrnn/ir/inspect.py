@@ -173,6 +173,8 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
             c.clip = "" if info.get("clip", "none") == "none" else info["clip"]
             c.activation = info.get(c.direction, c.activation).rsplit(" ", 1)[0]
             c.reason = str(info.get(f"{c.direction}_reason", ""))
+            if f"{c.direction}_precise" in info:  # convert --device CPU: explicit steps kept f32 under bf16
+                c.reason = "; ".join(filter(None, [c.reason, f"precise: {info[f'{c.direction}_precise']}"]))
     return InspectReport(
         path=str(xml_path),
         ir_version=root.get("version", "?"),
