@@ -2,7 +2,7 @@
 
 Used by the whole-model path, where OpenVINO's ONNX frontend calls ovrnn for each RNN node. No
 RNN logic here: each layer becomes the op its template names (type and opset version), with its
-attributes typed back from the text the emitter would write.
+attributes as the lowering typed them (the emitter alone writes them as text).
 """
 
 from __future__ import annotations
@@ -12,37 +12,24 @@ from functools import lru_cache
 import numpy as np
 
 from ..lower.layer_graph import LayerGraph, Layer
+from ..dtypes import ElementType
 from ..shapes import Dim, Shape
 from ..ov import ov
 from ..ir.templates import template
 
 # op type in the IR -> op class name in OpenVINO's opset tables, where they differ
 _CLASS_NAMES = {"PReLU": "PRelu"}
-_INT = {"hidden_size", "num_splits", "axis", "batch_dims", "batch_axis", "seq_axis"}
-_INT_LIST = {"begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask", "ellipsis_mask"}
-_ELEMENT_TYPE = {"output_type"}
-_FLOAT = {"clip", "min", "max", "alpha"}
-_BOOL = {"special_zero", "transpose_a", "transpose_b", "m_pythondiv", "linear_before_reset"}
-_STR_LIST = {"activations"}
-_FLOAT_LIST = {"activations_alpha", "activations_beta"}
+_OV_TYPE = {"output_type"}  # element types OpenVINO's node factory takes as ov.Type (others by IR name)
 
 
-def typed(key: str, text: str):
-    if key in _INT:
-        return int(text)
-    if key in _INT_LIST:
-        return [int(t) for t in text.split(",")]
-    if key in _FLOAT:
-        return float(text)
-    if key in _BOOL:
-        return text == "true"
-    if key in _STR_LIST:
-        return [t.strip() for t in text.split(",") if t.strip()]  # "sigmoid, tanh"
-    if key in _FLOAT_LIST:
-        return [float(t) for t in text.split(",") if t]
-    if key in _ELEMENT_TYPE:  # IR spelling (i32, i64, f32, boolean) = ov.Type's attribute names
-        return getattr(ov().Type, text)
-    return text
+def typed(key: str, value: object):
+    """A layer attribute as OpenVINO's node factory takes it: lists for tuples, ov.Type or the IR
+    name for element types; the rest as the lowering typed it."""
+    if isinstance(value, ElementType):
+        return getattr(ov().Type, value.ir) if key in _OV_TYPE else value.ir
+    if isinstance(value, tuple):
+        return list(value)
+    return value
 
 
 @lru_cache(maxsize=None)
@@ -75,8 +62,8 @@ def _variable(layer: Layer, variables: dict):
     if var_id not in variables:
         info = o.op.util.VariableInfo()
         info.variable_id = var_id
-        info.data_type = getattr(o.Type, layer.attrs["variable_type"])
-        info.data_shape = o.PartialShape(layer.attrs["variable_shape"])
+        info.data_type = getattr(o.Type, layer.attrs["variable_type"].ir)
+        info.data_shape = partial_shape(layer.attrs["variable_shape"])
         variables[var_id] = o.op.util.Variable(info)
     return variables[var_id]
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 import copy
 import re
 
+import numpy as np
 from lxml import etree
 
+from ..dtypes import ElementType
 from ..errors import UnsupportedFeatureError
 from ..lower.layer_graph import Layer, LayerGraph, TensorType
+from ..shapes import Dim, shape_ir
 from .templates import placeholders, template
 
 XML_DECLARATION = b'<?xml version="1.0"?>\n'
@@ -98,7 +101,7 @@ def _layer_text(layer: Layer, prototypes: dict[tuple, tuple[str, str, str]], ir_
             for name in names:
                 _check_xml_text(name, "tensor name")
         for value in layer.attrs.values():
-            _check_xml_text(value, f"layer '{layer.name}' attribute")
+            _check_xml_text(attr_text(value), f"layer '{layer.name}' attribute")
         el = _build_element(layer)
         if ir_version < 11 and el.get("output_names") is not None:
             del el.attrib["output_names"]
@@ -112,6 +115,24 @@ def _layer_text(layer: Layer, prototypes: dict[tuple, tuple[str, str, str]], ir_
     return f"{head}{layer.id}{middle}{_escape_attr(layer.name)}{tail}"
 
 
+def attr_text(value: object) -> str:
+    """A layer attribute as OpenVINO's serializer writes it: true/false; the shortest text that
+    reads back as the same float32 (ONNX attributes are float32); element types by their IR name;
+    a shape of Dims as "?,3"; a list as "4, 3" or "sigmoid, tanh"."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        f = np.float32(value)
+        return str(int(f)) if float(f).is_integer() and abs(f) < 1e15 else str(f)
+    if isinstance(value, ElementType):
+        return value.ir
+    if isinstance(value, tuple):
+        if value and isinstance(value[0], Dim):
+            return shape_ir(value)
+        return ", ".join(attr_text(v) for v in value)
+    return str(value)
+
+
 def _build_element(layer: Layer) -> etree._Element:
     el = copy.deepcopy(template(layer.type))
     wanted = placeholders(layer.type)
@@ -120,7 +141,7 @@ def _build_element(layer: Layer) -> etree._Element:
     data = el.find("data")
     for key in wanted:
         target = data if data is not None and key in data.attrib else el
-        target.set(key, layer.attrs[key])
+        target.set(key, attr_text(layer.attrs[key]))
     if layer.precise:  # where OpenVINO's serializer puts a layer's rt_info: after <data>
         rt = copy.deepcopy(template("_precise"))
         data.addnext(rt) if data is not None else el.insert(0, rt)

@@ -54,5 +54,5 @@ class ActivationOps:
             denominator = ops.add(g, f"{name}/one_plus_abs", ops.unary(g, "Abs", f"{name}/abs", x), self.const("one", 1.0))
             return ops.divide(g, name, x, denominator)
         if a.name == "Elu":  # x if x >= 0 else alpha*(exp(x) - 1)
-            return ops.unary(g, "Elu", name, x, {"alpha": ops.fmt_float(a.alpha)})
+            return ops.unary(g, "Elu", name, x, {"alpha": float(a.alpha)})
         raise AssertionError(f"no lowering for activation {a.name}")

@@ -67,9 +67,9 @@ class GruLowering(NodeLowering):
         def step(piece: int, x: Output, states: tuple, base: str) -> tuple:
             h = self.seq.zeros() if states[0] is None else states[0]
             w, r, b = weights(piece)
-            (cell,) = ops.cell(self.g, "GRUCell", f"{base}/cell", (x, h, w, r, b), self.H, names, s.clip or 0.0, {"linear_before_reset": ops.fmt_bool(s.linear_before_reset)})
+            (cell,) = ops.cell(self.g, "GRUCell", f"{base}/cell", (x, h, w, r, b), self.H, names, s.clip or 0.0, {"linear_before_reset": bool(s.linear_before_reset)})
             if piece % 2:  # unequal to the neighbouring pieces' cells; relu/tanh/sigmoid take no alpha
-                cell.layer.attrs["activations_alpha"] = "0"
+                cell.layer.attrs["activations_alpha"] = (0.0,)
             return (cell,)
 
         return step, None

@@ -62,7 +62,7 @@ class LstmLowering(NodeLowering):
             w, r, b = weights(piece)
             h_new, c_new = ops.cell(self.g, "LSTMCell", f"{base}/cell", (x, h, c, w, r, b), self.H, names, s.clip or 0.0)
             if piece % 2:  # unequal to the neighbouring pieces' cells; relu/tanh/sigmoid take no alpha
-                h_new.layer.attrs["activations_alpha"] = "0"
+                h_new.layer.attrs["activations_alpha"] = (0.0,)
             return (h_new, c_new)
 
         return step, None

@@ -196,7 +196,7 @@ class NodeLowering:
         """clip(x) = Clamp(x, -clip, clip); no layer without clip."""
         if self.s.clip is None:
             return x
-        return ops.unary(self.g, "Clamp", name, x, {"min": ops.fmt_float(-self.s.clip), "max": ops.fmt_float(self.s.clip)})
+        return ops.unary(self.g, "Clamp", name, x, {"min": -float(self.s.clip), "max": float(self.s.clip)})
 
     def projection(self, d: int, w: Output, b: Output, transpose_b: bool = True) -> Callable[[Output], Output]:
         """X·W_dᵀ + b for all steps in one MatMul: walked X [T, B, I] -> [T, B, G*H] (W_d as

@@ -12,26 +12,7 @@ import numpy as np
 
 from ..dtypes import BOOL, I32, I64, ElementType, byte_size, from_numpy
 from .layer_graph import ConstData, LayerGraph, Output, TensorType, array_bytes
-from ..shapes import Dim, Shape, shape_ir
-
-# --- attribute formatting -----------------------------------------------------------------------
-
-
-def fmt_float(value: float) -> str:
-    """Shortest text that reads back as the same float32 (ONNX attributes are float32)."""
-    f = np.float32(value)
-    if float(f).is_integer() and abs(f) < 1e15:
-        return str(int(f))
-    return str(f)
-
-
-def fmt_bool(value: bool) -> str:
-    return "true" if value else "false"
-
-
-def fmt_const_shape(shape: tuple[int, ...]) -> str:
-    return ", ".join(str(d) for d in shape)  # "4, 3": what the serializer writes
-
+from ..shapes import Dim, Shape
 
 # --- shape helpers ------------------------------------------------------------------------------
 
@@ -70,7 +51,7 @@ def _sum_dims(dims: list[Dim]) -> Dim:
 
 
 def parameter(g: LayerGraph, name: str, etype: ElementType, shape: Shape) -> Output:
-    layer = g.add("Parameter", name, (), (TensorType(etype, shape),), {"shape": shape_ir(shape), "element_type": etype.ir})
+    layer = g.add("Parameter", name, (), (TensorType(etype, shape),), {"shape": tuple(shape), "element_type": etype})
     out = layer.out()
     out.set_names(name)
     return out
@@ -79,7 +60,7 @@ def parameter(g: LayerGraph, name: str, etype: ElementType, shape: Shape) -> Out
 def const_from_store(g: LayerGraph, name: str, etype: ElementType, shape: tuple[int, ...], offset: int) -> Output:
     """A Const over bytes already in the weight store (how W[d] shares the bytes of W)."""
     size = byte_size(etype, int(np.prod(shape, dtype=np.int64)))
-    attrs = {"element_type": etype.ir, "shape": fmt_const_shape(shape), "offset": str(offset), "size": str(size)}
+    attrs = {"element_type": etype, "shape": tuple(int(d) for d in shape), "offset": offset, "size": size}
     typ = TensorType(etype, tuple(Dim.of(d) for d in shape))
     return g.add("Const", name, (), (typ,), attrs, ConstData(offset, size)).out()
 
@@ -98,12 +79,12 @@ def i64(g: LayerGraph, name: str, values: list[int] | int) -> Output:
 def decompress(g: LayerGraph, name: str, stored: Output, etype: ElementType) -> Output:
     """Convert-1 marked as weight decompression (its template carries the rt_info)."""
     typ = TensorType(etype, stored.shape)
-    return g.add("DecompressionConvert", name, (stored,), (typ,), {"destination_type": etype.ir}).out()
+    return g.add("DecompressionConvert", name, (stored,), (typ,), {"destination_type": etype}).out()
 
 
 def convert(g: LayerGraph, name: str, x: Output, etype: ElementType) -> Output:
     """Convert-1 (an integer weight to float, in a decompression chain)."""
-    return g.add("Convert", name, (x,), (TensorType(etype, x.shape),), {"destination_type": etype.ir}).out()
+    return g.add("Convert", name, (x,), (TensorType(etype, x.shape),), {"destination_type": etype}).out()
 
 
 def result(g: LayerGraph, name: str, value: Output, output_name: str) -> None:
@@ -128,7 +109,7 @@ def reshape(g: LayerGraph, name: str, x: Output, target: list[int]) -> Output:
         else:
             out.append(Dim())
     shape_const = i64(g, f"{name}/shape", target)
-    return g.add("Reshape", name, (x, shape_const), (TensorType(x.etype, tuple(out)),), {"special_zero": "false"}).out()
+    return g.add("Reshape", name, (x, shape_const), (TensorType(x.etype, tuple(out)),), {"special_zero": False}).out()
 
 
 def split(g: LayerGraph, name: str, x: Output, axis: int, parts: int) -> list[Output]:
@@ -138,7 +119,7 @@ def split(g: LayerGraph, name: str, x: Output, axis: int, parts: int) -> list[Ou
     dims[axis] = _split_dim(dims[axis], parts)
     typ = TensorType(x.etype, tuple(dims))
     axis_const = i64(g, f"{name}/axis", axis)
-    return g.add("Split", name, (x, axis_const), (typ,) * parts, {"num_splits": str(parts)}).outputs
+    return g.add("Split", name, (x, axis_const), (typ,) * parts, {"num_splits": parts}).outputs
 
 
 def concat(g: LayerGraph, name: str, xs: list[Output], axis: int) -> Output:
@@ -146,7 +127,7 @@ def concat(g: LayerGraph, name: str, xs: list[Output], axis: int) -> Output:
         return xs[0]
     dims = list(xs[0].shape)
     dims[axis] = _sum_dims([x.shape[axis] for x in xs])
-    return g.add("Concat", name, xs, (TensorType(xs[0].etype, tuple(dims)),), {"axis": str(axis)}).out()
+    return g.add("Concat", name, xs, (TensorType(xs[0].etype, tuple(dims)),), {"axis": axis}).out()
 
 
 def variadic_split(g: LayerGraph, name: str, x: Output, axis: int, lengths: list[int]) -> list[Output]:
@@ -193,7 +174,7 @@ def reverse_axis(g: LayerGraph, name: str, x: Output, axis: int) -> Output:
     zeros = i64(g, f"{name}/begin", [0] * n)
     ends = i64(g, f"{name}/end", [0] * n)
     strides = i64(g, f"{name}/stride", [-1 if i == axis else 1 for i in range(n)])
-    ones, none = ", ".join(["1"] * n), ", ".join(["0"] * n)
+    ones, none = (1,) * n, (0,) * n
     attrs = {"begin_mask": ones, "end_mask": ones, "new_axis_mask": none, "shrink_axis_mask": none, "ellipsis_mask": none}
     return g.add("StridedSlice", name, (x, zeros, ends, strides), (x.type,), attrs).out()
 
@@ -204,8 +185,8 @@ def slice_axis(g: LayerGraph, name: str, x: Output, axis: int, start: int, stop:
     begin = i64(g, f"{name}/begin", [start if i == axis else 0 for i in range(rank)])
     end = i64(g, f"{name}/end", [stop if i == axis else 0 for i in range(rank)])
     strides = i64(g, f"{name}/stride", [1] * rank)
-    masks = ", ".join("0" if i == axis else "1" for i in range(rank))
-    none = ", ".join(["0"] * rank)
+    masks = tuple(0 if i == axis else 1 for i in range(rank))
+    none = (0,) * rank
     attrs = {"begin_mask": masks, "end_mask": masks, "new_axis_mask": none, "shrink_axis_mask": none, "ellipsis_mask": none}
     dims = list(x.shape)
     dims[axis] = Dim.of(stop - start)
@@ -214,7 +195,7 @@ def slice_axis(g: LayerGraph, name: str, x: Output, axis: int, start: int, stop:
 
 def reverse_sequence(g: LayerGraph, name: str, x: Output, lens: Output, batch_axis: int, seq_axis: int) -> Output:
     """ReverseSequence-1: per batch entry b, reverse the first lens[b] items along seq_axis."""
-    attrs = {"batch_axis": str(batch_axis), "seq_axis": str(seq_axis)}
+    attrs = {"batch_axis": batch_axis, "seq_axis": seq_axis}
     return g.add("ReverseSequence", name, (x, lens), (x.type,), attrs).out()
 
 
@@ -222,24 +203,24 @@ def take(g: LayerGraph, name: str, x: Output, indices: Output, axis: int, batch_
     """Gather-8 with tensor indices: out shape = x[:axis] + indices[batch_dims:] + x[axis+1:]."""
     dims = x.shape[:axis] + indices.shape[batch_dims:] + x.shape[axis + 1 :]
     ax = i64(g, f"{name}/axis", axis)
-    return g.add("Gather", name, (x, indices, ax), (TensorType(x.etype, tuple(dims)),), {"batch_dims": str(batch_dims)}).out()
+    return g.add("Gather", name, (x, indices, ax), (TensorType(x.etype, tuple(dims)),), {"batch_dims": batch_dims}).out()
 
 
 def arange(g: LayerGraph, name: str, stop: int, etype: ElementType) -> Output:
     """Range-4 [0, 1, ..., stop-1]: computed in the graph, so the .bin does not grow with T."""
     scalars = [const(g, f"{name}/{k}", np.array(v), etype) for k, v in (("start", 0), ("stop", stop), ("step", 1))]
-    return g.add("Range", name, scalars, (TensorType(etype, (Dim.of(stop),)),), {"output_type": etype.ir}).out()
+    return g.add("Range", name, scalars, (TensorType(etype, (Dim.of(stop),)),), {"output_type": etype}).out()
 
 
 def shape_of(g: LayerGraph, name: str, x: Output) -> Output:
     typ = TensorType(I64, (Dim.of(len(x.shape)),))
-    return g.add("ShapeOf", name, (x,), (typ,), {"output_type": "i64"}).out()
+    return g.add("ShapeOf", name, (x,), (typ,), {"output_type": I64}).out()
 
 
 def gather(g: LayerGraph, name: str, x: Output, indices: list[int], axis: int = 0) -> Output:
     idx, ax = i64(g, f"{name}/indices", indices), i64(g, f"{name}/axis", axis)
     typ = TensorType(x.etype, (Dim.of(len(indices)),))
-    return g.add("Gather", name, (x, idx, ax), (typ,), {"batch_dims": "0"}).out()
+    return g.add("Gather", name, (x, idx, ax), (typ,), {"batch_dims": 0}).out()
 
 
 def broadcast_to(g: LayerGraph, name: str, value: Output, target: Output, out_shape: Shape) -> Output:
@@ -263,7 +244,7 @@ def multiply(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
 
 
 def divide(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
-    return _binary(g, "Divide", name, a, b, extra={"m_pythondiv": "true"})
+    return _binary(g, "Divide", name, a, b, extra={"m_pythondiv": True})
 
 
 def subtract(g: LayerGraph, name: str, a: Output, b: Output) -> Output:
@@ -291,11 +272,11 @@ def matmul(g: LayerGraph, name: str, a: Output, b: Output, transpose_b: bool = F
     """a [..., M, K] x b [N, K] (transpose_b) or [K, N]."""
     n = b.shape[0] if transpose_b else b.shape[-1]
     typ = TensorType(a.etype, a.shape[:-1] + (n,))
-    attrs = {"transpose_a": "false", "transpose_b": fmt_bool(transpose_b)}
+    attrs = {"transpose_a": False, "transpose_b": bool(transpose_b)}
     return g.add("MatMul", name, (a, b), (typ,), attrs).out()
 
 
-def unary(g: LayerGraph, op: str, name: str, x: Output, attrs: dict[str, str] | None = None) -> Output:
+def unary(g: LayerGraph, op: str, name: str, x: Output, attrs: dict[str, object] | None = None) -> Output:
     """Relu, Tanh, Sigmoid, Abs, SoftPlus, Clamp (attrs min/max), Elu (attr alpha)."""
     return g.add(op, name, (x,), (x.type,), attrs).out()
 
@@ -320,7 +301,7 @@ def cell(
     hidden_size: int,
     activations: tuple[str, ...],
     clip: float,
-    own: dict[str, str] | None = None,
+    own: dict[str, object] | None = None,
 ) -> tuple[Output, ...]:
     """One OpenVINO cell step, x [B, I], h (and c) [B, H]; activations lower case; clip 0 = none.
 
@@ -332,11 +313,11 @@ def cell(
     typ = TensorType(x.etype, (h.shape[0].merge(x.shape[0]) or x.shape[0], Dim.of(hidden_size)))
     attrs = {
         **(own or {}),
-        "hidden_size": str(hidden_size),
-        "activations": ", ".join(activations),
-        "activations_alpha": "",
-        "activations_beta": "",
-        "clip": fmt_float(clip),
+        "hidden_size": hidden_size,
+        "activations": tuple(activations),
+        "activations_alpha": (),
+        "activations_beta": (),
+        "clip": float(clip),
     }
     return tuple(g.add(op, name, inputs, (typ,) * CELL_OUTPUTS[op], attrs).outputs)
 

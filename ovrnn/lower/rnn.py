@@ -57,7 +57,7 @@ class RnnLowering(NodeLowering):
             w, r, b = weights(piece)
             (cell,) = ops.cell(self.g, "RNNCell", f"{base}/cell", (x, h, w, r, b), s.hidden_size, (name,), clip)
             if piece % 2:  # unequal to the neighbouring pieces' cells; relu/tanh/sigmoid take no alpha
-                cell.layer.attrs["activations_alpha"] = "0"
+                cell.layer.attrs["activations_alpha"] = (0.0,)
             return (cell,)
 
         return step, None

@@ -26,7 +26,7 @@ import numpy as np
 
 from . import ops
 from ..errors import UnsupportedFeatureError, flag, quoted
-from ..shapes import Dim, Shape, shape_ir
+from ..shapes import Dim, Shape
 from ..semantics.recurrent import Direction, RecurrentInput
 from .layer_graph import LayerGraph, Output, TensorType
 from .recurrent import needs_mask
@@ -158,7 +158,7 @@ def initializer(g: LayerGraph, name: str, state: NodeState, etype, constant: Out
 
 
 def read_value(g: LayerGraph, var: str, init: Output, shape: Shape) -> Output:
-    attrs = {"variable_id": var, "variable_type": init.etype.ir, "variable_shape": shape_ir(shape)}
+    attrs = {"variable_id": var, "variable_type": init.etype, "variable_shape": tuple(shape)}
     return g.add("ReadValue", f"{var}/read", (init,), (TensorType(init.etype, shape),), attrs).out()
 
 
