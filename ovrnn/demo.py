@@ -13,6 +13,7 @@ STREAM_MODEL = Path(__file__).resolve().parent / "examples" / "stream_lstm.onnx"
 
 def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:
     from .runtime import engine as runtime
+    from .runtime.runner import infer
     from .convert import convert_model
     from .ir.inspect import inspect_ir
     from .validation.compare import random_inputs
@@ -36,7 +37,7 @@ def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:
         feeds = random_inputs(compiled, ir, seed=0, batch=3)
         for name, value in feeds.items():
             print(f"  input  {name}: {value.dtype} {list(value.shape)}" + (f" = {value.tolist()}" if value.dtype == np.int32 else ""))
-        for name, value in runtime.infer(compiled, feeds).items():
+        for name, value in infer(compiled, feeds).items():
             print(f"  output {name}: {value.dtype} {list(value.shape)}, mean |value| {np.abs(value).mean():.4f}")
         print(f"  executed on {', '.join(compiled.execution_devices)} at precision {compiled.precision}; runtime layers: "
               + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))

@@ -11,6 +11,7 @@ from lxml import etree
 from onnx import helper, numpy_helper
 
 from ovrnn.runtime import engine as runtime
+from ovrnn.runtime.runner import infer
 
 # Layer types that would hide the unrolled steps: an IR of ours never holds one.
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
@@ -20,7 +21,7 @@ def run_ir(ir, feeds, device="CPU"):
     """Outputs of an IR (object or path) on OpenVINO, compiled with INFERENCE_PRECISION_HINT=f32."""
     compiled = runtime.compile_ir(runtime.read_model(ir), device, "f32")
     assert compiled.precision == "f32"
-    return runtime.infer(compiled, feeds)
+    return infer(compiled, feeds)
 
 
 def layer_counts(xml: bytes) -> Counter:

@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ovrnn
 from ovrnn.quantization import Compression, quantize
 from ovrnn.runtime import engine as runtime
+from ovrnn.runtime.runner import infer
 from ovrnn.runtime.weight_precision import verdict
 from ovrnn.validation import reference
 from ovrnn.validation.dequantized import compressed_reference, dequantized_model
@@ -119,7 +120,7 @@ def test_int8_matches_the_dequantized_reference(case, converted):
     T = mk.get("T", 5)
     feeds = feeds_of(m, T)
     c = compiled_of(ir)
-    got = runtime.infer(c, feeds)
+    got = infer(c, feeds)
     assert ir.rnns[0].compression == Compression("int8"), ir.notes  # within the default error budget
     want = reference.run_model(compressed_reference(m, ir).model, feeds)
     original = reference.run_model(m, feeds)
@@ -196,7 +197,7 @@ def test_fp16_scales_only_in_f16s_normal_range(whole):
     assert ("f32", "24, 1") in consts(ir.xml)
     assert whole or any("outside float16's normal range" in n for n in ir.notes), ir.notes
     feeds = feeds_of(m)
-    got = runtime.infer(compiled_of(ovrnn.convert_model(m, compress_weights="int8", compress_to_fp16=True)), feeds)
+    got = infer(compiled_of(ovrnn.convert_model(m, compress_weights="int8", compress_to_fp16=True)), feeds)
     want = reference.run_model(compressed_reference(m, ovrnn.convert_model(m, compress_weights="int8")).model, feeds)
     for name in want:
         assert_close(got[name], want[name], 2e-3, 2e-3, name)
@@ -208,7 +209,7 @@ def test_runtime_weights_stay_float_with_a_note():
     assert [t for t, _ in consts(ir.xml) if t == "i8"] == ["i8"]  # R only
     assert "GRU node 'gru_node': W 'W' is a graph input (runtime weights): kept float, --compress-weights applies to constant weights only" in " ".join(ir.notes).replace("compress_weights", "--compress-weights")
     feeds = feeds_of(m, W=W)
-    got = runtime.infer(compiled_of(ir), feeds)
+    got = infer(compiled_of(ir), feeds)
     deq = dequantized_model(m, Compression("int8"))
     want = reference.run_model(deq, feeds)
     for name in want:
@@ -498,7 +499,7 @@ def test_int4_matches_the_dequantized_reference(case):
     assert expect in consts(ir.xml), consts(ir.xml)
     assert len(ir.bin) < 0.7 * len(int8.bin)
     feeds = feeds_of(m, inputs=64)
-    got = runtime.infer(compiled_of(ir), feeds)
+    got = infer(compiled_of(ir), feeds)
     want = reference.run_model(compressed_reference(m, ir).model, feeds)
     for name in want:
         assert_close(got[name], want[name], ATOL, RTOL, f"{case} {name}")

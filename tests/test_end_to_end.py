@@ -95,13 +95,14 @@ def test_matmul_lowering_matches_reference_and_cell_lowering(case):
 def test_cell_chains_fold_into_the_cpu_sequence_kernel(case):
     """OpenVINO's CPU plugin folds each direction's chain into one RNNSeq, as for RNNCell chains."""
     from ovrnn.runtime import engine as runtime
+    from ovrnn.runtime.runner import infer
 
     model, feeds, _ = make_model(case)
     ir = ovrnn.convert_model(model)
     compiled = runtime.compile_ir(runtime.read_model(ir), "CPU", "f32")
     types = compiled.runtime_layer_types()
     assert types.get("RNNSeq") == case.num_directions and not types.get("RNNCell"), types
-    got, want = runtime.infer(compiled, feeds), reference.run_model(model, feeds)
+    got, want = infer(compiled, feeds), reference.run_model(model, feeds)
     for name in case.outputs:
         assert_close(got[name], want[name], *TOL[case.dtype], name)
 

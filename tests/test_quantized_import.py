@@ -26,6 +26,7 @@ import ovrnn
 from ovrnn.errors import InvalidModelError, UnsupportedFeatureError
 from ovrnn.onnx.fold import fold_constants
 from ovrnn.runtime import engine as runtime
+from ovrnn.runtime.runner import infer
 from ovrnn.validation import reference
 from ovrnn.validation.dequantized import dequantize_linear_weights, lstm_from_dynamic_quantize
 
@@ -48,7 +49,7 @@ def int_consts(xml: bytes) -> list[tuple[str, str]]:
 
 
 def run(ir, feeds):
-    return runtime.infer(runtime.compile_ir(runtime.read_model(ir), "CPU", "f32"), feeds)
+    return infer(runtime.compile_ir(runtime.read_model(ir), "CPU", "f32"), feeds)
 
 
 @pytest.mark.parametrize("name", DQ)

@@ -33,16 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SIDES = ("ovrnn_1", "ovrnn_all", "ort_1", "ort_all")
 
 
-def _rotating(chunks):
-    state = {"i": 0}
-
-    def nxt():
-        state["i"] = (state["i"] + 1) % len(chunks)
-        return chunks[state["i"]]
-
-    return nxt
-
-
 def _side(case: dict, side: str):
     """The call of one side, built in the child process."""
     sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
@@ -51,7 +41,7 @@ def _side(case: dict, side: str):
     import ovrnn
 
     threads = 1 if side.endswith("_1") else 0
-    nxt = _rotating([np.load(p) for p in case["chunks"]])
+    nxt = bench._rotating([np.load(p) for p in case["chunks"]])
     name = case["input"]
     if side.startswith("ovrnn"):
         if case["stateful"]:

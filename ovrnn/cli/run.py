@@ -100,7 +100,9 @@ def _infer(args, model, inputs: dict) -> _Ran:
     if args.streams:
         properties["NUM_STREAMS"] = str(args.streams)
     t0 = time.perf_counter()
-    runner = runtime.Runner(model, args.device, args.precision, args.cache_dir, properties, threads=args.threads)
+    from ..runtime.runner import Runner
+
+    runner = Runner(model, args.device, args.precision, args.cache_dir, properties, threads=args.threads)
     compile_seconds = time.perf_counter() - t0
     _narrowing_notes(runner, inputs)
     times = []

@@ -331,13 +331,3 @@ def _takes_rnncell(device: str) -> bool:
         return cell.get_friendly_name() in core().query_model(model, device)
     except RuntimeError:
         return False
-
-
-
-def __getattr__(name: str):
-    """Runner, infer and run live in runner.py (the per-call path), which imports this module."""
-    if name in ("Runner", "infer", "run"):
-        from . import runner
-
-        return getattr(runner, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import DeviceError, IRFormatError, UsageError
 from . import engine
+from .runner import Runner
 from .chunks import StreamRun, join_outputs, split_inputs  # noqa: F401  (validation imports them from here)
 
 RT_SECTION = ("ovrnn", "stateful")
@@ -200,7 +201,7 @@ class Stream:
 
     def _setup(self, compiled: engine.Compiled, contract: StreamContract, traits: DeviceTraits, seeds: dict, types: dict, chosen_by: str) -> None:
         self.contract, self.traits, self._seeds, self._types = contract, traits, seeds, types
-        self._runner = engine.Runner.from_compiled(compiled, chosen_by)  # creates this stream's infer request
+        self._runner = Runner.from_compiled(compiled, chosen_by)  # creates this stream's infer request
         self.threads = self._runner.threads
         self.compiled = compiled
         self.request = self._runner.request

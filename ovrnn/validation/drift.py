@@ -26,6 +26,7 @@ from ..ir.model import IR
 from ..onnx.read import GraphView
 from ..plan import Request
 from ..runtime import engine as runtime
+from ..runtime.runner import Runner
 from ..semantics.nodes import recurrent_nodes
 from . import reference
 from .report import per_step_errors
@@ -94,7 +95,7 @@ def _stream(node: onnx.NodeProto, opset: int, view: GraphView, rnn, request: Req
 
 def _errors(compiled, xs: np.ndarray, carried: dict[str, np.ndarray], states: tuple[str, ...], want: np.ndarray) -> list[float]:
     """max |Y - want| per step over the stream: CHUNK steps a call, Y_h (Y_c) fed back."""
-    run = runtime.Runner.from_compiled(compiled)
+    run = Runner.from_compiled(compiled)
     ys = []
     for start in range(0, len(xs), CHUNK):
         out = run({"X": xs[start : start + CHUNK], **carried}, copy=True)  # the next call overwrites its outputs

@@ -14,6 +14,7 @@ import onnx
 from ..errors import OvrnnError
 from ..families import is_recurrent, named
 from ..runtime import engine as runtime
+from ..runtime.runner import infer
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import reference
 from .compare import _numpy_type, ort_session, run_onnxruntime
@@ -343,4 +344,4 @@ def _stateless_runner(proto, input, request, device, precision, cache_dir):  # n
 
     compiled = runtime.compile_ir(runtime.read_model(convert(proto, input, request).ir), device, precision, cache_dir)
     names = {n for p in compiled.compiled.inputs for n in p.get_names()}
-    return lambda feeds: runtime.infer(compiled, {k: v for k, v in feeds.items() if k in names})
+    return lambda feeds: infer(compiled, {k: v for k, v in feeds.items() if k in names})

@@ -19,6 +19,7 @@ from ..onnx.inputs import InputShapes, prepare
 from ..onnx.read import ModelSource, load_model
 from ..plan import Request
 from ..runtime import engine as runtime
+from ..runtime.runner import infer
 from . import reference
 from .departure import add_output, first_departure
 from . import report as report_module
@@ -113,7 +114,7 @@ def validate(
     else:
         batch_run = batch
     feeds = random_inputs(compiled, ir, seed, batch, {i.name for i in proto.graph.input})
-    got = runtime.infer(compiled, feeds)
+    got = infer(compiled, feeds)
     frozen = {f.name: f.value for f in ir.frozen}
     # integer weights: the device is judged against float64 with the dequantized weights; the
     # quantization-only error (dequantized vs original, both float64) is shown beside it
@@ -248,5 +249,5 @@ def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, r
         if c.precision != asked and asked != precision:
             result.notes.append(f"{flag('report-precisions', asked)}: {device} ran at {c.precision} instead")
         if c.precision not in steps:
-            steps[c.precision] = report_module.per_step_errors(runtime.infer(c, feeds), want, time_axes)
+            steps[c.precision] = report_module.per_step_errors(infer(c, feeds), want, time_axes)
     return steps
