@@ -1,6 +1,7 @@
 """Compile once, infer many times, at the least cost a call (what a serving loop or a stream needs).
 
-A call costs what OpenVINO's ``infer`` costs plus a few checks: nothing on the hot path is copied.
+A call costs what OpenVINO's own call costs plus a few checks: no output is copied, and an input only
+when it is small (into the request's own buffer, cheaper than a new tensor).
 
 * Inputs of a static shape up to ``Runner.COPY_BELOW`` bytes (a stream's chunk, a VAD frame) are
   copied into a buffer the request owns, set as its input tensor once: a copy of a few kB costs
@@ -15,9 +16,10 @@ A call costs what OpenVINO's ``infer`` costs plus a few checks: nothing on the h
   allocates once and hands OpenVINO as the output tensors, so they stay the same arrays call after
   call; a dynamic output is a view of the tensor the call produced. Give ``copy=True`` (or copy
   what you keep) to hold results across calls. ``run`` and ``infer`` return copies.
-* The call itself: ``start_async()`` + ``wait()`` with no arguments (tensors set as above). Measured
-  on this project's CPU, with the plugin's worker thread doing the work this costs less than
-  ``infer()``, which runs the graph on the calling Python thread (docs/performance.md).
+* The call itself: ``start_async()`` + ``wait()`` with no arguments (tensors set as above): the
+  plugin's own thread does the work and nothing is built for the outputs. On this project's shared
+  VM it took 0.33-0.44x the time of ``infer()`` for the one-step LSTM and silero streams (a 16-step
+  LSTM: 1.2x in one run); docs/performance.md#per-call-cost has the numbers.
 """
 
 from __future__ import annotations
