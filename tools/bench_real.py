@@ -96,7 +96,8 @@ def ir_forms(xml: Path) -> str:
     import re
     from collections import Counter
 
-    found = Counter(m.group(2) for m in re.finditer(r'<info name="(fwd|rev)" value="[^"]*?(\w+)"/>', Path(xml).read_text()))
+    # ovrnn's own writer: <info name="fwd" value="... cell"/>; a whole model saved by OpenVINO: <fwd value="... cell" />
+    found = Counter(m.group(1) for m in re.finditer(r'(?:<info name="(?:fwd|rev)"|<(?:fwd|rev)) value="[^"]*?(\w+)" ?/>', Path(xml).read_text()))
     return ", ".join(f"{form} {n}" for form, n in sorted(found.items())) or "none"
 
 
