@@ -18,11 +18,11 @@ from pathlib import Path
 
 import onnx
 
-from .errors import UnsupportedFeatureError
+from .errors import BodyStepsUnknownError
 from .ir.model import IR
 from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
-from .plan import Plan, Request, choose_cells, device_lacks_cells, measured_forms, plan_conversion, with_hint
+from .plan import Fallback, Plan, Request, choose_cells, device_lacks_cells, measured_forms, plan_conversion, with_hint
 from .semantics.limits import DEFAULT_MAX_STEPS
 
 
@@ -92,10 +92,11 @@ def convert(model: ModelSource, input: InputShapes, request: Request) -> Convers
     proto = load_model(model, files)
     steps = DEFAULT_MAX_STEPS if request.max_steps is None else request.max_steps or 1 << 62  # how far a Loop over time may unroll
     prepared = prepare(proto, input, keep_loops=request.stateful is True, max_steps=steps)
+    plan = plan_conversion(prepared, request, model)
     try:
-        return Conversion(proto, prepared, _carried_out(plan_conversion(prepared, request, model), files))
-    except UnsupportedFeatureError as exc:
-        if getattr(exc, "why", None) is None or not prepared.loops_kept or request.stateful is True:
+        return Conversion(proto, prepared, _carried_out(plan, files))
+    except BodyStepsUnknownError:
+        if Fallback.UNROLL_KEPT_LOOPS not in plan.fallbacks:
             raise
         # onnx's shape inference found a kept Loop body's step count static, OpenVINO's does not: unroll it after all
         prepared = prepare(proto, input, unroll_loops=True, max_steps=steps)

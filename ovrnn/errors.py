@@ -35,6 +35,16 @@ class UnsupportedFeatureError(OvrnnError, NotImplementedError):
     """Valid ONNX that ovrnn does not lower."""
 
 
+class BodyStepsUnknownError(UnsupportedFeatureError):
+    """A recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time:
+    what a plan's fallbacks answer (ovrnn/plan.py, ``Fallback``). `op`: the node's op type; `why`:
+    the reason in short, for the note when a fallback takes over."""
+
+    def __init__(self, message: str, op: str, why: str) -> None:
+        super().__init__(message)
+        self.op, self.why = op, why
+
+
 class UsageError(OvrnnError, ValueError):
     """A bad argument from the user (CLI flag, input file, input name)."""
 

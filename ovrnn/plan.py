@@ -9,7 +9,9 @@
     measured_forms(...)      --lowering fastest (the default): for --device CPU, the step form per
                              direction from the table measured on this CPU (ovrnn/cpu_forms.py)
 
-The plan hands the next stages one value: ``Plan``, with ``options(cells)`` for the lowering.
+The plan hands the next stages one value: ``Plan``, with ``options(cells)`` for the lowering and
+the fallbacks it may take when a body node's step count is unknown (``Fallback``: data, read by
+``convert`` and the frontend path where the typed refusal ``BodyStepsUnknownError`` arrives).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 
 import onnx
@@ -76,9 +79,18 @@ def check_step_counts(chunk_steps, max_steps) -> None:
         check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
 
 
+class Fallback(Enum):
+    """What the conversion does instead when a recurrent node in a body has no known step count
+    (errors.BodyStepsUnknownError), in the order tried; a plan carries the ones it may take."""
+
+    SEQUENCE_OPS = "leave the node's op to OpenVINO's sequence op, noted"  # --allow-sequence-ops
+    UNROLL_KEPT_LOOPS = "unroll the Loops kept for OpenVINO's frontend"  # onnx's shape inference found their steps, OpenVINO's does not
+
+
 @dataclass(frozen=True)
 class Plan:
-    """The conversion decided: the prepared model, the path it takes, and the request."""
+    """The conversion decided: the prepared model, the path it takes, the request, and the
+    fallbacks it may take (``Fallback``)."""
 
     prepared: Prepared
     request: Request
@@ -87,6 +99,7 @@ class Plan:
     given_weights: dict = field(default_factory=dict, compare=False)  # QDQ W/R kept integer (onnx/qdq.py): name -> Quantized per direction
     read: FrontendInput | None = field(default=None, compare=False)  # whole models: what the frontend reads (onnx/frontend_input.py)
     nodes: tuple = field(default=(), compare=False)  # whole models: the recurrent nodes, bodies included, in the frontend's order
+    fallbacks: tuple[Fallback, ...] = ()
 
     @property
     def view(self) -> GraphView:
@@ -109,7 +122,7 @@ class Plan:
 
         r, record = self.request, self.prepared.rt_info()
         if self.whole:
-            return convert_whole_model(self.view, self.prepared.shapes, self.read, list(self.nodes), self.source, options, r.max_steps, stateful=r.stateful, record=record, allow_sequence_ops=r.allow_sequence_ops)
+            return convert_whole_model(self.view, self.prepared.shapes, self.read, list(self.nodes), self.source, options, r.max_steps, stateful=r.stateful, record=record, allow_sequence_ops=Fallback.SEQUENCE_OPS in self.fallbacks)
         return convert_graph(self.view, options, r.ir_version, r.max_steps, r.stateful, record)
 
     def ops(self) -> tuple[str, ...]:
@@ -136,7 +149,8 @@ def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
     if not whole:
         return Plan(prepared, request, whole, source, given_weights)
-    return Plan(prepared, request, whole, source, given_weights, frontend_input(view, request.compression is not None), tuple(recurrent_nodes(view.model)))
+    fallbacks = ((Fallback.SEQUENCE_OPS,) if request.allow_sequence_ops else ()) + ((Fallback.UNROLL_KEPT_LOOPS,) if prepared.loops_kept and request.stateful is not True else ())
+    return Plan(prepared, request, whole, source, given_weights, frontend_input(view, request.compression is not None), tuple(recurrent_nodes(view.model)), fallbacks)
 
 
 def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:

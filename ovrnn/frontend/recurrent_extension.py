@@ -32,7 +32,7 @@ import onnx
 import onnx.defs
 
 from ..dtypes import BY_IR
-from ..errors import OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
+from ..errors import BodyStepsUnknownError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.model import NodeSummary
 from ..families import named, onnx_op_names
 from ..lower import ops
@@ -346,22 +346,22 @@ def _ir_type(output) -> str:
 # --- why a body node cannot be lowered ----------------------------------------------------------
 
 
-def body_steps_error(node: RecurrentNode, error: DynamicStepsError, flag_text: str) -> UnsupportedFeatureError:
+def body_steps_error(node: RecurrentNode, error: DynamicStepsError, flag_text: str) -> BodyStepsUnknownError:
     """The refusal for a node inside a body whose step count is not known at conversion time and
-    does not come from a graph input's dim (that case gets the --input message). ``.why`` says
-    it in short, for the note when the op is left to OpenVINO instead."""
+    does not come from a graph input's dim (that case gets the --input message). Its ``why`` says
+    it in short, for the note when a fallback takes over (ovrnn/plan.py, ``Fallback``)."""
     family = named(node.proto.op_type).lowering_family  # DynamicQuantizeLSTM: an LSTM
     why = (
         f"{error.node_label} is inside {node.body.describe()}, and its sequence length (dim {error.axis} of X '{error.x_name}') "
         f"is not known at conversion time: {_why_dynamic(node.body, error.x_name)}"
     )
-    refusal = UnsupportedFeatureError(
+    return BodyStepsUnknownError(
         f"{why}; a {family.cell} chain needs a fixed number of steps, and ovrnn does not leave the node to OpenVINO's "
         f"{family.name}Sequence, which reads parts of the {family.name} spec differently; {flag_text} lets OpenVINO's ONNX "
-        f"frontend convert every {family.name} node instead"
+        f"frontend convert every {family.name} node instead",
+        node.proto.op_type,
+        why,
     )
-    refusal.why = why
-    return refusal
 
 
 def scan_slice_error(node: RecurrentNode, error: DynamicStepsError, inputs: dict[str, tuple]) -> UsageError | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import onnx
 
 from .. import __version__
-from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
+from ..errors import BodyStepsUnknownError, InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.emit import mark_precise
 from ..ir.model import IR
 from ..semantics.limits import check_steps
@@ -76,10 +76,10 @@ def convert_whole_model(
             try:
                 model, lowering = _convert(view, shapes, read.conditions_hint, path, nodes, options, tuple(f.name for f in families() if f.name not in left), stateful is True)
                 break
-            except _BodyRefusal as refusal:
+            except BodyStepsUnknownError as refusal:  # the plan's fallback, when it has it: OpenVINO's sequence op
                 if not allow_sequence_ops or refusal.op in left:
-                    raise refusal.error from None
-                left[refusal.op] = refusal.error.why
+                    raise
+                left[refusal.op] = refusal.why
     steps_note = check_steps(lowering.steps, len(lowering.converted), max_steps)
     model.set_friendly_name(view.model.graph.name or "ovrnn_model")
     _deterministic_names(model)  # before folding too: folded constants inherit these names
@@ -146,12 +146,6 @@ def _in_if(node: RecurrentNode) -> bool:
     return _if_body(node) is not None
 
 
-class _BodyRefusal(Exception):
-    def __init__(self, op: str, error: OvrnnError) -> None:
-        super().__init__(str(error))
-        self.op, self.error = op, error
-
-
 def _unpaired_states(view: GraphView, stateful) -> str:
     """With IN=OUT pairs, the likelier reason a chunked stream differs: a recurrent node's state that
     no pair carries restarts on every call (from zeros, or from a graph input fed whole)."""
@@ -212,7 +206,7 @@ def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: l
             if probed is None and node is not None:
                 probed = scan_slice_error(node, error, {i.name: i.shape for i in view.inputs if i.shape})
             if probed is None and node is not None and node.body is not None:
-                raise _BodyRefusal(node.proto.op_type, body_steps_error(node, error, flag("allow-sequence-ops", True))) from None
+                raise body_steps_error(node, error, flag("allow-sequence-ops", True)) from None
             if probed is None and isinstance(error, UnknownRankError):
                 if conditions_hint:  # an If left in the graph is why X has no rank
                     raise UsageError(f"{error.node_label}: its input X '{error.x_name}' has no static rank: {conditions_hint}") from None
