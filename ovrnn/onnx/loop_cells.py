@@ -31,6 +31,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..families import OpFamily, family_of
+from ..families.lstm import LSTM
+from ..families.rnn import RNN
 from .read import ONNX_DOMAINS, RECURRENT
 
 # ops that may lie between the states, the step's input and the outputs: analytic ones, and the
@@ -100,7 +103,7 @@ class Body:
 
 @dataclass
 class Cell:
-    kind: str  # 'LSTM' | 'GRU' | 'RNN'
+    kind: OpFamily  # the registry's family (ovrnn/families/)
     W: np.ndarray  # [gates*H, F], ONNX gate order
     R: np.ndarray  # [gates*H, H]
     Wb: np.ndarray
@@ -122,9 +125,9 @@ class Cell:
         act = lambda v: cut if cut is not None else np.tanh(v) if self.activation == "Tanh" else np.maximum(v, 0)  # noqa: E731
         H = self.hidden
         gx = x @ self.W.T + self.Wb
-        if self.kind == "RNN":
+        if self.kind is RNN:
             return act(gx + h @ self.R.T + self.Rb), None
-        if self.kind == "LSTM":
+        if self.kind is LSTM:
             g = gx + h @ self.R.T + self.Rb
             i, o, f, cc = (g[:, k * H : (k + 1) * H] for k in range(4))
             c_new = sig(f) * c + sig(i) * np.tanh(cc)
@@ -270,27 +273,28 @@ def _inner_cell(node: onnx.NodeProto, body: onnx.GraphProto, env: dict) -> "Cell
         return env.get(name)
 
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    plain = {"RNN": [b"Tanh"], "GRU": [b"Sigmoid", b"Tanh"], "LSTM": [b"Sigmoid", b"Tanh", b"Tanh"]}[node.op_type]
-    acts = attrs.get("activations", plain)
+    family = family_of(node)
+    plain = list(family.default_activations)
+    acts = [a.decode() for a in attrs.get("activations", [])] or plain
     extra = set(attrs) - {"hidden_size", "activations", "direction", "linear_before_reset", "layout", "input_forget"}
     if extra or attrs.get("direction", b"forward") != b"forward" or attrs.get("layout", 0) or attrs.get("input_forget", 0) or \
-            not (acts == plain or (node.op_type == "RNN" and acts in ([b"Tanh"], [b"Relu"]))):
+            not (acts == plain or (family is RNN and acts == ["Relu"])):
         raise NotACell(f"its {node.op_type} node '{node.name}' has attributes beyond hidden_size, linear_before_reset and the default activations")
     ins = list(node.input) + [""] * (8 - len(node.input))
     if any(ins[k] for k in (4, 7)):
         raise NotACell(f"its {node.op_type} node '{node.name}' has sequence_lens or peepholes")
     x, W, R = base(ins[0]), env.get(ins[1]), env.get(ins[2])
     B = env.get(ins[3]) if ins[3] else None
-    h, c = base(ins[5]) if ins[5] else None, base(ins[6]) if node.op_type == "LSTM" and ins[6] else None
+    h, c = base(ins[5]) if ins[5] else None, base(ins[6]) if family is LSTM and ins[6] else None
     if not (isinstance(x, Lin) and set(x.terms) == {"x"}) or not all(isinstance(v, np.ndarray) for v in (W, R)) or (ins[3] and not isinstance(B, np.ndarray)):
         raise NotACell(f"its {node.op_type} node '{node.name}' does not read x[t] with constant weights")
     states = [v for v in (h, c) if v is not None]
-    if not all(isinstance(v, Lin) and len(v.terms) == 1 and isinstance(next(iter(v.terms)), str) for v in states) or h is None or (node.op_type == "LSTM" and c is None):
+    if not all(isinstance(v, Lin) and len(v.terms) == 1 and isinstance(next(iter(v.terms)), str) for v in states) or h is None or (family is LSTM and c is None):
         raise NotACell(f"its {node.op_type} node '{node.name}' does not start from the carried states")
     G = W.shape[1]
     B = np.zeros((1, 2 * G)) if B is None else B
-    return Cell(node.op_type, W[0].astype(np.float64), R[0].astype(np.float64), B[0, :G].astype(np.float64), B[0, G:].astype(np.float64),
-                next(iter(h.terms)), next(iter(c.terms)) if c is not None else None, int(attrs.get("linear_before_reset", 0)), acts[-1].decode())
+    return Cell(family, W[0].astype(np.float64), R[0].astype(np.float64), B[0, :G].astype(np.float64), B[0, G:].astype(np.float64),
+                next(iter(h.terms)), next(iter(c.terms)) if c is not None else None, int(attrs.get("linear_before_reset", 0)), acts[-1])
 
 
 def _dims(vi: onnx.ValueInfoProto) -> list | None:

@@ -14,6 +14,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..families.gru import GRU
+from ..families.lstm import LSTM
+from ..families.rnn import RNN
 from .loop_cells import PROBE_BATCH, PROBES, Body, Cell, Expr, Lin, NotACell, body_index, evaluate
 
 
@@ -50,14 +53,14 @@ def candidates(found: Body, F: int):
                 for i, f, o in itertools.permutations(sig):
                     W, R, Wb = _weights([i, o, f, cand], h, F, H)
                     for c in (s for s in found.states if s != h):
-                        yield Cell("LSTM", W, R, Wb, np.zeros_like(Wb), h, c)
+                        yield Cell(LSTM, W, R, Wb, np.zeros_like(Wb), h, c)
         if len(sig) == 2 and all(_gate_lin(s, h) for s in sig):
             yield from _gru(found, sig, acts, h, F, H)
         if not sig:
             for op, a, _ in acts:
                 if _gate_lin(a, h) and a.width == H:
                     W, R, Wb = _weights([a], h, F, H)
-                    yield Cell("RNN", W, R, Wb, np.zeros_like(Wb), h, activation=op)
+                    yield Cell(RNN, W, R, Wb, np.zeros_like(Wb), h, activation=op)
 
 
 def _gru(found: Body, sig: list[Lin], acts: list, h: str, F: int, H: int):
@@ -95,7 +98,7 @@ def _gru(found: Body, sig: list[Lin], acts: list, h: str, F: int, H: int):
                 Rb[2 * H :] = nh.bias
             else:
                 R[2 * H :] = rh.T
-            yield Cell("GRU", W, R, Wb, Rb, h, linear_before_reset=lbr, activation=op)
+            yield Cell(GRU, W, R, Wb, Rb, h, linear_before_reset=lbr, activation=op)
 
 
 # --- checked against the body ---
@@ -167,7 +170,7 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -
         if all(m is not None for m in mappings) and all(m == mappings[0] for m in mappings):
             cell.outputs = mappings[0]
             return cell, found
-    raise NotACell(f"no assignment of its {len(cands)} candidate {cands[0].kind} gate layouts reproduces the body's outputs")
+    raise NotACell(f"no assignment of its {len(cands)} candidate {cands[0].kind.name} gate layouts reproduces the body's outputs")
 
 
 def _probe_feeds(loop, body, outer, found: Body, rng, p: int):

@@ -25,11 +25,13 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..errors import UnsupportedFeatureError, flag
+from ..families.gru import GRU
+from ..families.lstm import LSTM
+from ..families.rnn import RNN
 from .loop_cells import NotACell, increment, body_index, upstream_nodes
 from .loop_check import Cell, body_model, recognise
 from .read import ONNX_DOMAINS, RECURRENT
 
-GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
 class Outer:
@@ -166,7 +168,7 @@ class _Rewrite:
 
     def weights(self):
         c = self.cell
-        G, H = GATES[c.kind], c.hidden
+        G, H = c.kind.gates, c.hidden
         W = self.const("W", c.W.reshape(1, G * H, -1).astype(np.float32))
         R = self.const("R", c.R.reshape(1, G * H, H).astype(np.float32))
         B = self.const("B", np.concatenate([c.Wb, c.Rb]).reshape(1, 2 * G * H).astype(np.float32))
@@ -175,18 +177,18 @@ class _Rewrite:
     def recurrent(self, x: str, h0: str, c0: str | None, tag: str, lengths: str = "") -> list[str]:
         c = self.cell
         attrs = {"hidden_size": c.hidden}
-        if c.kind == "GRU":
+        if c.kind is GRU:
             attrs["linear_before_reset"] = c.linear_before_reset
-        if c.kind == "RNN" and c.activation != "Tanh":
+        if c.kind is RNN and c.activation != "Tanh":
             attrs["activations"] = [c.activation]
-        if c.kind == "GRU" and c.activation != "Tanh":
+        if c.kind is GRU and c.activation != "Tanh":
             attrs["activations"] = ["Sigmoid", c.activation]
-        outs = [self.fresh(f"{self.label}/{tag}/{n}") for n in ("Y", "Y_h", "Y_c")[: 3 if c.kind == "LSTM" else 2]]
+        outs = [self.fresh(f"{self.label}/{tag}/{n}") for n in c.kind.outputs]
         ins = [x, *self.w, lengths, self.op("Unsqueeze", [h0, self.axis0], f"{tag}/h0")[0]]
-        if c.kind == "LSTM":
+        if c.kind is LSTM:
             ins.append(self.op("Unsqueeze", [c0, self.axis0], f"{tag}/c0")[0])
         name = self.label if tag == "all" else f"{self.label}/{tag}"
-        self.nodes.append(helper.make_node(c.kind, ins, outs, name=self.fresh(name) if tag != "all" else name, **attrs))
+        self.nodes.append(helper.make_node(c.kind.name, ins, outs, name=self.fresh(name) if tag != "all" else name, **attrs))
         return outs
 
     def initial(self, state: str) -> str:
@@ -210,16 +212,16 @@ class _Rewrite:
                 seq = self.op("SequenceInsert", [seq, item], f"t{t}/append")[0]
             final[s] = seq
         self.outputs(final, scan_values)
-        detail = ([f"linear_before_reset={c.linear_before_reset}"] if c.kind == "GRU" else []) + ([f"activation {c.activation}"] if c.activation != "Tanh" else [])
-        kind = c.kind + (f" ({', '.join(detail)})" if detail else "")
+        detail = ([f"linear_before_reset={c.linear_before_reset}"] if c.kind is GRU else []) + ([f"activation {c.activation}"] if c.activation != "Tanh" else [])
+        kind = c.kind.name + (f" ({', '.join(detail)})" if detail else "")
         mask = f"'{found.mask[0]}'" if found.mask else ""
         if self.single and lengths is not None:
-            how = f"rewritten as {c.kind} node '{self.label}' over those steps, with sequence_lens {lengths.tolist()}: the mask {mask} is a constant and a prefix in every sample"
+            how = f"rewritten as {c.kind.name} node '{self.label}' over those steps, with sequence_lens {lengths.tolist()}: the mask {mask} is a constant and a prefix in every sample"
             what = f"one node, sequence_lens {lengths.tolist()} from the constant mask"
         elif self.single:
-            how, what = f"rewritten as {c.kind} node '{self.label}' over those steps", "one node"
+            how, what = f"rewritten as {c.kind.name} node '{self.label}' over those steps", "one node"
         else:
-            how = f"rewritten as {self.trips} one-step {c.kind} nodes" + (f", each state then selected by the mask {mask} (Where: kept where it is 0)" if mask else "")
+            how = f"rewritten as {self.trips} one-step {c.kind.name} nodes" + (f", each state then selected by the mask {mask} (Where: kept where it is 0)" if mask else "")
             what = f"{self.trips} one-step nodes" + (" masked per step" if mask else "")
         note = f"Loop node '{self.label}': its body computes a {kind} cell of hidden size {c.hidden} over the {self.trips} steps of '{found.x[0]}'; {how}"
         return self.nodes, self.inits, note, f"{kind} cell, hidden size {c.hidden}, {self.trips} steps, {what}"
