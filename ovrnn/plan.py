@@ -24,11 +24,12 @@ from pathlib import Path
 
 import onnx
 
-from .errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
+from .errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag
 from .ir.emit import IR_VERSIONS
 from .lower.node import CELL_MODES, LoweringOptions
 from .quantization import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .onnx.qdq import absorb_dequantize_linear
+from .onnx.static_check import check_static
 from .onnx.control_flow import open_conditions_hint
 from .onnx.frontend_input import FrontendInput, frontend_input
 from .onnx.inputs import Prepared
@@ -36,7 +37,7 @@ from .onnx.read import GraphView
 from . import cpu_forms
 from .families import by_name, family_of, onnx_families
 from .plugins import canonical_device
-from .semantics.nodes import needs_frontend, recurrent_nodes, recurrent_nodes_of
+from .semantics.nodes import needs_frontend, recurrent_nodes
 from .stateful import state_request
 
 
@@ -133,10 +134,10 @@ class Plan:
 
 def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan:
     """Which path the model takes, and what that path refuses, before anything is lowered."""
-    view, stateful = prepared.view, request.stateful
-    if request.static:
-        _check_static(view, _initial_state_inputs(view) if stateful is True else set())
-    view, given_weights, qdq_notes = absorb_dequantize_linear(view)  # QDQ W/R: kept integer, not folded
+    view, given_weights, qdq_notes = absorb_dequantize_linear(prepared.view)  # QDQ W/R: kept integer, not folded (raises nothing)
+    stateful = request.stateful
+    if request.static:  # the graph inputs are those of the model as prepared: absorbing W/R changes none
+        check_static(view, stateful is True)
     if given_weights or qdq_notes:
         prepared = replace(prepared, view=view, changed=prepared.changed or bool(given_weights), notes=prepared.notes + tuple(qdq_notes))
     whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
@@ -190,40 +191,6 @@ def check_count(name: str, value: object, expected: str) -> None:
     """A count option (steps, chunk size) is an int >= 0."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UsageError(f"{flag(name)}: expected {expected}, got {value}")
-
-
-def _initial_state_inputs(view: GraphView) -> set[str]:
-    """Graph inputs read only as a recurrent node's initial_h/initial_c: --stateful replaces them."""
-    graph = view.model.graph
-    slots = {n for _, node in recurrent_nodes_of(graph) for k, n in enumerate(node.input) if n and k in _state_slots(node)}
-    other = {n for node in graph.node for k, n in enumerate(node.input) if k not in _state_slots(node)} | {o.name for o in graph.output}
-    return {i.name for i in view.inputs if i.name in slots and i.name not in other}
-
-
-def _state_slots(node: onnx.NodeProto) -> tuple[int, ...]:
-    """The initial-state input slots of a recurrent node (initial_h, initial_c); () for other nodes."""
-    family = family_of(node)
-    return family.state_slots if family else ()
-
-
-def _check_static(view: GraphView, replaced: set[str] = frozenset()) -> None:
-    """--static: every input dim must be a number before anything is lowered (inputs a state
-    replaces need none)."""
-    for info in view.inputs:
-        if info.name in replaced:
-            continue
-        dims = info.shape or ()
-        dynamic = [axis for axis, d in enumerate(dims) if not d.is_static]
-        if info.shape is None:
-            raise UsageError(f"{flag('static', True)}: input '{info.name}' has a dynamic rank; give every dim a number with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}")
-        if dynamic:
-            example = ",".join(str(d.example()) for d in dims)
-            axes = " and ".join(str(a) for a in dynamic)
-            raise UsageError(
-                f"{flag('static', True)}: input '{info.name}' has a dynamic dim {dynamic[0]} ({dims[dynamic[0]].describe()}); give every dim a number, "
-                f"for example {flag('input', quoted(f'{info.name}[{example}]'))} (dim{'s' if len(dynamic) > 1 else ''} {axes} set to "
-                f"{'a guess' if len(dynamic) == 1 else 'guesses'}: use your real sizes)"
-            )
 
 
 def with_hint(build: Callable[..., object], view: GraphView, *args):

@@ -119,6 +119,12 @@ def is_recurrent(node: onnx.NodeProto) -> bool:
     return family_of(node) is not None
 
 
+def state_slots_of(node: onnx.NodeProto) -> tuple[int, ...]:
+    """The initial-state input slots of a node (initial_h, initial_c); () for a node of no family."""
+    family = family_of(node)
+    return family.state_slots if family else ()
+
+
 def families() -> tuple[OpFamily, ...]:
     """Every registered family, in registration order."""
     return tuple(_REGISTRY.values())
