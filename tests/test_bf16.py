@@ -289,3 +289,10 @@ def test_drift_of_explicit_steps_converted_for_cpu_is_f32_small():
     report = ovrnn.validate(_lstm(), seed=2, lowering="matmul")
     (drift,) = report.drift
     assert drift.worst < 2e-5 and drift.note == "its steps are marked precise: f32 under this default"
+
+
+def test_integer_weights_are_not_marked():
+    """A MatMul over int8 weights becomes a new FullyConnected that drops the mark: not written."""
+    model, _ = _node("LSTM", hidden=64)
+    ir = ovrnn.convert_model(model, lowering="matmul", device="CPU", compress_weights="int8")
+    assert b'"precise"' not in ir.xml and b"_precise" not in ir.xml

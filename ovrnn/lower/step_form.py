@@ -88,7 +88,9 @@ def decide_step_form(spec, d: int, options, integer_weights: bool = False) -> St
     """How direction `d` of `spec` steps under `options` (a LoweringOptions), and why;
     `integer_weights`: W/R are stored as integers (the measured table times float weights only)."""
     form = _form(spec, d, options, integer_weights)
-    return replace(form, precise=True) if options.precise and not form.is_cell else form
+    # integer W/R: the plugin builds a new FullyConnected from the MatMul and its decompression,
+    # which drops the mark and runs bf16 anyway; the rt_info would claim what does not happen
+    return replace(form, precise=True) if options.precise and not form.is_cell and not integer_weights else form
 
 
 def _form(spec, d: int, options, integer_weights: bool) -> StepForm:
