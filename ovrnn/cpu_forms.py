@@ -22,6 +22,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from .families.gru import GRU
+
 TABLE = Path(__file__).resolve().parent / "data" / "cpu_forms.json"
 UNKNOWN = "unknown"
 
@@ -111,7 +113,7 @@ def entry_for(key: tuple[str, str] | None = None, table: tuple[dict, ...] | None
 
 def op_kind(op: str, linear_before_reset: bool = False) -> str:
     """The table's name of a cell type: RNN, LSTM, GRU (lbr 0) or GRU-lbr1: oneDNN's kernels differ."""
-    return "GRU-lbr1" if op == "GRU" and linear_before_reset else op
+    return f"{GRU.name}-lbr1" if op == GRU.name and linear_before_reset else op
 
 
 def measured_form(kind: str, hidden: int, batch: int | None, bidirectional: bool, key: tuple[str, str] | None = None, table: tuple[dict, ...] | None = None) -> FormChoice | None:

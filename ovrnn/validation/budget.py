@@ -28,7 +28,6 @@ MIN_STEPS = 256
 
 def reference_inputs(spec, steps: int, seed: int = 0) -> tuple[list, dict]:
     """(ONNX inputs, attributes) for reference.run_node: the node's constants, random X."""
-    op = spec.family.name
     value = lambda t: None if t is None or not t.is_constant else np.asarray(t.value, dtype=np.float64)  # noqa: E731
     h0 = value(spec.initial_h)
     c0 = value(getattr(spec, "initial_c", None))
@@ -42,9 +41,8 @@ def reference_inputs(spec, steps: int, seed: int = 0) -> tuple[list, dict]:
     x = rng.uniform(-1, 1, (steps, batch, spec.input_size))
     k = 1 / np.sqrt(spec.hidden_size)  # a runtime W/R: a stand-in in PyTorch's init range
     stand_in = lambda t: value(t) if t.is_constant else rng.uniform(-k, k, tuple(d.value for d in t.shape))  # noqa: E731
-    inputs = [x, stand_in(spec.W), stand_in(spec.R), value(spec.B), None, h0]
-    if op == "LSTM":
-        inputs += [c0, value(spec.P)]
+    given = {"X": x, "W": stand_in(spec.W), "R": stand_in(spec.R), "B": value(spec.B), "sequence_lens": None, "initial_h": h0, "initial_c": c0}
+    inputs = [given[name] if name in given else value(getattr(spec, name)) for name in spec.family.inputs]  # in slot order (LSTM: and P)
     flat = [a for direction in spec.activations for a in (direction if isinstance(direction, tuple) else (direction,))]
     attrs: dict[str, object] = {
         "hidden_size": spec.hidden_size,
@@ -55,10 +53,9 @@ def reference_inputs(spec, steps: int, seed: int = 0) -> tuple[list, dict]:
     }
     if spec.clip is not None:
         attrs["clip"] = spec.clip
-    if op == "LSTM" and spec.input_forget:
-        attrs["input_forget"] = 1
-    if op == "GRU" and spec.linear_before_reset:
-        attrs["linear_before_reset"] = 1
+    for switch in ("input_forget", "linear_before_reset"):  # the families' own switches (LSTM, GRU)
+        if getattr(spec, switch, False):
+            attrs[switch] = 1
     return inputs, attrs
 
 
@@ -74,11 +71,11 @@ def weight_error(spec, compression: Compression, baseline: tuple[list, dict, lis
     (float_run)."""
     inputs, attrs, original = baseline
     changed = list(inputs)
-    for slot, tensor in ((1, spec.W), (2, spec.R)):
+    for slot, tensor in ((spec.family.slot("W"), spec.W), (spec.family.slot("R"), spec.R)):
         if tensor.is_constant:
             changed[slot] = np.stack([quantize(m, compression).dequantize() for m in inputs[slot]])
     quantized = reference.run_node(spec.family.name, changed, attrs)
-    outputs = (0, 2) if spec.family.name == "LSTM" else (0,)  # Y (every H) and Y_c
+    outputs = tuple(k for k, name in enumerate(spec.family.outputs) if name in ("Y", "Y_c"))  # Y (every H) and Y_c
     # absolute where outputs stay within [-1, 1] (sigmoid/tanh), relative to their size beyond
     return max(float(np.abs(quantized[k] - original[k]).max() / max(1.0, np.abs(original[k]).max())) for k in outputs)
 
