@@ -693,25 +693,30 @@ def test_a_write_that_fails_midway_leaves_everything_as_it_was(tmp_path):
     assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == ["config.json", "other", "other/1", "other/1/model.bin", "other/1/model.xml"]
 
 
-def test_a_signal_during_an_import_is_delivered_after_it(tmp_path, monkeypatch):
+_SIGNAL_DURING_IMPORT = """
+import os, signal, sys, threading, time
+from ovrnn.errors import Interrupted
+from ovrnn.signals import raise_on_signals
+sys.path.insert(0, sys.argv[1])
+raise_on_signals()
+threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGTERM)).start()
+try:
+    import slow_module_for_signal_test
+    assert slow_module_for_signal_test.DONE  # the import ran whole
+    time.sleep(5)  # the signal arrives again here
+    print("not delivered")
+except Interrupted:
+    print("delivered after the import" if sys.modules["slow_module_for_signal_test"].DONE else "raised inside the import")
+"""
+
+
+def test_a_signal_during_an_import_is_delivered_after_it(tmp_path):
     """A signal that lands inside an import must not raise there (through a native module's
     initialiser that aborts the process: onnx's nanobind one did, 'terminate called after throwing
-    nanobind::python_error'); it is delivered once the import is done."""
-    from ovrnn.errors import Interrupted
-    from ovrnn.signals import raise_on_signals
-
+    nanobind::python_error'); it is delivered once the import is done. In a process of its own:
+    a SIGTERM sent to the whole test session, after some 3,000 tests had left OpenVINO's and
+    onnxruntime's threads behind, twice ended it with a segmentation fault (not seen in a fresh
+    process, nor in ovrnn's own commands, whose signal tests run them as children)."""
     (tmp_path / "slow_module_for_signal_test.py").write_text("import time\ntime.sleep(0.3)\nDONE = True\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        raise_on_signals()
-        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGTERM)).start()
-        with pytest.raises(Interrupted):
-            import slow_module_for_signal_test  # noqa: F401
-
-            assert slow_module_for_signal_test.DONE  # the import ran whole
-            time.sleep(5)  # the signal arrives again here
-        assert sys.modules["slow_module_for_signal_test"].DONE
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
+    proc = subprocess.run([sys.executable, "-c", _SIGNAL_DURING_IMPORT, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "delivered after the import", "")
