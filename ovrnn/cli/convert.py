@@ -70,8 +70,8 @@ def _layers_written(ir) -> str:
     cells: dict[str, int] = {}
     for r in ir.rnns:
         cell = named(r.op).cell
-        cells[cell] = cells.get(cell, 0) + sum(c.steps for c in r.chains if c.lowering == "cell")
-    explicit = sum(c.steps for r in ir.rnns for c in r.chains if c.lowering == "explicit")
+        cells[cell] = cells.get(cell, 0) + sum(c.steps for c in r.chains if c.form == "cell")
+    explicit = sum(c.steps for r in ir.rnns for c in r.chains if c.form == "explicit")
     kinds = ", ".join(f"{n} {cell} layers" for cell, n in cells.items() if n) or "0 RNNCell layers"
     kinds += f", {explicit} explicit cells" if explicit else ""
     states = ir.xml.count(b'type="ReadValue"')

@@ -17,14 +17,19 @@ from ..semantics.recurrent import Direction
 class ChainSummary:
     direction: str  # "fwd" | "rev"
     activation: str  # e.g. "LeakyRelu(alpha=0.1)"; GRU/LSTM "f=Sigmoid g=Tanh [h=Tanh]"
-    lowering: str  # the step form: "cell" (RNNCell/GRUCell/LSTMCell) | "explicit" (MatMul/Add/activation ops)
+    form: str  # the step form (lower/step_form.py Form): "cell" (RNNCell/GRUCell/LSTMCell) | "explicit" (MatMul/Add/activation ops)
     steps: int
-    step_form: StepForm | None = None  # the form and why it was chosen (lower/step_form.py)
+    step_form: StepForm | None = None  # the form and why it was chosen
+
+    @property
+    def lowering(self) -> str:
+        """The step form, by the name the summaries had before (``form``)."""
+        return self.form
 
     @property
     def why(self) -> str:
         """Why this form: 'cell', 'activation: Softsign', 'asked: --lowering matmul', ..."""
-        return (self.step_form or StepForm.read(self.lowering, None)).why()
+        return (self.step_form or StepForm.read(self.form, None)).why()
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,7 @@ class NodeSummary:
         if self.sequence_lens is not None:
             info["sequence_lens"] = self.sequence_lens
         for c in self.chains:
-            info[c.direction] = f"{c.activation} {c.lowering}"
+            info[c.direction] = f"{c.activation} {c.form}"
             if c.step_form is not None and not c.step_form.shown_by_value:
                 info[f"{c.direction}_reason"] = c.step_form.why()
             if c.step_form is not None and c.step_form.precise:
