@@ -426,8 +426,3 @@ def render(R: dict) -> list[str]:
         lines += [f"| {r['op']} | {r['H']} | {r['T']} | {r['direction']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {r.get('openvino_us', float('nan')):.0f} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {r['max_diff']:.1e} |" for r in ker["rows"]]
     return lines
 
-
-if __name__ == "__main__":  # the same as `python tools/bench.py --only arch --only kernels [ARGS]`
-    import bench
-
-    sys.exit(bench.main(["--only", "arch", "--only", "kernels", *sys.argv[1:]]))
