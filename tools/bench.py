@@ -20,7 +20,7 @@ cores here) moves both sides of a pair. OpenVINO runs on CPU at INFERENCE_PRECIS
   (when its wheel is installed): per-call latency of ovrnn.Stream.feed on the stateful IR ÷ onnxruntime
   with the state carried by hand (the faster of its 1-thread and all-thread sessions), ÷ ovrnn.Runner on
   the stateless IR with the state carried by the host, and ÷ OpenVINO's own floor (one request, the
-  tensor set once, start_async+wait); every side gets a new chunk array each call, as a stream does
+  tensor set once, infer(share_outputs=True)); every side gets a new chunk array each call, as a stream does
 
 Writes DIR/bench.md and DIR/bench.json (DIR defaults to bench_results/). It asserts nothing.
 """
@@ -336,8 +336,7 @@ def stream_sides(stateful_xml: Path, onnx_path: Path, chunks: list, x_name: str,
     floor.set_input_tensor(0, ov.Tensor(chunks[0], shared_memory=True))
 
     def floor_call():  # OpenVINO's own cost of a call: the tensor set once, nothing checked
-        floor.start_async()
-        floor.wait()
+        floor.infer(share_outputs=True)
         return floor.get_output_tensor(0).data
 
     sides = {"stream": (lambda nxt: lambda: next(iter(stream.feed({x_name: nxt()}).values())))(_rotating(chunks)), "openvino_floor": floor_call}

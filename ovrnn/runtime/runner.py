@@ -16,10 +16,11 @@ when it is small (into the request's own buffer, cheaper than a new tensor).
   allocates once and hands OpenVINO as the output tensors, so they stay the same arrays call after
   call; a dynamic output is a view of the tensor the call produced. Give ``copy=True`` (or copy
   what you keep) to hold results across calls. ``run`` and ``infer`` return copies.
-* The call itself: ``start_async()`` + ``wait()`` with no arguments (tensors set as above): the
-  plugin's own thread does the work and nothing is built for the outputs. On this project's shared
-  VM it took 0.33-0.44x the time of ``infer()`` for the one-step LSTM and silero streams (a 16-step
-  LSTM: 1.2x in one run); docs/performance.md#per-call-cost has the numbers.
+* The call itself: ``infer(share_outputs=True)`` with no inputs (tensors set as above): the graph
+  runs on the calling thread and the outputs it returns are views, not copies. ``start_async()`` +
+  ``wait()`` hands the call to the plugin's thread: on an idle machine waking that thread costs
+  more than the one-step LSTM itself (120 µs against 35 µs; equal when the other core is busy);
+  docs/performance.md#per-call-cost has the numbers.
 """
 
 from __future__ import annotations
@@ -192,8 +193,7 @@ class Runner:
     def __call__(self, inputs: dict[str, np.ndarray], copy: bool = False) -> dict[str, np.ndarray]:
         self.set_inputs(inputs)
         try:
-            self.request.start_async()
-            self.request.wait()
+            self.request.infer(share_outputs=True)  # on this thread; views of the buffers set above
         except RuntimeError as exc:
             raise inference_error(self.compiled.device, exc, inputs) from None
         return self.outputs_now(copy)
