@@ -10,10 +10,45 @@ from functools import lru_cache
 _WRAPPER_LINE = re.compile(r"^(Exception from .*:\d+:|Check '.*' failed at .*|\[ ?GENERAL_ERROR ?\]|.*\.(cpp|hpp):\d+:?)$")
 
 
+@lru_cache(maxsize=1)
 def ov():
     import openvino  # deferred: `ovrnn convert` never pays for it
 
-    return openvino
+    if hasattr(openvino, "op"):
+        return openvino
+    return _Runtime2024(openvino)  # 2024.6: op, opsetN, passes... live under openvino.runtime
+
+
+class _Runtime2024:
+    """``openvino`` of a release before 2025: names missing at the top level (``op``...) are taken
+    from ``openvino.runtime``, where 2024.6 keeps them (2026 removed ``openvino.runtime``)."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        try:
+            return getattr(self._module, name)
+        except AttributeError:
+            import openvino.runtime
+
+            return getattr(openvino.runtime, name)
+
+
+def ov_submodule(name: str):
+    """``openvino.<name>`` (opsetN, passes, utils.node_factory); releases before 2025 (2024.6,
+    which pyproject allows) have these only under ``openvino.runtime``, which 2026 removed."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"openvino.{name}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"openvino.runtime.{name}")
+
+
+def opset(version: int):
+    """The ``openvino.opsetN`` module on every supported release."""
+    return ov_submodule(f"opset{version}")
 
 
 def ov_message(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 from ..lower.layer_graph import LayerGraph, Layer
 from ..dtypes import ElementType
 from ..shapes import Dim, Shape
-from ..ov import ov
+from ..ov import opset, ov, ov_submodule
 from ..ir.templates import template
 
 # op type in the IR -> op class name in OpenVINO's opset tables, where they differ
@@ -34,7 +34,7 @@ def typed(key: str, value: object):
 
 @lru_cache(maxsize=None)
 def _factory(version: str):
-    from openvino.utils.node_factory import NodeFactory
+    NodeFactory = ov_submodule("utils.node_factory").NodeFactory
 
     return NodeFactory(version)
 
@@ -73,8 +73,7 @@ def assign(value, variable):
     against the variable: built on a stand-in Parameter of the value's type and shape, then rewired
     (the value may be another output of its node, say an If's second output, whose first output
     has another shape)."""
-    import openvino.opset1 as opset1
-    import openvino.opset6 as opset6
+    opset1, opset6 = opset(1), opset(6)
 
     node = opset6.assign(opset1.parameter(value.get_partial_shape(), value.get_element_type()), variable)
     node.input(0).replace_source_output(value)
@@ -87,7 +86,7 @@ def realize(g: LayerGraph, bindings: dict[int, object], variables: dict | None =
     ReadValue/Assign share the Variables in `variables` (by id); Assign nodes go to `sinks`, for
     the model's add_sinks; the names of layers marked precise go to `precise` (OpenVINO's Python
     API cannot attach the mark: ir.emit.mark_precise writes it into the serialized IR)."""
-    import openvino.opset6 as opset6
+    opset6 = opset(6)
 
     blob = memoryview(g.weights.getvalue())
     outs: dict[int, list] = {}

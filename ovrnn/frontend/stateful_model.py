@@ -28,7 +28,7 @@ from ..onnx.read import GraphView
 from ..shapes import Dim
 from ..families import families, named, onnx_op_names
 from ..stateful import StreamInfo, StreamState, common_steps
-from ..ov import ov
+from ..ov import opset, ov
 from .realize import partial_shape
 from .realize import assign as realize_assign
 
@@ -209,8 +209,7 @@ class _Probed(Exception):
 
 
 def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info: StreamInfo) -> list[StreamState]:
-    import openvino.opset1 as opset1
-    import openvino.opset6 as opset6
+    opset1, opset6 = opset(1), opset(6)
 
     o = ov()
     params = {n: p for p in model.get_parameters() for n in p.output(0).get_names()}
@@ -284,9 +283,7 @@ def _depends_on(node, param) -> bool:
 
 def _zeros(model, view: GraphView, name: str, shape, etype, who: str):
     """Zeros of the input's shape; a dynamic dim comes from the graph input that shares its ONNX symbol."""
-    import openvino.opset1 as opset1
-    import openvino.opset3 as opset3
-    import openvino.opset8 as opset8
+    opset1, opset3, opset8 = opset(1), opset(3), opset(8)
 
     if shape.is_static:
         return opset1.constant(np.zeros([d.get_length() for d in shape], etype.to_dtype()))

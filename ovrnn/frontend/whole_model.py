@@ -33,7 +33,7 @@ from ..onnx.frontend_input import FrontendInput, frontend_input
 from ..onnx.read import GraphView
 from .realize import partial_shape
 from ..progress import stage
-from ..ov import ov, ov_message
+from ..ov import ov, ov_message, ov_submodule
 from ..plugins import INTEGER_WEIGHTS
 from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
 from ..shapes import Dim, Shape
@@ -329,7 +329,8 @@ def _fold_constants(model) -> None:
     """Computed initial_h and shape subgraphs become constants when the shapes are static. The
     integer weights of compressed W/R (Consts named ".../quantized") stand behind a Parameter
     meanwhile, so their Convert -> Multiply chain is not folded back to float (in bodies too)."""
-    from openvino.passes import ConstantFolding, Manager
+    passes = ov_submodule("passes")
+    ConstantFolding, Manager = passes.ConstantFolding, passes.Manager
 
     with _held_back(model, lambda op: op.get_friendly_name().endswith(QUANTIZED_SUFFIX)):
         manager = Manager()

@@ -320,8 +320,9 @@ def _property_text(value) -> str:
 
 
 def _takes_rnncell(device: str) -> bool:
-    import openvino.opset1 as o1
-    import openvino.opset3 as o3
+    from ..ov import opset
+
+    o1, o3 = opset(1), opset(3)
 
     x, h = o1.parameter([1, 2], np.float32), o1.parameter([1, 2], np.float32)
     w = o1.constant(np.zeros((2, 2), np.float32))

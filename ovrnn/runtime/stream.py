@@ -402,7 +402,9 @@ def initial_values(model) -> dict[str, np.ndarray]:
     shapes (the initializer may be shaped from X); the inputs are zeros, which an initializer only
     reads the shape of."""
     ov = engine.ov()
-    import openvino.opset8 as ops
+    from ..ov import opset
+
+    ops = opset(8)
 
     clone = model.clone()
     readers = [op for op in clone.get_ordered_ops() if op.get_type_name() == "ReadValue" and op.get_input_size() == 1]
