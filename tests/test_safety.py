@@ -590,6 +590,20 @@ def test_batch_mismatch_at_run_time_is_a_usage_error(tmp_path):
                     "the input shapes do not fit together (X [4, 2, 3], sequence_lens [3], initial_h [1, 2, 5]): the batch (or another dynamic dim) must be the same in every input")
 
 
+
+def test_a_runner_refuses_disagreeing_batches_after_a_good_call_and_every_time():
+    """Runner calls infer() once a set of input shapes has run; OpenVINO's synchronous call with one
+    thread would run disagreeing dynamic dims at batch 0 (and later abort): they must still raise."""
+    model, feeds, flags = make_model(Case("d", dyn_batch=True, lens=(4, 2), h0=True))
+    runner = ovrnn.Runner(ovrnn.convert_model(model, flags or None), threads=1)
+    good = runner(feeds, copy=True)
+    assert np.array_equal(runner(feeds)["Y"], good["Y"])  # the same shapes again: the fast call, same numbers
+    bad = {**feeds, "sequence_lens": np.array([4, 2, 1], np.int32)}
+    for _ in range(2):
+        with pytest.raises(UsageError, match="the input shapes do not fit together"):
+            runner(bad)
+    assert np.array_equal(runner(feeds)["Y"], good["Y"])
+
 # --- odd input: one clear line, never "internal error" ------------------------------------------
 
 

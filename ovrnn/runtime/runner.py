@@ -16,11 +16,13 @@ when it is small (into the request's own buffer, cheaper than a new tensor).
   allocates once and hands OpenVINO as the output tensors, so they stay the same arrays call after
   call; a dynamic output is a view of the tensor the call produced. Give ``copy=True`` (or copy
   what you keep) to hold results across calls. ``run`` and ``infer`` return copies.
-* The call itself: ``infer(share_outputs=True)`` with no inputs (tensors set as above): the graph
-  runs on the calling thread and the outputs it returns are views, not copies. ``start_async()`` +
-  ``wait()`` hands the call to the plugin's thread: on an idle machine waking that thread costs
-  more than the one-step LSTM itself (120 µs against 35 µs; equal when the other core is busy);
-  docs/performance.md#per-call-cost has the numbers.
+* The call itself: ``infer(share_outputs=True)`` with no inputs (tensors set as above), on the
+  calling thread, outputs as views: on an idle machine ``start_async()`` + ``wait()`` costs a
+  wake-up of the plugin's thread (105-126 µs against 35 µs a one-step LSTM call; equal when the
+  other core is busy). The first call with a new set of input shapes goes through ``start_async()``
+  + ``wait()`` instead: with one inference thread OpenVINO 2026.4.1's synchronous path runs inputs
+  whose dynamic dims disagree at batch 0 and then aborts, where the asynchronous one raises;
+  docs/performance.md#per-call-cost.
 """
 
 from __future__ import annotations
@@ -189,11 +191,23 @@ class Runner:
             else:
                 self._dynamic.append((name, index))
         self._order = [name for name, _ in self.outputs]
+        self._proven: list | None = None  # the input shapes of the last call that ran (see __call__)
 
     def __call__(self, inputs: dict[str, np.ndarray], copy: bool = False) -> dict[str, np.ndarray]:
         self.set_inputs(inputs)
         try:
-            self.request.infer(share_outputs=True)  # on this thread; views of the buffers set above
+            # infer() runs on this thread (no wake-up of the plugin's: 35 µs against 105-126 µs a
+            # one-step call on an idle machine), but with one inference thread OpenVINO 2026.4.1's
+            # synchronous path runs inputs whose dynamic dims disagree at batch 0 and later aborts
+            # ('pure virtual method called'), where start_async() raises the shape error. So a set
+            # of input shapes runs through start_async() once; the same shapes again, through infer().
+            shapes = [(name, np.shape(value)) for name, value in inputs.items()]
+            if shapes == self._proven:
+                self.request.infer(share_outputs=True)
+            else:
+                self.request.start_async()
+                self.request.wait()
+                self._proven = shapes
         except RuntimeError as exc:
             raise inference_error(self.compiled.device, exc, inputs) from None
         return self.outputs_now(copy)
