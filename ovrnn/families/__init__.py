@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import onnx
+if TYPE_CHECKING:  # annotations only: the CLI imports this module, and onnx costs 150 ms to import
+    import onnx
 
 ONNX_DOMAINS = ("", "ai.onnx")  # the default domain, both spellings
 
