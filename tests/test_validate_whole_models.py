@@ -36,6 +36,35 @@ def test_validate_passes_on_the_recurrent_ppo_policy(tmp_path):
     assert f"note: {GATHER_NOTE}" in proc.stdout and proc.stdout.rstrip().endswith("PASS")
 
 
+PPO_PAIRS = "h_pi=h_pi_out,c_pi=c_pi_out,h_vf=h_vf_out,c_vf=c_vf_out"
+
+
+def test_validate_stateful_passes_on_the_recurrent_ppo_policy(tmp_path):
+    """The stream oracles hand the node the reference cannot compute to onnxruntime too (it was
+    one error, ReferenceUnavailable): every check passes, every call carried by hand, and the
+    report says which node onnxruntime computed."""
+    proc = ovrnn_cli("validate", RL / "recurrent_ppo.onnx", "--stateful", PPO_PAIRS, "--json", tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["passed"] and all(c["passed"] for c in report["comparisons"])
+    checks = {c["check"] for c in report["comparisons"]}
+    assert {"chunked == by hand", "final state", "reset", "two streams", "set_state", "long stream"} <= checks
+    assert {c["output"] for c in report["comparisons"] if c["check"] == "chunked == by hand"} == {"actions", "values", "log_prob"}
+    assert report["notes"].count(GATHER_NOTE) == 1
+    assert f"note: {GATHER_NOTE}" in proc.stdout and proc.stdout.rstrip().endswith("PASS")
+
+
+def test_validate_stateful_without_onnxruntime_refuses_the_node_in_one_line():
+    """--no-onnxruntime: no oracle may compute the GatherElements, so one error line, exit 2."""
+    proc = ovrnn_cli("validate", RL / "recurrent_ppo.onnx", "--stateful", PPO_PAIRS, "--no-onnxruntime")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot compute node '/policy/GatherElements' (GatherElements), "
+        "where onnx.reference raises ValueError: Except for dimension -1, all dimensions of index and self should be the same size."
+    ]
+    assert proc.stdout == ""
+
+
 def test_a_misread_op_is_named_on_the_recurrent_ppo_policy(monkeypatch):
     """With the rewrites of frontend_fixes.py switched off, the
     IR's log_prob is wrong on 2026.4.1, and validate names the node where the IR first departs

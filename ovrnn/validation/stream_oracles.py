@@ -33,6 +33,12 @@ class StreamOracle(ABC):
 
     def __init__(self, proto: onnx.ModelProto, ir, stream: Stream, batch: int) -> None:
         self.proto, self.ir, self.stream, self.batch, self.contract = proto, ir, stream, batch, stream.contract
+        # a node the float64 reference cannot compute goes to onnxruntime, noted here, as in
+        # validate (reference/fallback.py); None (onnxruntime not asked for): it raises instead
+        self.handed: list[str] | None = []
+
+    def _reference(self, model: onnx.ModelProto, feeds: dict) -> Outputs:
+        return reference.run_model(model, feeds, self.handed)
 
     def unmatched(self) -> list[str]:
         """The states no ONNX node matched: their final-state and set_state rows cannot run."""
@@ -175,12 +181,12 @@ class WholeSequence(StreamOracle):
         for s in self.ref_sources if seeds else ():
             model, name = _with_initial(model, s)  # the node reads its initial state from a new input: the seed
             extra[name] = seeds[s.id]
-        outputs = reference.run_model(model, {**self.feeds(feeds), **extra})
+        outputs = self._reference(model, {**self.feeds(feeds), **extra})
         return outputs, self._finals(outputs)
 
     def original_reference(self, feeds: dict) -> dict:
         model = self.original if self.original is not None else self.proto
-        return reference.run_model(whole_sequence_model(model, self.contract, state_sources(model, self.ir, self.contract)), self.feeds(feeds))
+        return self._reference(whole_sequence_model(model, self.contract, state_sources(model, self.ir, self.contract)), self.feeds(feeds))
 
     def onnxruntime(self, feeds: dict):
         status, outputs = run_onnxruntime(self.whole, self.feeds(feeds))
@@ -246,10 +252,10 @@ class CarriedByHand(StreamOracle):
         return joined, {sid: state[name] for sid, name, _ in self.pairs}
 
     def reference(self, feeds: dict, seeds: dict | None = None) -> tuple[dict, dict]:
-        return self._carry(lambda f: reference.run_model(self.ref_proto, f), feeds, seeds)
+        return self._carry(lambda f: self._reference(self.ref_proto, f), feeds, seeds)
 
     def original_reference(self, feeds: dict) -> dict:
-        return self._carry(lambda f: reference.run_model(self.original, f), feeds)[0]
+        return self._carry(lambda f: self._reference(self.original, f), feeds)[0]
 
     def onnxruntime(self, feeds: dict):
         status, session = ort_session(self.proto)
