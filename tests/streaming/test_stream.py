@@ -141,6 +141,30 @@ def test_inputs_are_passed_without_copies(irs, monkeypatch):
     assert (tensor == 7).all()
 
 
+def test_exact_chunks_of_a_static_stream_skip_the_checks_others_are_checked(irs, monkeypatch):
+    """Static inputs and states, chunks of exactly the port's type and shape: copied and run with
+    nothing else looked at (the per-call cost); any other chunk takes the checked path."""
+    case = STREAM_CASES[0]  # static batch 2
+    path, proto, _ = irs[case.id]
+    x = long_input(case, case.batch)
+    checked = ovrnn.Stream(path)
+    converted = np.concatenate([checked.feed({"X": c.astype(np.float64)}, copy=True)["Y"] for c in split(case, x)])
+
+    def checks(*_):
+        raise AssertionError("an exact chunk was checked")
+
+    exact = ovrnn.Stream(path)
+    with monkeypatch.context() as m:
+        m.setattr(ovrnn.Runner, "set_inputs", checks)
+        m.setattr(stream_module.Stream, "_check_inputs", checks)
+        got = run_stream(exact, case, x)
+    assert np.array_equal(got, converted)
+    close(got, whole(proto, case, x)["Y"], "exact chunks")
+    with pytest.raises(ovrnn.UsageError) as e:
+        exact.feed({"X": np.zeros((K + 1, case.batch, case.input_size), np.float32)})
+    assert str(e.value) == f"input 'X': one call takes {K} steps on axis 0, got {K + 1} (shape [{K + 1}, 2, 3]); split a longer input into {K}-step chunks"
+
+
 @pytest.mark.parametrize(
     "action, message",
     [
