@@ -171,14 +171,14 @@ def test_dynamic_outputs_are_views_too(tmp_path):
 # --- threads at batch 1 -------------------------------------------------------------------------------
 
 
-def _lstm(hidden: int, direction: str) -> bytes:
+def _lstm(hidden: int, direction: str, steps: int = 8) -> bytes:
     from onnx import TensorProto, helper, numpy_helper
 
     d = 2 if direction == "bidirectional" else 1
     rng = np.random.default_rng(0)
     w = {n: numpy_helper.from_array(rng.uniform(-0.1, 0.1, s).astype(np.float32), n) for n, s in (("W", (d, 4 * hidden, 4)), ("R", (d, 4 * hidden, hidden)))}
     node = helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=hidden, direction=direction)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [8, 1, 4])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], list(w.values()))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 4])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], list(w.values()))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString()
 
 
@@ -194,8 +194,15 @@ def test_a_small_recurrence_runs_on_one_thread_by_default(demo_ir):
 def test_a_large_bidirectional_recurrence_runs_on_all_cores():
     all_cores = ov.Core().compile_model(ov.Core().read_model(_lstm(256, "bidirectional"), b""), "CPU").get_property("INFERENCE_NUM_THREADS")
     runner = ovrnn.Runner(ovrnn.convert_model(_lstm(256, "bidirectional")))
-    assert runner.threads.count == all_cores and runner.threads.chosen_by == "ovrnn's batch-1 default: all cores for a large recurrence (4,194,304 weight reads a call)"
+    assert runner.threads.count == all_cores and runner.threads.chosen_by == "ovrnn's batch-1 default: all cores for a large recurrence (4,194,304 weight reads a call, 262,144 a step)"
     assert ovrnn.Runner(ovrnn.convert_model(_lstm(256, "forward"))).threads.count == 1  # 2,097,152 a call: one thread
+
+
+def test_small_steps_run_on_one_thread_however_many():
+    # a second thread does not shorten a step of H=128 (OpenVINO splits each step): one thread,
+    # though the call reads 8M weights
+    runner = ovrnn.Runner(ovrnn.convert_model(_lstm(128, "bidirectional", steps=64)))
+    assert runner.threads.count == 1 and runner.threads.chosen_by == "ovrnn's batch-1 default: one thread for small steps (65,536 weight reads a step, 8,388,608 a call)"
 
 
 @pytest.mark.parametrize("threads, count, chosen_by", [(1, 1, "asked with threads=1"), (2, 2, "asked with threads=2"), (0, None, "asked with threads=0 (all cores)")])

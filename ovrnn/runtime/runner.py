@@ -41,21 +41,27 @@ from ..families.rnn import RNN
 from .engine import DEFAULT_PRECISION, Compiled, _port_name, check_lengths, compile_ir, inference_error, make_tensor, ov, read_model, shape_check
 
 
-# From this many recurrent weight reads a call (gates x H x H x steps, summed over nodes and
-# directions), a call runs on all cores; below, on one thread. Measured with tools/bench_threads.py
-# (docs/performance.md#threads-at-batch-1): one thread was faster at H=64, T=64 (up to 2.1M reads,
-# 1.06-2.5x) and for the one-step streams, all cores at H=256, T=64 (from 4.2M reads, 0.78x geomean).
+# A call runs on all cores when it reads many recurrent weights (at least ALL_CORES_FROM a call:
+# gates x H x H x steps, summed over nodes and directions) AND one step of its largest direction
+# reads at least ALL_CORES_STEP_FROM (gates x H x H: 1 MiB of f32, LSTM H=256, GRU H=296, RNN
+# H=512); else on one thread. OpenVINO's CPU plugin splits each step across the threads (oneDNN's
+# RNN runs one parallel region a step, a MatMul chain one a node): below that size the split does
+# not shorten a step (all cores / 1 thread 0.98-1.28 at H 128-256, T=64, LSTM/GRU, cells or
+# MatMul chains; forecaster LSTM H=64 1.43), above it each core keeps half the step's weights in
+# its cache (0.29-0.88 at 1.6-3 MiB a step). Measured, docs/performance.md#threads-at-batch-1.
 ALL_CORES_FROM = 3_000_000
+ALL_CORES_STEP_FROM = 262_144
 
 
-def recurrent_reads_per_call(model) -> int | None:
-    """Recurrent weights a call reads (gates x H^2 x steps per direction), from the rt_info ovrnn
-    writes; None without it."""
+def recurrent_reads(model) -> tuple[int, int] | None:
+    """(recurrent weights a call reads, the most one step of one direction reads): gates x H^2
+    x steps per direction summed, and gates x H^2 at most, from the rt_info ovrnn writes; None
+    without it."""
     try:
         section = model.get_rt_info()["ovrnn"]
     except (AttributeError, KeyError, RuntimeError, TypeError):
         return None
-    total, found = 0, False
+    total, step, found = 0, 0, False
     for info in section.values() if isinstance(section, dict) else ():
         if not isinstance(info, dict) or "hidden_size" not in info or "steps" not in info:
             continue
@@ -65,18 +71,22 @@ def recurrent_reads_per_call(model) -> int | None:
         directions = max(sum(d in info for d in ("fwd", "rev")), 1)
         if hidden.isdigit() and steps.isdigit():
             total += gates * int(hidden) ** 2 * int(steps) * directions
+            step = max(step, gates * int(hidden) ** 2)
             found = True
-    return total if found else None
+    return (total, step) if found else None
 
 
 def latency_threads(model) -> tuple[int, str]:
     """(threads, why) that run one call of `model` fastest at batch 1 on CPU (0: all cores)."""
-    reads = recurrent_reads_per_call(model)
+    reads = recurrent_reads(model)
     if reads is None:
         return 1, "ovrnn's batch-1 default: one thread (no recurrence described in the IR's rt_info)"
-    if reads >= ALL_CORES_FROM:
-        return 0, f"ovrnn's batch-1 default: all cores for a large recurrence ({reads:,} weight reads a call)"
-    return 1, f"ovrnn's batch-1 default: one thread for a small recurrence ({reads:,} weight reads a call)"
+    per_call, per_step = reads
+    if per_call < ALL_CORES_FROM:
+        return 1, f"ovrnn's batch-1 default: one thread for a small recurrence ({per_call:,} weight reads a call)"
+    if per_step < ALL_CORES_STEP_FROM:
+        return 1, f"ovrnn's batch-1 default: one thread for small steps ({per_step:,} weight reads a step, {per_call:,} a call)"
+    return 0, f"ovrnn's batch-1 default: all cores for a large recurrence ({per_call:,} weight reads a call, {per_step:,} a step)"
 
 
 @dataclass(frozen=True)
