@@ -10,7 +10,7 @@ its default (the cell chain). The table is data: `ovrnn/data/cpu_forms.json`.
 
     cpu_isa()              the ISA as oneDNN names its levels, from /proc/cpuinfo's flags
     machine_key()          (OpenVINO release, ISA) of this machine, without importing OpenVINO
-    measured_form(...)     the row for an op, hidden size, batch and direction: form and why
+    measured_form(...)     the row for an op, hidden size, batch, direction and steps: form and why
 """
 
 from __future__ import annotations
@@ -116,21 +116,34 @@ def op_kind(op: str, linear_before_reset: bool = False) -> str:
     return f"{GRU.name}-lbr1" if op == GRU.name and linear_before_reset else op
 
 
-def measured_form(kind: str, hidden: int, batch: int | None, bidirectional: bool, key: tuple[str, str] | None = None, table: tuple[dict, ...] | None = None) -> FormChoice | None:
-    """The row measured nearest to (hidden, batch) for this cell kind and direction count, on this
-    machine's (release, ISA); None without an entry, or where the nearest measured hidden size is
-    more than 2x off (no row stands for it). A dynamic batch (None) reads the batch-1 rows."""
+def measured_form(kind: str, hidden: int, batch: int | None, bidirectional: bool, key: tuple[str, str] | None = None, table: tuple[dict, ...] | None = None, steps: int | None = None) -> FormChoice | None:
+    """The row measured nearest to (steps, hidden, batch) for this cell kind and direction count, on
+    this machine's (release, ISA); None without an entry, or where no row's hidden size is within 2x
+    (no row stands for it). Steps first: the rows of the step count nearest to `steps` (log scale;
+    a one-step stream's call costs differ in kind from a 64-step chain's), falling back to the next
+    step count where those rows have no hidden size within 2x; None (or a row without steps): the
+    longest measured. A dynamic batch (None) reads the batch-1 rows."""
     entry = entry_for(key, table)
     if entry is None:
         return None
     directions = "bidirectional" if bidirectional else "forward"
     rows = [r for r in entry.get("rows", ()) if r["op"] == kind and r["direction"] == directions]
-    if not rows:
-        return None
-    want_batch = batch or 1
-    row = min(rows, key=lambda r: (abs(math.log2(r["hidden"] / hidden)), abs(math.log2(r["batch"] / want_batch)), r["hidden"]))
-    if abs(math.log2(row["hidden"] / hidden)) > 1:
-        return None
+    longest = max((r["steps"] for r in rows if r.get("steps")), default=None)
+    want_steps, want_batch = steps or longest, batch or 1
+
+    def steps_off(r) -> tuple[float, int]:  # nearest step count first; a tie goes to the longer one
+        have = r.get("steps")
+        return (0.0, 0) if not have or not want_steps else (abs(math.log2(have / want_steps)), -have)
+
+    for off in sorted({steps_off(r) for r in rows}):
+        group = [r for r in rows if steps_off(r) == off]
+        row = min(group, key=lambda r: (abs(math.log2(r["hidden"] / hidden)), abs(math.log2(r["batch"] / want_batch)), r["hidden"]))
+        if abs(math.log2(row["hidden"] / hidden)) <= 1:
+            return FormChoice(row["choice"], _why(entry, kind, row, directions))
+    return None
+
+
+def _why(entry: dict, kind: str, row: dict, directions: str) -> str:
     times = ", ".join(f"{form} {us:.0f} µs" for form, us in row["us"].items())
-    why = f"measured on {entry['isa']} with OpenVINO {entry['openvino']}, {kind} H={row['hidden']} batch {row['batch']} {directions}: {times}"
-    return FormChoice(row["choice"], why)
+    steps = f" T={row['steps']}" + (" stream" if row.get("stream") else "") if row.get("steps") else ""
+    return f"measured on {entry['isa']} with OpenVINO {entry['openvino']}, {kind} H={row['hidden']}{steps} batch {row['batch']} {directions}: {times}"

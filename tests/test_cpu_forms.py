@@ -57,6 +57,22 @@ def test_the_row_nearest_in_hidden_size_and_batch():
     assert str(form(256)) == "matmul (measured on avx512_core with OpenVINO 2099.1.0, GRU H=256 batch 1 forward: cell 300 µs, matmul 100 µs)"
 
 
+def test_the_rows_of_the_nearest_step_count_first():
+    t = table(
+        {"op": "LSTM", "hidden": 128, "steps": 1, "stream": True, "choice": "matmul"},
+        {"op": "LSTM", "hidden": 128, "steps": 16, "stream": True, "choice": "cell"},
+        {"op": "LSTM", "hidden": 128, "steps": 64, "choice": "cell", "us": {"cell": 100.0, "matmul": 130.0}},
+        {"op": "LSTM", "hidden": 512, "steps": 64, "choice": "matmul"},
+    )
+    form = lambda steps, H=128: cpu_forms.measured_form("LSTM", H, 1, False, KEY, t, steps=steps)  # noqa: E731
+    # log scale: T=3 is nearer 1 than 16; T=4 is as near both, and a tie goes to the longer
+    assert [form(T).form for T in (1, 2, 3, 4, 8, 16, 32, 64, 1000)] == ["matmul", "matmul", "matmul", "cell", "cell", "cell", "cell", "cell", "cell"]
+    assert form(None).why.endswith("LSTM H=128 T=64 batch 1 forward: cell 100 µs, matmul 130 µs")  # no step count: the longest rows
+    assert str(form(1)) == "matmul (measured on avx512_core with OpenVINO 2099.1.0, LSTM H=128 T=1 stream batch 1 forward: cell 300 µs, matmul 100 µs)"
+    assert form(1, H=700).why.endswith("LSTM H=512 T=64 batch 1 forward: cell 300 µs, matmul 100 µs")  # no T=1 row within 2x: the next step count's
+    assert form(1, H=2000) is None
+
+
 def gru(H: int, lbr: int = 0, direction: str = "forward", T: int = 6, I: int = 5) -> onnx.ModelProto:
     D = 2 if direction == "bidirectional" else 1
     rng = np.random.default_rng(H + lbr)
@@ -202,3 +218,19 @@ def test_the_tool_writes_an_entry_for_this_machine(tmp_path):
     assert row["choice"] in ("cell", "matmul") and set(row["us"]) == {"cell", "matmul"}
     assert max(row["threads"]["1"]["max_error"].values()) <= 1e-5
     assert tool.main(["--show", "--out", str(out)]) == 0
+
+
+def test_the_tool_measures_streams_and_merges_rows(tmp_path):
+    """--stream: each form converted --stateful and streamed 8 calls from zeros against onnxruntime
+    with the state carried by hand (checked); the run's rows join the entry's other rows, a row of
+    the same key replaced."""
+    out = tmp_path / "forms.json"
+    tool = _tool()
+    common = ["--directions", "forward", "--threads", "1", "--rounds", "2", "--out", str(out)]
+    assert tool.main(["--kinds", "GRU", "--hidden", "8", "--steps", "4", *common]) == 0
+    for _ in range(2):  # the second run replaces its own row
+        assert tool.main(["--kinds", "LSTM", "--hidden", "8", "--steps", "1", "--stream", *common]) == 0
+    (mine,) = json.loads(out.read_text())["entries"]
+    assert [(r["op"], r["steps"], r.get("stream", False)) for r in mine["rows"]] == [("GRU", 4, False), ("LSTM", 1, True)]
+    row = mine["rows"][1]
+    assert row["choice"] in ("cell", "matmul") and max(row["threads"]["1"]["max_error"].values()) <= 1e-5

@@ -13,10 +13,18 @@ replaces it where it is faster by at least `--margin` (default 10%: the median r
 chain ≤ 0.9) and faster in at least 8 rounds of 10, at every thread count measured.
 
 The entry is keyed by the OpenVINO release and the CPU's ISA (ovrnn.cpu_forms.machine_key()); a
-run replaces the entry of its own key and keeps the others. The machine's load is recorded with
+run replaces the rows it measured in the entry of its own key and keeps the others. The machine's load is recorded with
 each row: on a shared machine, run it when it is quiet, or read the spreads.
 
+With ``--stream`` each form is converted ``--stateful`` (a stream of T steps a call, the state kept
+by OpenVINO between calls) and timed as ``ovrnn.Runner`` calls it (the chunk set once, the
+binding's own infer), against onnxruntime on the node with initial_h (initial_c) inputs, the state
+carried by hand: the rows a one-step or short stream reads (``steps`` T, ``stream`` true). A run
+merges its rows into its key's entry: a row of the same op, hidden size, batch, direction and
+steps is replaced, the others are kept.
+
     python tools/measure_forms.py                    # the full grid, merged into ovrnn/data/cpu_forms.json
+    python tools/measure_forms.py --kinds LSTM --directions forward --steps 1 --stream --threads 1
     python tools/measure_forms.py --quick --out t.json   # H 64 and 256, forward and bidirectional, fewer rounds
     python tools/measure_forms.py --show             # the entry for this machine, as a table
 """
@@ -47,8 +55,9 @@ FORMS = ("cell", "matmul")
 TOLERANCE = 1e-5
 
 
-def make_node(path: Path, kind: str, T: int, H: int, batch: int, bidirectional: bool) -> Path:
-    """One ONNX node of `kind`, default activations, I = H, uniform(±1/√H) weights (seeded)."""
+def make_node(path: Path, kind: str, T: int, H: int, batch: int, bidirectional: bool, states: bool = False) -> Path:
+    """One ONNX node of `kind`, default activations, I = H, uniform(±1/√H) weights (seeded);
+    `states`: initial_h (initial_c) graph inputs, what a stream carries."""
     op, lbr = KINDS[kind]
     D, G = (2 if bidirectional else 1), GATES[op]
     rng = np.random.default_rng(H * 31 + T + D)
@@ -58,9 +67,10 @@ def make_node(path: Path, kind: str, T: int, H: int, batch: int, bidirectional: 
     attrs = {"hidden_size": H, "direction": "bidirectional" if bidirectional else "forward"}
     if op == "GRU":
         attrs["linear_before_reset"] = lbr
-    node = helper.make_node(op, ["X", "W", "R", "B"], outputs, name=kind.lower(), **attrs)
+    state_names = (["initial_h"] + (["initial_c"] if op == "LSTM" else [])) if states else []
+    node = helper.make_node(op, ["X", "W", "R", "B"] + (["", *state_names] if states else []), outputs, name=kind.lower(), **attrs)
     graph = helper.make_graph(
-        [node], "forms", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, H])],
+        [node], "forms", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, H])] + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [D, batch, H]) for n in state_names],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
         [init("W", (D, G * H, H)), init("R", (D, G * H, H)), init("B", (D, 2 * G * H))],
     )
@@ -97,6 +107,62 @@ def sides_for(onnx_path: Path, x: np.ndarray, threads: int, work: Path) -> tuple
         got = [request.get_output_tensor(i).data for i in range(len(want))]
         errors[form] = max(float(np.max(np.abs(g.astype(np.float64) - w))) for g, w in zip(got, want))
         sides[form] = request.infer
+    return sides, errors
+
+
+def stream_sides_for(onnx_path: Path, chunks: list, threads: int, work: Path) -> tuple[dict, dict]:
+    """{side: call} of a stream, each call the next chunk: onnxruntime with the state carried by
+    hand, and every form as `ovrnn convert --stateful` run by ovrnn.Runner (the chunk copied into
+    the request's buffer, then the binding's own infer; the state kept by OpenVINO); and {form: max
+    |form - onnxruntime|} of the first output over as many calls as there are chunks."""
+    import onnxruntime as ort
+
+    import ovrnn
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    carried = [i.name for i in session.get_inputs() if i.name != "X"]
+    shape = lambda name: [d if isinstance(d, int) else 1 for d in next(i.shape for i in session.get_inputs() if i.name == name)]  # noqa: E731
+
+    def ort_stream():
+        state = {n: np.zeros(shape(n), np.float32) for n in carried}
+        at = {"i": 0}
+
+        def call():
+            at["i"] = (at["i"] + 1) % len(chunks)
+            out = session.run(None, {"X": chunks[at["i"]], **state})
+            for k, name in enumerate(carried):  # Y_h (Y_c) back in as initial_h (initial_c)
+                state[name] = out[1 + k]
+            return out[0]
+
+        return call
+
+    def ov_stream(xml):
+        runner = ovrnn.Runner(xml, threads=threads)
+        at = {"i": 0}
+
+        def call():
+            at["i"] = (at["i"] + 1) % len(chunks)
+            if not runner.copied_exactly({"X": chunks[at["i"]]}):
+                raise ValueError("the chunk does not match the stream's input")
+            return runner.infer_set()[runner.compiled.output_names[0]]
+
+        return call
+
+    want = ort_stream()
+    want = np.concatenate([np.array(want()) for _ in chunks])
+    sides, errors = {"onnxruntime": ort_stream()}, {}
+    for form in FORMS:
+        xml = work / f"{onnx_path.stem}_{form}_stream.xml"
+        ovrnn.convert_model(str(onnx_path), lowering=form, stateful=True).save(xml)
+        check = ov_stream(xml)
+        got = np.concatenate([np.array(check()) for _ in chunks])
+        errors[form] = float(np.max(np.abs(got.astype(np.float64) - want)))
+        sides[form] = ov_stream(xml)
     return sides, errors
 
 
@@ -151,11 +217,12 @@ def measure(args) -> dict:
             for H in map(int, args.hidden.split(",")):
                 for batch in map(int, args.batch.split(",")):
                     for bidirectional in {"forward": (False,), "bidirectional": (True,), "both": (False, True)}[args.directions]:
-                        path = make_node(work / f"{kind}_H{H}_B{batch}_{int(bidirectional)}.onnx", kind, args.steps, H, batch, bidirectional)
+                        path = make_node(work / f"{kind}_H{H}_B{batch}_{int(bidirectional)}.onnx", kind, args.steps, H, batch, bidirectional, states=args.stream)
                         x = np.random.default_rng(1).uniform(-1, 1, (args.steps, batch, H)).astype(np.float32)
+                        chunks = [np.random.default_rng(i).uniform(-1, 1, x.shape).astype(np.float32) for i in range(8)]
                         per_thread, choices = {}, []
                         for th in threads:
-                            sides, errors = sides_for(path, x, th, work)
+                            sides, errors = stream_sides_for(path, chunks, th, work) if args.stream else sides_for(path, x, th, work)
                             load = os.getloadavg()[0]
                             times = alternate(sides, args.rounds)
                             choice, ratios = choose(times, errors, args.margin)
@@ -172,6 +239,9 @@ def measure(args) -> dict:
                         first = per_thread[str(threads[0])]
                         row = {"op": kind, "hidden": H, "batch": batch, "direction": "bidirectional" if bidirectional else "forward",
                                "steps": args.steps, "choice": choice, "us": {f: first["us"][f] for f in FORMS}, "threads": per_thread}
+                        if args.stream:
+                            row["stream"] = True
+                        row["rounds"], row["measured"] = args.rounds, datetime.date.today().isoformat()
                         rows.append(row)
                         print(line(row), flush=True)
     release, isa = cpu_forms.machine_key()
@@ -181,10 +251,11 @@ def measure(args) -> dict:
 
 def line(row: dict) -> str:
     parts = []
+    what = f"T{row.get('steps', '?')}" + (" stream" if row.get("stream") else "")
     for th, m in row["threads"].items():
         ratio = " ".join(f"{f} {m['vs_onnxruntime'][f]:.2f}" for f in FORMS)
         parts.append(f"th{th} ÷ort: {ratio} | matmul÷cell {m['vs_cell']['matmul'][0]:.2f} ({m['vs_cell']['matmul'][1]:.2f}-{m['vs_cell']['matmul'][2]:.2f}), load {m['load']}")
-    return f"{row['op']:8} H{row['hidden']:<4} B{row['batch']} {row['direction']:13} -> {row['choice']:6} " + "; ".join(parts)
+    return f"{row['op']:8} H{row['hidden']:<4} B{row['batch']} {what:10} {row['direction']:13} -> {row['choice']:6} " + "; ".join(parts)
 
 
 def cpu_name() -> str:
@@ -195,13 +266,24 @@ def cpu_name() -> str:
         return ""
 
 
+def row_key(row: dict) -> tuple:
+    return row["op"], row["hidden"], row["batch"], row["direction"], row.get("steps")
+
+
 def merge(path: Path, entry: dict) -> None:
-    """Replace the entry of the same (release, ISA), keep the others; written atomically."""
+    """Merge `entry`'s rows into the entry of the same (release, ISA): a row of the same op,
+    hidden size, batch, direction and steps is replaced, the others kept (other keys' entries
+    too); written atomically."""
     try:
         table = json.loads(path.read_text())
     except (OSError, ValueError):
         table = {}
-    entries = [e for e in table.get("entries", []) if (e.get("openvino"), e.get("isa")) != (entry["openvino"], entry["isa"])]
+    key = (entry["openvino"], entry["isa"])
+    old = next((e for e in table.get("entries", []) if (e.get("openvino"), e.get("isa")) == key), None)
+    entries = [e for e in table.get("entries", []) if (e.get("openvino"), e.get("isa")) != key]
+    if old is not None:
+        new_keys = {row_key(r) for r in entry["rows"]}
+        entry = {**old, **entry, "rows": [r for r in old.get("rows", []) if row_key(r) not in new_keys] + entry["rows"]}
     entries.append(entry)
     entries.sort(key=lambda e: (e["openvino"], e["isa"]))
     text = json.dumps({"about": "measured by tools/measure_forms.py; read by ovrnn/cpu_forms.py", "entries": entries}, indent=1, ensure_ascii=False) + "\n"
@@ -230,6 +312,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", default="1", help="batch sizes (default: %(default)s)")
     ap.add_argument("--directions", choices=("forward", "bidirectional", "both"), default="both")
     ap.add_argument("--steps", type=int, default=64, help="T (default: %(default)s)")
+    ap.add_argument("--stream", action="store_true", help="time each form as a stateful stream of --steps steps a call (convert --stateful), onnxruntime with the state carried by hand")
     ap.add_argument("--threads", default="1,0", help="INFERENCE_NUM_THREADS values, 0 = OpenVINO's default (all cores) (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--margin", type=float, default=0.1, help="how much faster a form must be to replace the cell chain (default: %(default)s)")

@@ -108,11 +108,12 @@ def _form(spec, d: int, options, integer_weights: bool) -> StepForm:
         return StepForm(Form.EXPLICIT, Reason.CELL_LACKS, ", ".join(lacks + foreign))
     if foreign:
         return StepForm(Form.EXPLICIT, Reason.ACTIVATION, ", ".join(foreign))
-    # the measured table: both directions share T, H and batch. Not for integer weights: a MatMul
+    # the measured table, by T, H and batch (both directions share them): a one-step stream's call
+    # is not a 64-step chain's. Not for integer weights: a MatMul
     # over int8 weights behind a Convert does not compile on OpenVINO 2026.4.
     if options.measured is not None and not integer_weights and options.compression is None:
         kind = op_kind(op, bool(getattr(spec, "linear_before_reset", False)))
-        row = measured_form(kind, spec.hidden_size, spec.batch.value, spec.num_directions == 2, options.measured)
+        row = measured_form(kind, spec.hidden_size, spec.batch.value, spec.num_directions == 2, options.measured, steps=spec.seq_length)
         if row is not None and row.form != "cell":
             return StepForm(Form.EXPLICIT, Reason.MEASURED, f"faster than the cell chain, {row.why}")
         if row is not None:

@@ -263,3 +263,42 @@ def test_a_constant_initial_state_is_restored_by_reset_on_cpu(constant_init_ir):
     stream.reset()
     close(run_stream(stream, case, x), want, "after reset")
     assert stream_module.initial_values(ovrnn.runtime.engine.read_model(path)).keys() == {"lstm/H", "lstm/C"}
+
+
+# The committed CPU table's stream rows (tools/measure_forms.py --stream): convert --device CPU
+# gives a one-step LSTM stream at H=128 the explicit MatMul step, a 16-step one its cell chain.
+# Each case: (case, the form the table gives its direction).
+CPU_FORM_CASES = [
+    (Case("lstm-T1-H128-stream-cpu-measured-explicit", op="LSTM", T=1, batch=1, input_size=128, hidden=128, h0=True, c0=True), "explicit"),
+    (Case("lstm-T1-H64-I32-stream-cpu-measured-explicit", op="LSTM", T=1, batch=1, input_size=32, hidden=64, h0=True, c0=True), "explicit"),
+    (Case("lstm-T16-H128-stream-cpu-measured-cell", op="LSTM", T=16, batch=1, input_size=128, hidden=128, h0=True, c0=True), "cell"),
+    (Case("lstm-T1-H512-stream-cpu-measured-cell", op="LSTM", T=1, batch=1, input_size=64, hidden=512, h0=True, c0=True), "cell"),
+]
+
+
+@pytest.fixture
+def committed_table_here(tmp_path, monkeypatch):
+    """The committed table's entry under this machine's key: the rows as measured, on any CPU."""
+    from ovrnn import cpu_forms
+
+    entry = next(e for e in cpu_forms.load_table() if (e["openvino"], e["isa"]) == ("2026.4.1", "avx512_core_fp16"))
+    release, isa = cpu_forms.machine_key()
+    path = tmp_path / "cpu_forms.json"
+    path.write_text(__import__("json").dumps({"entries": [entry | {"openvino": release, "isa": isa}]}))
+    monkeypatch.setattr(cpu_forms, "TABLE", path)
+    return entry
+
+
+@pytest.mark.parametrize("case, form", CPU_FORM_CASES, ids=[c.id for c, _ in CPU_FORM_CASES])
+def test_cpu_stream_takes_the_measured_step_form_and_matches_the_reference(committed_table_here, case, form):
+    proto, _, flags = make_model(case)
+    ir = ovrnn.convert_model(proto, flags, stateful=True, device="CPU")
+    chain = ir.rnns[0].chains[0]
+    assert chain.lowering == form
+    assert f"LSTM H={case.hidden} T={case.T} stream batch 1 forward" in chain.why  # the row it read, in rt_info
+    cells = ir.xml.count(b'type="LSTMCell"')
+    assert cells == (case.T if form == "cell" else 0)  # a cell chain where the form is the cell
+    x = np.random.default_rng(3).uniform(-2, 2, (3 * case.T, 1, case.input_size)).astype(np.float32)
+    stream = ovrnn.Stream(ir)
+    got = np.concatenate([stream.feed({"X": c}, copy=True)["Y"] for c in np.split(x, 3)])
+    close(got, whole(proto, case, x)["Y"], f"{case.id} against the float64 reference")
