@@ -20,7 +20,8 @@ cores here) moves both sides of a pair. OpenVINO runs on CPU at INFERENCE_PRECIS
   (when its wheel is installed): per-call latency of ovrnn.Stream.feed on the stateful IR ÷ onnxruntime
   with the state carried by hand (the faster of its 1-thread and all-thread sessions), ÷ ovrnn.Runner on
   the stateless IR with the state carried by the host, and ÷ OpenVINO's own floor (one request, the
-  tensor set once, infer(share_outputs=True)); every side gets a new chunk array each call, as a stream does
+  tensor set once, infer(share_outputs=True)); every side gets a new chunk array each call, as a stream does;
+  the IRs are converted for CPU (device="CPU"): each takes the step form ovrnn/data/cpu_forms.json measured
 
 Writes DIR/bench.md and DIR/bench.json (DIR defaults to bench_results/). It asserts nothing.
 """
@@ -381,13 +382,15 @@ def s_stream(tmp: Path, quick: bool) -> dict:
     cases = []
     for K in (1, 16):
         onnx_path = make_stream_lstm(tmp / f"stream_{K}.onnx", K)
-        stateful = ovrnn.convert_model(str(onnx_path), stateful=True).save(onnx_path.with_name(onnx_path.stem + "_stateful.xml"))
+        # converted for CPU: the step form the measured table gives each (explicit at K=1, cell at K=16)
+        stateful = ovrnn.convert_model(str(onnx_path), stateful=True, device="CPU").save(onnx_path.with_name(onnx_path.stem + "_stateful.xml"))
+        stateless = ovrnn.convert_model(str(onnx_path), device="CPU").save(onnx_path.with_suffix(".xml"))
         chunks = [np.random.default_rng(i).uniform(-1, 1, (K, 1, 128)).astype(np.float32) for i in range(8)]
         carried = {"initial_h": (1, (1, 1, 128)), "initial_c": (2, (1, 1, 128))}
-        cases.append((f"LSTM H=128 K={K}", f"stream_K{K}", K, lambda s=stateful, o=onnx_path, c=chunks, h=carried: stream_sides(s, o, c, "X", h, {}, convert(o))))
+        cases.append((f"LSTM H=128 K={K}", f"stream_K{K}", K, lambda s=stateful, o=onnx_path, c=chunks, h=carried, x=stateless: stream_sides(s, o, c, "X", h, {}, x)))
     silero = _silero_onnx()
     if silero is not None:
-        xml = ovrnn.convert_model(str(silero), input="input[1,512],state[2,1,128],sr->16000", stateful="state=stateN").save(tmp / "silero_stream.xml")
+        xml = ovrnn.convert_model(str(silero), input="input[1,512],state[2,1,128],sr->16000", stateful="state=stateN", device="CPU").save(tmp / "silero_stream.xml")
         chunks = [(np.random.default_rng(i).standard_normal((1, 512)) * 0.1).astype(np.float32) for i in range(8)]
         sr = {"sr": np.array(16000, np.int64)}
         cases.append(("silero VAD 16 kHz, 512 samples", "stream_silero", 1, lambda x=xml, c=chunks: stream_sides(x, silero, c, "input", {"state": (1, (2, 1, 128))}, sr)))
