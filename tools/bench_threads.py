@@ -2,7 +2,7 @@
 
     python tools/bench_threads.py [--rounds 15] [--seconds 0.05] [--out bench_results/threads.json]
 
-For each kind of model (RNN, GRU, LSTM; forward and bidirectional; H 64 and 256; T 64; batch 1,
+For each kind of model (RNN, GRU, LSTM; forward and bidirectional; H 64, 128, 256 and 384; T 64; batch 1,
 I = H), a one-step LSTM H=128 stream and the silero VAD stream (when its wheel is installed), ovrnn
 runs the same IR with ``threads=1`` and with ``threads=0`` (all cores, OpenVINO's own default), and
 onnxruntime with 1 thread and with all. **Each side runs in its own process**: in one process, a
@@ -120,7 +120,7 @@ def cases(tmp: Path) -> list[tuple[str, dict]]:
 
     out = []
     for op in ("RNN", "GRU", "LSTM"):
-        for H in (64, 256):
+        for H in (64, 128, 256, 384):
             for direction in ("forward", "bidirectional"):
                 onnx_path = bench.make_rnn(tmp / f"{op}_{H}_{direction}.onnx", 64, H, H, direction, 1, op=op)
                 xml = ovrnn.convert_model(str(onnx_path), device="CPU").save(onnx_path.with_suffix(".xml"))
