@@ -109,6 +109,7 @@ class Compiled:
     output_names: list[str] = field(default_factory=list)  # as the IR names them, by index
     layers_per_device: dict[str, int] = field(default_factory=dict)  # HETERO: which device runs how many layers
     integer_weights: str = ""  # kept or folded (weight_precision.verdict); "" without integer weights
+    packed: object | None = None  # packing.PackedLayout: the outputs were compiled packed into one
 
     def runtime_layer_types(self) -> Counter:
         """Layer types the plugin actually runs (a chain may be folded back into a sequence)."""
@@ -139,11 +140,16 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
         actual = precision or "default"
     # Names come from the model as read: compiling may merge tensor names (a fused Relu's output
     # also answers to its input's name), and then get_any_name() can pick the wrong one.
-    names = [min(o.get_names()) if o.get_names() else f"output_{i}" for i, o in enumerate(model.outputs)]
+    names = output_names(model)
     from .weight_precision import compiled_verdict
 
     kept = compiled_verdict(model, compiled, device)
     return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device), kept)
+
+
+def output_names(model) -> list[str]:
+    """The model's output names by index, as read (see compile_ir)."""
+    return [min(o.get_names()) if o.get_names() else f"output_{i}" for i, o in enumerate(model.outputs)]
 
 
 def _layers_per_device(model, device: str) -> dict[str, int]:

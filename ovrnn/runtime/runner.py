@@ -193,9 +193,13 @@ class Runner:
                 self._tensors[position] = o.Tensor(buffer, shared_memory=True)
                 self.request.set_input_tensor(position, self._tensors[position])
                 self._buffers[position] = buffer
-        self.outputs = list(zip(c.output_names, c.compiled.outputs))
+        self.outputs = list(zip(c.output_names, c.compiled.outputs)) if c.packed is None else []
         self._views: dict[str, np.ndarray] = {}  # static outputs: read-only views of buffers set once
         self._dynamic: list[tuple[str, int]] = []  # outputs read from the request after each call
+        if c.packed is not None:  # one buffer, each output a view of its slice (runtime/packing.py)
+            packed = np.zeros(c.packed.size, c.packed.dtype)
+            self.request.set_output_tensor(0, o.Tensor(packed, shared_memory=True))
+            self._views = c.packed.views(packed)
         for index, (name, port) in enumerate(self.outputs):
             pshape, etype = port.get_partial_shape(), port.get_element_type()
             if pshape.is_static and etype != o.Type.bf16:
@@ -204,7 +208,7 @@ class Runner:
                 self._views[name] = _read_only(buffer)
             else:
                 self._dynamic.append((name, index))
-        self._order = [name for name, _ in self.outputs]
+        self._order = list(c.output_names)
         self._proven: list | None = None  # the input shapes of the last call that ran (see __call__)
         # Every input static and copied into the request's buffer: a call's shapes cannot disagree
         # (the start_async() proof below is for dynamic dims), and an input of exactly its port's

@@ -33,7 +33,7 @@ Devices, by name:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -192,7 +192,10 @@ class Stream:
             _check_static(model, device)
         note = precision_note(device, precision)
         extra, chosen_by = thread_properties(device, threads, properties, model)
-        compiled = engine.compile_ir(model, device, precision, cache_dir, {**extra, **(properties or {})})
+        packed = _packed(model, device, precision, properties)
+        compiled = engine.compile_ir(packed.model if packed else model, device, precision, cache_dir, {**extra, **(properties or {})})
+        if packed is not None:  # the outputs compiled as one (runtime/packing.py): the runner hands out views
+            compiled = replace(compiled, output_names=engine.output_names(model), packed=packed.layout)
         # NPU's reset zero-fills: the initial values that are not zero are seeded after each reset
         seeds = _nonzero_initial_values(model) if traits.reset_zero_fills else {}
         types = {v.info.variable_id: (v.info.data_type, v.info.data_shape) for v in model.get_variables()}
@@ -390,6 +393,17 @@ class Stream:
                     f"a state carries one batch; call reset() before a stream of another batch (or set every state to batch {batch})"
                 )
         return batch
+
+
+def _packed(model, device: str, precision: str | None, properties: dict | None):
+    """The model with its outputs packed into one (packing.Packed), where that is measured and
+    exact: on CPU at f32; None elsewhere or where packing does not apply."""
+    from .packing import pack_outputs
+
+    hint = str((properties or {}).get("INFERENCE_PRECISION_HINT", precision)).lower()
+    if device != "CPU" or precision != "f32" or hint not in ("f32", "float32"):
+        return None
+    return pack_outputs(model, engine.output_names(model))
 
 
 def _check_static(model, device: str) -> None:
