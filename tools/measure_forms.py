@@ -17,8 +17,8 @@ run replaces the rows it measured in the entry of its own key and keeps the othe
 each row: on a shared machine, run it when it is quiet, or read the spreads.
 
 With ``--stream`` each form is converted ``--stateful`` (a stream of T steps a call, the state kept
-by OpenVINO between calls) and timed as ``ovrnn.Runner`` calls it (the chunk set once, the
-binding's own infer), against onnxruntime on the node with initial_h (initial_c) inputs, the state
+by OpenVINO between calls) and timed as ``ovrnn.Stream.feed`` runs it (a new chunk each call),
+against onnxruntime on the node with initial_h (initial_c) inputs, the state
 carried by hand: the rows a one-step or short stream reads (``steps`` T, ``stream`` true). A run
 merges its rows into its key's entry: a row of the same op, hidden size, batch, direction and
 steps is replaced, the others are kept.
@@ -112,9 +112,9 @@ def sides_for(onnx_path: Path, x: np.ndarray, threads: int, work: Path) -> tuple
 
 def stream_sides_for(onnx_path: Path, chunks: list, threads: int, work: Path) -> tuple[dict, dict]:
     """{side: call} of a stream, each call the next chunk: onnxruntime with the state carried by
-    hand, and every form as `ovrnn convert --stateful` run by ovrnn.Runner (the chunk copied into
-    the request's buffer, then the binding's own infer; the state kept by OpenVINO); and {form: max
-    |form - onnxruntime|} of the first output over as many calls as there are chunks."""
+    hand, and every form as `ovrnn convert --stateful` fed by ovrnn.Stream (what a stream's call
+    costs; the state kept by OpenVINO); and {form: max |form - onnxruntime|} of Y over as many
+    calls as there are chunks."""
     import onnxruntime as ort
 
     import ovrnn
@@ -142,14 +142,12 @@ def stream_sides_for(onnx_path: Path, chunks: list, threads: int, work: Path) ->
         return call
 
     def ov_stream(xml):
-        runner = ovrnn.Runner(xml, threads=threads)
+        stream = ovrnn.Stream(xml, threads=threads)
         at = {"i": 0}
 
         def call():
             at["i"] = (at["i"] + 1) % len(chunks)
-            if not runner.copied_exactly({"X": chunks[at["i"]]}):
-                raise ValueError("the chunk does not match the stream's input")
-            return runner.infer_set()[runner.compiled.output_names[0]]
+            return stream.feed({"X": chunks[at["i"]]})["Y"]
 
         return call
 
