@@ -16,6 +16,13 @@ onnxruntime's. The sides (docs/performance.md#both-directions-at-once-measured-n
   request does (a runtime split, not an IR form);
 * ``onnxruntime all``: onnxruntime with its default threads.
 
+``--model NAME`` times a whole model of ``tools/make_bench_models.py`` (from ``--models``, default
+$OVRNN_BENCH_MODELS or bench_results/models) instead: ovrnn's IR on 1 and 2 threads and **split**,
+the same IR cut by ovrnn's layer names (``<node>/fwd/...``, ``<node>/rev/...``) into stages run one
+after the other, the ops between bidirectional layers as one request on 2 threads and each layer's
+two directions as two one-thread requests at once; its outputs must equal the uncut IR's
+(``--ort-all`` adds onnxruntime on all cores, whose spinning pool slows the other sides).
+
 ``--paired`` times, on one thread, the forms that put both directions into one chain (one forward
 node of hidden 2H over [x_t, x_(T-1-t)] with block-diagonal W/R/B, written as ONNX and converted by
 ovrnn as cells and as a MatMul chain) against ovrnn's two chains in both forms.
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
@@ -179,6 +187,152 @@ def sides_for(op: str, T: int, H: int, tmp: Path, x: np.ndarray, paired: bool) -
     return out
 
 
+def direction_of(name: str) -> str | None:
+    """'<node>/fwd' or '<node>/rev' for a layer of a direction's chain in ovrnn's IR, else None."""
+    found = re.search(r"^(.*?/(fwd|rev))/", name)
+    return found.group(1) if found else None
+
+
+def stages(model) -> list[list[set]]:
+    """The IR's computing ops in stages: even stages one set (the ops between bidirectional layers),
+    odd stages one set per direction chain that may run at once; a fixed point over the ops."""
+    ops = [o for o in model.get_ordered_ops() if o.get_type_name() not in ("Constant", "Parameter", "Result")]
+    stage, chain_stage = {o.get_friendly_name(): 0 for o in ops}, {}
+    for _ in range(len(ops)):
+        changed = False
+        for o in ops:
+            name, chain = o.get_friendly_name(), direction_of(o.get_friendly_name())
+            at = chain_stage.get(chain, 1) if chain else 0
+            for i in o.inputs():
+                p = i.get_source_output().get_node().get_friendly_name()
+                if p not in stage:
+                    continue
+                theirs = direction_of(p)
+                at = max(at, stage[p] + (theirs is not None) if chain is None else stage[p] if theirs == chain else stage[p] + 1 + (theirs is not None))
+            if chain:
+                at += at % 2 == 0
+                chain_stage[chain] = max(chain_stage.get(chain, 1), at)
+            changed |= stage[name] != at
+            stage[name] = at
+        for name in stage:
+            if direction_of(name) and stage[name] != chain_stage[direction_of(name)]:
+                stage[name], changed = chain_stage[direction_of(name)], True
+        if not changed:
+            break
+    units: dict = {}
+    for name, at in stage.items():
+        units.setdefault(at, {}).setdefault(direction_of(name), set()).add(name)
+    return [list(units[at].values()) for at in sorted(units)]
+
+
+def cut(xml: str, names: set):
+    """A model of the ops `names` from a fresh read of `xml`: a Parameter for every value it takes from
+    outside (keyed (op, port), or ("input", name) for the IR's own inputs), a Result for every value
+    that leaves it (keyed (op, port, the IR's Result name or None))."""
+    import openvino as ov
+
+    from ovrnn.ov import opset
+
+    o13 = opset(13)
+    model = ov.Core().read_model(xml)
+    ops = {o.get_friendly_name(): o for o in model.get_ordered_ops()}
+    params, sources, results, outs = [], [], [], []
+    for name in sorted(names):
+        for i in ops[name].inputs():
+            src = i.get_source_output()
+            node = src.get_node()
+            if node.get_friendly_name() in names or node.get_type_name() == "Constant":
+                continue
+            sources.append(("input", node.get_friendly_name()) if node.get_type_name() == "Parameter" else (node.get_friendly_name(), src.get_index()))
+            params.append(o13.parameter(src.get_partial_shape(), src.get_element_type()))
+            i.replace_source_output(params[-1].output(0))
+    for name in sorted(names):
+        for k, out in enumerate(ops[name].outputs()):
+            users = [t.get_node() for t in out.get_target_inputs()]
+            if any(u.get_friendly_name() not in names for u in users):
+                final = next((u.get_friendly_name() for u in users if u.get_type_name() == "Result"), None)
+                results.append(o13.result(out))
+                outs.append((name, k, final))
+    return ov.Model(results, params), sources, outs
+
+
+def split_runner(xml: str, feed: dict, shared_threads: int = 2):
+    """(call, {IR Result name: its output tensor}): the IR run as stages (see stages())."""
+    import openvino as ov
+
+    core, plan, made = ov.Core(), [], {}
+    by_name = {p.get_friendly_name(): p.output(0).get_any_name() for p in core.read_model(xml).get_parameters()}
+    for units in stages(core.read_model(xml)):
+        step = []
+        for names in units:
+            model, sources, outs = cut(xml, names)
+            threads = 1 if direction_of(next(iter(names))) else shared_threads
+            request = core.compile_model(model, "CPU", PROPS | {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1}).create_infer_request()
+            for i, key in enumerate(sources):  # static shapes: a producer's output tensor stays put, bound once
+                request.set_input_tensor(i, ov.Tensor(feed[by_name[key[1]]], shared_memory=True) if key[0] == "input" else made[key])
+            request.infer()
+            for j, (name, k, _) in enumerate(outs):
+                made[(name, k)] = request.get_output_tensor(j)
+            step.append((request, outs))
+        plan.append(step)
+    finals = {final: request.get_output_tensor(j) for step in plan for request, outs in step for j, (_, _, final) in enumerate(outs) if final}
+
+    def call():
+        for step in plan:
+            if len(step) == 1:
+                step[0][0].infer()
+                continue
+            for request, _ in step:
+                request.start_async()
+            for request, _ in step:
+                request.wait()
+
+    return call, finals
+
+
+def whole_model(name: str, directory: Path, tmp: Path, rounds: int, ort_all: bool) -> None:
+    import json
+
+    import onnxruntime as ort
+    import openvino as ov
+
+    import ovrnn
+
+    entry = json.loads((directory / "manifest.json").read_text())[name]
+    rng = np.random.default_rng(0)
+    feed = {k: rng.integers(0, 60, shape).astype(np.int64) if dtype == "int64" else rng.standard_normal(shape).astype(dtype) for k, (shape, dtype) in entry["inputs"].items()}
+    xml = str(ovrnn.convert_model(str(directory / f"{name}.onnx"), input=entry["input_flag"], device="CPU").save(tmp / f"{name}.xml"))
+    sides, outputs = {}, {}
+    for threads in (1, 2):
+        compiled = ov.Core().compile_model(xml, "CPU", PROPS | {"INFERENCE_NUM_THREADS": threads})
+        request = compiled.create_infer_request()
+        for port in compiled.inputs:
+            request.set_tensor(port, ov.Tensor(feed[port.get_any_name()], shared_memory=True))
+        request.infer()
+        sides[f"ovrnn {threads}"] = request.infer
+        if threads == 1:  # the compiled model's outputs come in the order of the IR's Results
+            results = [r.get_friendly_name() for r in ov.Core().read_model(xml).get_results()]
+            outputs = {r: request.get_output_tensor(i).data.copy() for i, r in enumerate(results)}
+    sides["split"], finals = split_runner(xml, feed)
+    sides["split"]()
+    diff = max(float(np.abs(finals[k].data - v).max()) for k, v in outputs.items())
+    for threads in (1, 0) if ort_all else (1,):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        session = ort.InferenceSession(str(directory / f"{name}.onnx"), options, providers=["CPUExecutionProvider"])
+        sides["onnxruntime " + ("1" if threads else "all")] = lambda s=session: s.run(None, feed)
+    report(f"{name}, batch 1 (split: max |split - uncut IR| {diff:.1e})", median_call_rounds(sides, rounds))
+
+
+def report(title: str, times: dict, checks: dict | None = None) -> None:
+    print(f"{title}: onnxruntime 1 thread {np.median(times['onnxruntime 1']) * 1e6:.0f} µs; load {os.getloadavg()[0]:.1f}")
+    for name, per in times.items():
+        if name != "onnxruntime 1":
+            ratio = per / times["onnxruntime 1"]
+            check = f"; max |Y - onnxruntime| {checks[name]:.1e}" if checks else ""
+            print(f"  {name:22s} ÷ onnxruntime 1 thread {np.median(ratio):.2f} ({np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}){check}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--op", default="LSTM", choices=sorted(GATES))
@@ -186,19 +340,20 @@ def main() -> None:
     p.add_argument("--T", type=int, default=64)
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--paired", action="store_true", help="the one-chain forms, one thread")
+    p.add_argument("--model", action="append", default=[], help="a whole model of tools/make_bench_models.py (repeatable)")
+    p.add_argument("--models", type=Path, default=Path(os.environ.get("OVRNN_BENCH_MODELS") or ROOT / "bench_results" / "models"))
+    p.add_argument("--ort-all", action="store_true", help="with --model: onnxruntime on all cores too")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for H in (int(h) for h in args.H.split(",")):
+        for name in args.model:
+            whole_model(name, args.models, Path(tmp), args.rounds, args.ort_all)
+        for H in (int(h) for h in args.H.split(",")) if not args.model else ():
             x = np.random.default_rng(1).uniform(-1, 1, (args.T, 1, H)).astype(np.float32)
             sides = sides_for(args.op, args.T, H, Path(tmp), x, args.paired)
             want = sides["onnxruntime 1"][1]
             times = median_call_rounds({k: fn for k, (fn, _) in sides.items()}, args.rounds)
-            print(f"{args.op} bidirectional H={H} T={args.T}, batch 1: onnxruntime 1 thread {np.median(times['onnxruntime 1']) * 1e6:.0f} µs; load {os.getloadavg()[0]:.1f}")
-            for name, per in times.items():
-                if name != "onnxruntime 1":
-                    ratio = per / times["onnxruntime 1"]
-                    diff = float(np.abs(np.asarray(sides[name][1], np.float64).reshape(-1) - np.asarray(want, np.float64).reshape(-1)).max())
-                    print(f"  {name:22s} ÷ onnxruntime 1 thread {np.median(ratio):.2f} ({np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}); max |Y - onnxruntime| {diff:.1e}")
+            diffs = {k: float(np.abs(np.asarray(y, np.float64).reshape(-1) - np.asarray(want, np.float64).reshape(-1)).max()) for k, (_, y) in sides.items()}
+            report(f"{args.op} bidirectional H={H} T={args.T}, batch 1", times, diffs)
 
 
 if __name__ == "__main__":
