@@ -22,7 +22,7 @@ from .errors import BodyStepsUnknownError
 from .ir.model import IR
 from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
-from .plan import Fallback, Plan, Request, choose_cells, device_lacks_cells, measured_forms, plan_conversion, with_hint
+from .plan import Fallback, Plan, Request, choose_cells, device_lacks_cells, dynamic_stream_note, measured_forms, plan_conversion, with_hint
 from .semantics.limits import DEFAULT_MAX_STEPS
 
 
@@ -125,4 +125,5 @@ def _carried_out(plan: Plan, files: list[Path]) -> IR:
         kinds = set(choice.values())
         ir = build(kinds.pop(), auto=True) if len(kinds) == 1 else build("cell", tuple(choice.items()), auto=True)  # per op when they differ
         notes = (note,)
+    notes += dynamic_stream_note(plan.request, ir.xml)
     return replace(ir, notes=plan.prepared.notes + (plan.read.notes if plan.read else ()) + ir.notes + notes, sources=tuple(files), frozen=plan.prepared.frozen)
