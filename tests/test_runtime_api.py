@@ -247,3 +247,26 @@ def test_run_says_which_threads_it_used(demo_ir, tmp_path):
     assert default.returncode == asked.returncode == 0, default.stderr + asked.stderr
     assert "  threads: 1 unpinned, ovrnn's batch-1 default: one thread for a small recurrence (576 weight reads a call)" in default.stdout.splitlines()
     assert "  threads: 2 unpinned, asked with --threads 2" in asked.stdout.splitlines()
+
+
+def test_a_port_with_several_names_takes_the_exact_path_once():
+    """The RecurrentPPO policy's obs port also answers to two folded tensors' names: exact arrays
+    are copied with no other check; the same port given under two names is still refused."""
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "rl"
+    feeds = dict(np.load(fixture / "recurrent_ppo.inputs.npz"))
+    ir = ovrnn.convert_model(str(fixture / "recurrent_ppo.onnx"), input={k: list(v.shape) for k, v in feeds.items()})
+    runner = ovrnn.Runner(ir)
+    assert len(runner.ports[0].get_names()) == 3
+    want = ovrnn.run(ir, feeds)
+    assert runner.copied_exactly(feeds)
+    got = runner.infer_set(copy=True)
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value)
+    twice = dict(feeds, **{"/policy/Cast_output_0": feeds["obs"]})
+    del twice["h_pi"]
+    assert not runner.copied_exactly(twice)
+    with pytest.raises(ovrnn.UsageError) as e:
+        runner(twice)
+    assert str(e.value).startswith("input 'h_pi' is missing (give every input: ")

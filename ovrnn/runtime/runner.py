@@ -218,8 +218,9 @@ class Runner:
         # Every input static and copied into the request's buffer: a call's shapes cannot disagree
         # (the start_async() proof below is for dynamic dims), and an input of exactly its port's
         # type and shape is copied with no other check: {name: (buffer, dtype, shape)}.
-        plain = all(b is not None for b in self._buffers) and not self._aliased and not c.length_limits
-        self._exact = {n: (self._buffers[i], *self.fast[i]) for n, i in self.by_name.items()} if plain else None
+        plain = all(b is not None for b in self._buffers) and not c.length_limits
+        self._exact = {n: (self._buffers[i], *self.fast[i], 1 << i) for n, i in self.by_name.items()} if plain else None
+        self._every_port = (1 << len(self.ports)) - 1  # each port given once (a port may answer to several names)
         self._infer = _bare_infer(self.request)
 
     def __call__(self, inputs: dict[str, np.ndarray], copy: bool = False) -> dict[str, np.ndarray]:
@@ -249,14 +250,16 @@ class Runner:
         its port's type and shape, copied into the request's buffer. False (maybe after copying a
         few): the checked path (``set_inputs``) must run."""
         exact = self._exact
-        if exact is None or len(inputs) != len(exact):
+        if exact is None or len(inputs) != len(self.ports):
             return False
+        given = 0
         for name, value in inputs.items():
             spec = exact.get(name)
             if spec is None or type(value) is not np.ndarray or value.dtype != spec[1] or value.shape != spec[2]:
                 return False
             np.copyto(spec[0], value)
-        return True
+            given |= spec[3]
+        return given == self._every_port
 
     def infer_set(self, copy: bool = False, inputs: dict | None = None) -> dict[str, np.ndarray]:
         """Run on the inputs as set (``copied_exactly`` returned True); the outputs as ``__call__``'s."""
