@@ -266,13 +266,18 @@ def test_a_constant_initial_state_is_restored_by_reset_on_cpu(constant_init_ir):
 
 
 # The committed CPU table's stream rows (tools/measure_forms.py --stream): convert --device CPU
-# gives a one-step LSTM stream at H=128 the explicit MatMul step, a 16-step one its cell chain.
+# gives a one-step LSTM stream at H=128 the explicit MatMul step, a 16-step one its cell chain; a
+# one-step RNN or GRU its explicit step too, a 16-step RNN its cell chain (ahead of onnxruntime).
 # Each case: (case, the form the table gives its direction).
 CPU_FORM_CASES = [
     (Case("lstm-T1-H128-stream-cpu-measured-explicit", op="LSTM", T=1, batch=1, input_size=128, hidden=128, h0=True, c0=True), "explicit"),
     (Case("lstm-T1-H64-I32-stream-cpu-measured-explicit", op="LSTM", T=1, batch=1, input_size=32, hidden=64, h0=True, c0=True), "explicit"),
     (Case("lstm-T16-H128-stream-cpu-measured-cell", op="LSTM", T=16, batch=1, input_size=128, hidden=128, h0=True, c0=True), "cell"),
     (Case("lstm-T1-H512-stream-cpu-measured-cell", op="LSTM", T=1, batch=1, input_size=64, hidden=512, h0=True, c0=True), "cell"),
+    (Case("gru-lbr1-T1-H64-stream-cpu-measured-explicit", op="GRU", T=1, batch=1, input_size=16, hidden=64, linear_before_reset=1, h0=True), "explicit"),
+    (Case("gru-lbr1-T16-H128-stream-cpu-measured-explicit", op="GRU", T=16, batch=1, input_size=32, hidden=128, linear_before_reset=1, h0=True), "explicit"),
+    (Case("rnn-T1-H128-stream-cpu-measured-explicit", op="RNN", T=1, batch=1, input_size=32, hidden=128, h0=True), "explicit"),
+    (Case("rnn-T16-H128-stream-cpu-measured-cell", op="RNN", T=16, batch=1, input_size=32, hidden=128, h0=True), "cell"),
 ]
 
 
@@ -295,8 +300,9 @@ def test_cpu_stream_takes_the_measured_step_form_and_matches_the_reference(commi
     ir = ovrnn.convert_model(proto, flags, stateful=True, device="CPU")
     chain = ir.rnns[0].chains[0]
     assert chain.lowering == form
-    assert f"LSTM H={case.hidden} T={case.T} stream batch 1 forward" in chain.why  # the row it read, in rt_info
-    cells = ir.xml.count(b'type="LSTMCell"')
+    kind = "GRU-lbr1" if case.linear_before_reset else case.op
+    assert f"{kind} H={case.hidden} T={case.T} stream batch 1 forward" in chain.why  # the row it read, in rt_info
+    cells = ir.xml.count(f'type="{case.op}Cell"'.encode())
     assert cells == (case.T if form == "cell" else 0)  # a cell chain where the form is the cell
     x = np.random.default_rng(3).uniform(-2, 2, (3 * case.T, 1, case.input_size)).astype(np.float32)
     stream = ovrnn.Stream(ir)
