@@ -83,9 +83,13 @@ class GruLowering(NodeLowering):
         else:
             bx, rbh = bias, None
 
-        def r_parts() -> tuple[Output, Output, bool]:  # [Rz; Rr] [2H, H] and Rh [H, H] (integer: [H, 2H], [H, H])
+        def r_parts() -> tuple[list[Output], bool]:
+            """lbr=1: [Rz; Rr] [2H, H] and Rh [H, H]; lbr=0: Rz, Rr, Rh [H, H] (integer weights: transposed)."""
             r, r_t = self.matmul_operand("R", d)
-            return (*ops.variadic_split(g, self.name(d, "R/zr_h"), r, 0 if r_t else 1, [2 * H, H]), r_t)
+            axis = 0 if r_t else 1
+            if s.linear_before_reset:
+                return ops.variadic_split(g, self.name(d, "R/zr_h"), r, axis, [2 * H, H]), r_t
+            return ops.split(g, self.name(d, "R/z_r_h"), r, axis, 3), r_t
 
         rs = per_piece(r_parts, self.own_consts())
         precise = self.forms[d].precise
@@ -95,10 +99,21 @@ class GruLowering(NodeLowering):
         def step(piece: int, pre: Output, states: tuple, base: str) -> tuple:
             cell = f"{base}/cell.explicit"
             h_prev = self.seq.zeros() if states[0] is None else states[0]
-            r_zr, r_h, r_t = rs(piece)
-            x_zr, x_h = ops.variadic_split(g, f"{cell}/x_gates", pre, 1, [2 * H, H])
-            zr_pre = ops.add(g, f"{cell}/zr_pre", x_zr, ops.matmul(g, f"{cell}/matmul_r_zr", h_prev, r_zr, transpose_b=r_t))
-            z, r = ops.split(g, f"{cell}/z_r", f(clip(zr_pre, f"{cell}/zr_clip"), f"{cell}/zr_f"), 1, 2)
+            rr, r_t = rs(piece)
+
+            def gate(name: str, x: Output, weights: Output) -> Output:  # f(clip(x + Ht-1·Rᵀ))
+                pre = ops.add(g, f"{cell}/{name}_pre", x, ops.matmul(g, f"{cell}/matmul_r_{name}", h_prev, weights, transpose_b=r_t))
+                return f(clip(pre, f"{cell}/{name}_clip"), f"{cell}/{name}_f")
+
+            if s.linear_before_reset:
+                x_zr, x_h = ops.variadic_split(g, f"{cell}/x_gates", pre, 1, [2 * H, H])
+                z, r = ops.split(g, f"{cell}/z_r", gate("zr", x_zr, rr[0]), 1, 2)
+                r_h = rr[1]
+            else:  # one MatMul per gate, no Split of the gates: the CPU plugin fuses MatMul(Ht-1, Rr),
+                # the reset gate, rt ⊙ Ht-1 and its MatMul by Rh into one snippets Subgraph (measured,
+                # docs/performance.md#gru-and-lstm)
+                (x_z, x_r, x_h), (r_z, r, r_h) = ops.split(g, f"{cell}/x_gates", pre, 1, 3), rr
+                z, r = gate("z", x_z, r_z), gate("r", x_r, r)
             if s.linear_before_reset:  # rt ⊙ (Ht-1·Rhᵀ + Rbh)
                 hr = ops.matmul(g, f"{cell}/matmul_r_h", h_prev, r_h, transpose_b=r_t)
                 if precise:  # rt ⊙ Ht-1·Rhᵀ + rt ⊙ Rbh: an Add of a constant right after the MatMul
