@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 from ovrnn.validation import reference
-from ovrnn.validation.drift import DRIFT_STEPS, SHOWN_STEPS
+from ovrnn.validation.drift import DRIFT_STEPS, EXACT_UNDER_BF16, SHOWN_STEPS
 
 
 def _core():
@@ -144,8 +144,9 @@ def test_validate_shows_the_default_precision_drift_over_a_1024_step_stream():
     if default == "bf16":  # the default is what it costs: bf16-far, f32 exact on the same stream
         assert 1e-4 < drift.worst < 6e-2
         assert drift.f32_worst < 2e-5
+        assert drift.note == EXACT_UNDER_BF16 == "f32 under this default: convert --device CPU --lowering matmul for float weights, or compile at INFERENCE_PRECISION_HINT=f32"
     else:
-        assert drift.worst < 2e-5 and drift.f32_worst is None
+        assert drift.worst < 2e-5 and drift.f32_worst is None and drift.note == ""
     text = report.format()
     assert "drift at the device's default precision (compiled without a hint), a 1024-step stream at batch 1 in calls of 64 steps" in text
     assert f"  'lstm' at {default}: step 1 " in text and text.endswith("PASS")
@@ -166,8 +167,9 @@ def test_drift_streams_the_forward_half_of_a_bidirectional_node(tmp_path):
     onnx.save(model, path)
     shown = ovrnn_cli("validate", path, "--json", tmp_path / "r.json")
     assert shown.returncode == 0, shown.stderr
-    assert "  'birnn' at " in shown.stdout and "(bidirectional node: its first direction, streamed forward)" in shown.stdout
-    assert json.loads((tmp_path / "r.json").read_text())["drift"][0]["note"] == "bidirectional node: its first direction, streamed forward"
+    note = "bidirectional node: its first direction, streamed forward" + ("; " + EXACT_UNDER_BF16 if _default_precision() == "bf16" else "")
+    assert "  'birnn' at " in shown.stdout and f"({note})" in shown.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["drift"][0]["note"] == note
     quiet = ovrnn_cli("validate", path, "--no-drift")
     assert quiet.returncode == 0 and "default precision" not in quiet.stdout and "'birnn' at" not in quiet.stdout
 

@@ -34,6 +34,8 @@ from .report import per_step_errors
 DRIFT_STEPS = 1024
 CHUNK = 64  # steps per call
 SHOWN_STEPS = (1, 64, 256, 1000)  # 1-based: the first step, one call, a longer stream
+# what keeps a recurrence f32 under a bf16 default: a folded cell chain cannot (docs/performance.md#bf16)
+EXACT_UNDER_BF16 = "f32 under this default: convert --device CPU --lowering matmul for float weights, or compile at INFERENCE_PRECISION_HINT=f32"
 # per ai.onnx family (ovrnn/families/): the W, R, B (, P) input slots, and its states (h; LSTM: h, c)
 WEIGHTS = {f.name: tuple(f.slot(n) for n in ("W", "R", "B", "P") if n in f.inputs) for f in onnx_families()}
 STATES = {f.name: tuple(f.inputs[k].removeprefix("initial_") for k in f.state_slots) for f in onnx_families()}
@@ -83,10 +85,13 @@ def _stream(node: onnx.NodeProto, opset: int, view: GraphView, rnn, request: Req
     want = reference.run_model(whole, {"X": xs, **carried})["Y"]
     chunk, states = _lone_model(node, opset, rnn, weights, CHUNK, etype)
     ir = convert(chunk, None, replace(request, max_steps=None, stateful=False, static=False)).ir
-    if any(c.step_form is not None and c.step_form.precise for c in ir.rnns[0].chains):
+    precise = any(c.step_form is not None and c.step_form.precise for c in ir.rnns[0].chains)
+    if precise:
         notes.append("its steps are marked precise: f32 under this default")
     model = runtime.read_model(ir)
     compiled = runtime.compile_ir(model, device, "default", cache_dir)
+    if compiled.precision == "bf16" and not precise:  # a folded cell chain: no mark keeps its RNNSeq f32 (performance.md#bf16)
+        notes.append(EXACT_UNDER_BF16)
     errors = _errors(compiled, xs, carried, states, want)
     worst = int(np.argmax(errors))
     f32 = None if compiled.precision == "f32" else max(_errors(runtime.compile_ir(model, device, "f32", cache_dir), xs, carried, states, want))
