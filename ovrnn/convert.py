@@ -36,7 +36,7 @@ def convert_model(
     static: bool = False,
     compress_to_fp16: bool = False,
     max_steps: int | None = None,
-    chunk_steps: int = 64,
+    chunk_steps: int | None = None,
     stateful: bool | str | Sequence[str] = False,
     compress_weights: str | None = None,
     group_size: int | None = None,
@@ -59,7 +59,8 @@ def convert_model(
     * ``ir_version`` 10 is offered for old runtimes (models made of RNN nodes only).
     * ``max_steps``: refuse models that unroll to more steps than this (default 8192; 0: no limit).
     * ``chunk_steps``: cut each cell chain into pieces of this many steps, which OpenVINO's CPU
-      plugin compiles up to 2.7x faster (default 64; 0: one piece, strictly one layer per step).
+      plugin compiles up to 2.7x faster (default 64; 256 where ``device="CPU"`` reads the measured
+      forms: fewer pieces run faster there, docs/performance.md; 0: one piece, strictly one layer per step).
     * ``stateful``: ``True``: every forward RNN/GRU/LSTM node carries H (and C) across infer calls
       with ReadValue/Assign; ``"state=stateN"`` or a list of ``"IN=OUT"``: those graph input/output
       pairs become states instead (docs/stateful_ir.md).

@@ -25,6 +25,12 @@ from pathlib import Path
 from .families.gru import GRU
 
 TABLE = Path(__file__).resolve().parent / "data" / "cpu_forms.json"
+# Steps per folded cell-chain piece where convert reads this table (--device CPU, chunk_steps not
+# given), instead of 64: each piece is its own RNNSeq with its own copy of the weights, so every
+# piece boundary runs the next piece's weights cold. Measured at 1 thread (docs/performance.md
+# "Pieces"): LSTM H=256 T=256 1.21 -> 1.05 ÷ onnxruntime (64-step pieces -> one), T=96 1.16 -> 1.08,
+# for about 2x the compile time of a 256-step piece (280 -> 580 ms).
+PIECE_STEPS = 256
 UNKNOWN = "unknown"
 
 # oneDNN's x64 ISA levels, best first, and the /proc/cpuinfo flags each needs (oneDNN's cpu_isa_t

@@ -44,6 +44,8 @@ from .stateful import state_request
 
 LOWERINGS = ("fastest", "cell", "matmul", "auto")  # what --lowering takes; fastest is the default
 
+DEFAULT_CHUNK_STEPS = 64  # steps per cell-chain piece: caps the plugin's passes that are quadratic in a piece's length
+
 
 @dataclass(frozen=True)
 class Request:
@@ -56,7 +58,7 @@ class Request:
     static: bool = False
     compress_to_fp16: bool = False
     max_steps: int | None = None
-    chunk_steps: int = 64
+    chunk_steps: int | None = None  # None: DEFAULT_CHUNK_STEPS, or cpu_forms.PIECE_STEPS where the CPU's forms are measured
     stateful: bool | str | Sequence[str] | tuple = False  # checked: True, or the (input, output) pairs that become states
     compress_weights: str | None = None
     group_size: int | None = None
@@ -76,7 +78,8 @@ class Request:
 
 def check_step_counts(chunk_steps, max_steps) -> None:
     """--chunk-steps and --max-steps, for convert and for ovrnn.extension()."""
-    check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
+    if chunk_steps is not None:
+        check_count("chunk-steps", chunk_steps, "0 (one piece) or a positive number of steps")
     if max_steps is not None:
         check_count("max-steps", max_steps, "0 (no limit) or a positive number of steps")
 
@@ -114,7 +117,8 @@ class Plan:
         r = self.request
         auto_device = canonical_device(r.device) if auto and r.device else None
         precise = bool(r.device) and canonical_device(r.device) == "CPU"  # explicit steps stay f32 under the CPU's bf16 default
-        return LoweringOptions(cells, r.static, r.compress_to_fp16, r.chunk_steps, by_op, r.compression, self.given_weights, error_budget, measured, auto_device=auto_device, precise=precise)
+        chunk = r.chunk_steps if r.chunk_steps is not None else cpu_forms.PIECE_STEPS if measured else DEFAULT_CHUNK_STEPS
+        return LoweringOptions(cells, r.static, r.compress_to_fp16, chunk, by_op, r.compression, self.given_weights, error_budget, measured, auto_device=auto_device, precise=precise)
 
     def lower(self, options: LoweringOptions):
         """Hand the model to the next stages: OpenVINO's frontend with ovrnn's lowering for whole

@@ -234,3 +234,22 @@ def test_the_tool_measures_streams_and_merges_rows(tmp_path):
     assert [(r["op"], r["steps"], r.get("stream", False)) for r in mine["rows"]] == [("GRU", 4, False), ("LSTM", 1, True)]
     row = mine["rows"][1]
     assert row["choice"] in ("cell", "matmul") and max(row["threads"]["1"]["max_error"].values()) <= 1e-5
+
+
+@pytest.mark.parametrize(("given", "pieces"), [(None, 2), (64, 5), (0, 1)])
+def test_convert_for_cpu_folds_longer_pieces(this_machine_table, given, pieces):
+    """Where --device CPU reads a measured table, a cell chain is cut into PIECE_STEPS-step pieces
+    (fewer RNNSeq calls, each piece's weights cold at its start), unless --chunk-steps says
+    otherwise; the outputs stay exact. Without a device the default stays 64 (goldens)."""
+    from test_fold import compiled, runtime_types
+
+    model = gru(16, lbr=1, T=300)
+    kwargs = {} if given is None else {"chunk_steps": given}
+    ir = ovrnn.convert_model(model, device="CPU", **kwargs)
+    assert f'name="chunk_steps" value="{cpu_forms.PIECE_STEPS if given is None else given}"'.encode() in ir.xml
+    assert runtime_types(compiled(ir))["RNNSeq"] == pieces
+    x = np.random.default_rng(0).uniform(-1, 1, (300, 1, 5)).astype(np.float32)
+    got, want = run_ir(ir, {"X": x}), reference.run_model(model, {"X": x})
+    for name in ("Y", "Y_h"):
+        np.testing.assert_allclose(got[name], want[name], atol=1e-5, rtol=1e-5)
+    assert b'name="chunk_steps" value="64"' in ovrnn.convert_model(model).xml

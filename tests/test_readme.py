@@ -174,9 +174,12 @@ def test_cli_page_names_every_flag():
     from ovrnn.validation.compare import DEFAULT_BATCH
     from ovrnn.validation.stream import DEFAULT_CHUNKS
 
-    chunk_steps = {a.dest: a.default for a in cli.subparser(parser, "convert")._actions}["chunk_steps"]
+    from ovrnn.cpu_forms import PIECE_STEPS
+    from ovrnn.plan import DEFAULT_CHUNK_STEPS
+
+    assert {a.dest: a.default for a in cli.subparser(parser, "convert")._actions}["chunk_steps"] is None  # resolved by plan
     for default in (
-        f"--chunk-steps N` (default {chunk_steps})",
+        f"--chunk-steps N` (default {DEFAULT_CHUNK_STEPS}; {PIECE_STEPS} where `--device CPU` reads the measured table)",
         f"--max-steps N` (default {DEFAULT_MAX_STEPS}",
         f"--max-weight-error E` (default {DEFAULT_MAX_ERROR:g}",
         f"[--chunks {DEFAULT_CHUNKS}]",

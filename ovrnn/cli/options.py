@@ -49,7 +49,7 @@ def add_lowering(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lowering", default="fastest", choices=("fastest", "cell", "matmul", "auto"), help="fastest (default): with --device CPU, each direction's exact f32 form measured fastest on this CPU (tools/measure_forms.py), else as cell; cell: RNNCell/GRUCell/LSTMCell per step; matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device")
     p.add_argument("--static", action="store_true", help="every shape static (for NPU): dynamic input dims must be fixed with --input")
     p.add_argument("--compress-to-fp16", "--compress_to_fp16", dest="compress_to_fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
-    p.add_argument("--chunk-steps", type=COUNT, default=64, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64; 0: one piece)")
+    p.add_argument("--chunk-steps", type=COUNT, default=None, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64, 256 with --device CPU; 0: one piece)")
     p.add_argument("--max-steps", type=COUNT, default=None, metavar="N", help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)")
     # weight compression (docs/compression.md)
     p.add_argument("--compress-weights", choices=("int8", "int4"), default=None, help="store constant W/R as int8 (one scale per row) or int4 (experimental); B, P and states stay float")

@@ -283,7 +283,7 @@ def _report(setup: _Setup, checks: _Checks, seed: int, chunks: int, ort_status: 
         onnxruntime=ort_status,
         notes=setup.notes + (setup.oracle.handed or []),
         options={
-            "lowering": request.lowering, "static": request.static, "compress_to_fp16": request.compress_to_fp16, "chunk_steps": None if request.chunk_steps == 64 else request.chunk_steps,
+            "lowering": request.lowering, "static": request.static, "compress_to_fp16": request.compress_to_fp16, "chunk_steps": request.chunk_steps,
             "compress_weights": request.compress_weights, "max_weight_error": request.max_weight_error, "group_size": request.group_size, "cache_dir": None if cache_dir is None else str(cache_dir),
         },
         states={s.id: f"{s.shape} {s.type} ({s.init or 'initializer'})" for s in contract.states},
