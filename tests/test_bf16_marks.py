@@ -97,6 +97,7 @@ HONOURS = [
     ("reduce_sum", "Reduce", "bf16", "f32"),
     ("mvn", "MVN", "bf16", "f32"),
     ("softmax", "Softmax", "bf16", "bf16"),
+    ("reshape", "Reshape", "bf16", "f32"),
 ]
 
 
@@ -127,11 +128,13 @@ def _probe_model(kind: str, n: int = 64):
         "reduce_sum": lambda: ops.reduce_sum(ops.reshape(x, [1, 8, n // 8], False), [2], False),
         "mvn": lambda: ops.mvn(x, axis, True, 1e-5, "inside_sqrt"),
         "softmax": lambda: ops.softmax(x, 1),
+        "reshape": lambda: ops.reshape(x, [2, n // 2], False),
     }
     probe = make[kind]()
     probe.set_friendly_name("PROBE")
-    flat = ops.reshape(probe.output(0), [1, -1], False)
-    out = ops.relu(ops.matmul(flat, const((int(np.prod(probe.output(0).get_shape())), n)), False, False))
+    shape = list(probe.output(0).get_shape())
+    flat = probe.output(0) if len(shape) == 2 else ops.reshape(probe.output(0), [1, -1], False)  # rank 2 as it is: two Reshapes in a row merge
+    out = ops.relu(ops.matmul(flat, const((flat.get_shape()[1] if len(shape) == 2 else int(np.prod(shape)), n)), False, False))
     return ov.Model([out], [px, py])
 
 
