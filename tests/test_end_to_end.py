@@ -55,10 +55,10 @@ def test_one_cell_per_step_per_cell_direction(case):
     assert summary.op == case.op
     assert [c.lowering for c in summary.chains].count("cell") == cell_directions(case)
     # explicit directions project X for all steps with one MatMul, then one MatMul per step (H·Rᵀ;
-    # GRU linear_before_reset=1: [Rz; Rr] and Rh; =0: Rz, Rr and Rh, one a gate, which the CPU fuses
-    # best); RNN leaves out the first step's when there is no initial_h (H0 = 0)
+    # GRU linear_before_reset=1: one for all three gates; =0: Rz, Rr and Rh, one a gate, as the CPU
+    # fuses best, docs/performance.md); RNN leaves out the first step's when there is no initial_h (H0 = 0)
     explicit = case.num_directions - cell_directions(case)
-    per_step = (2 if case.linear_before_reset else 3) if case.op == "GRU" else 1
+    per_step = (1 if case.linear_before_reset else 3) if case.op == "GRU" else 1
     steps = case.T - 1 if case.op == "RNN" and not case.h0 else case.T
     assert counts["MatMul"] == explicit * (1 + per_step * steps)
 

@@ -84,12 +84,11 @@ class GruLowering(NodeLowering):
             bx, rbh = bias, None
 
         def r_parts() -> tuple[list[Output], bool]:
-            """lbr=1: [Rz; Rr] [2H, H] and Rh [H, H]; lbr=0: Rz, Rr, Rh [H, H] (integer weights: transposed)."""
+            """lbr=1: R [3H, H] whole; lbr=0: Rz, Rr, Rh [H, H] (integer weights: transposed)."""
             r, r_t = self.matmul_operand("R", d)
-            axis = 0 if r_t else 1
             if s.linear_before_reset:
-                return ops.variadic_split(g, self.name(d, "R/zr_h"), r, axis, [2 * H, H]), r_t
-            return ops.split(g, self.name(d, "R/z_r_h"), r, axis, 3), r_t
+                return [r], r_t
+            return ops.split(g, self.name(d, "R/z_r_h"), r, 0 if r_t else 1, 3), r_t
 
         rs = per_piece(r_parts, self.own_consts())
         precise = self.forms[d].precise
@@ -105,17 +104,16 @@ class GruLowering(NodeLowering):
                 pre = ops.add(g, f"{cell}/{name}_pre", x, ops.matmul(g, f"{cell}/matmul_r_{name}", h_prev, weights, transpose_b=r_t))
                 return f(clip(pre, f"{cell}/{name}_clip"), f"{cell}/{name}_f")
 
-            if s.linear_before_reset:
+            if s.linear_before_reset:  # Ht-1·Rᵀ for all three gates in one MatMul (measured, docs/performance.md)
                 x_zr, x_h = ops.variadic_split(g, f"{cell}/x_gates", pre, 1, [2 * H, H])
-                z, r = ops.split(g, f"{cell}/z_r", gate("zr", x_zr, rr[0]), 1, 2)
-                r_h = rr[1]
+                h_zr, hr = ops.variadic_split(g, f"{cell}/h_gates", ops.matmul(g, f"{cell}/matmul_r", h_prev, rr[0], transpose_b=r_t), 1, [2 * H, H])
+                z, r = ops.split(g, f"{cell}/z_r", f(clip(ops.add(g, f"{cell}/zr_pre", x_zr, h_zr), f"{cell}/zr_clip"), f"{cell}/zr_f"), 1, 2)
             else:  # one MatMul per gate, no Split of the gates: the CPU plugin fuses MatMul(Ht-1, Rr),
                 # the reset gate, rt ⊙ Ht-1 and its MatMul by Rh into one snippets Subgraph (measured,
-                # docs/performance.md#gru-and-lstm)
+                # docs/performance.md#the-gru-linear_before_reset0-step)
                 (x_z, x_r, x_h), (r_z, r, r_h) = ops.split(g, f"{cell}/x_gates", pre, 1, 3), rr
                 z, r = gate("z", x_z, r_z), gate("r", x_r, r)
             if s.linear_before_reset:  # rt ⊙ (Ht-1·Rhᵀ + Rbh)
-                hr = ops.matmul(g, f"{cell}/matmul_r_h", h_prev, r_h, transpose_b=r_t)
                 if precise:  # rt ⊙ Ht-1·Rhᵀ + rt ⊙ Rbh: an Add of a constant right after the MatMul
                     # would be fused into a new FullyConnected without the mark, run at bf16
                     r_hr = ops.add(g, f"{cell}/r_hr", ops.multiply(g, f"{cell}/r_h", r, hr), ops.multiply(g, f"{cell}/r_rbh", r, rbh))
