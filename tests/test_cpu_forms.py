@@ -202,6 +202,21 @@ def test_the_tool_chooses_by_its_rule(cell, matmul, ort, err, want):
     assert ratios["cell"][0] == 1.0 and ratios["matmul"][0] == pytest.approx(matmul / cell, rel=0.1)
 
 
+def test_the_tool_judges_the_cell_kernel_on_one_thread():
+    """At all cores onnxruntime's batch-1 call pays its thread pool, so a cell chain can look ahead
+    of it there while its kernel is slower; measure() passes the one-thread verdict: the faster exact
+    form then replaces the cell, and a cell ahead on one thread stays wherever it is judged."""
+    rng = np.random.default_rng(0)
+    noisy = lambda v: v * rng.uniform(0.97, 1.03, 15)  # noqa: E731
+    all_cores = {"onnxruntime": noisy(2.0), "cell": noisy(1.0), "matmul": noisy(0.4)}  # cell "ahead" of onnxruntime
+    errors = {"cell": 1e-7, "matmul": 1e-7}
+    assert _tool().choose(all_cores, errors, 0.1)[0] == "cell"
+    assert _tool().choose(all_cores, errors, 0.1, cell_slow=True)[0] == "matmul"
+    slow_everywhere = {"onnxruntime": noisy(0.5), "cell": noisy(1.0), "matmul": noisy(0.4)}
+    assert _tool().choose(slow_everywhere, errors, 0.1, cell_slow=False)[0] == "cell"
+    assert _tool().cell_slower(slow_everywhere) and not _tool().cell_slower(all_cores)
+
+
 def test_the_tool_writes_an_entry_for_this_machine(tmp_path):
     """A tiny grid, run for real: the entry's key is this machine's, every form was checked
     against onnxruntime, and another machine's entry in the file is kept."""
