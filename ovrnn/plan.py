@@ -17,7 +17,6 @@ the fallbacks it may take when a body node's step count is unknown (``Fallback``
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -27,6 +26,7 @@ import onnx
 
 from .errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
 from .ir.emit import IR_VERSIONS
+from .ir.inspect import graph_inputs
 from .lower.node import CELL_MODES, LoweringOptions
 from .quantization import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
 from .onnx.qdq import absorb_dequantize_linear
@@ -230,16 +230,13 @@ def measured_forms(lowering: str, device: str | None) -> tuple[tuple[str, str] |
 # --- --lowering auto -----------------------------------------------------------------------------
 
 
-_PARAMETER = re.compile(rb'type="Parameter"[^>]*>\s*<data shape="([^"]*)"[^>]*/>\s*<output>\s*<port [^>]*names="([^"]*)"')
-
-
 def dynamic_stream_note(request: Request, xml: bytes) -> tuple[str, ...]:
     """For --stateful --device CPU: the inputs left dynamic, which a stream pays for on every call
     (OpenVINO's dynamic-shape path: a one-step LSTM H=128 call took 2.3x the static stream's time,
     docs/performance.md#per-call-cost), and the --input that fixes them."""
     if not request.stateful or not request.device or canonical_device(request.device).partition(".")[0] != "CPU":
         return ()
-    dynamic = [(names.decode().split(",")[0], shape.decode()) for shape, names in _PARAMETER.findall(xml) if b"?" in shape or b".." in shape]
+    dynamic = [(i.name.split(",")[0], i.shape) for i in graph_inputs(xml) if "?" in i.shape or ".." in i.shape]
     if not dynamic:
         return ()
     listed = ("input " if len(dynamic) == 1 else "inputs ") + ", ".join(f"'{name}' [{shape}]" for name, shape in dynamic) + (" is" if len(dynamic) == 1 else " are")

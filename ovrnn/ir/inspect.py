@@ -16,7 +16,7 @@ from lxml import etree
 
 from ..errors import IRFormatError
 from ..plugins import INTEGER_WEIGHTS
-from .check import check_ir, read_xml, require_layer_attributes
+from .check import _PARSER, check_ir, read_xml, require_layer_attributes
 
 SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")
@@ -233,6 +233,13 @@ def port_element_type(port) -> str:
 def port_dims(port) -> str:
     """A port's dims as 'd0,d1,...', dynamic ones as '?'."""
     return ",".join((d.text or "?").strip() for d in port.findall("dim")).replace("-1", "?")
+
+
+def graph_inputs(xml: bytes) -> list[TensorDesc]:
+    """The IR's graph inputs (its top-level Parameter layers, not those of If/Loop bodies), as
+    ``inspect`` lists them: names, element type, shape with '?' for a dynamic dim."""
+    layers = etree.fromstring(xml, _PARSER).find("layers")
+    return [_parameter(el) for el in (layers.findall("layer[@type='Parameter']") if layers is not None else [])]
 
 
 def _parameter(el) -> TensorDesc:
