@@ -264,14 +264,12 @@ class Stream:
             # every input and state static, each input exactly its port's shape: the time length
             # and the batch are the IR's own, nothing to check or to track
             outputs = self._runner.infer_set(copy, inputs)
-            if self._seeded:
-                self._seeded.clear()
-            return outputs
-        batch = self._check_inputs(inputs) if self._checks else None
-        outputs = self._runner(inputs, copy)
-        if batch is not None and self._batch_held != batch:
-            self._batches = dict.fromkeys(self._batches, batch)
-            self._batch_held = batch
+        else:
+            batch = self._check_inputs(inputs) if self._checks else None
+            outputs = self._runner(inputs, copy)  # the runner tries its exact path too: the states may be dynamic
+            if batch is not None and self._batch_held != batch:
+                self._batches = dict.fromkeys(self._batches, batch)
+                self._batch_held = batch
         if self._seeded:
             self._seeded.clear()
         return outputs
