@@ -21,7 +21,7 @@ from .errors import OvrnnError
 from .ir.model import NodeSummary
 from .lower.node import CELL_MODES, LoweringOptions
 from .families import onnx_op_names
-from .plan import check_step_counts
+from .plan import DEFAULT_CHUNK_STEPS, check_step_counts
 from .errors import UsageError, flag
 from .frontend.recurrent_extension import ContextNodes, Converted, RecurrentLowering
 
@@ -88,7 +88,7 @@ def _node_name(c: Converted) -> str:
     return next(n for names in outputs for n in names if n)  # unnamed: the name of its first output
 
 
-def extension(*, lowering: str = "cell", chunk_steps: int = 64, max_steps: int | None = None) -> Extension:
+def extension(*, lowering: str = "cell", chunk_steps: int = DEFAULT_CHUNK_STEPS, max_steps: int | None = None) -> Extension:
     """ConversionExtensions for ``ov.convert_model(model, extension=...)``,
     ``openvino.tools.ovc.convert_model`` and ``FrontEnd.add_extension``: every ONNX RNN, GRU and
     LSTM node becomes ovrnn's unrolled cell chain (explicit ops where a cell cannot express it).
