@@ -14,7 +14,7 @@ from pathlib import Path
 from lxml import etree
 
 from ..bounds import max_ir_layers
-from ..errors import IRFormatError
+from ..errors import IRFormatError, UnsupportedFeatureError
 from ..fileio import open_regular
 
 _PARSER = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
@@ -163,3 +163,54 @@ def _check_edges(root, layers: dict[str, etree._Element], where: str) -> None:
             if port not in ports[lid][side]:
                 kind = "output" if side else "input"
                 raise IRFormatError(f"{where}: an edge uses {kind} port {port} of layer '{layers[lid].get('name')}' (id {lid}), which has no such port")
+
+
+# --- element types: none left undefined in an IR ovrnn writes ----------------------------------------
+
+_UNDEFINED_TYPES = {"dynamic", "undefined"}  # how OpenVINO's serializer spells an element type it could not tell
+_UNDEFINED_PRECISIONS = {"UNSPECIFIED", "DYNAMIC", "UNDEFINED"}  # the same on a port
+_TYPE_MARKS = (b'"dynamic"', b'"undefined"', b'"UNSPECIFIED"', b'"DYNAMIC"', b'"UNDEFINED"')
+
+
+def undefined_element_types(xml: bytes) -> list[str]:
+    """The layers of an IR that hold an element type left undefined (a Parameter or Const of
+    element_type "dynamic", a type attribute such as Convert's destination_type "dynamic", an
+    output port of precision "UNSPECIFIED"), bodies included, described as "Parameter 'name' in
+    the body of TensorIterator 'outer'", Parameters first (where an undefined type comes from, the
+    layers after them only inherit it); [] when there is none. OpenVINO cannot compile such an IR
+    (CPU: ``cpu_convert can't convert from: dynamic precision``). An IR without any of the
+    spellings is not parsed at all."""
+    if not any(mark in xml for mark in _TYPE_MARKS):
+        return []
+    root = etree.fromstring(xml, _PARSER)
+    found: list[str] = []
+
+    def walk(graph, where: str) -> None:
+        layers = graph.find("layers")
+        for el in layers.findall("layer") if layers is not None else []:
+            data = el.find("data")
+            attrs = dict(data.attrib) if data is not None else {}
+            bad = [f"{k}={v}" for k, v in attrs.items() if k.endswith("type") and v.lower() in _UNDEFINED_TYPES]
+            bad += [f"output port {p.get('id')} precision {p.get('precision')}" for p in el.findall("output/port") if (p.get("precision") or "").upper() in _UNDEFINED_PRECISIONS]
+            if bad:
+                found.append(f"{el.get('type')} '{el.get('name')}'{where} ({', '.join(bad)})")
+            body = el.find("body")
+            if body is not None:
+                walk(body, f" in the body of {el.get('type')} '{el.get('name')}'")
+
+    walk(root, "")
+    return sorted(found, key=lambda text: not text.startswith("Parameter "))
+
+
+def require_defined_element_types(xml: bytes) -> None:
+    """Refuse an IR about to be written with an element type left undefined: one
+    UnsupportedFeatureError naming the first such layer (the model is valid ONNX, but neither ovrnn
+    nor OpenVINO's frontend could tell that tensor's type)."""
+    found = undefined_element_types(xml)
+    if not found:
+        return
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    raise UnsupportedFeatureError(
+        f"the converted IR would hold an element type left undefined, which OpenVINO cannot compile: {found[0]}{more}; "
+        "declare the element type of that tensor in the ONNX model (e.g. the type of a Loop/Scan body input)"
+    )

@@ -8,6 +8,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ..fileio import ir_paths, write_atomic
+from .check import require_defined_element_types
 from ..lower.step_form import StepForm
 from ..families.rnn import RNN
 from ..semantics.recurrent import Direction
@@ -121,6 +122,10 @@ class IR:
     rnns: tuple[NodeSummary, ...] = ()
     sources: tuple[Path, ...] = ()  # the files it was converted from (model, external data): never overwritten
     frozen: tuple = ()  # onnx.freeze.Frozen: the inputs --input gave values, now constants
+
+    def __post_init__(self) -> None:
+        # Every IR ovrnn makes passes here: none holds an element type OpenVINO cannot compile.
+        require_defined_element_types(self.xml)
 
     @cached_property
     def model(self):

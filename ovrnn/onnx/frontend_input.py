@@ -3,6 +3,7 @@ frontend stage (ovrnn/frontend/) takes one value and never calls back into onnx/
 
     with_input_shapes   the graph inputs' static dims (--input included) written into the model
     fold_constants      Shape/Size of static tensors and constant subexpressions folded
+    type_body_inputs    Loop/Scan body inputs declared without an element type typed from what they are bound to
     declare_scan_slices Scan body slices typed from the outer input
     apply_fixes         the ops OpenVINO's frontend reads wrong, rewritten (frontend_fixes.py)
     open_conditions_hint for an error from the frontend: the inputs the Ifs that stay read
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import onnx
 
 from .body_inputs import declare_scan_slices
+from .body_types import type_body_inputs
 from .control_flow import open_conditions_hint
 from .fold import fold_constants
 from .frontend_fixes import apply_fixes
@@ -37,6 +39,7 @@ def frontend_input(view: GraphView, fold_weights: bool = False) -> FrontendInput
     """The view's model as the frontend reads it; ``view.model`` is not changed. ``fold_weights``
     (--compress-weights): W/R computed from constants are folded whatever their size (fold.py)."""
     folded_model, folded = fold_constants(with_input_shapes(view), weights=fold_weights)
+    folded_model, typed = type_body_inputs(folded_model)
     folded_model, declared = declare_scan_slices(folded_model)
     folded_model, fixed = apply_fixes(folded_model)
-    return FrontendInput(folded_model, bool(folded) or declared or bool(fixed), open_conditions_hint(view.model.graph), fixed)
+    return FrontendInput(folded_model, bool(folded) or bool(typed) or declared or bool(fixed), open_conditions_hint(view.model.graph), fixed)
