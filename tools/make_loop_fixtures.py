@@ -19,7 +19,7 @@ order in the process), so commit only the files a change needs.
 
     /path/to/venv-tf/bin/python tools/make_loop_fixtures.py keras [NAME...]   # NAMEs: only those files
     /path/to/venv-tf/bin/python tools/make_loop_fixtures.py tf_keras    # also needs tf-keras
-    /path/to/venv-torch/bin/python tools/make_loop_fixtures.py torch
+    /path/to/venv-torch/bin/python tools/make_loop_fixtures.py torch [NAME...]     # e.g. torch_ligru_scripted
 """
 
 from __future__ import annotations
@@ -178,6 +178,35 @@ def torch_fixtures() -> None:
                 outs.append(h)
             return torch.stack(outs), h
 
+    try:  # speechbrain's own, where it imports (it needs a torchaudio that loads); else its code, tools/speechbrain_ligru.py
+        from speechbrain.nnet.RNN import LiGRU
+
+        where = "speechbrain.nnet.RNN.LiGRU"
+    except Exception:  # noqa: BLE001
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import speechbrain_ligru
+
+        LiGRU = speechbrain_ligru.LiGRU  # noqa: N806
+
+        where = "speechbrain 1.1.2's LiGRU code (tools/speechbrain_ligru.py)"
+
+    class LiGRUModel(nn.Module):
+        """Two LiGRU layers (hidden size 4, batchnorm, relu), batch-first; its batchnorm running
+        statistics set away from 0/1 so that they count. Scripted, its time loop is an ONNX Loop
+        that reads each step through a no-op Slice then a Gather on axis 1."""
+
+        description = f"torch.jit.script of {where}: 2 layers, hidden 4, batch-first [B, T, F], outputs y and the last h of each layer"
+
+        def __init__(self):
+            super().__init__()
+            self.ligru = LiGRU(4, (B, T, F), num_layers=2)
+            for layer in self.ligru.rnn:
+                layer.norm.running_mean.normal_(0, 0.3)
+                layer.norm.running_var.uniform_(0.5, 1.5)
+
+        def forward(self, x):
+            return self.ligru(x)
+
     rng = np.random.default_rng(27)
     x = rng.standard_normal((T, B, F)).astype(np.float32)
     h0 = rng.standard_normal((B, 4)).astype(np.float32) * 0.5
@@ -186,6 +215,7 @@ def torch_fixtures() -> None:
         ("torch_lstmcell_loop", LstmCellLoop, {"x": x, "h0": h0, "c0": c0}, ["y", "h", "c"], "scripted loop over nn.LSTMCell(3, 4), outputs stacked"),
         ("torch_grucell_loop", GruCellLoop, {"x": x, "h0": h0}, ["y", "h"], "scripted loop over a GRU cell written with two nn.Linear (nn.GRUCell's equations)"),
     ]
+    cases.append(("torch_ligru_scripted", LiGRUModel, {"x": rng.standard_normal((B, T, F)).astype(np.float32)}, ["y", "h"], LiGRUModel.description))
     for seed, (name, cls, inputs, out_names, description) in enumerate(cases, 11):
         torch.manual_seed(seed)
         module = cls().eval()

@@ -217,10 +217,11 @@ def _unroll_loops(model: onnx.ModelProto, names: Names, check: BodyCheck, notes:
 
 
 def _time_loops(model: onnx.ModelProto):
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
     for index, node in enumerate(model.graph.node):
         if node.op_type == "Loop" and node.domain in ONNX_DOMAINS:
             body = next(a.g for a in node.attribute if a.name == "body")
-            if over_time(body):
+            if over_time(body, lambda name: constant_value(model.graph, name), opset):
                 yield index, node, body
 
 

@@ -30,6 +30,7 @@ from ..families.lstm import LSTM
 from ..families.rnn import RNN
 from .loop_cells import NotACell, increment, body_index, upstream_nodes
 from .loop_check import Cell, body_model, recognise
+from .noop_slice import noop_slice_sources
 from .read import ONNX_DOMAINS, RECURRENT
 
 
@@ -61,11 +62,12 @@ class Outer:
         return self.elem_type(name) in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
 
 
-def over_time(body: onnx.GraphProto) -> bool:
+def over_time(body: onnx.GraphProto, outer_const=None, opset: int | None = None) -> bool:
     """A recurrence written out as a Loop: at most one recurrent node in the body (a one-step
     cell), a float value carried, and an outer tensor read step by step (a Gather by the iteration
     number or by a counter that adds a constant each iteration, as tf2onnx and TorchScript write
-    ``x[t]``)."""
+    ``x[t]``), directly or through a Slice proven a no-op (TorchScript's ``x[:, t]``;
+    noop_slice.py, with `outer_const` the enclosing graph's constants and `opset` the model's)."""
     if sum(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node) > 1:
         return False
     if not any(i.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE) for i in body.input[2:]):
@@ -75,7 +77,8 @@ def over_time(body: onnx.GraphProto) -> bool:
         if node.op_type in ("Cast", "Identity") and node.input and node.input[0] in steps:
             steps.add(node.output[0])
     own = {o for n in body.node for o in n.output} | {i.name for i in body.input} | {t.name for t in body.initializer}
-    return any(n.op_type == "Gather" and len(n.input) == 2 and n.input[1] in steps and n.input[0] not in own for n in body.node)
+    read = noop_slice_sources(body, outer_const, opset)  # Slice output -> its input, for the Slices that change nothing
+    return any(n.op_type == "Gather" and len(n.input) == 2 and n.input[1] in steps and read.get(n.input[0], n.input[0]) not in own for n in body.node)
 
 
 def counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None, outer: Outer, opset: int, limit: int) -> int | None:
