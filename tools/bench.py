@@ -23,6 +23,11 @@ cores here) moves both sides of a pair. OpenVINO runs on CPU at INFERENCE_PRECIS
   tensor set once, infer(share_outputs=True)); every side gets a new chunk array each call, as a stream does;
   the IRs are converted for CPU (device="CPU"): each takes the step form ovrnn/data/cpu_forms.json measured
 
+* serve (only with --only serve): tools/bench_serve.py's quick form: silero VAD and a one-step LSTM
+  H=128 played as N concurrent real-time streams: streams per core at a p99 added-latency bound and
+  the cost per stream-chunk, onnxruntime (batch 1 per stream, batched by hand), ovrnn.Stream and the
+  StreamBatcher (its own targets, >= and <=: bench_serve.TARGETS)
+
 Writes DIR/bench.md and DIR/bench.json (DIR defaults to bench_results/). It asserts nothing.
 """
 
@@ -45,6 +50,7 @@ from onnx import TensorProto, helper, numpy_helper, save
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import bench_real  # noqa: E402 (beside this file)
+import bench_serve  # noqa: E402
 F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 LEFTOVER = ("Reshape", "Reorder", "Gather", "Subgraph")
 TARGETS = {  # figure: (target, what the ratio compares)
@@ -466,7 +472,9 @@ def render(R: dict) -> str:
         lines += ["", "| quantization-only error, LSTM H=128 T=1000 (uneven rows), max abs Y | t<10 | t<100 | all 1000 | mean |", "|---|---|---|---|---|"]
         lines += [f"| {k} | {v['t<10']:.1e} | {v['t<100']:.1e} | {v['all']:.1e} | {v['mean']:.1e} |" for k, v in comp["int8_error_rows_vs_tensor"]["errors"].items()]
         lines += ["", f".bin ÷ f32 IR: int8 {comp['int8_bin']['each']}, int4 {comp['int4_bin']['each']}, int4 group 32 {comp['int4_bin']['group_32']}; peak RSS growth {comp['int8_rss']['ours_mib']:.0f} MiB (int8) vs {comp['int8_rss']['anchor_mib']:.0f} MiB (f32)"]
-    lines += bench_real.render({**R["figures"], **{k: R[k] for k in EXTRA if k in R}})
+    lines += bench_real.render({**R["figures"], **{k: R[k] for k in EXTRA if k in R and k != "serve"}})
+    if "serve" in R:
+        lines += [""] + bench_serve.render(R["serve"])
     return "\n".join(lines) + "\n"
 
 
@@ -568,7 +576,7 @@ def s_compression(tmp: Path, n: int) -> dict:
 
 
 SECTIONS = ("convert", "compile", "graph", "latency", "stream", "compression")
-EXTRA = ("arch", "kernels")  # only with --only: real architectures and the kernel grid (tools/bench_real.py)
+EXTRA = ("arch", "kernels", "serve")  # only with --only: real architectures and the kernel grid (tools/bench_real.py); serving many streams (tools/bench_serve.py --quick)
 
 
 def main(argv=None) -> int:
@@ -594,6 +602,8 @@ def main(argv=None) -> int:
             elif name == "graph":
                 R["graph"] = s_graph(tmp)
                 R["figures"].update({k: v for k, v in R["graph"].items() if "leftovers" in k})
+            elif name == "serve":  # its own figures and targets (>= and <=): bench_serve.TARGETS
+                R["serve"] = bench_serve.run(["silero", "lstm128"], list(bench_serve.SIDES), args.quick, 25.0, bench_serve.COST_N, 2.0 if args.quick else 4.0, tmp / "serve_models")
             elif name in EXTRA:
                 R[name] = getattr(bench_real, f"s_{name}")(tmp, args.rounds)
                 R["figures"].update({k: v for k, v in R[name].items() if k in bench_real.TARGETS})

@@ -1,0 +1,118 @@
+"""The Ray Serve deployments of serve.py (this module imports Ray; serve.py's functions import it).
+
+StatelessStreams: requests carry states; ``@serve.batch`` stacks many requests' rows into one
+BatchedStep call. StickyStreams: a StreamBatcher per replica holds the states; calls are routed by
+stream id (serve.sticky_app sets the consistent-hash router).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from ray import serve
+
+from ..errors import OvrnnError, UsageError
+from . import serve as protocol
+
+MAX_ROWS = 1024  # @serve.batch's default limit in rows (streams); StatelessStreams(max_rows=...) sets it
+
+
+def _rows(items: list) -> int:
+    return sum(item[0] for item in items)
+
+
+def _error_reply(exc: Exception):
+    from starlette.responses import PlainTextResponse
+
+    return PlainTextResponse(f"error: {exc}\n", status_code=400)
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=2048)
+class StatelessStreams:
+    """Any replica serves any stream: each request brings its streams' states (serve.py's format)."""
+
+    def __init__(self, model, state, context=None, shapes=None, frozen=None, sizes=None, max_rows: int = MAX_ROWS, wait_ms: float = 2.0, device: str = "CPU") -> None:
+        from .batching import BatchedStep, StreamSpec
+        from .batching.step import DEFAULT_SIZES
+
+        self.spec = StreamSpec.of(model, state, context=context, shapes=shapes, frozen=frozen)
+        self.step_fn = BatchedStep(self.spec, sizes or DEFAULT_SIZES, device=device, threads=1)
+        self.max_rows = int(max_rows)
+        self.run_batch.set_max_batch_size(self.max_rows)
+        self.run_batch.set_batch_wait_timeout_s(wait_ms / 1000)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="ovrnn-step")  # the step's one thread
+
+    async def step(self, request: dict) -> dict:
+        """One request (Python handle): {"inputs": ..., "states": ...} -> {"outputs": ..., "states": ...}."""
+        checked = protocol.check_request(self.spec, request)
+        if checked[0] > self.max_rows:
+            raise UsageError(f"a request carries {checked[0]} streams; this deployment takes at most {self.max_rows} (max_rows)")
+        return await self.run_batch(checked)
+
+    @serve.batch(max_batch_size=MAX_ROWS, batch_wait_timeout_s=0.002, batch_size_fn=_rows)
+    async def run_batch(self, items: list) -> list:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._run, items)
+
+    def _run(self, items: list) -> list:
+        inputs, states = protocol.stack(self.spec, items)
+        outputs, new = self.step_fn.run(inputs, states)
+        return protocol.split(self.spec, [item[0] for item in items], outputs, new)
+
+    async def __call__(self, http_request):
+        """HTTP: POST an npz body (serve.encode); the reply is npz, or 400 with one `error:` line."""
+        from starlette.responses import Response
+
+        try:
+            reply = await self.step(protocol.decode(await http_request.body()))
+        except OvrnnError as exc:
+            return _error_reply(exc)
+        return Response(protocol.encode(reply), media_type="application/octet-stream")
+
+    def info(self) -> dict:
+        spec = self.spec
+        return {"inputs": {p.name: list(spec.chunk_shape(p.name)) for p in spec.inputs}, "states": {s: list(spec.state_port(s).shape) for s in spec.state_names},
+                "outputs": [p.name for p in spec.outputs], "sizes": list(self.step_fn.sizes), "max_rows": self.max_rows}
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=1000)
+class StickyStreams:
+    """The states stay here, in a StreamBatcher; each call names its stream (the routing key)."""
+
+    def __init__(self, model, state, context=None, shapes=None, frozen=None, batcher_options: dict | None = None) -> None:
+        from .batching import StreamBatcher, StreamSpec
+
+        self.spec = StreamSpec.of(model, state, context=context, shapes=shapes, frozen=frozen)
+        self.batcher = StreamBatcher(self.spec, **{"workers": 1, **(batcher_options or {})})
+        self.streams: dict[str, object] = {}
+        self.replica = serve.get_replica_context().replica_id.unique_id
+
+    def _stream(self, stream_id: str):
+        handle = self.streams.get(stream_id)
+        if handle is None:
+            raise UsageError(f"stream {stream_id!r} is not open on this replica ({self.replica}): it was never opened, was closed, "
+                             "or its replica restarted or the replica set changed since; open it again (it starts from the initial state)")
+        return handle
+
+    async def open(self, stream_id: str, state: dict | None = None) -> str:
+        if stream_id in self.streams:
+            raise UsageError(f"stream {stream_id!r} is already open")
+        self.streams[stream_id] = self.batcher.open(state=state)
+        return self.replica
+
+    async def feed(self, stream_id: str, inputs: dict) -> dict:
+        return await self.batcher.feed_async(self._stream(stream_id), {k: np.asarray(v) for k, v in inputs.items()})
+
+    async def reset(self, stream_id: str) -> None:
+        self.batcher.reset(self._stream(stream_id))
+
+    async def close(self, stream_id: str) -> None:
+        self.batcher.close(self._stream(stream_id))
+        del self.streams[stream_id]
+
+    async def state(self, stream_id: str) -> dict:
+        return self.batcher.state(self._stream(stream_id))
+
+    async def stats(self) -> dict:
+        return {"replica": self.replica, "streams": sorted(self.streams), **self.batcher.stats()}

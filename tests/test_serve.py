@@ -1,0 +1,210 @@
+"""Ray Serve (ovrnn[serve], docs/serving.md): a local Ray instance serves real silero VAD streams end to
+end, through a Python handle and HTTP on 127.0.0.1, every chunk's output against onnxruntime run per
+stream with the state and the 64-sample context carried by hand (as LiveKit's silero plugin does)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import socket
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ovrnn.errors import UsageError
+from ovrnn.runtime import serve as ovserve
+
+_SPEC = importlib.util.find_spec("silero_vad")
+SILERO = Path(list(_SPEC.submodule_search_locations)[0]) / "data" / "silero_vad.onnx" if _SPEC and _SPEC.submodule_search_locations else None
+pytestmark = pytest.mark.skipif(SILERO is None or not SILERO.is_file(), reason="the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)")
+SILERO_ARGS = dict(context={"input": 64}, shapes={"input": [1, 576]}, frozen={"sr": 16000})
+TOL = 1e-4  # silero's tolerance (OpenVINO vs onnxruntime measured <= 1.7e-7 on the probability)
+
+
+class OrtStream:
+    """One silero stream on onnxruntime at batch 1, the state and context kept by hand."""
+
+    session = None
+
+    def __init__(self):
+        import onnxruntime as ort
+
+        if OrtStream.session is None:
+            OrtStream.session = ort.InferenceSession(str(SILERO), providers=["CPUExecutionProvider"])
+        self.state = np.zeros((2, 1, 128), np.float32)
+        self.context = np.zeros((1, 64), np.float32)
+
+    def __call__(self, chunk: np.ndarray) -> np.ndarray:
+        x = np.concatenate([self.context, chunk.reshape(1, 512)], axis=1)
+        prob, self.state = self.session.run(["output", "stateN"], {"input": x, "state": self.state, "sr": np.array(16000, np.int64)})
+        self.context = x[:, -64:]
+        return prob
+
+
+def audio(seed: int, chunks: int) -> np.ndarray:
+    """Chunks of noise bursts and tones: the probability moves, so a wrong state shows."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(chunks * 512) / 16000
+    x = 0.3 * np.sin(2 * np.pi * rng.uniform(100, 400) * t) * (np.sin(2 * np.pi * rng.uniform(0.5, 2) * t) > 0) + 0.05 * rng.standard_normal(t.size)
+    return x.astype(np.float32).reshape(chunks, 1, 512)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray instance (2 CPUs), Serve's HTTP proxy on 127.0.0.1 only, the stateless app at
+    /vad and the sticky app (two replicas); shut down at the end."""
+    ray = pytest.importorskip("ray")
+    serve = pytest.importorskip("ray.serve")
+    port = free_port()
+    # no token: Ray would write one into ~/.ray; the instance listens on 127.0.0.1 only and lives for this module
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE",)}
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        stateless = serve.run(ovserve.stateless_app(str(SILERO), "state=stateN", sizes=(1, 8, 32), wait_ms=5, ray_actor_options={"num_cpus": 0.5}, **SILERO_ARGS), name="vad", route_prefix="/vad")
+        yield {"stateless": stateless, "url": f"http://127.0.0.1:{port}/vad", "serve": serve}
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+@pytest.fixture(scope="module")
+def sticky(cluster):
+    """The sticky app on the same instance: two replicas, each a StreamBatcher, routed by stream id."""
+    app = ovserve.sticky_app(str(SILERO), "state=stateN", batcher_options={"sizes": (1, 8)}, num_replicas=2, ray_actor_options={"num_cpus": 0.5}, **SILERO_ARGS)
+    return cluster["serve"].run(app, name="sticky", route_prefix="/sticky")
+
+
+def spec():
+    from ovrnn.runtime.batching import StreamSpec
+
+    return StreamSpec.of(str(SILERO), "state=stateN", **SILERO_ARGS)
+
+
+def test_stateless_handle_serves_streams_that_come_and_go_like_onnxruntime(cluster):
+    """Ticks of a random subset of streams, each tick sent as two concurrent requests (so @serve.batch
+    merges them); streams open late and close early; every chunk against its onnxruntime stream."""
+    rng = np.random.default_rng(0)
+    gateway = ovserve.Gateway(spec(), cluster["stateless"])
+    lives = {f"s{i}": (rng.integers(0, 4), rng.integers(8, 14)) for i in range(7)}  # open at tick a, close at b
+    data = {s: audio(i, 14) for i, s in enumerate(lives)}
+    refs, fed, compared = {}, {s: 0 for s in lives}, 0
+    with ThreadPoolExecutor(2) as pool:
+        for tick in range(14):
+            for s, (a, b) in lives.items():
+                if tick == a:
+                    gateway.open(s)
+                    refs[s] = OrtStream()
+                if tick == b:
+                    gateway.close(s)
+            ready = [s for s, (a, b) in lives.items() if a <= tick < b and rng.random() < 0.8]
+            if not ready:
+                continue
+            halves = [ready[: len(ready) // 2], ready[len(ready) // 2 :]]
+            requests = [(h, gateway.request({s: {"input": data[s][fed[s]]} for s in h})) for h in halves if h]
+            replies = list(pool.map(lambda hr: cluster["stateless"].step.remote(hr[1]).result(), requests))
+            for (h, _), reply in zip(requests, replies):
+                for s, out in gateway.accept(h, reply).items():
+                    want = refs[s](data[s][fed[s]])
+                    assert out["output"].shape == (1, 1)
+                    np.testing.assert_allclose(out["output"], want, atol=TOL, err_msg=f"stream {s} chunk {fed[s]}")
+                    fed[s] += 1
+                    compared += 1
+    assert compared >= 40 and max(fed.values()) >= 8
+
+
+def test_stateless_request_without_states_starts_every_stream_fresh(cluster):
+    x = np.concatenate([audio(s, 1)[0] for s in range(3)])  # [3, 512]: three streams' first chunks
+    reply = cluster["stateless"].step.remote({"inputs": {"input": x}}).result()
+    assert set(reply["states"]) == {"state", "input/context"} and reply["states"]["state"].shape == (2, 3, 128)
+    for i in range(3):
+        np.testing.assert_allclose(reply["outputs"]["output"][i : i + 1], OrtStream()(x[i : i + 1]), atol=TOL)
+    np.testing.assert_array_equal(reply["states"]["input/context"], x[:, -64:])  # the next chunk's context
+
+
+def test_stateless_refuses_a_malformed_request_and_serves_the_next(cluster):
+    with pytest.raises(UsageError, match=r"input 'input': expected shape \[2, 512\] \(streams on axis 0\), got \[2, 500\]"):
+        cluster["stateless"].step.remote({"inputs": {"input": np.zeros((2, 500), np.float32)}}).result()
+    reply = cluster["stateless"].step.remote({"inputs": {"input": audio(5, 1)[0]}}).result()
+    np.testing.assert_allclose(reply["outputs"]["output"], OrtStream()(audio(5, 1)[0]), atol=TOL)
+
+
+def test_stateless_over_http(cluster):
+    """POST an npz body (ovserve.encode) to 127.0.0.1; three streams over four chunks, states carried by the caller."""
+    chunks = [audio(10 + i, 4) for i in range(3)]
+    refs = [OrtStream() for _ in range(3)]
+    states = None
+    for k in range(4):
+        request = {"inputs": {"input": np.concatenate([c[k] for c in chunks])}, **({"states": states} if states else {})}
+        body = urllib.request.urlopen(urllib.request.Request(cluster["url"], data=ovserve.encode(request), method="POST"), timeout=60).read()
+        reply = ovserve.decode(body)
+        states = reply["states"]
+        for i in range(3):
+            np.testing.assert_allclose(reply["outputs"]["output"][i : i + 1], refs[i](chunks[i][k]), atol=TOL)
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(urllib.request.Request(cluster["url"], data=b"not npz", method="POST"), timeout=60)
+    assert err.value.code == 400 and err.value.read().decode().startswith("error: the body is not an npz archive")
+
+
+@pytest.mark.skipif(not hasattr(importlib.import_module("ovrnn.runtime.batching"), "StreamBatcher"), reason="StreamBatcher has not landed yet")
+def test_sticky_streams_stay_on_their_replica(sticky):
+    """Eight streams keyed by id over two replicas, fed interleaved; each chunk against onnxruntime;
+    a stream the replica does not hold is refused by name."""
+    client = ovserve.StickyClient(sticky)
+    ids = [f"caller-{i}" for i in range(8)]
+    replicas = {s: client.open(s).result() for s in ids}
+    assert len(set(replicas.values())) == 2  # the ring spreads eight ids over both replicas
+    refs, data = {s: OrtStream() for s in ids}, {s: audio(20 + i, 6) for i, s in enumerate(ids)}
+    for k in range(6):
+        futures = {s: client.feed(s, {"input": data[s][k]}) for s in ids}
+        for s, f in futures.items():
+            np.testing.assert_allclose(f.result()["output"], refs[s](data[s][k]), atol=TOL, err_msg=f"{s} chunk {k}")
+    state = client.state(ids[0]).result()
+    np.testing.assert_allclose(state["state"], refs[ids[0]].state, atol=1e-5)
+    client.close(ids[0]).result()
+    with pytest.raises(UsageError, match=r"stream 'caller-0' is not open on this replica"):
+        client.feed(ids[0], {"input": data[ids[0]][0]}).result()
+
+
+def test_check_request_names_what_is_wrong():
+    s = spec()
+    with pytest.raises(UsageError, match=r"inputs: expected input, got x"):
+        ovserve.check_request(s, {"inputs": {"x": np.zeros((1, 512), np.float32)}})
+    with pytest.raises(UsageError, match=r"state 'state': expected shape \[2, 2, 128\]"):
+        ovserve.check_request(s, {"inputs": {"input": np.zeros((2, 512), np.float32)}, "states": {"state": np.zeros((2, 1, 128), np.float32), "input/context": np.zeros((2, 64), np.float32)}})
+    n, inputs, states = ovserve.check_request(s, {"inputs": {"input": np.zeros((3, 512), np.float64)}})
+    assert n == 3 and inputs["input"].dtype == np.float32 and states["state"].shape == (2, 3, 128)
+    assert ovserve.decode(ovserve.encode({"inputs": inputs, "states": states}))["states"]["input/context"].shape == (3, 64)
+
+
+def test_the_docs_serve_config_builds_the_application():
+    """docs/serving.md's config file: its import_path is a builder, its args make the stream contract."""
+    yaml = pytest.importorskip("yaml")
+    pytest.importorskip("ray.serve")
+    from ray.serve import Application
+
+    from ovrnn.runtime.batching import StreamSpec
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "serving.md").read_text()
+    app = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, re.S).group(1))["applications"][0]
+    args = dict(app["args"], model=str(SILERO))  # the page's /models/silero_vad.onnx, here
+    module, name = app["import_path"].split(":")
+    assert isinstance(getattr(importlib.import_module(module), name)(args), Application)
+    spec = StreamSpec.of(args["model"], args["state"], context=args["context"], shapes=args["shapes"], frozen=args["frozen"])
+    assert spec.chunk_shape("input") == (1, 512) and spec.state_names == ("state", "input/context")
+    assert app["deployments"][0]["name"] == "StatelessStreams"

@@ -1,0 +1,463 @@
+"""tools/bench_serve.py's child: the sides, the real-time play of N streams, the cost at a fixed N.
+
+A child is pinned to its cores (bench_serve.child_main) before this module is imported. Every side
+serves the same schedule of events: (arrival time, slot, open | chunk | close, chunk data). A slot
+holds one stream at a time; its state lives at index `slot` of the side's state store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+import make_serve_models
+
+OPEN, CHUNK, CLOSE = 0, 1, 2
+POOL = 97  # distinct chunks per model; a stream's chunk k is POOL entry (slot * 31 + k) % POOL
+NEVER = 1e12  # ms: the latency of a chunk never served
+ORT_MAX_BATCH = 1024  # onnxruntime batched by hand: one call takes up to this many ready streams
+clock = time.perf_counter
+
+
+class Model:
+    """One model's spec (tools/make_serve_models.MODELS), its file and a pool of chunks."""
+
+    def __init__(self, name: str, path: Path, model_dir: Path):
+        self.name, self.path, self.dir = name, Path(path), Path(model_dir)
+        m = make_serve_models.MODELS[name]
+        self.x, self.chunk, self.xaxis, self.y, self.ctx = m["x"], tuple(m["chunk"]), m["xaxis"], m["y"], m["context"]
+        self.period = m["period_ms"] / 1000
+        self.states = {s: (o, tuple(shape), axis) for s, (o, shape, axis) in m["states"].items()}
+        self.extra = {k: np.array(v, np.int64) for k, v in m["extra"].items()}
+        self.sample = tuple(d for i, d in enumerate(self.chunk) if i != self.xaxis)  # one stream's x, batch axis dropped
+        new = self.sample[:-1] + (self.sample[-1] - self.ctx,)
+        rng = np.random.default_rng(7)
+        self.pool = (rng.standard_normal((POOL, *new)) * (0.3 if name == "silero" else 1.0)).astype(np.float32)
+
+    def pairs(self) -> str:
+        return ",".join(f"{s}={o}" for s, (o, _, _) in self.states.items())
+
+    def ir(self, batch, stateful: bool = False) -> Path:
+        """ovrnn's stateless (or stateful) IR at a batch, converted for CPU, cached in the model dir."""
+        import ovrnn
+
+        path = self.dir / f"{self.name}_b{batch}{'_stateful' if stateful else ''}.xml"
+        if not path.is_file():
+            spec = make_serve_models.convert_spec(self.name, batch)
+            ovrnn.convert_model(str(self.path), input=spec, device="CPU", **({"stateful": self.pairs()} if stateful else {})).save(path)
+        return path
+
+    def x_batch(self, n: int) -> np.ndarray:
+        shape = list(self.chunk)
+        shape[self.xaxis] = n
+        return np.zeros(shape, np.float32)
+
+    def slab(self, capacity: int) -> dict:
+        out = {}
+        for s, (_, shape, axis) in self.states.items():
+            dims = list(shape)
+            dims[axis] = capacity
+            out[s] = np.zeros(dims, np.float32)
+        return out
+
+
+def ort_session(path: Path):
+    import onnxruntime as ort
+
+    o = ort.SessionOptions()
+    o.log_severity_level = 3
+    o.intra_op_num_threads = 1  # as LiveKit and pipecat configure it; one core per side
+    o.inter_op_num_threads = 1
+    o.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), o, providers=["CPUExecutionProvider"])
+
+
+# --------------------------------------------------------------------------- single-threaded sides
+
+class PerStream:
+    """A batch-1 call per stream and chunk: onnxruntime (one shared session, the state kept by the
+    caller) or ovrnn.Stream (one stateful request per stream). Inputs are written into one
+    preallocated batch-1 buffer; states and context are kept per stream."""
+
+    batched = False
+
+    def __init__(self, model: Model, kind: str):
+        self.m, self.kind = model, kind
+        self.x1 = model.x_batch(1)
+        self.x1_rows = np.moveaxis(self.x1, model.xaxis, 0)  # [1, *sample]: the stream's row
+        self.streams: list = []
+        if kind == "ort_b1":
+            self.session = ort_session(model.path)
+            self.out_names = [model.y] + [o for o, _, _ in model.states.values()]
+            self.state_names = list(model.states)
+        else:
+            import ovrnn
+
+            self.proto = ovrnn.Stream(model.ir(1, stateful=True), threads=1)
+        self.resize(0)
+
+    def resize(self, capacity: int) -> None:
+        m = self.m
+        self.ctx = np.zeros((capacity, *m.sample[:-1], m.ctx), np.float32)
+        if self.kind == "ort_b1":
+            self.state = [{s: np.zeros(shape, np.float32) for s, (_, shape, _) in m.states.items()} for _ in range(capacity)]
+        else:
+            while len(self.streams) < capacity:
+                self.streams.append(self.proto if not self.streams else self.proto.spawn())
+
+    def open(self, slot: int) -> None:
+        self.ctx[slot] = 0
+        if self.kind == "ort_b1":
+            for s in self.state[slot].values():
+                s[...] = 0
+        else:
+            self.streams[slot].reset()
+
+    def close(self, slot: int) -> None:
+        pass
+
+    def one(self, slot: int, cid: int):
+        m, row = self.m, self.x1_rows[0]
+        if m.ctx:
+            row[..., : m.ctx] = self.ctx[slot]
+            row[..., m.ctx :] = m.pool[cid]
+            self.ctx[slot] = row[..., -m.ctx :]
+        else:
+            row[...] = m.pool[cid]
+        if self.kind == "ort_b1":
+            feeds = {m.x: self.x1, **self.state[slot], **m.extra}
+            out = self.session.run(self.out_names, feeds)
+            self.state[slot] = dict(zip(self.state_names, out[1:]))
+            return out[0]
+        return self.streams[slot].feed({m.x: self.x1})[m.y]
+
+    def state_of(self, slot: int) -> dict:
+        if self.kind == "ort_b1":
+            return {s: v.copy() for s, v in self.state[slot].items()}
+        st = self.streams[slot].state
+        return {s: np.asarray(st[s]).copy() for s in self.m.states}
+
+
+class OrtBatched:
+    """onnxruntime, every ready stream (at most one chunk each) stacked into one call: x written in
+    place into one preallocated buffer, states gathered from one slab per state and scattered back."""
+
+    batched = True
+    max_batch = ORT_MAX_BATCH
+
+    def __init__(self, model: Model):
+        self.m = model
+        self.session = ort_session(model.path)
+        self.out_names = [model.y] + [o for o, _, _ in model.states.values()]
+        self.xbuf = model.x_batch(self.max_batch)
+        self.x_rows = np.moveaxis(self.xbuf, model.xaxis, 0)
+        self.resize(0)
+
+    def resize(self, capacity: int) -> None:
+        self.slab = self.m.slab(capacity)
+        self.slab_rows = {s: np.moveaxis(v, self.m.states[s][2], 0) for s, v in self.slab.items()}  # views, stream first
+        self.ctx = np.zeros((capacity, *self.m.sample[:-1], self.m.ctx), np.float32)
+
+    def open(self, slot: int) -> None:
+        for rows in self.slab_rows.values():
+            rows[slot] = 0
+        self.ctx[slot] = 0
+
+    def close(self, slot: int) -> None:
+        pass
+
+    def batch(self, slots: np.ndarray, cids: np.ndarray):
+        m, n = self.m, len(slots)
+        rows = self.x_rows[:n]
+        if m.ctx:
+            rows[..., : m.ctx] = self.ctx[slots]
+            rows[..., m.ctx :] = m.pool[cids]
+            self.ctx[slots] = rows[..., -m.ctx :]
+        else:
+            rows[...] = m.pool[cids]
+        x = self.xbuf[(slice(None),) * m.xaxis + (slice(0, n),)]
+        feeds = {m.x: x, **{s: np.take(self.slab[s], slots, axis=m.states[s][2]) for s in m.states}, **m.extra}
+        out = self.session.run(self.out_names, feeds)
+        for s, new in zip(m.states, out[1:]):
+            self.slab_rows[s][slots] = np.moveaxis(new, m.states[s][2], 0)
+        return out[0]
+
+    def state_of(self, slot: int) -> dict:
+        return {s: np.expand_dims(rows[slot], self.m.states[s][2]).copy() for s, rows in self.slab_rows.items()}
+
+
+# --------------------------------------------------------------------------- the schedule
+
+def schedule(n: int, period: float, duration: float, jitter: float, life: float, seed: int) -> dict:
+    """Events of n slots over `duration` s: each slot opens a stream at a random phase; a stream lives
+    an exponential time (mean `life` s, at least one chunk), its chunk k arrives at open + (k+1)·period +
+    U(0, jitter), it closes half a period after its last chunk, and the next stream opens in its slot
+    after a gap of U(0, period)."""
+    rng = np.random.default_rng(seed)
+    ts, slots, kinds, cids = [], [], [], []
+    for slot in range(n):
+        t, k0 = rng.uniform(0, period), 0
+        while t < duration:
+            chunks = max(1, int(rng.exponential(life) / period))
+            arrive = t + period * np.arange(1, chunks + 1) + rng.uniform(0, jitter, chunks)
+            arrive = arrive[arrive < duration]
+            ts += [t, *arrive.tolist()]
+            kinds += [OPEN] + [CHUNK] * len(arrive)
+            cids += [0] + ((slot * 31 + k0 + np.arange(len(arrive))) % POOL).tolist()
+            slots += [slot] * (len(arrive) + 1)
+            k0 += len(arrive)
+            if len(arrive) == 0:
+                break
+            close = arrive[-1] + period / 2
+            ts.append(close), kinds.append(CLOSE), cids.append(0), slots.append(slot)
+            t = close + rng.uniform(0, period)
+    order = np.argsort(np.array(ts), kind="stable")
+    pick = lambda v, dt: np.array(v, dt)[order]  # noqa: E731
+    return {"t": pick(ts, np.float64), "slot": pick(slots, np.int64), "kind": pick(kinds, np.int8), "cid": pick(cids, np.int64)}
+
+
+def play_single(side, ev: dict, duration: float, bound: float) -> np.ndarray:
+    """Serve the schedule on this thread: admit everything that has arrived, serve it (per stream:
+    in arrival order; batched: one chunk per stream per call, every other event of a stream in that
+    call waits for the next), repeat; sleep when nothing is pending. Returns each event's done time
+    (NaN: never served); stops early when a chunk has waited 20 bounds (the trial has failed)."""
+    t, slot, kind, cid = ev["t"].tolist(), ev["slot"].tolist(), ev["kind"].tolist(), ev["cid"].tolist()
+    tt = ev["t"]
+    n = len(t)
+    done = np.full(n, np.nan)
+    pending: list[int] = []
+    give_up = max(20 * bound, 0.5)
+    i = 0
+    start = clock() + 0.02
+    while True:
+        now = clock() - start
+        j = bisect.bisect_right(t, now, i)
+        if j > i:
+            pending.extend(range(i, j))
+            i = j
+        if not pending:
+            if i >= n:
+                break
+            wait = t[i] - now
+            if wait > 0.0003:
+                time.sleep(wait - 0.0002)
+            continue
+        if now - t[pending[0]] > give_up:
+            break
+        if side.batched:
+            used, take, keep = set(), [], []
+            for e in pending:
+                s = slot[e]
+                if s in used or len(take) >= side.max_batch:
+                    keep.append(e)
+                    if s not in used:
+                        used.add(s)  # later events of this stream wait behind it
+                elif kind[e] == CHUNK:
+                    take.append(e)
+                    used.add(s)
+                elif kind[e] == OPEN:
+                    side.open(s)
+                    done[e] = 0
+                else:
+                    side.close(s)
+                    done[e] = 0
+            if take:
+                side.batch(np.array([slot[e] for e in take]), np.array([cid[e] for e in take]))
+                finished = clock() - start
+                done[take] = finished
+            pending = keep
+        else:
+            for e in pending:
+                k = kind[e]
+                if k == CHUNK:
+                    side.one(slot[e], cid[e])
+                    done[e] = clock() - start
+                elif k == OPEN:
+                    side.open(slot[e])
+                else:
+                    side.close(slot[e])
+            pending = []
+    del tt
+    return done
+
+
+def latency_stats(ev: dict, done: np.ndarray, warm: float, duration: float, bound: float, batches: list | None = None) -> dict:
+    chunk = (ev["kind"] == CHUNK) & (ev["t"] >= warm) & (ev["t"] < duration)
+    lat = (done[chunk] - ev["t"][chunk]) * 1000
+    served = float((~np.isnan(lat)).mean()) if len(lat) else 0.0
+    lat = np.where(np.isnan(lat), NEVER, lat)  # a chunk never served: later than any bound
+
+    def pct(q):
+        v = float(np.percentile(lat, q, method="higher")) if len(lat) else NEVER
+        return float("inf") if v >= NEVER else v
+
+    p50, p99, worst = pct(50), pct(99), pct(100)
+    out = {"chunks": int(chunk.sum()), "served": served, "p50_ms": p50, "p99_ms": p99, "max_ms": worst}
+    out["ok"] = bool(p99 <= bound * 1000 and served == 1.0)
+    if batches:
+        out["mean_batch"] = float(np.mean(batches))
+    return out
+
+
+class Counting:
+    """Wraps a batched side to count batch sizes."""
+
+    def __init__(self, side):
+        self.side, self.sizes = side, []
+        self.batched, self.max_batch = True, side.max_batch
+        self.open, self.close = side.open, side.close
+
+    def batch(self, slots, cids):
+        self.sizes.append(len(slots))
+        return self.side.batch(slots, cids)
+
+
+# --------------------------------------------------------------------------- sides by name
+
+def make_side(name: str, model: Model, workers: int = 1):
+    if name in ("ort_b1", "ov_stream"):
+        return PerStream(model, name)
+    if name == "ort_batched":
+        return OrtBatched(model)
+    if name in ("batcher", "batcher_w2"):
+        import serve_batcher
+
+        return serve_batcher.BatcherSide(model, workers)
+    raise ValueError(name)
+
+
+def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, warm: float = 0.5) -> dict:
+    """One real-time play of n streams; {ok, p50_ms, p99_ms, ...}."""
+    ev = schedule(n, model.period, duration, jitter=min(0.005, model.period / 2), life=max(1.0, duration / 2), seed=seed)
+    side.resize(n)
+    counted = Counting(side) if side.batched and not getattr(side, "threaded", False) else side
+    if getattr(side, "threaded", False):
+        done, sizes = side.play(ev, duration, bound)
+    else:
+        done = play_single(counted, ev, duration, bound)
+        sizes = getattr(counted, "sizes", None)
+    return {"n": n, **latency_stats(ev, done, warm, duration, bound, sizes)}
+
+
+def search(side, model: Model, hint_us: float, duration: float, bound: float, quick: bool, max_n: int = 16384) -> dict:
+    """The largest N (to within 8%, 20% with --quick) whose play keeps p99 within the bound: start at
+    60% of the load the measured per-chunk cost allows, grow ×1.5 while passing, then bisect."""
+    full = model.period / (hint_us * 1e-6) if hint_us > 0 else 256
+    n = int(min(max_n, max(8, 0.6 * full)))
+    lo, hi, trials = 0, None, []
+    for k in range(5 if quick else 8):
+        r = trial(side, model, n, duration, bound, seed=1000 + k)
+        trials.append(r)
+        if r["ok"]:
+            lo = n
+        else:
+            hi = n
+        if hi is not None and lo and hi / lo <= (1.2 if quick else 1.08):
+            break
+        if hi is None:
+            n = min(max_n, int(n * 1.5))
+            if lo == max_n:
+                break
+        elif lo == 0:
+            n = max(1, int(n / 1.5))
+            if hi <= 1:
+                break
+        else:
+            n = (lo + hi) // 2
+    at = next((r for r in trials if r["n"] == lo), None)
+    return {"streams": lo, "trials": trials, "at": at}
+
+
+# --------------------------------------------------------------------------- the cost at a fixed N
+
+def cost(model: Model, sides: list[str], n: int, quick: bool) -> dict:
+    """µs per stream-chunk with all n streams ready each round; sides interleaved in passes; each side's
+    outputs and final states from a fresh start (3 rounds) against onnxruntime per stream."""
+    built = {}
+    for s in sides:
+        side = make_side(s, model)
+        side.resize(n)
+        for slot in range(n):
+            side.open(slot)
+        built[s] = side
+    slots = np.arange(n)
+    rounds = [(slots * 31 + r) % POOL for r in range(POOL)]
+
+    def round_fn(side):
+        if side.batched:
+            return lambda r: side.batch(slots, rounds[r % POOL])
+        return lambda r: [side.one(int(s), int(c)) for s, c in zip(slots, rounds[r % POOL])]
+
+    # exactness: 3 rounds from the open state, outputs and states against onnxruntime per stream
+    diffs, ref = {}, None
+    order = (["ort_b1"] if "ort_b1" in built else []) + [s for s in built if s != "ort_b1"]
+    for s in order:
+        fn = round_fn(built[s])
+        ys = [np.concatenate([np.asarray(v).reshape(-1) for v in (y if isinstance(y, list) else [y])]) for y in (np.copy(fn(r)) if built[s].batched else [np.copy(o) for o in fn(r)] for r in range(3))]
+        st = [np.concatenate([built[s].state_of(slot)[k].reshape(-1) for slot in range(n)]) for k in model.states]
+        if ref is None:
+            ref = (ys, st)
+            diffs[s] = 0.0
+            continue
+        diffs[s] = max(max(float(np.abs(a - b).max()) for a, b in zip(ys, ref[0])), max(float(np.abs(a - b).max()) for a, b in zip(st, ref[1])))
+    # timing: calibrate a block per side, then interleaved passes
+    block, passes = (0.15, 5) if quick else (0.3, 9)
+    fns, reps = {}, {}
+    for s, side in built.items():
+        fn, r, t0 = round_fn(side), 0, clock()
+        while clock() - t0 < block / 3 or r < 2:
+            fn(r)
+            r += 1
+        reps[s] = max(1, int(r * block / (clock() - t0)))
+        fns[s] = fn
+    per = {s: [] for s in built}
+    for p in range(passes):
+        for s, fn in fns.items():
+            t0 = clock()
+            for r in range(reps[s]):
+                fn(r + p)
+            per[s].append((clock() - t0) / reps[s] / n * 1e6)
+    extra = {}
+    for s, side in built.items():
+        if hasattr(side, "shutdown"):
+            extra.update(side.shutdown())
+    return {"n": n, "per_chunk_us": {s: statistics.median(v) for s, v in per.items()}, "spread_us": {s: [min(v), max(v)] for s, v in per.items()},
+            "max_abs_diff": diffs, "passes": passes, **extra}
+
+
+def main(argv: list[str], cores: list[int]) -> dict:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model")
+    p.add_argument("--path", type=Path)
+    p.add_argument("--model-dir", type=Path)
+    p.add_argument("--task", choices=("cost", "streams", "ray"))
+    p.add_argument("--sides", default="")
+    p.add_argument("--side", default="")
+    p.add_argument("--cost-n", type=int, default=256)
+    p.add_argument("--hint-us", type=float, default=0.0)
+    p.add_argument("--bound-ms", type=float, default=25.0)
+    p.add_argument("--duration", type=float, default=4.0)
+    p.add_argument("--quick", action="store_true")
+    a = p.parse_args(argv)
+    if a.task == "ray":
+        import serve_ray_cost
+
+        return serve_ray_cost.measure(a.path, quick=a.quick)
+    model = Model(a.model, a.path, a.model_dir)
+    result = {"cores": cores}
+    if a.task == "cost":
+        result.update(cost(model, a.sides.split(","), a.cost_n, a.quick))
+        return result
+    workers = 2 if a.side == "batcher_w2" else 1
+    side = make_side(a.side, model, workers)
+    found = search(side, model, a.hint_us, a.duration, a.bound_ms / 1000, a.quick)
+    if hasattr(side, "shutdown"):
+        found.update(side.shutdown())
+    found["streams_per_core"] = round(found["streams"] / len(cores))
+    result.update(found)
+    return result
