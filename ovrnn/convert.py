@@ -24,6 +24,7 @@ from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
 from .plan import Fallback, Plan, Request, choose_cells, device_lacks_cells, dynamic_stream_note, measured_forms, plan_conversion, with_hint
 from .semantics.limits import DEFAULT_MAX_STEPS
+from .validation import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loop_check.py)
 
 
 def convert_model(

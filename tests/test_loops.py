@@ -279,3 +279,59 @@ def test_a_dynamic_batch_stays_dynamic(batch):
     x = np.random.default_rng(batch).standard_normal((batch, 5, 3)).astype(np.float32)
     want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
     assert_close(next(iter(run_ir(ir, {"x": x}).values())), want.astype(np.float64), 1e-6, 1e-5, "dynamic batch")
+
+
+# --- bodies built to fool the recovery (issue 30): each looks like a cell and is not one -------------
+# (cell, mutation, T) -> the reason in the note; each is unrolled and right at T=4..7, with inputs,
+# states and probes away from 0 (a term on the iteration number vanishes at iteration 0, an added
+# outer tensor vanishes at 0: the old check probed exactly there)
+FOOLS = {
+    ("rnn_tanh", "index_term_y", 4): "the iteration number ('i') reaches its Cast node 'b/Cast7', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    ("gru_lbr1", "index_term_h", 5): "the iteration number ('i') reaches its Cast node 'b/Cast19', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    ("lstm", "index_gate", 6): "the iteration number ('i') reaches its Equal node 'b/Equal16', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    ("lstm", "int_counter_scale", 7): "the counter 'k' reaches its Cast node 'b/Cast16', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    ("gru_lbr0", "counter_scale", 7): "its carried value 's' is not a [batch, hidden] tensor of known hidden size",
+    ("lstm", "cond_vector", 6): "its Add node 'b/Add16' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
+    ("gru_lbr1", "film", 7): "its Add node 'b/Add19' reads 'G' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
+    ("rnn_tanh", "outer_pre", 5): "its Add node 'b/Add2' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
+    ("lstm", "float_table", 4): "it reads more than one input sequence step by step ('X' and 'S'; a float table gating the state is no mask unless its values are proven 0 or 1: bool, or cast from a comparison)",
+    ("gru_lbr0", "float_table_rank2", 5): "it reads 'S' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) nor a mask proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row",
+    ("lstm", "counter_minus1", 6): "its first iteration reads step -1 of 'X', so its 6 iterations are not 6 consecutive steps of 'X' (6 steps) in order (Gather counts a negative index from the end)",
+}
+
+
+@pytest.mark.parametrize("cell, mutation, T", sorted(FOOLS), ids=[f"{m}-{c}-T{t}" for c, m, t in sorted(FOOLS)])
+def test_a_body_that_only_looks_like_a_cell_is_unrolled_and_right(cell, mutation, T):
+    from loop_bodies import BodySpec, build, feeds
+
+    spec = BodySpec(cell, mutation, T=T, B=2, F=3, H=4, seed=T)
+    model = build(spec)
+    ir = ovrnn.convert_model(model)
+    note = next(n for n in ir.notes if n.startswith("Loop node"))
+    assert note == (f"Loop node 'loop': its body is not a recognisable LSTM, GRU or RNN cell ({FOOLS[cell, mutation, T]}); "
+                    f"unrolled into its {T} iterations (their number is a constant once the shapes are known)")
+    assert ir.rnns == () and "Loop" not in layer_counts(ir.xml)
+    data = feeds(model, spec.seed)
+    assert all(np.all(v != 0) for k, v in data.items() if v.dtype != bool)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, data)
+    got = run_ir(ir, data)
+    for name, value in zip([o.name for o in model.graph.output], want):
+        assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, f"{mutation} {name}")
+
+
+@pytest.mark.parametrize("cell, mutation", [("lstm", "mask_bool"), ("gru_lbr0", "mask_cast"), ("rnn_relu", "counter_read"), ("gru_lbr1", "float64")])
+def test_cells_read_through_masks_counters_and_doubles_are_recovered(cell, mutation):
+    """What the precondition admits: a bool mask, a float mask cast from a comparison, x read by a
+    counter, a double model: one recurrent node (or one per step under a mask), exact."""
+    from loop_bodies import BodySpec, build, feeds
+
+    spec = BodySpec(cell, mutation, T=6, B=3, F=2, H=3, seed=11)
+    model = build(spec)
+    ir = ovrnn.convert_model(model)
+    note = next(n for n in ir.notes if n.startswith("Loop node"))
+    assert "; rewritten as " in note and "Loop" not in layer_counts(ir.xml) and ir.rnns
+    data = feeds(model, spec.seed, spec.B)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, data)
+    got = run_ir(ir, data)
+    for name, value in zip([o.name for o in model.graph.output], want):
+        assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, f"{mutation} {name}")

@@ -289,7 +289,7 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
         if not over_time(body) or trips > limit:
             continue
         try:
-            recognise(loop, body, Outer(trial.graph, _infer(trial).graph, constant_value), opset)
+            recognise(loop, body, Outer(trial.graph, _infer(trial).graph, constant_value), opset, trips)
         except NotACell:
             continue
         model.CopyFrom(trial)
@@ -318,7 +318,7 @@ def _refuse_time_loops(model: onnx.ModelProto, limit: int) -> None:
         opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
         trips = _time_loop_trips(model.graph, node, body, outer, opset, limit)
         try:
-            recognise(node, body, outer, opset)
+            recognise(node, body, outer, opset, trips)
             why = "the cell is recognised"
         except NotACell as reason:
             why = str(reason)

@@ -2,19 +2,27 @@
 tf2onnx (Keras) and scripted PyTorch write them with MatMul/Gemm, Split/Slice, Sigmoid/Tanh.
 
 The body is evaluated abstractly, once. A tensor is a constant (weights, loop-invariant states,
-shapes), the step index (the iteration number, or a counter that starts at a constant and adds 1),
-an affine form ``Lin`` of the step's input x, the carried states and opaque terms
+shapes), the step index (the iteration number, or a counter that starts at a constant and adds 1,
+plus a constant), an affine form ``Lin`` of the step's input x, the carried states and opaque terms
 (``x @ Wx + h @ Wh + (r*h) @ Wr + b``: MatMul, Gemm, Add, Sub, Neg, scaling, Split and Slice of
 columns keep it affine), or an opaque ``Expr`` (an activation, a product of two non-constants).
 The gate pre-activations are the ``Lin`` arguments of the Sigmoid/Tanh nodes; their matrices are
-the weights, exactly as the body holds them. Which gate is which (LSTM's i/f/o, GRU's z/r and z's
-sign, which state is c) is then decided by checking each assignment against the body itself
-(loop_check.py): the body runs (onnx.reference) on random float32 probes with the mask all on, all
-off and mixed, and every float output must be the candidate cell's new h or c, or a select of one
-by the mask.
-Only analytic ops (and selects by the mask) may lie between the states and the outputs, so two
-forms that agree on random probes agree everywhere (their difference is analytic; its zero set
-has measure zero), for every mask pattern. The weights are read from the graph, never fitted.
+the weights, exactly as the body holds them. Which gate is which is then decided by checking each
+assignment against the body itself (loop_check.py).
+
+The walk is also the structural half of the proof (docs/control_flow.md, "Loop recovery: when a
+probe proves it"): on the path to the body's float outputs
+
+* the step index and the counters reach only the per-step reads ``Gather(X, i)`` of the input
+  sequence and of a mask (and ``Cast``/``Identity``/``+ constant`` on their way there);
+* the only tensors from outside the body are the input sequence, a 0/1 mask (bool, or a float the
+  outer graph casts from a comparison or a bool, or a constant of 0s and 1s: ``Outer.binary``) with
+  one value per batch row, constants, and the carried states;
+* every op is analytic (the ANALYTIC set; a Relu is cut out and checked apart) and keeps the batch
+  rows apart: a MatMul/Gemm multiplies by a constant on the right, no Split/Slice/Concat/Gather
+  runs along the batch axis, no Shape of a computed value.
+
+Anything else raises NotACell, naming the node: the Loop is then unrolled or refused.
 
     LSTM  i,f,o = sigmoid(Lin), g = tanh(Lin); c' = f*c + i*g; h' = o*tanh(c')
     GRU   z,r = sigmoid(Lin); n = tanh(x Wn + bn + r*(h Rn + rbn))   (linear_before_reset=1)
@@ -37,12 +45,14 @@ from ..families.rnn import RNN
 from .read import ONNX_DOMAINS, RECURRENT
 
 # ops that may lie between the states, the step's input and the outputs: analytic ones, and the
-# Cast/Not/Where a mask select is written with
 # Cast/Not/Where a mask select is written with (a Cast only to a float type: rounding is not analytic)
 ANALYTIC = {"Add", "Sub", "Mul", "Neg", "Sigmoid", "Tanh", "MatMul", "Gemm", "Split", "Slice", "Squeeze", "Unsqueeze",
             "Identity", "Cast", "Not", "Where", "Gather", "Concat", "Shape"}
+# ops that select or reshape along an axis: on a computed value, never along the batch axis (0)
+AXIS_OPS = {"Split", "Slice", "Concat", "Gather"}
 FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
-PROBES = 3
+INTEGERS = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
+            onnx.TensorProto.UINT64, onnx.TensorProto.UINT32, onnx.TensorProto.UINT16, onnx.TensorProto.UINT8)
 PROBE_BATCH = 3  # the rows a probe has where the batch is dynamic
 
 
@@ -69,9 +79,10 @@ class Expr:
 
 @dataclass(frozen=True)
 class Step:
-    """The step index: the iteration number plus `offset`."""
+    """The step index: the iteration number plus `offset` (`source`: the body input it comes from)."""
 
     offset: int
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,7 +101,7 @@ class Body:
     """What the abstract evaluation found."""
 
     env: dict
-    x: tuple[str, int] | None = None  # (outer tensor read by the step index, its offset)
+    x: tuple[str, int] | None = None  # (outer tensor read by the step index, its offset at iteration 0)
     mask: tuple[str, int] | None = None
     states: list[str] = field(default_factory=list)  # float carried states (body input names)
     counters: dict = field(default_factory=dict)  # body input name -> (initial value, increment)
@@ -118,35 +129,13 @@ class Cell:
     def hidden(self) -> int:
         return int(self.R.shape[1])
 
-    def step(self, x, h, c, cut=None):
-        """One step in float64, the ONNX equations (no clip; `activation` the RNN's, or the GRU's
-        for n). `cut`: the value of that activation's output, in place of computing it."""
-        sig = lambda v: 1.0 / (1.0 + np.exp(-v))  # noqa: E731
-        act = lambda v: cut if cut is not None else np.tanh(v) if self.activation == "Tanh" else np.maximum(v, 0)  # noqa: E731
-        H = self.hidden
-        gx = x @ self.W.T + self.Wb
-        if self.kind is RNN:
-            return act(gx + h @ self.R.T + self.Rb), None
-        if self.kind is LSTM:
-            g = gx + h @ self.R.T + self.Rb
-            i, o, f, cc = (g[:, k * H : (k + 1) * H] for k in range(4))
-            c_new = sig(f) * c + sig(i) * np.tanh(cc)
-            return sig(o) * np.tanh(c_new), c_new
-        gh = h @ self.R[: 2 * H].T + self.Rb[: 2 * H]
-        z, r = sig(gx[:, :H] + gh[:, :H]), sig(gx[:, H : 2 * H] + gh[:, H:])
-        if self.linear_before_reset:
-            n = act(gx[:, 2 * H :] + r * (h @ self.R[2 * H :].T + self.Rb[2 * H :]))
-        else:
-            n = act(gx[:, 2 * H :] + (r * h) @ self.R[2 * H :].T + self.Rb[2 * H :])
-        return (1 - z) * n + z * h, None
-
 
 # --- abstract evaluation -------------------------------------------------------------------------
 
 
 def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> Body:
     """Walk the body once. `outer` answers for the outer scope: const(name) (a constant's value or
-    None), shape(name) (static dims or None), is_float(name)."""
+    None), shape(name) (static dims or None), is_float(name), binary(name) (proven 0/1)."""
     outer_const, outer_shape = outer.const, outer.shape
     env: dict = {}
     found = Body(env)
@@ -167,22 +156,23 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
         elif out == inp.name:
             env[inp.name] = value if value is not None else Outer(initial)
             found.invariant.append(inp.name)
-        elif value is not None and value.dtype.kind in "iu" and value.size == 1 and increment(body, inp.name, out) is not None:
-            found.counters[inp.name] = (int(value.reshape(-1)[0]), increment(body, inp.name, out))
-            env[inp.name] = Step(int(value.reshape(-1)[0])) if found.counters[inp.name][1] == 1 else Expr("counter")
+        elif value is not None and value.dtype.kind in "iu" and value.size == 1 and (inc := increment(body, inp.name, out, outer_const)) is not None:
+            found.counters[inp.name] = (int(value.reshape(-1)[0]), inc)
+            env[inp.name] = Step(int(value.reshape(-1)[0]), inp.name) if inc == 1 else Expr("counter", (inp.name,))
         else:
             dims = _dims(inp) or (outer_shape(initial) if initial else None)
             if dims is None or len(dims) != 2 or dims[1] is None:
                 raise NotACell(f"its carried value '{inp.name}' is not a [batch, hidden] tensor of known hidden size")
             env[inp.name] = Lin({inp.name: np.eye(dims[1])}, np.zeros(dims[1]))
             found.states.append(inp.name)
-    own = {n for node in body.node for n in node.output} | set(env)
+    own = own_names(body) | set(env)
     needed = upstream_nodes(body, [body.output[1 + len(body.input) - 2 + k].name for k in range(len(body.output) - len(body.input) + 1)]
                             + [body.output[body_index(body, s) - 1].name for s in found.states] + list(found.appended.values()))
     batch = None
     for index, node in enumerate(body.node):
         if index not in needed:
             continue  # the condition and counters: checked apart (loop_rewrite.runs_exactly)
+        label = node.name or node.output[0]
         if node.domain not in ONNX_DOMAINS:
             raise NotACell(f"it holds a {node.domain}.{node.op_type} node")
         ins = []
@@ -196,32 +186,20 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
                 env[name] = value if value is not None else Outer(name)
                 ins.append(env[name])
             else:
-                raise NotACell(f"node '{node.name}' reads '{name}' before it is computed")
-        if node.op_type == "Gather" and node.input[0] not in own and isinstance(ins[1], Step) and _attr(node, "axis", 0) == 0:
-            dims = outer_shape(node.input[0])  # an outer tensor, or an outer constant (a frozen input)
-            if dims is None or len(dims) < 2 or None in dims[2:]:  # the batch may stay dynamic
-                raise NotACell(f"the tensor '{node.input[0]}' it reads step by step has no static shape past its batch")
-            batch = dims[1]
-            key = (node.input[0], ins[1].offset)
-            if len(dims) == 3 and outer.is_float(node.input[0]):
-                if found.x not in (None, key):
-                    raise NotACell("it reads more than one input sequence step by step")
-                found.x = key
-                env[node.output[0]] = Lin({"x": np.eye(dims[2])}, np.zeros(dims[2]))
-            else:
-                if found.mask not in (None, key):
-                    raise NotACell("it reads more than one mask step by step")
-                found.mask = key
-                env[node.output[0]] = Expr("mask")
+                raise NotACell(f"node '{label}' reads '{name}' before it is computed")
+        if node.op_type == "Gather" and len(ins) == 2 and node.input[0] not in own and isinstance(ins[1], Step) and _attr(node, "axis", 0) == 0:
+            batch = _per_step_read(node, ins[1], outer, found, env, batch)
             continue
         if all(isinstance(v, np.ndarray) or v is None for v in ins) and node.op_type not in ("Loop", "Scan", "If"):
             values = _run_node(node, ins, opset)
             if values is not None:
                 env.update({o: v for o, v in zip(node.output, values) if o})
                 continue
-        if node.op_type in ("Cast", "Identity") and isinstance(ins[0], Step):
-            env[node.output[0]] = ins[0]
+        step = _step_of(node, ins)
+        if step is not None:
+            env[node.output[0]] = step
             continue
+        _check_reads(node, ins, label)
         if node.op_type in RECURRENT:
             if found.inner is not None:
                 raise NotACell("it holds more than one recurrent node")
@@ -234,14 +212,108 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             found.activations.append(("Relu", ins[0], env[node.output[0]]))
             continue
         if node.op_type not in ANALYTIC or (node.op_type == "Cast" and _attr(node, "to") not in FLOATS):
-            raise NotACell(f"it holds a {node.op_type} node ('{node.name or node.output[0]}') between its states and outputs")
+            raise NotACell(f"it holds a {node.op_type} node ('{label}') between its states and outputs")
+        _check_rows(node, ins, label, batch)
         results = _abstract(node, ins, batch)
+        if node.op_type == "Shape" and not isinstance(results[0], np.ndarray):
+            raise NotACell(f"its Shape node ('{label}') reads a computed value whose shape is not static")
         env.update(zip(node.output, results))
         if node.op_type in ("Sigmoid", "Tanh"):
             found.activations.append((node.op_type, ins[0], env[node.output[0]]))
     if found.x is None:
         raise NotACell("it reads no input sequence step by step (a Gather of an outer tensor by the iteration number)")
     return found
+
+
+def own_names(body: onnx.GraphProto) -> set[str]:
+    return {o for n in body.node for o in n.output if o} | {i.name for i in body.input} | {t.name for t in body.initializer}
+
+
+def _per_step_read(node: onnx.NodeProto, step: Step, outer, found: Body, env: dict, batch):
+    """``Gather(T, i + offset)`` of an outer tensor: the input sequence (a float [steps, batch,
+    features] tensor) or a mask (proven 0/1, one value per batch row); the batch it fixes."""
+    name = node.input[0]
+    dims = outer.shape(name)  # an outer tensor, or an outer constant (a frozen input)
+    if dims is None or len(dims) < 2 or None in dims[2:] or dims[0] is None:  # the batch may stay dynamic
+        raise NotACell(f"the tensor '{name}' it reads step by step has no static shape past its batch")
+    key = (name, step.offset)
+    if outer.binary(name) and int(np.prod(dims[2:], dtype=np.int64)) == 1:
+        if found.mask not in (None, key):
+            raise NotACell("it reads more than one mask step by step")
+        found.mask = key
+        env[node.output[0]] = Expr("mask")
+    elif len(dims) == 3 and outer.is_float(name):
+        if found.x not in (None, key):
+            raise NotACell(f"it reads more than one input sequence step by step ('{found.x[0]}' and '{name}'; a float table gating the "
+                           "state is no mask unless its values are proven 0 or 1: bool, or cast from a comparison)")
+        found.x = key
+        env[node.output[0]] = Lin({"x": np.eye(dims[2])}, np.zeros(dims[2]))
+    else:
+        raise NotACell(f"it reads '{name}' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) "
+                       "nor a mask proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row")
+    return dims[1] if batch is None else batch
+
+
+def _step_of(node: onnx.NodeProto, ins: list) -> Step | None:
+    """The step index after a Cast/Identity, or plus/minus an integer constant; None otherwise."""
+    if not ins or not isinstance(ins[0], Step) and not (node.op_type == "Add" and len(ins) == 2 and isinstance(ins[1], Step)):
+        return None
+    if node.op_type in ("Cast", "Identity") and (node.op_type == "Identity" or _attr(node, "to") in INTEGERS):
+        return ins[0]
+    if node.op_type in ("Add", "Sub") and len(ins) == 2:
+        step, other = (ins[0], ins[1]) if isinstance(ins[0], Step) else (ins[1], ins[0])
+        if isinstance(other, np.ndarray) and other.size == 1 and other.dtype.kind in "iu":
+            sign = -1 if node.op_type == "Sub" else 1
+            return Step(step.offset + sign * int(other.reshape(-1)[0]), step.source)
+    return None
+
+
+def _check_reads(node: onnx.NodeProto, ins: list, label: str) -> None:
+    """The step index, a counter, the condition and outer non-constants reach the outputs only
+    through the per-step reads (handled before this)."""
+    for name, value in zip(node.input, ins):
+        if isinstance(value, Step) or (isinstance(value, Expr) and value.op == "counter"):
+            source = value.source if isinstance(value, Step) else value.args[0]
+            what = f"the iteration number ('{name}')" if not source else f"the counter '{source}'" + (f" (as '{name}')" if name != source else "")
+            raise NotACell(f"{what} reaches its {node.op_type} node '{label}', beyond the per-step read of the input sequence: "
+                           "the body is not the same function at every step")
+        if isinstance(value, Expr) and value.op == "cond":
+            raise NotACell(f"its {node.op_type} node '{label}' reads the loop condition '{name}'")
+        if isinstance(value, Outer):
+            raise NotACell(f"its {node.op_type} node '{label}' reads '{value.name}' from outside the loop, which is neither the input "
+                           "sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it")
+
+
+def _check_rows(node: onnx.NodeProto, ins: list, label: str, batch) -> None:
+    """Each batch row is computed from the same row alone: so a probe's rows stand for every
+    batch, and a mask row is checked on and off by the all-on and all-off probes."""
+    op = node.op_type
+    computed = [v for v in ins if v is not None and not isinstance(v, np.ndarray)]
+    if not computed:
+        return
+    why = None
+    if op == "MatMul" and not (isinstance(ins[1], np.ndarray) and ins[1].ndim == 2):
+        why = "multiplies by a computed value on the right"
+    elif op == "Gemm" and (_attr(node, "transA", 0) or not isinstance(ins[1], np.ndarray)):
+        why = "multiplies by a computed value on the right, or transposes its left side"
+    elif op in AXIS_OPS and (op != "Gather" or not isinstance(ins[0], np.ndarray)):
+        axes = [_attr(node, "axis", 0)] if op != "Slice" else (ins[3].reshape(-1).tolist() if len(ins) > 3 and isinstance(ins[3], np.ndarray) else None)
+        if op == "Slice" and (axes is None or not all(isinstance(v, np.ndarray) for v in ins[1:3])):
+            why = "slices with computed bounds or axes"
+        elif op == "Gather" and not isinstance(ins[1], np.ndarray):
+            why = "gathers by a computed index"
+        elif op == "Slice":
+            starts, ends = ins[1].reshape(-1), ins[2].reshape(-1)
+            if any(a in (0, -2) and not (s == 0 and e >= (batch or np.iinfo(np.int32).max)) for a, s, e in zip(axes, starts, ends)):
+                why = "slices along the batch axis"
+        elif any(a in (0, -2) for a in axes) and op != "Gather":
+            why = "runs along the batch axis"
+        elif op == "Gather" and any(a in (0, -2) for a in axes):
+            why = "gathers along the batch axis"
+    elif op == "Split" and len(ins) > 1 and ins[1] is not None and not isinstance(ins[1], np.ndarray):
+        why = "splits by computed sizes"
+    if why:
+        raise NotACell(f"its {op} node '{label}' {why}, so its batch rows are not computed apart")
 
 
 def body_index(body: onnx.GraphProto, name: str) -> int:
@@ -311,8 +383,9 @@ def _attr(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
-def increment(body: onnx.GraphProto, state: str, out: str) -> int | None:
-    """The constant the body adds to an integer counter state, else None."""
+def increment(body: onnx.GraphProto, state: str, out: str, outer_const=None) -> int | None:
+    """The constant the body adds to an integer counter state, else None (`outer_const`: the
+    value of an outer constant the body reads, as tf2onnx keeps the 1 outside)."""
     producers = {o: n for n in body.node for o in n.output}
     name = out
     while name in producers and producers[name].op_type == "Identity":
@@ -324,6 +397,8 @@ def increment(body: onnx.GraphProto, state: str, out: str) -> int | None:
     value = next((numpy_helper.to_array(t) for t in body.initializer if t.name == other), None)
     if value is None and other in producers and producers[other].op_type == "Constant":
         value = numpy_helper.to_array(producers[other].attribute[0].t) if producers[other].attribute[0].name == "value" else None
+    if value is None and outer_const is not None and other not in producers and other not in {i.name for i in body.input}:
+        value = outer_const(other)
     return int(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
 
 

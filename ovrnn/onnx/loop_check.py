@@ -9,6 +9,7 @@ layout that reproduces them all is the cell.
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -17,9 +18,7 @@ from onnx import helper, numpy_helper
 from ..families.gru import GRU
 from ..families.lstm import LSTM
 from ..families.rnn import RNN
-from .loop_cells import PROBE_BATCH, PROBES, Body, Cell, Expr, Lin, NotACell, body_index, evaluate
-
-
+from .loop_cells import PROBE_BATCH, Body, Cell, Expr, Lin, NotACell, body_index, evaluate, own_names
 
 
 def _gate_lin(value, h: str | None) -> bool:
@@ -122,23 +121,38 @@ def body_model(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, o
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
-def recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> tuple[Cell, Body]:
+def recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, trips: int | None = None) -> tuple[Cell, Body]:
     """The cell the body computes, with what each float output of the body is (Cell.outputs);
     NotACell says why not, also when the body is too odd to analyse (shapes that do not multiply,
-    an op onnx.reference cannot run): such a Loop is left to the other paths, as before."""
+    an op onnx.reference cannot run): such a Loop is left to the other paths, as before. `trips`:
+    the iterations it runs, when known (the probes then read its first, second, middle and last)."""
     try:
-        return _recognise(loop, body, outer, opset)
-    except NotACell:
+        return _recognise(loop, body, outer, opset, trips)
+    except (NotACell, AssertionError):  # AssertionError: the registry lacks a reference cell (a bug, not a body)
         raise
     except Exception as exc:  # noqa: BLE001 - any body this analysis cannot follow is simply not recognised
         raise NotACell(f"it could not be analysed ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
-def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> tuple[Cell, Body]:
+def probe_iterations(trips: int | None, offset: int, steps: int) -> list[int]:
+    """The iterations a body is probed at: the first, the second, a middle one and the last (the
+    index is discrete: a probe at 0 alone would hide every term on it), within the steps X has."""
+    last = (trips if trips is not None else steps - offset) - 1
+    return sorted({it for it in (0, 1, last // 2 + (last > 2), last) if 0 <= it <= last}) or [0]
+
+
+def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, trips: int | None) -> tuple[Cell, Body]:
     from onnx.reference import ReferenceEvaluator
 
     found = evaluate(loop, body, outer, opset)
-    F = outer.shape(found.x[0])[2]
+    dims = outer.shape(found.x[0])
+    F = dims[2]
+    offset = found.x[1]
+    steps = trips if trips is not None else dims[0] - offset  # the iterations are read in order from `offset`
+    if offset < 0 or offset + steps > dims[0] or (found.mask and (found.mask[1] < 0 or found.mask[1] + steps > outer.shape(found.mask[0])[0])):
+        why = "Gather counts a negative index from the end" if offset < 0 else f"past step {dims[0] - 1}, Gather fails"
+        raise NotACell(f"its first iteration reads step {offset} of '{found.x[0]}', so its {steps} iterations are not {steps} consecutive steps "
+                       f"of '{found.x[0]}' ({dims[0]} steps) in order ({why})")
     cands = list(candidates(found, F))
     if not cands:
         ops = sorted({op for op, _, _ in found.activations})
@@ -149,6 +163,9 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -
     fed = tuple(key[0] for key in (found.x, found.mask) if key)  # probed, even when a constant
     N = len(body.input) - 2
     float_outs = [body.output[body_index(body, s) - 1].name for s in found.states] + [o.name for o in body.output[1 + N :]] + list(extra)
+    iterations = probe_iterations(trips, offset, dims[0])
+    patterns = ("on", "off", "mixed", "flipped") if found.mask else ("none",)
+    plan = [(iterations[k % len(iterations)], patterns[k % len(patterns)]) for k in range(max(len(iterations), len(patterns)))]
     # the body as it is, then with its Relu's output fed freely: an identity in (x, h, c, u) that
     # holds at random points holds everywhere, u = relu(argument) included (the argument's weights
     # are read from the graph; the first check confirms them)
@@ -157,12 +174,12 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -
         runner = ReferenceEvaluator(body_model(loop, _without(body, cut), outer, opset, extra=extra, fed=fed))
         rng = np.random.default_rng(26)
         probes = []
-        for p in range(PROBES):
-            feeds, states = _probe_feeds(loop, body, outer, found, rng, p)
-            if cut:
-                shape = next(iter(states.values())).shape  # [batch, hidden]: an RNN's or a GRU's n
-                feeds[cut[0]] = states["@cut"] = rng.standard_normal(shape).astype(np.float32)
-            got = dict(zip([o.name for o in body.output] + list(extra), runner.run(None, feeds)))
+        for it, pattern in plan:
+            feeds, states = _probe_feeds(loop, body, outer, found, rng, it, pattern)
+            if cut:  # [batch, hidden]: an RNN's or a GRU's n
+                first = states[found.states[0]]
+                feeds[cut[0]] = states["@cut"] = _nonzero(rng, first.shape).astype(first.dtype)
+            got = dict(zip([o.name for o in body.output] + list(extra), runner.run(None, {k: v for k, v in feeds.items() if k in runner.input_names})))
             probes.append((feeds, states, got))
         checks.append(probes)
     for cell in cands:
@@ -173,33 +190,55 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -
     raise NotACell(f"no assignment of its {len(cands)} candidate {cands[0].kind.name} gate layouts reproduces the body's outputs")
 
 
-def _probe_feeds(loop, body, outer, found: Body, rng, p: int):
+def _nonzero(rng, shape) -> np.ndarray:
+    """Random values away from 0 (a probe at 0 hides every term it multiplies), both signs."""
+    return (rng.uniform(0.25, 1.5, shape) * rng.choice((-1.0, 1.0), shape)).astype(np.float32)
+
+
+def _probe_feeds(loop, body, outer, found: Body, rng, it: int, pattern: str):
+    """One probe: iteration `it`, random non-zero x, states and other outer tensors, the mask all
+    on, all off or mixed (`pattern`)."""
     feeds, states = {}, {}
-    feeds[body.input[0].name] = np.array(0, np.int64)
+    feeds[body.input[0].name] = np.array(it, np.int64)
     feeds[body.input[1].name] = np.array(True)
+    x_name = found.x[0]
+    batch = _probe_shape(outer.shape(x_name))[1]
+    dtype = helper.tensor_dtype_to_np_dtype(outer.elem_type(x_name))  # the states and x share it (ONNX's T)
     for k, inp in enumerate(body.input[2:]):
         name = inp.name
         initial = loop.input[2 + k]
         if name in found.counters:
-            feeds[name] = np.array(found.counters[name][0], helper.tensor_dtype_to_np_dtype(outer.elem_type(initial)))
+            start, inc = found.counters[name]
+            feeds[name] = np.array(start + inc * it, helper.tensor_dtype_to_np_dtype(outer.elem_type(initial)))
         elif name in found.appended:
             feeds[name] = []
         elif name in found.invariant:
             value = outer.const(initial)
-            feeds[name] = value if value is not None else rng.standard_normal(_probe_shape(outer.shape(initial))).astype(np.float32)
+            feeds[name] = value if value is not None else _random(rng, outer, initial)
         else:
-            states[name] = rng.standard_normal((_probe_shape(outer.shape(found.x[0]))[1], found.env[name].width)).astype(np.float32)
+            states[name] = _nonzero(rng, (batch, found.env[name].width)).astype(dtype)
             feeds[name] = states[name]
-    x_name = found.x[0]
-    feeds[x_name] = rng.standard_normal(_probe_shape(outer.shape(x_name))).astype(np.float32)
+    states["@it"] = it
+    feeds[x_name] = _nonzero(rng, _probe_shape(outer.shape(x_name))).astype(dtype)
     if found.mask is not None:
         shape = _probe_shape(outer.shape(found.mask[0]))
-        bits = np.ones(shape, bool) if p == 0 else np.zeros(shape, bool) if p == 1 else rng.random(shape) < 0.5
+        mixed = (np.arange(int(np.prod(shape))).reshape(shape) % 2).astype(bool)
+        bits = {"on": np.ones(shape, bool), "off": np.zeros(shape, bool), "mixed": mixed, "flipped": ~mixed}[pattern]
         feeds[found.mask[0]] = bits.astype(helper.tensor_dtype_to_np_dtype(outer.elem_type(found.mask[0])))
-    for i in {i for n in body.node for i in n.input} - set(feeds) - {t.name for t in body.initializer} - {o for n in body.node for o in n.output}:
-        if outer.const(i) is None and i not in feeds:  # another outer tensor read only off the outputs' path
-            feeds[i] = np.zeros(_probe_shape(outer.shape(i) or []), helper.tensor_dtype_to_np_dtype(outer.elem_type(i)))
+    for i in {i for n in body.node for i in n.input} - set(feeds) - own_names(body):
+        if outer.const(i) is None:  # another outer tensor, read only off the outputs' path (the structure proves it)
+            feeds[i] = _random(rng, outer, i)
     return feeds, states
+
+
+def _random(rng, outer, name: str) -> np.ndarray:
+    dtype = helper.tensor_dtype_to_np_dtype(outer.elem_type(name))
+    shape = _probe_shape(outer.shape(name) or [])
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(1, 4, shape).astype(dtype)
+    return _nonzero(rng, shape).astype(dtype)
 
 
 def _probe_shape(dims) -> list[int]:
@@ -228,15 +267,36 @@ def _match(cell: Cell, found: Body, probes: list, float_outs: list[str]) -> dict
 
 
 def _expected(cell: Cell, found: Body, feeds: dict, states: dict, fam) -> np.ndarray:
-    x = np.asarray(feeds[found.x[0]][found.x[1]], np.float64)
+    step = states["@it"]
+    x = np.asarray(feeds[found.x[0]][found.x[1] + step], np.float64)
     cut = np.asarray(states["@cut"], np.float64) if "@cut" in states else None
-    h_new, c_new = cell.step(x, np.asarray(states[cell.h], np.float64), np.asarray(states[cell.c], np.float64) if cell.c else None, cut)
+    h_new, c_new = reference_step(cell, x, np.asarray(states[cell.h], np.float64), np.asarray(states[cell.c], np.float64) if cell.c else None, cut)
     value = h_new if fam[0] == "h" else c_new
     if fam[1] is None:
         return value
-    m = np.asarray(feeds[found.mask[0]][found.mask[1]]).astype(bool)
+    m = np.asarray(feeds[found.mask[0]][found.mask[1] + step]).astype(bool)
+    m = m.reshape(m.shape[0], 1)  # one value per batch row (loop_cells checked it)
     other = 0.0 if fam[1] == "zero" else np.asarray(states[fam[1]], np.float64)
     return np.where(m, value, other)
+
+
+# the activations a recovered cell may have, by the names the registry gives its slots
+_ACTIVATIONS = {"Sigmoid": lambda v: 0.5 * (1.0 + np.tanh(0.5 * v)), "Tanh": np.tanh, "Relu": lambda v: np.maximum(v, 0.0)}
+
+
+def reference_step(cell: Cell, x, h, c, cut=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(h', c') of one step of the candidate in float64, by its family's own reference cell
+    (validation/reference/<op>.py, attached to the registry; no third copy of the cell math).
+    `activation` is the RNN's, or the GRU's for n; `cut`: that activation's output, given."""
+    ref = cell.kind.part("reference")
+    acts = [_ACTIVATIONS[a] for a in cell.kind.default_activations]
+    if cell.kind is not LSTM:  # the last slot is the RNN's activation, the GRU's g
+        acts[-1] = (lambda v: cut) if cut is not None else _ACTIVATIONS[cell.activation]
+    own = {"linear_before_reset": cell.linear_before_reset} if "linear_before_reset" in ref.attrs else {}
+    node = SimpleNamespace(W=cell.W[None], R=cell.R[None], B=np.concatenate([cell.Wb, cell.Rb])[None], P=None, hidden_size=cell.hidden,
+                           acts=[acts], clip=lambda v: v, attrs={**ref.attrs, **own})
+    new = ref.step(node, 0, x, (h,) if c is None else (h, c))
+    return new[0], (new[1] if len(new) > 1 else None)
 
 
 def _without(body: onnx.GraphProto, cut: tuple) -> onnx.GraphProto:

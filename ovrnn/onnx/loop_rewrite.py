@@ -35,6 +35,10 @@ from .read import ONNX_DOMAINS, RECURRENT
 
 
 
+# ops whose output values are some of their first input's values (a 0/1 tensor stays 0/1)
+_MOVES_VALUES = ("Identity", "Transpose", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Flatten", "Slice", "Gather")
+
+
 class Outer:
     """What a Loop body may ask of the graph holding it (shapes from onnx's inference)."""
 
@@ -61,6 +65,22 @@ class Outer:
     def is_float(self, name: str) -> bool:
         return self.elem_type(name) in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
 
+    def binary(self, name: str) -> bool:
+        """Every value of `name` is 0 or 1, whatever the inputs: a bool tensor, a constant of 0s and
+        1s, or a float the graph casts from a bool (a comparison), through ops that only move values."""
+        value = self.const(name)
+        if value is not None:
+            return bool(np.isin(value, (0, 1)).all())
+        producers = {o: n for n in self.graph.node for o in n.output if o}
+        for _ in range(len(self.graph.node) + 1):
+            if self.elem_type(name) == onnx.TensorProto.BOOL and name in self._infos:
+                return True
+            node = producers.get(name)
+            if node is None or node.domain not in ONNX_DOMAINS or node.op_type not in _MOVES_VALUES + ("Cast",):
+                return False
+            name = node.input[0]
+        return False
+
 
 def over_time(body: onnx.GraphProto, outer_const=None, opset: int | None = None) -> bool:
     """A recurrence written out as a Loop: at most one recurrent node in the body (a one-step
@@ -72,7 +92,8 @@ def over_time(body: onnx.GraphProto, outer_const=None, opset: int | None = None)
         return False
     if not any(i.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE) for i in body.input[2:]):
         return False
-    steps = {body.input[0].name} | {i.name for k, i in enumerate(body.input[2:]) if increment(body, i.name, body.output[1 + k].name) is not None}
+    outer_one = lambda name: np.ones(1, np.int64)  # noqa: E731 - any outer addend: is it a counter at all (evaluate reads the value)
+    steps = {body.input[0].name} | {i.name for k, i in enumerate(body.input[2:]) if increment(body, i.name, body.output[1 + k].name, outer_one) is not None}
     for node in body.node:  # a Cast or Identity of the index is still the index
         if node.op_type in ("Cast", "Identity") and node.input and node.input[0] in steps:
             steps.add(node.output[0])
@@ -141,7 +162,7 @@ def recover(graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx
     """(nodes, initializers, note) replacing the Loop at `index` by the cell it computes, or why
     its body is not a recognisable cell."""
     try:
-        cell, found = recognise(node, body, outer, opset)
+        cell, found = recognise(node, body, outer, opset, trips)
     except NotACell as why:
         return str(why)
     label = node.name or node.output[0]
@@ -158,6 +179,7 @@ class _Rewrite:
         self.nodes: list = []
         self.inits: list = []
         self.N = len(body.input) - 2
+        self.dtype = helper.tensor_dtype_to_np_dtype(outer.elem_type(found.x[0]))  # X's type: the node's T
 
     def const(self, tag: str, value) -> str:
         name = self.fresh(f"{self.label}/{tag}")
@@ -172,9 +194,10 @@ class _Rewrite:
     def weights(self):
         c = self.cell
         G, H = c.kind.gates, c.hidden
-        W = self.const("W", c.W.reshape(1, G * H, -1).astype(np.float32))
-        R = self.const("R", c.R.reshape(1, G * H, H).astype(np.float32))
-        B = self.const("B", np.concatenate([c.Wb, c.Rb]).reshape(1, 2 * G * H).astype(np.float32))
+        dtype = self.dtype
+        W = self.const("W", c.W.reshape(1, G * H, -1).astype(dtype))
+        R = self.const("R", c.R.reshape(1, G * H, H).astype(dtype))
+        B = self.const("B", np.concatenate([c.Wb, c.Rb]).reshape(1, 2 * G * H).astype(dtype))
         return W, R, B
 
     def recurrent(self, x: str, h0: str, c0: str | None, tag: str, lengths: str = "") -> list[str]:
@@ -300,13 +323,17 @@ class _Rewrite:
             mask = None
             if found.mask:
                 mask = self.op("Gather", [found.mask[0], self.const(f"{tag}/index", np.array(found.mask[1] + t, np.int64))], f"{tag}/mask", axis=0)[0]
+                if self.outer.elem_type(found.mask[0]) != onnx.TensorProto.BOOL:  # a 0/1 float (loop_cells: proven so): Where reads a bool
+                    mask = self.op("Cast", [mask], f"{tag}/mask_bool", to=onnx.TensorProto.BOOL)[0]
+                if len(self.outer.shape(found.mask[0])) == 2:  # [batch] per step: one value per row, against [batch, hidden]
+                    mask = self.op("Unsqueeze", [mask, self.const(f"{tag}/axis1", np.array([1], np.int64))], f"{tag}/mask_row")[0]
 
             def value(fam, what):
                 nonlocal zero
                 if fam[1] is None:
                     return new[fam[0]]
                 if fam[1] == "zero":
-                    zero = zero or self.const("zero", np.array(0.0, np.float32))
+                    zero = zero or self.const("zero", np.array(0.0, self.dtype))
                 return self.op("Where", [mask, new[fam[0]], zero if fam[1] == "zero" else prev[fam[1]]], f"{tag}/{what}")[0]
 
             updated = {s: value(c.outputs[outs_of[s]], f"state{k}") for k, s in enumerate(found.states)}
