@@ -9,7 +9,9 @@ the same normaliser and lowering as ``ovrnn convert`` (``frontend/recurrent_exte
 other op is OpenVINO's. The object is a list of three ``ConversionExtension`` objects, which is
 what ``extension=`` and ``FrontEnd.add_extension`` take, plus what the conversion did: ``notes``
 (the notes ``ovrnn convert`` prints), ``summaries`` (one per node) and ``error`` (the first ovrnn
-error; OpenVINO's converter wraps it in its own exception).
+error; OpenVINO's converter wraps it in its own exception). A signal (Ctrl-C) that lands inside
+the extension is wrapped by the converter too: the extension sends it again once the converter's
+call has returned, so the caller gets its KeyboardInterrupt (ovrnn/signals.py, ``native_callback``).
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from ..semantics.limits import check_steps
 from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES
 from ..semantics.dims import DynamicStepsError
 from ..semantics.nodes import Body, RecurrentNode, node_label, unique_label
+from ..signals import native_callback
 from .realize import dim_of, realize
 
 
@@ -222,9 +223,10 @@ class RecurrentLowering:
         self.calls += 1
         node = None
         try:
-            inputs = [context.get_input(i) for i in range(context.get_input_size())]
-            node = self.nodes.claim(op, context, inputs)
-            return self._convert(op, node, inputs)
+            with native_callback():  # a signal landing in here is raised as itself, not as the frontend's error
+                inputs = [context.get_input(i) for i in range(context.get_input_size())]
+                node = self.nodes.claim(op, context, inputs)
+                return self._convert(op, node, inputs)
         except OvrnnError as exc:
             if isinstance(self.nodes, ContextNodes) and node is not None:  # no name yet: say which X it reads
                 exc.args = (str(exc).replace(f"'{node.proto.name}'", f"#{node.index} (reading X '{node.proto.input[0]}')"),)

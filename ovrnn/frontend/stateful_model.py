@@ -194,8 +194,11 @@ def first_recurrent_x(path, shapes: dict) -> tuple[int | None, ...] | None:
     input_model = fe.load(str(path))
     for name, shape in shapes.items():
         input_model.set_partial_shape(input_model.get_place_by_tensor_name(name), partial_shape(shape))
+    from ..signals import kept_across_native
+
     try:
-        fe.convert(input_model)
+        with kept_across_native():  # a signal inside the probe: raised as itself, not swallowed here
+            fe.convert(input_model)
     except Exception:  # noqa: BLE001 - the probe always stops the conversion
         pass
     return found[0] if found else None

@@ -37,6 +37,7 @@ from ..ov import ov, ov_message, ov_submodule
 from ..plugins import INTEGER_WEIGHTS
 from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
 from ..shapes import Dim, Shape
+from ..signals import kept_across_native
 from ..families import families, family_of, named, onnx_families
 from ..semantics.dims import DynamicStepsError, UnknownRankError
 from ..semantics.nodes import RecurrentNode, node_label, recurrent_nodes
@@ -190,7 +191,8 @@ def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: l
         if shapes.get(info.name) is not None:
             input_model.set_partial_shape(input_model.get_place_by_tensor_name(info.name), partial_shape(info.shape))
     try:
-        model = fe.convert(input_model)
+        with kept_across_native():  # a signal inside the extension: raised as itself, not as the frontend's error
+            model = fe.convert(input_model)
     except Exception as exc:  # the frontend wraps whatever the extension raised
         error = lowering.error
         node = lowering.failed
@@ -277,7 +279,8 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError, c
                 dims[axis] = Dim.of(value)
         input_model.set_partial_shape(input_model.get_place_by_tensor_name(info.name), partial_shape(tuple(dims)))
     try:
-        fe.convert(input_model)
+        with kept_across_native():  # a signal inside the probe: raised as itself, not swallowed here
+            fe.convert(input_model)
     except Exception:
         pass
     hit = sentinels.get(found.get(call, -1))
