@@ -6,6 +6,7 @@
     outputs = ovrnn.run("out/model.xml", {"X": x}, device="CPU")    # f32 inference precision
     runner = ovrnn.Runner("out/model.xml", device="CPU")            # compile once, infer many times
     stream = ovrnn.Stream("out/stream.xml")                         # a stateful IR: feed K steps per call
+    batcher = ovrnn.StreamBatcher("vad.onnx", "state=stateN", ...)  # many streams, their chunks batched
     report = ovrnn.validate("model.onnx", device="CPU")             # vs float64 reference + onnxruntime
     print(ovrnn.inspect("out/model.xml").format())
     ov_model = ov.convert_model("model.onnx", extension=ovrnn.extension())  # OpenVINO's converter, ovrnn's chains
@@ -22,7 +23,9 @@ from .errors import (
     InvalidModelError,
     IRFormatError,
     NumericMismatchError,
+    OverloadedError,
     OvrnnError,
+    StreamClosedError,
     UnsupportedFeatureError,
     UsageError,
 )
@@ -41,6 +44,7 @@ _LAZY = {
     "run": ("runtime.runner", "run"),
     "Runner": ("runtime.runner", "Runner"),
     "Stream": ("runtime.stream", "Stream"),
+    "StreamBatcher": ("runtime.batching.batcher", "StreamBatcher"),
     "validate": ("validation.validate", "validate"),
     "ValidationReport": ("validation.compare", "ValidationReport"),
     "inspect": ("ir.inspect", "inspect_ir"),
@@ -53,7 +57,9 @@ __all__ = [
     "InvalidModelError",
     "IRFormatError",
     "NumericMismatchError",
+    "OverloadedError",
     "OvrnnError",
+    "StreamClosedError",
     "UnsupportedFeatureError",
     "UsageError",
     "__version__",

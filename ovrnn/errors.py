@@ -65,6 +65,16 @@ class NumericMismatchError(OvrnnError, AssertionError):
     exit_code = 1
 
 
+class StreamClosedError(UsageError):
+    """A stream of a ``StreamBatcher`` was used after it was closed: by ``close()``, by its idle
+    timeout, or by the batcher's shutdown (the message says which)."""
+
+
+class OverloadedError(OvrnnError, RuntimeError):
+    """A ``StreamBatcher`` refused work instead of queueing without bound: a stream already has
+    ``max_pending`` chunks waiting, or ``max_streams`` streams are open."""
+
+
 class KilledError(OvrnnError):
     """A process ovrnn started (the OpenVINO child of ``ovrnn run``) was killed by a signal."""
 

@@ -213,12 +213,12 @@ def test_runner_reuses_its_request_and_converts_inputs(tmp_path):
     xml = ovrnn.convert_model(model).save(tmp_path / "m.xml")
     runner = ovrnn.Runner(xml)
     want = reference.run_model(model, feeds)
-    first = runner(feeds, copy=True)
+    first = runner(feeds)
     again = runner({k: v.astype(np.float64) if v.dtype == np.float32 else v.astype(np.int64) for k, v in feeds.items()})  # converted
     for name in want:
         np.testing.assert_allclose(first[name], want[name], atol=2e-5, rtol=2e-5)
         np.testing.assert_array_equal(first[name], again[name])
-    first["Y"][...] = 0  # copy=True: copies, the next call is not affected
+    first["Y"][...] = 0  # the caller's own arrays: the next call is not affected
     assert np.abs(runner(feeds)["Y"]).max() > 0
     with pytest.raises(ovrnn.UsageError, match="input 'initial_h' is missing"):
         runner({"X": feeds["X"], "sequence_lens": feeds["sequence_lens"]})

@@ -89,7 +89,7 @@ def test_stream_takes_each_form(form, tmp_path):
     first = ovrnn.run(ovrnn.convert_model(STREAM_MODEL), {"X": x[:4]})["Y"]  # the first call from zeros
     want = ovrnn.Stream(stateful).run({"X": x}).outputs["Y"]
     stream = ovrnn.Stream(as_form(stateful, form, tmp_path))
-    got = np.concatenate([stream.feed({"X": x[i : i + 4]})["Y"].copy() for i in range(0, 12, 4)])
+    got = np.concatenate([stream.feed({"X": x[i : i + 4]})["Y"] for i in range(0, 12, 4)])
     np.testing.assert_array_equal(got[:4], first)
     np.testing.assert_array_equal(got, want)
     assert np.abs(got[4:] - np.concatenate([first, first])).max() > 1e-3  # the state moved on
@@ -109,21 +109,53 @@ def test_other_types_are_a_usage_error(entry, value, kind):
     assert str(caught.value) == message
 
 
-# --- the per-call path: inputs shared, outputs views of the request's buffers -----------------------
+# --- the per-call path: inputs shared, outputs the caller's own (views with share_outputs=True) ------
 
 
-def test_outputs_are_read_only_views_the_next_call_overwrites(demo_ir, want):
+def test_outputs_are_the_callers_own_and_shared_views_are_opt_in(demo_ir, want):
     runner = ovrnn.Runner(demo_ir)
-    first = runner(FEEDS)
-    kept = runner(FEEDS, copy=True)
-    assert all(not v.flags.writeable for v in first.values()) and all(v.flags.writeable for v in kept.values())
-    with pytest.raises(ValueError, match="read-only"):
-        first["Y"][...] = 0
     other = dict(FEEDS, X=FEEDS["X"][::-1].copy())
-    second = runner(other)
-    assert np.shares_memory(first["Y"], second["Y"])  # the same buffer, call after call
-    np.testing.assert_array_equal(first["Y"], ovrnn.run(demo_ir, other)["Y"])  # overwritten by the second call
-    np.testing.assert_array_equal(kept["Y"], want["Y"])  # the copy is not
+    want_other = ovrnn.run(demo_ir, other)
+    mine = runner(FEEDS)
+    assert all(v.flags.writeable for v in mine.values())
+    shared = runner(FEEDS, share_outputs=True)
+    assert all(not v.flags.writeable for v in shared.values())
+    with pytest.raises(ValueError, match="read-only"):
+        shared["Y"][...] = 0
+    again = runner(other, share_outputs=True)
+    assert np.shares_memory(shared["Y"], again["Y"])  # the same buffer, call after call
+    np.testing.assert_array_equal(shared["Y"], want_other["Y"])  # overwritten by the next call: what share_outputs means
+    kept = runner(other)
+    assert not np.shares_memory(kept["Y"], again["Y"]) and not np.shares_memory(mine["Y"], kept["Y"])
+    np.testing.assert_array_equal(mine["Y"], want["Y"])  # the first call's own arrays: not overwritten
+    mine["Y"][...] = 0  # the caller's to change: the next call is not affected
+    np.testing.assert_array_equal(runner(FEEDS)["Y"], want["Y"])
+
+
+def test_collecting_outputs_call_after_call_keeps_every_call(demo_ir):
+    """`ys.append(runner(x)["Y"])`, the way numpy users collect results: each call's own values."""
+    runner = ovrnn.Runner(demo_ir)
+    rng = np.random.default_rng(7)
+    calls = [dict(FEEDS, X=rng.uniform(-1, 1, FEEDS["X"].shape).astype(np.float32)) for _ in range(12)]
+    ys = []
+    for feeds in calls:
+        ys.append(runner(feeds)["Y"])
+    fresh = ovrnn.Runner(demo_ir)  # a reference per call, on its own request
+    for k, (feeds, y) in enumerate(zip(calls, ys)):
+        np.testing.assert_array_equal(y, fresh(feeds)["Y"], err_msg=f"call {k}")
+    assert len({y.tobytes() for y in ys}) == len(ys)
+
+
+@pytest.mark.parametrize("entry", ["runner", "feed"])
+def test_share_outputs_is_the_only_spelling(demo_ir, entry):
+    """The old `copy=` keyword is gone (the default now copies): passing it is a TypeError, never a silent view."""
+    if entry == "runner":
+        call = lambda **kw: ovrnn.Runner(demo_ir)(FEEDS, **kw)
+    else:
+        call = lambda **kw: ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True)).feed({"X": np.zeros((4, 2, 3), np.float32)}, **kw)
+    for value in (True, False):
+        with pytest.raises(TypeError, match="copy"):
+            call(copy=value)
 
 
 @pytest.mark.parametrize("copy_below", [0, 1 << 20], ids=["shared", "copied"])
@@ -157,18 +189,20 @@ def test_runtime_lengths_are_checked_every_call_even_in_a_refilled_array(demo_ir
         runner(x)
 
 
-def test_dynamic_outputs_are_views_too(tmp_path):
+def test_dynamic_outputs_are_copies_or_shared_views(tmp_path):
     ir = ovrnn.convert_model(DEMO_MODEL)  # batch and lengths dynamic
     runner = ovrnn.Runner(ir)
     x3 = {"X": np.ones((8, 3, 4), np.float32), "sequence_lens": np.array([8, 5, 2], np.int32), "initial_h": np.zeros((2, 3, 6), np.float32)}
-    first = runner(FEEDS, copy=True)
-    third = runner(x3)
+    first = runner(FEEDS)
+    third = runner(x3, share_outputs=True)
     assert third["Y"].shape == (8, 2, 3, 6) and not third["Y"].flags.writeable
     np.testing.assert_array_equal(third["Y"], ovrnn.run(ir, x3)["Y"])
     x3_again = {k: v.copy() for k, v in x3.items()}
     x3_again["X"] *= -0.5  # the same shapes again: read from what the call returned, new values in a new array
-    again = runner(x3_again)
+    again = runner(x3_again, share_outputs=True)
     assert again["Y"].shape == (8, 2, 3, 6) and not again["Y"].flags.writeable
+    mine = runner(x3_again)
+    assert mine["Y"].flags.writeable and not np.shares_memory(mine["Y"], again["Y"])
     for name, value in ovrnn.run(ir, x3_again).items():
         np.testing.assert_array_equal(again[name], value)
     np.testing.assert_array_equal(runner(FEEDS)["Y"], first["Y"])  # back to batch 2: the request's tensors follow the shapes
@@ -260,13 +294,13 @@ def test_a_port_with_several_names_takes_the_exact_path_once():
     runner = ovrnn.Runner(ir)
     assert len(runner.ports[0].get_names()) == 3
     want = ovrnn.run(ir, feeds)
-    assert runner.copied_exactly(feeds)
-    got = runner.infer_set(copy=True)
+    assert runner._copied_exactly(feeds)
+    got = runner._infer_set()
     for name, value in want.items():
         np.testing.assert_array_equal(got[name], value)
     twice = dict(feeds, **{"/policy/Cast_output_0": feeds["obs"]})
     del twice["h_pi"]
-    assert not runner.copied_exactly(twice)
+    assert not runner._copied_exactly(twice)
     with pytest.raises(ovrnn.UsageError) as e:
         runner(twice)
     assert str(e.value).startswith("input 'h_pi' is missing (give every input: ")

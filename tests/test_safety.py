@@ -596,7 +596,7 @@ def test_a_runner_refuses_disagreeing_batches_after_a_good_call_and_every_time()
     thread would run disagreeing dynamic dims at batch 0 (and later abort): they must still raise."""
     model, feeds, flags = make_model(Case("d", dyn_batch=True, lens=(4, 2), h0=True))
     runner = ovrnn.Runner(ovrnn.convert_model(model, flags or None), threads=1)
-    good = runner(feeds, copy=True)
+    good = runner(feeds)
     assert np.array_equal(runner(feeds)["Y"], good["Y"])  # the same shapes again: the fast call, same numbers
     bad = {**feeds, "sequence_lens": np.array([4, 2, 1], np.int32)}
     for _ in range(2):

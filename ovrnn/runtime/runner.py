@@ -13,13 +13,23 @@ when it is small (into the request's own buffer, cheaper than a new tensor).
   array until another one is given for that input; giving the same array object again costs no call
   into OpenVINO at all (refill it in place between calls). Other arrays (another dtype, a read-only
   or strided view, bf16 ports) are converted into a new tensor, every call.
-* Outputs: the arrays returned are **read-only views of the request's output buffers**; the next
-  call on the same runner overwrites them. Outputs of a static shape live in buffers the runner
-  allocates once and hands OpenVINO as the output tensors, so they stay the same arrays call after
-  call; a dynamic output is a view of the tensor the call produced. Give ``copy=True`` (or copy
-  what you keep) to hold results across calls. ``run`` and ``infer`` return copies.
+* Outputs: by default each call returns **the caller's own arrays** (writeable copies, made in one
+  copy per call where the outputs are packed: runtime/packing.py), so ``ys.append(runner(x)["Y"])``
+  keeps every call's values. ``share_outputs=True`` (OpenVINO's word) returns instead **read-only
+  views of the request's output buffers**, zero-copy, which the next call on the same object (from
+  any thread) overwrites: for a caller that reads them before its next call. Outputs of a static
+  shape live in buffers the runner allocates once and hands OpenVINO as the output tensors; a dynamic
+  output is a view of the tensor the call produced. The cost of the copies, docs/performance.md#safe-outputs.
+* Threads: one object serialises its calls. A lock (reentrant: a Stream.run callback may call its
+  stream) is held over the whole call (inputs set, inference, outputs read or copied), so threads
+  sharing one Runner or Stream each get the outputs of their own inputs; they take turns, never run
+  in parallel on its one infer request. For parallel calls give each thread its own object
+  (``Stream.spawn()``, or a Runner each). ``share_outputs=True`` views are the object's buffers, valid
+  only until the next call on it from any thread: with threads, take the default copies.
+* Errors: every exception OpenVINO raises in a call is typed (engine.inference_error): inputs that
+  do not fit the model are a UsageError, the rest a DeviceError; no bare RuntimeError.
 * A call whose inputs are all static, small and given exactly as their ports' type and shape (a
-  stream's chunk) is copied and run with no other check (``copied_exactly``); the rest is checked.
+  stream's chunk) is copied and run with no other check (``_copied_exactly``); the rest is checked.
 * The call itself: ``infer(share_outputs=True)`` with no inputs (tensors set as above), on the
   calling thread, outputs as views, through the binding's own method (``_bare_infer``: the Python
   wrapper's input dispatch and OVDict cost about 1.3 µs of a 20 µs one-step call): on an idle machine ``start_async()`` + ``wait()`` costs a
@@ -32,15 +42,17 @@ when it is small (into the request's own buffer, cheaper than a new tensor).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
-from ..errors import UsageError, flag
+from ..errors import DeviceError, OvrnnError, UsageError, flag
 from ..families import families
 from ..families.rnn import RNN
-from .engine import DEFAULT_PRECISION, Compiled, _port_name, check_lengths, compile_ir, dim_bounds, fits, inference_error, make_tensor, ov, read_model, shape_check
+from .engine import DEFAULT_PRECISION, Compiled, _port_name, check_lengths, compile_ir, dim_bounds, fits, inference_error, make_tensor, ov, ov_message, read_model, shape_check
 
 
 # A call runs on all cores when it reads many recurrent weights (at least ALL_CORES_FROM a call:
@@ -139,19 +151,21 @@ def compiled_threads(c: Compiled, chosen_by: str) -> Threads:
 
 
 def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run once. Inputs by tensor name; outputs by tensor name (copies), in the model's output order."""
-    return Runner.from_compiled(c)(inputs, copy=True)
+    """Run once. Inputs by tensor name; outputs by tensor name (the caller's own arrays), in the model's output order."""
+    return Runner.from_compiled(c)(inputs)
 
 
 def run(ir, inputs: dict[str, np.ndarray], device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, threads: int | None = None) -> dict[str, np.ndarray]:
-    """Compile `ir` (any of engine.IR_FORMS) on `device` and run it once; the outputs are copies."""
-    return Runner(ir, device, precision, cache_dir, threads=threads)(inputs, copy=True)
+    """Compile `ir` (any of engine.IR_FORMS) on `device` and run it once; the outputs are the caller's own arrays."""
+    return Runner(ir, device, precision, cache_dir, threads=threads)(inputs)
 
 
 class Runner:
     """One compiled model and one infer request, reused call after call. `ir`: any of
-    engine.IR_FORMS. ``runner(inputs)`` returns {output name: read-only view}, overwritten by the
-    next call; ``runner(inputs, copy=True)`` returns copies (see the module docstring)."""
+    engine.IR_FORMS. ``runner(inputs)`` returns {output name: array}, the caller's own;
+    ``runner(inputs, share_outputs=True)`` returns read-only views of the request's buffers, valid
+    until the next call on this runner from any thread. Calls from several threads take turns (a
+    lock over each whole call). See the module docstring."""
 
     COPY_BELOW = 32768  # bytes: a static input up to this size is copied into the request's own buffer
 
@@ -170,7 +184,18 @@ class Runner:
         return runner
 
     def _setup(self, c: Compiled, chosen_by: str = "as compiled") -> None:
+        try:
+            self._setup_request(c, chosen_by)
+        except RuntimeError as exc:
+            if isinstance(exc, OvrnnError):
+                raise
+            raise DeviceError(f"setting up an infer request on {c.device} failed: {ov_message(exc)}") from None
+
+    def _setup_request(self, c: Compiled, chosen_by: str) -> None:
         o = ov()
+        # One lock over each whole call: the request, its buffers and the output views are one
+        # object's; reentrant, so that a callback run inside a call (Stream.run's on_chunk) may call.
+        self._lock = threading.RLock()
         self.threads = compiled_threads(c, chosen_by)
         self._tensor = o.Tensor
         self.compiled = c
@@ -200,10 +225,12 @@ class Runner:
         self.outputs = list(zip(c.output_names, c.compiled.outputs)) if c.packed is None else []
         self._views: dict[str, np.ndarray] = {}  # static outputs: read-only views of buffers set once
         self._dynamic: list[tuple[str, int]] = []  # outputs read from the request after each call
+        self._packed: np.ndarray | None = None  # the one output buffer, when the outputs are packed
         if c.packed is not None:  # one buffer, each output a view of its slice (runtime/packing.py)
             packed = np.zeros(c.packed.size, c.packed.dtype)
             self.request.set_output_tensor(0, o.Tensor(packed, shared_memory=True))
             self._views = c.packed.views(packed)
+            self._packed = packed
         for index, (name, port) in enumerate(self.outputs):
             pshape, etype = port.get_partial_shape(), port.get_element_type()
             if pshape.is_static and etype != o.Type.bf16:
@@ -214,7 +241,7 @@ class Runner:
                 self._dynamic.append((name, index))
         self._dynamic_special = any(port.get_element_type() in (o.Type.bf16, o.Type.string) for _, port in self.outputs)  # read from the tensors
         self._order = list(c.output_names)
-        self._proven: list | None = None  # the input shapes of the last call that ran (see __call__)
+        self._proven: list | None = None  # the input shapes of the last call that ran (see _call)
         # Every input static and copied into the request's buffer: a call's shapes cannot disagree
         # (the start_async() proof below is for dynamic dims), and an input of exactly its port's
         # type and shape is copied with no other check: {name: (buffer, dtype, shape)}.
@@ -223,11 +250,19 @@ class Runner:
         self._every_port = (1 << len(self.ports)) - 1  # each port given once (a port may answer to several names)
         self._infer = _bare_infer(self.request)
 
-    def __call__(self, inputs: dict[str, np.ndarray], copy: bool = False) -> dict[str, np.ndarray]:
-        if self.copied_exactly(inputs):
-            return self.infer_set(copy, inputs)
-        self.set_inputs(inputs)
+    def __call__(self, inputs: dict[str, np.ndarray], share_outputs: bool = False) -> dict[str, np.ndarray]:
+        """One inference: {output name: array} in the model's output order, the caller's own
+        arrays; with ``share_outputs=True`` read-only views of this runner's buffers, overwritten
+        by its next call from any thread. Calls from several threads take turns."""
+        with self._lock:
+            if self._copied_exactly(inputs):
+                return self._infer_set(share_outputs, inputs)
+            return self._call(inputs, share_outputs)
+
+    def _call(self, inputs: dict[str, np.ndarray], share_outputs: bool) -> dict[str, np.ndarray]:
+        """The checked call (under the lock): inputs set, inference, outputs."""
         try:
+            self._set_inputs(inputs)
             # infer() runs on this thread (no wake-up of the plugin's: 35 µs against 105-126 µs a
             # one-step call on an idle machine), but with one inference thread OpenVINO 2026.4.1's
             # synchronous path runs inputs whose dynamic dims disagree at batch 0 and later aborts
@@ -241,16 +276,16 @@ class Runner:
                 self.request.start_async()
                 self.request.wait()
                 self._proven = shapes
+            return self._outputs(share_outputs, result)
         except RuntimeError as exc:
-            raise inference_error(self.compiled.device, exc, inputs) from None
-        return self.outputs_now(copy, result)
+            raise _typed(self.compiled.device, exc, inputs) from None
 
-    def copied_exactly(self, inputs: dict[str, np.ndarray]) -> bool:
-        """The common call's input path: every input static, small and given as an array of exactly
-        its port's type and shape, copied into the request's buffer. False (maybe after copying a
-        few): the checked path (``set_inputs``) must run."""
+    def _copied_exactly(self, inputs: dict[str, np.ndarray]) -> bool:
+        """The common call's input path (under the lock): every input static, small and given as an
+        array of exactly its port's type and shape, copied into the request's buffer. False (maybe
+        after copying a few): the checked path (``_call``) must run."""
         exact = self._exact
-        if exact is None or len(inputs) != len(self.ports):
+        if exact is None or type(inputs) is not dict or len(inputs) != len(self.ports):
             return False
         given = 0
         for name, value in inputs.items():
@@ -261,16 +296,19 @@ class Runner:
             given |= spec[3]
         return given == self._every_port
 
-    def infer_set(self, copy: bool = False, inputs: dict | None = None) -> dict[str, np.ndarray]:
-        """Run on the inputs as set (``copied_exactly`` returned True); the outputs as ``__call__``'s."""
+    def _infer_set(self, share_outputs: bool = False, inputs: dict | None = None) -> dict[str, np.ndarray]:
+        """Run on the inputs as set (``_copied_exactly`` returned True, under the lock); the outputs as ``__call__``'s."""
         try:
             self._infer()
+            return self._outputs(share_outputs)
         except RuntimeError as exc:
-            raise inference_error(self.compiled.device, exc, inputs or {}) from None
-        return self.outputs_now(copy)
+            raise _typed(self.compiled.device, exc, inputs or {}) from None
 
-    def set_inputs(self, inputs: dict[str, np.ndarray]) -> None:
+    def _set_inputs(self, inputs: dict[str, np.ndarray]) -> None:
         """Point the request's input tensors at `inputs` (checked; shared where they can be)."""
+        if type(inputs) is not dict and not isinstance(inputs, Mapping):
+            kind = type(inputs).__name__
+            raise UsageError(f"inputs: expected a dict {{input name: array}}, got {kind} (inputs: {', '.join(_port_name(p) for p in self.ports)})")
         if len(inputs) != len(self.ports):
             self._explain(inputs)
         held, by_name = self._held, self.by_name
@@ -285,10 +323,11 @@ class Runner:
         if self.compiled.length_limits:
             check_lengths(inputs, self.compiled.length_limits)
 
-    def outputs_now(self, copy: bool = False, result=None) -> dict[str, np.ndarray]:
-        """The outputs of the last call: views (see the class docstring), or copies. `result`: what
-        the call returned ({port: array}, by output index), where a dynamic output is read from
-        (asking the request for each output tensor costs about 3 µs an output)."""
+    def _outputs(self, share_outputs: bool, result=None) -> dict[str, np.ndarray]:
+        """The outputs of the last call (under the lock): copies, or with `share_outputs` read-only
+        views of the buffers (see the class docstring). `result`: what the call returned ({port:
+        array}, by output index), where a dynamic output is read from (asking the request for each
+        output tensor costs about 3 µs an output)."""
         views = self._views
         if self._dynamic:
             views = dict(views)
@@ -296,7 +335,11 @@ class Runner:
             for name, index in self._dynamic:
                 views[name] = _read_only(arrays[index] if arrays is not None else _data(self.request.get_output_tensor(index)))
             views = {name: views[name] for name in self._order}
-        return {name: value.copy() for name, value in views.items()} if copy else dict(views)
+        if share_outputs:
+            return dict(views)
+        if self._packed is not None:  # one copy of the packed buffer, each output a slice of it
+            return self.compiled.packed.views(self._packed.copy(), read_only=False)
+        return {name: value.copy() for name, value in views.items()}
 
     def _set(self, position: int, name: str, value) -> None:
         fast = self.fast[position]
@@ -334,34 +377,43 @@ class Runner:
 
     def throughput(self, inputs: dict[str, np.ndarray], runs: int, on_done=None) -> tuple[float, int]:
         """(inferences per second, infer requests) for `runs` inferences kept in flight on the
-        device's optimal number of requests, as benchmark_app measures throughput."""
+        device's optimal number of requests, as benchmark_app measures throughput. Holds the
+        runner's lock throughout (the feeds are its request's input tensors)."""
         import time
 
         c = self.compiled
-        feeds = self.feeds(inputs)
-        try:
-            jobs = int(c.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
-        except RuntimeError:
-            jobs = 1
-        jobs = max(jobs, 1)
-        queue = ov().AsyncInferQueue(c.compiled, jobs)
-        start = time.perf_counter()
-        try:
-            for i in range(runs):
-                queue.start_async(feeds, share_inputs=True)  # waits for a free request: at most `jobs` in flight
-                if on_done is not None:
-                    on_done(max(i + 1 - jobs, 0))
-            queue.wait_all()
-        except RuntimeError as exc:
-            raise inference_error(c.device, exc, inputs) from None
-        finally:
-            del queue  # before the inputs it shares go, and never left to interpreter shutdown
-        return runs / (time.perf_counter() - start), jobs
+        with self._lock:
+            feeds = self.feeds(inputs)
+            try:
+                jobs = int(c.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+            except RuntimeError:
+                jobs = 1
+            jobs = max(jobs, 1)
+            try:
+                queue = ov().AsyncInferQueue(c.compiled, jobs)
+            except RuntimeError as exc:
+                raise _typed(c.device, exc, inputs) from None
+            start = time.perf_counter()
+            try:
+                for i in range(runs):
+                    queue.start_async(feeds, share_inputs=True)  # waits for a free request: at most `jobs` in flight
+                    if on_done is not None:
+                        on_done(max(i + 1 - jobs, 0))
+                queue.wait_all()
+            except RuntimeError as exc:
+                raise _typed(c.device, exc, inputs) from None
+            finally:
+                del queue  # before the inputs it shares go, and never left to interpreter shutdown
+            return runs / (time.perf_counter() - start), jobs
 
     def feeds(self, inputs: dict[str, np.ndarray]) -> dict[int, object]:
         """Checked inputs by port index, as ov.Tensors (shared where they can be)."""
-        self.set_inputs(inputs)
-        return {i: self.request.get_input_tensor(i) for i in range(len(self.ports))}
+        with self._lock:
+            try:
+                self._set_inputs(inputs)
+                return {i: self.request.get_input_tensor(i) for i in range(len(self.ports))}
+            except RuntimeError as exc:
+                raise _typed(self.compiled.device, exc, inputs) from None
 
     def _explain(self, inputs: dict[str, np.ndarray]):
         """The one-line error for inputs that do not match the model's."""
@@ -374,6 +426,14 @@ class Runner:
         if missing is not None:
             raise UsageError(f"input '{_port_name(missing)}' is missing (give every input: {ports})")
         raise UsageError(f"an input is given under two of its names (inputs: {ports})")
+
+
+def _typed(device: str, exc: RuntimeError, inputs) -> Exception:
+    """An exception raised inside a call, typed: ovrnn's own as it is, OpenVINO's by what it says
+    (engine.inference_error: inputs that do not fit the model are the caller's, the rest the device's)."""
+    if isinstance(exc, OvrnnError):
+        return exc
+    return inference_error(device, exc, inputs if isinstance(inputs, Mapping) else {})
 
 
 def _bare_infer(request):

@@ -2,7 +2,7 @@
 
     stream = ovrnn.Stream("stream.xml")       # compiled at f32 on CPU, ONE infer request
     for chunk in chunks:                       # each chunk K steps long on its time axis
-        y = stream.feed({"X": chunk})["Y"]     # inputs shared, Y a view the next call overwrites
+        ys.append(stream.feed({"X": chunk})["Y"])   # Y: the caller's own array, kept as it is
     stream.state                               # {"lstm/H": [1,B,H] array, "lstm/C": ...}
     stream.reset()                             # back to the initial state (ReadValue initializers)
     stream.set_state("lstm/H", h)              # seed a state
@@ -19,6 +19,15 @@ written in the model's rt_info under ``ovrnn/stateful`` (all values strings):
 The variables themselves (ids, shapes, types) are read from the model, which is the source of truth;
 a stateful model that lacks the rt_info (made by hand, or by OpenVINO's MakeStateful) still streams,
 without the time-axis and batch checks.
+
+Outputs are the caller's own arrays; ``feed(inputs, share_outputs=True)`` returns read-only views of
+the stream's output buffers instead (zero-copy), valid until its next call from any thread.
+
+Threads: a stream's calls take turns (its runner's lock, held over each whole call; ``run`` holds
+it over the whole run, so the run's chunks are not interleaved with another thread's calls). The
+stream is one sequence of states: feeds from several threads each advance it, in the order they get
+the lock, and each gets the outputs of its own call in that order. Independent streams on several
+threads: ``spawn()`` one each.
 
 A state holds one batch: after the first call, a call with another batch needs a reset first. The
 stream says so itself (``UsageError``) before OpenVINO sees the inputs, whose own message would be a
@@ -171,8 +180,8 @@ def precision_note(device: str, precision: str | None) -> str | None:
 class Stream:
     """A stream over one infer request of a stateful IR (any of engine.IR_FORMS).
 
-    ``feed(inputs)`` runs one call (K steps) and returns the outputs by name (views overwritten by
-    the next call; ``feed(inputs, copy=True)`` for copies);
+    ``feed(inputs)`` runs one call (K steps) and returns the outputs by name (the caller's own
+    arrays; ``feed(inputs, share_outputs=True)`` for read-only views overwritten by the next call);
     ``reset()`` returns every state to its initial value; ``state`` is {id: array} (copies);
     ``set_state(id, array)`` seeds one state. Inputs already of the model's type and shape are
     passed to OpenVINO without a copy.
@@ -205,10 +214,14 @@ class Stream:
     def _setup(self, compiled: engine.Compiled, contract: StreamContract, traits: DeviceTraits, seeds: dict, types: dict, chosen_by: str) -> None:
         self.contract, self.traits, self._seeds, self._types = contract, traits, seeds, types
         self._runner = Runner.from_compiled(compiled, chosen_by)  # creates this stream's infer request
+        self._lock = self._runner._lock  # one lock for the request: the stream's calls and its runner's
         self.threads = self._runner.threads
         self.compiled = compiled
         self.request = self._runner.request
-        by_name = {s.name: s for s in self.request.query_state()}
+        try:
+            by_name = {s.name: s for s in self.request.query_state()}
+        except RuntimeError as exc:
+            raise DeviceError(f"reading the states of the infer request on {compiled.device} failed: {engine.ov_message(exc)}") from None
         self._variables = {s.id: by_name.pop(s.id) for s in contract.states if s.id in by_name} | by_name
         self._info = {s.id: s for s in contract.states}
         self._checks = bool(contract.inputs or contract.batch)  # what _check_inputs has to look at
@@ -255,28 +268,37 @@ class Stream:
 
     # -- the calls
 
-    def feed(self, inputs: dict[str, np.ndarray], copy: bool = False) -> dict[str, np.ndarray]:
-        """One call: K more steps of the stream. Outputs by name, in the model's output order:
-        read-only views of this stream's output buffers, overwritten by its next call (``copy=True``
-        for copies to keep). Inputs are shared, not copied (engine's Runner: refill one array in
-        place and give it again, and the call sets no tensor at all)."""
-        if self._static and self._runner.copied_exactly(inputs):
-            # every input and state static, each input exactly its port's shape: the time length
-            # and the batch are the IR's own, nothing to check or to track
-            outputs = self._runner.infer_set(copy, inputs)
-        else:
-            batch = self._check_inputs(inputs) if self._checks else None
-            outputs = self._runner(inputs, copy)  # the runner tries its exact path too: the states may be dynamic
-            if batch is not None and self._batch_held != batch:
-                self._batches = dict.fromkeys(self._batches, batch)
-                self._batch_held = batch
-        if self._seeded:
-            self._seeded.clear()
-        return outputs
+    def feed(self, inputs: dict[str, np.ndarray], share_outputs: bool = False) -> dict[str, np.ndarray]:
+        """One call: K more steps of the stream. Outputs by name, in the model's output order: the
+        caller's own arrays (``ys.append(stream.feed(x)["Y"])`` keeps every chunk); with
+        ``share_outputs=True``, read-only views of this stream's output buffers, overwritten by its
+        next call from any thread. Inputs are shared, not copied (engine's Runner: refill one array
+        in place and give it again, and the call sets no tensor at all). Calls from several threads
+        take turns."""
+        with self._lock:
+            runner = self._runner
+            if self._static and runner._copied_exactly(inputs):
+                # every input and state static, each input exactly its port's shape: the time length
+                # and the batch are the IR's own, nothing to check or to track
+                outputs = runner._infer_set(share_outputs, inputs)
+            else:
+                batch = self._check_inputs(inputs) if self._checks else None
+                # the runner tries its exact path too: the states may be dynamic
+                outputs = runner._infer_set(share_outputs, inputs) if runner._copied_exactly(inputs) else runner._call(inputs, share_outputs)
+                if batch is not None and self._batch_held != batch:
+                    self._batches = dict.fromkeys(self._batches, batch)
+                    self._batch_held = batch
+            if self._seeded:
+                self._seeded.clear()
+            return outputs
 
     def reset(self) -> None:
         """Every state back to its initial value: the ReadValue initializer (zeros, or the ONNX
         initial_h/initial_c constant); seeded by hand where the device zero-fills instead."""
+        with self._lock:
+            self._reset_locked()
+
+    def _reset_locked(self) -> None:
         self._reset_request()
         self._batches = {vid: self._static_batch(vid) for vid in self._variables}
         self._batch_held = None  # the batch every state holds after a call; None: not one batch
@@ -294,7 +316,11 @@ class Stream:
     def state(self) -> dict[str, np.ndarray]:
         """{state id: its value now} (copies). Right after a reset with a dynamic batch, before the
         first call, a state is empty (batch 0): its value is made from the first call's inputs."""
-        return {vid: engine.to_numpy(v.state) for vid, v in self._variables.items()}
+        with self._lock:
+            try:
+                return {vid: engine.to_numpy(v.state) for vid, v in self._variables.items()}
+            except RuntimeError as exc:
+                raise DeviceError(f"reading the states on {self.device} failed: {engine.ov_message(exc)}") from None
 
     def set_state(self, state_id: str, value: np.ndarray) -> None:
         """Seed one state (the next call starts from it), e.g. an ONNX initial_h."""
@@ -302,15 +328,16 @@ class Stream:
             raise UsageError(f"'{state_id}' is not a state of the IR (states: {', '.join(self._variables)})")
         etype, pshape = self._types[state_id]
         tensor = engine.typed_tensor(etype, pshape, value, f"state '{state_id}'")
-        try:
-            self._variables[state_id].state = tensor
-        except RuntimeError as exc:
-            raise DeviceError(f"setting state '{state_id}' on {self.device} failed: {engine.ov_message(exc)}") from None
-        axis = self._info[state_id].batch_axis if state_id in self._info else None
-        if axis is not None:
-            self._batches[state_id] = int(np.shape(value)[axis])
-            self._batch_held = None
-            self._seeded.add(state_id)
+        with self._lock:
+            try:
+                self._variables[state_id].state = tensor
+            except RuntimeError as exc:
+                raise DeviceError(f"setting state '{state_id}' on {self.device} failed: {engine.ov_message(exc)}") from None
+            axis = self._info[state_id].batch_axis if state_id in self._info else None
+            if axis is not None:
+                self._batches[state_id] = int(np.shape(value)[axis])
+                self._batch_held = None
+                self._seeded.add(state_id)
 
     def check_states(self, values: dict[str, np.ndarray], what: str) -> None:
         """Refuse, naming `what` (e.g. "--initial-state 'S.npz'"), state values with an unknown
@@ -336,17 +363,17 @@ class Stream:
         seeds = dict(initial_state or {})
         self.check_states(seeds, "initial_state")
         outputs, seconds = [], []
-        for i, chunk in enumerate(chunks):
-            if i == 0 or (reset_every and i % reset_every == 0):
-                self.reset()
-                for vid, value in seeds.items():
-                    self.set_state(vid, value)
-            start = time.perf_counter()
-            out = self.feed(chunk)
-            seconds.append(time.perf_counter() - start)
-            outputs.append({name: value.copy() for name, value in out.items()})  # kept: the next call overwrites `out`
-            if on_chunk is not None:
-                on_chunk(i + 1, len(chunks))
+        with self._lock:  # the whole run: no other thread's call lands between its chunks
+            for i, chunk in enumerate(chunks):
+                if i == 0 or (reset_every and i % reset_every == 0):
+                    self.reset()
+                    for vid, value in seeds.items():
+                        self.set_state(vid, value)
+                start = time.perf_counter()
+                outputs.append(self.feed(chunk))  # the caller's own arrays: kept as they are
+                seconds.append(time.perf_counter() - start)
+                if on_chunk is not None:
+                    on_chunk(i + 1, len(chunks))
         time = self.contract.inputs[0] if self.contract.inputs else None
         rank = np.ndim(inputs[time.name]) if time is not None and time.name in inputs else None
         joined, axes = join_outputs(outputs, self.contract, rank)

@@ -60,7 +60,7 @@ def whole(proto, case: Case, x: np.ndarray, h0=None, c0=None) -> dict[str, np.nd
 
 
 def run_stream(stream, case: Case, x: np.ndarray) -> np.ndarray:
-    return np.concatenate([stream.feed({"X": c}, copy=True)["Y"] for c in split(case, x)], axis=case.layout)
+    return np.concatenate([stream.feed({"X": c})["Y"] for c in split(case, x)], axis=case.layout)
 
 
 @pytest.mark.parametrize("case", STREAM_CASES, ids=IDS)
@@ -105,8 +105,8 @@ def test_two_streams_interleaved_each_equal_their_own_reference(irs):
     xa, xb = long_input(case, 2, seed=11), long_input(case, 3, seed=12)
     ya, yb = [], []
     for ca, cb in zip(split(case, xa), split(case, xb)):
-        ya.append(a.feed({"X": ca}, copy=True)["Y"])
-        yb.append(b.feed({"X": cb}, copy=True)["Y"])
+        ya.append(a.feed({"X": ca})["Y"])
+        yb.append(b.feed({"X": cb})["Y"])
     close(np.concatenate(ya), whole(proto, case, xa)["Y"], "stream a")
     close(np.concatenate(yb), whole(proto, case, xb)["Y"], "stream b")
 
@@ -148,14 +148,14 @@ def test_exact_chunks_of_a_static_stream_skip_the_checks_others_are_checked(irs,
     path, proto, _ = irs[case.id]
     x = long_input(case, case.batch)
     checked = ovrnn.Stream(path)
-    converted = np.concatenate([checked.feed({"X": c.astype(np.float64)}, copy=True)["Y"] for c in split(case, x)])
+    converted = np.concatenate([checked.feed({"X": c.astype(np.float64)})["Y"] for c in split(case, x)])
 
     def checks(*_):
         raise AssertionError("an exact chunk was checked")
 
     exact = ovrnn.Stream(path)
     with monkeypatch.context() as m:
-        m.setattr(ovrnn.Runner, "set_inputs", checks)
+        m.setattr(ovrnn.Runner, "_set_inputs", checks)
         m.setattr(stream_module.Stream, "_check_inputs", checks)
         got = run_stream(exact, case, x)
     assert np.array_equal(got, converted)
@@ -306,7 +306,7 @@ def test_cpu_stream_takes_the_measured_step_form_and_matches_the_reference(commi
     assert cells == (case.T if form == "cell" else 0)  # a cell chain where the form is the cell
     x = np.random.default_rng(3).uniform(-2, 2, (3 * case.T, 1, case.input_size)).astype(np.float32)
     stream = ovrnn.Stream(ir)
-    got = np.concatenate([stream.feed({"X": c}, copy=True)["Y"] for c in np.split(x, 3)])
+    got = np.concatenate([stream.feed({"X": c})["Y"] for c in np.split(x, 3)])
     close(got, whole(proto, case, x)["Y"], f"{case.id} against the float64 reference")
 
 

@@ -36,14 +36,20 @@ def test_packed_outputs_are_the_unpacked_values_bit_for_bit(case):
     plain = ovrnn.Stream(ir, precision=None, properties={"INFERENCE_PRECISION_HINT": "f32"})  # not packed: the hint is a property
     assert plain.compiled.packed is None and len(plain.compiled.compiled.outputs) == len(case.outputs)
     for chunk in chunks(case):
-        got, want = packed.feed({"X": chunk}), plain.feed({"X": chunk}, copy=True)
+        got, want = packed.feed({"X": chunk}, share_outputs=True), plain.feed({"X": chunk})
         assert list(got) == list(want) == list(case.outputs)  # names, in the model's order
         for name in want:
             assert got[name].shape == want[name].shape and np.array_equal(got[name], want[name]), name
             assert not got[name].flags.writeable
-    kept = packed.feed({"X": chunks(case)[0]}, copy=True)
-    again = packed.feed({"X": chunks(case)[1]})
-    assert all(kept[n].flags.writeable and not np.shares_memory(kept[n], again[n]) for n in kept)  # copies stay
+    packed.reset()
+    kept = packed.feed({"X": chunks(case)[0]})  # the default: one copy of the packed buffer, each output a slice of it
+    again = packed.feed({"X": chunks(case)[1]}, share_outputs=True)
+    assert all(kept[n].flags.writeable and not np.shares_memory(kept[n], again[n]) for n in kept)  # the caller's own: they stay
+    assert all(not np.shares_memory(kept[a], kept[b]) for a in kept for b in kept if a != b)  # disjoint slices
+    plain.reset()
+    want = plain.feed({"X": chunks(case)[0]})
+    for name in want:
+        assert np.array_equal(kept[name], want[name]), name
 
 
 def test_what_is_not_packed():

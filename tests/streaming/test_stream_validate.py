@@ -102,8 +102,8 @@ def test_a_stream_that_drops_its_state_fails_from_the_second_call(models, monkey
     """A stream whose state is lost after every call: call 0 agrees, the later ones drift away."""
     feed = stream_module.Stream.feed
 
-    def forgetful(self, inputs, copy=False):
-        out = feed(self, inputs, copy)
+    def forgetful(self, inputs, share_outputs=False):
+        out = feed(self, inputs, share_outputs)
         self._reset_request()
         return out
 

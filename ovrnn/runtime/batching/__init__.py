@@ -7,7 +7,20 @@
   threads own the compiled sizes and each stream's state (docs/batching.md).
 """
 
+from .batcher import StreamBatcher
 from .spec import Context, Port, StatePair, StreamSpec
 from .step import DEFAULT_SIZES, BatchedStep
+from .store import StateStore
+from .worker import StreamHandle
 
-__all__ = ["DEFAULT_SIZES", "BatchedStep", "Context", "Port", "StatePair", "StreamSpec"]
+__all__ = [
+    "DEFAULT_SIZES",
+    "BatchedStep",
+    "Context",
+    "Port",
+    "StatePair",
+    "StateStore",
+    "StreamBatcher",
+    "StreamHandle",
+    "StreamSpec",
+]

@@ -1,0 +1,414 @@
+"""``ovrnn.StreamBatcher``: many streams of one recurrent model, their chunks batched into one call.
+
+    with ovrnn.StreamBatcher(SILERO, "state=stateN", context={"input": 64}, shapes={"input": [1, 576]},
+                             frozen={"sr": 16000}, chunk_seconds=0.032) as batcher:
+        stream = batcher.open()
+        prob = batcher.feed(stream, {"input": chunk})["output"]     # blocking; chunk [1, 512] or [512]
+        future = batcher.submit(stream, {"input": chunk})           # concurrent.futures.Future
+        prob = await batcher.feed_async(stream, {"input": chunk})   # asyncio
+        batcher.reset(stream); batcher.state(stream); batcher.set_state(stream, "state", value)
+        batcher.close(stream); batcher.stats()
+
+Each worker (``workers``, one per core) is a thread with its own ``BatchedStep`` (the model
+compiled at every size, one OpenVINO thread) and its own ``StateStore``; a stream is placed on a
+worker at ``open()`` (its id modulo ``workers``, the next one with room when that one is full)
+and stays there. The policy and the order guarantees: ``worker.py``. docs/batching.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import threading
+from concurrent.futures import Future
+from time import monotonic
+
+import numpy as np
+
+from ...errors import OverloadedError, StreamClosedError, UsageError
+from .. import engine
+from .spec import StreamSpec
+from .stats import summary
+from .step import DEFAULT_SIZES, BatchedStep
+from .worker import StreamHandle, Worker, _Chunk, _Control
+
+
+class StreamBatcher:
+    """Serve many streams of one model (see the module docstring).
+
+    `model`: a ``StreamSpec``, or a model with ``StreamSpec.of``'s arguments (`state`, `context`,
+    `shapes`, `frozen`, `batch`, `lowering`). `sizes`: the static batch sizes compiled and warmed
+    at start (1 is always among them: one ready stream runs alone). `max_wait_ms`: how long the
+    oldest ready chunk may wait for a fuller batch (not at all when the worker is idle).
+    `max_streams`: open streams, then ``open()`` is refused; `max_pending`: chunks a stream may
+    have waiting, then ``feed`` is refused (``OverloadedError`` both, never a wait without end).
+    `idle_timeout_s`: streams not fed or asked for that long are closed (None: never).
+    `chunk_seconds`: the real time one chunk covers (silero 16 kHz: 0.032); with it ``stats()``
+    reports each stream's lag behind real time. `pad`: as ``BatchedStep``'s. `threads`: CPU
+    threads of one worker's call (1: a worker per core, what ``workers`` scales on)."""
+
+    def __init__(
+        self,
+        model,
+        state=None,
+        *,
+        context: dict | None = None,
+        shapes: dict | None = None,
+        frozen: dict | None = None,
+        batch: dict | None = None,
+        lowering: str = "fastest",
+        sizes=DEFAULT_SIZES,
+        max_wait_ms: float = 2.0,
+        workers: int = 1,
+        max_streams: int = 4096,
+        max_pending: int = 4,
+        idle_timeout_s: float | None = None,
+        chunk_seconds: float | None = None,
+        device: str = "CPU",
+        precision: str | None = engine.DEFAULT_PRECISION,
+        cache_dir=None,
+        pad: str = "initial",
+        threads: int | None = 1,
+    ) -> None:
+        _count("workers", workers)
+        _count("max_streams", max_streams)
+        _count("max_pending", max_pending)
+        _seconds("max_wait_ms", max_wait_ms, zero=True)
+        if idle_timeout_s is not None:
+            _seconds("idle_timeout_s", idle_timeout_s)
+        if chunk_seconds is not None:
+            _seconds("chunk_seconds", chunk_seconds)
+        if isinstance(model, StreamSpec):
+            if state is not None or context or shapes or frozen or batch:
+                raise UsageError(
+                    "a StreamSpec already says the states, context, shapes, frozen inputs and batch axes: give them to StreamSpec.of, not here"
+                )
+            spec = model
+        else:
+            spec = StreamSpec.of(
+                model,
+                state,
+                context=context,
+                shapes=shapes,
+                frozen=frozen,
+                batch=batch,
+                lowering=lowering,
+            )
+        self.spec = spec
+        self.max_streams, self.max_pending = max_streams, max_pending
+        self.chunk_seconds = chunk_seconds
+        sizes = (
+            tuple(sorted({1, *sizes}))
+            if all(
+                isinstance(s, (int, np.integer)) and not isinstance(s, bool)
+                for s in sizes
+            )
+            else sizes
+        )
+        capacity = math.ceil(max_streams / workers)
+        threads = threads if device.split(".")[0].upper() == "CPU" else None
+        self._workers = [
+            Worker(
+                i,
+                BatchedStep(
+                    spec, sizes, device, precision, threads, cache_dir, pad=pad
+                ),
+                capacity,
+                max_wait_ms / 1000,
+                idle_timeout_s,
+                chunk_seconds,
+            )
+            for i in range(workers)
+        ]
+        self.sizes = self._workers[0].step.sizes
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._shut = False
+        self._chunk_ports = {}
+        for port in spec.inputs:
+            shape = spec.chunk_shape(port.name)
+            self._chunk_ports[port.name] = (
+                shape,
+                shape[: port.batch_axis] + shape[port.batch_axis + 1 :],
+                port.dtype,
+            )
+        for worker in self._workers:
+            worker.start()
+
+    # -- streams
+
+    def open(self, state: dict | None = None) -> StreamHandle:
+        """A new stream, at the initial state, or with the states `state` gives ({name: value},
+        one stream's value; ``spec.state_names``). ``OverloadedError`` when ``max_streams`` are open."""
+        store = self._workers[0].store
+        seeds = {
+            name: store.checked(name, value) for name, value in (state or {}).items()
+        }
+        with self._lock:
+            if self._shut:
+                raise StreamClosedError(
+                    "the batcher is shut down: open() takes no new streams"
+                )
+            sid = next(self._ids)
+        count = len(self._workers)
+        if sum(len(w.streams) for w in self._workers) < self.max_streams:
+            for k in range(count):
+                worker = self._workers[(sid + k) % count]
+                with worker.cond:
+                    slot = worker.store.take()
+                    if slot is None:
+                        continue
+                    worker.store.reset(slot)
+                    for name, value in seeds.items():
+                        worker.store.write(slot, name, value)
+                    stream = StreamHandle(sid, worker.index, slot, self, monotonic())
+                    worker.streams[sid] = stream
+                    return stream
+        worker = self._workers[sid % count]
+        with worker.cond:
+            worker.recorder.refused_streams += 1
+        raise OverloadedError(
+            f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); close one, or make the batcher with a larger max_streams"
+        )
+
+    def submit(self, stream: StreamHandle, inputs: dict) -> Future:
+        """Queue one chunk of `stream` ({input: one stream's chunk}); the Future's result is
+        {output: array}, one stream's rows (batch axis of size 1), arrays the caller owns. The
+        chunk is copied here: the caller may refill its arrays at once. Chunks of one stream run
+        in the order they were submitted. ``OverloadedError`` when `stream` already has
+        ``max_pending`` chunks waiting; ``StreamClosedError`` when it is closed."""
+        chunk = self._chunk(inputs)
+        worker = self._worker(stream)
+        future: Future = Future()
+        future.set_running_or_notify_cancel()  # a queued chunk runs (a stream's state depends on it): not cancellable
+        with worker.cond:
+            if not stream.open:
+                raise worker.closed_error(stream)
+            if stream.pending >= self.max_pending:
+                worker.recorder.refused_pending += 1
+                raise OverloadedError(
+                    f"stream {stream.id} has {stream.pending} chunks waiting (max_pending={self.max_pending}): the batcher is behind this stream; wait for a result before feeding more"
+                )
+            now = monotonic()
+            if stream.first_feed is None:
+                stream.first_feed = now
+            stream.last_used = now
+            worker.enqueue(stream, _Chunk(chunk, future, now), True)
+        return future
+
+    def submit_many(self, chunks: list[tuple[StreamHandle, dict]]) -> list[Future]:
+        """Queue several streams' chunks at once ([(stream, inputs)], a stream may come more than
+        once, its chunks in list order): one lock per worker instead of one per chunk, and all or
+        none of a worker's chunks are queued (a refusal queues nothing of that worker's). What a
+        gateway holding many streams does each tick."""
+        prepared = [
+            (stream, self._chunk(inputs), self._worker(stream))
+            for stream, inputs in chunks
+        ]
+        futures: list = [None] * len(prepared)
+        for worker in self._workers:
+            mine = [
+                (i, stream, chunk)
+                for i, (stream, chunk, w) in enumerate(prepared)
+                if w is worker
+            ]
+            if not mine:
+                continue
+            with worker.cond:
+                counts: dict[int, int] = {}
+                for _, stream, _ in mine:
+                    if not stream.open:
+                        raise worker.closed_error(stream)
+                    counts[stream.id] = counts.get(stream.id, stream.pending) + 1
+                    if counts[stream.id] > self.max_pending:
+                        worker.recorder.refused_pending += 1
+                        raise OverloadedError(
+                            f"stream {stream.id} would have {counts[stream.id]} chunks waiting (max_pending={self.max_pending}): the batcher is behind this stream; wait for a result before feeding more"
+                        )
+                now = monotonic()
+                for i, stream, chunk in mine:
+                    future: Future = Future()
+                    future.set_running_or_notify_cancel()
+                    if stream.first_feed is None:
+                        stream.first_feed = now
+                    stream.last_used = now
+                    worker.enqueue(stream, _Chunk(chunk, future, now), True)
+                    futures[i] = future
+        return futures
+
+    def feed(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
+        """``submit(...).result()``: one chunk, blocking until its batch ran."""
+        return self.submit(stream, inputs).result()
+
+    async def feed_async(
+        self, stream: StreamHandle, inputs: dict
+    ) -> dict[str, np.ndarray]:
+        """``feed`` for asyncio: awaits the chunk's batch without blocking the event loop."""
+        return await asyncio.wrap_future(self.submit(stream, inputs))
+
+    def reset(self, stream: StreamHandle) -> None:
+        """Every state of `stream` back to its initial value, after the chunks fed before."""
+        self._control(stream, lambda s: self._workers[s.worker].store.reset(s.slot))
+
+    def state(self, stream: StreamHandle) -> dict[str, np.ndarray]:
+        """{state: value} of `stream` after the chunks fed before (copies, one stream's shape)."""
+        return self._control(
+            stream, lambda s: self._workers[s.worker].store.read(s.slot)
+        )
+
+    def set_state(self, stream: StreamHandle, name: str, value) -> None:
+        """Set one state of `stream` (after the chunks fed before); the next chunk starts from it."""
+        checked = (
+            self._workers[stream.worker].store.checked(name, value)
+            if isinstance(stream, StreamHandle)
+            else None
+        )
+        self._control(
+            stream, lambda s: self._workers[s.worker].store.write(s.slot, name, checked)
+        )
+
+    def close(self, stream: StreamHandle) -> None:
+        """Close `stream` now: chunks still waiting fail with ``StreamClosedError`` (one in a
+        running batch completes); its slot is free for ``open()``. Closing twice is a no-op."""
+        worker = self._worker(stream)
+        with worker.cond:
+            worker.close(stream, "closed by close()")
+
+    def streams(self) -> list[StreamHandle]:
+        """The open streams."""
+        out = []
+        for worker in self._workers:
+            with worker.cond:
+                out.extend(worker.streams.values())
+        return out
+
+    # -- the batcher
+
+    def stats(self) -> dict:
+        """Counts since start: ``batch_rows`` {real rows: batches}, ``batch_sizes`` {compiled size:
+        batches}, ``queue_wait_s`` and ``compute_s`` {p50, p99, max} over the latest 20,000
+        chunks / batches, chunks, failed batches and chunks, ``refused`` {max_pending,
+        max_streams}, ``idle_closed``; with ``chunk_seconds``: ``lag_s`` {stream id: seconds its
+        last result came after real time} and ``lag`` {p50, p99, max, behind: streams more than a
+        chunk behind}."""
+        from .stats import Recorder
+
+        copies, lags, streams, pending = [], {} if self.chunk_seconds else None, 0, 0
+        for worker in self._workers:
+            with worker.cond:
+                r, c = worker.recorder, Recorder()
+                c.rows, c.sizes, c.waits, c.computes = (
+                    r.rows.copy(),
+                    r.sizes.copy(),
+                    list(r.waits),
+                    list(r.computes),
+                )
+                for key in (
+                    "chunks",
+                    "failed_batches",
+                    "failed_chunks",
+                    "refused_pending",
+                    "refused_streams",
+                    "idle_closed",
+                ):
+                    setattr(c, key, getattr(r, key))
+                copies.append(c)
+                streams += len(worker.streams)
+                pending += sum(s.pending for s in worker.streams.values())
+                if lags is not None:
+                    lags.update({s.id: s.lag for s in worker.streams.values()})
+        return summary(copies, lags, self.chunk_seconds, streams, pending)
+
+    def shutdown(self) -> None:
+        """Close every stream (waiting chunks fail with ``StreamClosedError``), let a running
+        batch finish, and stop the workers. ``open()`` and ``feed`` are refused after."""
+        with self._lock:
+            self._shut = True
+        for worker in self._workers:
+            worker.stop("the batcher was shut down")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"StreamBatcher({len(self._workers)} workers, sizes {list(self.sizes)}, {sum(len(w.streams) for w in self._workers)} streams open)"
+
+    # -- helpers
+
+    def _worker(self, stream) -> Worker:
+        if not isinstance(stream, StreamHandle) or stream.owner is not self:
+            raise UsageError(
+                f"expected a stream this batcher's open() returned, got {stream!r}"
+            )
+        return self._workers[stream.worker]
+
+    def _control(self, stream: StreamHandle, apply):
+        worker = self._worker(stream)
+        with worker.cond:
+            if not stream.open:
+                raise worker.closed_error(stream)
+            stream.last_used = monotonic()
+            if (
+                not stream.queue and not stream.in_flight
+            ):  # nothing before it: now, on this thread
+                return apply(stream)
+            future: Future = Future()
+            future.set_running_or_notify_cancel()
+            worker.enqueue(stream, _Control(apply, future, monotonic()), False)
+        return future.result()
+
+    def _chunk(self, inputs: dict) -> dict[str, np.ndarray]:
+        """One stream's chunk, checked and copied: {input: array of exactly its chunk shape}."""
+        ports = self._chunk_ports
+        if not isinstance(inputs, dict):
+            raise UsageError(
+                f"expected {{input: array}} for one chunk, got {type(inputs).__name__}"
+            )
+        for name in inputs:
+            if name not in ports:
+                frozen = (
+                    f": it is frozen at {self.spec.frozen[name].tolist()} for every stream"
+                    if name in self.spec.frozen
+                    else ""
+                )
+                raise UsageError(
+                    f"'{name}' is not a per-chunk input of the stream{frozen} (inputs: {', '.join(ports)})"
+                )
+        out = {}
+        for name, (shape, bare, dtype) in ports.items():
+            if name not in inputs:
+                raise UsageError(
+                    f"input '{name}' is missing (inputs: {', '.join(ports)})"
+                )
+            array = np.asarray(inputs[name])
+            if array.shape != shape and array.shape != bare:
+                raise UsageError(
+                    f"input '{name}': one stream's chunk is shape {list(shape)} (or {list(bare)}), got {list(array.shape)}"
+                )
+            if array.dtype != dtype and not np.can_cast(
+                array.dtype, dtype, "same_kind"
+            ):
+                raise UsageError(f"input '{name}': expected {dtype}, got {array.dtype}")
+            out[name] = np.array(array, dtype=dtype, copy=True).reshape(shape)
+        return out
+
+
+def _count(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise UsageError(f"{name}: expected a whole number of 1 or more, got {value!r}")
+
+
+def _seconds(name: str, value, zero: bool = False) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (value >= 0 if zero else value > 0)
+        or not math.isfinite(value)
+    ):
+        raise UsageError(
+            f"{name}: expected a finite number {'of 0' if zero else 'above 0'}{' or more' if zero else ''}, got {value!r}"
+        )

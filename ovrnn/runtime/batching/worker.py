@@ -1,0 +1,333 @@
+"""One batcher worker: a thread that owns a BatchedStep (its compiled sizes and their requests)
+and a StateStore, and runs the chunks its streams are fed.
+
+Policy (under the worker's lock; one chunk per stream per batch, a stream's chunks in order):
+
+    a batch runs when   the largest size is full
+                        or the oldest ready chunk has waited max_wait
+                        or at once when the worker was idle (nothing was ready when it last looked)
+    it takes            the ready streams oldest chunk first, one chunk each, up to the largest size
+
+A stream's queue holds its chunks and the controls fed after them (reset, set_state, state),
+which take effect between batches, in order with the chunks. A batch is gathered, run and
+scattered with the lock released (only the batch's slots are written); its results and errors are
+handed to the futures outside the lock, so a callback that feeds again cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections import deque
+from time import monotonic
+
+import numpy as np
+
+from ...errors import StreamClosedError
+from .stats import Recorder
+from .step import BatchedStep, rows
+from .store import StateStore
+
+
+class StreamHandle:
+    """One open stream of a StreamBatcher (what ``open()`` returns; pass it to ``feed``)."""
+
+    __slots__ = (
+        "done",
+        "first_feed",
+        "id",
+        "in_flight",
+        "lag",
+        "last_used",
+        "open",
+        "owner",
+        "pending",
+        "queue",
+        "slot",
+        "why",
+        "worker",
+    )
+
+    def __init__(
+        self, sid: int, worker: int, slot: int, owner: object, now: float
+    ) -> None:
+        self.id, self.worker, self.slot, self.owner = sid, worker, slot, owner
+        self.queue: deque = (
+            deque()
+        )  # _Chunk and _Control items, in the order they were fed
+        self.pending = 0  # chunks in `queue`
+        self.in_flight = False  # a chunk of it is in the running batch
+        self.open, self.why = True, ""
+        self.last_used = now
+        self.first_feed: float | None = None
+        self.done = 0  # chunks run
+        self.lag = (
+            0.0  # seconds its last result came after real time (chunk_seconds given)
+        )
+
+    def __repr__(self) -> str:
+        return f"<stream {self.id} on worker {self.worker}{'' if self.open else ', closed'}>"
+
+
+class _Chunk:
+    __slots__ = ("future", "inputs", "t")
+
+    def __init__(self, inputs: dict, future, t: float) -> None:
+        self.inputs, self.future, self.t = inputs, future, t
+
+
+class _Control:
+    __slots__ = ("apply", "future", "t")
+
+    def __init__(self, apply, future, t: float) -> None:
+        self.apply, self.future, self.t = apply, future, t
+
+
+class Worker:
+    def __init__(
+        self,
+        index: int,
+        step: BatchedStep,
+        capacity: int,
+        max_wait_s: float,
+        idle_timeout_s: float | None,
+        chunk_seconds: float | None,
+    ) -> None:
+        self.index, self.step = index, step
+        self.store = StateStore(step.spec, capacity)
+        self.max_wait, self.idle_timeout, self.chunk_seconds = (
+            max_wait_s,
+            idle_timeout_s,
+            chunk_seconds,
+        )
+        self.largest = step.largest
+        self.cond = threading.Condition(threading.Lock())
+        self.heap: list = []  # (time of its head chunk, seq, stream, chunk): streams with a chunk ready
+        self.controls: deque = deque()  # streams whose head is a control
+        self.streams: dict[int, StreamHandle] = {}
+        self.outbox: list = []  # (future, result, error) to hand over with the lock released
+        self.recorder = Recorder()
+        self.stopping = False
+        self.idle = True
+        self._seq = itertools.count()
+        self._next_idle_check = monotonic()
+        self._outputs = [(p.name, p.batch_axis) for p in step.spec.outputs]
+        self._inputs = [p.name for p in step.spec.inputs]
+        self.thread = threading.Thread(
+            target=self._loop, name=f"ovrnn-batcher-{index}", daemon=True
+        )
+
+    # -- called with the lock held
+
+    def enqueue(self, stream: StreamHandle, item, chunk: bool) -> None:
+        was_empty = not stream.queue
+        stream.queue.append(item)
+        if chunk:
+            stream.pending += 1
+        if was_empty and not stream.in_flight:
+            self._ready(stream)
+        self.cond.notify()
+
+    def close(self, stream: StreamHandle, why: str) -> None:
+        """Close now: its waiting chunks and controls fail; a chunk in the running batch completes,
+        and the slot is freed after it."""
+        if not stream.open:
+            return
+        stream.open, stream.why = False, why
+        for item in stream.queue:
+            self.outbox.append(
+                (
+                    item.future,
+                    None,
+                    StreamClosedError(
+                        f"stream {stream.id} was closed ({why}) before this call ran"
+                    ),
+                )
+            )
+        had_ready = (
+            stream.queue and type(stream.queue[0]) is _Chunk and not stream.in_flight
+        )
+        stream.queue.clear()
+        stream.pending = 0
+        if had_ready:
+            self.heap = [entry for entry in self.heap if entry[2] is not stream]
+            heapq.heapify(self.heap)
+        if not stream.in_flight:
+            self.store.give_back(stream.slot)
+        self.streams.pop(stream.id, None)
+        self.cond.notify()
+
+    def closed_error(self, stream: StreamHandle) -> StreamClosedError:
+        return StreamClosedError(
+            f"stream {stream.id} is closed ({stream.why}); open a new one with open()"
+        )
+
+    def _ready(self, stream: StreamHandle) -> None:
+        head = stream.queue[0]
+        if type(head) is _Chunk:
+            heapq.heappush(self.heap, (head.t, next(self._seq), stream, head))
+        else:
+            self.controls.append(stream)
+
+    def _apply_controls(self) -> None:
+        while self.controls:
+            stream = self.controls.popleft()
+            while stream.queue and type(stream.queue[0]) is _Control:
+                item = stream.queue.popleft()
+                try:
+                    self.outbox.append((item.future, item.apply(stream), None))
+                except Exception as exc:  # noqa: BLE001 - a control's own check: handed to its caller
+                    self.outbox.append((item.future, None, exc))
+                stream.last_used = monotonic()
+            if stream.queue:
+                self._ready(stream)
+
+    def _close_idle(self, now: float) -> None:
+        if self.idle_timeout is None or now < self._next_idle_check:
+            return
+        self._next_idle_check = now + min(self.idle_timeout / 4, 1.0)
+        for stream in list(self.streams.values()):
+            if (
+                not stream.queue
+                and not stream.in_flight
+                and now - stream.last_used > self.idle_timeout
+            ):
+                self.close(
+                    stream,
+                    f"idle for more than {self.idle_timeout:g} s, idle_timeout_s={self.idle_timeout:g}",
+                )
+                self.recorder.idle_closed += 1
+
+    def _next_batch(self):
+        """Wait for the next batch: (streams, chunks, time formed); None to stop; () when the
+        outbox has results to hand over first."""
+        while True:
+            self._apply_controls()
+            now = monotonic()
+            self._close_idle(now)
+            if self.outbox:
+                return ()
+            if self.stopping:
+                return None
+            heap = self.heap
+            if not heap:
+                self.idle = True
+                self.cond.wait(
+                    None
+                    if self.idle_timeout is None
+                    else max(self._next_idle_check - now, 0.001)
+                )
+                continue
+            waited = now - heap[0][0]
+            if len(heap) >= self.largest or self.idle or waited >= self.max_wait:
+                break
+            self.cond.wait(self.max_wait - waited)
+        streams, chunks = [], []
+        for _ in range(min(len(heap), self.largest)):
+            _, _, stream, chunk = heapq.heappop(heap)
+            stream.queue.popleft()
+            stream.pending -= 1
+            stream.in_flight = True
+            streams.append(stream)
+            chunks.append(chunk)
+        self.idle = False
+        return streams, chunks, now
+
+    # -- the thread
+
+    def _loop(self) -> None:
+        while True:
+            with self.cond:
+                batch = self._next_batch()
+                outbox, self.outbox = self.outbox, []
+            _deliver(outbox)
+            if batch is None:
+                return
+            if batch:
+                self._run(*batch)
+
+    def _run(
+        self, streams: list[StreamHandle], chunks: list[_Chunk], formed: float
+    ) -> None:
+        n = len(streams)
+        slots = np.fromiter((s.slot for s in streams), np.intp, n)
+        inputs = {name: [c.inputs[name] for c in chunks] for name in self._inputs}
+        start = monotonic()
+        outputs, error = None, None
+        try:
+            outputs = self.step.run_slots(self.store.slabs, slots, inputs)
+        except Exception as exc:  # noqa: BLE001 - the batch failed, each of its callers gets it; no state was written (run_slots scatters on success only)
+            error = exc
+        end = monotonic()
+        outbox = []
+        with self.cond:
+            r = self.recorder
+            r.rows[n] += 1
+            r.sizes[self.step.size_for(n)] += 1
+            r.computes.append(end - start)
+            r.waits.extend(start - c.t for c in chunks)
+            if error is None:
+                r.chunks += n
+            else:
+                r.failed_batches += 1
+                r.failed_chunks += n
+            for i, stream in enumerate(streams):
+                stream.in_flight = False
+                stream.last_used = end
+                if error is None:
+                    stream.done += 1
+                    if self.chunk_seconds and stream.first_feed is not None:
+                        stream.lag = max(
+                            0.0,
+                            end
+                            - stream.first_feed
+                            - (stream.done - 1) * self.chunk_seconds,
+                        )
+                if not stream.open:
+                    self.store.give_back(stream.slot)
+                elif stream.queue:
+                    self._ready(stream)
+                if error is None:
+                    outbox.append(
+                        (
+                            chunks[i].future,
+                            {
+                                name: rows(outputs[name], axis, i, i + 1)
+                                for name, axis in self._outputs
+                            },
+                            None,
+                        )
+                    )
+                else:
+                    outbox.append((chunks[i].future, None, _copy(error)))
+        _deliver(outbox)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, why: str) -> None:
+        with self.cond:
+            for stream in list(self.streams.values()):
+                self.close(stream, why)
+            self.stopping = True
+            self.cond.notify()
+        if self.thread.is_alive() and threading.current_thread() is not self.thread:
+            self.thread.join()
+
+
+def _copy(error: Exception) -> Exception:
+    """Each waiting call raises its own exception object (one object raised in several threads
+    would share one traceback)."""
+    try:
+        return type(error)(str(error))
+    except Exception:  # noqa: BLE001 - an exception type that takes other arguments
+        return error
+
+
+def _deliver(outbox: list) -> None:
+    for future, result, error in outbox:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
