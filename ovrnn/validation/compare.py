@@ -221,12 +221,12 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, oracle: str, precision
     g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     if g.shape != w.shape:
         return Comparison(name, oracle, list(g.shape), float("inf"), float("inf"), atol, rtol, False, f"shape {list(g.shape)} != {list(w.shape)}")
-    diff = np.abs(g - w)
+    diff = np.array(np.abs(g - w), dtype=np.float64, ndmin=1)  # an array even for 0-d outputs (numpy gives a scalar)
     diff[np.isnan(g) != np.isnan(w)] = np.inf
     diff[np.isnan(g) & np.isnan(w)] = 0.0
-    ok = diff <= atol + rtol * np.abs(np.nan_to_num(w))
+    ok = diff <= atol + rtol * np.abs(np.nan_to_num(w)).reshape(diff.shape)
     max_abs = float(diff.max()) if diff.size else 0.0
-    rel = diff / np.maximum(np.abs(w), atol)
+    rel = diff / np.maximum(np.abs(np.nan_to_num(w)), atol).reshape(diff.shape)
     max_rel = float(np.nanmax(rel)) if rel.size else 0.0
     return Comparison(name, oracle, list(g.shape), max_abs, max_rel, atol, rtol, bool(ok.all()))
 

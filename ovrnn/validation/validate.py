@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
 import onnx
 
 from ..bounds import MAX_DIM
@@ -22,6 +23,7 @@ from ..runtime import engine as runtime
 from ..runtime.runner import infer
 from . import reference
 from .departure import add_output, first_departure
+from .weights import LOOSER, computed_precision
 from . import report as report_module
 from .compare import (
     DEFAULT_BATCH,
@@ -102,7 +104,6 @@ def validate(
     else:
         proto = load_model(model)
         prepared = prepare(proto, _with_frozen(input, ir.frozen))
-    folded = prepared.view.model  # frozen inputs and constant control flow folded: what the IR computes
     ov_model = runtime.read_model(ir)
     t0 = time.perf_counter()
     compiled = runtime.compile_ir(ov_model, device, precision, cache_dir)
@@ -116,27 +117,36 @@ def validate(
     feeds = random_inputs(compiled, ir, seed, batch, {i.name for i in proto.graph.input})
     got = infer(compiled, feeds)
     frozen = {f.name: f.value for f in ir.frozen}
+    # The oracles judge the model as the user gave it: the original graph, fed the seeded inputs and
+    # the frozen values (nothing ovrnn rewrote: no Loop recovery, inlining or folding checks itself).
+    ref_feeds = original_inputs(proto, prepared, {**feeds, **frozen})
     # integer weights: the device is judged against float64 with the dequantized weights; the
     # quantization-only error (dequantized vs original, both float64) is shown beside it
     from .dequantized import compressed_reference
 
-    quant = compressed_reference(folded, ir)
-    ort_status, ort_out = run_onnxruntime(proto, {**feeds, **frozen}) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
+    judged, rewritten_note = _quantized_source(proto, prepared.view.model, ir)
+    quant = compressed_reference(judged, ir)
+    if quant is not None and judged is not proto:  # 'quantization' against the original graph, not the rewritten one
+        quant = replace(quant, original=proto)
+    ort_status, ort_out = run_onnxruntime(proto, ref_feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
     deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
     no_reference = ""
     handed = [] if ort_out is not None else None  # nodes the reference hands to onnxruntime (reference/fallback.py)
     try:
-        original = reference.run_model(folded if quant is None else quant.original, feeds, handed) if quant is None or quant.has_original else {}
-        want = original if quant is None else reference.run_model(quant.model, feeds, handed)
+        original = reference.run_model(judged if quant is None else quant.original, ref_feeds, handed) if quant is None or quant.has_original else {}
+        want = original if quant is None else reference.run_model(quant.model, ref_feeds, handed)
     except reference.ReferenceUnavailable as exc:
         if ort_out is None or deviation or quant is not None:  # nothing else to judge by
             why = f"onnxruntime: {ort_status}" if ort_out is None else deviation or "integer weights need the dequantized reference"
             raise reference.ReferenceUnavailable(f"{exc}; and no other oracle can judge it ({why})") from None
         no_reference = f"{exc}: judged against onnxruntime only"
         original = want = {}
-    # f16-compressed weights round W, R, B to f16: judge at f16 tolerance, and say so.
-    floor = "f16" if compress_to_fp16 else None
+    # the tolerance follows the precision the model computes in (weights.py) and f16-compressed
+    # weights (W, R, B rounded to f16): the loosest applies, and the report says why
+    computes, computes_note = computed_precision(proto)
+    floor = _looser(computes, "f16" if compress_to_fp16 else None)
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
+    notes += [n for n in (computes_note, rewritten_note) if n]
     if compiled.integer_weights:
         notes.append(compiled.integer_weights)
     comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floor) for name in want]
@@ -178,17 +188,57 @@ def validate(
         frozen_inputs={f.name: f.describe() for f in ir.frozen},
     )
     if any(c.oracle == "onnxruntime" and c.counted and not c.passed for c in comparisons) and quant is None:  # where does it go wrong?
-        _name_first_departure(result, proto, ir, feeds, {**feeds, **frozen}, device, compiled.precision, floor, cache_dir)
+        _name_first_departure(result, proto, ir, feeds, ref_feeds, device, compiled.precision, floor, cache_dir)
     if drift:
         from .drift import default_precision_drift
 
         result.drift, drift_notes = default_precision_drift(prepared.view, ir, request, device, seed, cache_dir)
         result.notes += drift_notes
     if report_dir is not None:
-        steps = _per_step_errors(folded if quant is None else quant.model, ir, ov_model, got, want or ort_out, feeds, device, compiled.precision, report_precisions, cache_dir, result)
+        steps = _per_step_errors(judged if quant is None else quant.model, ir, ov_model, got, want or ort_out, feeds, ref_feeds, device, compiled.precision, report_precisions, cache_dir, result)
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
         report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result
+
+
+def original_inputs(proto: onnx.ModelProto, prepared, given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`given` (the seeded inputs and the frozen values) for the original graph, plus zeros for a
+    graph input the IR no longer has (one only its shape reached, fixed by --input): the original
+    graph still reads it. An input whose shape is not fixed stays unfed, for the reference to name."""
+    inits = {t.name for t in proto.graph.initializer}
+    shapes = {i.name: i.shape for i in prepared.view.inputs}
+    feeds = dict(given)
+    for graph_input in proto.graph.input:
+        name = graph_input.name
+        shape = shapes.get(name)
+        if name in feeds or name in inits or shape is None or not all(d.is_static for d in shape):
+            continue
+        etype = graph_input.type.tensor_type.elem_type
+        if etype:
+            feeds[name] = np.zeros([d.lo for d in shape], dtype=onnx.helper.tensor_dtype_to_np_dtype(etype))
+    return feeds
+
+
+def _quantized_source(proto: onnx.ModelProto, rewritten: onnx.ModelProto, ir) -> tuple[onnx.ModelProto, str]:
+    """(the model the float64 reference runs, a note): the original graph; with --compress-weights on
+    a recurrent node ovrnn recovered from a Loop (no such node in the original), the rewritten graph,
+    since the dequantized weights go in front of that node, and the note says so."""
+    from ..families import family_of
+    from ..onnx.read import all_nodes
+
+    names = {n.name for n in all_nodes(proto.graph) if family_of(n) is not None}
+    missing = sorted(r.node_name for r in ir.rnns if r.compression is not None and r.node_name and r.node_name not in names)
+    if not missing:
+        return proto, ""
+    return rewritten, (
+        f"the compressed node(s) {', '.join(repr(m) for m in missing)} were recovered from a Loop: the dequantized reference runs ovrnn's "
+        "rewritten graph (so a wrong recovery shows in the 'quantization' row, the original graph in float64 against it, not counted)"
+    )
+
+
+def _looser(*precisions: str | None) -> str | None:
+    given = [p for p in precisions if p]
+    return next((p for p in LOOSER if p in given), given[0] if given else None)
 
 
 def _name_first_departure(result: ValidationReport, proto, ir, feeds, ort_feeds, device, precision, floor, cache_dir) -> None:
@@ -222,10 +272,13 @@ def _with_frozen(input, frozen) -> object:  # noqa: A002
     return [*input, *extra]
 
 
-def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, report_precisions, cache_dir, result) -> dict:
+def _per_step_errors(proto, ir, ov_model, got, want, feeds, ref_feeds, device, precision, report_precisions, cache_dir, result) -> dict:
     """{precision: {Y tensor: [max abs error at step t]}} for every RNN's Y. In a whole model Y
-    is an inner tensor: it is added as an output of both the IR and the reference for this."""
+    is an inner tensor: it is added as an output of both the IR and the reference for this (a Y
+    the original graph has no tensor of, a cell recovered from a Loop, has no curve)."""
     time_axes = {name: axis for rnn in ir.rnns for role, name in rnn.outputs if (axis := rnn.time_axis(name)) is not None}
+    made = {o for n in proto.graph.node for o in n.output if o}
+    time_axes = {k: v for k, v in time_axes.items() if k in want or k in made}
     inner = [name for name in time_axes if name not in want]
     if inner:
         ov_model = runtime.read_model(ir)
@@ -234,7 +287,7 @@ def _per_step_errors(proto, ir, ov_model, got, want, feeds, device, precision, r
         extended.CopyFrom(proto)
         extended.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None) for name in inner)
         try:
-            want = {**want, **{k: v for k, v in reference.run_model(extended, feeds, []).items() if k in inner}}
+            want = {**want, **{k: v for k, v in reference.run_model(extended, ref_feeds, []).items() if k in inner}}
             got = None  # the compiled model has no such outputs: run the extended one
         except reference.ReferenceUnavailable:  # judged against onnxruntime: the graph outputs only
             time_axes = {k: v for k, v in time_axes.items() if k in want}

@@ -100,15 +100,22 @@ def _older_opsets(model: onnx.ModelProto) -> list:
 def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], fallback_notes: list[str] | None) -> dict[str, np.ndarray]:
     names = [o.name for o in model.graph.output]
     from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
+    from .corrections import BatchNormalization  # onnx.reference's runs training mode in inference graphs
 
-    new_ops = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)]
+    own = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)]
+    new_ops = [*own, BatchNormalization]  # the corrections are guarded as onnx.reference's ops are
     fallback = NodeFallback(model, fallback_notes is not None)
-    evaluator_cls = evaluator_class(fallback, {(c.op_domain, c.__name__) for c in new_ops})
+    evaluator_cls = evaluator_class(fallback, {(c.op_domain, c.__name__) for c in own})
     try:  # the evaluator loads every node's implementation (bodies included) as it is made
         evaluator = evaluator_cls(_named_outputs(model), new_ops=new_ops)
     except (NotImplementedError, RuntimeError) as exc:  # not an op: a malformed graph, say
         raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: {str(exc).strip().splitlines()[0]}") from None
-    values = evaluator.run(names, feeds)
+    try:
+        values = evaluator.run(names, feeds)
+    except ReferenceUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a node outside the guard (control flow, a context-dependent function): never a crash
+        raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})") from None
     if fallback_notes is not None:
         fallback_notes.extend(n for n in fallback.notes() if n not in fallback_notes)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}

@@ -51,36 +51,55 @@ class NodeFallback:
 
 def evaluator_class(fallback: NodeFallback, own: set[tuple[str, str]]):
     """A ReferenceEvaluator whose node implementations hand a node to ``fallback`` when
-    onnx.reference has none or raises; ``own`` (domain, op): ovrnn's implementations, never handed."""
+    onnx.reference has none or raises; ``own`` (domain, op): ovrnn's implementations, never handed.
+
+    What onnx.reference's loader gives for a node is not always a class: an op it computes through
+    the function body of its schema (HardSwish, Mish, MeanVarianceNormalization) or a model-local
+    function comes back as a factory of ``OpFunction`` instances, so the guard wraps the instance the
+    loader's result makes (a subclass of a factory was a ``TypeError: metaclass conflict``). An op
+    whose function depends on its input types (Gelu, GroupNormalization) raises
+    ``RuntimeContextError``: that goes back to the evaluator, which retries with the types."""
     from onnx.reference import ReferenceEvaluator
-    from onnx.reference.op_run import OpRun
+    from onnx.reference.op_run import OpRun, RuntimeContextError
 
     class Evaluator(ReferenceEvaluator):
         def _load_impl(self, node, input_types=None):
             key = (node.domain if node.domain != "ai.onnx" else "", node.op_type)
             try:
-                cls = super()._load_impl(node, input_types)
-            except Exception as exc:  # noqa: BLE001 (NotImplementedError, RuntimeError: an op onnx.reference has no code for)
+                impl = super()._load_impl(node, input_types)
+            except RuntimeContextError:
+                raise
+            except Exception:  # noqa: BLE001 (NotImplementedError, RuntimeError: an op onnx.reference has no code for)
                 why = "which onnx.reference has no implementation of"
                 return type(node.op_type, (OpRun,), {"op_domain": key[0], "_run": lambda self, *args, **_: fallback.run(self.onnx_node, args, why)})
             if key in own or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-                return cls  # ovrnn's own ops, and control flow: a failure inside a body is its node's
-            return _guarded(cls, fallback)
+                return impl  # ovrnn's own ops, and control flow: a failure inside a body is its node's
+            return _guarded(impl, fallback)
 
     return Evaluator
 
 
-def _guarded(cls, fallback: NodeFallback):
-    """``cls`` whose ``run`` (the op's code and onnx.reference's checks of its outputs) hands the
-    node to ``fallback`` on any exception."""
+def _guarded(impl, fallback: NodeFallback):
+    """A factory like ``impl`` (an OpRun class, or a function making an OpFunction) whose
+    instances hand their node to ``fallback`` when ``run`` (the op's code and onnx.reference's
+    checks of its outputs) raises anything."""
 
-    def run(self, *args, **kwargs):
-        try:
-            return cls.run(self, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - whatever onnx.reference raises, onnxruntime is asked
-            return fallback.run(self.onnx_node, args, f"where onnx.reference raises {type(exc).__name__}: {_first_line(exc)}")
+    def make(*args, **kwargs):
+        op = impl(*args, **kwargs)
+        run = op.run
 
-    return type(cls.__name__, (cls,), {"run": run})
+        def guarded_run(*inputs, **attrs):
+            try:
+                return run(*inputs, **attrs)
+            except ReferenceUnavailable:  # a body's node that nothing can compute: already named
+                raise
+            except Exception as exc:  # noqa: BLE001 - whatever onnx.reference raises, onnxruntime is asked
+                return fallback.run(op.onnx_node, inputs, f"where onnx.reference raises {type(exc).__name__}: {_first_line(exc)}")
+
+        op.run = guarded_run
+        return op
+
+    return make
 
 
 def _first_line(exc: Exception) -> str:

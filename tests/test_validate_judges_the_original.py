@@ -1,0 +1,157 @@
+"""validate judges the model as the user gave it: its float64 reference evaluates the ORIGINAL
+graph (Loops run as Loops, with only the frozen inputs applied), never ovrnn's rewritten graph, so
+no rewrite can check itself; and its tolerance follows the precision the model computes in
+(validation/weights.py).
+
+The rewrite is made wrong on purpose here: the Loop recovery is wrapped so that the recurrent node
+it recovers loses its recurrent term H_{t-1} R^T (R multiplied by 0: a term dropped, as the unsound
+recoveries of issue 30 dropped ``0.1*i`` or a conditioning vector; exact at the first step). With onnxruntime switched off the reference row alone must
+FAIL it; the reference of the rewritten graph, what validate ran before, agrees with the wrong IR.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import run_ir
+from onnx import TensorProto, helper, numpy_helper
+
+import ovrnn
+from ovrnn.families import family_of
+from ovrnn.onnx import inputs as prepare_stage
+from ovrnn.validation import reference
+from ovrnn.validation.weights import computed_precision
+
+LOOPS = Path(__file__).parent / "fixtures" / "loops"
+# fixture -> the output names (each one a reference row)
+RECOVERED = {
+    "torch_lstmcell_loop": "an LSTMCell loop (torch.jit.script): a one-step LSTM node in the body, recovered as one LSTM node",
+    "keras_gru_reset_after": "a Keras GRU while-loop of MatMuls (tf2onnx), recovered as one GRU node (linear_before_reset=1)",
+    "keras_simplernn_seq": "a Keras SimpleRNN while-loop (tf2onnx), recovered as one RNN node",
+}
+
+
+def _drop_the_recurrent_term_of_recovered_nodes(monkeypatch) -> list[str]:
+    """Wrap the Loop recovery (control_flow.fold_control_flow, as onnx/inputs.py calls it) so that
+    each recurrent node it makes at the top level reads R * 0: a rewrite that drops a term."""
+    dropped: list[str] = []
+    real = prepare_stage.fold_control_flow
+
+    def wrong(model, *args, **kwargs):
+        folded, notes = real(model, *args, **kwargs)
+        before = {n.name for n in model.graph.node if family_of(n) is not None}
+        for k, node in enumerate(list(folded.graph.node)):
+            if family_of(node) is not None and node.name not in before:
+                zero, dropped_r = f"wrong_rewrite_zero_{k}", f"wrong_rewrite_R_{k}"
+                folded.graph.initializer.append(numpy_helper.from_array(np.zeros((), np.float32), zero))
+                folded.graph.node.insert(list(folded.graph.node).index(node), helper.make_node("Mul", [node.input[2], zero], [dropped_r]))
+                node.input[2] = dropped_r
+                dropped.append(node.name)
+        return folded, notes
+
+    monkeypatch.setattr(prepare_stage, "fold_control_flow", wrong)
+    return dropped
+
+
+@pytest.mark.parametrize("name", sorted(RECOVERED), ids=[f"{k}: {v}" for k, v in sorted(RECOVERED.items())])
+def test_a_recovery_that_drops_a_term_fails_through_the_reference_row_alone(name, monkeypatch):
+    model = LOOPS / f"{name}.onnx"
+    right = ovrnn.validate(model, use_onnxruntime=False, drift=False)
+    assert right.passed and {c.oracle for c in right.comparisons} == {"reference"}
+    assert all(c.max_abs < 1e-5 for c in right.comparisons), [(c.output, c.max_abs) for c in right.comparisons]
+
+    dropped = _drop_the_recurrent_term_of_recovered_nodes(monkeypatch)
+    wrong = ovrnn.validate(model, use_onnxruntime=False, drift=False)
+    assert dropped, "the recovery made no recurrent node: nothing was made wrong"
+    assert not wrong.passed
+    assert wrong.onnxruntime == "not asked for (use_onnxruntime=False)"
+    assert {c.oracle for c in wrong.comparisons} == {"reference"}  # the verdict is the reference row's alone
+    failing = [c for c in wrong.comparisons if c.counted and not c.passed]
+    assert failing and all(c.oracle == "reference" for c in failing)
+    assert max(c.max_abs for c in failing) > 1e-2  # the recurrent term of a random model: far outside f32 tolerance
+
+    # what validate ran before: the reference of ovrnn's own rewritten graph agrees with the wrong IR
+    from ovrnn.convert import convert
+    from ovrnn.plan import Request
+    conversion = convert(model, None, Request())
+    feeds = {i.name: np.random.default_rng(1).uniform(-1, 1, [d.dim_value or 2 for d in i.type.tensor_type.shape.dim]).astype(np.float32) for i in onnx.load(model).graph.input}
+    got = run_ir(conversion.ir, feeds)
+    rewritten = reference.run_model(conversion.prepared.view.model, feeds)
+    original = reference.run_model(conversion.proto, feeds)
+    for output in rewritten:
+        assert np.allclose(got[output], rewritten[output], atol=1e-4), f"{output}: the rewritten graph's reference should agree with its own IR"
+    assert max(float(np.abs(got[o] - original[o]).max()) for o in original) > 1e-2
+
+
+def test_the_reference_runs_the_loop_as_a_loop_not_the_recovered_node(monkeypatch):
+    """The reference's model is the user's: the Loop is there when it runs."""
+    seen: list[set[str]] = []
+    real = reference.run_model
+
+    def spy(model, feeds, notes=None):
+        seen.append({n.op_type for n in model.graph.node})
+        return real(model, feeds, notes)
+
+    monkeypatch.setattr(reference, "run_model", spy)
+    report = ovrnn.validate(LOOPS / "torch_lstmcell_loop.onnx", use_onnxruntime=False, drift=False)
+    assert report.passed
+    assert seen and all("Loop" in ops for ops in seen)
+
+
+def _fp16_lstm(keep_io: bool, cast_weights_up: bool = False) -> onnx.ModelProto:
+    """An LSTM over float16 W/R/B (keep_io: float32 X and Y behind Casts, as onnxconverter-common's
+    keep_io_types writes); cast_weights_up: float16 weights widened to float32 by Casts, float32 math."""
+    rng = np.random.default_rng(0)
+    H, I, T = 6, 3, 9
+    f16 = TensorProto.FLOAT16
+    weights = {"W": rng.uniform(-0.6, 0.6, (1, 4 * H, I)), "R": rng.uniform(-0.6, 0.6, (1, 4 * H, H)), "B": rng.uniform(-0.3, 0.3, (1, 8 * H))}
+    inits = [numpy_helper.from_array(v.astype(np.float16), k) for k, v in weights.items()]
+    nodes = []
+    if cast_weights_up:
+        nodes += [helper.make_node("Cast", [k], [f"{k}32"], to=TensorProto.FLOAT) for k in weights]
+        nodes.append(helper.make_node("LSTM", ["X", "W32", "R32", "B32"], ["Y"], hidden_size=H))
+        x_type = TensorProto.FLOAT
+    elif keep_io:
+        nodes += [helper.make_node("Cast", ["X"], ["X16"], to=f16), helper.make_node("LSTM", ["X16", "W", "R", "B"], ["Y16"], hidden_size=H), helper.make_node("Cast", ["Y16"], ["Y"], to=TensorProto.FLOAT)]
+        x_type = TensorProto.FLOAT
+    graph = helper.make_graph(nodes, "fp16_lstm", [helper.make_tensor_value_info("X", x_type, [T, 2, I])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [T, 1, 2, H])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_float16_weights_behind_float32_io_are_judged_at_float16_tolerance_and_the_report_says_why(tmp_path):
+    path = tmp_path / "keep_io.onnx"
+    onnx.save(_fp16_lstm(keep_io=True), path)
+    report = ovrnn.validate(path, drift=False)
+    assert report.passed, report.format()
+    assert [(c.oracle, c.atol, c.rtol) for c in report.comparisons] == [("reference", 1e-2, 1e-2), ("onnxruntime", 1e-2, 1e-2)]
+    assert all(1e-5 < c.max_abs < 1e-2 for c in report.comparisons), [c.max_abs for c in report.comparisons]  # float16 rounding: beyond f32's, within f16's
+    why = ("the model computes in float16: 3 weights are float16 (e.g. 'W') and 1 Cast node converts to float16 (e.g. 'X16'); "
+           "onnxruntime and the reference round to float16 where the graph does: judged at float16 tolerance")
+    assert why in report.notes and f"note: {why}" in report.format()
+
+
+def test_float16_weights_widened_before_use_keep_the_float32_tolerance(tmp_path):
+    """Weights stored at float16 and Cast to float32 before the LSTM: float32 math on exact values,
+    so the tighter float32 tolerance stays (and nothing is said)."""
+    path = tmp_path / "widened.onnx"
+    onnx.save(_fp16_lstm(keep_io=False, cast_weights_up=True), path)
+    assert computed_precision(onnx.load(path)) == (None, "")
+    report = ovrnn.validate(path, drift=False)
+    assert report.passed and {(c.atol, c.rtol) for c in report.comparisons} == {(2e-5, 2e-5)}
+    assert not any("computes in float16" in n for n in report.notes)
+
+
+@pytest.mark.parametrize(
+    "elem, expected",
+    [(TensorProto.FLOAT, None), (TensorProto.FLOAT16, "f16"), (TensorProto.BFLOAT16, "bf16"), (TensorProto.DOUBLE, None)],
+    ids=["float32 weights: no floor", "float16 weights", "bfloat16 weights", "float64 weights: no floor"],
+)
+def test_the_floor_is_the_narrowest_float_the_graph_computes_in(elem, expected):
+    w = helper.make_tensor("w", elem, [2], [1.0, 2.0])
+    node = helper.make_node("Mul", ["x", "w"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, [2])], [helper.make_tensor_value_info("y", elem, [2])], [w])
+    floor, why = computed_precision(helper.make_model(graph))
+    assert floor == expected and (why == "") == (expected is None)
