@@ -83,22 +83,12 @@ def test_random_arrivals_equal_each_stream_alone(batcher, silero_spec, alone):
         want, state = run_alone(alone, silero_spec, audio[i])
         assert all(np.array_equal(g, w) for g, w in zip(got, want)), f"stream {i}"
         for k in range(count):
-            np.testing.assert_allclose(
-                got[k], oracles[i](audio[i][k]), atol=1e-5, rtol=0
-            )
+            np.testing.assert_allclose(got[k], oracles[i](audio[i][k]), atol=1e-5, rtol=0)
         final = batcher.state(streams[i])
-        assert np.array_equal(final["state"], state["state"]) and np.array_equal(
-            final["input/context"], state["input/context"]
-        )
-        np.testing.assert_allclose(
-            final["state"], oracles[i].state, atol=1e-5, rtol=1e-4
-        )
+        assert np.array_equal(final["state"], state["state"]) and np.array_equal(final["input/context"], state["input/context"])
+        np.testing.assert_allclose(final["state"], oracles[i].state, atol=1e-5, rtol=1e-4)
         batcher.close(streams[i])
-    rows = {
-        k: v - before.get(k, 0)
-        for k, v in batcher.stats()["batch_rows"].items()
-        if v - before.get(k, 0)
-    }
+    rows = {k: v - before.get(k, 0) for k, v in batcher.stats()["batch_rows"].items() if v - before.get(k, 0)}
     assert sum(k * v for k, v in rows.items()) == n * count
     assert len(rows) >= 3 and max(rows) > 1, rows  # batches of several compositions ran
 
@@ -109,9 +99,7 @@ def test_order_holds_under_concurrent_feeders(batcher, silero_spec, alone):
     n, count = 6, 12
     audio = [audio_chunks(200 + i, count) for i in range(n)]
     streams = [batcher.open() for _ in range(n)]
-    taken = [
-        [] for _ in range(n)
-    ]  # (chunk index, future), in the order submit() returned
+    taken = [[] for _ in range(n)]  # (chunk index, future), in the order submit() returned
     locks = [threading.Lock() for _ in range(n)]
     cursor = [0] * n
 
@@ -136,10 +124,7 @@ def test_order_holds_under_concurrent_feeders(batcher, silero_spec, alone):
     for i in range(n):
         assert [k for k, _ in taken[i]] == list(range(count))
         want, _ = run_alone(alone, silero_spec, audio[i])
-        assert all(
-            np.array_equal(f.result(timeout=30)["output"], w)
-            for (_, f), w in zip(taken[i], want)
-        )
+        assert all(np.array_equal(f.result(timeout=30)["output"], w) for (_, f), w in zip(taken[i], want))
         batcher.close(streams[i])
 
 
@@ -149,14 +134,9 @@ def test_reset_close_and_reopen_give_the_initial_state(batcher, silero_spec, alo
     stream = batcher.open()
     for chunk in audio:
         batcher.feed(stream, {"input": chunk})
-    assert not np.array_equal(
-        batcher.state(stream)["state"], silero_spec.initial_state()["state"]
-    )
+    assert not np.array_equal(batcher.state(stream)["state"], silero_spec.initial_state()["state"])
     batcher.reset(stream)
-    assert all(
-        np.array_equal(v, silero_spec.initial_state()[k])
-        for k, v in batcher.state(stream).items()
-    )
+    assert all(np.array_equal(v, silero_spec.initial_state()[k]) for k, v in batcher.state(stream).items())
     assert np.array_equal(batcher.feed(stream, {"input": audio[0]})["output"], first[0])
     slot = stream.slot
     batcher.close(stream)
@@ -170,13 +150,8 @@ def test_reset_close_and_reopen_give_the_initial_state(batcher, silero_spec, alo
         batcher.state(stream)
     again = batcher.open()
     assert again.slot == slot  # the freed slot, taken again
-    assert all(
-        np.array_equal(v, silero_spec.initial_state()[k])
-        for k, v in batcher.state(again).items()
-    )
-    assert np.array_equal(
-        batcher.feed(again, {"input": audio[0][0]})["output"], first[0]
-    )  # a [512] chunk is one stream's [1, 512]
+    assert all(np.array_equal(v, silero_spec.initial_state()[k]) for k, v in batcher.state(again).items())
+    assert np.array_equal(batcher.feed(again, {"input": audio[0][0]})["output"], first[0])  # a [512] chunk is one stream's [1, 512]
     batcher.close(again)
 
 
@@ -189,10 +164,7 @@ def test_seeded_streams_and_set_state(batcher, silero_spec, alone):
     audio = audio_chunks(400, 3)
     want, _ = run_alone(alone, silero_spec, audio, dict(seed))
     stream = batcher.open(state=seed)
-    assert [
-        np.array_equal(batcher.feed(stream, {"input": c})["output"], w)
-        for c, w in zip(audio, want)
-    ] == [True] * 3
+    assert [np.array_equal(batcher.feed(stream, {"input": c})["output"], w) for c, w in zip(audio, want)] == [True] * 3
     batcher.set_state(stream, "state", seed["state"][:, 0])  # without its batch axis
     batcher.set_state(stream, "input/context", seed["input/context"])
     assert np.array_equal(batcher.feed(stream, {"input": audio[0]})["output"], want[0])
@@ -215,9 +187,7 @@ def test_outputs_belong_to_the_caller(batcher):
     fa, fb = batcher.submit_many([(a, {"input": audio[0]}), (b, {"input": audio[1]})])
     out_a, out_b = fa.result()["output"], fb.result()["output"]
     kept = out_b.copy()
-    out_a[...] = (
-        42.0  # the caller's array: writing it touches no other result and no state
-    )
+    out_a[...] = 42.0  # the caller's array: writing it touches no other result and no state
     for chunk in audio:
         batcher.feed(a, {"input": chunk})
         batcher.feed(b, {"input": chunk})
@@ -231,9 +201,7 @@ def test_asyncio_and_futures(batcher, silero_spec, alone):
     streams = [batcher.open() for _ in audio]
 
     async def one(stream, chunks):
-        return [
-            (await batcher.feed_async(stream, {"input": c}))["output"] for c in chunks
-        ]
+        return [(await batcher.feed_async(stream, {"input": c}))["output"] for c in chunks]
 
     async def every():
         return await asyncio.gather(*(one(s, a) for s, a in zip(streams, audio)))
@@ -247,9 +215,7 @@ def test_asyncio_and_futures(batcher, silero_spec, alone):
 
 def test_backpressure_and_stream_limit_refuse_with_typed_errors(silero_spec):
     audio = audio_chunks(700, 1)[0]
-    with ovrnn.StreamBatcher(
-        silero_spec, sizes=(1, 4), max_pending=2, max_streams=3
-    ) as b:
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4), max_pending=2, max_streams=3) as b:
         streams = [b.open() for _ in range(3)]
         with pytest.raises(
             OverloadedError,
@@ -261,11 +227,12 @@ def test_backpressure_and_stream_limit_refuse_with_typed_errors(silero_spec):
             match=rf"^stream {streams[0].id} would have 3 chunks waiting \(max_pending=2\): the batcher is behind this stream",
         ):
             b.submit_many([(streams[0], {"input": audio})] * 3)
+        with pytest.raises(OverloadedError, match=r"\(max_pending=2\)"):
+            b.feed_many([(streams[0], {"input": audio})] * 3)
+        assert b.feed_many([]) == [] and b.submit_many([]) == []
         refused = 0
         futures = []
-        for _ in range(
-            60
-        ):  # far faster than the worker runs them: some are refused, none waits without end
+        for _ in range(60):  # far faster than the worker runs them: some are refused, none waits without end
             try:
                 futures.append(b.submit(streams[1], {"input": audio}))
             except OverloadedError as exc:
@@ -273,7 +240,7 @@ def test_backpressure_and_stream_limit_refuse_with_typed_errors(silero_spec):
                 assert "(max_pending=2)" in str(exc)
         assert refused > 0 and all(f.result(timeout=30) for f in futures)
         stats = b.stats()
-        assert stats["refused"] == {"max_pending": refused + 1, "max_streams": 1}
+        assert stats["refused"] == {"max_pending": refused + 2, "max_streams": 1}
         b.close(streams[2])
         b.open()
         with pytest.raises(
@@ -322,9 +289,7 @@ def test_shutdown_fails_what_waits_and_refuses_after(silero_spec):
             f.result(timeout=30)
             done += 1
         except StreamClosedError as exc:
-            assert str(exc).endswith(
-                "was closed (the batcher was shut down) before this call ran"
-            )
+            assert str(exc).endswith("was closed (the batcher was shut down) before this call ran")
             failed += 1
     assert done + failed == len(futures) and failed > 0
     with pytest.raises(StreamClosedError, match=r"\(the batcher was shut down\)"):
@@ -343,34 +308,30 @@ def test_a_failed_batch_changes_no_state_and_fails_each_of_its_chunks():
     skips its index check)."""
     model = policy_model()
     rng = np.random.default_rng(8)
-    with ovrnn.StreamBatcher(
-        model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, max_wait_ms=50
-    ) as b:
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, max_wait_ms=50) as b:
         streams = [b.open() for _ in range(4)]
         x = [rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32) for _ in range(4)]
         for s, xi in zip(streams, x):
             b.feed(s, {"X": xi, "action": np.array([[1]])})
         before = [b.state(s) for s in streams]
         actions = [np.array([[a]]) for a in (0, 5, 99, 2)]
-        futures = b.submit_many(
-            [(s, {"X": xi, "action": a}) for s, xi, a in zip(streams, x, actions)]
-        )
+        futures = b.submit_many([(s, {"X": xi, "action": a}) for s, xi, a in zip(streams, x, actions)])
         for f in futures:
-            with pytest.raises(
-                DeviceError, match="indices values of GatherElement exceed data size"
-            ):
+            with pytest.raises(DeviceError, match="indices values of GatherElement exceed data size"):
                 f.result(timeout=30)
         assert b.stats()["failed_batches"] == 1 and b.stats()["failed_chunks"] == 4
+        assert b.stats()["chunks"] == 4  # the first, good chunk of each stream
         for s, st in zip(streams, before):
             assert all(np.array_equal(v, st[k]) for k, v in b.state(s).items())
         oracle = session(model)
         good = [np.array([[a]]) for a in (0, 5, 7, 2)]
-        outs = [
-            f.result(timeout=30)
-            for f in b.submit_many(
-                [(s, {"X": xi, "action": a}) for s, xi, a in zip(streams, x, good)]
-            )
-        ]
+        failed = b.feed_many([(s, {"X": xi, "action": a}) for s, xi, a in zip(streams, x, actions)], return_exceptions=True)
+        assert [type(f) for f in failed] == [DeviceError] * 4
+        with pytest.raises(DeviceError, match="indices values of GatherElement exceed data size"):
+            b.feed_many([(s, {"X": xi, "action": a}) for s, xi, a in zip(streams, x, actions)])
+        for s, st in zip(streams, before):
+            assert all(np.array_equal(v, st[k]) for k, v in b.state(s).items())
+        outs = b.feed_many([(s, {"X": xi, "action": a}) for s, xi, a in zip(streams, x, good)])
         for out, xi, a, st in zip(outs, x, good, before):
             picked, _, _ = oracle.run(
                 None,
@@ -389,16 +350,10 @@ def test_two_workers_serve_their_streams(silero_spec, alone):
     with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4), workers=2) as b:
         streams = [b.open() for _ in audio]
         assert sorted({s.worker for s in streams}) == [0, 1]
-        futures = [
-            [b.submit(s, {"input": c}) for c in chunks]
-            for s, chunks in zip(streams, audio)
-        ]
+        futures = [[b.submit(s, {"input": c}) for c in chunks] for s, chunks in zip(streams, audio)]
         for fs, chunks in zip(futures, audio):
             want, _ = run_alone(alone, silero_spec, chunks)
-            assert all(
-                np.array_equal(f.result(timeout=30)["output"], w)
-                for f, w in zip(fs, want)
-            )
+            assert all(np.array_equal(f.result(timeout=30)["output"], w) for f, w in zip(fs, want))
 
 
 def _feed_all(b, streams, chunks_of):
@@ -424,14 +379,9 @@ def test_silero_1000_chunks_a_stream_stay_within_tolerance_of_onnxruntime(batche
     outs = _feed_all(batcher, streams, lambda i: ({"input": c} for c in audio[i]))
     for i in range(n):
         oracle = SileroOracle(session(silero_path()))
-        err = max(
-            float(np.abs(o["output"] - oracle(c)).max())
-            for o, c in zip(outs[i], audio[i])
-        )
+        err = max(float(np.abs(o["output"] - oracle(c)).max()) for o, c in zip(outs[i], audio[i]))
         assert len(outs[i]) == count and err <= 1e-5, err
-        np.testing.assert_allclose(
-            batcher.state(streams[i])["state"], oracle.state, atol=1e-5, rtol=1e-4
-        )
+        np.testing.assert_allclose(batcher.state(streams[i])["state"], oracle.state, atol=1e-5, rtol=1e-4)
         batcher.close(streams[i])
 
 
@@ -443,24 +393,14 @@ def test_the_demo_lstm_over_1000_chunks_equals_its_whole_sequence():
     from .batcher_models import demo_whole_sequence
 
     n, count = 4, 1000
-    x = (
-        np.random.default_rng(12)
-        .uniform(-1, 1, (n, 4 * count, 1, 3))
-        .astype(np.float32)
-    )
-    with ovrnn.StreamBatcher(
-        STREAM_MODEL, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4)
-    ) as b:
+    x = np.random.default_rng(12).uniform(-1, 1, (n, 4 * count, 1, 3)).astype(np.float32)
+    with ovrnn.StreamBatcher(STREAM_MODEL, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4)) as b:
         streams = [b.open() for _ in range(n)]
-        outs = _feed_all(
-            b, streams, lambda i: ({"X": x[i, 4 * k : 4 * k + 4]} for k in range(count))
-        )
+        outs = _feed_all(b, streams, lambda i: ({"X": x[i, 4 * k : 4 * k + 4]} for k in range(count)))
         whole = session(demo_whole_sequence(4 * count))
         for i in range(n):
             y, y_h, y_c = whole.run(None, {"X": x[i]})
-            np.testing.assert_allclose(
-                np.concatenate([o["Y"] for o in outs[i]]), y, atol=1e-5, rtol=1e-4
-            )
+            np.testing.assert_allclose(np.concatenate([o["Y"] for o in outs[i]]), y, atol=1e-5, rtol=1e-4)
             final = b.state(streams[i])
             np.testing.assert_allclose(final["initial_h"], y_h, atol=1e-5, rtol=1e-4)
             np.testing.assert_allclose(final["initial_c"], y_c, atol=1e-5, rtol=1e-4)

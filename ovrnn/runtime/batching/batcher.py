@@ -4,6 +4,7 @@
                              frozen={"sr": 16000}, chunk_seconds=0.032) as batcher:
         stream = batcher.open()
         prob = batcher.feed(stream, {"input": chunk})["output"]     # blocking; chunk [1, 512] or [512]
+        probs = batcher.feed_many([(s, {"input": c}) for s, c in ready])  # a gateway's tick
         future = batcher.submit(stream, {"input": chunk})           # concurrent.futures.Future
         prob = await batcher.feed_async(stream, {"input": chunk})   # asyncio
         batcher.reset(stream); batcher.state(stream); batcher.set_state(stream, "state", value)
@@ -31,7 +32,7 @@ from .. import engine
 from .spec import StreamSpec
 from .stats import summary
 from .step import DEFAULT_SIZES, BatchedStep
-from .worker import StreamHandle, Worker, _Chunk, _Control
+from .worker import AsyncSink, StreamHandle, Waiter, Worker, _Chunk, _Control
 
 
 class StreamBatcher:
@@ -81,9 +82,7 @@ class StreamBatcher:
             _seconds("chunk_seconds", chunk_seconds)
         if isinstance(model, StreamSpec):
             if state is not None or context or shapes or frozen or batch:
-                raise UsageError(
-                    "a StreamSpec already says the states, context, shapes, frozen inputs and batch axes: give them to StreamSpec.of, not here"
-                )
+                raise UsageError("a StreamSpec already says the states, context, shapes, frozen inputs and batch axes: give them to StreamSpec.of, not here")
             spec = model
         else:
             spec = StreamSpec.of(
@@ -98,22 +97,13 @@ class StreamBatcher:
         self.spec = spec
         self.max_streams, self.max_pending = max_streams, max_pending
         self.chunk_seconds = chunk_seconds
-        sizes = (
-            tuple(sorted({1, *sizes}))
-            if all(
-                isinstance(s, (int, np.integer)) and not isinstance(s, bool)
-                for s in sizes
-            )
-            else sizes
-        )
+        sizes = tuple(sorted({1, *sizes})) if all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes) else sizes
         capacity = math.ceil(max_streams / workers)
         threads = threads if device.split(".")[0].upper() == "CPU" else None
         self._workers = [
             Worker(
                 i,
-                BatchedStep(
-                    spec, sizes, device, precision, threads, cache_dir, pad=pad
-                ),
+                BatchedStep(spec, sizes, device, precision, threads, cache_dir, pad=pad),
                 capacity,
                 max_wait_ms / 1000,
                 idle_timeout_s,
@@ -142,14 +132,10 @@ class StreamBatcher:
         """A new stream, at the initial state, or with the states `state` gives ({name: value},
         one stream's value; ``spec.state_names``). ``OverloadedError`` when ``max_streams`` are open."""
         store = self._workers[0].store
-        seeds = {
-            name: store.checked(name, value) for name, value in (state or {}).items()
-        }
+        seeds = {name: store.checked(name, value) for name, value in (state or {}).items()}
         with self._lock:
             if self._shut:
-                raise StreamClosedError(
-                    "the batcher is shut down: open() takes no new streams"
-                )
+                raise StreamClosedError("the batcher is shut down: open() takes no new streams")
             sid = next(self._ids)
         count = len(self._workers)
         if sum(len(w.streams) for w in self._workers) < self.max_streams:
@@ -168,84 +154,75 @@ class StreamBatcher:
         worker = self._workers[sid % count]
         with worker.cond:
             worker.recorder.refused_streams += 1
-        raise OverloadedError(
-            f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); close one, or make the batcher with a larger max_streams"
-        )
+        raise OverloadedError(f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); close one, or make the batcher with a larger max_streams")
+
+    def feed(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
+        """One chunk of `stream` ({input: one stream's chunk}), blocking until its batch ran:
+        {output: array}, one stream's rows (batch axis of size 1), arrays the caller owns. The
+        chunk is copied first: the caller may refill its arrays at once. A stream's chunks run
+        in the order they were fed (from any number of threads: the order they got in).
+        ``OverloadedError`` when `stream` already has ``max_pending`` chunks waiting;
+        ``StreamClosedError`` when it is closed; the batch's error when its batch failed."""
+        waiter = Waiter(1)
+        self._enqueue([(stream, self._chunk(inputs), waiter, 0)])
+        waiter.wait()
+        if waiter.errors:
+            raise waiter.errors[0]
+        return waiter.results[0]
+
+    def feed_many(self, chunks: list[tuple[StreamHandle, dict]], return_exceptions: bool = False) -> list:
+        """Several streams' chunks at once ([(stream, inputs)]; a stream may come more than once,
+        its chunks in list order), blocking until all ran: their outputs, in order. One lock and
+        one wake-up per worker instead of one per chunk: what a gateway holding many streams does
+        each tick. All or none of a worker's chunks are queued (a refusal queues nothing of that
+        worker's). A failed chunk raises its error, or with `return_exceptions` stands in the
+        list as the exception (the others' results kept)."""
+        waiters = self._enqueue_many(chunks, lambda n: Waiter(n))
+        out: list = [None] * len(chunks)
+        first = None
+        for waiter, places in waiters:
+            waiter.wait()
+            for k, place in enumerate(places):
+                error = waiter.errors.get(k) if waiter.errors else None
+                out[place] = error if error is not None else waiter.results[k]
+                if error is not None and (first is None or place < first[0]):
+                    first = (place, error)
+        if first is not None and not return_exceptions:
+            raise first[1]
+        return out
 
     def submit(self, stream: StreamHandle, inputs: dict) -> Future:
-        """Queue one chunk of `stream` ({input: one stream's chunk}); the Future's result is
-        {output: array}, one stream's rows (batch axis of size 1), arrays the caller owns. The
-        chunk is copied here: the caller may refill its arrays at once. Chunks of one stream run
-        in the order they were submitted. ``OverloadedError`` when `stream` already has
-        ``max_pending`` chunks waiting; ``StreamClosedError`` when it is closed."""
-        chunk = self._chunk(inputs)
-        worker = self._worker(stream)
+        """``feed`` without blocking: a ``concurrent.futures.Future`` of its result (refusals are
+        raised here, at once). Not cancellable: a queued chunk runs (its stream's state depends on
+        it)."""
         future: Future = Future()
-        future.set_running_or_notify_cancel()  # a queued chunk runs (a stream's state depends on it): not cancellable
-        with worker.cond:
-            if not stream.open:
-                raise worker.closed_error(stream)
-            if stream.pending >= self.max_pending:
-                worker.recorder.refused_pending += 1
-                raise OverloadedError(
-                    f"stream {stream.id} has {stream.pending} chunks waiting (max_pending={self.max_pending}): the batcher is behind this stream; wait for a result before feeding more"
-                )
-            now = monotonic()
-            if stream.first_feed is None:
-                stream.first_feed = now
-            stream.last_used = now
-            worker.enqueue(stream, _Chunk(chunk, future, now), True)
+        future.set_running_or_notify_cancel()
+        self._enqueue([(stream, self._chunk(inputs), future, 0)])
         return future
 
     def submit_many(self, chunks: list[tuple[StreamHandle, dict]]) -> list[Future]:
-        """Queue several streams' chunks at once ([(stream, inputs)], a stream may come more than
-        once, its chunks in list order): one lock per worker instead of one per chunk, and all or
-        none of a worker's chunks are queued (a refusal queues nothing of that worker's). What a
-        gateway holding many streams does each tick."""
-        prepared = [
-            (stream, self._chunk(inputs), self._worker(stream))
-            for stream, inputs in chunks
-        ]
-        futures: list = [None] * len(prepared)
+        """``feed_many`` without blocking: one Future per chunk, in order."""
+        futures: list = [None] * len(chunks)
+        prepared = [(stream, self._chunk(inputs)) for stream, inputs in chunks]
         for worker in self._workers:
-            mine = [
-                (i, stream, chunk)
-                for i, (stream, chunk, w) in enumerate(prepared)
-                if w is worker
-            ]
-            if not mine:
-                continue
-            with worker.cond:
-                counts: dict[int, int] = {}
-                for _, stream, _ in mine:
-                    if not stream.open:
-                        raise worker.closed_error(stream)
-                    counts[stream.id] = counts.get(stream.id, stream.pending) + 1
-                    if counts[stream.id] > self.max_pending:
-                        worker.recorder.refused_pending += 1
-                        raise OverloadedError(
-                            f"stream {stream.id} would have {counts[stream.id]} chunks waiting (max_pending={self.max_pending}): the batcher is behind this stream; wait for a result before feeding more"
-                        )
-                now = monotonic()
-                for i, stream, chunk in mine:
-                    future: Future = Future()
-                    future.set_running_or_notify_cancel()
-                    if stream.first_feed is None:
-                        stream.first_feed = now
-                    stream.last_used = now
-                    worker.enqueue(stream, _Chunk(chunk, future, now), True)
-                    futures[i] = future
+            mine = []
+            for i, (stream, chunk) in enumerate(prepared):
+                if self._worker(stream) is worker:
+                    futures[i] = Future()
+                    futures[i].set_running_or_notify_cancel()
+                    mine.append((stream, chunk, futures[i], 0))
+            if mine:
+                self._enqueue(mine)
         return futures
 
-    def feed(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
-        """``submit(...).result()``: one chunk, blocking until its batch ran."""
-        return self.submit(stream, inputs).result()
-
-    async def feed_async(
-        self, stream: StreamHandle, inputs: dict
-    ) -> dict[str, np.ndarray]:
-        """``feed`` for asyncio: awaits the chunk's batch without blocking the event loop."""
-        return await asyncio.wrap_future(self.submit(stream, inputs))
+    async def feed_async(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
+        """``feed`` for asyncio: awaits the chunk's batch without blocking the event loop (the
+        worker sets the results of a batch on a loop with one wake-up). Cancelling the await does
+        not take the chunk back: it runs."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._enqueue([(stream, self._chunk(inputs), AsyncSink(loop, future), 0)])
+        return await future
 
     def reset(self, stream: StreamHandle) -> None:
         """Every state of `stream` back to its initial value, after the chunks fed before."""
@@ -253,20 +230,12 @@ class StreamBatcher:
 
     def state(self, stream: StreamHandle) -> dict[str, np.ndarray]:
         """{state: value} of `stream` after the chunks fed before (copies, one stream's shape)."""
-        return self._control(
-            stream, lambda s: self._workers[s.worker].store.read(s.slot)
-        )
+        return self._control(stream, lambda s: self._workers[s.worker].store.read(s.slot))
 
     def set_state(self, stream: StreamHandle, name: str, value) -> None:
         """Set one state of `stream` (after the chunks fed before); the next chunk starts from it."""
-        checked = (
-            self._workers[stream.worker].store.checked(name, value)
-            if isinstance(stream, StreamHandle)
-            else None
-        )
-        self._control(
-            stream, lambda s: self._workers[s.worker].store.write(s.slot, name, checked)
-        )
+        checked = self._workers[stream.worker].store.checked(name, value) if isinstance(stream, StreamHandle) else None
+        self._control(stream, lambda s: self._workers[s.worker].store.write(s.slot, name, checked))
 
     def close(self, stream: StreamHandle) -> None:
         """Close `stream` now: chunks still waiting fail with ``StreamClosedError`` (one in a
@@ -341,10 +310,45 @@ class StreamBatcher:
 
     def _worker(self, stream) -> Worker:
         if not isinstance(stream, StreamHandle) or stream.owner is not self:
-            raise UsageError(
-                f"expected a stream this batcher's open() returned, got {stream!r}"
-            )
+            raise UsageError(f"expected a stream this batcher's open() returned, got {stream!r}")
         return self._workers[stream.worker]
+
+    def _enqueue(self, items: list) -> None:
+        """Queue [(stream, chunk, sink, index)], every stream on one worker: all, or none when a
+        stream is closed or would pass ``max_pending``."""
+        worker = self._worker(items[0][0])
+        with worker.cond:
+            counts: dict[int, int] = {}
+            for stream, _, _, _ in items:
+                if self._workers[stream.worker] is not worker or stream.owner is not self:
+                    raise UsageError(f"expected streams of one worker of this batcher, got {stream!r}")
+                if not stream.open:
+                    raise worker.closed_error(stream)
+                counts[stream.id] = counts.get(stream.id, stream.pending) + 1
+                if counts[stream.id] > self.max_pending:
+                    worker.recorder.refused_pending += 1
+                    raise OverloadedError(
+                        f"stream {stream.id} would have {counts[stream.id]} chunks waiting (max_pending={self.max_pending}): the batcher is behind this stream; "
+                        "wait for a result before feeding more"
+                    )
+            now = monotonic()
+            for stream, chunk, sink, index in items:
+                if stream.first_feed is None:
+                    stream.first_feed = now
+                stream.last_used = now
+                worker.enqueue(stream, _Chunk(chunk, sink, now, index), True)
+
+    def _enqueue_many(self, chunks: list, make_sink) -> list:
+        """[(sink, [place in `chunks` of its k-th chunk])], one sink per worker."""
+        prepared = [(stream, self._chunk(inputs), self._worker(stream)) for stream, inputs in chunks]
+        out = []
+        for worker in self._workers:
+            places = [i for i, (_, _, w) in enumerate(prepared) if w is worker]
+            if places:
+                sink = make_sink(len(places))
+                self._enqueue([(prepared[i][0], prepared[i][1], sink, k) for k, i in enumerate(places)])
+                out.append((sink, places))
+        return out
 
     def _control(self, stream: StreamHandle, apply):
         worker = self._worker(stream)
@@ -352,9 +356,7 @@ class StreamBatcher:
             if not stream.open:
                 raise worker.closed_error(stream)
             stream.last_used = monotonic()
-            if (
-                not stream.queue and not stream.in_flight
-            ):  # nothing before it: now, on this thread
+            if not stream.queue and not stream.in_flight:  # nothing before it: now, on this thread
                 return apply(stream)
             future: Future = Future()
             future.set_running_or_notify_cancel()
@@ -364,34 +366,29 @@ class StreamBatcher:
     def _chunk(self, inputs: dict) -> dict[str, np.ndarray]:
         """One stream's chunk, checked and copied: {input: array of exactly its chunk shape}."""
         ports = self._chunk_ports
+        if type(inputs) is dict and len(inputs) == len(ports):  # the common call: exact arrays, copied
+            out = {}
+            for name, (shape, _, dtype) in ports.items():
+                value = inputs.get(name)
+                if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
+                    break
+                out[name] = value.copy()
+            else:
+                return out
         if not isinstance(inputs, dict):
-            raise UsageError(
-                f"expected {{input: array}} for one chunk, got {type(inputs).__name__}"
-            )
+            raise UsageError(f"expected {{input: array}} for one chunk, got {type(inputs).__name__}")
         for name in inputs:
             if name not in ports:
-                frozen = (
-                    f": it is frozen at {self.spec.frozen[name].tolist()} for every stream"
-                    if name in self.spec.frozen
-                    else ""
-                )
-                raise UsageError(
-                    f"'{name}' is not a per-chunk input of the stream{frozen} (inputs: {', '.join(ports)})"
-                )
+                frozen = f": it is frozen at {self.spec.frozen[name].tolist()} for every stream" if name in self.spec.frozen else ""
+                raise UsageError(f"'{name}' is not a per-chunk input of the stream{frozen} (inputs: {', '.join(ports)})")
         out = {}
         for name, (shape, bare, dtype) in ports.items():
             if name not in inputs:
-                raise UsageError(
-                    f"input '{name}' is missing (inputs: {', '.join(ports)})"
-                )
+                raise UsageError(f"input '{name}' is missing (inputs: {', '.join(ports)})")
             array = np.asarray(inputs[name])
             if array.shape != shape and array.shape != bare:
-                raise UsageError(
-                    f"input '{name}': one stream's chunk is shape {list(shape)} (or {list(bare)}), got {list(array.shape)}"
-                )
-            if array.dtype != dtype and not np.can_cast(
-                array.dtype, dtype, "same_kind"
-            ):
+                raise UsageError(f"input '{name}': one stream's chunk is shape {list(shape)} (or {list(bare)}), got {list(array.shape)}")
+            if array.dtype != dtype and not np.can_cast(array.dtype, dtype, "same_kind"):
                 raise UsageError(f"input '{name}': expected {dtype}, got {array.dtype}")
             out[name] = np.array(array, dtype=dtype, copy=True).reshape(shape)
         return out
@@ -403,12 +400,5 @@ def _count(name: str, value) -> None:
 
 
 def _seconds(name: str, value, zero: bool = False) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (value >= 0 if zero else value > 0)
-        or not math.isfinite(value)
-    ):
-        raise UsageError(
-            f"{name}: expected a finite number {'of 0' if zero else 'above 0'}{' or more' if zero else ''}, got {value!r}"
-        )
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 if zero else value > 0) or not math.isfinite(value):
+        raise UsageError(f"{name}: expected a finite number {'of 0' if zero else 'above 0'}{' or more' if zero else ''}, got {value!r}")

@@ -73,19 +73,13 @@ class StreamSpec:
 
     source: object  # the ONNX ModelProto or the ov.Model everything is made from
     onnx: bool  # True: converted per batch size with ovrnn.convert_model; False: an IR, reshaped
-    inputs: tuple[
-        Port, ...
-    ]  # per-chunk inputs, as the model takes them (context included)
+    inputs: tuple[Port, ...]  # per-chunk inputs, as the model takes them (context included)
     states: tuple[StatePair, ...]
     contexts: tuple[Context, ...] = ()
-    outputs: tuple[
-        Port, ...
-    ] = ()  # the outputs a chunk returns (state outputs excluded)
+    outputs: tuple[Port, ...] = ()  # the outputs a chunk returns (state outputs excluded)
     frozen: dict[str, np.ndarray] = field(default_factory=dict)
     lowering: str = "fastest"
-    models: dict = field(
-        default_factory=dict, compare=False, repr=False
-    )  # (batch, device) -> ov.Model, made once
+    models: dict = field(default_factory=dict, compare=False, repr=False)  # (batch, device) -> ov.Model, made once
 
     # -- what a caller gives and gets
 
@@ -103,16 +97,12 @@ class StreamSpec:
         for port in self.inputs:
             if port.name == name:
                 return port
-        raise UsageError(
-            f"'{name}' is not a per-chunk input of the model (inputs: {', '.join(p.name for p in self.inputs)})"
-        )
+        raise UsageError(f"'{name}' is not a per-chunk input of the model (inputs: {', '.join(p.name for p in self.inputs)})")
 
     @property
     def state_names(self) -> tuple[str, ...]:
         """A stream's states: the pairs' input names, then each context's ``input/context``."""
-        return tuple(s.input for s in self.states) + tuple(
-            c.state for c in self.contexts
-        )
+        return tuple(s.input for s in self.states) + tuple(c.state for c in self.contexts)
 
     def state_port(self, name: str) -> Port:
         for s in self.states:
@@ -124,9 +114,7 @@ class StreamSpec:
                 shape = list(port.shape)
                 shape[c.axis] = c.length
                 return Port(name, port.dtype, tuple(shape), port.batch_axis)
-        raise UsageError(
-            f"'{name}' is not a state of the stream (states: {', '.join(self.state_names)})"
-        )
+        raise UsageError(f"'{name}' is not a state of the stream (states: {', '.join(self.state_names)})")
 
     def initial_state(self) -> dict[str, np.ndarray]:
         """{state: one stream's initial value} (copies): the pairs' initial values, zero contexts."""
@@ -149,18 +137,13 @@ class StreamSpec:
     def _make_model(self, n: int, device: str):
         from ..engine import read_model
 
-        shapes = {p.name: list(p.at(n)) for p in self.inputs} | {
-            s.input: list(s.port.at(n)) for s in self.states
-        }
+        shapes = {p.name: list(p.at(n)) for p in self.inputs} | {s.input: list(s.port.at(n)) for s in self.states}
         if self.onnx:
             from ...convert import convert_model
             from ...onnx.freeze import InputCutInfo
 
             cut = [InputCutInfo(name, shape) for name, shape in shapes.items()]
-            cut += [
-                InputCutInfo(name, list(value.shape), None, value)
-                for name, value in self.frozen.items()
-            ]
+            cut += [InputCutInfo(name, list(value.shape), None, value) for name, value in self.frozen.items()]
             return read_model(
                 convert_model(
                     self.source,
@@ -175,9 +158,7 @@ class StreamSpec:
         except RuntimeError as exc:
             from ...ov import ov_message
 
-            raise UsageError(
-                f"the IR does not take batch {n}: {ov_message(exc)}; convert the ONNX model instead (the batcher converts it at each batch size)"
-            ) from None
+            raise UsageError(f"the IR does not take batch {n}: {ov_message(exc)}; convert the ONNX model instead (the batcher converts it at each batch size)") from None
         return model
 
     # -- building one
@@ -210,9 +191,7 @@ class StreamSpec:
 
         pairs = state_request(state)
         if pairs is False or pairs is True:
-            raise UsageError(
-                'state: expected IN=OUT pairs such as "state=stateN" or "initial_h=Y_h,initial_c=Y_c"'
-            )
+            raise UsageError('state: expected IN=OUT pairs such as "state=stateN" or "initial_h=Y_h,initial_c=Y_c"')
         from .spec_read import read_source
 
         source, onnx_source, declared, outputs = read_source(model, pairs)
@@ -247,14 +226,10 @@ def _resolve(
 
     for name in [*shapes, *frozen]:
         if name not in declared:
-            raise UsageError(
-                f"'{name}' is not an input of the model (inputs: {', '.join(declared)})"
-            )
+            raise UsageError(f"'{name}' is not an input of the model (inputs: {', '.join(declared)})")
     frozen_values = {n: np.asarray(v, declared[n][0]) for n, v in frozen.items()}
     if not onnx_source and frozen_values:
-        raise UsageError(
-            'frozen: an IR\'s inputs are frozen when it is converted (ovrnn convert --input "sr->16000"); give the ONNX model, or an IR converted that way'
-        )
+        raise UsageError('frozen: an IR\'s inputs are frozen when it is converted (ovrnn convert --input "sr->16000"); give the ONNX model, or an IR converted that way')
     state_inputs = {i for i, _ in pairs}
     for name, out in pairs:
         if name in frozen_values:
@@ -262,12 +237,8 @@ def _resolve(
     # batch axes: states first (their one dynamic dim), then inputs sharing that dim's symbol
     axes: dict[str, int] = {}
     symbols = set()
-    for name in [n for n, _ in pairs] + [
-        n for n in declared if n not in state_inputs and n not in frozen_values
-    ]:
-        axis = _batch_axis(
-            name, declared[name][1], shapes.get(name), batch.get(name), symbols
-        )
+    for name in [n for n, _ in pairs] + [n for n in declared if n not in state_inputs and n not in frozen_values]:
+        axis = _batch_axis(name, declared[name][1], shapes.get(name), batch.get(name), symbols)
         axes[name] = axis
         dim = declared[name][1][axis]
         if isinstance(dim, str):
@@ -277,26 +248,16 @@ def _resolve(
         dtype, dims, _ = declared[name]
         given = shapes.get(name)
         if given is not None and len(given) != len(dims):
-            raise UsageError(
-                f"shapes['{name}']: rank {len(given)}, the model's input has rank {len(dims)} ({_text(dims)})"
-            )
+            raise UsageError(f"shapes['{name}']: rank {len(given)}, the model's input has rank {len(dims)} ({_text(dims)})")
         shape = []
         for i, d in enumerate(dims):
-            value = (
-                1
-                if i == axis
-                else (
-                    given[i] if given is not None and given[i] not in (None, -1) else d
-                )
-            )
+            value = 1 if i == axis else (given[i] if given is not None and given[i] not in (None, -1) else d)
             if not isinstance(value, (int, np.integer)) or value < 0:
                 raise UsageError(
                     f"input '{name}' has a dynamic dim at axis {i} ({_text(dims)}): give its per-stream shape, e.g. shapes={{'{name}': [{', '.join('1' if j == axis else str(x) if isinstance(x, int) else 'N' for j, x in enumerate(dims))}]}}"
                 )
             if isinstance(d, int) and i != axis and value != d:
-                raise UsageError(
-                    f"shapes['{name}']: dim {i} is {d} in the model, given {value}"
-                )
+                raise UsageError(f"shapes['{name}']: dim {i} is {d} in the model, given {value}")
             shape.append(int(value))
         ports[name] = Port(name, np.dtype(dtype), tuple(shape), axis)
     states = []
@@ -306,12 +267,8 @@ def _resolve(
         if initial is None:
             initial = np.zeros(port.shape, port.dtype)
         elif tuple(np.shape(initial)) != port.shape:
-            raise UnsupportedFeatureError(
-                f"state '{name}': its constant initial value has shape {list(np.shape(initial))}, one stream's state is {list(port.shape)}"
-            )
-        states.append(
-            StatePair(name, out, port, np.asarray(initial, port.dtype).copy())
-        )
+            raise UnsupportedFeatureError(f"state '{name}': its constant initial value has shape {list(np.shape(initial))}, one stream's state is {list(port.shape)}")
+        states.append(StatePair(name, out, port, np.asarray(initial, port.dtype).copy()))
     inputs = tuple(p for n, p in ports.items() if n not in state_inputs)
     contexts = tuple(_context(name, spec, ports) for name, spec in context.items())
     spec = StreamSpec(
@@ -328,11 +285,7 @@ def _resolve(
     outs, state_outs = output_ports(spec, outputs, {o for _, o in pairs}, batch)
     for s in spec.states:
         got = state_outs[s.output]
-        if (
-            got.shape != s.port.shape
-            or got.batch_axis != s.port.batch_axis
-            or got.dtype != s.port.dtype
-        ):
+        if got.shape != s.port.shape or got.batch_axis != s.port.batch_axis or got.dtype != s.port.dtype:
             raise UnsupportedFeatureError(
                 f"state pair {s.input}={s.output}: output '{s.output}' is {got.dtype} {list(got.shape)} (batch axis {got.batch_axis}) per stream, "
                 f"input '{s.input}' is {s.port.dtype} {list(s.port.shape)} (batch axis {s.port.batch_axis}); a state's output must match its input"
@@ -355,9 +308,7 @@ def _batch_axis(name: str, dims: list, given, explicit, symbols: set) -> int:
     dim, else the one dynamic dim, else the one dynamic dim given as 1, else the one dim of 1."""
     if explicit is not None:
         if not isinstance(explicit, (int, np.integer)) or not 0 <= explicit < len(dims):
-            raise UsageError(
-                f"batch['{name}']: expected an axis from 0 to {len(dims) - 1}, got {explicit!r}"
-            )
+            raise UsageError(f"batch['{name}']: expected an axis from 0 to {len(dims) - 1}, got {explicit!r}")
         return int(explicit)
     named = [i for i, d in enumerate(dims) if isinstance(d, str) and d in symbols]
     if len(named) == 1:
@@ -366,51 +317,31 @@ def _batch_axis(name: str, dims: list, given, explicit, symbols: set) -> int:
     if len(dynamic) == 1:
         return dynamic[0]
     if given is not None:
-        ones = [
-            i
-            for i in (dynamic or range(len(dims)))
-            if i < len(given)
-            and given[i] == 1
-            and (not isinstance(dims[i], int) or dims[i] == 1)
-        ]
+        ones = [i for i in (dynamic or range(len(dims))) if i < len(given) and given[i] == 1 and (not isinstance(dims[i], int) or dims[i] == 1)]
         if len(ones) == 1:
             return ones[0]
     if not dynamic:
         ones = [i for i, d in enumerate(dims) if d == 1]
         if len(ones) == 1:
             return ones[0]
-    raise UsageError(
-        f"input '{name}' ({_text(dims)}): cannot tell its batch axis; give it, e.g. batch={{'{name}': 0}}"
-    )
+    raise UsageError(f"input '{name}' ({_text(dims)}): cannot tell its batch axis; give it, e.g. batch={{'{name}': 0}}")
 
 
 def _context(name: str, spec, ports: dict[str, Port]) -> Context:
     if name not in ports or any(s == name for s in ()):
-        raise UsageError(
-            f"context: '{name}' is not a per-chunk input of the model (inputs: {', '.join(ports)})"
-        )
+        raise UsageError(f"context: '{name}' is not a per-chunk input of the model (inputs: {', '.join(ports)})")
     port = ports[name]
-    length, axis = (
-        (spec, len(port.shape) - 1)
-        if isinstance(spec, (int, np.integer))
-        else tuple(spec)
-    )
+    length, axis = (spec, len(port.shape) - 1) if isinstance(spec, (int, np.integer)) else tuple(spec)
     axis = int(axis) % len(port.shape)
     if axis == port.batch_axis:
-        raise UsageError(
-            f"context['{name}']: axis {axis} is the batch axis; a context runs along the input's time axis"
-        )
+        raise UsageError(f"context['{name}']: axis {axis} is the batch axis; a context runs along the input's time axis")
     if not isinstance(length, (int, np.integer)) or not 0 < length < port.shape[axis]:
-        raise UsageError(
-            f"context['{name}']: expected a length from 1 to {port.shape[axis] - 1} (the input has {port.shape[axis]} on axis {axis}), got {length!r}"
-        )
+        raise UsageError(f"context['{name}']: expected a length from 1 to {port.shape[axis] - 1} (the input has {port.shape[axis]} on axis {axis}), got {length!r}")
     return Context(name, int(length), axis)
 
 
 def _text(dims) -> str:
-    return (
-        "[" + ",".join(str(d) if isinstance(d, int) else (d or "?") for d in dims) + "]"
-    )
+    return "[" + ",".join(str(d) if isinstance(d, int) else (d or "?") for d in dims) + "]"
 
 
 def is_ir_path(model) -> bool:

@@ -20,10 +20,7 @@ def read_source(model, pairs):
         declared = {
             p.get_any_name(): (
                 np.dtype(p.get_element_type().to_dtype()),
-                [
-                    d.get_length() if d.is_static else None
-                    for d in p.get_partial_shape()
-                ],
+                [d.get_length() if d.is_static else None for d in p.get_partial_shape()],
                 None,
             )
             for p in ir.inputs
@@ -38,11 +35,7 @@ def read_source(model, pairs):
     proto = load_model(model)
     proto, initials = _expose_node_states(proto, pairs)
     initializers = {t.name for t in proto.graph.initializer}
-    declared = {
-        vi.name: _declared(vi)
-        for vi in proto.graph.input
-        if vi.name not in initializers
-    }
+    declared = {vi.name: _declared(vi) for vi in proto.graph.input if vi.name not in initializers}
     outputs = [o.name for o in proto.graph.output]
     _check_pairs(pairs, declared, outputs)
     for name, value in initials.items():  # the constant a lone node's initial state had
@@ -53,11 +46,7 @@ def read_source(model, pairs):
 def _onnx_like(model) -> bool:
     import onnx
 
-    return (
-        isinstance(model, (onnx.ModelProto, bytes, bytearray))
-        or not hasattr(model, "get_parameters")
-        and not _is_ir(model)
-    )
+    return isinstance(model, (onnx.ModelProto, bytes, bytearray)) or not hasattr(model, "get_parameters") and not _is_ir(model)
 
 
 def _is_ir(model) -> bool:
@@ -70,25 +59,16 @@ def _declared(vi):
     import onnx
 
     t = vi.type.tensor_type
-    dims = [
-        d.dim_value
-        if d.HasField("dim_value") and d.dim_value > 0
-        else (d.dim_param or None)
-        for d in t.shape.dim
-    ]
+    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None) for d in t.shape.dim]
     return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)), dims, None
 
 
 def _check_pairs(pairs, inputs, outputs) -> None:
     for name, out in pairs:
         if name not in inputs:
-            raise UsageError(
-                f"state pair {name}={out}: '{name}' is not a graph input (inputs: {', '.join(inputs)})"
-            )
+            raise UsageError(f"state pair {name}={out}: '{name}' is not a graph input (inputs: {', '.join(inputs)})")
         if out not in outputs:
-            raise UsageError(
-                f"state pair {name}={out}: '{out}' is not a graph output (outputs: {', '.join(outputs)})"
-            )
+            raise UsageError(f"state pair {name}={out}: '{out}' is not a graph output (outputs: {', '.join(outputs)})")
 
 
 def _expose_node_states(proto, pairs):
@@ -119,25 +99,17 @@ def _expose_node_states(proto, pairs):
     direction = direction.decode() if isinstance(direction, bytes) else direction
     label = f"{node.op_type} node '{node.name or node.output[0]}'"
     if direction != "forward":
-        raise UnsupportedFeatureError(
-            f"{label} is {direction}: a stream carries a forward node's state (the reverse direction reads each chunk back to front)"
-        )
+        raise UnsupportedFeatureError(f"{label} is {direction}: a stream carries a forward node's state (the reverse direction reads each chunk back to front)")
     if "hidden_size" not in attrs:
-        raise UnsupportedFeatureError(
-            f"{label} has no hidden_size attribute: the state's shape is not known"
-        )
-    proto = onnx.ModelProto.FromString(
-        proto.SerializeToString()
-    )  # the caller's model is left as it was
+        raise UnsupportedFeatureError(f"{label} has no hidden_size attribute: the state's shape is not known")
+    proto = onnx.ModelProto.FromString(proto.SerializeToString())  # the caller's model is left as it was
     node = next(n for n in proto.graph.node if family_of(n) is not None)
     layout = int(attrs.get("layout", 0))
     x = next((vi for vi in proto.graph.input if vi.name == node.input[0]), None)
     batch_dim = None
     if x is not None and len(x.type.tensor_type.shape.dim) == 3:
         d = x.type.tensor_type.shape.dim[0 if layout else 1]
-        batch_dim = d.dim_param or (
-            d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
-        )
+        batch_dim = d.dim_param or (d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None)
     hidden = int(attrs["hidden_size"])
     initials = {}
     for name, out in wanted:
@@ -163,36 +135,20 @@ def _expose_node_states(proto, pairs):
                     )
                 initials[name] = value
             node.input[slot] = name
-            elem = (
-                x.type.tensor_type.elem_type
-                if x is not None
-                else onnx.TensorProto.FLOAT
-            )
-            proto.graph.input.append(
-                onnx.helper.make_tensor_value_info(name, elem, dims)
-            )
+            elem = x.type.tensor_type.elem_type if x is not None else onnx.TensorProto.FLOAT
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(name, elem, dims))
         if out not in outputs:
             if out not in family.outputs:
-                raise UsageError(
-                    f"state pair {name}={out}: '{out}' is neither a graph output nor an output of {label} ({', '.join(family.outputs)})"
-                )
+                raise UsageError(f"state pair {name}={out}: '{out}' is neither a graph output nor an output of {label} ({', '.join(family.outputs)})")
             index = family.outputs.index(out)
             while len(node.output) <= index:
                 node.output.append("")
             if node.output[index] and node.output[index] != out:
-                proto.graph.node.append(
-                    onnx.helper.make_node("Identity", [node.output[index]], [out])
-                )
+                proto.graph.node.append(onnx.helper.make_node("Identity", [node.output[index]], [out]))
             else:
                 node.output[index] = out
-            elem = (
-                x.type.tensor_type.elem_type
-                if x is not None
-                else onnx.TensorProto.FLOAT
-            )
-            proto.graph.output.append(
-                onnx.helper.make_tensor_value_info(out, elem, None)
-            )
+            elem = x.type.tensor_type.elem_type if x is not None else onnx.TensorProto.FLOAT
+            proto.graph.output.append(onnx.helper.make_tensor_value_info(out, elem, None))
     return proto, initials
 
 
@@ -205,15 +161,7 @@ def output_ports(spec, outputs: list[str], state_outputs: set[str], batch: dict)
     two = None
     try:
         two = one.clone()
-        two.reshape(
-            {
-                p.get_any_name(): [
-                    2 if i == _axis_of(spec, p.get_any_name()) else d.get_length()
-                    for i, d in enumerate(p.get_partial_shape())
-                ]
-                for p in one.inputs
-            }
-        )
+        two.reshape({p.get_any_name(): [2 if i == _axis_of(spec, p.get_any_name()) else d.get_length() for i, d in enumerate(p.get_partial_shape())] for p in one.inputs})
     except RuntimeError:
         two = spec.model_at(2)
     ports, states = [], {}
@@ -224,23 +172,13 @@ def output_ports(spec, outputs: list[str], state_outputs: set[str], batch: dict)
         axis = batch.get(name)
         if axis is None:
             moved = [i for i, (x, y) in enumerate(zip(s1, s2)) if x == 1 and y == 2]
-            if (
-                len(moved) != 1
-                or len(s1) != len(s2)
-                or any(x != y for i, (x, y) in enumerate(zip(s1, s2)) if i not in moved)
-            ):
+            if len(moved) != 1 or len(s1) != len(s2) or any(x != y for i, (x, y) in enumerate(zip(s1, s2)) if i not in moved):
                 raise UnsupportedFeatureError(
                     f"output '{name}' is {s1} at batch 1 and {s2} at batch 2: no one batch axis to split it per stream by"
-                    + (
-                        f"; give it, e.g. batch={{'{name}': 0}}"
-                        if len(moved) > 1
-                        else ""
-                    )
+                    + (f"; give it, e.g. batch={{'{name}': 0}}" if len(moved) > 1 else "")
                 )
             axis = moved[0]
-        port = Port(
-            name, np.dtype(a.get_element_type().to_dtype()), tuple(s1), int(axis)
-        )
+        port = Port(name, np.dtype(a.get_element_type().to_dtype()), tuple(s1), int(axis))
         if name in state_outputs:
             states[name] = port
         else:
@@ -262,6 +200,4 @@ def _output(model, name: str):
     for port in model.outputs:
         if name in port.get_names():
             return port
-    raise UsageError(
-        f"output '{name}' is not an output of the converted model (outputs: {', '.join(p.get_any_name() for p in model.outputs)})"
-    )
+    raise UsageError(f"output '{name}' is not an output of the converted model (outputs: {', '.join(p.get_any_name() for p in model.outputs)})")

@@ -15,12 +15,8 @@ class Recorder:
     def __init__(self) -> None:
         self.rows = Counter()  # real rows per batch -> batches
         self.sizes = Counter()  # compiled size run -> batches
-        self.waits: deque[float] = deque(
-            maxlen=WINDOW
-        )  # seconds a chunk waited before its batch ran
-        self.computes: deque[float] = deque(
-            maxlen=WINDOW
-        )  # seconds a batch took (gather, infer, scatter)
+        self.waits: deque[float] = deque(maxlen=WINDOW)  # seconds a chunk waited before its batch ran
+        self.computes: deque[float] = deque(maxlen=WINDOW)  # seconds a batch took (gather, infer, scatter)
         self.chunks = 0
         self.failed_batches = 0
         self.failed_chunks = 0
@@ -61,9 +57,7 @@ def summary(
         "pending_chunks": pending,
         "chunks": sum(r.chunks for r in recorders),
         "batches": batches,
-        "mean_rows": (sum(n * c for n, c in rows.items()) / batches)
-        if batches
-        else None,
+        "mean_rows": (sum(n * c for n, c in rows.items()) / batches) if batches else None,
         "batch_rows": dict(sorted(rows.items())),
         "batch_sizes": dict(sorted(sizes.items())),
         "queue_wait_s": percentiles(waits),
@@ -80,7 +74,5 @@ def summary(
     if lags is not None:
         values = list(lags.values())
         out["lag_s"] = lags
-        out["lag"] = percentiles(values) | {
-            "behind": sum(v > chunk_seconds for v in values) if chunk_seconds else 0
-        }
+        out["lag"] = percentiles(values) | {"behind": sum(v > chunk_seconds for v in values) if chunk_seconds else 0}
     return out

@@ -65,20 +65,11 @@ class _Bucket:
             self.request.set_output_tensor(i, o.Tensor(buffer, shared_memory=True))
             for name in port.get_names():
                 self.outputs[name] = buffer
-        for name in (
-            [p.name for p in spec.inputs]
-            + [s.input for s in spec.states]
-            + [p.name for p in spec.outputs]
-            + [s.output for s in spec.states]
-        ):
+        for name in [p.name for p in spec.inputs] + [s.input for s in spec.states] + [p.name for p in spec.outputs] + [s.output for s in spec.states]:
             if name not in self.inputs and name not in self.outputs:
-                raise UsageError(
-                    f"'{name}' is not an input or output of the model compiled at batch {size}"
-                )
+                raise UsageError(f"'{name}' is not an input or output of the model compiled at batch {size}")
         self.infer = _bare_infer(self.request)
-        self.filled = (
-            size  # rows that may hold a real stream's data (all, until padded once)
-        )
+        self.filled = size  # rows that may hold a real stream's data (all, until padded once)
 
 
 class BatchedStep:
@@ -115,9 +106,7 @@ class BatchedStep:
         for size in sizes:
             model = spec.model_at(size, device)
             extra, _ = thread_properties(device, threads, properties, model)
-            compiled = engine.compile_ir(
-                model, device, precision, cache_dir, {**extra, **(properties or {})}
-            )
+            compiled = engine.compile_ir(model, device, precision, cache_dir, {**extra, **(properties or {})})
             bucket = _Bucket(spec, size, compiled)
             pad, self.pad = self.pad, "initial"
             self._pad(bucket, 0)  # every row starts as padding
@@ -140,9 +129,7 @@ class BatchedStep:
 
     # -- stacked rows in, stacked rows out
 
-    def run(
-        self, inputs: dict[str, np.ndarray], states: dict[str, np.ndarray]
-    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    def run(self, inputs: dict[str, np.ndarray], states: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """One chunk of n streams: `inputs` {input: n chunks stacked on its batch axis} (context
         excluded), `states` {state: n rows stacked} (every state of ``spec.state_names``).
         Returns ({output: n rows}, {state: n rows, the value after this chunk}), new arrays."""
@@ -167,31 +154,14 @@ class BatchedStep:
                     )
                 self._pad(bucket, m)
                 self._infer(bucket)
-                outs.append(
-                    {
-                        p.name: rows(bucket.outputs[p.name], p.batch_axis, 0, m).copy()
-                        for p in spec.outputs
-                    }
-                )
+                outs.append({p.name: rows(bucket.outputs[p.name], p.batch_axis, 0, m).copy() for p in spec.outputs})
                 new.append(self._new_states(bucket, m))
         axis = {p.name: p.batch_axis for p in spec.outputs}
-        outputs = {
-            k: outs[0][k]
-            if len(outs) == 1
-            else np.concatenate([o[k] for o in outs], axis[k])
-            for k in axis
-        }
+        outputs = {k: outs[0][k] if len(outs) == 1 else np.concatenate([o[k] for o in outs], axis[k]) for k in axis}
         saxis = {name: spec.state_port(name).batch_axis for name in spec.state_names}
-        return outputs, {
-            k: new[0][k]
-            if len(new) == 1
-            else np.concatenate([s[k] for s in new], saxis[k])
-            for k in saxis
-        }
+        return outputs, {k: new[0][k] if len(new) == 1 else np.concatenate([s[k] for s in new], saxis[k]) for k in saxis}
 
-    def run_rows(
-        self, streams: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]
-    ) -> list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
+    def run_rows(self, streams: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]) -> list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
         """The same, one (inputs, states) per stream, each at batch 1; returns one (outputs,
         states) per stream (views of one new array per output: each stream's rows are its own)."""
         spec = self.spec
@@ -199,10 +169,7 @@ class BatchedStep:
             return []
         inputs = {
             p.name: np.concatenate(
-                [
-                    np.asarray(s[0][p.name]).reshape(spec.chunk_shape(p.name))
-                    for s in streams
-                ],
+                [np.asarray(s[0][p.name]).reshape(spec.chunk_shape(p.name)) for s in streams],
                 p.batch_axis,
             )
             for p in spec.inputs
@@ -259,19 +226,12 @@ class BatchedStep:
                 )
             self._pad(bucket, m)
             self._infer(bucket)
-            outputs = {
-                p.name: rows(bucket.outputs[p.name], p.batch_axis, 0, m).copy()
-                for p in spec.outputs
-            }
+            outputs = {p.name: rows(bucket.outputs[p.name], p.batch_axis, 0, m).copy() for p in spec.outputs}
             for s in spec.states:
-                slabs[s.input][take(slabs[s.input], s.port.batch_axis, slots)] = rows(
-                    bucket.outputs[s.output], s.port.batch_axis, 0, m
-                )
+                slabs[s.input][take(slabs[s.input], s.port.batch_axis, slots)] = rows(bucket.outputs[s.output], s.port.batch_axis, 0, m)
             for c in spec.contexts:
                 axis = spec.state_port(c.state).batch_axis
-                slabs[c.state][take(slabs[c.state], axis, slots)] = self._context_tail(
-                    bucket, c, m
-                )
+                slabs[c.state][take(slabs[c.state], axis, slots)] = self._context_tail(bucket, c, m)
         return outputs
 
     # -- buffers
@@ -289,9 +249,7 @@ class BatchedStep:
         for c in self.spec.contexts:
             if c.state == name:
                 port = self.spec.input(c.input)
-                return rows(bucket.inputs[c.input], port.batch_axis, 0, m)[
-                    (slice(None),) * c.axis + (slice(0, c.length),)
-                ]
+                return rows(bucket.inputs[c.input], port.batch_axis, 0, m)[(slice(None),) * c.axis + (slice(0, c.length),)]
         port = self.spec.state_port(name)
         return rows(bucket.inputs[name], port.batch_axis, 0, m)
 
@@ -299,15 +257,10 @@ class BatchedStep:
         """The last `length` entries of rows 0:m of the input just run: the next chunk's context."""
         port = self.spec.input(c.input)
         region = rows(bucket.inputs[c.input], port.batch_axis, 0, m)
-        return region[
-            (slice(None),) * c.axis + (slice(port.shape[c.axis] - c.length, None),)
-        ]
+        return region[(slice(None),) * c.axis + (slice(port.shape[c.axis] - c.length, None),)]
 
     def _new_states(self, bucket: _Bucket, m: int) -> dict[str, np.ndarray]:
-        out = {
-            s.input: rows(bucket.outputs[s.output], s.port.batch_axis, 0, m).copy()
-            for s in self.spec.states
-        }
+        out = {s.input: rows(bucket.outputs[s.output], s.port.batch_axis, 0, m).copy() for s in self.spec.states}
         for c in self.spec.contexts:
             out[c.state] = self._context_tail(bucket, c, m).copy()
         return out
@@ -322,9 +275,7 @@ class BatchedStep:
         for port in spec.inputs:
             rows(bucket.inputs[port.name], port.batch_axis, m, bucket.filled)[...] = 0
         for s in spec.states:
-            rows(bucket.inputs[s.input], s.port.batch_axis, m, bucket.filled)[...] = (
-                s.initial
-            )
+            rows(bucket.inputs[s.input], s.port.batch_axis, m, bucket.filled)[...] = s.initial
         bucket.filled = m
 
     def _infer(self, bucket: _Bucket) -> None:
@@ -348,24 +299,15 @@ def _rows(spec: StreamSpec, inputs: dict, states: dict) -> int:
     n = None
     for port in spec.inputs:
         if port.name not in inputs:
-            raise UsageError(
-                f"input '{port.name}' is missing (inputs: {', '.join(p.name for p in spec.inputs)})"
-            )
+            raise UsageError(f"input '{port.name}' is missing (inputs: {', '.join(p.name for p in spec.inputs)})")
     for name in spec.state_names:
         if name not in states:
-            raise UsageError(
-                f"state '{name}' is missing (states: {', '.join(spec.state_names)})"
-            )
+            raise UsageError(f"state '{name}' is missing (states: {', '.join(spec.state_names)})")
     for name in [*inputs, *states]:
         if name not in {p.name for p in spec.inputs} and name not in spec.state_names:
-            raise UsageError(
-                f"'{name}' is not an input or state of the stream (inputs: {', '.join(p.name for p in spec.inputs)}; states: {', '.join(spec.state_names)})"
-            )
-    for what, name, shape, port in [
-        ("input", p.name, spec.chunk_shape(p.name), p) for p in spec.inputs
-    ] + [
-        ("state", s, spec.state_port(s).shape, spec.state_port(s))
-        for s in spec.state_names
+            raise UsageError(f"'{name}' is not an input or state of the stream (inputs: {', '.join(p.name for p in spec.inputs)}; states: {', '.join(spec.state_names)})")
+    for what, name, shape, port in [("input", p.name, spec.chunk_shape(p.name), p) for p in spec.inputs] + [
+        ("state", s, spec.state_port(s).shape, spec.state_port(s)) for s in spec.state_names
     ]:
         value = (inputs if what == "input" else states)[name]
         got = np.shape(value)
@@ -374,15 +316,9 @@ def _rows(spec: StreamSpec, inputs: dict, states: dict) -> int:
             n = got[axis]
         want = shape[:axis] + (n,) + shape[axis + 1 :]
         if got != want:
-            raise UsageError(
-                f"{what} '{name}': expected {n if n is not None else 'n'} rows stacked on axis {axis}, shape {list(want)}, got {list(got)}"
-            )
-        if np.asarray(value).dtype != port.dtype and not np.can_cast(
-            np.asarray(value).dtype, port.dtype, "same_kind"
-        ):
-            raise UsageError(
-                f"{what} '{name}': expected {port.dtype}, got {np.asarray(value).dtype}"
-            )
+            raise UsageError(f"{what} '{name}': expected {n if n is not None else 'n'} rows stacked on axis {axis}, shape {list(want)}, got {list(got)}")
+        if np.asarray(value).dtype != port.dtype and not np.can_cast(np.asarray(value).dtype, port.dtype, "same_kind"):
+            raise UsageError(f"{what} '{name}': expected {port.dtype}, got {np.asarray(value).dtype}")
     if not n:
         raise UsageError("expected at least one row")
     return n

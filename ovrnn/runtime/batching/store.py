@@ -27,12 +27,8 @@ class StateStore:
         self.initial = initial
         self.slabs: dict[str, np.ndarray] = {}
         for name, port in self.ports.items():
-            self.slabs[name] = np.ascontiguousarray(
-                np.repeat(initial[name], capacity, axis=port.batch_axis)
-            )
-        self.free = list(
-            range(capacity - 1, -1, -1)
-        )  # pop() takes the lowest slot first
+            self.slabs[name] = np.ascontiguousarray(np.repeat(initial[name], capacity, axis=port.batch_axis))
+        self.free = list(range(capacity - 1, -1, -1))  # pop() takes the lowest slot first
 
     def __len__(self) -> int:
         """Slots in use."""
@@ -48,40 +44,25 @@ class StateStore:
     def reset(self, slot: int) -> None:
         """Every state of `slot` back to its initial value."""
         for name, port in self.ports.items():
-            rows(self.slabs[name], port.batch_axis, slot, slot + 1)[...] = self.initial[
-                name
-            ]
+            rows(self.slabs[name], port.batch_axis, slot, slot + 1)[...] = self.initial[name]
 
     def read(self, slot: int) -> dict[str, np.ndarray]:
         """{state: the slot's value}, copies shaped as one stream's (batch axis of size 1)."""
-        return {
-            name: rows(self.slabs[name], port.batch_axis, slot, slot + 1).copy()
-            for name, port in self.ports.items()
-        }
+        return {name: rows(self.slabs[name], port.batch_axis, slot, slot + 1).copy() for name, port in self.ports.items()}
 
     def write(self, slot: int, name: str, value) -> None:
-        rows(self.slabs[name], self.ports[name].batch_axis, slot, slot + 1)[...] = (
-            self.checked(name, value)
-        )
+        rows(self.slabs[name], self.ports[name].batch_axis, slot, slot + 1)[...] = self.checked(name, value)
 
     def checked(self, name: str, value) -> np.ndarray:
         """`value` as one stream's `name` state: its shape with the batch axis of size 1, or without
         it; a dtype that converts within its kind."""
         port = self.ports.get(name)
         if port is None:
-            raise UsageError(
-                f"'{name}' is not a state of the stream (states: {', '.join(self.ports)})"
-            )
+            raise UsageError(f"'{name}' is not a state of the stream (states: {', '.join(self.ports)})")
         array = np.asarray(value)
         bare = port.shape[: port.batch_axis] + port.shape[port.batch_axis + 1 :]
         if array.shape not in (port.shape, bare):
-            raise UsageError(
-                f"state '{name}': expected one stream's value, shape {list(port.shape)} (or {list(bare)}), got {list(array.shape)}"
-            )
-        if array.dtype != port.dtype and not np.can_cast(
-            array.dtype, port.dtype, "same_kind"
-        ):
-            raise UsageError(
-                f"state '{name}': expected {port.dtype}, got {array.dtype}"
-            )
+            raise UsageError(f"state '{name}': expected one stream's value, shape {list(port.shape)} (or {list(bare)}), got {list(array.shape)}")
+        if array.dtype != port.dtype and not np.can_cast(array.dtype, port.dtype, "same_kind"):
+            raise UsageError(f"state '{name}': expected {port.dtype}, got {array.dtype}")
         return array.astype(port.dtype, copy=False).reshape(port.shape)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...errors import StreamClosedError
 from .stats import Recorder
-from .step import BatchedStep, rows
+from .step import BatchedStep
 from .store import StateStore
 
 
@@ -49,39 +49,71 @@ class StreamHandle:
         "worker",
     )
 
-    def __init__(
-        self, sid: int, worker: int, slot: int, owner: object, now: float
-    ) -> None:
+    def __init__(self, sid: int, worker: int, slot: int, owner: object, now: float) -> None:
         self.id, self.worker, self.slot, self.owner = sid, worker, slot, owner
-        self.queue: deque = (
-            deque()
-        )  # _Chunk and _Control items, in the order they were fed
+        self.queue: deque = deque()  # _Chunk and _Control items, in the order they were fed
         self.pending = 0  # chunks in `queue`
         self.in_flight = False  # a chunk of it is in the running batch
         self.open, self.why = True, ""
         self.last_used = now
         self.first_feed: float | None = None
         self.done = 0  # chunks run
-        self.lag = (
-            0.0  # seconds its last result came after real time (chunk_seconds given)
-        )
+        self.lag = 0.0  # seconds its last result came after real time (chunk_seconds given)
 
     def __repr__(self) -> str:
         return f"<stream {self.id} on worker {self.worker}{'' if self.open else ', closed'}>"
 
 
 class _Chunk:
-    __slots__ = ("future", "inputs", "t")
+    __slots__ = ("index", "inputs", "sink", "t")
 
-    def __init__(self, inputs: dict, future, t: float) -> None:
-        self.inputs, self.future, self.t = inputs, future, t
+    def __init__(self, inputs: dict, sink, t: float, index: int = 0) -> None:
+        self.inputs, self.sink, self.t, self.index = inputs, sink, t, index
 
 
 class _Control:
-    __slots__ = ("apply", "future", "t")
+    __slots__ = ("apply", "index", "sink", "t")
 
-    def __init__(self, apply, future, t: float) -> None:
-        self.apply, self.future, self.t = apply, future, t
+    def __init__(self, apply, sink, t: float) -> None:
+        self.apply, self.sink, self.t, self.index = apply, sink, t, 0
+
+
+class Waiter:
+    """What ``feed`` and ``feed_many`` block on: one lock, released when the last of its `n`
+    chunks is done (far cheaper than a Future a chunk: 0.5 µs against 3-8). Filled by one worker
+    thread only (``feed_many`` makes one per worker)."""
+
+    __slots__ = ("errors", "left", "lock", "results")
+
+    def __init__(self, n: int) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.left, self.results, self.errors = n, [None] * n, None
+
+    def done(self, index: int, result, error) -> None:
+        if error is not None:
+            self.errors = self.errors or {}
+            self.errors[index] = error
+        else:
+            self.results[index] = result
+        self.left -= 1
+        if not self.left:
+            self.lock.release()
+
+    def wait(self) -> None:
+        """Block until every chunk is done; then ``results[k]`` is the k-th chunk's outputs (made
+        here, on the caller's thread, from the batch's arrays: the worker only hands them over)."""
+        self.lock.acquire()
+        self.results = [_row(*r) if type(r) is tuple else r for r in self.results]
+
+
+class AsyncSink:
+    """An asyncio future of `loop`: set on its loop, one wake-up of the loop per batch."""
+
+    __slots__ = ("future", "loop")
+
+    def __init__(self, loop, future) -> None:
+        self.loop, self.future = loop, future
 
 
 class Worker:
@@ -106,7 +138,7 @@ class Worker:
         self.heap: list = []  # (time of its head chunk, seq, stream, chunk): streams with a chunk ready
         self.controls: deque = deque()  # streams whose head is a control
         self.streams: dict[int, StreamHandle] = {}
-        self.outbox: list = []  # (future, result, error) to hand over with the lock released
+        self.outbox: list = []  # (sink, index, result, error) to hand over with the lock released
         self.recorder = Recorder()
         self.stopping = False
         self.idle = True
@@ -114,9 +146,7 @@ class Worker:
         self._next_idle_check = monotonic()
         self._outputs = [(p.name, p.batch_axis) for p in step.spec.outputs]
         self._inputs = [p.name for p in step.spec.inputs]
-        self.thread = threading.Thread(
-            target=self._loop, name=f"ovrnn-batcher-{index}", daemon=True
-        )
+        self.thread = threading.Thread(target=self._loop, name=f"ovrnn-batcher-{index}", daemon=True)
 
     # -- called with the lock held
 
@@ -136,18 +166,8 @@ class Worker:
             return
         stream.open, stream.why = False, why
         for item in stream.queue:
-            self.outbox.append(
-                (
-                    item.future,
-                    None,
-                    StreamClosedError(
-                        f"stream {stream.id} was closed ({why}) before this call ran"
-                    ),
-                )
-            )
-        had_ready = (
-            stream.queue and type(stream.queue[0]) is _Chunk and not stream.in_flight
-        )
+            self.outbox.append((item.sink, item.index, None, StreamClosedError(f"stream {stream.id} was closed ({why}) before this call ran")))
+        had_ready = stream.queue and type(stream.queue[0]) is _Chunk and not stream.in_flight
         stream.queue.clear()
         stream.pending = 0
         if had_ready:
@@ -159,9 +179,7 @@ class Worker:
         self.cond.notify()
 
     def closed_error(self, stream: StreamHandle) -> StreamClosedError:
-        return StreamClosedError(
-            f"stream {stream.id} is closed ({stream.why}); open a new one with open()"
-        )
+        return StreamClosedError(f"stream {stream.id} is closed ({stream.why}); open a new one with open()")
 
     def _ready(self, stream: StreamHandle) -> None:
         head = stream.queue[0]
@@ -176,9 +194,9 @@ class Worker:
             while stream.queue and type(stream.queue[0]) is _Control:
                 item = stream.queue.popleft()
                 try:
-                    self.outbox.append((item.future, item.apply(stream), None))
+                    self.outbox.append((item.sink, 0, item.apply(stream), None))
                 except Exception as exc:  # noqa: BLE001 - a control's own check: handed to its caller
-                    self.outbox.append((item.future, None, exc))
+                    self.outbox.append((item.sink, 0, None, exc))
                 stream.last_used = monotonic()
             if stream.queue:
                 self._ready(stream)
@@ -188,11 +206,7 @@ class Worker:
             return
         self._next_idle_check = now + min(self.idle_timeout / 4, 1.0)
         for stream in list(self.streams.values()):
-            if (
-                not stream.queue
-                and not stream.in_flight
-                and now - stream.last_used > self.idle_timeout
-            ):
+            if not stream.queue and not stream.in_flight and now - stream.last_used > self.idle_timeout:
                 self.close(
                     stream,
                     f"idle for more than {self.idle_timeout:g} s, idle_timeout_s={self.idle_timeout:g}",
@@ -213,24 +227,22 @@ class Worker:
             heap = self.heap
             if not heap:
                 self.idle = True
-                self.cond.wait(
-                    None
-                    if self.idle_timeout is None
-                    else max(self._next_idle_check - now, 0.001)
-                )
+                self.cond.wait(None if self.idle_timeout is None else max(self._next_idle_check - now, 0.001))
                 continue
             waited = now - heap[0][0]
             if len(heap) >= self.largest or self.idle or waited >= self.max_wait:
                 break
             self.cond.wait(self.max_wait - waited)
-        streams, chunks = [], []
-        for _ in range(min(len(heap), self.largest)):
-            _, _, stream, chunk = heapq.heappop(heap)
+        if len(heap) <= self.largest:  # every ready stream fits: all of them, no order to keep
+            taken, self.heap = heap, []
+        else:
+            taken = [heapq.heappop(heap) for _ in range(self.largest)]
+        streams = [entry[2] for entry in taken]
+        chunks = [entry[3] for entry in taken]
+        for stream in streams:
             stream.queue.popleft()
             stream.pending -= 1
             stream.in_flight = True
-            streams.append(stream)
-            chunks.append(chunk)
         self.idle = False
         return streams, chunks, now
 
@@ -247,11 +259,9 @@ class Worker:
             if batch:
                 self._run(*batch)
 
-    def _run(
-        self, streams: list[StreamHandle], chunks: list[_Chunk], formed: float
-    ) -> None:
+    def _run(self, streams: list[StreamHandle], chunks: list[_Chunk], formed: float) -> None:
         n = len(streams)
-        slots = np.fromiter((s.slot for s in streams), np.intp, n)
+        slots = np.fromiter([s.slot for s in streams], np.intp, n)
         inputs = {name: [c.inputs[name] for c in chunks] for name in self._inputs}
         start = monotonic()
         outputs, error = None, None
@@ -260,48 +270,33 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - the batch failed, each of its callers gets it; no state was written (run_slots scatters on success only)
             error = exc
         end = monotonic()
-        outbox = []
         with self.cond:
             r = self.recorder
             r.rows[n] += 1
             r.sizes[self.step.size_for(n)] += 1
             r.computes.append(end - start)
-            r.waits.extend(start - c.t for c in chunks)
+            r.waits.extend([start - c.t for c in chunks])
             if error is None:
                 r.chunks += n
             else:
                 r.failed_batches += 1
                 r.failed_chunks += n
-            for i, stream in enumerate(streams):
+            seconds = self.chunk_seconds if error is None else None
+            for stream in streams:
                 stream.in_flight = False
                 stream.last_used = end
                 if error is None:
                     stream.done += 1
-                    if self.chunk_seconds and stream.first_feed is not None:
-                        stream.lag = max(
-                            0.0,
-                            end
-                            - stream.first_feed
-                            - (stream.done - 1) * self.chunk_seconds,
-                        )
+                    if seconds and stream.first_feed is not None:
+                        stream.lag = max(0.0, end - stream.first_feed - (stream.done - 1) * seconds)
                 if not stream.open:
                     self.store.give_back(stream.slot)
                 elif stream.queue:
                     self._ready(stream)
-                if error is None:
-                    outbox.append(
-                        (
-                            chunks[i].future,
-                            {
-                                name: rows(outputs[name], axis, i, i + 1)
-                                for name, axis in self._outputs
-                            },
-                            None,
-                        )
-                    )
-                else:
-                    outbox.append((chunks[i].future, None, _copy(error)))
-        _deliver(outbox)
+        if error is None:
+            _deliver_rows(chunks, outputs, self._outputs)
+        else:
+            _deliver([(c.sink, c.index, None, _copy(error)) for c in chunks])
 
     def start(self) -> None:
         self.thread.start()
@@ -325,9 +320,62 @@ def _copy(error: Exception) -> Exception:
         return error
 
 
+def _row(outputs: dict, ports: list, i: int) -> dict:
+    """Stream i's {output: its rows}: views of the batch's new arrays (each stream's rows its own)."""
+    if len(ports) == 1 and ports[0][1] == 0:
+        name = ports[0][0]
+        return {name: outputs[name][i : i + 1]}
+    return {name: outputs[name][(slice(None),) * axis + (slice(i, i + 1),)] for name, axis in ports}
+
+
+def _deliver_rows(chunks: list, outputs: dict, ports: list) -> None:
+    """A batch's results: a Waiter or an asyncio future gets (outputs, ports, row) and makes the
+    stream's dict on its own thread; a Future gets the dict."""
+    loops: dict | None = None
+    for i, chunk in enumerate(chunks):
+        sink = chunk.sink
+        kind = type(sink)
+        if kind is Waiter:
+            sink.done(chunk.index, (outputs, ports, i), None)
+        elif kind is AsyncSink:
+            loops = loops if loops is not None else {}
+            loops.setdefault(sink.loop, []).append((sink.future, (outputs, ports, i), None))
+        else:
+            sink.set_result(_row(outputs, ports, i))
+    for loop, items in (loops or {}).items():
+        try:
+            loop.call_soon_threadsafe(_resolve, items)
+        except RuntimeError:  # the loop is closed: nobody awaits these any more
+            pass
+
+
 def _deliver(outbox: list) -> None:
-    for future, result, error in outbox:
+    """Hand results over (no lock held): Waiters released, Futures set, asyncio futures set on
+    their loops with one call_soon_threadsafe per loop."""
+    loops: dict | None = None
+    for sink, index, result, error in outbox:
+        kind = type(sink)
+        if kind is Waiter:
+            sink.done(index, result, error)
+        elif kind is AsyncSink:
+            loops = loops if loops is not None else {}
+            loops.setdefault(sink.loop, []).append((sink.future, result, error))
+        elif error is not None:
+            sink.set_exception(error)
+        else:
+            sink.set_result(result)
+    for loop, items in (loops or {}).items():
+        try:
+            loop.call_soon_threadsafe(_resolve, items)
+        except RuntimeError:  # the loop is closed: nobody awaits these any more
+            pass
+
+
+def _resolve(items: list) -> None:
+    for future, result, error in items:
+        if future.cancelled():
+            continue
         if error is not None:
             future.set_exception(error)
         else:
-            future.set_result(result)
+            future.set_result(_row(*result) if type(result) is tuple else result)
