@@ -21,9 +21,7 @@ SILERO_CHUNK = 512
 def silero_path() -> Path:
     found = importlib.util.find_spec("silero_vad")
     if found is None:
-        pytest.skip(
-            "the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)"
-        )
+        pytest.skip("the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)")
     path = Path(found.submodule_search_locations[0]) / "data" / "silero_vad.onnx"
     if not path.is_file():
         pytest.skip("silero_vad.onnx is not in this silero-vad wheel")
@@ -44,26 +42,14 @@ def audio_chunks(seed: int, count: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     t = np.arange(count * SILERO_CHUNK) / 16000
     f = 150 + 300 * rng.random()
-    audio = (
-        0.3
-        * np.sin(2 * np.pi * f * t)
-        * (np.sin(2 * np.pi * (0.3 + rng.random()) * t) > 0)
-        + 0.05 * rng.standard_normal(t.size)
-    ).astype(np.float32)
-    return [
-        audio[k * SILERO_CHUNK : (k + 1) * SILERO_CHUNK].reshape(1, SILERO_CHUNK)
-        for k in range(count)
-    ]
+    audio = (0.3 * np.sin(2 * np.pi * f * t) * (np.sin(2 * np.pi * (0.3 + rng.random()) * t) > 0) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+    return [audio[k * SILERO_CHUNK : (k + 1) * SILERO_CHUNK].reshape(1, SILERO_CHUNK) for k in range(count)]
 
 
 def session(path_or_model) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    model = (
-        path_or_model.SerializeToString()
-        if isinstance(path_or_model, onnx.ModelProto)
-        else str(path_or_model)
-    )
+    model = path_or_model.SerializeToString() if isinstance(path_or_model, onnx.ModelProto) else str(path_or_model)
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
@@ -77,9 +63,7 @@ class SileroOracle:
 
     def __call__(self, chunk: np.ndarray) -> np.ndarray:
         x = np.concatenate([self.context, chunk], axis=1)
-        out, self.state = self.sess.run(
-            None, {"input": x, "state": self.state, "sr": np.array(16000, np.int64)}
-        )
+        out, self.state = self.sess.run(None, {"input": x, "state": self.state, "sr": np.array(16000, np.int64)})
         self.context = x[..., -SILERO_CONTEXT:]
         return out
 
@@ -90,15 +74,9 @@ def policy_model(hidden: int = 8, inputs: int = 3, seed: int = 1) -> onnx.ModelP
     r = np.random.default_rng(seed)
     s = 1 / np.sqrt(hidden)
     init = [
-        numpy_helper.from_array(
-            r.uniform(-s, s, (1, 4 * hidden, inputs)).astype(np.float32), "W"
-        ),
-        numpy_helper.from_array(
-            r.uniform(-s, s, (1, 4 * hidden, hidden)).astype(np.float32), "R"
-        ),
-        numpy_helper.from_array(
-            r.uniform(-s, s, (1, 8 * hidden)).astype(np.float32), "B"
-        ),
+        numpy_helper.from_array(r.uniform(-s, s, (1, 4 * hidden, inputs)).astype(np.float32), "W"),
+        numpy_helper.from_array(r.uniform(-s, s, (1, 4 * hidden, hidden)).astype(np.float32), "R"),
+        numpy_helper.from_array(r.uniform(-s, s, (1, 8 * hidden)).astype(np.float32), "B"),
         numpy_helper.from_array(np.array([0], np.int64), "axis0"),
     ]
     nodes = [
@@ -118,14 +96,9 @@ def policy_model(hidden: int = 8, inputs: int = 3, seed: int = 1) -> onnx.ModelP
         helper.make_tensor_value_info("initial_c", TensorProto.FLOAT, [1, "B", hidden]),
         helper.make_tensor_value_info("action", TensorProto.INT64, ["B", 1]),
     ]
-    outs = [
-        helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
-        for n in ("picked", "Y_h", "Y_c")
-    ]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("picked", "Y_h", "Y_c")]
     graph = helper.make_graph(nodes, "policy", ins, outs, init)
-    return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8
-    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
 def demo_whole_sequence(steps: int) -> onnx.ModelProto:

@@ -46,26 +46,13 @@ def policy():
 
 def test_the_silero_contract_is_read_from_the_model(silero):
     spec, step = silero
-    assert [(p.name, p.shape, p.batch_axis) for p in spec.inputs] == [
-        ("input", (1, 576), 0)
-    ]
+    assert [(p.name, p.shape, p.batch_axis) for p in spec.inputs] == [("input", (1, 576), 0)]
     assert spec.chunk_shape("input") == (1, 512)
     assert spec.state_names == ("state", "input/context")
-    assert [
-        (s.input, s.output, s.port.shape, s.port.batch_axis) for s in spec.states
-    ] == [("state", "stateN", (2, 1, 128), 1)]
-    assert [(p.name, p.shape, p.batch_axis) for p in spec.outputs] == [
-        ("output", (1, 1), 0)
-    ]
-    assert {
-        k: (v.shape, float(np.abs(v).max())) for k, v in spec.initial_state().items()
-    } == {"state": ((2, 1, 128), 0.0), "input/context": ((1, 64), 0.0)}
-    assert (
-        step.sizes == (1, 8)
-        and step.size_for(3) == 8
-        and step.size_for(1) == 1
-        and step.size_for(20) == 8
-    )
+    assert [(s.input, s.output, s.port.shape, s.port.batch_axis) for s in spec.states] == [("state", "stateN", (2, 1, 128), 1)]
+    assert [(p.name, p.shape, p.batch_axis) for p in spec.outputs] == [("output", (1, 1), 0)]
+    assert {k: (v.shape, float(np.abs(v).max())) for k, v in spec.initial_state().items()} == {"state": ((2, 1, 128), 0.0), "input/context": ((1, 64), 0.0)}
+    assert step.sizes == (1, 8) and step.size_for(3) == 8 and step.size_for(1) == 1 and step.size_for(20) == 8
 
 
 def test_silero_batched_equals_each_stream_alone(silero):
@@ -74,29 +61,20 @@ def test_silero_batched_equals_each_stream_alone(silero):
     spec, step = silero
     n, count = 11, 6
     audio = [audio_chunks(seed, count) for seed in range(n)]
-    states = {
-        k: np.concatenate([v] * n, axis=spec.state_port(k).batch_axis)
-        for k, v in spec.initial_state().items()
-    }
+    states = {k: np.concatenate([v] * n, axis=spec.state_port(k).batch_axis) for k, v in spec.initial_state().items()}
     alone = [spec.initial_state() for _ in range(n)]
     oracles = [SileroOracle(session(silero_path())) for _ in range(n)]
     worst = 0.0
     for k in range(count):
-        outputs, states = step.run(
-            {"input": np.concatenate([a[k] for a in audio])}, states
-        )
+        outputs, states = step.run({"input": np.concatenate([a[k] for a in audio])}, states)
         for i in range(n):
             out, alone[i] = step.run({"input": audio[i][k]}, alone[i])
             assert np.array_equal(outputs["output"][i : i + 1], out["output"])
             assert np.array_equal(states["state"][:, i : i + 1], alone[i]["state"])
-            assert np.array_equal(
-                states["input/context"][i : i + 1], alone[i]["input/context"]
-            )
+            assert np.array_equal(states["input/context"][i : i + 1], alone[i]["input/context"])
             want = oracles[i](audio[i][k])
             worst = max(worst, float(np.abs(out["output"] - want).max()))
-            np.testing.assert_allclose(
-                alone[i]["state"], oracles[i].state, atol=1e-5, rtol=1e-4
-            )
+            np.testing.assert_allclose(alone[i]["state"], oracles[i].state, atol=1e-5, rtol=1e-4)
             np.testing.assert_array_equal(alone[i]["input/context"], oracles[i].context)
     assert worst <= 1e-5
 
@@ -109,9 +87,7 @@ def test_lstm_batched_equals_each_stream_alone_and_the_whole_sequence(demo):
     rng = np.random.default_rng(3)
     n, count = 6, 3
     x = rng.uniform(-1, 1, (n, count * 4, 1, 3)).astype(np.float32)
-    states = {
-        k: np.concatenate([v] * n, axis=1) for k, v in spec.initial_state().items()
-    }
+    states = {k: np.concatenate([v] * n, axis=1) for k, v in spec.initial_state().items()}
     alone = [spec.initial_state() for _ in range(n)]
     ys, ys_alone = [], [[] for _ in range(n)]
     for k in range(count):
@@ -128,12 +104,8 @@ def test_lstm_batched_equals_each_stream_alone_and_the_whole_sequence(demo):
     for i in range(n):
         y, y_h, y_c = whole.run(None, {"X": x[i]})
         np.testing.assert_allclose(np.concatenate(ys_alone[i]), y, atol=1e-6, rtol=1e-5)
-        np.testing.assert_allclose(
-            states["initial_h"][:, i : i + 1], y_h, atol=1e-6, rtol=1e-5
-        )
-        np.testing.assert_allclose(
-            states["initial_c"][:, i : i + 1], y_c, atol=1e-6, rtol=1e-5
-        )
+        np.testing.assert_allclose(states["initial_h"][:, i : i + 1], y_h, atol=1e-6, rtol=1e-5)
+        np.testing.assert_allclose(states["initial_c"][:, i : i + 1], y_c, atol=1e-6, rtol=1e-5)
 
 
 def test_padding_rows_never_reach_a_result(policy):
@@ -156,9 +128,7 @@ def test_padding_rows_never_reach_a_result(policy):
     action = np.array([[0], [7], [3]], np.int64)
     h = rng.uniform(-1, 1, (1, 3, 8)).astype(np.float32)
     c = rng.uniform(-1, 1, (1, 3, 8)).astype(np.float32)
-    outputs, states = step.run(
-        {"X": x, "action": action}, {"initial_h": h, "initial_c": c}
-    )
+    outputs, states = step.run({"X": x, "action": action}, {"initial_h": h, "initial_c": c})
     assert np.isfinite(outputs["picked"]).all()
     for i in range(3):
         out, st = step.run(
@@ -167,9 +137,7 @@ def test_padding_rows_never_reach_a_result(policy):
         )
         assert np.array_equal(outputs["picked"][i : i + 1], out["picked"])
         assert np.array_equal(states["initial_h"][:, i : i + 1], st["initial_h"])
-    np.testing.assert_array_equal(
-        outputs["picked"][:, 0], states["initial_h"][0, np.arange(3), action[:, 0]]
-    )
+    np.testing.assert_array_equal(outputs["picked"][:, 0], states["initial_h"][0, np.arange(3), action[:, 0]])
 
 
 def test_run_rows_takes_and_gives_one_stream_each(silero):
@@ -181,9 +149,7 @@ def test_run_rows_takes_and_gives_one_stream_each(silero):
             ({"input": chunks[1]}, spec.initial_state()),
         ]
     )
-    assert [
-        (o["output"].shape, s["state"].shape, s["input/context"].shape) for o, s in rows
-    ] == [((1, 1), (2, 1, 128), (1, 64))] * 2
+    assert [(o["output"].shape, s["state"].shape, s["input/context"].shape) for o, s in rows] == [((1, 1), (2, 1, 128), (1, 64))] * 2
     np.testing.assert_array_equal(rows[1][1]["input/context"], chunks[1][:, -64:])
     assert step.run_rows([]) == []
 
@@ -194,32 +160,21 @@ def test_a_failed_call_leaves_every_slab_as_it_was(policy):
     its slots."""
     spec, step = policy
     rng = np.random.default_rng(6)
-    slabs = {
-        name: rng.uniform(-1, 1, (1, 20, 8)).astype(np.float32)
-        for name in spec.state_names
-    }
+    slabs = {name: rng.uniform(-1, 1, (1, 20, 8)).astype(np.float32) for name in spec.state_names}
     before = {k: v.copy() for k, v in slabs.items()}
     slots = np.array([4, 17, 9, 0, 12])
     x = [rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32) for _ in slots]
     bad = [np.array([[a]], np.int64) for a in (1, 2, 99, 3, 4)]
-    with pytest.raises(
-        DeviceError, match="indices values of GatherElement exceed data size"
-    ):
+    with pytest.raises(DeviceError, match="indices values of GatherElement exceed data size"):
         step.run_slots(slabs, slots, {"X": x, "action": bad})
     for k, value in slabs.items():
         assert np.array_equal(value, before[k])
     good = [np.array([[a]], np.int64) for a in (1, 2, 5, 3, 4)]
     outputs = step.run_slots(slabs, slots, {"X": x, "action": good})
     untouched = np.setdiff1d(np.arange(20), slots)
-    assert np.array_equal(
-        slabs["initial_h"][:, untouched], before["initial_h"][:, untouched]
-    )
-    assert not np.array_equal(
-        slabs["initial_h"][:, slots], before["initial_h"][:, slots]
-    )
-    np.testing.assert_array_equal(
-        outputs["picked"][:, 0], slabs["initial_h"][0, slots, [1, 2, 5, 3, 4]]
-    )
+    assert np.array_equal(slabs["initial_h"][:, untouched], before["initial_h"][:, untouched])
+    assert not np.array_equal(slabs["initial_h"][:, slots], before["initial_h"][:, slots])
+    np.testing.assert_array_equal(outputs["picked"][:, 0], slabs["initial_h"][0, slots, [1, 2, 5, 3, 4]])
     for i, slot in enumerate(slots):
         _out, st = step.run(
             {"X": x[i], "action": good[i]},
@@ -231,9 +186,7 @@ def test_a_failed_call_leaves_every_slab_as_it_was(policy):
 def test_wrong_calls_are_refused_by_name(silero):
     spec, step = silero
     state = spec.initial_state()
-    with pytest.raises(
-        UsageError, match=r"^input 'input' is missing \(inputs: input\)$"
-    ):
+    with pytest.raises(UsageError, match=r"^input 'input' is missing \(inputs: input\)$"):
         step.run({}, state)
     with pytest.raises(
         UsageError,
@@ -245,9 +198,7 @@ def test_wrong_calls_are_refused_by_name(silero):
         match=r"^state 'state': expected 2 rows stacked on axis 1, shape \[2, 2, 128\], got \[2, 1, 128\]$",
     ):
         step.run({"input": np.zeros((2, 512), np.float32)}, state)
-    with pytest.raises(
-        UsageError, match=r"^sizes: expected batch sizes of 1 or more, got 0$"
-    ):
+    with pytest.raises(UsageError, match=r"^sizes: expected batch sizes of 1 or more, got 0$"):
         BatchedStep(spec, sizes=(0, 4))
 
 
@@ -255,9 +206,7 @@ def test_contracts_that_cannot_stream_are_refused():
     import onnx
 
     model = onnx.load(STREAM_MODEL)
-    model.graph.node[0].attribute.append(
-        onnx.helper.make_attribute("direction", "bidirectional")
-    )
+    model.graph.node[0].attribute.append(onnx.helper.make_attribute("direction", "bidirectional"))
     with pytest.raises(
         UnsupportedFeatureError,
         match=r"^LSTM node '.*' is bidirectional: a stream carries a forward node's state",
