@@ -23,7 +23,7 @@ from pathlib import Path
 import onnx
 
 from .. import __version__
-from ..errors import BodyStepsUnknownError, InvalidModelError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
+from ..errors import BodyStepsUnknownError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.emit import mark_precise
 from ..ir.model import IR
 from ..semantics.limits import check_steps
@@ -31,9 +31,10 @@ from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.frontend_input import FrontendInput, frontend_input
 from ..onnx.read import GraphView
+from .failures import conversion_error
 from .realize import partial_shape
 from ..progress import stage
-from ..ov import ov, ov_message, ov_submodule
+from ..ov import ov, ov_submodule
 from ..plugins import INTEGER_WEIGHTS
 from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
 from ..shapes import Dim, Shape
@@ -186,7 +187,10 @@ def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: l
     fe = FrontEndManager().load_by_framework("onnx")
     for extension in lowering.extensions(ops_):
         fe.add_extension(extension)
-    input_model = fe.load(str(path))
+    try:
+        input_model = fe.load(str(path))
+    except Exception as exc:  # noqa: BLE001 (e.g. "Unsupported type": an element type the frontend has no type for)
+        raise conversion_error(view, path, exc) from None
     for info in view.inputs:
         if shapes.get(info.name) is not None:
             input_model.set_partial_shape(input_model.get_place_by_tensor_name(info.name), partial_shape(info.shape))
@@ -216,7 +220,7 @@ def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: l
             raise (probed or _no_source_error(view, error)) from None
         if error is not None:
             raise error from None
-        raise _conversion_error(view, path, exc) from None
+        raise conversion_error(view, path, exc) from None
     if lowering.calls != len(mine) or lowering.nodes.pending():
         raise AssertionError(f"the ONNX frontend called the recurrent-op extension {lowering.calls} times for {len(mine)} RNN/GRU/LSTM nodes")
     return model, lowering
@@ -299,33 +303,6 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError, c
 def _no_source_error(view: GraphView, error: DynamicStepsError) -> UsageError:
     dynamic = [f"{i.name}[{','.join(d.ir() if d.is_static else (d.symbol or '?') for d in i.shape)}]" for i in view.inputs if i.shape and not all(d.is_static for d in i.shape)]
     return UsageError(f"{error.node_label}: the number of time steps is dynamic; fix the dynamic input dims with {flag('input')} (dynamic inputs: {', '.join(dynamic) or 'none'})")
-
-
-def _conversion_error(view: GraphView, path: Path, exc: Exception) -> OvrnnError:
-    """Name the ops OpenVINO cannot convert; otherwise pass OpenVINO's message on."""
-    from openvino.frontend import FrontEndManager
-
-    kinds = set()
-    try:  # a plain frontend: unconvertible ops stay as framework nodes that say their ONNX type
-        fe = FrontEndManager().load_by_framework("onnx")
-        # Keep the input model alive while its framework nodes are read: they point into it,
-        # and OpenVINO segfaults if it is freed first.
-        input_model = fe.load(str(path))
-        partial = fe.convert_partially(input_model)
-        for op in partial.get_ordered_ops():
-            if "FrameworkNode" in op.get_type_name():
-                attrs = op.get_attributes()
-                kinds.add((attrs.get("ONNX_META_domain", ""), attrs.get("ONNX_META_type", "")))
-    except Exception:
-        pass
-    failed = [
-        f"{n.domain + '.' if n.domain else ''}{n.op_type} (node '{n.name or n.output[0]}')"
-        for n in view.model.graph.node
-        if (n.domain if n.domain != "ai.onnx" else "", n.op_type) in kinds
-    ]
-    if failed:
-        return UnsupportedFeatureError(f"OpenVINO's ONNX frontend cannot convert {len(failed)} op(s): {', '.join(failed)}")
-    return InvalidModelError(f"OpenVINO's ONNX frontend cannot convert the model: {ov_message(exc)}")
 
 
 def _fold_constants(model) -> None:

@@ -320,3 +320,20 @@ def upstream(graph: onnx.GraphProto, names) -> set[str]:
         if name in producer:
             todo.extend(i for i in producer[name].input if i)
     return seen
+
+
+def invalidity(model: ModelProto) -> str | None:
+    """Why ONNX's own checks prove `model` invalid: onnx.checker.check_model(full_check=True), which
+    checks the structure and then runs shape inference in strict mode; its message, on one line.
+    None when they pass, or cannot run to a verdict (an IR version newer than this onnx knows, a
+    model past protobuf's 2 GB, an error that is not a ValidationError or InferenceError): no proof
+    of invalidity."""
+    if model.ir_version > onnx.IR_VERSION:
+        return None
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        return " ".join(str(exc).split())
+    except Exception:  # noqa: BLE001 (not a verdict on the model)
+        return None
+    return None
