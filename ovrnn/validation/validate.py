@@ -278,6 +278,9 @@ def _per_step_errors(proto, ir, ov_model, got, want, feeds, ref_feeds, device, p
     the original graph has no tensor of, a cell recovered from a Loop, has no curve)."""
     time_axes = {name: axis for rnn in ir.rnns for role, name in rnn.outputs if (axis := rnn.time_axis(name)) is not None}
     made = {o for n in proto.graph.node for o in n.output if o}
+    unseen = [k for k in time_axes if k not in want and k not in made]
+    if unseen:
+        result.notes.append(f"no per-step error for {', '.join(repr(k) for k in unseen)}: ovrnn made that Y (a recurrence recovered from a Loop), the original graph has no such tensor")
     time_axes = {k: v for k, v in time_axes.items() if k in want or k in made}
     inner = [name for name in time_axes if name not in want]
     if inner:
