@@ -128,4 +128,9 @@ def _carried_out(plan: Plan, files: list[Path]) -> IR:
         ir = build(kinds.pop(), auto=True) if len(kinds) == 1 else build("cell", tuple(choice.items()), auto=True)  # per op when they differ
         notes = (note,)
     notes += dynamic_stream_note(plan.request, ir.xml)
-    return replace(ir, notes=plan.prepared.notes + (plan.read.notes if plan.read else ()) + ir.notes + notes, sources=tuple(files), frozen=plan.prepared.frozen)
+    own = ir.notes
+    if any(how.startswith("unrolled") for _, how in plan.prepared.recovered):  # ovrnn unrolled the model's own Loops over time:
+        from .frontend.whole_model import NO_RNN_NOTE
+
+        own = tuple(n for n in own if not n.startswith(NO_RNN_NOTE))  # their notes say what was done, and no re-export advice fits
+    return replace(ir, notes=plan.prepared.notes + (plan.read.notes if plan.read else ()) + own + notes, sources=tuple(files), frozen=plan.prepared.frozen)

@@ -146,6 +146,21 @@ def test_a_body_that_is_no_cell_is_unrolled(tmp_path):
     want = ort.InferenceSession(str(path)).run(None, x)[0]
     assert_close(next(iter(run_ir(ir, x).values())), want.astype(np.float64), 1e-6, 1e-5, "unrolled")
     assert not HIDING & set(layer_counts(ir.xml))
+    assert len(ir.notes) == 1  # what ovrnn did; no "converted as it is", no PyTorch advice to a Keras model
+
+
+@pytest.mark.parametrize("producer, advice", [("tf2onnx", False), ("pytorch", True), ("", True)], ids=["tf2onnx", "pytorch", "unnamed"])
+def test_the_no_recurrence_note_fits_the_exporter(producer, advice):
+    """A Loop that is no loop over time (x read at T-1-i) is left to OpenVINO's frontend: the note
+    says so, and tells only a PyTorch user (or an unnamed exporter) to re-export with dynamo=False."""
+    from loop_bodies import BodySpec, build
+
+    model = build(BodySpec("rnn_tanh", "reversed_read", T=5))
+    model.producer_name = producer
+    ir = ovrnn.convert_model(model)
+    plain = "the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is"
+    assert ir.notes == ((plain + ". PyTorch's dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
+                         "to get an ONNX RNN node") if advice else plain,)
 
 
 def test_a_loop_it_can_neither_rewrite_nor_unroll_is_one_error_line(tmp_path):
@@ -160,10 +175,47 @@ def test_a_loop_it_can_neither_rewrite_nor_unroll_is_one_error_line(tmp_path):
     assert str(err.value) == (
         "Loop node 'sequential_2_1/gru_1/while_loop' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
         "its body is not a recognisable LSTM, GRU or RNN cell (it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs), "
-        "and its trip count is not a constant (fix the input shapes with input)")
+        "and ovrnn unrolls such a body only over a known number of steps, but its trip count is not a constant: "
+        "it depends on the value of 'steps' (freeze it with input=\"steps->N\", N the number of steps)")
     run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml")
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and run.stderr.startswith("error: Loop node 'sequential_2_1/gru_1/while_loop' computes")
+    assert run.stderr.endswith("it depends on the value of 'steps' (freeze it with --input \"steps->N\", N the number of steps)\n")
     assert not (tmp_path / "out.xml").exists()
+
+
+@pytest.mark.parametrize("by", ["value", "shape"])
+def test_a_recognised_cell_with_a_runtime_trip_count_is_refused_with_the_input_that_fixes_it(tmp_path, by):
+    """The cell is recognised: the error says so, and names the --input that makes the trip
+    count a constant (a frozen value, or a fixed shape); with it, the Loop is recovered."""
+    from loop_bodies import BodySpec, build, feeds
+
+    spec = BodySpec("lstm", "plain", T=5, B=2, F=3, H=4, seed=3)
+    model = build(spec)
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    if by == "value":
+        model.graph.input.append(helper.make_tensor_value_info("steps", onnx.TensorProto.INT64, []))
+        loop.input[0] = "steps"
+        hint, fix = "the value of 'steps' (freeze it with --input \"steps->N\", N the number of steps)", "steps->5"
+    else:
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "time"
+        model.graph.node.insert(0, helper.make_node("Shape", ["X"], ["x_shape"], start=0, end=1))
+        model.graph.node.insert(1, helper.make_node("Squeeze", ["x_shape"], ["steps_of_x"]))
+        loop.input[0] = "steps_of_x"
+        hint, fix = "the shape of 'X' (fix it with --input \"X[T,2,3]\", T the number of steps)", "X[5,2,3]"
+    path = tmp_path / f"trips_by_{by}.onnx"
+    onnx.save(model, path)
+    run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml")
+    assert run.returncode == 2 and run.stderr == (
+        "error: Loop node 'loop' computes a recurrence that OpenVINO's ONNX frontend cannot read: its body is an LSTM cell of hidden size 4, "
+        f"which ovrnn rewrites as LSTM nodes over a known number of steps, but its trip count is not a constant: it depends on {hint}\n")
+    run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml", "--input", fix)
+    assert run.returncode == 0, run.stderr
+    assert "rewritten as LSTM node 'loop' over those steps" in run.stderr
+    data = feeds(build(spec), 3)  # X [5, 2, 3]
+    want = ort.InferenceSession(str(path)).run(None, {**data, **({"steps": np.array(5, np.int64)} if by == "value" else {})})
+    got = run_ir(tmp_path / "out.xml", data)
+    for name, value in zip([o.name for o in model.graph.output], want):
+        assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, name)
 
 
 def test_max_steps_bounds_the_rewrite(tmp_path):

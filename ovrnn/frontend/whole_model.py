@@ -44,11 +44,15 @@ from ..semantics.dims import DynamicStepsError, UnknownRankError
 from ..semantics.nodes import RecurrentNode, node_label, recurrent_nodes
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
-NO_RNN_NOTE = (
-    "the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is. PyTorch's "
-    "dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
-    "to get an ONNX RNN node"
-)
+NO_RNN_NOTE = "the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is"
+DYNAMO_ADVICE = ("PyTorch's dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
+                 "to get an ONNX RNN node")
+
+
+def no_rnn_note(producer: str) -> str:
+    """The note for a model with no recurrent node left; the re-export advice only where PyTorch
+    may have written it (producer_name 'pytorch', or none given), never to a tf2onnx or other user."""
+    return f"{NO_RNN_NOTE}. {DYNAMO_ADVICE}" if producer.strip().lower() in ("", "pytorch") else NO_RNN_NOTE
 
 
 def convert_whole_model(
@@ -117,7 +121,7 @@ def convert_whole_model(
         f"({flag('allow-sequence-ops', True)}: {why})"
         for op, why in left.items()
     ]
-    notes = left_notes + list(lowering.notes) + ([] if nodes or stateful else [NO_RNN_NOTE]) + ([steps_note] if steps_note else []) + list(stream_notes)
+    notes = left_notes + list(lowering.notes) + ([] if nodes or stateful else [no_rnn_note(view.model.producer_name)]) + ([steps_note] if steps_note else []) + list(stream_notes)
     summaries = lowering.summaries
     for summary in summaries:
         for key, value in summary.rt_info().items():

@@ -234,7 +234,7 @@ def _per_step_read(node: onnx.NodeProto, step: Step, outer, found: Body, env: di
     features] tensor) or a mask (proven 0/1, one value per batch row); the batch it fixes."""
     name = node.input[0]
     dims = outer.shape(name)  # an outer tensor, or an outer constant (a frozen input)
-    if dims is None or len(dims) < 2 or None in dims[2:] or dims[0] is None:  # the batch may stay dynamic
+    if dims is None or len(dims) < 2 or None in dims[2:]:  # the steps and the batch may stay dynamic
         raise NotACell(f"the tensor '{name}' it reads step by step has no static shape past its batch")
     key = (name, step.offset)
     if outer.binary(name) and int(np.prod(dims[2:], dtype=np.int64)) == 1:

@@ -148,11 +148,13 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, t
     dims = outer.shape(found.x[0])
     F = dims[2]
     offset = found.x[1]
-    steps = trips if trips is not None else dims[0] - offset  # the iterations are read in order from `offset`
-    if offset < 0 or offset + steps > dims[0] or (found.mask and (found.mask[1] < 0 or found.mask[1] + steps > outer.shape(found.mask[0])[0])):
-        why = "Gather counts a negative index from the end" if offset < 0 else f"past step {dims[0] - 1}, Gather fails"
+    length = dims[0] if dims[0] else offset + (trips or PROBE_BATCH)  # X's steps (when dynamic: those the loop reads, or 3)
+    steps = trips if trips is not None else length - offset  # the iterations are read in order from `offset`
+    mask_length = outer.shape(found.mask[0])[0] or length if found.mask else 0
+    if offset < 0 or offset + steps > length or (found.mask and (found.mask[1] < 0 or found.mask[1] + steps > mask_length)):
+        why = "Gather counts a negative index from the end" if offset < 0 else f"past step {length - 1}, Gather fails"
         raise NotACell(f"its first iteration reads step {offset} of '{found.x[0]}', so its {steps} iterations are not {steps} consecutive steps "
-                       f"of '{found.x[0]}' ({dims[0]} steps) in order ({why})")
+                       f"of '{found.x[0]}' ({length} steps) in order ({why})")
     cands = list(candidates(found, F))
     if not cands:
         ops = sorted({op for op, _, _ in found.activations})
@@ -163,7 +165,7 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, t
     fed = tuple(key[0] for key in (found.x, found.mask) if key)  # probed, even when a constant
     N = len(body.input) - 2
     float_outs = [body.output[body_index(body, s) - 1].name for s in found.states] + [o.name for o in body.output[1 + N :]] + list(extra)
-    iterations = probe_iterations(trips, offset, dims[0])
+    iterations = probe_iterations(trips, offset, length)
     patterns = ("on", "off", "mixed", "flipped") if found.mask else ("none",)
     plan = [(iterations[k % len(iterations)], patterns[k % len(patterns)]) for k in range(max(len(iterations), len(patterns)))]
     # the body as it is, then with its Relu's output fed freely: an identity in (x, h, c, u) that
@@ -175,7 +177,7 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, t
         rng = np.random.default_rng(26)
         probes = []
         for it, pattern in plan:
-            feeds, states = _probe_feeds(loop, body, outer, found, rng, it, pattern)
+            feeds, states = _probe_feeds(loop, body, outer, found, rng, it, pattern, length)
             if cut:  # [batch, hidden]: an RNN's or a GRU's n
                 first = states[found.states[0]]
                 feeds[cut[0]] = states["@cut"] = _nonzero(rng, first.shape).astype(first.dtype)
@@ -195,7 +197,7 @@ def _nonzero(rng, shape) -> np.ndarray:
     return (rng.uniform(0.25, 1.5, shape) * rng.choice((-1.0, 1.0), shape)).astype(np.float32)
 
 
-def _probe_feeds(loop, body, outer, found: Body, rng, it: int, pattern: str):
+def _probe_feeds(loop, body, outer, found: Body, rng, it: int, pattern: str, length: int):
     """One probe: iteration `it`, random non-zero x, states and other outer tensors, the mask all
     on, all off or mixed (`pattern`)."""
     feeds, states = {}, {}
@@ -219,9 +221,9 @@ def _probe_feeds(loop, body, outer, found: Body, rng, it: int, pattern: str):
             states[name] = _nonzero(rng, (batch, found.env[name].width)).astype(dtype)
             feeds[name] = states[name]
     states["@it"] = it
-    feeds[x_name] = _nonzero(rng, _probe_shape(outer.shape(x_name))).astype(dtype)
+    feeds[x_name] = _nonzero(rng, _probe_shape(outer.shape(x_name), length)).astype(dtype)
     if found.mask is not None:
-        shape = _probe_shape(outer.shape(found.mask[0]))
+        shape = _probe_shape(outer.shape(found.mask[0]), length)
         mixed = (np.arange(int(np.prod(shape))).reshape(shape) % 2).astype(bool)
         bits = {"on": np.ones(shape, bool), "off": np.zeros(shape, bool), "mixed": mixed, "flipped": ~mixed}[pattern]
         feeds[found.mask[0]] = bits.astype(helper.tensor_dtype_to_np_dtype(outer.elem_type(found.mask[0])))
@@ -241,9 +243,9 @@ def _random(rng, outer, name: str) -> np.ndarray:
     return _nonzero(rng, shape).astype(dtype)
 
 
-def _probe_shape(dims) -> list[int]:
-    """A dynamic dim (the batch) probed at 3."""
-    return [d if d else PROBE_BATCH for d in dims]
+def _probe_shape(dims, steps: int | None = None) -> list[int]:
+    """A dynamic dim (the batch) probed at 3; with `steps`, a dynamic first dim (the steps) at that."""
+    return [d if d else steps if k == 0 and steps else PROBE_BATCH for k, d in enumerate(dims)]
 
 
 def _match(cell: Cell, found: Body, probes: list, float_outs: list[str]) -> dict | None:

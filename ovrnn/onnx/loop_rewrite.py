@@ -368,13 +368,20 @@ def holds_recurrent_node(body: onnx.GraphProto) -> bool:
     return any(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node)
 
 
-def refusal(node: onnx.NodeProto, why: str, trips: int | None, limit: int) -> UnsupportedFeatureError:
+def refusal(node: onnx.NodeProto, why: str, trips: int | None, limit: int, cell: Cell | None = None, deciding: str = "") -> UnsupportedFeatureError:
+    """The one error for a Loop over time that stays: what its body is, why it can be neither
+    rewritten nor unrolled, and what the user can do (`deciding`: what its trip count depends on)."""
     label = node.name or node.output[0]
     if trips is None:
-        count = f"its trip count is not a constant (fix the input shapes with {flag('input')})"
+        count = f"its trip count is not a constant: {deciding}" if deciding else "its trip count is not a constant"
     elif trips > limit:
         count = f"it runs more than {limit} iterations, the most it may be unrolled to ({flag('max-steps')})"
     else:
         count = "it runs no iteration"
+    if cell is not None:
+        return UnsupportedFeatureError(f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read: its body is {'an' if cell.kind.name[0] in 'LR' else 'a'} "
+                                       f"{cell.kind.name} cell of hidden size {cell.hidden}, which ovrnn rewrites as {cell.kind.name} nodes over a known "
+                                       f"number of steps, but {count}")
     return UnsupportedFeatureError(f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
-                                   f"its body is not a recognisable LSTM, GRU or RNN cell ({why}), and {count}")
+                                   f"its body is not a recognisable LSTM, GRU or RNN cell ({why}), and ovrnn unrolls such a body only over a known "
+                                   f"number of steps, but {count}")
