@@ -22,6 +22,8 @@ cores here) moves both sides of a pair. OpenVINO runs on CPU at INFERENCE_PRECIS
   the stateless IR with the state carried by the host, and ÷ OpenVINO's own floor (one request, the
   tensor set once, infer(share_outputs=True)); every side gets a new chunk array each call, as a stream does;
   the IRs are converted for CPU (device="CPU"): each takes the step form ovrnn/data/cpu_forms.json measured
+  and what the safe default costs (issue 30): Stream.feed as it is (outputs copied, the call locked) ÷
+  feed(share_outputs=True) (locked, views) and ÷ the call before issue 30 (views, no lock), each its own stream
 
 * serve (only with --only serve): tools/bench_serve.py's quick form: silero VAD and a one-step LSTM
   H=128 played as N concurrent real-time streams: streams per core at a p99 added-latency bound and
@@ -80,6 +82,8 @@ TARGETS["int8_error_rows_vs_tensor"] = (1.0, "int8 quantization-only error at T=
 for _k in (1, 16):
     TARGETS[f"stream_K{_k}_vs_ir"] = (0.9, f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ ovrnn.Runner on the stateless IR, state carried by the host")
     TARGETS[f"stream_K{_k}_vs_ort"] = (1.0, f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ onnxruntime run (faster of 1 and all threads), state carried by hand")
+for _key, _what in (("stream_K1", "LSTM H=128, 1 step"), ("stream_K16", "LSTM H=128, 16 steps"), ("stream_silero", "silero VAD, 512 samples")):
+    TARGETS[f"{_key}_safe_vs_previous"] = (1.1, f"ovrnn.Stream.feed, {_what} per call, the safe default (outputs copied, calls locked) ÷ the call before issue 30 (views, no lock)")
 TARGETS["stream_silero_vs_ort"] = (0.5, "ovrnn.Stream.feed, silero VAD 16 kHz, 512 samples per call ÷ onnxruntime run (faster of 1 and all threads), state carried by hand")
 KNOWN = "LSTM with Y_c read and runtime lengths: known not to fold (the last valid C needs every step's C)"
 
@@ -347,6 +351,18 @@ def stream_sides(stateful_xml: Path, onnx_path: Path, chunks: list, x_name: str,
         return floor.get_output_tensor(0).data
 
     sides = {"stream": (lambda nxt: lambda: next(iter(stream.feed({x_name: nxt()}).values())))(_rotating(chunks)), "openvino_floor": floor_call}
+    # What the safe default costs: the same call with share_outputs=True (the lock, no copy), and
+    # the call as it was before issue 30 (neither: no lock, read-only views of the buffers)
+    shared = ovrnn.Stream(stateful_xml)
+    sides["stream_shared"] = (lambda nxt: lambda: next(iter(shared.feed({x_name: nxt()}, share_outputs=True).values())))(_rotating(chunks))
+    previous = ovrnn.Stream(stateful_xml)
+
+    def previous_call(nxt=_rotating(chunks), r=previous._runner):
+        inputs = {x_name: nxt()}
+        out = r._infer_set(True, inputs) if previous._static and r._copied_exactly(inputs) else r._call(inputs, True)
+        return next(iter(out.values()))
+
+    sides["stream_previous"] = previous_call
     for key, threads in (("onnxruntime_host", None), ("onnxruntime_host_1t", 1)):
         session, nxt = _ort_session(onnx_path, threads), _rotating(chunks)
         state = {name: np.zeros(shape, np.float32) for name, (_, shape) in carried.items()}
@@ -371,6 +387,18 @@ def stream_sides(stateful_xml: Path, onnx_path: Path, chunks: list, x_name: str,
 
         sides["stateless_host"] = carried_ir
     return sides
+
+
+def _burst(fn, calls: int = 200):
+    """() -> seconds a call of fn(), over `calls` calls in a row."""
+
+    def run() -> float:
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - start) / calls
+
+    return run
 
 
 def stream_check(make_sides, calls: int = 8) -> float:
@@ -407,11 +435,20 @@ def s_stream(tmp: Path, quick: bool) -> dict:
         t = time_contenders({k: (lambda fn: lambda _: fn())(fn) for k, fn in make().items()}, None, 0.05 if quick else 0.2, rounds=5 if quick else 9)
         ort_best = min(t["onnxruntime_host"], t["onnxruntime_host_1t"])
         row = {"case": label, "K": K, **{k: v * 1e6 for k, v in t.items()}, "vs_ort": t["stream"] / ort_best, "vs_floor": t["stream"] / t["openvino_floor"], "steps_per_second": K / t["stream"], "max_abs_diff": diff}
+        # the safe default's cost is a microsecond or two of a call: timed apart, in short bursts of
+        # calls alternated pair by pair (A B A B ...), the ratio taken per pair
+        safe = make()
+        vs_previous = paired(_burst(safe["stream"]), _burst(safe["stream_previous"]), 15 if quick else 41)
+        vs_shared = paired(_burst(safe["stream"]), _burst(safe["stream_shared"]), 15 if quick else 41)
+        row |= {"safe_us": vs_previous["ours"] * 1e6, "previous_us": vs_previous["anchor"] * 1e6, "shared_us": vs_shared["anchor"] * 1e6}
+        row |= {"safe_vs_previous": vs_previous["ratio"], "safe_vs_shared": vs_shared["ratio"], "safe_vs_previous_range": (vs_previous["ratio_min"], vs_previous["ratio_max"])}
+        figures[f"{key}_safe_vs_previous"] = {"ratio": row["safe_vs_previous"]}
         if "stateless_host" in t:
             row["vs_ir"] = t["stream"] / t["stateless_host"]
             figures[f"{key}_vs_ir"] = {"ratio": row["vs_ir"]}
         figures[f"{key}_vs_ort"] = {"ratio": row["vs_ort"]}
         rows.append(row)
+        log(f"stream {label}: safe default {row['safe_us']:.1f} µs, share_outputs=True {row['shared_us']:.1f} µs, before issue 30 {row['previous_us']:.1f} µs: ÷ shared {row['safe_vs_shared']:.3f}, ÷ before {row['safe_vs_previous']:.3f}")
         log(f"stream {label}: Stream.feed {row['stream']:.0f} µs, ÷ onnxruntime + host state (its faster of 1 and all threads) {row['vs_ort']:.2f}, ÷ OpenVINO's floor {row['vs_floor']:.2f}" + (f", ÷ stateless IR + host state {row['vs_ir']:.2f}" if "vs_ir" in row else ""))
     return {"rows": rows, **figures}
 
@@ -467,6 +504,8 @@ def render(R: dict) -> str:
             f"| {r['case']} | {r['stream']:.0f} | {r['openvino_floor']:.0f} | {r.get('stateless_host', float('nan')):.0f} | {r['onnxruntime_host']:.0f} / {r['onnxruntime_host_1t']:.0f} | {r['vs_floor']:.2f} | {r.get('vs_ir', float('nan')):.2f} | {r['vs_ort']:.2f} | {r['steps_per_second']:,.0f} | {r['max_abs_diff']:.1e} |"
             for r in st["rows"]
         ]
+        lines += ["", "| safe outputs, batch 1, per call | default: copies + lock µs | share_outputs=True: lock µs | before issue 30: views, no lock µs | ÷ share_outputs | ÷ before |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['case']} | {r['safe_us']:.1f} | {r['shared_us']:.1f} | {r['previous_us']:.1f} | {r['safe_vs_shared']:.3f} | {r['safe_vs_previous']:.3f} |" for r in st["rows"]]
     comp = R.get("compression")
     if comp:
         lines += ["", "| quantization-only error, LSTM H=128 T=1000 (uneven rows), max abs Y | t<10 | t<100 | all 1000 | mean |", "|---|---|---|---|---|"]

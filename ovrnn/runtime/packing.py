@@ -5,12 +5,11 @@ size: about 1.3 µs in the plugin's call (it checks and pulls each output tensor
 Python binding (an array and a dict entry per output). A one-step LSTM stream has three (Y, Y_h,
 Y_c) and costs about 20 µs a call, so two of them are an eighth of it. Packed, the model computes
 the same values and writes them, flattened, into one output (Reshape to one row each, one Concat):
-each output is a slice of that one buffer: of a copy of it by default (one copy a call for every
-output), of the buffer itself with share_outputs=True (docs/performance.md#per-call-cost).
+each output is a slice of that one buffer, copied out of it by default, handed out as the slice
+itself with share_outputs=True (docs/performance.md#per-call-cost).
 
     packed = pack_outputs(model, names)   # (model with one output, PackedOutputs) or None
     views = packed.layout.views(buffer)    # {output name: read-only view}, in the model's order
-    mine = packed.layout.views(buffer.copy(), read_only=False)   # the caller's own (Runner's default)
 
 Packed only where it cannot change a value: every output static, of one plain element type (no
 bf16: the plugin may compute a Concat in its inference precision), and small (``PACK_BELOW`` bytes
@@ -35,14 +34,12 @@ class PackedLayout:
     dtype: np.dtype
     size: int  # elements
 
-    def views(self, buffer: np.ndarray, read_only: bool = True) -> dict[str, np.ndarray]:
-        """{output name: its slice of `buffer`}: read-only views of the request's buffer, or
-        (read_only=False) writeable ones of a copy the caller owns."""
+    def views(self, buffer: np.ndarray) -> dict[str, np.ndarray]:
+        """{output name: a read-only view of its slice of `buffer`}."""
         out = {}
         for name, offset, shape in self.parts:
             view = buffer[offset : offset + int(np.prod(shape, dtype=np.int64))].reshape(shape)
-            if read_only:
-                view.flags.writeable = False
+            view.flags.writeable = False
             out[name] = view
         return out
 

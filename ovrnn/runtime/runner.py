@@ -13,8 +13,8 @@ when it is small (into the request's own buffer, cheaper than a new tensor).
   array until another one is given for that input; giving the same array object again costs no call
   into OpenVINO at all (refill it in place between calls). Other arrays (another dtype, a read-only
   or strided view, bf16 ports) are converted into a new tensor, every call.
-* Outputs: by default each call returns **the caller's own arrays** (writeable copies, made in one
-  copy per call where the outputs are packed: runtime/packing.py), so ``ys.append(runner(x)["Y"])``
+* Outputs: by default each call returns **the caller's own arrays** (writeable copies, each an array
+  of its own, packed outputs too: runtime/packing.py), so ``ys.append(runner(x)["Y"])``
   keeps every call's values. ``share_outputs=True`` (OpenVINO's word) returns instead **read-only
   views of the request's output buffers**, zero-copy, which the next call on the same object (from
   any thread) overwrites: for a caller that reads them before its next call. Outputs of a static
@@ -225,12 +225,10 @@ class Runner:
         self.outputs = list(zip(c.output_names, c.compiled.outputs)) if c.packed is None else []
         self._views: dict[str, np.ndarray] = {}  # static outputs: read-only views of buffers set once
         self._dynamic: list[tuple[str, int]] = []  # outputs read from the request after each call
-        self._packed: np.ndarray | None = None  # the one output buffer, when the outputs are packed
         if c.packed is not None:  # one buffer, each output a view of its slice (runtime/packing.py)
             packed = np.zeros(c.packed.size, c.packed.dtype)
             self.request.set_output_tensor(0, o.Tensor(packed, shared_memory=True))
             self._views = c.packed.views(packed)
-            self._packed = packed
         for index, (name, port) in enumerate(self.outputs):
             pshape, etype = port.get_partial_shape(), port.get_element_type()
             if pshape.is_static and etype != o.Type.bf16:
@@ -337,8 +335,8 @@ class Runner:
             views = {name: views[name] for name in self._order}
         if share_outputs:
             return dict(views)
-        if self._packed is not None:  # one copy of the packed buffer, each output a slice of it
-            return self.compiled.packed.views(self._packed.copy(), read_only=False)
+        # a copy of each (packed outputs too: slicing one copy of the packed buffer costs more than
+        # the copies, and each output stays an array of its own)
         return {name: value.copy() for name, value in views.items()}
 
     def _set(self, position: int, name: str, value) -> None:
