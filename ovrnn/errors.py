@@ -6,6 +6,8 @@
 * ``IRFormatError``: an IR XML/bin that is malformed or not loadable.
 * ``DeviceError``: the OpenVINO device is missing or failed to compile/run the IR.
 * ``NumericMismatchError``: validation found outputs outside tolerance.
+* ``StreamClosedError``: a ``StreamBatcher`` stream used after its close, idle timeout or shutdown.
+* ``OverloadedError``: a ``StreamBatcher`` refused work (``max_pending``, ``max_streams``).
 
 Messages are one line: they name the node or input, the attribute and the expected and actual
 values, so that the CLI can print ``error: <message>`` and nothing else.
