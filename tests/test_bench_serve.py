@@ -47,17 +47,19 @@ def test_schedule_opens_feeds_in_order_and_closes_every_stream():
 
 
 def test_every_model_runs_on_onnxruntime_and_ovrnn_alike(models):
-    """The fixtures are what MODELS says: per-stream shapes, state pairs; onnxruntime per stream ==
-    onnxruntime batched by hand == ovrnn.Stream per stream, over three chunks of eight streams."""
+    """The fixtures are what MODELS says: per-stream shapes, state pairs; every side computes the same
+    streams as onnxruntime per stream (outputs and states, three chunks of eight streams)."""
     for name in ("lstm128", "nsnet", "rl_policy") + (("silero",) if "silero" in models else ()):
         model = serve_play.Model(name, models[name], models[name].parent)
-        r = serve_play.cost(model, ["ort_b1", "ort_batched", "ov_stream"], 8, quick=True)
+        r = serve_play.cost(model, ["ort_b1", "ort_batched", "ov_stream", "batcher", "step"], 8, quick=True, timed=False)
         assert r["max_abs_diff"]["ort_batched"] == 0.0, name  # onnxruntime stacks rows exactly
-        assert r["max_abs_diff"]["ov_stream"] < 1e-4, name
+        for side in ("ov_stream", "batcher", "step"):
+            assert r["max_abs_diff"][side] < 1e-4, (name, side)
+        assert r["batcher_stats"]["batch_sizes"] == {8: r["batcher_stats"]["batches"]}  # submit_many: all eight streams in one batch
         assert all(v > 0 for v in r["per_chunk_us"].values())
 
 
-@pytest.mark.parametrize("side", ["ort_b1", "ort_batched"])
+@pytest.mark.parametrize("side", ["ort_b1", "ort_batched", "batcher"])
 def test_a_light_load_meets_the_bound_and_an_impossible_one_does_not(models, side):
     model = serve_play.Model("lstm128", models["lstm128"], models["lstm128"].parent)
     s = serve_play.make_side(side, model)
@@ -65,6 +67,8 @@ def test_a_light_load_meets_the_bound_and_an_impossible_one_does_not(models, sid
     assert light["ok"] and light["served"] == 1.0 and light["chunks"] > 100 and light["p99_ms"] < 25
     impossible = serve_play.trial(s, model, 8, 0.8, 1e-6, seed=1, warm=0.2)  # a 1 µs bound
     assert not impossible["ok"]
+    if hasattr(s, "shutdown"):
+        assert s.shutdown()["batcher_stats"]["failed_batches"] == 0
 
 
 def test_unserved_chunks_count_as_late():

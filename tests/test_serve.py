@@ -161,7 +161,6 @@ def test_stateless_over_http(cluster):
     assert err.value.code == 400 and err.value.read().decode().startswith("error: the body is not an npz archive")
 
 
-@pytest.mark.skipif(not hasattr(importlib.import_module("ovrnn.runtime.batching"), "StreamBatcher"), reason="StreamBatcher has not landed yet")
 def test_sticky_streams_stay_on_their_replica(sticky):
     """Eight streams keyed by id over two replicas, fed interleaved; each chunk against onnxruntime;
     a stream the replica does not hold is refused by name."""

@@ -89,7 +89,8 @@ def run(models: list[str], sides: list[str], quick: bool, bound_ms: float, cost_
             continue
         common = ["--model", name, "--path", str(paths[name]), "--model-dir", str(model_dir), "--bound-ms", str(bound_ms), "--duration", str(duration)] + (["--quick"] if quick else [])
         log(f"{name}: cost at N={cost_n}")
-        cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(s for s in sides if s != "batcher_w2")], pick_cores(1), 1200)
+        cost_sides = [s for s in sides if s != "batcher_w2"] + (["step"] if "batcher" in sides else [])  # step: BatchedStep alone, the batcher's compute
+        cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(cost_sides)], pick_cores(1), 1200)
         entry = {"cost": cost, "streams": {}}
         for side in sides if streams else ():
             workers = 2 if side == "batcher_w2" else 1

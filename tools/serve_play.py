@@ -327,7 +327,11 @@ def make_side(name: str, model: Model, workers: int = 1):
     if name in ("batcher", "batcher_w2"):
         import serve_batcher
 
-        return serve_batcher.BatcherSide(model, workers)
+        return serve_batcher.BatcherSide(model, 2 if name == "batcher_w2" else workers)
+    if name == "step":
+        import serve_batcher
+
+        return serve_batcher.StepSide(model)
     raise ValueError(name)
 
 
@@ -375,7 +379,7 @@ def search(side, model: Model, hint_us: float, duration: float, bound: float, qu
 
 # --------------------------------------------------------------------------- the cost at a fixed N
 
-def cost(model: Model, sides: list[str], n: int, quick: bool) -> dict:
+def cost(model: Model, sides: list[str], n: int, quick: bool, timed: bool = True) -> dict:
     """µs per stream-chunk with all n streams ready each round; sides interleaved in passes; each side's
     outputs and final states from a fresh start (3 rounds) against onnxruntime per stream."""
     built = {}
@@ -398,7 +402,7 @@ def cost(model: Model, sides: list[str], n: int, quick: bool) -> dict:
     order = (["ort_b1"] if "ort_b1" in built else []) + [s for s in built if s != "ort_b1"]
     for s in order:
         fn = round_fn(built[s])
-        ys = [np.concatenate([np.asarray(v).reshape(-1) for v in (y if isinstance(y, list) else [y])]) for y in (np.copy(fn(r)) if built[s].batched else [np.copy(o) for o in fn(r)] for r in range(3))]
+        ys = [flat(fn(r)) for r in range(3)]  # a batched side's stacked output, or one array per stream
         st = [np.concatenate([built[s].state_of(slot)[k].reshape(-1) for slot in range(n)]) for k in model.states]
         if ref is None:
             ref = (ys, st)
@@ -407,6 +411,8 @@ def cost(model: Model, sides: list[str], n: int, quick: bool) -> dict:
         diffs[s] = max(max(float(np.abs(a - b).max()) for a, b in zip(ys, ref[0])), max(float(np.abs(a - b).max()) for a, b in zip(st, ref[1])))
     # timing: calibrate a block per side, then interleaved passes
     block, passes = (0.15, 5) if quick else (0.3, 9)
+    if not timed:
+        block, passes = 0.0, 1
     fns, reps = {}, {}
     for s, side in built.items():
         fn, r, t0 = round_fn(side), 0, clock()
@@ -428,6 +434,11 @@ def cost(model: Model, sides: list[str], n: int, quick: bool) -> dict:
             extra.update(side.shutdown())
     return {"n": n, "per_chunk_us": {s: statistics.median(v) for s, v in per.items()}, "spread_us": {s: [min(v), max(v)] for s, v in per.items()},
             "max_abs_diff": diffs, "passes": passes, **extra}
+
+
+def flat(y) -> np.ndarray:
+    """Every stream's output of one round, in stream order, flattened (a copy)."""
+    return np.concatenate([np.asarray(v).reshape(-1) for v in y]) if isinstance(y, list) else np.asarray(y).reshape(-1).copy()
 
 
 def main(argv: list[str], cores: list[int]) -> dict:

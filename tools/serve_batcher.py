@@ -1,0 +1,174 @@
+"""tools/bench_serve.py's ovrnn sides: the StreamBatcher (worker threads; the play feeds it from this
+thread) and BatchedStep alone (the compute and the state gather/scatter, no queue, no futures).
+
+The StreamBatcher is given what a user gives it: the ONNX model, its state pairs, silero's 64-sample
+context and frozen sr; default sizes (1, 8, 32, 128, 256) and max_wait_ms (2); one OpenVINO thread
+per worker. max_pending is raised (a behind stream's chunks queue and show as latency instead of
+being refused) and max_streams covers the largest N searched.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from serve_play import CHUNK, CLOSE, OPEN
+
+clock = time.perf_counter
+MAX_STREAMS = 16384
+TICK = 0.0005  # s: the feeder's shortest sleep (a server's event loop wakes per arrival burst, it does not spin)
+
+
+def stream_spec(model):
+    from ovrnn.runtime.batching import StreamSpec
+
+    shapes = {model.x: list(model.chunk)} if model.ctx else None
+    return StreamSpec.of(str(model.path), model.pairs(), context={model.x: model.ctx} if model.ctx else None, shapes=shapes, frozen=dict(model.extra) or None)
+
+
+class BatcherSide:
+    """ovrnn.StreamBatcher with `workers` workers; slot -> the stream handle open in it."""
+
+    batched = True
+    threaded = True
+    max_batch = 256
+
+    def __init__(self, model, workers: int = 1):
+        import ovrnn
+
+        self.m = model
+        self.b = ovrnn.StreamBatcher(stream_spec(model), workers=workers, max_streams=MAX_STREAMS, max_pending=1000, chunk_seconds=model.period)
+        self.h: dict[int, object] = {}
+
+    def resize(self, capacity: int) -> None:
+        for handle in self.h.values():
+            self.b.close(handle)
+        self.h = {}
+
+    def open(self, slot: int) -> None:
+        if slot in self.h:
+            self.b.close(self.h[slot])
+        self.h[slot] = self.b.open()
+
+    def close(self, slot: int) -> None:
+        self.b.close(self.h.pop(slot))
+
+    def batch(self, slots, cids):
+        """Every stream's chunk at once (the cost at a fixed N), waited for: [each stream's output]."""
+        x, y, pool = self.m.x, self.m.y, self.m.pool
+        futures = self.b.submit_many([(self.h[s], {x: pool[c]}) for s, c in zip(slots.tolist(), cids.tolist())])
+        return [f.result()[y] for f in futures]
+
+    def state_of(self, slot: int) -> dict:
+        return self.b.state(self.h[slot])
+
+    def play(self, ev: dict, duration: float, bound: float):
+        """Feed the schedule from this thread at its arrival times (opens, chunks by submit_many per
+        wake-up, closes once the stream's last chunk is back); done times from each future's callback."""
+        t, slot, kind, cid = ev["t"].tolist(), ev["slot"].tolist(), ev["kind"].tolist(), ev["cid"].tolist()
+        n, x, pool = len(t), self.m.x, self.m.pool
+        done = np.full(n, np.nan)
+        last: dict[int, object] = {}  # slot -> its stream's last future
+        deferred: list = []  # (handle, future): closes waiting for the stream's last result
+        give_up = max(20 * bound, 0.5)
+        before = self.b.stats()
+        start = clock() + 0.02
+        i = 0
+
+        def mark(e):
+            return lambda f: done.__setitem__(e, clock() - start)
+
+        while i < n or deferred:
+            now = clock() - start
+            if deferred:
+                deferred = [(h, f) for h, f in deferred if not (f.done() and self.b.close(h) is None)]
+            if i >= n:
+                if now > t[-1] + give_up:
+                    break
+                time.sleep(TICK)
+                continue
+            if t[i] > now:
+                time.sleep(max(TICK, t[i] - now))
+                continue
+            batch, ids = [], []
+            while i < n and t[i] <= now:
+                k, s = kind[i], slot[i]
+                if k == CHUNK:
+                    batch.append((self.h[s], {x: pool[cid[i]]}))
+                    ids.append(i)
+                else:
+                    if batch:
+                        self._submit(batch, ids, slot, last, mark)
+                        batch, ids = [], []
+                    if k == OPEN:
+                        self.h[s] = self.b.open()
+                    elif k == CLOSE:
+                        f = last.pop(s, None)
+                        deferred.append((self.h.pop(s), f)) if f is not None and not f.done() else self.b.close(self.h.pop(s))
+                i += 1
+            if batch:
+                self._submit(batch, ids, slot, last, mark)
+            behind = [e for e in ids[:1] if now - t[e] > give_up]
+            if behind:
+                break
+        for h, _ in deferred:
+            self.b.close(h)
+        after = self.b.stats()
+        rows = {int(k): v - before["batch_rows"].get(k, 0) for k, v in after["batch_rows"].items()}
+        sizes = [r for r, c in rows.items() for _ in range(c)]
+        return done, sizes
+
+    def _submit(self, batch, ids, slot, last, mark):
+        futures = self.b.submit_many(batch)
+        for e, f in zip(ids, futures):
+            f.add_done_callback(mark(e))
+            last[slot[e]] = f
+
+    def shutdown(self) -> dict:
+        stats = self.b.stats()
+        self.b.shutdown()
+        return {"batcher_stats": {k: stats.get(k) for k in ("batches", "mean_rows", "batch_sizes", "queue_wait_s", "compute_s", "refused", "failed_batches")}}
+
+
+class StepSide:
+    """BatchedStep.run_slots driven by the harness: gather by slot, one call, scatter (no queue)."""
+
+    batched = True
+    max_batch = 256
+
+    def __init__(self, model):
+        from ovrnn.runtime.batching import BatchedStep
+
+        self.m = model
+        self.spec = stream_spec(model)
+        self.step = BatchedStep(self.spec, threads=1)
+        self.resize(0)
+
+    def resize(self, capacity: int) -> None:
+        spec = self.spec
+        self.slabs = {}
+        for name in spec.state_names:
+            port = spec.state_port(name)
+            self.slabs[name] = np.zeros(port.at(capacity), port.dtype)
+        self.initial = spec.initial_state()
+
+    def open(self, slot: int) -> None:
+        for name, slab in self.slabs.items():
+            axis = self.spec.state_port(name).batch_axis
+            slab[(slice(None),) * axis + (slot,)] = np.take(self.initial[name], 0, axis=axis)
+
+    def close(self, slot: int) -> None:
+        pass
+
+    def batch(self, slots, cids):
+        shape = self.spec.chunk_shape(self.m.x)
+        chunks = {self.m.x: [self.m.pool[int(c)].reshape(shape) for c in cids]}
+        return self.step.run_slots(self.slabs, np.asarray(slots), chunks)[self.m.y]
+
+    def state_of(self, slot: int) -> dict:
+        out = {}
+        for name, slab in self.slabs.items():
+            axis = self.spec.state_port(name).batch_axis
+            out[name] = np.take(slab, [slot], axis=axis).copy()
+        return out
