@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from conftest import ovrnn_cli
@@ -93,3 +94,26 @@ def test_the_float16_model_says_why_it_is_judged_at_float16():
         "where the graph does: judged at float16 tolerance"
     ]
     assert max(c.max_abs for c in report.comparisons) > F32[0]  # the looser tolerance is needed, not a formality
+
+
+def test_0d_inputs_reach_onnxruntime_as_arrays(tmp_path):
+    """A 0-d float input (a gain) and a 0-d int64 output (a Cast of the 0-d energy): numpy's
+    generators give scalars for shape [], which onnxruntime refused ("Unable to handle object of
+    type <class 'numpy.float32'>"), so its row was missing."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name) for name, shape in (("W", (1, 16, 3)), ("R", (1, 16, 4)))]
+    nodes = [
+        helper.make_node("LSTM", ["X", "W", "R"], ["", "Y_h"], hidden_size=4),
+        helper.make_node("Mul", ["Y_h", "gain"], ["g"]),
+        helper.make_node("ReduceSum", ["g"], ["energy"], keepdims=0),
+        helper.make_node("Cast", ["energy"], ["whole"], to=TensorProto.INT64),
+    ]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "zero_d_in", [vi("X", TensorProto.FLOAT, [5, 2, 3]), vi("gain", TensorProto.FLOAT, [])], [vi("energy", TensorProto.FLOAT, []), vi("whole", TensorProto.INT64, [])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    report = ovrnn.validate(tmp_path / "m.onnx", drift=False)
+    assert report.onnxruntime == "used" and report.passed
+    assert [(c.output, c.oracle, c.shape) for c in report.comparisons] == [(o, oracle, []) for oracle in ("reference", "onnxruntime") for o in ("energy", "whole")]
+    assert all(c.max_abs < 1e-6 for c in report.comparisons)

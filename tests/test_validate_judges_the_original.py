@@ -155,3 +155,56 @@ def test_the_floor_is_the_narrowest_float_the_graph_computes_in(elem, expected):
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, [2])], [helper.make_tensor_value_info("y", elem, [2])], [w])
     floor, why = computed_precision(helper.make_model(graph))
     assert floor == expected and (why == "") == (expected is None)
+
+
+def _lstm_behind_an_if_on_sr() -> onnx.ModelProto:
+    """silero's pattern: If(Equal(sr, 16000)) picks a branch, each an LSTM over X; B is computed,
+    Add(Bh, Bh): with sr frozen, ovrnn folds both (control_flow.fold_constants) and inlines the branch."""
+    rng = np.random.default_rng(5)
+    H, I, T = 4, 3, 6
+    inits = [numpy_helper.from_array(rng.uniform(-0.7, 0.7, shape).astype(np.float32), name) for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("Bh", (1, 8 * H)))]
+    inits.append(numpy_helper.from_array(np.array(16000, np.int64), "rate16k"))
+    vi = helper.make_tensor_value_info
+
+    def branch(name, activations):
+        lstm = helper.make_node("LSTM", ["X", "W", "R", "B"], ["", f"{name}_h"], hidden_size=H, activations=activations, name=f"{name}_lstm")
+        return helper.make_graph([lstm], name, [], [vi(f"{name}_h", TensorProto.FLOAT, None)])
+
+    nodes = [
+        helper.make_node("Add", ["Bh", "Bh"], ["B"], name="bias"),
+        helper.make_node("Equal", ["sr", "rate16k"], ["is16k"], name="is16k"),
+        helper.make_node("If", ["is16k"], ["Y_h"], then_branch=branch("then", ["Sigmoid", "Tanh", "Tanh"]), else_branch=branch("else", ["Sigmoid", "Relu", "Relu"]), name="by_rate"),
+    ]
+    graph = helper.make_graph(nodes, "sr_if", [vi("X", TensorProto.FLOAT, [T, 2, I]), vi("sr", TensorProto.INT64, [])], [vi("Y_h", TensorProto.FLOAT, [1, 2, H])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_fold_that_loses_half_a_value_fails_through_the_reference_row_alone(tmp_path, monkeypatch):
+    """The other prepare-stage rewrite: constant folding (with the frozen sr, the If's condition and
+    B = Bh + Bh fold to initializers). Wrapped so that every float value it folds is halved, the
+    IR is wrong; the reference of the original graph (the If run as an If, B computed) FAILs it."""
+    from ovrnn.onnx import control_flow
+
+    path = tmp_path / "sr_if.onnx"
+    onnx.save(_lstm_behind_an_if_on_sr(), path)
+    right = ovrnn.validate(path, input="sr->16000", use_onnxruntime=False, drift=False)
+    assert right.passed and right.frozen_inputs == {"sr": "int64 [] 16000"}
+    assert [c.output for c in right.comparisons] == ["Y_h"] and right.comparisons[0].max_abs < 1e-5
+
+    halved: list[str] = []
+    real = control_flow.fold_constants
+
+    def wrong(model, *args, **kwargs):
+        folded, notes = real(model, *args, **kwargs)
+        before = {t.name for t in model.graph.initializer}
+        for t in folded.graph.initializer:
+            if t.name not in before and t.data_type == TensorProto.FLOAT:
+                t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 0.5, t.name))
+                halved.append(t.name)
+        return folded, notes
+
+    monkeypatch.setattr(control_flow, "fold_constants", wrong)
+    report = ovrnn.validate(path, input="sr->16000", use_onnxruntime=False, drift=False)
+    assert "B" in halved
+    assert not report.passed and [(c.output, c.oracle, c.passed) for c in report.comparisons] == [("Y_h", "reference", False)]
+    assert report.comparisons[0].max_abs > 1e-2

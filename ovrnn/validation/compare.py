@@ -198,7 +198,9 @@ def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int, gra
         scale = 1.0 / np.sqrt(rnn.hidden_size) if role in ("W", "R", "B", "P") else 1.0
         values = rng.uniform(-1.0, 1.0, size=shape) * scale
         feeds[name] = values.astype(_numpy_type(etype))
-    return feeds
+    # a 0-d input: numpy's generators give a scalar, which onnxruntime refuses ("Unable to handle
+    # object of type <class 'numpy.float32'>"): every feed an array
+    return {name: np.asarray(value) for name, value in feeds.items()}
 
 
 def _numpy_type(etype) -> np.dtype:
