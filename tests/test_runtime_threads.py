@@ -88,6 +88,23 @@ def test_four_threads_on_one_runner_each_get_their_own_outputs(batch):
     assert run_threads(work) == [0] * THREADS
 
 
+def test_a_runner_per_thread_runs_in_parallel_and_right():
+    """The pattern the docs give for parallel calls: a Runner per thread (its own request). No
+    deadlock (OpenVINO 2026.4.1's binding deadlocked two threads each filling its own request
+    through its input dispatcher; a Runner copies into its own buffers instead), each output right."""
+    ir = ovrnn.convert_model(DEMO_MODEL, input="X[8,2,4]")
+    rng = np.random.default_rng(34)
+    per_thread = [[demo_feeds(rng, 2) for _ in range(3)] for _ in range(THREADS)]
+    solo = ovrnn.Runner(ir)
+    want = [[solo(f) for f in feeds] for feeds in per_thread]
+    runners = [ovrnn.Runner(ir) for _ in range(THREADS)]
+
+    def work(k):
+        return sum(any(not np.array_equal(runners[k](per_thread[k][i % 3])[n], want[k][i % 3][n]) for n in want[k][0]) for i in range(CALLS))
+
+    assert run_threads(work) == [0] * THREADS
+
+
 def test_a_busy_request_is_a_device_error_not_a_bare_runtime_error():
     """The request a Runner exposes, started by hand and left running: OpenVINO's 'Infer Request is
     busy' comes back as ovrnn's DeviceError."""
