@@ -226,3 +226,91 @@ def test_rewrites_inside_bodies_too():
         (got,) = run_ir(ir, feeds).values()
         (want,) = _onnxruntime(model, feeds)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# --- preconditions: the rewrite is exact for the node, or the node is refused; look-alikes untouched --
+
+
+def _one_node(op, elem, opset=13, domain="", producer=None, **attrs):
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node(op, ["x"], ["y"], name="r", domain=domain, **attrs)]
+    if producer is not None:  # x comes from an op of a domain onnx does not know: its type is unknown
+        nodes.insert(0, helper.make_node(producer, ["x0"], ["x"], name="custom", domain="com.example"))
+        nodes[1].input[0] = "x"
+    inputs = [vi("x0" if producer else "x", elem, [2, 3])]
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(d, 1) for d in {domain, "com.example"} - {""}] if domain or producer else [])
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, [vi("y", elem, None)]), opset_imports=opsets)
+    model.ir_version = 8
+    return model
+
+
+AXES_WHY = (
+    "axes attribute ignored: its opset-13 translators of these ops (src/frontends/onnx/frontend/src/op/reduce.cpp, namespace opset_13) "
+    "take the axes from a second input, which only opset 18 has, so the fallback reduces over every axis (openvinotoolkit/openvino#38238)"
+)
+
+
+@pytest.mark.parametrize("op", ["ReduceLogSum", "ReduceLogSumExp"])
+def test_an_integer_log_reduction_openvino_misreads_is_refused(op):
+    """int64 ReduceLogSum-13 with axes [1]: OpenVINO 2026.4 reduces over every axis (a scalar where
+    the spec has one value per row), and Log/Exp cannot be written in int64: refused, not misread."""
+    import openvino as ov
+
+    model = _one_node(op, TensorProto.INT64, axes=[1], keepdims=0)
+    compiled = ov.Core().compile_model(ov.Core().read_model(model.SerializeToString(), b""), "CPU")
+    assert compiled({"x": np.arange(6, dtype=np.int64).reshape(2, 3)})[0].shape == ()  # the misreading
+    with pytest.raises(ovrnn.UnsupportedFeatureError) as refused:
+        apply_fixes(model, openvino=(2026, 4, 1))
+    assert str(refused.value) == (
+        f"{op} node 'r': OpenVINO's ONNX frontend reads it wrong ({AXES_WHY}), and ovrnn cannot rewrite it exactly: "
+        "its input 'x' is int64, and the rewrite computes Log/Exp, which take float types only"
+    )
+
+
+def test_a_log_sum_exp_of_unknown_type_is_refused_not_taken_for_float():
+    """Its input comes from a custom op: onnx cannot tell its type. Before, float was assumed, and
+    the rewrite wrote float constants beside a tensor of any type."""
+    model = _one_node("ReduceLogSumExp", TensorProto.DOUBLE, producer="Mystery", axes=[1])
+    with pytest.raises(ovrnn.UnsupportedFeatureError) as refused:
+        apply_fixes(model, openvino=(2025, 4, 1))
+    assert str(refused.value).endswith(
+        "and ovrnn cannot rewrite it exactly: the element type of its input 'x' is not known to onnx's type inference, and the rewrite computes Log/Exp in it"
+    )
+    assert str(refused.value).startswith("ReduceLogSumExp node 'r': OpenVINO's ONNX frontend reads it wrong (exp overflows: ")
+
+
+def test_an_integer_reduce_l1_is_rewritten_exactly():
+    model = _one_node("ReduceL1", TensorProto.INT64, axes=[1], keepdims=0)
+    fixed, notes = apply_fixes(model, openvino=(2026, 4, 1))
+    assert len(notes) == 1
+    x = np.array([[1, -2, 3], [-4, 5, -6]], np.int64)
+    (got,) = _openvino(fixed, {"x": x})
+    np.testing.assert_array_equal(got, [6, 15])
+
+
+def _with_empty_axes(model):
+    model.graph.node[0].attribute.append(helper.make_attribute("axes", [], attr_type=onnx.AttributeProto.INTS))
+    return model
+
+
+@pytest.mark.parametrize(
+    "case, model",
+    [
+        ("custom-domain-look-alike", lambda: _one_node("ReduceL1", TensorProto.FLOAT, domain="com.example", axes=[1])),
+        ("empty-axes-attribute-means-all", lambda: _with_empty_axes(_one_node("ReduceL1", TensorProto.FLOAT))),
+        ("opset-12-reads-its-attribute", lambda: _one_node("ReduceLogSum", TensorProto.FLOAT, opset=12, axes=[1])),
+        ("reduce-sum-is-read-right", lambda: _one_node("ReduceSum", TensorProto.FLOAT, opset=11, axes=[1])),
+    ],
+)
+def test_look_alikes_are_not_rewritten(case, model):
+    original = model()
+    assert apply_fixes(original, openvino=(2026, 4, 1)) == (original, ()), case
+
+
+def test_a_runtime_axes_input_is_not_taken_for_empty():
+    """noop_with_empty_axes=1 with an axes input that is a graph input: whether it is empty is known
+    only at run time, so no rewrite (docs/whole_models.md lists it among what is not rewritten)."""
+    vi = helper.make_tensor_value_info
+    node = helper.make_node("ReduceL1", ["x", "axes"], ["y"], noop_with_empty_axes=1)
+    model = helper.make_model(helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, [2, 3]), vi("axes", TensorProto.INT64, [None])], [vi("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 18)])
+    assert apply_fixes(model, openvino=(2026, 4, 1)) == (model, ())

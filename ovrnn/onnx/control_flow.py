@@ -272,7 +272,7 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
     opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
     for index, node in found:
         try:
-            built = as_loop(node, outer.shape, lambda n: names.tensor(n, node_label(node), names.tensors))
+            built = as_loop(node, outer.shape, lambda n: names.tensor(n, node_label(node), names.tensors), opset)
         except (KeyError, IndexError, ValueError, TypeError):  # an odd Scan (missing attributes): left as it is
             built = None
         if built is None:

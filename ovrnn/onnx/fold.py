@@ -121,14 +121,32 @@ def _foldable(node: onnx.NodeProto) -> bool:
 
 def _inferred_shapes(model: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int | None, ...]]]:
     """(tensor name -> static shape, tensor name -> shape with None for each dynamic dim), from
-    onnx's shape inference with data propagation."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:  # noqa: BLE001 - a model onnx cannot infer keeps only its declared shapes
-        inferred = model
+    onnx's shape inference with data propagation, from the graph inputs' shapes and the constants
+    alone: the model's own declarations of other tensors (value_info, the graph outputs' shapes) are
+    hidden from it while it runs. An exporter's declaration is no proof (a traced [2, 3] beside a
+    dynamic batch): merged with what inference finds, it would fold Shape(t) into a constant that
+    is wrong for another batch. A model onnx cannot infer keeps its graph inputs' and constants' shapes."""
+    graph = model.graph
+    declared = [onnx.ValueInfoProto() for _ in graph.value_info]
+    for held, vi in zip(declared, graph.value_info):
+        held.CopyFrom(vi)
+    outputs = [onnx.ValueInfoProto() for _ in graph.output]
+    for held, vi in zip(outputs, graph.output):
+        held.CopyFrom(vi)
+        if vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
+    del graph.value_info[:]
+    try:  # the caller's model is put back as it was below, whatever happens
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
+    except Exception:  # noqa: BLE001 - the graph inputs' own shapes, and the constants', are all that is known
+        inferred = None
+    finally:
+        graph.value_info.extend(declared)
+        for vi, held in zip(graph.output, outputs):
+            vi.CopyFrom(held)
     shapes, partial = {}, {}
-    g = inferred.graph
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
+    g = inferred if inferred is not None else graph
+    for vi in list(g.input) + (list(g.value_info) + list(g.output) if inferred is not None else []):
         t = vi.type.tensor_type
         if vi.type.HasField("tensor_type") and t.HasField("shape"):
             dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)

@@ -291,7 +291,13 @@ def _declared(vi: onnx.ValueInfoProto) -> tuple[int | None, Shape | None]:
 
 def freeze_inputs(model: onnx.ModelProto, entries: list[FrozenInput]) -> tuple[onnx.ModelProto, tuple[Frozen, ...]]:
     """The model with each entry's input turned into an initializer (a copy; the caller's model is
-    not changed), and what was frozen. Entries without a value only check the type."""
+    not changed), and what was frozen. Entries without a value only check the type.
+
+    Precondition, checked (else one UsageError): the name is a graph input that is not an
+    initializer, given once; it is a tensor (or undeclared), not a sequence/map/optional; the
+    given type is the declared one; the value converts to that type without changing (integral and
+    in range for an integer, 0/1 for a bool) and fits the declared shape (or the given one, which
+    must fit the declared). Then the initializer holds exactly the value every run would feed."""
     if not entries:
         return model, ()
     graph = model.graph
@@ -309,6 +315,9 @@ def freeze_inputs(model: onnx.ModelProto, entries: list[FrozenInput]) -> tuple[o
         if vi is None:
             known = ", ".join(inputs) or "none"
             raise UsageError(f"{flag('input')} '{entry.spec}': the model has no input '{entry.name}' (inputs: {known})")
+        kind = vi.type.WhichOneof("value")
+        if kind not in (None, "tensor_type"):  # a sequence, map or optional: no tensor value stands for it
+            raise UsageError(f"{flag('input')} '{entry.spec}': input '{entry.name}' is declared a {kind.removesuffix('_type')}, not a tensor; only a tensor input can be frozen")
         etype, shape = _declared(vi)
         declared = f"input '{entry.name}' is declared {onnx_type_name(etype) if etype else 'without a type'} {shape_text(shape)}"
         target_type = etype or entry.type

@@ -8,6 +8,12 @@ which every release from 2024.6 on reads right (the IR loads and computes the sa
 ``tests/test_frontend_fixes.py`` checks, op by op, opset by opset, that each fix applies exactly
 where the installed OpenVINO misreads and that the rewritten node matches onnxruntime.
 
+Precondition of each fix, checked per node: ``applies`` says the node is in the form OpenVINO
+misreads (whatever x's element type), ``exact`` that the rewrite computes the same for this node
+(Log and Exp, and constants of x's type, only for an x known to be float). A node in the misread
+form whose rewrite would not be exact is refused with one UnsupportedFeatureError: left as it is,
+OpenVINO would misread it silently. x's type is onnx's type inference's, never assumed.
+
 Measured with every Reduce op x opsets 7/11/13/17/18/20 x axes absent, [-1], [1], [0,2], [-2,-1], []
 x keepdims absent/0/1 x noop_with_empty_axes absent/0/1 x inputs ~1 and ~300, on 2024.6.0, 2025.4.1
 and 2026.4.1 (the test's matrix, run in a venv of each).
@@ -22,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from ..errors import UnsupportedFeatureError
 
 Version = tuple[int, ...]
 
@@ -41,7 +49,7 @@ class Reading:
     axes: list[int] | None  # the attribute, or the constant input; None: absent
     axes_known: bool  # False: a non-constant axes input
     attrs: dict
-    elem_type: int  # x's TensorProto type (float when onnx's shape inference cannot tell)
+    elem_type: int | None  # x's TensorProto type; None when onnx's type inference cannot tell
 
 
 @dataclass(frozen=True)
@@ -52,8 +60,9 @@ class FrontendFix:
     broken_after: str | None  # newest release known to read it right before it broke (None: 2024.6, ovrnn's oldest, misreads it)
     fixed_in: str | None  # first release known to read it right again (None: none yet)
     why: str
-    applies: Callable[[Reading], bool]
+    applies: Callable[[Reading], bool]  # the node is in the form OpenVINO misreads (whatever x's type)
     rewrite: Callable[[Reading, Callable[[str], str]], list[onnx.NodeProto]]
+    exact: Callable[[Reading], str | None] = lambda r: None  # why the rewrite would not be exact for this node; None: it is
 
     def affects(self, openvino: Version) -> bool:
         return (self.broken_after is None or openvino > _version(self.broken_after)) and (self.fixed_in is None or openvino < _version(self.fixed_in))
@@ -159,9 +168,30 @@ _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLO
 
 
 def _axes_attribute(r: Reading) -> bool:
-    """An ``axes`` attribute that names axes (an absent or empty one means all axes, read right);
-    Log and Exp take float types only."""
-    return "axes" in r.attrs and bool(r.axes) and (r.node.op_type == "ReduceL1" or r.elem_type in _FLOATS)
+    """An ``axes`` attribute that names axes (an absent or empty one means all axes, read right)."""
+    return "axes" in r.attrs and bool(r.axes)
+
+
+def _float_input(r: Reading) -> str | None:
+    """Why x's type does not allow a rewrite that computes Log/Exp in it and writes constants of
+    its type (those take float types only); None when x is known to be float."""
+    from ..dtypes import onnx_type_name
+
+    if r.elem_type is None:
+        return f"the element type of its input '{r.node.input[0]}' is not known to onnx's type inference, and the rewrite computes Log/Exp in it"
+    if r.elem_type not in _FLOATS:
+        return f"its input '{r.node.input[0]}' is {onnx_type_name(r.elem_type)}, and the rewrite computes Log/Exp, which take float types only"
+    return None
+
+
+def _log_exp_rewrite(r: Reading) -> str | None:
+    """_attribute_axes: ReduceL1's Abs and ReduceSum take every numeric type; the others need a float x."""
+    return None if r.node.op_type == "ReduceL1" else _float_input(r)
+
+
+def _step_rewrite(r: Reading) -> str | None:
+    """_empty_axes: Abs, Identity and Mul take every numeric type; ReduceLogSum's Log needs a float x."""
+    return _float_input(r) if r.node.op_type == "ReduceLogSum" else None
 
 
 def _no_axes_noop(r: Reading) -> bool:
@@ -187,17 +217,18 @@ _OVERFLOW_WHY = (
 
 
 def _float(r: Reading) -> bool:
-    return r.elem_type in _FLOATS
+    """A float x, or one whose type onnx cannot tell (then _float_for_log refuses the rewrite)."""
+    return r.elem_type in _FLOATS or r.elem_type is None
 
 
 # The one list, the first match wins. Releases checked: 2024.6.0, 2025.4.1, 2026.4.1 (tests/test_frontend_fixes.py; docs/whole_models.md).
 FIXES: tuple[FrontendFix, ...] = (
-    FrontendFix("axes attribute ignored", ("ReduceL1",), (13, 17), "2024.6.0", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes),
-    FrontendFix("axes attribute ignored", ("ReduceLogSum", "ReduceLogSumExp"), (13, 17), "2025.4.1", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes),
-    FrontendFix("noop_with_empty_axes", ("ReduceL1", "ReduceL2"), (18, None), None, None, _NOOP_WHY, _no_axes_noop, _empty_axes),
-    FrontendFix("noop_with_empty_axes", ("ReduceLogSum",), (18, None), "2025.4.1", None, _NOOP_WHY, _no_axes_noop, _empty_axes),
-    FrontendFix("noop_with_empty_axes", ("ReduceLogSumExp", "ReduceSumSquare"), (18, None), None, "2025.4.1", _NOOP_WHY, _no_axes_noop, _empty_axes),
-    FrontendFix("exp overflows", ("ReduceLogSumExp",), (1, None), None, "2026.4.1", _OVERFLOW_WHY, _float, _log_sum_exp),
+    FrontendFix("axes attribute ignored", ("ReduceL1",), (13, 17), "2024.6.0", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes, _log_exp_rewrite),
+    FrontendFix("axes attribute ignored", ("ReduceLogSum", "ReduceLogSumExp"), (13, 17), "2025.4.1", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes, _log_exp_rewrite),
+    FrontendFix("noop_with_empty_axes", ("ReduceL1", "ReduceL2"), (18, None), None, None, _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite),
+    FrontendFix("noop_with_empty_axes", ("ReduceLogSum",), (18, None), "2025.4.1", None, _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite),
+    FrontendFix("noop_with_empty_axes", ("ReduceLogSumExp", "ReduceSumSquare"), (18, None), None, "2025.4.1", _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite),
+    FrontendFix("exp overflows", ("ReduceLogSumExp",), (1, None), None, "2026.4.1", _OVERFLOW_WHY, _float, _log_sum_exp, _float_input),
 )
 FIXED_OPS = frozenset(op for fix in FIXES for op in fix.ops)
 
@@ -236,6 +267,12 @@ def apply_fixes(model: onnx.ModelProto, openvino: Version | None = None, fixes: 
                 nodes.append(node)
                 continue
             label = node.name or node.output[0]
+            why_not = fix.exact(reading)
+            if why_not is not None:  # misread as it is, and no exact rewrite: one error, never a silent misreading
+                raise UnsupportedFeatureError(
+                    f"{node.op_type} node '{label}': OpenVINO's ONNX frontend reads it wrong ({fix.name}: {fix.why.split(';')[0]}), "
+                    f"and ovrnn cannot rewrite it exactly: {why_not}"
+                )
             new = fix.rewrite(reading, lambda kind: _fresh(f"{label}/ovrnn_fix/{kind}", taken))
             for k, n in enumerate(new):
                 n.name = node.name if k == len(new) - 1 else _fresh(f"{label}/ovrnn_fix/{n.op_type}", taken)
@@ -260,7 +297,7 @@ def _reading(node: onnx.NodeProto, opset: int, consts: dict[str, np.ndarray], ty
         value = consts.get(node.input[1])
         known = value is not None
         axes = None if value is None else [int(a) for a in np.asarray(value).ravel()]
-    return Reading(node, opset, axes, known, attrs, types.get(node.input[0], onnx.TensorProto.FLOAT))
+    return Reading(node, opset, axes, known, attrs, types.get(node.input[0]))
 
 
 def _graphs(graph: onnx.GraphProto):

@@ -28,9 +28,17 @@ def scans(graph: onnx.GraphProto):
             yield index, node
 
 
-def as_loop(node: onnx.NodeProto, shape_of, fresh) -> tuple[list, list, onnx.NodeProto] | None:
+def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int | None = None) -> tuple[list, list, onnx.NodeProto] | None:
     """(nodes before, initializers, the Loop, its nodes after appended to `before`'s list) for a
-    Scan whose scan inputs have static shapes; None otherwise. `fresh(name)` gives unused names."""
+    Scan whose scan inputs have static shapes; None otherwise. `fresh(name)` gives unused names.
+
+    Precondition, checked: Scan from opset 9 (`opset`, the model's; Scan-8 is batched, with a
+    sequence_lens input first and the scan axis 1, another operator: None), a body whose inputs
+    and outputs number what the node's inputs and num_scan_inputs say, every scan input of static
+    shape and all of one length along its axis, and the rank of each stacked output known where
+    its axis is not 0."""
+    if opset is not None and opset < 9:
+        return None
     attrs = {a.name: a for a in node.attribute}
     body = attrs["body"].g
     M = attrs["num_scan_inputs"].i
@@ -41,6 +49,8 @@ def as_loop(node: onnx.NodeProto, shape_of, fresh) -> tuple[list, list, onnx.Nod
     K = len(body.output) - N
     out_axes = list(attrs["scan_output_axes"].ints) if "scan_output_axes" in attrs else [0] * K
     out_dirs = list(attrs["scan_output_directions"].ints) if "scan_output_directions" in attrs else [0] * K
+    if not 0 < M <= len(node.input) or len(body.input) != len(node.input) or len(body.output) < N or len(node.output) > len(body.output):
+        return None  # counts the operator does not allow: an invalid node, left for the frontend to refuse
     xs = list(node.input[N:])
     shapes = [shape_of(x) for x in xs]
     if not xs or any(s is None or None in s for s in shapes):
