@@ -29,21 +29,21 @@ def add_parser(sub, common) -> None:
         "convert with --stateful (IN=OUT: those state pairs) and prove the stream: N calls == the whole sequence (pairs: the ONNX model call by call, "
         "the state carried by hand), final states, reset, two streams, set_state, batch, a 1000-step stream",
     )
-    v.add_argument("--chunks", type=int_at_least(2, "a number of calls >= 2"), default=None, metavar="N", help="with --stateful: the calls of K steps the stream runs (default 4)")
+    v.add_argument("--chunks", type=int_at_least(2, "a number of calls >= 2"), default=None, metavar="N", help="with --stateful: the calls of K steps the stream runs (default 4); with --streams: the chunks of each stream (default 8)")
+    # a served model: many streams through StreamBatcher vs each alone (docs/batching.md)
+    v.add_argument("--streams", type=POSITIVE, default=None, metavar="N", help="with --stateful: serve N streams through ovrnn.StreamBatcher in a random arrival order and compare each with itself run alone (the model at batch 1, onnxruntime, the float64 reference); --input gives one stream's shapes (batch 1) and frozen inputs")
+    v.add_argument("--context", action="append", default=None, metavar="NAME=L", help="with --streams: the last L entries of input NAME (its last axis) start the next chunk's NAME, as silero's 64 samples; repeatable")
     add_lowering(v)
     v.set_defaults(func=command)
 
 
 def command(args) -> int:
-    from ..validation.validate import validate
-
     if args.json or args.report:
         _refuse_overwriting_the_model(args)
-    report = validate(
-        args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
-        cache_dir=args.cache_dir, report_dir=args.report, report_precisions=_precisions(args.report_precisions), **lowering_kwargs(args),
-        stateful=stateful_arg(args.stateful), chunks=args.chunks, drift=not args.no_drift,
-    )
+    if args.streams is not None or args.context:
+        report = _served(args)
+    else:
+        report = _validate(args)
     print(report.format())
     if args.report:
         print(f"wrote the report to {args.report}")
@@ -52,6 +52,41 @@ def command(args) -> int:
 
         write_atomic({Path(args.json): report.to_json().encode() + b"\n"}, inputs=source_files(args.model))
     return 0 if report.passed else 1
+
+
+def _served(args):
+    """validate --streams N (ovrnn/validation/stream_batch.py)."""
+    from ..validation.stream_batch import validate_streams
+
+    if args.streams is None:
+        raise UsageError("--context is the input context of --streams N: add --streams")
+    for flag_name, given in (("--report", args.report), ("--batch", args.batch), ("--report-precisions", args.report_precisions != "f32"), ("--static", args.static)):
+        if given:
+            raise UsageError(f"{flag_name} is not available with --streams (each stream is batch 1; the batcher compiles its own static sizes)")
+    return validate_streams(
+        args.model, args.streams, stateful_arg(args.stateful), context=_contexts(args.context), input=args.input, seed=args.seed, chunks=args.chunks,
+        device=args.device, precision=args.precision, use_onnxruntime=not args.no_onnxruntime, cache_dir=args.cache_dir, lowering=args.lowering,
+    )
+
+
+def _contexts(values: list[str] | None) -> dict[str, int]:
+    out = {}
+    for item in (p.strip() for v in values or () for p in v.split(",")):
+        name, sep, length = item.partition("=")
+        if not sep or not name.strip() or not length.strip().isdigit() or int(length) < 1:
+            raise UsageError(f"--context: expected NAME=L with L a number of entries >= 1, such as \"input=64\", got '{item}'")
+        out[name.strip()] = int(length)
+    return out
+
+
+def _validate(args):
+    from ..validation.validate import validate
+
+    return validate(
+        args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
+        cache_dir=args.cache_dir, report_dir=args.report, report_precisions=_precisions(args.report_precisions), **lowering_kwargs(args),
+        stateful=stateful_arg(args.stateful), chunks=args.chunks, drift=not args.no_drift,
+    )
 
 
 def _refuse_overwriting_the_model(args) -> None:

@@ -218,7 +218,7 @@ def test_contracts_that_cannot_stream_are_refused():
     ):
         StreamSpec.of(STREAM_MODEL, "h=Y_h")
     with pytest.raises(UsageError, match=r"^state: expected IN=OUT pairs"):
-        StreamSpec.of(STREAM_MODEL, True)
+        StreamSpec.of(STREAM_MODEL, False)
     with pytest.raises(
         UsageError,
         match=r"^input 'input' \(\[\?,\?\]\): cannot tell its batch axis; give it, e.g. batch=\{'input': 0\}$",

@@ -178,7 +178,8 @@ class StreamSpec:
         path or an ov.Model of the stateless form).
 
         * `state`: IN=OUT pairs, as ``--stateful`` takes them (``"state=stateN"``, a list of
-          them). For a model whose lone RNN/GRU/LSTM node takes no initial state input,
+          them), or True: the lone RNN/GRU/LSTM node's own states (``initial_h=Y_h``, LSTM also
+          ``initial_c=Y_c``). For a model whose lone RNN/GRU/LSTM node takes no initial state input,
           ``"initial_h=Y_h,initial_c=Y_c"`` names the node's own inputs and outputs: they are made
           graph inputs and outputs, starting from zeros (or the node's constant).
         * `context`: {input: L} or {input: (L, axis)}: the last L entries (on the input's last
@@ -190,11 +191,11 @@ class StreamSpec:
         from ...stateful import state_request
 
         pairs = state_request(state)
-        if pairs is False or pairs is True:
-            raise UsageError('state: expected IN=OUT pairs such as "state=stateN" or "initial_h=Y_h,initial_c=Y_c"')
+        if pairs is False:
+            raise UsageError('state: expected IN=OUT pairs such as "state=stateN" or "initial_h=Y_h,initial_c=Y_c" (True: a lone recurrent node\'s own states)')
         from .spec_read import read_source
 
-        source, onnx_source, declared, outputs = read_source(model, pairs)
+        source, onnx_source, declared, outputs, pairs = read_source(model, pairs)
         return _resolve(
             source,
             onnx_source,

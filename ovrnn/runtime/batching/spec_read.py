@@ -9,8 +9,9 @@ from ...errors import UnsupportedFeatureError, UsageError
 
 
 def read_source(model, pairs):
-    """(source, is ONNX, {input: (dtype, dims, initial value or None)}, [output names]) with every
-    pair's IN a graph input and OUT a graph output."""
+    """(source, is ONNX, {input: (dtype, dims, initial value or None)}, [output names], pairs)
+    with every pair's IN a graph input and OUT a graph output (pairs True: the lone recurrent
+    node's own states)."""
     from .spec import is_ir_path
 
     if is_ir_path(model) or not _onnx_like(model):
@@ -28,11 +29,15 @@ def read_source(model, pairs):
         from ..engine import output_names
 
         outputs = output_names(ir)
+        if pairs is True:
+            raise UsageError("state=True names a recurrent node's states, which an IR no longer has: give the IR's IN=OUT pairs")
         _check_pairs(pairs, declared, outputs)
-        return ir, False, declared, outputs
+        return ir, False, declared, outputs, pairs
     from ...onnx.read import load_model
 
     proto = load_model(model)
+    if pairs is True:
+        pairs = _node_pairs(proto)
     proto, initials = _expose_node_states(proto, pairs)
     initializers = {t.name for t in proto.graph.initializer}
     declared = {vi.name: _declared(vi) for vi in proto.graph.input if vi.name not in initializers}
@@ -40,7 +45,18 @@ def read_source(model, pairs):
     _check_pairs(pairs, declared, outputs)
     for name, value in initials.items():  # the constant a lone node's initial state had
         declared[name] = (declared[name][0], declared[name][1], value)
-    return proto, True, declared, outputs
+    return proto, True, declared, outputs, pairs
+
+
+def _node_pairs(proto) -> tuple[tuple[str, str], ...]:
+    """The lone recurrent node's states as pairs: (initial_h, Y_h), and for LSTM (initial_c, Y_c)."""
+    from ...families import family_of
+
+    nodes = [n for n in proto.graph.node if family_of(n) is not None]
+    if len(nodes) != 1:
+        raise UsageError(f"state=True carries a lone recurrent node's states, and the model has {len(nodes) or 'no'} recurrent node{'s' if len(nodes) != 1 else ''}: give its IN=OUT pairs")
+    family = family_of(nodes[0])
+    return tuple((family.inputs[slot], family.outputs[1 + k]) for k, slot in enumerate(family.state_slots))
 
 
 def _onnx_like(model) -> bool:
