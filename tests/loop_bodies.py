@@ -13,7 +13,7 @@ made) or not (then it must be unrolled or refused, and never converted wrong).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -44,6 +44,16 @@ MUTATIONS = {m.name: m for m in [
     Mutation("scan", True, "written as a Scan (scan axis and direction in the spec)"),
     Mutation("dynamic_batch", True, "the batch left dynamic"),
     Mutation("float64", True, "the whole model in double: X, states, weights"),
+    Mutation("weights_carried", True, "W, R and the biases passed in as loop-carried values the body hands on unchanged (tf2onnx)"),
+    Mutation("body_weights", True, "W, R and the biases initializers of the body itself"),
+    Mutation("slice_gates", True, "the gates cut with Slice nodes instead of one Split", ("lstm", "gru_lbr1", "gru_lbr0")),
+    Mutation("no_bias", True, "no bias", ("lstm", "gru_lbr0", "rnn_tanh", "rnn_relu")),
+    Mutation("mask_rank2", True, "a bool mask [T, B] read per step, unsqueezed to [B, 1] in the body"),
+    Mutation("mask_zero_state", True, "a bool mask that zeroes h where it is 0 (c kept)"),
+    Mutation("scan_c", True, "the stacked output is c, not h", ("lstm",)),
+    Mutation("mask_const_prefix", True, "a constant bool mask, a prefix in every sample, that keeps the states (one node, sequence_lens)"),
+    Mutation("mask_const_y_only", True, "a constant prefix mask that zeroes only the stacked output: the states run on (not sequence_lens)"),
+    Mutation("relu_swap", True, "GRU's candidate activation Relu (RNNoise's cell)", ("gru_lbr1", "gru_lbr0")),
     Mutation("act_swap", False, "one gate's Sigmoid swapped for Tanh", ("lstm", "gru_lbr1", "gru_lbr0")),
     Mutation("act_tanh_to_sigmoid", False, "the candidate's Tanh swapped for Sigmoid"),
     Mutation("index_term_y", False, "the stacked output plus 0.1*i (the iteration number)"),
@@ -60,6 +70,11 @@ MUTATIONS = {m.name: m for m in [
     Mutation("const_term", False, "a constant 0.25 added to the new h"),
     Mutation("reversed_read", False, "x read at T-1-i"),
     Mutation("counter_minus1", False, "x read by a counter that starts at -1 (iteration 0 reads X[-1], the last step)"),
+    Mutation("data_gate", False, "the state updated only where x_t's first feature is > 0 (a comparison on data)"),
+    Mutation("row_mix", False, "the cell reads h with its batch rows rotated (Slice and Concat on axis 0)"),
+    Mutation("state_scale", False, "the new h scaled by 0.5"),
+    Mutation("lstm_relu", False, "LSTM's candidate activation Relu", ("lstm",)),
+    Mutation("mask_inverted", False, "a bool mask that updates the state where it is 0 and keeps it where it is 1"),
 ]}
 
 
@@ -109,13 +124,28 @@ def _weights(spec: BodySpec, rng) -> dict:
     return {k: v.astype(np.float32) for k, v in w.items()}
 
 
+def _split(g: _Graph, t: str, parts: int, mutation: str) -> list[str]:
+    if mutation != "slice_gates":
+        return g.op("Split", [t, f"split{parts}"], parts, axis=1)
+    return [g.op("Slice", [t, f"start{k}", f"end{k}", "axis1"]) for k in range(parts)]
+
+
+def _xw(g: _Graph, x: str, mutation: str) -> str:
+    if mutation == "gemm":
+        return g.op("Gemm", [x, "W", "b"])
+    xw = g.op("MatMul", [x, "W"])
+    return xw if mutation == "no_bias" else g.op("Add", [xw, "b"])
+
+
 def _cell(g: _Graph, spec: BodySpec, x: str, h: str, c: str | None, mutation: str) -> tuple[str, str | None]:
     """The new (h, c) of the cell, written with MatMul/Add/Split/activations."""
-    act_h = "Sigmoid" if mutation == "act_tanh_to_sigmoid" else "Tanh"
+    act_h = "Sigmoid" if mutation == "act_tanh_to_sigmoid" else "Relu" if mutation in ("relu_swap", "lstm_relu") else "Tanh"
+    if mutation == "row_mix":  # rows rotated: row r reads row r+1's state
+        h = g.op("Concat", [g.op("Slice", [h, "one_i", "big", "axis0"]), g.op("Slice", [h, "zero_i", "one_i", "axis0"])], axis=0)
     if spec.cell == "lstm":
-        xw = g.op("Gemm", [x, "W", "b"]) if mutation == "gemm" else g.op("Add", [g.op("MatMul", [x, "W"]), "b"])
+        xw = _xw(g, x, mutation)
         pre = g.op("Add", [xw, g.op("MatMul", [h, "R"])])
-        gi, gf, gc, go = g.op("Split", [pre, "split4"], 4, axis=1)
+        gi, gf, gc, go = _split(g, pre, 4, mutation)
         i = g.op("Sigmoid", [gi])
         f = g.op("Tanh" if mutation == "act_swap" else "Sigmoid", [gf])
         o = g.op("Sigmoid", [go])
@@ -125,16 +155,16 @@ def _cell(g: _Graph, spec: BodySpec, x: str, h: str, c: str | None, mutation: st
     if spec.cell.startswith("gru"):
         gates = "Tanh" if mutation == "act_swap" else "Sigmoid"
         if spec.cell == "gru_lbr1":
-            xw = g.op("Gemm", [x, "W", "b"]) if mutation == "gemm" else g.op("Add", [g.op("MatMul", [x, "W"]), "b"])
+            xw = _xw(g, x, mutation)
             hr = g.op("Add", [g.op("MatMul", [h, "R"]), "rb"])
-            xz, xr, xn = g.op("Split", [xw, "split3"], 3, axis=1)
-            hz, hr_, hn = g.op("Split", [hr, "split3"], 3, axis=1)
+            xz, xr, xn = _split(g, xw, 3, mutation)
+            hz, hr_, hn = _split(g, hr, 3, mutation)
             z = g.op(gates, [g.op("Add", [xz, hz])])
             r = g.op("Sigmoid", [g.op("Add", [xr, hr_])])
             n = g.op(act_h, [g.op("Add", [xn, g.op("Mul", [r, hn])])])
         else:
-            xw = g.op("Add", [g.op("MatMul", [x, "W"]), "b"])
-            xz, xr, xn = g.op("Split", [xw, "split3"], 3, axis=1)
+            xw = _xw(g, x, mutation)
+            xz, xr, xn = _split(g, xw, 3, mutation)
             rz, rr, rn = g.op("Split", ["R", "split3"], 3, axis=1)
             z = g.op(gates, [g.op("Add", [xz, g.op("MatMul", [h, rz])])])
             r = g.op("Sigmoid", [g.op("Add", [xr, g.op("MatMul", [h, rr])])])
@@ -143,7 +173,7 @@ def _cell(g: _Graph, spec: BodySpec, x: str, h: str, c: str | None, mutation: st
         if mutation == "keras_z":
             return g.op("Add", [g.op("Mul", [z, h]), g.op("Mul", [one_minus_z, n])]), None
         return g.op("Add", [g.op("Mul", [one_minus_z, n]), g.op("Mul", [z, h])]), None
-    xw = g.op("Gemm", [x, "W", "b"]) if mutation == "gemm" else g.op("Add", [g.op("MatMul", [x, "W"]), "b"])
+    xw = _xw(g, x, mutation)
     pre = g.op("Add", [xw, g.op("MatMul", [h, "R"])])
     act = act_h if spec.cell == "rnn_tanh" else ("Sigmoid" if mutation == "act_tanh_to_sigmoid" else "Relu")
     return g.op(act, [pre]), None
@@ -208,6 +238,14 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
     inits["split4"] = numpy_helper.from_array(np.array([H] * 4, np.int64), "split4")
     inits["split3"] = numpy_helper.from_array(np.array([H] * 3, np.int64), "split3")
     inits["one"] = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    if m == "slice_gates":
+        inits["axis1"] = numpy_helper.from_array(np.array([1], np.int64), "axis1")
+        for k in range(CELLS[spec.cell]):
+            inits[f"start{k}"] = numpy_helper.from_array(np.array([k * H], np.int64), f"start{k}")
+            inits[f"end{k}"] = numpy_helper.from_array(np.array([(k + 1) * H], np.int64), f"end{k}")
+    if m == "row_mix":
+        for name, v in (("zero_i", [0]), ("one_i", [1]), ("big", [1 << 30]), ("axis0", [0])):
+            inits[name] = numpy_helper.from_array(np.array(v, np.int64), name)
     inputs = [helper.make_tensor_value_info("X", F32, [T, batch, F]), helper.make_tensor_value_info("h0", F32, [batch, H])]
     if lstm:
         inputs.append(helper.make_tensor_value_info("c0", F32, [batch, H]))
@@ -250,11 +288,33 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
         x = g.op("Add", [x, "V"])
     h_new, c_new = _cell(g, spec, x, "h", "c" if lstm else None, m)
     y = h_new
-    if m in ("mask_bool", "mask_cast", "float_table", "float_table_rank2"):
-        if m == "mask_bool":
-            inputs.append(helper.make_tensor_value_info("M", BOOL, [T, batch, 1]))
+    if m in ("mask_bool", "mask_cast", "float_table", "float_table_rank2", "mask_rank2", "mask_zero_state", "mask_inverted", "data_gate",
+             "mask_const_prefix", "mask_const_y_only"):
+        if m in ("mask_const_prefix", "mask_const_y_only"):
+            lengths = rng.integers(1, T + 1, B)
+            inits["M"] = numpy_helper.from_array((np.arange(T)[:, None] < lengths[None, :])[:, :, None], "M")
             bit = g.op("Gather", ["M", index], axis=0)
-            select = lambda new, old: g.op("Where", [bit, new, old])
+            if m == "mask_const_prefix":
+                select = lambda new, old: g.op("Where", [bit, new, old])
+            else:
+                inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+                y = g.op("Where", [bit, h_new, "zero"])
+                select = lambda new, old: new
+        elif m in ("mask_bool", "mask_rank2", "mask_zero_state", "mask_inverted", "data_gate"):
+            if m == "data_gate":
+                for name, v in (("zero_i", [0]), ("one_i", [1]), ("axis1", [1])):
+                    inits[name] = numpy_helper.from_array(np.array(v, np.int64), name)
+                inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+                bit = g.op("Greater", [g.op("Slice", [x, "zero_i", "one_i", "axis1"]), "zero"])
+            else:
+                inputs.append(helper.make_tensor_value_info("M", BOOL, [T, batch] if m == "mask_rank2" else [T, batch, 1]))
+                bit = g.op("Gather", ["M", index], axis=0)
+            if m == "mask_rank2":
+                inits["axes1"] = numpy_helper.from_array(np.array([1], np.int64), "axes1")
+                bit = g.op("Unsqueeze", [bit, "axes1"])
+            if m == "mask_zero_state":
+                inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+            select = lambda new, old: g.op("Where", [bit, old, new] if m == "mask_inverted" else [bit, new, "zero" if m == "mask_zero_state" and old == "h" else old])
         else:
             if m == "mask_cast":  # Keras's Masking: the step counts where some feature is not 0
                 inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
@@ -274,7 +334,8 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
         h_new = select(h_new, "h")
         if lstm:
             c_new = select(c_new, "c")
-        y = h_new
+        if m != "mask_const_y_only":
+            y = h_new
     if m in ("index_term_y", "index_term_h"):
         inits["tenth"] = numpy_helper.from_array(np.array(0.1, np.float32), "tenth")
         term = g.op("Mul", ["tenth", g.op("Cast", ["i"], to=F32)])
@@ -300,6 +361,11 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
     if m == "film":
         inputs.append(helper.make_tensor_value_info("G", F32, [1, H]))
         h_new = y = g.op("Mul", [h_new, g.op("Add", ["one", "G"])])
+    if m == "state_scale":
+        inits["half"] = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+        h_new = y = g.op("Mul", [h_new, "half"])
+    if m == "scan_c":
+        y = c_new
     if m == "const_term":
         inits["quarter"] = numpy_helper.from_array(np.array(0.25, np.float32), "quarter")
         h_new = y = g.op("Add", [h_new, "quarter"])
@@ -318,6 +384,19 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
     body_out.append(helper.make_tensor_value_info("y_out", F32, [batch, H]))
     loop_out.append("Y")
     body = helper.make_graph(g.nodes, "cell_body", body_in, body_out)
+    weights = [k for k in ("W", "R", "b", "rb") if k in inits]
+    if m == "body_weights":  # the body's own initializers
+        body.initializer.extend(inits.pop(k) for k in weights)
+    if m == "weights_carried":  # handed on unchanged: body input k_c is its own output
+        for k in weights:
+            carried = len(body.input) - 2
+            dims = list(inits[k].dims)
+            body.input.append(helper.make_tensor_value_info(f"{k}_c", F32, dims))
+            body.output.insert(1 + carried, helper.make_tensor_value_info(f"{k}_c", F32, dims))
+            loop_in.append(k)
+            loop_out.insert(carried, f"{k}_last")
+        for node in body.node:
+            node.input[:] = [f"{n}_c" if n in weights else n for n in node.input]
     loop = helper.make_node("Loop", loop_in, loop_out, name="loop", body=body)
     outputs = [helper.make_tensor_value_info("h_T", F32, [batch, H])] + ([helper.make_tensor_value_info("c_T", F32, [batch, H])] if lstm else [])
     outputs.append(helper.make_tensor_value_info("Y", F32, [T, batch, H]))
@@ -382,9 +461,10 @@ def specs(count: int, seed: int) -> list[BodySpec]:
     for k in range(count):
         pool = keep if k % 2 == 0 else fool
         m = pool[(k // 2) % len(pool)]
+        turn = (k // 2) // len(pool)  # the how-manieth time this mutation comes: Scans take each axis and direction in turn
         cell = m.cells[int(rng.integers(len(m.cells)))]
         out.append(BodySpec(cell, m.name, T=int(rng.integers(4, 8)), B=int(rng.integers(1, 4)), F=int(rng.integers(1, 5)), H=int(rng.integers(2, 6)),
-                            seed=int(rng.integers(1 << 30)), scan_axis=int(rng.integers(2)), reverse=int(rng.integers(2))))
+                            seed=int(rng.integers(1 << 30)), scan_axis=turn % 2, reverse=turn // 2 % 2))
     return out
 
 

@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 from loop_bodies import MUTATIONS, judge, specs
 
-COUNT, SEED, GROUP = 324, 30, 6
+COUNT, SEED, GROUP = 300, 30, 6
 SPECS = specs(COUNT, SEED)
 GROUPS = [SPECS[k : k + GROUP] for k in range(0, COUNT, GROUP)]
 

@@ -169,6 +169,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
     needed = upstream_nodes(body, [body.output[1 + len(body.input) - 2 + k].name for k in range(len(body.output) - len(body.input) + 1)]
                             + [body.output[body_index(body, s) - 1].name for s in found.states] + list(found.appended.values()))
     batch = None
+    beside_inner = _beside_recurrent_node(body)
     for index, node in enumerate(body.node):
         if index not in needed:
             continue  # the condition and counters: checked apart (loop_rewrite.runs_exactly)
@@ -213,7 +214,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             continue
         if node.op_type not in ANALYTIC or (node.op_type == "Cast" and _attr(node, "to") not in FLOATS):
             raise NotACell(f"it holds a {node.op_type} node ('{label}') between its states and outputs")
-        _check_rows(node, ins, label, batch)
+        _check_rows(node, ins, label, batch, beside_inner)
         results = _abstract(node, ins, batch)
         if node.op_type == "Shape" and not isinstance(results[0], np.ndarray):
             raise NotACell(f"its Shape node ('{label}') reads a computed value whose shape is not static")
@@ -284,7 +285,31 @@ def _check_reads(node: onnx.NodeProto, ins: list, label: str) -> None:
                            "sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it")
 
 
-def _check_rows(node: onnx.NodeProto, ins: list, label: str, batch) -> None:
+def _beside_recurrent_node(body: onnx.GraphProto) -> set[str]:
+    """The Unsqueeze outputs only a recurrent node reads and the Squeeze outputs of a recurrent
+    node's outputs (its [1, batch, hidden] states): the one place a new axis 0 is no batch axis."""
+    readers: dict[str, list] = {}
+    for n in body.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    made = {o for n in body.node if n.op_type in RECURRENT for o in n.output if o}
+    found = set()
+    for n in body.node:
+        if n.op_type == "Unsqueeze" and all(r.op_type in RECURRENT for r in readers.get(n.output[0], [None]) if r is not None) and readers.get(n.output[0]):
+            found.add(n.output[0])
+        if n.op_type == "Squeeze" and n.input and n.input[0] in made:
+            found.add(n.output[0])
+    return found
+
+
+def _axes(node: onnx.NodeProto, ins: list) -> list[int] | None:
+    """The axes attribute (before opset 13) or constant input of an Unsqueeze/Squeeze; None when computed."""
+    if len(ins) > 1 and ins[1] is not None:
+        return ins[1].reshape(-1).tolist() if isinstance(ins[1], np.ndarray) else None
+    return list(_attr(node, "axes", []))
+
+
+def _check_rows(node: onnx.NodeProto, ins: list, label: str, batch, beside_inner: set[str] = frozenset()) -> None:
     """Each batch row is computed from the same row alone: so a probe's rows stand for every
     batch, and a mask row is checked on and off by the all-on and all-off probes."""
     op = node.op_type
@@ -292,7 +317,11 @@ def _check_rows(node: onnx.NodeProto, ins: list, label: str, batch) -> None:
     if not computed:
         return
     why = None
-    if op == "MatMul" and not (isinstance(ins[1], np.ndarray) and ins[1].ndim == 2):
+    if op in ("Unsqueeze", "Squeeze") and node.output[0] not in beside_inner:
+        axes = _axes(node, ins)
+        if axes is None or (op == "Squeeze" and not axes) or any(a == 0 or a < 0 for a in axes):
+            why = f"{'adds' if op == 'Unsqueeze' else 'removes'} an axis in front of the batch (or one it computes), so later axes are not what they were"
+    elif op == "MatMul" and not (isinstance(ins[1], np.ndarray) and ins[1].ndim == 2):
         why = "multiplies by a computed value on the right"
     elif op == "Gemm" and (_attr(node, "transA", 0) or not isinstance(ins[1], np.ndarray)):
         why = "multiplies by a computed value on the right, or transposes its left side"

@@ -261,9 +261,9 @@ def _match(cell: Cell, found: Body, probes: list, float_outs: list[str]) -> dict
         else:
             return None
     state_out = lambda s: mapping[float_outs[found.states.index(s)]]  # noqa: E731
-    if state_out(cell.h) not in (("h", None), ("h", cell.h)):
+    if state_out(cell.h) not in (("h", None), ("h", cell.h), ("h", "zero")):  # new, kept or zeroed where the mask is off
         return None
-    if cell.c is not None and state_out(cell.c) not in (("c", None), ("c", cell.c)):
+    if cell.c is not None and state_out(cell.c) not in (("c", None), ("c", cell.c), ("c", "zero")):
         return None
     return mapping
 

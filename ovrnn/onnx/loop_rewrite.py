@@ -247,10 +247,17 @@ class _Rewrite:
         elif self.single:
             how, what = f"rewritten as {c.kind.name} node '{self.label}' over those steps", "one node"
         else:
-            how = f"rewritten as {self.trips} one-step {c.kind.name} nodes" + (f", each state then selected by the mask {mask} (Where: kept where it is 0)" if mask else "")
+            how = f"rewritten as {self.trips} one-step {c.kind.name} nodes" + (f", {self.selected(outs_of, mask)}" if mask else "")
             what = f"{self.trips} one-step nodes" + (" masked per step" if mask else "")
         note = f"Loop node '{self.label}': its body computes a {kind} cell of hidden size {c.hidden} over the {self.trips} steps of '{found.x[0]}'; {how}"
         return self.nodes, self.inits, note, f"{kind} cell, hidden size {c.hidden}, {self.trips} steps, {what}"
+
+    def selected(self, outs_of: dict, mask: str) -> str:
+        """How the mask selects each state, as the body does it (the note's words)."""
+        how = {s: "kept" if fam[1] == s else "zeroed" if fam[1] == "zero" else "not masked" for s, fam in ((s, self.cell.outputs[outs_of[s]]) for s in self.found.states)}
+        if set(how.values()) == {"kept"}:
+            return f"each state then selected by the mask {mask} (Where: kept where it is 0)"
+        return f"each value then selected by the mask {mask} as the body selects it (Where: " + ", ".join(f"'{s}' {w}" + (" where it is 0" if w != "not masked" else "") for s, w in how.items()) + ")"
 
     def prefix_lengths(self) -> np.ndarray | None:
         """Each sample's step count when the mask is a constant [T, batch, 1] that is on for a
@@ -267,10 +274,12 @@ class _Rewrite:
         return lengths.astype(np.int32) if np.array_equal(m, prefix) and lengths.min() >= 1 else None
 
     def tracks_h(self, s: str, outs_of: dict) -> bool:
-        """State `s` holds h at every step: it is h, or it starts from h's initial value and takes
-        the new h where the mask is on and keeps itself elsewhere, as h does (Keras's output)."""
+        """State `s` holds h as sequence_lens keeps it: h (or a state that starts from h's initial
+        value, Keras's output) takes the new h where the mask is on and keeps itself elsewhere. A
+        state updated whatever the mask (or zeroed where it is off) is no such state."""
         c = self.cell
-        return s == c.h or (self.cell.outputs[outs_of[s]] == ("h", s) and self.initial(s) == self.initial(c.h) and c.outputs[outs_of[c.h]] == ("h", c.h))
+        h_kept = c.outputs[outs_of[c.h]] == ("h", c.h)
+        return h_kept and (s == c.h or (c.outputs[outs_of[s]] == ("h", s) and self.initial(s) == self.initial(c.h)))
 
     def one_node(self, outs_of: dict, scans: list[str], masked_by_lengths: bool) -> bool:
         c = self.cell
