@@ -89,7 +89,7 @@ def run(models: list[str], sides: list[str], quick: bool, bound_ms: float, cost_
             continue
         common = ["--model", name, "--path", str(paths[name]), "--model-dir", str(model_dir), "--bound-ms", str(bound_ms), "--duration", str(duration)] + (["--quick"] if quick else [])
         log(f"{name}: cost at N={cost_n}")
-        cost_sides = [s for s in sides if s != "batcher_w2"] + (["step"] if "batcher" in sides else [])  # step: BatchedStep alone, the batcher's compute
+        cost_sides = [s for s in sides if s != "batcher_w2"] + (["batcher_submit", "step"] if "batcher" in sides else [])  # BatchedStep alone: the batcher's compute
         cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(cost_sides)], pick_cores(1), 1200)
         entry = {"cost": cost, "streams": {}}
         for side in sides if streams else ():
@@ -133,7 +133,8 @@ def figures(R: dict) -> dict:
             out[key] = {"value": cost(entry, "batcher") / cost(entry, "ort_batched"), "batcher_us": cost(entry, "batcher"), "ort_batched_us": cost(entry, "ort_batched")}
     one, two = sil.get("streams", {}).get("batcher", {}).get("streams"), sil.get("streams", {}).get("batcher_w2", {}).get("streams")
     if one and two:
-        out["two_workers_vs_one"] = {"value": two / one, "one_worker": one, "two_workers": two}
+        at = lambda side: sil["streams"][side].get("at") or {}  # noqa: E731
+        out["two_workers_vs_one"] = {"value": two / one, "one_worker": one, "two_workers": two, "cores_used": [at("batcher").get("cores_used"), at("batcher_w2").get("cores_used")]}
     for key, f in out.items():
         target, sense, _ = TARGETS[key]
         f["met"] = f["value"] >= target if sense == ">=" else f["value"] <= target
@@ -157,7 +158,7 @@ def _cpu_name() -> str:
 
 
 LABELS = {"ort_b1": "onnxruntime batch 1 per stream (deployed)", "ort_batched": "onnxruntime batched by hand", "ov_stream": "ovrnn.Stream per stream",
-          "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core", "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores", "step": "ovrnn BatchedStep alone (no plumbing)"}
+          "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core (cost: feed_many; play: submit_many)", "batcher_submit": "ovrnn.StreamBatcher, cost through submit_many (a Future per chunk)", "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores", "step": "ovrnn BatchedStep alone (no plumbing)"}
 
 
 def render(R: dict) -> list[str]:
@@ -171,10 +172,10 @@ def render(R: dict) -> list[str]:
             f = R["figures"].get(key)
             if f:
                 lines.append(f"| {what} | **{f['value']:.3g}** | {sense} {target} | {'met' if f['met'] else 'NOT met'} |")
-    lines += ["", f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that N | mean batch |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["", f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that N | mean batch | cores the process got |", "|---|---|---|---|---|---|---|---|---|"]
     for name, entry in R["models"].items():
         if "skipped" in entry:
-            lines.append(f"| {name} | skipped: {entry['skipped']} | | | | | | |")
+            lines.append(f"| {name} | skipped: {entry['skipped']} | | | | | | | |")
             continue
         cost = entry.get("cost", {})
         for side in SIDES:
@@ -187,15 +188,16 @@ def render(R: dict) -> list[str]:
             diff = cost.get("max_abs_diff", {}).get(side)
             s = s or {}
             if "error" in s:
-                lines.append(f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | error: {s['error']} | | | |")
+                lines.append(f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | error: {s['error']} | | | | |")
                 continue
             at = s.get("at") or {}
             lines.append(f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | {s.get('streams', '')} | {s.get('streams_per_core', '')} | "
-                         f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} |")
-        if cost.get("per_chunk_us", {}).get("step"):
-            lines.append(f"| {name} | {LABELS['step']} | {cost['per_chunk_us']['step']:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get('step'))} | | | | |")
+                         f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} |")
+        for extra in ("batcher_submit", "step"):
+            if cost.get("per_chunk_us", {}).get(extra):
+                lines.append(f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |")
         if "error" in cost:
-            lines.append(f"| {name} | cost | error: {cost['error']} | | | | | |")
+            lines.append(f"| {name} | cost | error: {cost['error']} | | | | | | |")
     if R.get("ray"):
         import serve_ray_cost
 

@@ -38,8 +38,10 @@ class BatcherSide:
         import ovrnn
 
         self.m = model
-        self.b = ovrnn.StreamBatcher(stream_spec(model), workers=workers, max_streams=MAX_STREAMS, max_pending=1000, chunk_seconds=model.period)
+        spec = stream_spec(model)
+        self.b = ovrnn.StreamBatcher(spec, workers=workers, max_streams=MAX_STREAMS, max_pending=1000, chunk_seconds=model.period)
         self.h: dict[int, object] = {}
+        self.pool = model.pool.reshape(len(model.pool), *spec.chunk_shape(model.x))  # views: a chunk exactly as the batcher takes it
 
     def resize(self, capacity: int) -> None:
         for handle in self.h.values():
@@ -55,10 +57,10 @@ class BatcherSide:
         self.b.close(self.h.pop(slot))
 
     def batch(self, slots, cids):
-        """Every stream's chunk at once (the cost at a fixed N), waited for: [each stream's output]."""
-        x, y, pool = self.m.x, self.m.y, self.m.pool
-        futures = self.b.submit_many([(self.h[s], {x: pool[c]}) for s, c in zip(slots.tolist(), cids.tolist())])
-        return [f.result()[y] for f in futures]
+        """Every stream's chunk at once (the cost at a fixed N): one feed_many, a gateway's tick;
+        [each stream's output]."""
+        x, y, pool = self.m.x, self.m.y, self.pool
+        return [r[y] for r in self.b.feed_many([(self.h[s], {x: pool[c]}) for s, c in zip(slots.tolist(), cids.tolist())])]
 
     def state_of(self, slot: int) -> dict:
         return self.b.state(self.h[slot])
@@ -67,7 +69,7 @@ class BatcherSide:
         """Feed the schedule from this thread at its arrival times (opens, chunks by submit_many per
         wake-up, closes once the stream's last chunk is back); done times from each future's callback."""
         t, slot, kind, cid = ev["t"].tolist(), ev["slot"].tolist(), ev["kind"].tolist(), ev["cid"].tolist()
-        n, x, pool = len(t), self.m.x, self.m.pool
+        n, x, pool = len(t), self.m.x, self.pool
         done = np.full(n, np.nan)
         last: dict[int, object] = {}  # slot -> its stream's last future
         deferred: list = []  # (handle, future): closes waiting for the stream's last result
@@ -131,6 +133,15 @@ class BatcherSide:
         return {"batcher_stats": {k: stats.get(k) for k in ("batches", "mean_rows", "batch_sizes", "queue_wait_s", "compute_s", "refused", "failed_batches")}}
 
 
+class SubmitSide(BatcherSide):
+    """The cost at a fixed N through submit_many: a Future per chunk (what the real-time play uses)."""
+
+    def batch(self, slots, cids):
+        x, y, pool = self.m.x, self.m.y, self.pool
+        futures = self.b.submit_many([(self.h[s], {x: pool[c]}) for s, c in zip(slots.tolist(), cids.tolist())])
+        return [f.result()[y] for f in futures]
+
+
 class StepSide:
     """BatchedStep.run_slots driven by the harness: gather by slot, one call, scatter (no queue)."""
 
@@ -143,6 +154,7 @@ class StepSide:
         self.m = model
         self.spec = stream_spec(model)
         self.step = BatchedStep(self.spec, threads=1)
+        self.pool = model.pool.reshape(len(model.pool), *self.spec.chunk_shape(model.x))
         self.resize(0)
 
     def resize(self, capacity: int) -> None:
@@ -162,9 +174,8 @@ class StepSide:
         pass
 
     def batch(self, slots, cids):
-        shape = self.spec.chunk_shape(self.m.x)
-        chunks = {self.m.x: [self.m.pool[int(c)].reshape(shape) for c in cids]}
-        return self.step.run_slots(self.slabs, np.asarray(slots), chunks)[self.m.y]
+        pool = self.pool
+        return self.step.run_slots(self.slabs, np.asarray(slots), {self.m.x: [pool[c] for c in cids.tolist()]})[self.m.y]
 
     def state_of(self, slot: int) -> dict:
         out = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import os
 import statistics
 import time
 from pathlib import Path
@@ -174,12 +175,13 @@ class OrtBatched:
     def batch(self, slots: np.ndarray, cids: np.ndarray):
         m, n = self.m, len(slots)
         rows = self.x_rows[:n]
+        new = np.stack([m.pool[c] for c in cids.tolist()])  # chunks arrive one array per stream, as the other sides get them
         if m.ctx:
             rows[..., : m.ctx] = self.ctx[slots]
-            rows[..., m.ctx :] = m.pool[cids]
+            rows[..., m.ctx :] = new
             self.ctx[slots] = rows[..., -m.ctx :]
         else:
-            rows[...] = m.pool[cids]
+            rows[...] = new
         x = self.xbuf[(slice(None),) * m.xaxis + (slice(0, n),)]
         feeds = {m.x: x, **{s: np.take(self.slab[s], slots, axis=m.states[s][2]) for s in m.states}, **m.extra}
         out = self.session.run(self.out_names, feeds)
@@ -328,6 +330,10 @@ def make_side(name: str, model: Model, workers: int = 1):
         import serve_batcher
 
         return serve_batcher.BatcherSide(model, 2 if name == "batcher_w2" else workers)
+    if name == "batcher_submit":
+        import serve_batcher
+
+        return serve_batcher.SubmitSide(model, workers)
     if name == "step":
         import serve_batcher
 
@@ -340,12 +346,14 @@ def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, 
     ev = schedule(n, model.period, duration, jitter=min(0.005, model.period / 2), life=max(1.0, duration / 2), seed=seed)
     side.resize(n)
     counted = Counting(side) if side.batched and not getattr(side, "threaded", False) else side
+    cpu0, wall0 = time.process_time(), clock()
     if getattr(side, "threaded", False):
         done, sizes = side.play(ev, duration, bound)
     else:
         done = play_single(counted, ev, duration, bound)
         sizes = getattr(counted, "sizes", None)
-    return {"n": n, **latency_stats(ev, done, warm, duration, bound, sizes)}
+    used = (time.process_time() - cpu0) / (clock() - wall0)  # cores this process got: < its pinned cores when the machine is shared
+    return {"n": n, **latency_stats(ev, done, warm, duration, bound, sizes), "cores_used": round(used, 2), "load": round(os.getloadavg()[0], 2)}
 
 
 def search(side, model: Model, hint_us: float, duration: float, bound: float, quick: bool, max_n: int = 16384) -> dict:
