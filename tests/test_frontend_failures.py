@@ -133,3 +133,25 @@ def test_the_cli_says_unsupported_in_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == "error: OpenVINO's ONNX frontend cannot convert Pad (node 'pad') in this valid model: Unsupported padding mode: [wrap]\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pad.onnx"]
+
+
+def backend_case(name: str):
+    import importlib
+
+    from onnx.backend.test.case import node
+
+    node._TargetOpType = None
+    importlib.import_module("onnx.backend.test.case.node.loop")
+    case = next(c for c in node._NodeTestCases if c.name == name)
+    case.model.ir_version = min(case.model.ir_version, 10)
+    return case.model
+
+
+def test_the_frontends_own_op_names_lead_to_the_onnx_node():
+    """ONNX's backend case test_loop13_seq (a Loop building a sequence): the frontend reports its own
+    util::SequenceInsert without a conversion rule; the ONNX node that became it is named."""
+    model = backend_case("test_loop13_seq")
+    assert invalidity(model) is None
+    with pytest.raises(UnsupportedFeatureError) as refused:
+        ovrnn.convert_model(model)
+    assert str(refused.value) == "OpenVINO's ONNX frontend cannot convert 1 op(s): SequenceInsert (node 'seq_out' in the body of Loop 'seq_res')"

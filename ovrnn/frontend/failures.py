@@ -27,7 +27,8 @@ from ..ov import ov_message
 
 _NO_RULE = re.compile(r"No conversion rule found for operations:\s*(.+?)(?=\s+--|\s+Summary:|$)")
 _FAILED = re.compile(r"--\s+([\w.]+)-(\d+) with a message:\s*(.+?)(?=\s+--\s+[\w.]+-\d+ with a message:|\s+Summary:|$)")
-_OP = re.compile(r"([\w.]+)-\d+")
+_OP = re.compile(r"(?:\w+::)?([\w.]+?)(?:-\d+)?$")  # "Det-17", "com.example.Foo-1", OpenVINO's own "util::SequenceInsert"
+_VALIDATING = re.compile(r"^While validating node '(?:\w+::)?(\w+) ")  # an OpenVINO op the frontend made for an ONNX op of that name
 
 
 def conversion_error(view: GraphView, path: Path, exc: BaseException) -> OvrnnError:
@@ -48,6 +49,11 @@ def conversion_error(view: GraphView, path: Path, exc: BaseException) -> OvrnnEr
         nodes = [where for n, where in located if (_domain(n), n.op_type) == _split(op)]
         shown = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
         return UnsupportedFeatureError(f"OpenVINO's ONNX frontend cannot convert {op} ({shown or 'no node of that op found'}) in this valid model: {detail}")
+    validating = _VALIDATING.match(message)
+    nodes = [where for n, where in located if validating and n.op_type == validating.group(1)]
+    if nodes:
+        shown = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+        return UnsupportedFeatureError(f"OpenVINO's ONNX frontend cannot convert {validating.group(1)} ({shown}) in this valid model: {message}")
     return UnsupportedFeatureError(f"OpenVINO's ONNX frontend cannot convert this model, which onnx's checker finds valid: {message}")
 
 
@@ -76,7 +82,9 @@ def _split(op: str) -> tuple[str, str]:
 
 def _no_rule_ops(message: str) -> list[str]:
     found = _NO_RULE.search(message)
-    return _OP.findall(found.group(1)) if found else []
+    if not found:
+        return []
+    return [m.group(1) for part in found.group(1).split(",") if (m := _OP.match(part.strip()))]
 
 
 def _failed_ops(message: str) -> list[tuple[str, str]]:
