@@ -404,3 +404,29 @@ def test_the_demo_lstm_over_1000_chunks_equals_its_whole_sequence():
             final = b.state(streams[i])
             np.testing.assert_allclose(final["initial_h"], y_h, atol=1e-5, rtol=1e-4)
             np.testing.assert_allclose(final["initial_c"], y_c, atol=1e-5, rtol=1e-4)
+
+
+def test_a_callback_that_would_wait_for_its_own_worker_is_refused(batcher):
+    """A Future's done-callback runs on the worker's thread when the batch ends after it was
+    added: a feed() there would wait for itself; it is refused (submit() is the way there)."""
+    chunk = audio_chunks(1200, 1)[0]
+    stream = batcher.open()
+    seen = []
+
+    def callback(_):
+        try:
+            batcher.feed(stream, {"input": chunk})
+            seen.append((threading.current_thread().name, "fed"))
+        except UsageError as exc:
+            seen.append((threading.current_thread().name, str(exc)))
+
+    for _ in range(50):
+        future = batcher.submit(stream, {"input": chunk})
+        future.add_done_callback(callback)
+        future.result(timeout=30)
+        if any(name.startswith("ovrnn-batcher-") for name, _ in seen):
+            break
+    on_worker = [text for name, text in seen if name.startswith("ovrnn-batcher-")]
+    assert on_worker and set(on_worker) == {"feed() waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"}
+    assert all(text == "fed" for name, text in seen if not name.startswith("ovrnn-batcher-"))
+    batcher.close(stream)

@@ -123,6 +123,7 @@ class StreamBatcher:
                 shape[: port.batch_axis] + shape[port.batch_axis + 1 :],
                 port.dtype,
             )
+        self._threads = {worker.thread for worker in self._workers}
         for worker in self._workers:
             worker.start()
 
@@ -163,6 +164,7 @@ class StreamBatcher:
         in the order they were fed (from any number of threads: the order they got in).
         ``OverloadedError`` when `stream` already has ``max_pending`` chunks waiting;
         ``StreamClosedError`` when it is closed; the batch's error when its batch failed."""
+        self._not_on_a_worker("feed()")
         waiter = Waiter(1)
         self._enqueue([(stream, self._chunk(inputs), waiter, 0)])
         waiter.wait()
@@ -177,6 +179,7 @@ class StreamBatcher:
         each tick. All or none of a worker's chunks are queued (a refusal queues nothing of that
         worker's). A failed chunk raises its error, or with `return_exceptions` stands in the
         list as the exception (the others' results kept)."""
+        self._not_on_a_worker("feed_many()")
         waiters = self._enqueue_many(chunks, lambda n: Waiter(n))
         out: list = [None] * len(chunks)
         first = None
@@ -358,10 +361,17 @@ class StreamBatcher:
             stream.last_used = monotonic()
             if not stream.queue and not stream.in_flight:  # nothing before it: now, on this thread
                 return apply(stream)
+            self._not_on_a_worker("reset(), state() and set_state() of a stream with chunks waiting")
             future: Future = Future()
             future.set_running_or_notify_cancel()
             worker.enqueue(stream, _Control(apply, future, monotonic()), False)
         return future.result()
+
+    def _not_on_a_worker(self, what: str) -> None:
+        """A call that waits for a batch, made on a worker's own thread (a Future's callback runs
+        there), would wait for itself for ever."""
+        if threading.current_thread() in self._threads:
+            raise UsageError(f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there")
 
     def _chunk(self, inputs: dict) -> dict[str, np.ndarray]:
         """One stream's chunk, checked and copied: {input: array of exactly its chunk shape}."""

@@ -249,15 +249,25 @@ class Worker:
     # -- the thread
 
     def _loop(self) -> None:
-        while True:
+        try:
+            while True:
+                with self.cond:
+                    batch = self._next_batch()
+                    outbox, self.outbox = self.outbox, []
+                _deliver(outbox)
+                if batch is None:
+                    return
+                if batch:
+                    self._run(*batch)
+        except BaseException as exc:  # a bug of ours: no caller may wait for this worker without end
+            why = f"the batcher's worker {self.index} stopped: {type(exc).__name__}: {exc}"
             with self.cond:
-                batch = self._next_batch()
+                self.stopping = True
+                for stream in list(self.streams.values()):
+                    self.close(stream, why)
                 outbox, self.outbox = self.outbox, []
             _deliver(outbox)
-            if batch is None:
-                return
-            if batch:
-                self._run(*batch)
+            raise
 
     def _run(self, streams: list[StreamHandle], chunks: list[_Chunk], formed: float) -> None:
         n = len(streams)
