@@ -208,3 +208,25 @@ def test_a_fold_that_loses_half_a_value_fails_through_the_reference_row_alone(tm
     assert "B" in halved
     assert not report.passed and [(c.output, c.oracle, c.passed) for c in report.comparisons] == [("Y_h", "reference", False)]
     assert report.comparisons[0].max_abs > 1e-2
+
+
+def test_compressed_weights_of_a_recovered_node_say_what_the_reference_ran(monkeypatch):
+    """--compress-weights on a recurrence recovered from a Loop: the dequantized weights go in front
+    of a node the original graph does not have, so that reference runs the rewritten graph, and the
+    note says so; the 'quantization' row is then the ORIGINAL graph in float64 against it, counted
+    within --max-weight-error (0.02): int8 rounding passes it, a wrong recovery FAILs it."""
+    model = LOOPS / "keras_gru_forecaster.onnx"
+    right = ovrnn.validate(model, use_onnxruntime=False, drift=False, compress_weights="int8")
+    note = [n for n in right.notes if n.startswith("the compressed node(s) ")]
+    assert note == [
+        "the compressed node(s) 'sequential_8_1/gru_3_1/while_loop', 'sequential_8_1/gru_4_1/while_loop' were recovered from a Loop: the dequantized "
+        "reference runs ovrnn's rewritten graph, and the 'quantization' row, the original graph in float64 against it, counts within --max-weight-error"
+    ]
+    rows = {c.oracle: c for c in right.comparisons}
+    assert right.passed and rows["quantization"].counted and rows["quantization"].passed and rows["quantization"].max_abs < 1e-3  # int8 rounding only
+    assert (rows["quantization"].atol, rows["quantization"].rtol) == (0.02, 0.02)
+
+    _drop_the_recurrent_term_of_recovered_nodes(monkeypatch)
+    wrong = ovrnn.validate(model, use_onnxruntime=False, drift=False, compress_weights="int8")
+    rows = {c.oracle: c for c in wrong.comparisons}
+    assert not wrong.passed and not rows["quantization"].passed and rows["quantization"].max_abs > 2e-2

@@ -107,7 +107,7 @@ class ValidationReport(RunHead):
         for c in self.comparisons:
             verdict = ("PASS" if c.passed else "FAIL") if c.counted else ("agrees" if c.passed else "differs, not counted")
             tol = f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
-            if c.oracle == "quantization":  # a figure, not a test
+            if c.oracle == "quantization" and not c.counted:  # a figure, not a test
                 verdict, tol = "shown, not counted", "-"
             lines.append(f"{c.output:<16}{c.oracle:<13}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
         if self.first_departure:
