@@ -389,16 +389,17 @@ def stream_sides(stateful_xml: Path, onnx_path: Path, chunks: list, x_name: str,
     return sides
 
 
-def _burst(fn, calls: int = 200):
-    """() -> seconds a call of fn(), over `calls` calls in a row."""
-
-    def run() -> float:
-        start = time.perf_counter()
-        for _ in range(calls):
+def _interleaved(fns: dict, calls: int) -> dict:
+    """{name: median seconds of one call}, each fn() called `calls` times, one call of each in turn."""
+    clock, times = time.perf_counter, {k: [] for k in fns}
+    for fn in fns.values():
+        fn()  # warm-up
+    for _ in range(calls):
+        for name, fn in fns.items():
+            start = clock()
             fn()
-        return (time.perf_counter() - start) / calls
-
-    return run
+            times[name].append(clock() - start)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def stream_check(make_sides, calls: int = 8) -> float:
@@ -435,13 +436,13 @@ def s_stream(tmp: Path, quick: bool) -> dict:
         t = time_contenders({k: (lambda fn: lambda _: fn())(fn) for k, fn in make().items()}, None, 0.05 if quick else 0.2, rounds=5 if quick else 9)
         ort_best = min(t["onnxruntime_host"], t["onnxruntime_host_1t"])
         row = {"case": label, "K": K, **{k: v * 1e6 for k, v in t.items()}, "vs_ort": t["stream"] / ort_best, "vs_floor": t["stream"] / t["openvino_floor"], "steps_per_second": K / t["stream"], "max_abs_diff": diff}
-        # the safe default's cost is a microsecond or two of a call: timed apart, in short bursts of
-        # calls alternated pair by pair (A B A B ...), the ratio taken per pair
+        # the safe default's cost is a microsecond or two of a call: timed apart, one call of each
+        # side in turn (A B C A B C ...), each call timed alone; medians per side (a call of tens of
+        # µs is seldom cut by another process, so the median stays the uncut cost on a busy machine)
         safe = make()
-        vs_previous = paired(_burst(safe["stream"]), _burst(safe["stream_previous"]), 15 if quick else 41)
-        vs_shared = paired(_burst(safe["stream"]), _burst(safe["stream_shared"]), 15 if quick else 41)
-        row |= {"safe_us": vs_previous["ours"] * 1e6, "previous_us": vs_previous["anchor"] * 1e6, "shared_us": vs_shared["anchor"] * 1e6}
-        row |= {"safe_vs_previous": vs_previous["ratio"], "safe_vs_shared": vs_shared["ratio"], "safe_vs_previous_range": (vs_previous["ratio_min"], vs_previous["ratio_max"])}
+        per = _interleaved({k: safe[k] for k in ("stream", "stream_shared", "stream_previous")}, 1000 if quick else 4000)
+        row |= {"safe_us": per["stream"] * 1e6, "shared_us": per["stream_shared"] * 1e6, "previous_us": per["stream_previous"] * 1e6}
+        row |= {"safe_vs_previous": per["stream"] / per["stream_previous"], "safe_vs_shared": per["stream"] / per["stream_shared"]}
         figures[f"{key}_safe_vs_previous"] = {"ratio": row["safe_vs_previous"]}
         if "stateless_host" in t:
             row["vs_ir"] = t["stream"] / t["stateless_host"]
