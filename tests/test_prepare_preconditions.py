@@ -112,3 +112,12 @@ def test_a_scan_whose_body_does_not_match_its_inputs_is_left():
     body = next(a.g for a in node.attribute if a.name == "body")
     body.input.append(vi("extra", TensorProto.FLOAT, [2]))
     assert as_loop(node, {"X": [5, 2], "s0": [2]}.get, lambda n: n + "_1", 9) is None
+
+
+def test_a_graph_inputs_values_are_never_folded():
+    """x has a static shape, so Shape(x) folds; ReduceSum(x) reads its values and must not."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ReduceSum", ["x"], ["t"], keepdims=0), helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["sf", "t"], ["y"])]
+    model = model_of(nodes, [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [1])], opset=11)
+    folded, names = fold_constants(model)
+    assert "s" in names and "t" not in names and "y" not in names
