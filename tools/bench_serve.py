@@ -172,7 +172,7 @@ def render(R: dict) -> list[str]:
             f = R["figures"].get(key)
             if f:
                 lines.append(f"| {what} | **{f['value']:.3g}** | {sense} {target} | {'met' if f['met'] else 'NOT met'} |")
-    lines += ["", f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that N | mean batch | cores the process got |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that N | mean batch | cores used / waiting for a CPU |", "|---|---|---|---|---|---|---|---|---|"]
     for name, entry in R["models"].items():
         if "skipped" in entry:
             lines.append(f"| {name} | skipped: {entry['skipped']} | | | | | | | |")
@@ -192,7 +192,7 @@ def render(R: dict) -> list[str]:
                 continue
             at = s.get("at") or {}
             lines.append(f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | {s.get('streams', '')} | {s.get('streams_per_core', '')} | "
-                         f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} |")
+                         f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} / {at.get('runqueue_wait', '')} |")
         for extra in ("batcher_submit", "step"):
             if cost.get("per_chunk_us", {}).get(extra):
                 lines.append(f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |")

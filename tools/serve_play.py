@@ -346,14 +346,28 @@ def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, 
     ev = schedule(n, model.period, duration, jitter=min(0.005, model.period / 2), life=max(1.0, duration / 2), seed=seed)
     side.resize(n)
     counted = Counting(side) if side.batched and not getattr(side, "threaded", False) else side
-    cpu0, wall0 = time.process_time(), clock()
+    cpu0, wall0, wait0 = time.process_time(), clock(), runqueue_wait()
     if getattr(side, "threaded", False):
         done, sizes = side.play(ev, duration, bound)
     else:
         done = play_single(counted, ev, duration, bound)
         sizes = getattr(counted, "sizes", None)
-    used = (time.process_time() - cpu0) / (clock() - wall0)  # cores this process got: < its pinned cores when the machine is shared
-    return {"n": n, **latency_stats(ev, done, warm, duration, bound, sizes), "cores_used": round(used, 2), "load": round(os.getloadavg()[0], 2)}
+    wall = clock() - wall0
+    used = (time.process_time() - cpu0) / wall  # cores this process used (below 1 per core: idle between arrivals, or others' jobs on its core)
+    waited = (runqueue_wait() - wait0) / wall  # threads of this process ready to run but waiting for a CPU (others' jobs), on average
+    return {"n": n, **latency_stats(ev, done, warm, duration, bound, sizes), "cores_used": round(used, 2), "runqueue_wait": round(waited, 2), "load": round(os.getloadavg()[0], 2)}
+
+
+def runqueue_wait() -> float:
+    """Seconds this process's threads (the current ones) have spent runnable but not running, from
+    /proc/self/task/*/schedstat (0 where Linux does not report it)."""
+    total = 0
+    for task in Path("/proc/self/task").glob("*"):
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / 1e9
 
 
 def search(side, model: Model, hint_us: float, duration: float, bound: float, quick: bool, max_n: int = 16384) -> dict:
