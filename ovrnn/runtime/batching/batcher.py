@@ -339,7 +339,8 @@ class StreamBatcher:
                 if stream.first_feed is None:
                     stream.first_feed = now
                 stream.last_used = now
-                worker.enqueue(stream, _Chunk(chunk, sink, now, index), True)
+                worker.enqueue(stream, _Chunk(chunk, sink, now, index), True, False)
+            worker.wake()
 
     def _enqueue_many(self, chunks: list, make_sink) -> list:
         """[(sink, [place in `chunks` of its k-th chunk])], one sink per worker."""

@@ -141,6 +141,7 @@ class Worker:
         self.outbox: list = []  # (sink, index, result, error) to hand over with the lock released
         self.recorder = Recorder()
         self.stopping = False
+        self.waiting = False  # in cond.wait: a new chunk must notify
         self.idle = True
         self._seq = itertools.count()
         self._next_idle_check = monotonic()
@@ -150,14 +151,22 @@ class Worker:
 
     # -- called with the lock held
 
-    def enqueue(self, stream: StreamHandle, item, chunk: bool) -> None:
+    def enqueue(self, stream: StreamHandle, item, chunk: bool, wake: bool = True) -> None:
+        """Queue `item`; `wake`: wake the worker if it waits (a group wakes it once, at its end)."""
         was_empty = not stream.queue
         stream.queue.append(item)
         if chunk:
             stream.pending += 1
         if was_empty and not stream.in_flight:
             self._ready(stream)
-        self.cond.notify()
+        if wake:
+            self.wake()
+
+    def wake(self) -> None:
+        """Wake the worker when it waits (notify costs a lock round trip; a busy worker looks at
+        the queues again by itself when its batch ends)."""
+        if self.waiting:
+            self.cond.notify()
 
     def close(self, stream: StreamHandle, why: str) -> None:
         """Close now: its waiting chunks and controls fail; a chunk in the running batch completes,
@@ -227,12 +236,16 @@ class Worker:
             heap = self.heap
             if not heap:
                 self.idle = True
+                self.waiting = True
                 self.cond.wait(None if self.idle_timeout is None else max(self._next_idle_check - now, 0.001))
+                self.waiting = False
                 continue
             waited = now - heap[0][0]
             if len(heap) >= self.largest or self.idle or waited >= self.max_wait:
                 break
+            self.waiting = True
             self.cond.wait(self.max_wait - waited)
+            self.waiting = False
         if len(heap) <= self.largest:  # every ready stream fits: all of them, no order to keep
             taken, self.heap = heap, []
         else:
