@@ -371,13 +371,18 @@ def test_a_body_that_only_looks_like_a_cell_is_unrolled_and_right(cell, mutation
         assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, f"{mutation} {name}")
 
 
-@pytest.mark.parametrize("cell, mutation", [("lstm", "mask_bool"), ("gru_lbr0", "mask_cast"), ("rnn_relu", "counter_read"), ("gru_lbr1", "float64")])
-def test_cells_read_through_masks_counters_and_doubles_are_recovered(cell, mutation):
+@pytest.mark.parametrize("cell, mutation, sizes", [
+    ("lstm", "mask_bool", {}), ("gru_lbr0", "mask_cast", {}), ("rnn_relu", "counter_read", {}), ("gru_lbr1", "float64", {}),
+    ("lstm", "mask_zero_state", {}), ("lstm", "scan_c", {}),
+    # tools/fuzz_loops.py --seed 7 found it: dead Relu units at every probe made "new h" and "zeros where masked" agree
+    ("rnn_relu", "mask_const_y_only", {"T": 7, "B": 1, "F": 4, "H": 2, "seed": 153600548}),
+], ids=["mask_bool", "mask_cast", "counter_read", "float64", "mask_zero_state", "scan_c", "relu_dead_units"])
+def test_cells_read_through_masks_counters_and_doubles_are_recovered(cell, mutation, sizes):
     """What the precondition admits: a bool mask, a float mask cast from a comparison, x read by a
     counter, a double model: one recurrent node (or one per step under a mask), exact."""
     from loop_bodies import BodySpec, build, feeds
 
-    spec = BodySpec(cell, mutation, T=6, B=3, F=2, H=3, seed=11)
+    spec = BodySpec(cell, mutation, **{"T": 6, "B": 3, "F": 2, "H": 3, "seed": 11, **sizes})
     model = build(spec)
     ir = ovrnn.convert_model(model)
     note = next(n for n in ir.notes if n.startswith("Loop node"))

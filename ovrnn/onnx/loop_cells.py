@@ -33,101 +33,22 @@ Anything else raises NotACell, naming the node: the Loop is then unrolled or ref
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..families import OpFamily, family_of
+from ..families import family_of
 from ..families.lstm import LSTM
 from ..families.rnn import RNN
+from .loop_class import ANALYTIC, FLOATS, attr as _attr, check_reads, check_rows, beside_recurrent_node, own_names, per_step_read, step_of
+from .loop_values import Body, Cell, Expr, Lin, NotACell, Outer, Step
 from .read import ONNX_DOMAINS, RECURRENT
 
-# ops that may lie between the states, the step's input and the outputs: analytic ones, and the
-# Cast/Not/Where a mask select is written with (a Cast only to a float type: rounding is not analytic)
-ANALYTIC = {"Add", "Sub", "Mul", "Neg", "Sigmoid", "Tanh", "MatMul", "Gemm", "Split", "Slice", "Squeeze", "Unsqueeze",
-            "Identity", "Cast", "Not", "Where", "Gather", "Concat", "Shape"}
-# ops that select or reshape along an axis: on a computed value, never along the batch axis (0)
-AXIS_OPS = {"Split", "Slice", "Concat", "Gather"}
-FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
-INTEGERS = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
-            onnx.TensorProto.UINT64, onnx.TensorProto.UINT32, onnx.TensorProto.UINT16, onnx.TensorProto.UINT8)
+__all__ = ["PROBE_BATCH", "Body", "Cell", "Expr", "Lin", "NotACell", "Outer", "Step", "body_index", "evaluate", "increment", "own_names", "upstream_nodes"]
+
 PROBE_BATCH = 3  # the rows a probe has where the batch is dynamic
 
-
-@dataclass(eq=False)
-class Lin:
-    """x @ terms['x'] + state @ terms[state] + term @ terms[Expr] + bias, shape [batch, n]."""
-
-    terms: dict
-    bias: np.ndarray
-
-    @property
-    def width(self) -> int:
-        return int(self.bias.shape[0])
-
-    def map(self, fn) -> "Lin":
-        return Lin({k: fn(w) for k, w in self.terms.items()}, fn(self.bias))
-
-
-@dataclass(eq=False)
-class Expr:
-    op: str
-    args: tuple = ()
-
-
-@dataclass(frozen=True)
-class Step:
-    """The step index: the iteration number plus `offset` (`source`: the body input it comes from)."""
-
-    offset: int
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class Outer:
-    """An outer-scope tensor the body reads that is not a constant (X, the mask)."""
-
-    name: str
-
-
-class NotACell(Exception):
-    """Why a body is not a recognisable cell (the text goes into the note or error)."""
-
-
-@dataclass
-class Body:
-    """What the abstract evaluation found."""
-
-    env: dict
-    x: tuple[str, int] | None = None  # (outer tensor read by the step index, its offset at iteration 0)
-    mask: tuple[str, int] | None = None
-    states: list[str] = field(default_factory=list)  # float carried states (body input names)
-    counters: dict = field(default_factory=dict)  # body input name -> (initial value, increment)
-    invariant: list[str] = field(default_factory=list)  # states the body passes on unchanged
-    activations: list[tuple[str, object]] = field(default_factory=list)  # (op, argument) in body order
-    appended: dict = field(default_factory=dict)  # sequence state -> the tensor appended to it each step
-    inner: "Cell | None" = None  # a one-step recurrent node in the body (torch's scripted nn.LSTMCell)
-    cuts: list[str] = field(default_factory=list)  # Relu outputs, fed freely when the body is checked
-
-
-@dataclass
-class Cell:
-    kind: OpFamily  # the registry's family (ovrnn/families/)
-    W: np.ndarray  # [gates*H, F], ONNX gate order
-    R: np.ndarray  # [gates*H, H]
-    Wb: np.ndarray
-    Rb: np.ndarray
-    h: str  # the state the gates read as h
-    c: str | None = None
-    linear_before_reset: int = 0
-    activation: str = "Tanh"
-    outputs: dict = field(default_factory=dict)  # body output name -> ('h'|'c', None | state name | 'zero')
-
-    @property
-    def hidden(self) -> int:
-        return int(self.R.shape[1])
 
 
 # --- abstract evaluation -------------------------------------------------------------------------
@@ -169,7 +90,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
     needed = upstream_nodes(body, [body.output[1 + len(body.input) - 2 + k].name for k in range(len(body.output) - len(body.input) + 1)]
                             + [body.output[body_index(body, s) - 1].name for s in found.states] + list(found.appended.values()))
     batch = None
-    beside_inner = _beside_recurrent_node(body)
+    beside_inner = beside_recurrent_node(body)
     for index, node in enumerate(body.node):
         if index not in needed:
             continue  # the condition and counters: checked apart (loop_rewrite.runs_exactly)
@@ -189,18 +110,18 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             else:
                 raise NotACell(f"node '{label}' reads '{name}' before it is computed")
         if node.op_type == "Gather" and len(ins) == 2 and node.input[0] not in own and isinstance(ins[1], Step) and _attr(node, "axis", 0) == 0:
-            batch = _per_step_read(node, ins[1], outer, found, env, batch)
+            batch = per_step_read(node, ins[1], outer, found, env, batch)
             continue
         if all(isinstance(v, np.ndarray) or v is None for v in ins) and node.op_type not in ("Loop", "Scan", "If"):
             values = _run_node(node, ins, opset)
             if values is not None:
                 env.update({o: v for o, v in zip(node.output, values) if o})
                 continue
-        step = _step_of(node, ins)
+        step = step_of(node, ins)
         if step is not None:
             env[node.output[0]] = step
             continue
-        _check_reads(node, ins, label)
+        check_reads(node, ins, label)
         if node.op_type in RECURRENT:
             if found.inner is not None:
                 raise NotACell("it holds more than one recurrent node")
@@ -214,7 +135,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             continue
         if node.op_type not in ANALYTIC or (node.op_type == "Cast" and _attr(node, "to") not in FLOATS):
             raise NotACell(f"it holds a {node.op_type} node ('{label}') between its states and outputs")
-        _check_rows(node, ins, label, batch, beside_inner)
+        check_rows(node, ins, label, batch, beside_inner)
         results = _abstract(node, ins, batch)
         if node.op_type == "Shape" and not isinstance(results[0], np.ndarray):
             raise NotACell(f"its Shape node ('{label}') reads a computed value whose shape is not static")
@@ -225,124 +146,6 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
         raise NotACell("it reads no input sequence step by step (a Gather of an outer tensor by the iteration number)")
     return found
 
-
-def own_names(body: onnx.GraphProto) -> set[str]:
-    return {o for n in body.node for o in n.output if o} | {i.name for i in body.input} | {t.name for t in body.initializer}
-
-
-def _per_step_read(node: onnx.NodeProto, step: Step, outer, found: Body, env: dict, batch):
-    """``Gather(T, i + offset)`` of an outer tensor: the input sequence (a float [steps, batch,
-    features] tensor) or a mask (proven 0/1, one value per batch row); the batch it fixes."""
-    name = node.input[0]
-    dims = outer.shape(name)  # an outer tensor, or an outer constant (a frozen input)
-    if dims is None or len(dims) < 2 or None in dims[2:]:  # the steps and the batch may stay dynamic
-        raise NotACell(f"the tensor '{name}' it reads step by step has no static shape past its batch")
-    key = (name, step.offset)
-    if outer.binary(name) and int(np.prod(dims[2:], dtype=np.int64)) == 1:
-        if found.mask not in (None, key):
-            raise NotACell("it reads more than one mask step by step")
-        found.mask = key
-        env[node.output[0]] = Expr("mask")
-    elif len(dims) == 3 and outer.is_float(name):
-        if found.x not in (None, key):
-            raise NotACell(f"it reads more than one input sequence step by step ('{found.x[0]}' and '{name}'; a float table gating the "
-                           "state is no mask unless its values are proven 0 or 1: bool, or cast from a comparison)")
-        found.x = key
-        env[node.output[0]] = Lin({"x": np.eye(dims[2])}, np.zeros(dims[2]))
-    else:
-        raise NotACell(f"it reads '{name}' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) "
-                       "nor a mask proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row")
-    return dims[1] if batch is None else batch
-
-
-def _step_of(node: onnx.NodeProto, ins: list) -> Step | None:
-    """The step index after a Cast/Identity, or plus/minus an integer constant; None otherwise."""
-    if not ins or not isinstance(ins[0], Step) and not (node.op_type == "Add" and len(ins) == 2 and isinstance(ins[1], Step)):
-        return None
-    if node.op_type in ("Cast", "Identity") and (node.op_type == "Identity" or _attr(node, "to") in INTEGERS):
-        return ins[0]
-    if node.op_type in ("Add", "Sub") and len(ins) == 2:
-        step, other = (ins[0], ins[1]) if isinstance(ins[0], Step) else (ins[1], ins[0])
-        if isinstance(other, np.ndarray) and other.size == 1 and other.dtype.kind in "iu":
-            sign = -1 if node.op_type == "Sub" else 1
-            return Step(step.offset + sign * int(other.reshape(-1)[0]), step.source)
-    return None
-
-
-def _check_reads(node: onnx.NodeProto, ins: list, label: str) -> None:
-    """The step index, a counter, the condition and outer non-constants reach the outputs only
-    through the per-step reads (handled before this)."""
-    for name, value in zip(node.input, ins):
-        if isinstance(value, Step) or (isinstance(value, Expr) and value.op == "counter"):
-            source = value.source if isinstance(value, Step) else value.args[0]
-            what = f"the iteration number ('{name}')" if not source else f"the counter '{source}'" + (f" (as '{name}')" if name != source else "")
-            raise NotACell(f"{what} reaches its {node.op_type} node '{label}', beyond the per-step read of the input sequence: "
-                           "the body is not the same function at every step")
-        if isinstance(value, Expr) and value.op == "cond":
-            raise NotACell(f"its {node.op_type} node '{label}' reads the loop condition '{name}'")
-        if isinstance(value, Outer):
-            raise NotACell(f"its {node.op_type} node '{label}' reads '{value.name}' from outside the loop, which is neither the input "
-                           "sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it")
-
-
-def _beside_recurrent_node(body: onnx.GraphProto) -> set[str]:
-    """The Unsqueeze outputs only a recurrent node reads and the Squeeze outputs of a recurrent
-    node's outputs (its [1, batch, hidden] states): the one place a new axis 0 is no batch axis."""
-    readers: dict[str, list] = {}
-    for n in body.node:
-        for i in n.input:
-            readers.setdefault(i, []).append(n)
-    made = {o for n in body.node if n.op_type in RECURRENT for o in n.output if o}
-    found = set()
-    for n in body.node:
-        if n.op_type == "Unsqueeze" and all(r.op_type in RECURRENT for r in readers.get(n.output[0], [None]) if r is not None) and readers.get(n.output[0]):
-            found.add(n.output[0])
-        if n.op_type == "Squeeze" and n.input and n.input[0] in made:
-            found.add(n.output[0])
-    return found
-
-
-def _axes(node: onnx.NodeProto, ins: list) -> list[int] | None:
-    """The axes attribute (before opset 13) or constant input of an Unsqueeze/Squeeze; None when computed."""
-    if len(ins) > 1 and ins[1] is not None:
-        return ins[1].reshape(-1).tolist() if isinstance(ins[1], np.ndarray) else None
-    return list(_attr(node, "axes", []))
-
-
-def _check_rows(node: onnx.NodeProto, ins: list, label: str, batch, beside_inner: set[str] = frozenset()) -> None:
-    """Each batch row is computed from the same row alone: so a probe's rows stand for every
-    batch, and a mask row is checked on and off by the all-on and all-off probes."""
-    op = node.op_type
-    computed = [v for v in ins if v is not None and not isinstance(v, np.ndarray)]
-    if not computed:
-        return
-    why = None
-    if op in ("Unsqueeze", "Squeeze") and node.output[0] not in beside_inner:
-        axes = _axes(node, ins)
-        if axes is None or (op == "Squeeze" and not axes) or any(a == 0 or a < 0 for a in axes):
-            why = f"{'adds' if op == 'Unsqueeze' else 'removes'} an axis in front of the batch (or one it computes), so later axes are not what they were"
-    elif op == "MatMul" and not (isinstance(ins[1], np.ndarray) and ins[1].ndim == 2):
-        why = "multiplies by a computed value on the right"
-    elif op == "Gemm" and (_attr(node, "transA", 0) or not isinstance(ins[1], np.ndarray)):
-        why = "multiplies by a computed value on the right, or transposes its left side"
-    elif op in AXIS_OPS and (op != "Gather" or not isinstance(ins[0], np.ndarray)):
-        axes = [_attr(node, "axis", 0)] if op != "Slice" else (ins[3].reshape(-1).tolist() if len(ins) > 3 and isinstance(ins[3], np.ndarray) else None)
-        if op == "Slice" and (axes is None or not all(isinstance(v, np.ndarray) for v in ins[1:3])):
-            why = "slices with computed bounds or axes"
-        elif op == "Gather" and not isinstance(ins[1], np.ndarray):
-            why = "gathers by a computed index"
-        elif op == "Slice":
-            starts, ends = ins[1].reshape(-1), ins[2].reshape(-1)
-            if any(a in (0, -2) and not (s == 0 and e >= (batch or np.iinfo(np.int32).max)) for a, s, e in zip(axes, starts, ends)):
-                why = "slices along the batch axis"
-        elif any(a in (0, -2) for a in axes) and op != "Gather":
-            why = "runs along the batch axis"
-        elif op == "Gather" and any(a in (0, -2) for a in axes):
-            why = "gathers along the batch axis"
-    elif op == "Split" and len(ins) > 1 and ins[1] is not None and not isinstance(ins[1], np.ndarray):
-        why = "splits by computed sizes"
-    if why:
-        raise NotACell(f"its {op} node '{label}' {why}, so its batch rows are not computed apart")
 
 
 def body_index(body: onnx.GraphProto, name: str) -> int:
@@ -404,12 +207,6 @@ def _dims(vi: onnx.ValueInfoProto) -> list | None:
         return None
     return [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
 
-
-def _attr(node: onnx.NodeProto, name: str, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 def increment(body: onnx.GraphProto, state: str, out: str, outer_const=None) -> int | None:

@@ -1,9 +1,14 @@
 """Which cell a Loop body computes: the gate assignments its activations allow (which sigmoid is
-i, f or o; GRU's z, r and z's sign; which state is c), each checked against the body it came from
-(loop_cells.py evaluated it): the body runs (onnx.reference) on random float32 probes, with the
-mask all on, all off and mixed, and every float value it carries or emits must be the candidate
-cell's new h or c, or a select of one by the mask (kept state, zeros). The first candidate gate
-layout that reproduces them all is the cell.
+i, f or o; GRU's z, r and z's sign; which state is c), each checked against the body it came from.
+
+loop_cells.evaluate has proven the body in the class where probes prove an identity (docs/
+control_flow.md, "Loop recovery: when a probe proves it": X, a 0/1 mask, constants and states
+are all it reads; the step index reaches only the reads; analytic row-wise ops). The body then
+runs (onnx.reference) at iterations 0, 1, a middle one and the last, with x, the states and every
+other outer tensor random and away from 0, and the mask all on, all off, alternating and flipped;
+every float value it carries or emits must be the candidate cell's new h or c, or a select of one
+by the mask (kept state, zeros), as the family's float64 reference cell computes it (no third copy
+of the cell math). The first candidate gate layout that reproduces them all is the cell.
 """
 
 from __future__ import annotations
@@ -185,9 +190,9 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, t
             probes.append((feeds, states, got))
         checks.append(probes)
     for cell in cands:
-        mappings = [_match(cell, found, probes, float_outs) for probes in checks]
-        if all(m is not None for m in mappings) and all(m == mappings[0] for m in mappings):
-            cell.outputs = mappings[0]
+        mapping = _match(cell, found, checks, float_outs)
+        if mapping is not None:
+            cell.outputs = mapping
             return cell, found
     raise NotACell(f"no assignment of its {len(cands)} candidate {cands[0].kind.name} gate layouts reproduces the body's outputs")
 
@@ -248,14 +253,17 @@ def _probe_shape(dims, steps: int | None = None) -> list[int]:
     return [d if d else steps if k == 0 and steps else PROBE_BATCH for k, d in enumerate(dims)]
 
 
-def _match(cell: Cell, found: Body, probes: list, float_outs: list[str]) -> dict | None:
+def _match(cell: Cell, found: Body, checks: list, float_outs: list[str]) -> dict | None:
+    """What each float output is (the new h or c, or a select of one by the mask), the first that
+    agrees on every probe of every check (a dead Relu unit makes a new value and zeros agree in the
+    first check; the one with the Relu cut tells them apart), else None."""
     mapping: dict = {}
     for name in float_outs:
         families = [("h", None), ("c", None)] + [(v, s) for v in ("h", "c") for s in (*found.states, "zero")] if found.mask else [("h", None), ("c", None)]
         for fam in families:
             if fam[0] == "c" and cell.c is None:
                 continue
-            if all(_agrees(got[name], _expected(cell, found, feeds, states, fam)) for feeds, states, got in probes):
+            if all(_agrees(got[name], _expected(cell, found, feeds, states, fam)) for probes in checks for feeds, states, got in probes):
                 mapping[name] = fam
                 break
         else:
