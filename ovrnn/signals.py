@@ -131,7 +131,7 @@ def native_callback():
     that called it has moved on (the native code runs Python code of its own too, OpenVINO's
     telemetry, where the signal's exception would be wrapped again)."""
     main = threading.current_thread() is threading.main_thread()
-    caller = sys._getframe(3) if main else None  # the frame that called the native code: generator, __enter__, callback, caller
+    caller = _frame(3) if main else None  # the frame that called the native code: generator, __enter__, callback, caller
     _CALLBACKS[0] += main
     try:
         yield
@@ -143,6 +143,14 @@ def native_callback():
         raise
     finally:
         _CALLBACKS[0] -= main
+
+
+def _frame(depth: int):
+    """The frame `depth` levels below the caller's (sys._getframe(depth) as the caller would call it)."""
+    try:
+        return sys._getframe(depth + 1)
+    except ValueError:  # called from native code with no Python frame below
+        return None
 
 
 def _send_after_native(signum: int, main: int, where) -> None:
