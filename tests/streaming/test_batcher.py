@@ -430,3 +430,18 @@ def test_a_callback_that_would_wait_for_its_own_worker_is_refused(batcher):
     assert on_worker and set(on_worker) == {"feed() waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"}
     assert all(text == "fed" for name, text in seen if not name.startswith("ovrnn-batcher-"))
     batcher.close(stream)
+
+
+def test_stats_report_each_streams_lag_behind_real_time(silero_spec):
+    """A stream fed far faster than its chunks' real time (1 µs a chunk) lags by about its work;
+    the same chunks at 10 s of real time each do not lag."""
+    audio = audio_chunks(1300, 20)
+    for seconds, behind in ((1e-6, 1), (10.0, 0)):
+        with ovrnn.StreamBatcher(silero_spec, sizes=(1,), max_pending=32, chunk_seconds=seconds) as b:
+            stream = b.open()
+            for f in [b.submit(stream, {"input": c}) for c in audio]:
+                f.result(timeout=30)
+            stats = b.stats()
+            assert stats["chunk_seconds"] == seconds and set(stats["lag_s"]) == {stream.id}
+            assert stats["lag"]["behind"] == behind and (stats["lag_s"][stream.id] > 0) == bool(behind)
+            assert stats["chunks"] == 20 and stats["batch_sizes"] == {1: stats["batches"]} and stats["queue_wait_s"]["p99"] >= stats["queue_wait_s"]["p50"] >= 0

@@ -224,3 +224,21 @@ def test_contracts_that_cannot_stream_are_refused():
         match=r"^input 'input' \(\[\?,\?\]\): cannot tell its batch axis; give it, e.g. batch=\{'input': 0\}$",
     ):
         StreamSpec.of(silero_path(), "state=stateN", frozen={"sr": 16000})
+
+
+def test_a_stateless_ir_is_served_like_its_onnx_model():
+    """The policy converted to ovrnn's IR with a dynamic batch, reshaped to each size: the same
+    numbers as the ONNX model converted at each size, bit for bit."""
+    import ovrnn
+
+    from_ir = StreamSpec.of(ovrnn.convert_model(policy_model()), "initial_h=Y_h,initial_c=Y_c")
+    from_onnx = StreamSpec.of(policy_model(), "initial_h=Y_h,initial_c=Y_c")
+    assert [(p.name, p.shape, p.batch_axis) for p in from_ir.inputs] == [(p.name, p.shape, p.batch_axis) for p in from_onnx.inputs] == [("X", (1, 1, 3), 1), ("action", (1, 1), 0)]
+    rng = np.random.default_rng(9)
+    x = {"X": rng.uniform(-1, 1, (1, 3, 3)).astype(np.float32), "action": np.array([[1], [2], [7]])}
+    states = {k: rng.uniform(-1, 1, (1, 3, 8)).astype(np.float32) for k in ("initial_h", "initial_c")}
+    a = BatchedStep(from_ir, sizes=(1, 4), threads=2).run(x, states)
+    b = BatchedStep(from_onnx, sizes=(1, 4), threads=2).run(x, states)
+    assert all(np.array_equal(a[0][k], b[0][k]) for k in a[0]) and all(np.array_equal(a[1][k], b[1][k]) for k in a[1])
+    with pytest.raises(UsageError, match=r"^state=True names a recurrent node's states, which an IR no longer has: give the IR's IN=OUT pairs$"):
+        StreamSpec.of(ovrnn.convert_model(policy_model()), True)
