@@ -142,6 +142,13 @@ def test_stateless_refuses_a_malformed_request_and_serves_the_next(cluster):
         cluster["stateless"].step.remote({"inputs": {"input": np.zeros((2, 500), np.float32)}}).result()
     reply = cluster["stateless"].step.remote({"inputs": {"input": audio(5, 1)[0]}}).result()
     np.testing.assert_allclose(reply["outputs"]["output"], OrtStream()(audio(5, 1)[0]), atol=TOL)
+    gateway = ovserve.Gateway(spec(), cluster["stateless"])  # the caller's side refuses a bad chunk before sending; states stay
+    gateway.open("a")
+    gateway.feed({"a": {"input": audio(6, 1)[0]}})
+    before = {k: v.copy() for k, v in gateway.states["a"].items()}
+    with pytest.raises(UsageError, match=r"stream 'a': input 'input' takes a chunk of shape \[1, 512\], got \[1, 256\]"):
+        gateway.feed({"a": {"input": np.zeros((1, 256), np.float32)}})
+    assert all(np.array_equal(before[k], gateway.states["a"][k]) for k in before)
 
 
 def test_stateless_over_http(cluster):

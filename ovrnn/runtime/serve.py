@@ -160,7 +160,7 @@ class Gateway:
         missing = [s for s in ids if s not in self.states]
         if missing:
             raise UsageError(f"stream {missing[0]!r} is not open")
-        inputs = {p.name: np.concatenate([np.asarray(chunks[s][p.name], p.dtype).reshape(spec.chunk_shape(p.name)) for s in ids], p.batch_axis) for p in spec.inputs}
+        inputs = {p.name: np.concatenate([_chunk_of(spec, p, s, chunks[s]) for s in ids], p.batch_axis) for p in spec.inputs}
         states = {n: np.concatenate([self.states[s][n] for s in ids], spec.state_port(n).batch_axis) for n in spec.state_names}
         return {"inputs": inputs, "states": states}
 
@@ -183,6 +183,17 @@ class Gateway:
     async def feed_async(self, chunks: dict) -> dict:
         ids = list(chunks)
         return self.accept(ids, await self.handle.step.remote(self.request(chunks)))
+
+
+def _chunk_of(spec, port, stream, inputs: dict) -> np.ndarray:
+    """Stream `stream`'s chunk of input `port`, shaped as the spec says (its batch axis of size 1 may be left out)."""
+    shape = spec.chunk_shape(port.name)
+    if port.name not in inputs:
+        raise UsageError(f"stream {stream!r}: input '{port.name}' is missing")
+    value = np.asarray(inputs[port.name])
+    if value.size != int(np.prod(shape)) or value.shape not in (shape, shape[: port.batch_axis] + shape[port.batch_axis + 1 :]):
+        raise UsageError(f"stream {stream!r}: input '{port.name}' takes a chunk of shape {list(shape)}, got {list(value.shape)}")
+    return value.astype(port.dtype, copy=False).reshape(shape)
 
 
 class StickyClient:
