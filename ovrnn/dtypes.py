@@ -45,7 +45,6 @@ F32, F16, F64, BF16, I32, I64, BOOL = (BY_IR[k] for k in ("f32", "f16", "f64", "
 I8 = ElementType(TensorProto.INT8, "int8", np.dtype(np.int8), "i8", "I8")
 U8 = ElementType(TensorProto.UINT8, "uint8", np.dtype(np.uint8), "u8", "U8")
 I4 = ElementType(TensorProto.INT4, "int4", np.dtype(np.int8), "i4", "I4")
-WEIGHT_INTS = {t.ir: t for t in (I8, U8, I4)}
 
 
 def byte_size(etype: ElementType, count: int) -> int:

@@ -59,10 +59,6 @@ def style() -> str:
     return "lines" if _mode == "verbose" else "off"
 
 
-def enabled() -> bool:
-    return style() != "off"
-
-
 @contextmanager
 def stage(label: str, min_seconds: float = 0.5):
     """Show `label` with the elapsed time while the block runs (a compile, an emission)."""

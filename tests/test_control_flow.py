@@ -143,7 +143,7 @@ def test_if_on_a_frozen_scalar_inlines_its_branch(sr, kept):
     assert {c.oracle for c in report.comparisons} == {"reference", "onnxruntime"}
     assert report.frozen_inputs == {"sr": f"int64 [] {sr}"}
     assert "frozen inputs (constants in the IR, fed to onnxruntime as such): sr = int64 [] " + str(sr) in report.format()
-    assert [r.label for r in ir.rnns] == [kept] and all(c.lowering == "cell" and c.steps == 5 for c in ir.rnns[0].chains)
+    assert [r.label for r in ir.rnns] == [kept] and all(c.form == "cell" and c.steps == 5 for c in ir.rnns[0].chains)
     types = _xml_types(ir)
     assert "If" not in types and "LSTMSequence" not in types and "LSTMCell" in types
     branch = "then" if sr == 16000 else "else"

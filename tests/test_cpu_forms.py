@@ -110,7 +110,7 @@ def test_convert_for_cpu_takes_the_measured_form_and_says_why(this_machine_table
     assert counts["GRUCell"] == 0 and counts["MatMul"] > 0 and dead_layers(ir.xml) == []
     release, isa = cpu_forms.machine_key()
     why = f"measured: faster than the cell chain, measured on {isa} with OpenVINO {release}, GRU H=16 batch 1 {direction}: cell 300 µs, matmul 100 µs"
-    assert all(c.lowering == "explicit" and c.activation == "f=Sigmoid g=Tanh" for c in ir.rnns[0].chains)
+    assert all(c.form == "explicit" and c.activation == "f=Sigmoid g=Tanh" for c in ir.rnns[0].chains)
     for d in [c.direction for c in ir.rnns[0].chains]:  # the node's rt_info, per direction: the form, and why
         assert f'<info name="{d}" value="f=Sigmoid g=Tanh explicit"/>'.encode() in ir.xml
         assert f'<info name="{d}_reason" value="{why}"/>'.encode() in ir.xml

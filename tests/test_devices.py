@@ -168,7 +168,7 @@ def test_auto_on_npu_picks_cells_for_gru_lstm_and_matmul_for_rnn(tmp_path):
     assert set(counts) <= NPU_IR_TYPES, set(counts) - NPU_IR_TYPES
     root = etree.fromstring(ir.xml)
     assert all(d.text != "-1" for d in root.iter("dim")), "a dynamic dim is left"
-    lowered = {r.node_name: [(c.direction, c.lowering) for c in r.chains] for r in ir.rnns}
+    lowered = {r.node_name: [(c.direction, c.form) for c in r.chains] for r in ir.rnns}
     assert lowered == {
         "rnn": [("fwd", "explicit"), ("rev", "explicit")],
         "gru": [("fwd", "cell")],

@@ -53,7 +53,7 @@ def test_one_cell_per_step_per_cell_direction(case):
     assert not any(counts[t] for t in HIDDEN_STEPS) and not any(counts[c] for op, c in CELL.items() if op != case.op)
     (summary,) = ir.rnns
     assert summary.op == case.op
-    assert [c.lowering for c in summary.chains].count("cell") == cell_directions(case)
+    assert [c.form for c in summary.chains].count("cell") == cell_directions(case)
     # explicit directions project X for all steps with one MatMul, then one MatMul per step (H·Rᵀ;
     # GRU linear_before_reset=1: one for all three gates; =0: Rz, Rr and Rh, one a gate, as the CPU
     # fuses best, docs/performance.md); RNN leaves out the first step's when there is no initial_h (H0 = 0)
@@ -159,7 +159,7 @@ def test_mixed_rnn_gru_lstm_whole_model():
     model = rnn_gru_lstm_model(nodes, inits, 5)
     feeds = {"X": rfeeds["X"], "rsequence_lens": rfeeds["sequence_lens"]}
     ir = ovrnn.convert_model(model)
-    assert [(r.op, [c.lowering for c in r.chains]) for r in ir.rnns] == [("RNN", ["cell"]), ("GRU", ["cell", "explicit"]), ("LSTM", ["explicit"])]
+    assert [(r.op, [c.form for c in r.chains]) for r in ir.rnns] == [("RNN", ["cell"]), ("GRU", ["cell", "explicit"]), ("LSTM", ["explicit"])]
     counts = layer_counts(ir.xml)
     assert (counts["RNNCell"], counts["GRUCell"], counts["LSTMCell"]) == (5, 5, 0)
     got, want = run_ir(ir, feeds), reference.run_model(model, feeds)
@@ -172,7 +172,7 @@ def test_inspect_and_convert_say_which_directions_are_cells_and_why_not(tmp_path
 
     model, _, _ = make_model(Case("say", op="LSTM", direction="bidirectional", T=6, activations=("Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Tanh", "Softsign"), lens=(6, 2), h0=True, c0=True))
     ir = ovrnn.convert_model(model)
-    assert [(c.direction, c.activation, c.lowering) for c in ir.rnns[0].chains] == [
+    assert [(c.direction, c.activation, c.form) for c in ir.rnns[0].chains] == [
         ("fwd", "f=Sigmoid g=Tanh h=Tanh", "cell"),
         ("rev", "f=HardSigmoid(alpha=0.2, beta=0.5) g=Tanh h=Softsign [explicit: HardSigmoid, Softsign]", "explicit"),
     ]

@@ -49,7 +49,7 @@ def test_a_computed_initial_state_is_refused_in_the_same_words_on_both_paths(who
 @pytest.mark.parametrize("whole", [False, True], ids=["emitter", "frontend"])
 def test_both_paths_summarise_a_node_alike(whole):
     ir = ovrnn.convert_model(_chained(whole))
-    assert [(r.label, r.op, [(c.direction, c.lowering, c.why) for c in r.chains]) for r in ir.rnns] == [
+    assert [(r.label, r.op, [(c.direction, c.form, c.why) for c in r.chains]) for r in ir.rnns] == [
         ("a", "GRU", [("fwd", "cell", "cell")]),
         ("b", "GRU", [("fwd", "explicit", "shared input: walks X as node 'a' does")]),
     ]

@@ -266,7 +266,7 @@ def test_dynamic_quantize_lstm_clip_and_activations():
         helper.make_attribute("activation_beta", [0.4]),
     ])
     ir = ovrnn.convert_model(m)
-    assert [c.lowering for c in ir.rnns[0].chains] == ["explicit", "explicit"]
+    assert [c.form for c in ir.rnns[0].chains] == ["explicit", "explicit"]
     feeds = x_feed()
     got = run(ir, feeds)
     want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)

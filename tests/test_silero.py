@@ -59,7 +59,7 @@ def test_every_lstm_is_a_cell_chain_and_no_if_is_left(converted):
     counts = layer_counts(ir.xml)
     assert not [t for t in HIDDEN_STEPS if counts.get(t)], counts
     assert len(ir.rnns) == lstm_nodes
-    assert all(r.op == "LSTM" and c.lowering == "cell" for r in ir.rnns for c in r.chains)
+    assert all(r.op == "LSTM" and c.form == "cell" for r in ir.rnns for c in r.chains)
     assert counts.get("LSTMCell", 0) == sum(c.steps for r in ir.rnns for c in r.chains)
     if has_ifs:
         assert any(n.startswith("If node ") and "inlined its" in n for n in ir.notes), ir.notes

@@ -35,7 +35,7 @@ def _node_model(op: str, **attrs) -> object:
 
 
 def _forms(ir) -> list[tuple[str, str, str]]:
-    return [(r.label, c.direction, c.lowering, c.why) for r in ir.rnns for c in r.chains]
+    return [(r.label, c.direction, c.form, c.why) for r in ir.rnns for c in r.chains]
 
 
 def test_each_reason_reaches_the_summary_and_rt_info(tmp_path):

@@ -50,7 +50,7 @@ def test_matches_pytorch_with_every_recurrent_node_as_cells(name):
     assert {cell: counts[cell] for cell in CELLS.values() if counts[cell]} == entry["cells"]
     for op, cell in CELLS.items():
         assert counts[cell] == sum(c.steps for r in ir.rnns if r.op == op for c in r.chains)
-    assert all(c.lowering == "cell" for r in ir.rnns for c in r.chains)
+    assert all(c.form == "cell" for r in ir.rnns for c in r.chains)
     assert not any(counts[t] for t in HIDDEN_STEPS)
 
 

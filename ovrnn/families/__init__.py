@@ -151,10 +151,5 @@ def onnx_op_names() -> tuple[str, ...]:
     return tuple(f.name for f in onnx_families())
 
 
-def cell_types() -> dict[str, str]:
-    """OpenVINO cell type -> the ai.onnx op whose chains use it."""
-    return {f.cell: f.name for f in onnx_families()}
-
-
 # The family modules register themselves on import (order: the order of every table over the families).
 from . import rnn, gru, lstm, dynamic_quantize_lstm  # noqa: E402,F401

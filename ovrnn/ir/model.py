@@ -23,11 +23,6 @@ class ChainSummary:
     step_form: StepForm | None = None  # the form and why it was chosen
 
     @property
-    def lowering(self) -> str:
-        """The step form, by the name the summaries had before (``form``)."""
-        return self.form
-
-    @property
     def why(self) -> str:
         """Why this form: 'cell', 'activation: Softsign', 'asked: --lowering matmul', ..."""
         return (self.step_form or StepForm.read(self.form, None)).why()

@@ -179,20 +179,6 @@ def reverse_axis(g: LayerGraph, name: str, x: Output, axis: int) -> Output:
     return g.add("StridedSlice", name, (x, zeros, ends, strides), (x.type,), attrs).out()
 
 
-def slice_axis(g: LayerGraph, name: str, x: Output, axis: int, start: int, stop: int) -> Output:
-    """x[..., start:stop, ...] along `axis` (StridedSlice-1; the other axes masked: taken whole)."""
-    rank = len(x.shape)
-    begin = i64(g, f"{name}/begin", [start if i == axis else 0 for i in range(rank)])
-    end = i64(g, f"{name}/end", [stop if i == axis else 0 for i in range(rank)])
-    strides = i64(g, f"{name}/stride", [1] * rank)
-    masks = tuple(0 if i == axis else 1 for i in range(rank))
-    none = (0,) * rank
-    attrs = {"begin_mask": masks, "end_mask": masks, "new_axis_mask": none, "shrink_axis_mask": none, "ellipsis_mask": none}
-    dims = list(x.shape)
-    dims[axis] = Dim.of(stop - start)
-    return g.add("StridedSlice", name, (x, begin, end, strides), (TensorType(x.etype, tuple(dims)),), attrs).out()
-
-
 def reverse_sequence(g: LayerGraph, name: str, x: Output, lens: Output, batch_axis: int, seq_axis: int) -> Output:
     """ReverseSequence-1: per batch entry b, reverse the first lens[b] items along seq_axis."""
     attrs = {"batch_axis": batch_axis, "seq_axis": seq_axis}

@@ -25,9 +25,7 @@ from .dims import DynamicStepsError
 from .nodes import node_label, unique_label
 from .recurrent import DIRECTIONS, Direction, RecurrentInput, RecurrentSpec
 
-__all__ = ["DIRECTIONS", "INPUT_NAMES", "Direction", "DynamicStepsError", "RnnSpec", "node_label", "normalise_rnn", "unique_label"]
-
-INPUT_NAMES = RNN.inputs
+__all__ = ["DIRECTIONS", "Direction", "DynamicStepsError", "RnnSpec", "node_label", "normalise_rnn", "unique_label"]
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -299,7 +299,7 @@ def test_cpu_stream_takes_the_measured_step_form_and_matches_the_reference(commi
     proto, _, flags = make_model(case)
     ir = ovrnn.convert_model(proto, flags, stateful=True, device="CPU")
     chain = ir.rnns[0].chains[0]
-    assert chain.lowering == form
+    assert chain.form == form
     kind = "GRU-lbr1" if case.linear_before_reset else case.op
     assert f"{kind} H={case.hidden} T={case.T} stream batch 1 forward" in chain.why  # the row it read, in rt_info
     cells = ir.xml.count(f'type="{case.op}Cell"'.encode())
