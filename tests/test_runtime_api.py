@@ -158,6 +158,32 @@ def test_share_outputs_is_the_only_spelling(demo_ir, entry):
             call(copy=value)
 
 
+@pytest.mark.parametrize(
+    "feeds, message",
+    [
+        (None, "inputs: expected a dict {input name: array}, got NoneType (inputs: X, sequence_lens, initial_h)"),
+        (42, "inputs: expected a dict {input name: array}, got int (inputs: X, sequence_lens, initial_h)"),
+        (dict(FEEDS, X=None), "input 'X': expected an array, got None"),
+    ],
+    ids=["none", "int", "an-input-none"],
+)
+@pytest.mark.parametrize("entry", ["runner", "dynamic runner", "stream"])
+def test_inputs_that_are_not_arrays_by_name_are_a_usage_error(demo_ir, entry, feeds, message):
+    """Never a TypeError, and never a None taken for "the same input as last time" (the request
+    would run on the previous call's array)."""
+    if entry == "stream":
+        call = ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True)).feed
+        call({"X": np.ones((4, 2, 3), np.float32)})
+        feeds = {"X": None} if isinstance(feeds, dict) else feeds
+        message = message.replace("X, sequence_lens, initial_h", "X")
+    else:
+        call = ovrnn.Runner(demo_ir if entry == "runner" else ovrnn.convert_model(DEMO_MODEL))
+        call(FEEDS)
+    with pytest.raises(ovrnn.UsageError) as caught:
+        call(feeds)
+    assert str(caught.value) == message
+
+
 @pytest.mark.parametrize("copy_below", [0, 1 << 20], ids=["shared", "copied"])
 def test_inputs_shared_or_copied_give_the_same_numbers(demo_ir, want, copy_below, monkeypatch):
     monkeypatch.setattr(ovrnn.Runner, "COPY_BELOW", copy_below)

@@ -314,6 +314,8 @@ class Runner:
             position = by_name.get(name)
             if position is None:
                 self._explain(inputs)
+            if value is None:  # never "the same array as last time": the request would run on the last call's input
+                raise UsageError(f"input '{name}': expected an array, got None")
             if value is not held[position]:
                 self._set(position, name, value)
         if self._aliased and len({by_name[n] for n in inputs}) != len(self.ports):

@@ -42,6 +42,7 @@ Devices, by name:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -282,6 +283,8 @@ class Stream:
                 # and the batch are the IR's own, nothing to check or to track
                 outputs = runner._infer_set(share_outputs, inputs)
             else:
+                if not isinstance(inputs, Mapping):
+                    runner._set_inputs(inputs)  # its UsageError: inputs are a dict {input name: array}
                 batch = self._check_inputs(inputs) if self._checks else None
                 # the runner tries its exact path too: the states may be dynamic
                 outputs = runner._infer_set(share_outputs, inputs) if runner._copied_exactly(inputs) else runner._call(inputs, share_outputs)
