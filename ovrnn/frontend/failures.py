@@ -24,6 +24,7 @@ import onnx
 from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError
 from ..onnx.read import GraphView, invalidity
 from ..ov import ov_message
+from .ov_model import all_ops
 
 _NO_RULE = re.compile(r"No conversion rule found for operations:\s*(.+?)(?=\s+--|\s+Summary:|$)")
 _FAILED = re.compile(r"--\s+([\w.]+)-(\d+) with a message:\s*(.+?)(?=\s+--\s+[\w.]+-\d+ with a message:|\s+Summary:|$)")
@@ -96,7 +97,6 @@ def _framework_ops(path: Path) -> set[tuple[str, str]]:
     (the frontend keeps what it has no translator for as a node that says its ONNX type)."""
     from openvino.frontend import FrontEndManager
 
-    from .whole_model import all_ops
 
     kinds = set()
     try:

@@ -32,6 +32,7 @@ from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.frontend_input import FrontendInput, frontend_input
 from ..onnx.read import GraphView
 from .failures import conversion_error
+from .ov_model import all_ops, bodies, graphs
 from .realize import partial_shape
 from ..progress import stage
 from ..ov import ov, ov_submodule
@@ -336,7 +337,7 @@ def _held_back(model, which):
     then are put back: the pass neither folds nor converts them."""
     o = ov()
     held = []
-    for graph in _graphs(model):
+    for graph in graphs(model):
         for op in graph.get_ordered_ops():
             if op.get_type_name() == "Constant" and which(op):
                 stand_in = o.op.Parameter(op.get_output_element_type(0), op.get_output_partial_shape(0))
@@ -377,32 +378,6 @@ def _compress_float_constants(model) -> bool:
     with _held_back(model, lambda op: integer(op) or wide_scale(op)):
         compress_model_transformation(model)
     return True
-
-
-def _graphs(model):
-    """The model and every If/Loop/TensorIterator body in it, at any depth."""
-    yield model
-    for op in model.get_ordered_ops():
-        for body in bodies(op):
-            yield from _graphs(body)
-
-
-def all_ops(model):
-    """The model's ops, then those of every If/Loop/TensorIterator body, at any depth."""
-    for op in model.get_ordered_ops():
-        yield op
-        for body in bodies(op):
-            yield from all_ops(body)
-
-
-def bodies(op) -> list:
-    """The ov.Model bodies of an If, Loop or TensorIterator op; [] for other ops."""
-    kind = op.get_type_name()
-    if kind == "If":
-        return [op.get_then_body(), op.get_else_body()]
-    if kind in ("Loop", "TensorIterator"):
-        return [op.get_function()]
-    return []
 
 
 def _check_chain_kept(model, labels: list[str]) -> None:
