@@ -1,7 +1,8 @@
 """Compile once, infer many times, at the least cost a call (what a serving loop or a stream needs).
 
-A call costs what OpenVINO's own call costs plus a few checks: no output is copied, and an input only
-when it is small (into the request's own buffer, cheaper than a new tensor).
+A call costs what OpenVINO's own call costs plus a few checks, a lock, and a copy of each output
+(the caller's own arrays; ``share_outputs=True`` skips it), and an input is copied only when it is
+small (into the request's own buffer, cheaper than a new tensor).
 
 * Inputs of a static shape up to ``Runner.COPY_BELOW`` bytes (a stream's chunk, a VAD frame) are
   copied into a buffer the request owns, set as its input tensor once: a copy of a few kB costs
