@@ -214,3 +214,23 @@ def test_the_docs_serve_config_builds_the_application():
     spec = StreamSpec.of(args["model"], args["state"], context=args["context"], shapes=args["shapes"], frozen=args["frozen"])
     assert spec.chunk_shape("input") == (1, 512) and spec.state_names == ("state", "input/context")
     assert app["deployments"][0]["name"] == "StatelessStreams"
+
+
+def test_a_sticky_replica_that_dies_loses_its_streams_and_says_so(sticky, cluster):
+    """docs/serving.md: a replica that dies loses the streams it held; their next call is refused by
+    name (Serve starts a new replica, which does not have them), and opening them again works."""
+    import ray
+
+    client = ovserve.StickyClient(sticky)
+    ids = [f"death-{i}" for i in range(8)]
+    where = {s: client.open(s).result() for s in ids}
+    victim = sorted(set(where.values()))[0]
+    lost = [s for s in ids if where[s] == victim]
+    assert lost
+    actor = next(a for a in ray.util.list_named_actors(all_namespaces=True) if victim in a["name"])
+    ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]), no_restart=True)
+    for s in lost:
+        with pytest.raises(UsageError, match=rf"stream '{s}' is not open on this replica"):
+            client.feed(s, {"input": audio(1, 1)[0]}).result(timeout_s=60)
+    client.open(lost[0]).result(timeout_s=60)  # opened again: from the initial state, on whichever replica its id maps to now
+    np.testing.assert_allclose(client.feed(lost[0], {"input": audio(1, 1)[0]}).result()["output"], OrtStream()(audio(1, 1)[0]), atol=TOL)

@@ -11,9 +11,10 @@ frozen inputs):
 * **sticky** (`sticky_app`): the states stay in a replica, in a ``StreamBatcher``; a request carries
   one stream's chunk. Every call of a stream must reach the replica that opened it: the handle's
   ``session_id`` is the stream id and Ray's consistent-hash router maps it to a replica
-  (`StickyClient`). A replica that dies or a ring that changes loses those streams' states: the
-  next call of such a stream is refused with `error: stream ... is not open on this replica`, and
-  the caller opens it again (from the initial state).
+  (`StickyClient`). A replica that dies loses its streams' states, and a ring that changes (a
+  replica added or replaced) moves some ids to another replica, which does not have them: the next
+  call of such a stream is refused (`stream ... is not open on this replica`) and the caller opens
+  it again (from the initial state).
 
 Request format (Python handle: the dict itself; HTTP: `encode`'s bytes, an npz archive):
     {"inputs": {input: n chunks stacked on its batch axis (context excluded)},
