@@ -20,7 +20,7 @@ import re
 from dataclasses import replace
 
 from .errors import OvrnnError
-from .ir.model import NodeSummary
+from .lower.summary import NodeSummary
 from .lower.node import CELL_MODES, LoweringOptions
 from .families import onnx_op_names
 from .plan import DEFAULT_CHUNK_STEPS, check_step_counts

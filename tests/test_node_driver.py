@@ -1,4 +1,4 @@
-"""The one per-node driver (ovrnn/ir/driver.py): the emitter path and the frontend path lower a
+"""The one per-node driver (ovrnn/lower/driver.py): the emitter path and the frontend path lower a
 node the same way and refuse a computed initial state under --stateful in the same words."""
 
 from __future__ import annotations

@@ -33,11 +33,11 @@ import onnx.defs
 
 from ..dtypes import BY_IR
 from ..errors import BodyStepsUnknownError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..ir.model import NodeSummary
+from ..lower.summary import NodeSummary
 from ..families import named, onnx_op_names
 from ..lower import ops
 from ..lower.layer_graph import LayerGraph
-from ..ir.driver import NodeDriver
+from ..lower.driver import NodeDriver
 from ..lower.node import LoweringOptions
 from ..lower.state import computed_state_refusal, plan_states
 from ..onnx.read import TensorInfo, upstream
@@ -198,7 +198,7 @@ class RecurrentLowering:
         self.failed_call = -1
         self.calls = 0
         self.converted: list[Converted] = []
-        self.driver = NodeDriver(options)  # the one per-node driver (ir/driver.py)
+        self.driver = NodeDriver(options)  # the one per-node driver (lower/driver.py)
         self.notes, self.states, self.specs = self.driver.notes, self.driver.states, self.driver.specs
         self.labels: list[str] = []
 

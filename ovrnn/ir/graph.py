@@ -25,9 +25,10 @@ from ..semantics import Spec
 from ..semantics.graph import GraphNodes, normalise_all, graph_nodes
 from ..semantics.limits import check_steps
 from ..stateful import node_stream
-from .driver import NodeDriver
+from ..lower.driver import NodeDriver
 from .emit import emit
-from .model import IR, NodeSummary
+from ..lower.summary import NodeSummary
+from .model import IR
 
 
 @contextmanager
@@ -70,7 +71,7 @@ class _Builder:
     def __init__(self, g: LayerGraph, view: GraphView, specs: list[Spec], options: LoweringOptions, stateful: bool = False) -> None:
         self.g, self.view, self.specs, self.options = g, view, specs, options
         self.ports: dict[str, Output] = {}
-        self.driver = NodeDriver(options)  # the one per-node driver (ir/driver.py); its notes are the builder's
+        self.driver = NodeDriver(options)  # the one per-node driver (lower/driver.py); its notes are the builder's
         self.notes = self.driver.notes
         self.stateful = stateful
         self.node_states: list[list[NodeState]] = [[] for _ in specs]

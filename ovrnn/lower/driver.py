@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..lower import lowering_of
-from ..lower.layer_graph import LayerGraph, Output
-from ..lower.node import LoweringOptions, SharedInputGuard
-from ..lower.state import NodeState, add_assigns, add_states
-from .model import NodeSummary
+from . import lowering_of
+from .layer_graph import LayerGraph, Output
+from .node import LoweringOptions, SharedInputGuard
+from .state import NodeState, add_assigns, add_states
+from .summary import NodeSummary
 
 
 class NodeDriver:
