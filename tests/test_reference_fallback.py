@@ -230,3 +230,33 @@ def test_the_reference_computes_onnxs_own_backend_case_of_every_op():
                 wrong[op] = case.name
     assert wrong == {}
     assert set(unavailable) == set(UNAVAILABLE), unavailable
+
+
+def _gather_elements(axis: int) -> onnx.ModelProto:
+    return _model([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=axis)], [vi("x", TensorProto.FLOAT, None), vi("i", TensorProto.INT64, None)], [vi("y", TensorProto.FLOAT, None)], opset=17)
+
+
+@pytest.mark.parametrize(
+    "axis, index_shape",
+    [(-1, (4, 1)), (0, (2, 2)), (1, (3, 5)), (0, (4, 2))],
+    ids=["axis -1, [4, 1] from [4, 2] (sb3-contrib's log_prob)", "axis 0, smaller on the other axis", "axis 1, longer on the gathered axis", "axis 0, the same shape"],
+)
+def test_gather_elements_takes_indices_smaller_than_the_data_off_its_axis(axis, index_shape):
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    size = x.shape[axis]
+    i = np.random.default_rng(2).integers(-size, size, index_shape)
+    model = _gather_elements(axis)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], {"x": x, "i": i})[0]
+    np.testing.assert_array_equal(reference.run_model(model, {"x": x, "i": i})["y"], want)
+
+
+def test_gather_elements_refuses_an_index_out_of_range_where_onnx_reference_wraps_it():
+    """onnx.reference 1.23 wraps index 4 of a 4-row axis to row 0 (a silently wrong reference);
+    onnxruntime refuses it, and so does the reference now: one clear error naming the node."""
+    model = _gather_elements(0)
+    x, i = np.arange(8, dtype=np.float32).reshape(4, 2), np.array([[4, 0]])
+    assert ReferenceEvaluator(model).run(["y"], {"x": x, "i": i})[0].tolist() == [[0.0, 1.0]]
+    with pytest.raises(Exception):  # noqa: B017, PT011 (onnxruntime raises its own types)
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], {"x": x, "i": i})
+    with pytest.raises(reference.ReferenceUnavailable, match="cannot compute node 'y' \\(GatherElements\\), where .*an index is out of \\[-4, 3\\] on axis 0"):
+        reference.run_model(model, {"x": x, "i": i}, [])

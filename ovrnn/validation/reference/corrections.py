@@ -7,6 +7,12 @@
   always sets it: PaddleOCR's CRNN), blending the running statistics with the batch's, and opset
   6-8 in training mode unless ``is_test``: an inference model's reference was off by up to ~10%.
   From opset 14 on, ``training_mode`` says it, as onnx.reference reads it.
+* ``GatherElements``: the spec lets ``indices`` be smaller than ``data`` on the other axes (the
+  output has the indices' shape; sb3-contrib's ``Categorical.log_prob`` gathers [4, 1] from [4, 2]);
+  onnx.reference refuses that, and it wraps an index out of [-s, s-1] around instead of refusing it
+  (``np.choose(mode="wrap")``): a silently wrong reference. Here the data is cut to the indices'
+  extent on the other axes and an index out of range is an error (the guard then asks onnxruntime,
+  which refuses it too: one clear error).
 """
 
 from __future__ import annotations
@@ -32,3 +38,19 @@ class BatchNormalization(OpRun):
         shape = (-1,) + (1,) * (x.ndim - 2)
         y = scale.reshape(shape) * (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) + bias.reshape(shape)
         return (y.astype(x.dtype),)
+
+
+class GatherElements(OpRun):
+    op_domain = ""
+
+    def _run(self, data, indices, axis=None):
+        # out[i][j][k] = data[indices[i][j][k]][j][k]  (axis 0; likewise on any axis)
+        axis = 0 if axis is None else axis
+        axis = axis + data.ndim if axis < 0 else axis
+        size = data.shape[axis]
+        if indices.size and (indices.min() < -size or indices.max() >= size):
+            raise IndexError(f"GatherElements: an index is out of [-{size}, {size - 1}] on axis {axis}")
+        if any(n > m for k, (n, m) in enumerate(zip(indices.shape, data.shape)) if k != axis):
+            raise IndexError(f"GatherElements: indices {list(indices.shape)} are larger than data {list(data.shape)} off axis {axis}")
+        cut = tuple(slice(None) if k == axis else slice(0, n) for k, n in enumerate(indices.shape))
+        return (np.take_along_axis(data[cut], indices.astype(np.int64) % size if size else indices.astype(np.int64), axis=axis),)
