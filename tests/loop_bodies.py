@@ -51,6 +51,9 @@ MUTATIONS = {m.name: m for m in [
     Mutation("mask_rank2", True, "a bool mask [T, B] read per step, unsqueezed to [B, 1] in the body"),
     Mutation("mask_zero_state", True, "a bool mask that zeroes h where it is 0 (c kept)"),
     Mutation("scan_c", True, "the stacked output is c, not h", ("lstm",)),
+    # (not an RNN with Relu: onnx.reference, which runs the body's probes, knows no Relu RNN; that Loop stays, its node lowered in the body)
+    Mutation("inner_node", True, "a one-step ONNX LSTM/GRU/RNN node in the body (scripted nn.LSTMCell), states Unsqueezed in and Squeezed out",
+             ("lstm", "gru_lbr1", "gru_lbr0", "rnn_tanh")),
     Mutation("mask_const_prefix", True, "a constant bool mask, a prefix in every sample, that keeps the states (one node, sequence_lens)"),
     Mutation("mask_const_y_only", True, "a constant prefix mask that zeroes only the stacked output: the states run on (not sequence_lens)"),
     Mutation("relu_swap", True, "GRU's candidate activation Relu (RNNoise's cell)", ("gru_lbr1", "gru_lbr0")),
@@ -74,6 +77,9 @@ MUTATIONS = {m.name: m for m in [
     Mutation("row_mix", False, "the cell reads h with its batch rows rotated (Slice and Concat on axis 0)"),
     Mutation("state_scale", False, "the new h scaled by 0.5"),
     Mutation("lstm_relu", False, "LSTM's candidate activation Relu", ("lstm",)),
+    Mutation("inner_node_film", False, "a one-step recurrent node in the body, its new h scaled by a graph input (1 + g)"),
+    Mutation("inner_node_scaled_x", False, "a one-step recurrent node reading 2*x_t"),
+    Mutation("scan_film", False, "a Scan whose body scales the new h by a graph input (1 + g)"),
     Mutation("mask_inverted", False, "a bool mask that updates the state where it is 0 and keeps it where it is 1"),
 ]}
 
@@ -92,7 +98,7 @@ class BodySpec:
 
     @property
     def id(self) -> str:
-        scan = f"-axis{self.scan_axis}{'-rev' if self.reverse else ''}" if self.mutation == "scan" else ""
+        scan = f"-axis{self.scan_axis}{'-rev' if self.reverse else ''}" if self.mutation in ("scan", "scan_film") else ""
         return f"{self.cell}-{self.mutation}{scan}-T{self.T}B{self.B}F{self.F}H{self.H}-s{self.seed}"
 
     @property
@@ -249,7 +255,7 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
     inputs = [helper.make_tensor_value_info("X", F32, [T, batch, F]), helper.make_tensor_value_info("h0", F32, [batch, H])]
     if lstm:
         inputs.append(helper.make_tensor_value_info("c0", F32, [batch, H]))
-    if m == "scan":
+    if m in ("scan", "scan_film"):
         return _scan(spec, inits, inputs, batch)
     outer = _Graph("o/")
     g = _Graph("b/")
@@ -286,7 +292,13 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
     if m == "outer_pre":
         inputs.append(helper.make_tensor_value_info("V", F32, [batch, F]))
         x = g.op("Add", [x, "V"])
-    h_new, c_new = _cell(g, spec, x, "h", "c" if lstm else None, m)
+    if m.startswith("inner_node"):
+        h_new, c_new = _inner(g, spec, x, "h", "c" if lstm else None, inits, rng)
+        if m == "inner_node_film":
+            inputs.append(helper.make_tensor_value_info("G", F32, [1, H]))
+            h_new = g.op("Mul", [h_new, g.op("Add", ["one", "G"])])
+    else:
+        h_new, c_new = _cell(g, spec, x, "h", "c" if lstm else None, m)
     y = h_new
     if m in ("mask_bool", "mask_cast", "float_table", "float_table_rank2", "mask_rank2", "mask_zero_state", "mask_inverted", "data_gate",
              "mask_const_prefix", "mask_const_y_only"):
@@ -404,11 +416,37 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION, producer_name="ovrnn-tests")
 
 
+def _inner(g: _Graph, spec: BodySpec, x: str, h: str, c: str | None, inits: dict, rng) -> tuple[str, str | None]:
+    """A one-step ONNX node of the cell's family (ONNX weight layout) over Unsqueeze(x_t)."""
+    G, H, F = CELLS[spec.cell], spec.H, spec.F
+    for name, shape in (("Wn", (1, G * H, F)), ("Rn", (1, G * H, H)), ("Bn", (1, 2 * G * H))):
+        inits[name] = numpy_helper.from_array(rng.uniform(-0.6, 0.6, shape).astype(np.float32), name)
+    inits["axes0"] = numpy_helper.from_array(np.array([0], np.int64), "axes0")
+    if spec.mutation == "inner_node_scaled_x":
+        inits["two"] = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+        x = g.op("Mul", [x, "two"])
+    ins = [g.op("Unsqueeze", [x, "axes0"]), "Wn", "Rn", "Bn", "", g.op("Unsqueeze", [h, "axes0"])]
+    if c:
+        ins.append(g.op("Unsqueeze", [c, "axes0"]))
+    attrs = {"hidden_size": H}
+    if spec.cell == "gru_lbr1":
+        attrs["linear_before_reset"] = 1
+    if spec.cell == "rnn_relu":
+        attrs["activations"] = ["Relu"]
+    op = {"lstm": "LSTM", "gru_lbr1": "GRU", "gru_lbr0": "GRU", "rnn_tanh": "RNN", "rnn_relu": "RNN"}[spec.cell]
+    outs = g.op(op, ins, 3 if c else 2, **attrs)
+    h_new = g.op("Squeeze", [outs[1], "axes0"])
+    return h_new, (g.op("Squeeze", [outs[2], "axes0"]) if c else None)
+
+
 def _scan(spec: BodySpec, inits: dict, inputs: list, batch) -> onnx.ModelProto:
     T, F, H = spec.T, spec.F, spec.H
     lstm = spec.cell == "lstm"
     g = _Graph("b/")
     h_new, c_new = _cell(g, spec, "x_t", "h", "c" if lstm else None, "plain")
+    if spec.mutation == "scan_film":
+        inputs.append(helper.make_tensor_value_info("G", F32, [1, H]))
+        h_new = g.op("Mul", [h_new, g.op("Add", ["one", "G"])])
     g.nodes.append(helper.make_node("Identity", [h_new], ["h_out"], name="b/h_out"))
     g.nodes.append(helper.make_node("Identity", [h_new], ["y_out"], name="b/y_out"))
     states = ["h"] + (["c"] if lstm else [])
@@ -500,23 +538,21 @@ def judge(group: list[BodySpec], batch_of=lambda spec: spec.B) -> list[Outcome]:
     except OvrnnError:
         if len(group) == 1:
             raise
-        return [o for spec in group for o in judge([spec], batch_of)]
+        return [judge_one(spec, batch_of) for spec in group]
     except Exception as exc:  # noqa: BLE001 - reported as a crash of every body in the pack
         return [Outcome(spec, "CRASH", f"{type(exc).__name__}: {exc}") for spec in group]
     return _compare(group, prefixes, models, ir, batch_of, ort)
 
 
-def judge_one(spec: BodySpec) -> Outcome:
+def judge_one(spec: BodySpec, batch_of=lambda spec: spec.B) -> Outcome:
     """One body alone: its refusal must be one typed line."""
-    import ovrnn
     from ovrnn.errors import OvrnnError
 
     try:
-        return judge([spec])[0]
+        return judge([spec], batch_of)[0]
     except OvrnnError as exc:
         text = str(exc)
         return Outcome(spec, "refused" if "\n" not in text and text else "CRASH", f"{type(exc).__name__}: {text}")
-    del ovrnn
 
 
 def _compare(group, prefixes, models, ir, batch_of, ort) -> list[Outcome]:

@@ -392,3 +392,23 @@ def test_cells_read_through_masks_counters_and_doubles_are_recovered(cell, mutat
     got = run_ir(ir, data)
     for name, value in zip([o.name for o in model.graph.output], want):
         assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, f"{mutation} {name}")
+
+
+def test_a_scan_that_is_no_cell_and_reads_a_graph_input_is_unrolled():
+    """OpenVINO's frontend refuses a Scan whose body reads a non-constant outer tensor ("Number of
+    Scan node inputs (2) is less than required (3) based on body graph"): written as the Loop it is,
+    then unrolled, exact (a FiLM gain on a GRU written as a Scan over time, both directions)."""
+    from loop_bodies import BodySpec, build, feeds
+
+    for reverse in (0, 1):
+        spec = BodySpec("gru_lbr1", "scan_film", T=5, B=2, F=3, H=4, seed=8, scan_axis=1, reverse=reverse)
+        model = build(spec)
+        ir = ovrnn.convert_model(model)
+        assert ir.notes[0] == ("Scan node 'scan': its body is no recognisable cell and reads 'G' from the graph holding it, which OpenVINO's frontend "
+                               "cannot give a Scan; written as the Loop it is, 5 iterations")
+        assert ir.notes[1].endswith("unrolled into its 5 iterations (their number is a constant once the shapes are known)") and len(ir.notes) == 2
+        data = feeds(model, spec.seed)
+        want = ort.InferenceSession(model.SerializeToString()).run(None, data)
+        got = run_ir(ir, data)
+        for name, value in zip([o.name for o in model.graph.output], want):
+            assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, f"reverse={reverse} {name}")

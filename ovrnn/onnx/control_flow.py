@@ -262,7 +262,10 @@ def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], 
 
 def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limit: int) -> bool:
     """The first Scan over time whose body is a recognisable cell, replaced by the Loop it is
-    (scan_loop.py), which the next round rewrites; other Scans stay."""
+    (scan_loop.py), which the next round rewrites; also one whose body is no cell but reads a
+    non-constant tensor of the graph holding it (OpenVINO 2026.4.1's frontend refuses such a Scan: "Number of
+    Scan node inputs (2) is less than required (3) based on body graph"), which the next round
+    unrolls. Other Scans stay."""
     graph = model.graph
     found = list(scans(graph))
     if not found:
@@ -288,12 +291,17 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
         trips = int(next(numpy_helper.to_array(t) for t in inits if t.name == loop.input[0]))
         if not over_time(body) or trips > limit:
             continue
+        scan_body = next(a.g for a in node.attribute if a.name == "body")
         try:
             recognise(loop, body, Outer(trial.graph, _infer(trial).graph, constant_value), opset, trips)
+            why = "its body is a recognisable cell"
         except NotACell:
-            continue
+            outer_reads = sorted(i for i in {i for n in scan_body.node for i in n.input if i} - defined(scan_body) if constant_value(graph, i) is None)
+            if not outer_reads or holds_recurrent_node(scan_body):
+                continue
+            why = f"its body is no recognisable cell and reads '{outer_reads[0]}' from the graph holding it, which OpenVINO's frontend cannot give a Scan"
         model.CopyFrom(trial)
-        notes.append(f"Scan node '{node_label(node)}': its body is a recognisable cell; written as the Loop it is, {trips} iterations")
+        notes.append(f"Scan node '{node_label(node)}': {why}; written as the Loop it is, {trips} iterations")
         return True
     return False
 
