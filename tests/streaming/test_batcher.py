@@ -241,6 +241,7 @@ def test_backpressure_and_stream_limit_refuse_with_typed_errors(silero_spec):
         assert refused > 0 and all(f.result(timeout=30) for f in futures)
         stats = b.stats()
         assert stats["refused"] == {"max_pending": refused + 2, "max_streams": 1}
+        assert stats["refusals"] == refused + 3
         b.close(streams[2])
         b.open()
         with pytest.raises(

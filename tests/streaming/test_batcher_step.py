@@ -152,6 +152,8 @@ def test_run_rows_takes_and_gives_one_stream_each(silero):
     assert [(o["output"].shape, s["state"].shape, s["input/context"].shape) for o, s in rows] == [((1, 1), (2, 1, 128), (1, 64))] * 2
     np.testing.assert_array_equal(rows[1][1]["input/context"], chunks[1][:, -64:])
     assert step.run_rows([]) == []
+    again = step.run([({"input": chunks[0]}, spec.initial_state())])
+    assert np.array_equal(again[0][0]["output"], rows[0][0]["output"]) and np.array_equal(again[0][1]["state"], rows[0][1]["state"])
 
 
 def test_a_failed_call_leaves_every_slab_as_it_was(policy):

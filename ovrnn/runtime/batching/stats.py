@@ -68,6 +68,7 @@ def summary(
             "max_pending": sum(r.refused_pending for r in recorders),
             "max_streams": sum(r.refused_streams for r in recorders),
         },
+        "refusals": sum(r.refused_pending + r.refused_streams for r in recorders),
         "idle_closed": sum(r.idle_closed for r in recorders),
         "chunk_seconds": chunk_seconds,
     }

@@ -129,10 +129,15 @@ class BatchedStep:
 
     # -- stacked rows in, stacked rows out
 
-    def run(self, inputs: dict[str, np.ndarray], states: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    def run(self, inputs, states: dict[str, np.ndarray] | None = None):
         """One chunk of n streams: `inputs` {input: n chunks stacked on its batch axis} (context
         excluded), `states` {state: n rows stacked} (every state of ``spec.state_names``).
-        Returns ({output: n rows}, {state: n rows, the value after this chunk}), new arrays."""
+        Returns ({output: n rows}, {state: n rows, the value after this chunk}), new arrays.
+        Given a list of (inputs, states), one stream's each, it is ``run_rows``."""
+        if states is None and isinstance(inputs, (list, tuple)):
+            return self.run_rows(list(inputs))
+        if states is None:
+            raise UsageError("run(inputs, states): give every stream's states, or a list of (inputs, states) rows")
         spec = self.spec
         n = _rows(spec, inputs, states)
         outs: list[dict] = []
