@@ -369,12 +369,15 @@ class Runner:
         else:
             tensor, keep = make_tensor(port, value, name), None  # a converted copy: made again next call
             self._own[position] = None
+        # Forget the held array first: a signal between setting the tensor and noting it must not
+        # leave the old array noted (given again, it would be skipped while the request reads another)
+        self._held[position] = None
+        self._tensors[position] = tensor  # the request points into its memory: kept alive while set
         try:
             self.request.set_input_tensor(position, tensor)
         except RuntimeError as exc:
             raise inference_error(self.compiled.device, exc, {name: value}) from None
         self._held[position] = keep
-        self._tensors[position] = tensor  # the request points into its memory: kept alive while set
 
     def throughput(self, inputs: dict[str, np.ndarray], runs: int, on_done=None) -> tuple[float, int]:
         """(inferences per second, infer requests) for `runs` inferences kept in flight on the
