@@ -32,6 +32,7 @@ from .onnx.qdq import absorb_dequantize_linear
 from .onnx.static_check import check_static
 from .onnx.control_flow import open_conditions_hint
 from .onnx.frontend_input import FrontendInput, frontend_input
+from .onnx.graphs import describe_node
 from .onnx.inputs import Prepared
 from .onnx.read import GraphView
 from . import cpu_forms
@@ -168,7 +169,7 @@ def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
                 names = family.inputs if (family := family_of(node)) else ()
                 role = f"'{names[slot]}'" if slot < len(names) else str(slot)
                 raise InvalidModelError(
-                    f"{node.op_type} node '{node.name or node.output[0]}': input {role} is tensor '{name}', which no graph input, initializer or node provides"
+                    f"{describe_node(node)}: input {role} is tensor '{name}', which no graph input, initializer or node provides"
                 )
 
 

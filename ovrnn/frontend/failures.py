@@ -22,6 +22,7 @@ from pathlib import Path
 import onnx
 
 from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError
+from ..onnx.graphs import node_label, subgraphs
 from ..onnx.read import GraphView, invalidity
 from ..ov import ov_message
 from .ov_model import all_ops
@@ -61,11 +62,10 @@ def conversion_error(view: GraphView, path: Path, exc: BaseException) -> OvrnnEr
 def _located_nodes(graph: onnx.GraphProto, where: str = ""):
     """(node, "node 'name'" or "node 'name' in the body of Loop 'outer'") for every node, bodies included."""
     for node in graph.node:
-        label = node.name or (node.output[0] if node.output else node.op_type)
+        label = node_label(node)
         yield node, f"node '{label}'{where}"
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _located_nodes(sub, f" in the body of {node.op_type} '{label}'")
+        for _, sub in subgraphs(node):
+            yield from _located_nodes(sub, f" in the body of {node.op_type} '{label}'")
 
 
 def _domain(node: onnx.NodeProto) -> str:

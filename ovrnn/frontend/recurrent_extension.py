@@ -40,12 +40,13 @@ from ..lower.layer_graph import LayerGraph
 from ..lower.driver import NodeDriver
 from ..lower.node import LoweringOptions
 from ..lower.state import computed_state_refusal, plan_states
-from ..onnx.read import TensorInfo, upstream
+from ..onnx.graphs import node_label, upstream
+from ..onnx.read import TensorInfo
 from ..semantics import normalise_node
 from ..semantics.limits import check_steps
 from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES
 from ..semantics.dims import DynamicStepsError
-from ..semantics.nodes import Body, RecurrentNode, node_label, unique_label
+from ..semantics.nodes import Body, RecurrentNode, unique_label
 from ..signals import native_callback
 from .realize import dim_of, realize
 
@@ -246,7 +247,7 @@ class RecurrentLowering:
         spec = normalise_node(proto, node.index, node.opset, infos.get, label)
         states = []
         if self.stateful and node.body is None:  # a body's state lives in its loop, not across infer calls
-            spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name], f"{op} node '{proto.name or proto.output[0]}'", _role_of(proto, name)), lambda name: _zeros_by_construction(present[name]))
+            spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name], f"{op} node '{node_label(proto)}'", _role_of(proto, name)), lambda name: _zeros_by_construction(present[name]))
         if is_context:  # ovrnn.extension(): the limit over the nodes so far, as it goes
             check_steps(self.steps + spec.seq_length * len(spec.directions), len(self.converted) + 1, self.max_steps)
         filled = {rin.name: rin.shape for role in spec.family.inputs if (rin := getattr(spec, role, None)) is not None}

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
 from ..lower.state import safe_id, unique_id
+from ..onnx.graphs import describe_node, subgraphs
 from ..onnx.read import GraphView
 from ..shapes import Dim
 from ..families import families, named, onnx_op_names
@@ -87,12 +88,11 @@ def refuse_nodes_in_bodies(graph, inside: str = "") -> None:
     for node in graph.node:
         if inside and node.op_type in onnx_op_names():
             raise UnsupportedFeatureError(
-                f"{flag('stateful')}: {node.op_type} node '{node.name or node.output[0]}' is inside {inside}; a state is carried only for the "
+                f"{flag('stateful')}: {describe_node(node)} is inside {inside}; a state is carried only for the "
                 f"recurrent nodes of the main graph (if the model passes its state through graph inputs and outputs, name them: {flag('stateful', quoted('IN=OUT'))})"
             )
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                refuse_nodes_in_bodies(sub, f"the {attr.name} of {node.op_type} node '{node.name or node.output[0]}'")
+        for attribute, sub in subgraphs(node):
+            refuse_nodes_in_bodies(sub, f"the {attribute} of {describe_node(node)}")
 
 
 def _remove_replaced_inputs(model, names: set[str], notes: list[str]) -> None:

@@ -42,7 +42,8 @@ from ..shapes import Dim, Shape
 from ..signals import kept_across_native
 from ..families import families, family_of, named, onnx_families
 from ..semantics.dims import DynamicStepsError, UnknownRankError
-from ..semantics.nodes import RecurrentNode, node_label, recurrent_nodes
+from ..onnx.graphs import describe_node
+from ..semantics.nodes import RecurrentNode, recurrent_nodes
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = "the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is"
@@ -167,7 +168,7 @@ def _unpaired_states(view: GraphView, stateful) -> str:
         direction = next((a.s.decode() for a in node.attribute if a.name == "direction"), "forward")
         if direction != "forward":  # its pair is carried, but the chunk is read back to front
             return (
-                f"; or rather, {node.op_type} node '{node.name or node.output[0]}' is {direction}: its reverse direction reads each chunk back "
+                f"; or rather, {describe_node(node)} is {direction}: its reverse direction reads each chunk back "
                 "to front, so no carried state makes the calls equal the whole sequence"
             )
         for position in family.state_slots:
@@ -177,7 +178,7 @@ def _unpaired_states(view: GraphView, stateful) -> str:
                 continue
             start = f"from graph input '{given}', which no pair carries" if given else "from zeros (it has no initial state)"
             return (
-                f"; or rather, {node.op_type} node '{node.name or node.output[0]}' starts its {role[8:].upper()} on every call {start} "
+                f"; or rather, {describe_node(node)} starts its {role[8:].upper()} on every call {start} "
                 f"(the pairs are {', '.join(f'{i}={o}' for i, o in stateful)}): pair that state too, or use {flag('stateful')} without pairs to carry every node's state"
             )
     return ""
@@ -208,7 +209,7 @@ def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: l
         if isinstance(error, UsageError) and node is not None and _in_if(node) and getattr(error, "x_name", None) not in {i.name for i in view.inputs}:
             hint = conditions_hint  # the If that stays is why X has no static shape
             if hint:
-                raise UsageError(f"{node_label(node.proto, node.index)} is inside {_if_body(node).describe()}, where its input X '{node.proto.input[0]}' has no static shape: {hint}") from None
+                raise UsageError(f"{describe_node(node.proto)} is inside {_if_body(node).describe()}, where its input X '{node.proto.input[0]}' has no static shape: {hint}") from None
         if isinstance(error, DynamicStepsError):
             if error.x_name in {i.name for i in view.inputs}:
                 raise error from None  # its message names the input to fix

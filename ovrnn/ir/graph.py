@@ -18,7 +18,8 @@ from ..lower.layer_graph import LayerGraph, Output
 from ..lower.node import LoweringOptions
 from ..lower.state import NodeState, computed_state_refusal, plan_states
 from ..onnx.inputs import merge_shape
-from ..onnx.read import GraphView, TensorInfo, upstream
+from ..onnx.graphs import upstream
+from ..onnx.read import GraphView, TensorInfo
 from ..progress import stage
 from ..shapes import Shape, shape_text
 from ..semantics import Spec

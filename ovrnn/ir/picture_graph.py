@@ -11,12 +11,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..dtypes import FLOAT_IRS
 from .check import read_xml
 from .inspect import _TRANSPARENT, CELL_TYPES, _rt_info
 
 STEP = re.compile(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t(?P<t>\d+)/(?P<tail>.*)$")
 _PIECE = re.compile(r"^.*/(fwd|rev)/piece\d+/")  # a chain piece's own plumbing: drawn inside the chain
-_FLOAT_TYPES = {"f16", "f32", "f64", "bf16"}
 
 
 @dataclass
@@ -183,7 +183,7 @@ def is_weight(el) -> bool:
     data = el.find("data")
     if data is None:
         return True
-    if data.get("element_type", "") not in _FLOAT_TYPES:
+    if data.get("element_type", "") not in FLOAT_IRS:
         return False
     dims = [d.strip() for d in data.get("shape", "").split(",") if d.strip()]
     try:

@@ -29,7 +29,8 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto
 
-from .read import ONNX_DOMAINS, all_nodes
+from . import graphs
+from .graphs import ONNX_DOMAINS, all_nodes, node_label, subgraphs
 
 
 def type_body_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
@@ -41,7 +42,7 @@ def type_body_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001 (shape inference refuses some valid models: the graph's own declarations still serve)
         inferred = model
-    opset = max((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), default=0)
+    opset = graphs.opset(model)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     typed: list[str] = []
@@ -108,11 +109,8 @@ def _walk(graph: onnx.GraphProto, inferred: onnx.GraphProto, outer: dict[str, in
     for node, twin in zip(graph.node, inferred.node):
         if _untyped(node):
             _type_inputs(node, known, opset, typed)
-        for attr, twin_attr in zip(node.attribute, twin.attribute):
-            subs = [attr.g] if attr.HasField("g") else list(attr.graphs)
-            twins = [twin_attr.g] if twin_attr.HasField("g") else list(twin_attr.graphs)
-            for sub, sub_twin in zip(subs, twins):
-                _walk(sub, sub_twin, known, opset, typed)
+        for (_, sub), (_, sub_twin) in zip(subgraphs(node), subgraphs(twin)):
+            _walk(sub, sub_twin, known, opset, typed)
 
 
 def _type_inputs(node: onnx.NodeProto, known: dict[str, int], opset: int, typed: list[str]) -> None:
@@ -128,4 +126,4 @@ def _type_inputs(node: onnx.NodeProto, known: dict[str, int], opset: int, typed:
         vi.type.tensor_type.elem_type = elem  # creates the tensor type when there was none; dims stay as declared
         if isinstance(source, int) and not vi.type.tensor_type.HasField("shape"):
             vi.type.tensor_type.shape.SetInParent()  # a Loop's iteration number and condition are scalars by definition
-        typed.append(f"{node.name or node.output[0]}/{vi.name}")
+        typed.append(f"{node_label(node)}/{vi.name}")

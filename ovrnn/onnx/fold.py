@@ -26,7 +26,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .qdq import feeds_recurrent_weights, weight_readers
-from .read import ONNX_DOMAINS, RECURRENT, upstream
+from . import graphs
+from .graphs import ONNX_DOMAINS, upstream
+from .read import RECURRENT
 
 MAX_ELEMENTS = 1 << 16  # shapes, lengths, small tensors
 WEIGHT_MAX_ELEMENTS = 1 << 28  # weights=True: what W/R of a recurrent node are computed from (1 GiB of f32)
@@ -68,7 +70,7 @@ def _fold_once(model: onnx.ModelProto, copy_first: bool, weights: bool = False) 
         if node.op_type == "Constant" and node.domain in ONNX_DOMAINS and len(node.output) == 1:
             consts.setdefault(node.output[0], None)  # value read on demand
     keep_outputs = {o.name for o in graph.output}
-    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
+    opset = graphs.opset(model)
     new_initializers: list[onnx.TensorProto] = []
     folded: set[int] = set()
     readers = weight_readers(graph)
@@ -201,22 +203,16 @@ def _shape_values(graph: onnx.GraphProto, partial: dict) -> dict[str, tuple[list
     return values
 
 
-def _constant_value(name: str, consts: dict, graph: onnx.GraphProto) -> np.ndarray | None:
+def known_value(name: str, consts: dict, graph: onnx.GraphProto) -> np.ndarray | None:
+    """The value of `name` among `consts` (tensor name -> its TensorProto, or None for a Constant
+    node of `graph`, read on demand); None when it is not a known constant."""
     tensor = consts.get(name)
     if tensor is not None:
         return numpy_helper.to_array(tensor)
-    if name not in consts:
-        return None
-    node = next(n for n in graph.node if n.op_type == "Constant" and n.output and n.output[0] == name)
-    try:
-        from onnx.reference import ReferenceEvaluator
-
-        return ReferenceEvaluator(node).run(None, {})[0]
-    except Exception:  # noqa: BLE001 - an odd Constant stays as it is
-        return None
+    return graphs.constant_value(graph, name) if name in consts else None
 
 
-def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.GraphProto, opset: int | None, limit: int = MAX_ELEMENTS) -> list[np.ndarray] | None:
+def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.GraphProto, opset: int, limit: int = MAX_ELEMENTS) -> list[np.ndarray] | None:
     if node.op_type in ("Shape", "Size") and node.input and node.input[0] in shapes:
         shape = np.array(shapes[node.input[0]], dtype=np.int64)
         if node.op_type == "Size":
@@ -228,11 +224,10 @@ def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.Grap
         return None
     feeds = {}
     for n in names:
-        value = _constant_value(n, consts, graph)
+        value = known_value(n, consts, graph)
         if value is None:
             return None
         feeds[n] = value
-    opset = opset or onnx.defs.onnx_opset_version()
     if node.op_type == "DequantizeLinear" and opset < 19:  # onnx.reference implements it from 19 on; 13's axis means the same
         opset = 19
     try:
@@ -252,6 +247,5 @@ def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.Grap
     return list(values)
 
 
-# for other ONNX-stage modules (noop_slice.py): one evaluator of constant nodes, one reader of constants
+# for other ONNX-stage modules (noop_slice.py): one evaluator of constant nodes
 evaluate_node = _evaluate
-known_value = _constant_value

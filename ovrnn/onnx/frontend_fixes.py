@@ -30,6 +30,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..errors import UnsupportedFeatureError
+from . import graphs
+from .graphs import FLOAT_TYPES, all_nodes, fresh, node_label
 
 Version = tuple[int, ...]
 
@@ -164,9 +166,6 @@ def _empty_axes(r: Reading, fresh) -> list[onnx.NodeProto]:
     return [helper.make_node("Identity", [x], [y])]
 
 
-_FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
-
-
 def _axes_attribute(r: Reading) -> bool:
     """An ``axes`` attribute that names axes (an absent or empty one means all axes, read right)."""
     return "axes" in r.attrs and bool(r.axes)
@@ -179,7 +178,7 @@ def _float_input(r: Reading) -> str | None:
 
     if r.elem_type is None:
         return f"the element type of its input '{r.node.input[0]}' is not known to onnx's type inference, and the rewrite computes Log/Exp in it"
-    if r.elem_type not in _FLOATS:
+    if r.elem_type not in FLOAT_TYPES:
         return f"its input '{r.node.input[0]}' is {onnx_type_name(r.elem_type)}, and the rewrite computes Log/Exp, which take float types only"
     return None
 
@@ -218,7 +217,7 @@ _OVERFLOW_WHY = (
 
 def _float(r: Reading) -> bool:
     """A float x, or one whose type onnx cannot tell (then _float_for_log refuses the rewrite)."""
-    return r.elem_type in _FLOATS or r.elem_type is None
+    return r.elem_type in FLOAT_TYPES or r.elem_type is None
 
 
 # The one list, the first match wins. Releases checked: 2024.6.0, 2025.4.1, 2026.4.1 (tests/test_frontend_fixes.py; docs/whole_models.md).
@@ -245,7 +244,7 @@ def apply_fixes(model: onnx.ModelProto, openvino: Version | None = None, fixes: 
     """(model, notes): every node (bodies included) a fix for ``openvino`` (default: the installed
     release) matches, replaced by its rewrite; the caller's model is not changed. The rewrite's last
     node keeps the node's name and output, so the IR keeps both."""
-    if not any(n.op_type in FIXED_OPS for n in _all_nodes(model.graph)):
+    if not any(n.op_type in FIXED_OPS for n in all_nodes(model.graph)):
         return model, ()
     release = installed_openvino() if openvino is None else openvino
     active = [f for f in (FIXES if fixes is None else fixes) if f.affects(release)]
@@ -253,29 +252,28 @@ def apply_fixes(model: onnx.ModelProto, openvino: Version | None = None, fixes: 
         return model, ()
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
-    opset = next((o.version for o in fixed.opset_import if o.domain in ("", "ai.onnx")), 1)
+    opset = graphs.opset(fixed)
     types = _elem_types(fixed)
-    taken = {t for g in _graphs(fixed.graph) for t in _names(g)}
+    taken = {t for g in graphs.all_graphs(fixed.graph) for t in _names(g)}
     done: dict[str, list[str]] = {}
-    for graph in _graphs(fixed.graph):
-        consts = _constants(graph)
+    for graph in graphs.all_graphs(fixed.graph):
         nodes: list[onnx.NodeProto] = []
         for node in graph.node:
-            reading = _reading(node, opset, consts, types)
+            reading = _reading(node, opset, graph, types)
             fix = next((f for f in active if reading is not None and f.matches(reading)), None)
             if fix is None:
                 nodes.append(node)
                 continue
-            label = node.name or node.output[0]
+            label = node_label(node)
             why_not = fix.exact(reading)
             if why_not is not None:  # misread as it is, and no exact rewrite: one error, never a silent misreading
                 raise UnsupportedFeatureError(
                     f"{node.op_type} node '{label}': OpenVINO's ONNX frontend reads it wrong ({fix.name}: {fix.why.split(';')[0]}), "
                     f"and ovrnn cannot rewrite it exactly: {why_not}"
                 )
-            new = fix.rewrite(reading, lambda kind: _fresh(f"{label}/ovrnn_fix/{kind}", taken))
+            new = fix.rewrite(reading, lambda kind: fresh(f"{label}/ovrnn_fix/{kind}", taken))
             for k, n in enumerate(new):
-                n.name = node.name if k == len(new) - 1 else _fresh(f"{label}/ovrnn_fix/{n.op_type}", taken)
+                n.name = node.name if k == len(new) - 1 else fresh(f"{label}/ovrnn_fix/{n.op_type}", taken)
             nodes.extend(new)
             done.setdefault(f"{fix.name}|{fix.why}", []).append(label)
         del graph.node[:]
@@ -286,7 +284,7 @@ def apply_fixes(model: onnx.ModelProto, openvino: Version | None = None, fixes: 
     return fixed, notes
 
 
-def _reading(node: onnx.NodeProto, opset: int, consts: dict[str, np.ndarray], types: dict[str, int]) -> Reading | None:
+def _reading(node: onnx.NodeProto, opset: int, graph: onnx.GraphProto, types: dict[str, int]) -> Reading | None:
     if node.op_type not in FIXED_OPS or not node.input or not node.output:
         return None
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -294,39 +292,14 @@ def _reading(node: onnx.NodeProto, opset: int, consts: dict[str, np.ndarray], ty
     if "axes" in attrs:
         axes = [int(a) for a in attrs["axes"]]
     elif len(node.input) > 1 and node.input[1]:
-        value = consts.get(node.input[1])
+        value = graphs.constant_value(graph, node.input[1])
         known = value is not None
         axes = None if value is None else [int(a) for a in np.asarray(value).ravel()]
     return Reading(node, opset, axes, known, attrs, types.get(node.input[0]))
 
 
-def _graphs(graph: onnx.GraphProto):
-    """The graph and every body in it, outer first."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            for body in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
-                yield from _graphs(body)
-
-
-def _all_nodes(graph: onnx.GraphProto):
-    for g in _graphs(graph):
-        yield from g.node
-
-
 def _names(graph: onnx.GraphProto) -> set[str]:
     return {i.name for i in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output} | {n.name for n in graph.node}
-
-
-def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
-    """The graph's initializers and Constant-node values (tensor values only)."""
-    values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.output:
-            attr = next((a for a in node.attribute if a.name == "value"), None)
-            if attr is not None:
-                values[node.output[0]] = numpy_helper.to_array(attr.t)
-    return values
 
 
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
@@ -336,17 +309,9 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
     except Exception:  # noqa: BLE001 - inference is a help here, not a check
         inferred = model
     types = {}
-    for g in _graphs(inferred.graph):
+    for g in graphs.all_graphs(inferred.graph):
         for vi in (*g.input, *g.output, *g.value_info):
             if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
                 types[vi.name] = vi.type.tensor_type.elem_type
         types.update({t.name: t.data_type for t in g.initializer})
     return types
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    taken.add(name)
-    return name

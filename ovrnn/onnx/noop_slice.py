@@ -29,7 +29,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .fold import evaluate_node, known_value
-from .read import ONNX_DOMAINS
+from .graphs import ONNX_DOMAINS
 
 INT_MAX = (1 << 31) - 1
 _BOUND_OPS = {"Identity", "Unsqueeze", "Squeeze", "Cast", "Reshape", "Concat"}  # what exporters compute Slice bounds with

@@ -20,7 +20,8 @@ import onnx
 from onnx import numpy_helper
 
 from ..quantization import Quantized
-from .read import ONNX_DOMAINS, RECURRENT, GraphView, TensorInfo, constant_info
+from .graphs import ONNX_DOMAINS, describe_node
+from .read import RECURRENT, GraphView, TensorInfo, constant_info
 
 
 
@@ -55,7 +56,7 @@ def absorb_dequantize_linear(view: GraphView) -> tuple[GraphView, dict[str, list
             continue
         got = _quantized(node, view)
         if isinstance(got, str):
-            notes.append(f"DequantizeLinear node '{node.name or node.output[0]}' feeding W/R: {got}; its weights are folded to float")
+            notes.append(f"{describe_node(node)} feeding W/R: {got}; its weights are folded to float")
             continue
         taken[index] = (node.output[0], *got)
     if not taken:

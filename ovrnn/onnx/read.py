@@ -13,13 +13,14 @@ from typing import Union
 
 import numpy as np
 import onnx
-import onnx.defs
 from onnx import ModelProto, TensorProto, numpy_helper
 
 from ..families import ONNX_DOMAINS, onnx_op_names
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError
 from ..fileio import open_regular, read_regular
 from ..shapes import Dim, Shape
+from . import graphs
+from .graphs import all_nodes, describe_node  # noqa: F401 (all_nodes: validation/ still imports it from here)
 
 # the ai.onnx recurrent ops, from the op registry (ovrnn/families/); `ovrnn.families.is_recurrent`
 # also knows the other domains' (com.microsoft's DynamicQuantizeLSTM)
@@ -105,22 +106,6 @@ def _check_envelope(model: ModelProto) -> None:
         raise InvalidModelError("not an ONNX model: no ir_version or no graph (is the file truncated or of another format?)")
 
 
-def model_opset(model: ModelProto) -> int:
-    versions = [o.version for o in model.opset_import if o.domain in ONNX_DOMAINS]
-    if not versions:
-        raise InvalidModelError("model declares no ai.onnx opset in opset_import")
-    opset = max(versions)
-    newest = onnx.defs.onnx_opset_version()
-    if opset < 1:
-        raise InvalidModelError(f"model opset_import: expected an ai.onnx opset >= 1, got {opset}")
-    if opset > newest:
-        raise UnsupportedFeatureError(
-            f"model opset_import: ai.onnx opset {opset} is newer than the newest this onnx "
-            f"{onnx.__version__} knows ({newest}); expected an opset between 1 and {newest}"
-        )
-    return opset
-
-
 # --- external data ------------------------------------------------------------------------------
 
 
@@ -140,11 +125,8 @@ def _all_tensors(graph: onnx.GraphProto, where: str = ""):
             if attr.HasField("sparse_tensor"):
                 yield attr.sparse_tensor.values, where
                 yield attr.sparse_tensor.indices, where
-            inner = f"{where}node '{node.name or node.op_type}' attribute '{attr.name}': "
-            if attr.HasField("g"):
-                yield from _all_tensors(attr.g, inner)
-            for g in attr.graphs:
-                yield from _all_tensors(g, inner)
+        for attribute, sub in graphs.subgraphs(node):
+            yield from _all_tensors(sub, f"{where}node '{node.name or node.op_type}' attribute '{attribute}': ")
 
 
 def _resolve_external_data(model: ModelProto, base: Path | None, files: list[Path]) -> None:
@@ -256,7 +238,7 @@ def tensor_to_array(tensor: TensorProto, where: str) -> np.ndarray:
 
 
 def _constant_node_value(node: onnx.NodeProto) -> np.ndarray:
-    where = f"Constant node '{node.name or node.output[0]}'"
+    where = describe_node(node)
     if len(node.attribute) != 1:
         raise InvalidModelError(f"{where}: expected exactly one value attribute, got {len(node.attribute)}")
     attr = node.attribute[0]
@@ -281,7 +263,7 @@ def constant_info(name: str, value: np.ndarray) -> TensorInfo:
 
 def graph_view(model: ModelProto) -> GraphView:
     graph = model.graph
-    opset = model_opset(model)
+    opset = graphs.opset(model)
     constants: dict[str, TensorInfo] = {}
     for init in graph.initializer:
         constants[init.name] = constant_info(init.name, tensor_to_array(init, f"initializer '{init.name}'"))
@@ -296,30 +278,6 @@ def graph_view(model: ModelProto) -> GraphView:
     value_info = {vi.name: TensorInfo(vi.name, *_shape_of(vi)) for vi in graph.value_info}
     outputs = [TensorInfo(vi.name, *_shape_of(vi)) for vi in graph.output]
     return GraphView(model, opset, inputs, constants, outputs, value_info)
-
-
-def all_nodes(graph: onnx.GraphProto):
-    """Every node of the graph and of its If/Loop/Scan bodies, depth first."""
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from all_nodes(sub)
-
-
-def upstream(graph: onnx.GraphProto, names) -> set[str]:
-    """The tensors of `graph` that `names` are computed from, `names` included: producers followed
-    back through their inputs (not into bodies)."""
-    producer = {o: n for n in graph.node for o in n.output if o}
-    todo, seen = list(names), set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in producer:
-            todo.extend(i for i in producer[name].input if i)
-    return seen
 
 
 def invalidity(model: ModelProto) -> str | None:

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .read import ONNX_DOMAINS
+from .graphs import ONNX_DOMAINS, node_label
 
 
 def scans(graph: onnx.GraphProto):
@@ -59,7 +59,7 @@ def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int | None = None) -> 
     if len(lengths) != 1:
         return None
     T = lengths.pop()
-    label = node.name or node.output[0]
+    label = node_label(node)
     before, inits = [], []
 
     def const(tag, value):

@@ -32,7 +32,7 @@ from ..quantization import Quantized
 from ..onnx.read import TensorInfo
 from .lstm import LstmSpec
 from ..families.dynamic_quantize_lstm import DYNAMIC_QUANTIZE_LSTM as FAMILY
-from .nodes import node_label
+from ..onnx.graphs import describe_node
 
 OP = FAMILY.name
 INPUTS = FAMILY.inputs
@@ -42,7 +42,7 @@ _INT_TYPES = {TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8}
 
 
 def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int, lookup, label: str) -> LstmSpec:
-    who = node_label(node, index)
+    who = describe_node(node)
     fail = lambda msg: InvalidModelError(f"{who}: {msg}")  # noqa: E731
     if len(node.input) > len(INPUTS):
         raise fail(f"expected at most {len(INPUTS)} inputs, got {len(node.input)}")
@@ -103,7 +103,7 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
     spec = LstmSpec.normalise(as_lstm, index, opset, lambda name: dequantized.get(name) or lookup(name), label)
     if spec.etype.ir not in ("f32", "f16"):
         raise UnsupportedFeatureError(f"{who}: X has element type {spec.etype.onnx_name}; {OP} takes float (or float16)")
-    notes = tuple(n.replace(node_label(as_lstm, index), who) for n in spec.notes)
+    notes = tuple(n.replace(describe_node(as_lstm), who) for n in spec.notes)
     from dataclasses import replace
 
     return replace(spec, quantized=quantized, notes=notes)

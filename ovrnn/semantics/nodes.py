@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import onnx
 
 from ..families import ONNX_DOMAINS, is_recurrent
+from ..onnx import graphs
+from ..onnx.graphs import describe_node, subgraphs
 
 
 def recurrent_nodes_of(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
@@ -37,7 +39,7 @@ class Body:
     def describe(self) -> str:
         """"the body of Loop node 'loop'", "the then_branch of If node 'if1'"."""
         what = "the body" if self.attribute == "body" else f"the {self.attribute}"
-        return f"{what} of {node_label(self.holder, self.holder_index)}"
+        return f"{what} of {describe_node(self.holder)}"
 
 
 @dataclass(frozen=True)
@@ -53,21 +55,16 @@ class RecurrentNode:
 def recurrent_nodes(model: onnx.ModelProto) -> list[RecurrentNode]:
     """Every RNN/GRU/LSTM node of the model, bodies included, in the order the ONNX frontend
     converts them: each body before the node that holds it."""
-    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 1)
+    opset = graphs.opset(model)
     return list(_walk(model.graph, opset, None))
 
 
 def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[RecurrentNode]:
     for index, node in enumerate(graph.node):
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _walk(sub, opset, Body(node, index, attr.name, sub, body))
+        for attribute, sub in subgraphs(node):
+            yield from _walk(sub, opset, Body(node, index, attribute, sub, body))
         if is_recurrent(node):
             yield RecurrentNode(node, index, opset, body)
-
-
-def node_label(node: onnx.NodeProto, index: int) -> str:
-    return f"{node.op_type} node '{node.name}'" if node.name else f"{node.op_type} node #{index} (unnamed)"
 
 
 def unique_label(node: onnx.NodeProto, k: int, used: Collection[str]) -> str:

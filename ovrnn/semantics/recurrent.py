@@ -35,7 +35,7 @@ from ..families import OpFamily
 from ..onnx.read import TensorInfo
 from ..shapes import Dim, Shape
 from .dims import DynamicStepsError, filled_shapes, unify_dims
-from .nodes import node_label
+from ..onnx.graphs import describe_node
 
 
 # Inputs of the X element type (all but X itself and sequence_lens).
@@ -184,7 +184,7 @@ class Normaliser:
     def __init__(self, family: OpFamily, node: onnx.NodeProto, index: int, opset: int, lookup) -> None:
         self.family = family
         self.node = node
-        self.who = node_label(node, index)
+        self.who = describe_node(node)
         self.index = index
         self.notes: list[str] = []
         self.lookup = lookup  # name -> TensorInfo | None

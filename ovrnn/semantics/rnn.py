@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from . import activations as acts
 from ..families.rnn import RNN
 from .dims import DynamicStepsError
-from .nodes import node_label, unique_label
+from .nodes import unique_label
 from .recurrent import DIRECTIONS, Direction, RecurrentInput, RecurrentSpec
 
-__all__ = ["DIRECTIONS", "Direction", "DynamicStepsError", "RnnSpec", "node_label", "normalise_rnn", "unique_label"]
+__all__ = ["DIRECTIONS", "Direction", "DynamicStepsError", "RnnSpec", "normalise_rnn", "unique_label"]
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

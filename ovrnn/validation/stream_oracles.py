@@ -13,6 +13,7 @@ import onnx
 
 from ..errors import OvrnnError
 from ..families import is_recurrent, named
+from ..onnx.graphs import FLOAT_TYPES
 from ..runtime import engine as runtime
 from ..runtime.runner import infer
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
@@ -334,7 +335,7 @@ def _elem_type(model: onnx.ModelProto) -> int:
     """The element type of the model's first float input (the states have X's type)."""
     for value in model.graph.input:
         t = value.type.tensor_type.elem_type
-        if t in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16):
+        if t in FLOAT_TYPES:
             return t
     return onnx.TensorProto.FLOAT
 
