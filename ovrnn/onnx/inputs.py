@@ -43,6 +43,24 @@ class Prepared:
         return info
 
 
+def overridable_initializer_notes(model: onnx.ModelProto) -> list[str]:
+    """A note when graph inputs are initializers too (ONNX IR >= 4: an input with a default value
+    that a caller may feed): ovrnn, like ovc, converts them as constants, so the IR's interface loses
+    them. IR < 4 lists every initializer among the inputs by rule, with no such meaning: no note."""
+    if model.ir_version < 4:
+        return []
+    given = {t.name for t in model.graph.initializer} | {t.values.name for t in model.graph.sparse_initializer}
+    names = [vi.name for vi in model.graph.input if vi.name in given]
+    if not names:
+        return []
+    shown = ", ".join(f"'{n}'" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return [
+        f"graph input{'s' if len(names) > 1 else ''} {shown} {'are' if len(names) > 1 else 'is'} also initialized (an input with a default "
+        "value, which onnxruntime lets a caller feed): converted as the initializer's constant value, as ovc does, so the IR does not "
+        "take it as an input; to feed it at run time, remove its initializer from the ONNX model before converting"
+    ]
+
+
 def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False, max_steps: int = MAX_UNROLL) -> Prepared:  # noqa: A002
     """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
     flow that decides (onnx/control_flow.py). ``unroll_loops``: unroll every Loop with a constant
@@ -56,7 +74,9 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: boo
     check_not_frozen_twice(entries, {k for k in shape_map if not isinstance(k, Position)})
     model, frozen = freeze_inputs(proto, entries)
     view = graph_view(model)
+    shared_notes = overridable_initializer_notes(model)
     shapes, shared = shared_dims(view, resolve_positions(view, shape_map))
+    shared = [*shared_notes, *shared]
     view = apply_input_shapes(view, shapes)
     for info in view.inputs:  # declared or given: no dim, or product of dims, that overflows later
         check_shape(info.shape or (), f"input '{info.name}' {shape_text(info.shape)}")
