@@ -19,6 +19,8 @@ Sides, each single-threaded where it computes (onnxruntime intra = inter = 1, no
   ort_batched  onnxruntime, all ready streams (at most one chunk each) stacked into one call by hand,
                states gathered from and scattered to one slab per state (what sherpa-onnx does)
   ov_stream    ovrnn.Stream per stream (a stateful IR at batch 1, one infer request per stream)
+  step         ovrnn's BatchedStep driven by the serving thread like onnxruntime by hand (no queue, no
+               worker thread): what OpenVINO batched costs without the batcher's plumbing
   batcher      ovrnn.StreamBatcher, 1 worker on 1 core
   batcher_w2   ovrnn.StreamBatcher, 2 workers on 2 cores (figure: streams ÷ the 1-worker figure)
 
@@ -39,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-SIDES = ("ort_b1", "ort_batched", "ov_stream", "batcher", "batcher_w2")
+SIDES = ("ort_b1", "ort_batched", "ov_stream", "step", "batcher", "batcher_w2")
 MODEL_ORDER = ("silero", "lstm128", "lstm512", "nsnet", "rl_policy")
 COST_N = 256
 TARGETS = {  # figure: (target, ">=" or "<=", what)
@@ -89,7 +91,7 @@ def run(models: list[str], sides: list[str], quick: bool, bound_ms: float, cost_
             continue
         common = ["--model", name, "--path", str(paths[name]), "--model-dir", str(model_dir), "--bound-ms", str(bound_ms), "--duration", str(duration)] + (["--quick"] if quick else [])
         log(f"{name}: cost at N={cost_n}")
-        cost_sides = [s for s in sides if s != "batcher_w2"] + (["batcher_submit", "step"] if "batcher" in sides else [])  # BatchedStep alone: the batcher's compute
+        cost_sides = [s for s in sides if s != "batcher_w2"] + (["batcher_submit"] if "batcher" in sides else [])
         cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(cost_sides)], pick_cores(1), 1200)
         entry = {"cost": cost, "streams": {}}
         for side in sides if streams else ():
@@ -158,7 +160,7 @@ def _cpu_name() -> str:
 
 
 LABELS = {"ort_b1": "onnxruntime batch 1 per stream (deployed)", "ort_batched": "onnxruntime batched by hand", "ov_stream": "ovrnn.Stream per stream",
-          "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core (cost: feed_many; play: submit_many)", "batcher_submit": "ovrnn.StreamBatcher, cost through submit_many (a Future per chunk)", "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores", "step": "ovrnn BatchedStep alone (no plumbing)"}
+          "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core (cost: feed_many; play: submit_many)", "batcher_submit": "ovrnn.StreamBatcher, cost through submit_many (a Future per chunk)", "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores", "step": "ovrnn BatchedStep by hand (serving thread, no queue)"}
 
 
 def render(R: dict) -> list[str]:
@@ -193,7 +195,7 @@ def render(R: dict) -> list[str]:
             at = s.get("at") or {}
             lines.append(f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | {s.get('streams', '')} | {s.get('streams_per_core', '')} | "
                          f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} / {at.get('runqueue_wait', '')} |")
-        for extra in ("batcher_submit", "step"):
+        for extra in ("batcher_submit",):
             if cost.get("per_chunk_us", {}).get(extra):
                 lines.append(f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |")
         if "error" in cost:
