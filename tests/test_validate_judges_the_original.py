@@ -230,3 +230,41 @@ def test_compressed_weights_of_a_recovered_node_say_what_the_reference_ran(monke
     wrong = ovrnn.validate(model, use_onnxruntime=False, drift=False, compress_weights="int8")
     rows = {c.oracle: c for c in wrong.comparisons}
     assert not wrong.passed and not rows["quantization"].passed and rows["quantization"].max_abs > 2e-2
+
+
+_WRONG_RECOVERY_CLI = """
+import sys
+import numpy as np
+from onnx import helper, numpy_helper
+from ovrnn.families import family_of
+from ovrnn.onnx import inputs as prepare_stage
+
+real = prepare_stage.fold_control_flow
+
+def wrong(model, *args, **kwargs):  # the recovered node reads R * 0: H_{t-1} R^T dropped
+    folded, notes = real(model, *args, **kwargs)
+    before = {n.name for n in model.graph.node if family_of(n) is not None}
+    for k, node in enumerate(list(folded.graph.node)):
+        if family_of(node) is not None and node.name not in before:
+            folded.graph.initializer.append(numpy_helper.from_array(np.zeros((), np.float32), f"zero{k}"))
+            folded.graph.node.insert(list(folded.graph.node).index(node), helper.make_node("Mul", [node.input[2], f"zero{k}"], [f"R0_{k}"]))
+            node.input[2] = f"R0_{k}"
+    return folded, notes
+
+prepare_stage.fold_control_flow = wrong
+from ovrnn.cli import main
+sys.exit(main(["validate", sys.argv[1], "--no-onnxruntime", "--no-drift"]))
+"""
+
+
+def test_the_command_line_with_no_onnxruntime_fails_a_wrong_recovery():
+    """The same through `ovrnn validate --no-onnxruntime`, in a child process: exit 1, FAIL, every
+    row the reference's."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _WRONG_RECOVERY_CLI, str(LOOPS / "torch_lstmcell_loop.onnx")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines() if line.split()[1:2] == ["reference"]]
+    assert rows and all(r[-1] == "FAIL" for r in rows) and "onnxruntime" not in {r[1] for r in rows}
+    assert "onnxruntime: not asked for (--no-onnxruntime)" in proc.stdout and proc.stdout.rstrip().endswith("FAIL")
