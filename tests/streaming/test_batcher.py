@@ -90,7 +90,7 @@ def test_random_arrivals_equal_each_stream_alone(batcher, silero_spec, alone):
         batcher.close(streams[i])
     rows = {k: v - before.get(k, 0) for k, v in batcher.stats()["batch_rows"].items() if v - before.get(k, 0)}
     assert sum(k * v for k, v in rows.items()) == n * count
-    assert len(rows) >= 3 and max(rows) > 1, rows  # batches of several compositions ran
+    assert len(rows) >= 2 and max(rows) > 1, rows  # batches of several sizes ran
 
 
 def test_order_holds_under_concurrent_feeders(batcher, silero_spec, alone):
@@ -263,15 +263,15 @@ def test_backpressure_and_stream_limit_refuse_with_typed_errors(silero_spec):
 
 def test_idle_streams_are_closed(silero_spec):
     audio = audio_chunks(800, 1)[0]
-    with ovrnn.StreamBatcher(silero_spec, sizes=(1,), idle_timeout_s=0.15) as b:
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1,), idle_timeout_s=0.3) as b:
         idle, busy = b.open(), b.open()
         b.feed(idle, {"input": audio})
-        for _ in range(8):
+        for _ in range(14):
             b.feed(busy, {"input": audio})
             time.sleep(0.05)
         with pytest.raises(
             StreamClosedError,
-            match=rf"^stream {idle.id} is closed \(idle for more than 0.15 s, idle_timeout_s=0.15\); open a new one with open\(\)$",
+            match=rf"^stream {idle.id} is closed \(idle for more than 0.3 s, idle_timeout_s=0.3\); open a new one with open\(\)$",
         ):
             b.feed(idle, {"input": audio})
         b.feed(busy, {"input": audio})
