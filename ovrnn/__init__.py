@@ -47,8 +47,8 @@ _LAZY = {
     "StreamBatcher": ("runtime.batching.batcher", "StreamBatcher"),
     "validate": ("validation.validate", "validate"),
     "ValidationReport": ("validation.compare", "ValidationReport"),
-    "inspect": ("ir.inspect", "inspect_ir"),
-    "InspectReport": ("ir.inspect", "InspectReport"),
+    "inspect": ("irview.inspect", "inspect_ir"),
+    "InspectReport": ("irview.inspect", "InspectReport"),
     "extension": ("extension", "extension"),
 }
 

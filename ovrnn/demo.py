@@ -15,7 +15,7 @@ def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:
     from .runtime import engine as runtime
     from .runtime.runner import infer
     from .convert import convert_model
-    from .ir.inspect import inspect_ir
+    from .irview.inspect import inspect_ir
     from .validation.compare import random_inputs
     from .validation.validate import validate
 

@@ -236,7 +236,7 @@ def dynamic_stream_note(request: Request, xml: bytes) -> tuple[str, ...]:
     docs/performance.md#per-call-cost), and the --input that fixes them."""
     if not request.stateful or not request.device or canonical_device(request.device).partition(".")[0] != "CPU":
         return ()
-    from .ir.inspect import graph_inputs  # lxml's reader: only for these conversions, not at every start-up
+    from .irview.inspect import graph_inputs  # lxml's reader: only for these conversions, not at every start-up
 
     dynamic = [(i.name.split(",")[0], i.shape) for i in graph_inputs(xml) if "?" in i.shape or ".." in i.shape]
     if not dynamic:

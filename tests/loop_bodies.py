@@ -558,7 +558,7 @@ def judge_one(spec: BodySpec, batch_of=lambda spec: spec.B) -> Outcome:
 def _compare(group, prefixes, models, ir, batch_of, ort) -> list[Outcome]:
     from lxml import etree
 
-    from ovrnn.ir.inspect import _rt_info
+    from ovrnn.irview.inspect import _rt_info
     from ovrnn.runtime import engine as runtime
     from ovrnn.runtime.runner import infer
 

@@ -215,7 +215,7 @@ def test_explicit_steps_converted_for_cpu_are_marked_precise_and_exact_under_the
     got = request.get_output_tensor(0).data.astype(np.float64)
     assert np.abs(got - want).max() < 2e-5 * (1 + np.abs(want).max())
     assert b'<info name="fwd_precise" value="f32 where the device lowers the precision (layers marked precise)"/>' in ir.xml  # rt_info says so
-    from ovrnn.ir.inspect import inspect_ir
+    from ovrnn.irview.inspect import inspect_ir
 
     path = tmp_path / "m.xml"
     ir.save(path)

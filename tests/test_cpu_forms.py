@@ -153,7 +153,7 @@ def test_an_unknown_machine_keeps_the_cell_chains_with_a_note(tmp_path, monkeypa
 
 
 def test_inspect_names_the_table(this_machine_table, tmp_path):
-    from ovrnn.ir import inspect
+    from ovrnn.irview import inspect
 
     path = ovrnn.convert_model(gru(16), device="CPU").save(tmp_path / "m.xml")
     text = inspect.inspect_ir(path).format()

@@ -15,10 +15,10 @@ from conftest import ovrnn_cli
 from lxml import etree
 
 import ovrnn
-from ovrnn.ir import picture as graph_picture
-from ovrnn.ir import picture_graph
+from ovrnn.irview import picture as graph_picture
+from ovrnn.irview import picture_graph
 from ovrnn.errors import UsageError
-from ovrnn.ir.picture import graph_dot, write_graph
+from ovrnn.irview.picture import graph_dot, write_graph
 
 HAVE_DOT = shutil.which("dot") is not None
 BIDIR = Case("g", direction="bidirectional", T=6, lens=(6, 2), h0=True)

@@ -18,7 +18,7 @@ from onnx import helper
 
 import ovrnn
 from ovrnn.errors import UnsupportedFeatureError
-from ovrnn.ir.inspect import _rt_info
+from ovrnn.irview.inspect import _rt_info
 
 FIXTURES = Path(__file__).parent / "fixtures" / "loops"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())

@@ -11,7 +11,7 @@ from onnx import helper
 from onnx import numpy_helper as nh
 
 import ovrnn
-from ovrnn.ir.inspect import inspect_ir
+from ovrnn.irview.inspect import inspect_ir
 from ovrnn.lower.node import LoweringOptions
 from ovrnn.lower.step_form import Form, Reason, StepForm, decide_step_form
 from test_shared_input import _model as shared_x_model

@@ -49,7 +49,7 @@ def graph_pictures(folder: Path) -> list[Path]:
     """unrolled_graph.svg: every layer of a T=4 bidirectional RNN (ovrnn inspect --graph --expand);
     collapsed_graph.svg: the same IR with one node per cell chain (ovrnn inspect --graph)."""
     import ovrnn
-    from ovrnn.ir.picture import write_graph
+    from ovrnn.irview.picture import write_graph
 
     written = []
     with tempfile.TemporaryDirectory() as tmp:

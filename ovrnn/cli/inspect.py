@@ -20,7 +20,7 @@ def add_parser(sub, common) -> None:
 
 
 def command(args) -> int:
-    from ..ir.inspect import inspect_ir
+    from ..irview.inspect import inspect_ir
 
     if args.expand and not args.graph:
         raise UsageError("--expand needs --graph OUT.svg|OUT.png|OUT.dot")
@@ -29,7 +29,7 @@ def command(args) -> int:
         report.compiled_weights = _compiled_weights(args.ir, args.device)
     picture = None
     if args.graph:
-        from ..ir.picture import write_graph
+        from ..irview.picture import write_graph
 
         picture = write_graph(args.ir, args.graph, expand=args.expand)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())

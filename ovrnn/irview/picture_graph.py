@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..dtypes import FLOAT_IRS
-from .check import read_xml
+from ..ir.check import read_xml
 from .inspect import _TRANSPARENT, CELL_TYPES, _rt_info
 
 STEP = re.compile(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t(?P<t>\d+)/(?P<tail>.*)$")

@@ -16,7 +16,7 @@ from lxml import etree
 
 from ..errors import IRFormatError
 from ..plugins import INTEGER_WEIGHTS
-from .check import _PARSER, check_ir, read_xml, require_layer_attributes
+from ..ir.check import _PARSER, check_ir, read_xml, require_layer_attributes
 
 SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")
