@@ -184,6 +184,27 @@ def test_inputs_that_are_not_arrays_by_name_are_a_usage_error(demo_ir, entry, fe
     assert str(caught.value) == message
 
 
+@pytest.mark.parametrize("shape", [[2, 3], ["b", 3]], ids=["static", "dynamic"])
+def test_an_input_that_is_also_an_output_is_returned_and_read_right(shape):
+    """ONNX lets a graph input be a graph output too (Y = Relu(X), outputs Y and X). Bound to an
+    output buffer of the runner's own, OpenVINO's CPU plugin read X from that buffer: Y and X came
+    back as zeros, every call, with no error."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["X"], ["Y"])], "passthrough", [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shape), helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
+    )
+    ir = ovrnn.convert_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    runner, rng = ovrnn.Runner(ir), np.random.default_rng(3)
+    for _ in range(3):
+        x = rng.uniform(-1, 1, (2, 3)).astype(np.float32)
+        for got in (runner({"X": x}), ovrnn.run(ir, {"X": x}), {k: v.copy() for k, v in runner({"X": x}, share_outputs=True).items()}):
+            assert list(got) == ["Y", "X"]
+            np.testing.assert_array_equal(got["Y"], np.maximum(x, 0))
+            np.testing.assert_array_equal(got["X"], x)
+
+
 @pytest.mark.parametrize("copy_below", [0, 1 << 20], ids=["shared", "copied"])
 def test_inputs_shared_or_copied_give_the_same_numbers(demo_ir, want, copy_below, monkeypatch):
     monkeypatch.setattr(ovrnn.Runner, "COPY_BELOW", copy_below)

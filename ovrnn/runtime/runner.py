@@ -230,9 +230,10 @@ class Runner:
             packed = np.zeros(c.packed.size, c.packed.dtype)
             self.request.set_output_tensor(0, o.Tensor(packed, shared_memory=True))
             self._views = c.packed.views(packed)
+        on_inputs = _outputs_on_inputs(c.compiled) if self.outputs else set()
         for index, (name, port) in enumerate(self.outputs):
             pshape, etype = port.get_partial_shape(), port.get_element_type()
-            if pshape.is_static and etype != o.Type.bf16:
+            if pshape.is_static and etype != o.Type.bf16 and index not in on_inputs:
                 buffer = np.zeros([d.get_length() for d in pshape], etype.to_dtype())
                 self.request.set_output_tensor(index, o.Tensor(buffer, shared_memory=True))
                 self._views[name] = _read_only(buffer)
@@ -430,6 +431,26 @@ class Runner:
         if missing is not None:
             raise UsageError(f"input '{_port_name(missing)}' is missing (give every input: {ports})")
         raise UsageError(f"an input is given under two of its names (inputs: {ports})")
+
+
+def _outputs_on_inputs(compiled) -> set[int]:
+    """The outputs that are a graph input as it is (ONNX allows an input listed as an output too).
+    OpenVINO 2026.4.1's CPU plugin runs such a Result in the Parameter's memory: given an output
+    buffer of its own, the input is read from that buffer (zeros) and every output computed from it
+    is wrong, with no error. Known by the tensor names (a Result on a Parameter carries the
+    Parameter's tensor) or by the runtime graph (the Result reads an Input layer)."""
+    names = {n for port in compiled.inputs for n in port.get_names()}
+    found = {i for i, port in enumerate(compiled.outputs) if port.get_names() & names}
+    try:
+        results = compiled.get_runtime_model().outputs
+        if len(results) == len(compiled.outputs):
+            for i, port in enumerate(results):
+                source = port.get_node().input_value(0).get_node()
+                if source.get_rt_info()["layerType"].astype(str) in ("Input", "Parameter"):
+                    found.add(i)
+    except (RuntimeError, KeyError, AttributeError):
+        pass
+    return found
 
 
 def _typed(device: str, exc: RuntimeError, inputs) -> Exception:
