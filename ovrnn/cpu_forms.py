@@ -22,7 +22,6 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from .families.gru import GRU
 
 TABLE = Path(__file__).resolve().parent / "data" / "cpu_forms.json"
 # Steps per folded cell-chain piece where convert reads this table (--device CPU, chunk_steps not
@@ -118,8 +117,9 @@ def entry_for(key: tuple[str, str] | None = None, table: tuple[dict, ...] | None
 
 
 def op_kind(op: str, linear_before_reset: bool = False) -> str:
-    """The table's name of a cell type: RNN, LSTM, GRU (lbr 0) or GRU-lbr1: oneDNN's kernels differ."""
-    return f"{GRU.name}-lbr1" if op == GRU.name and linear_before_reset else op
+    """The table's name of a cell type: RNN, LSTM, GRU (lbr 0) or GRU-lbr1 (oneDNN's kernels differ);
+    linear_before_reset is GRU's attribute, no other family's spec has it."""
+    return f"{op}-lbr1" if linear_before_reset else op
 
 
 def measured_form(kind: str, hidden: int, batch: int | None, bidirectional: bool, key: tuple[str, str] | None = None, table: tuple[dict, ...] | None = None, steps: int | None = None) -> FormChoice | None:

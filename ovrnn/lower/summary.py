@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..families import named
 from ..families.rnn import RNN
 from ..semantics.recurrent import Direction
 from .step_form import StepForm
@@ -75,7 +76,7 @@ class NodeSummary:
         )
 
     def rt_info(self) -> dict[str, str]:
-        info = {} if self.op == RNN.name else {"op": self.op}  # RNN's IRs predate the entry
+        info = {"op": self.op} if named(self.op).rt_info_op else {}
         info |= {
             "onnx_node": self.node_name,
             "steps": str(self.seq_length),
