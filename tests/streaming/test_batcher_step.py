@@ -226,6 +226,13 @@ def test_contracts_that_cannot_stream_are_refused():
         match=r"^input 'input' \(\[\?,\?\]\): cannot tell its batch axis; give it, e.g. batch=\{'input': 0\}$",
     ):
         StreamSpec.of(silero_path(), "state=stateN", frozen={"sr": 16000})
+    silero = {"shapes": {"input": [1, 576]}, "frozen": {"sr": 16000}}
+    with pytest.raises(UsageError, match=r"^context: 'state' is not a per-chunk input of the model \(inputs: input\)$"):
+        StreamSpec.of(silero_path(), "state=stateN", context={"state": 4}, **silero)
+    with pytest.raises(UsageError, match=r"^context\['input'\]: expected a length from 1 to 575 \(the input has 576 on axis 1\), got 576$"):
+        StreamSpec.of(silero_path(), "state=stateN", context={"input": 576}, **silero)
+    with pytest.raises(UsageError, match=r"^context\['input'\]: axis 0 is the batch axis; a context runs along the input's time axis$"):
+        StreamSpec.of(silero_path(), "state=stateN", context={"input": (64, 0)}, **silero)
 
 
 def test_a_stateless_ir_is_served_like_its_onnx_model():

@@ -271,7 +271,7 @@ def _resolve(
             raise UnsupportedFeatureError(f"state '{name}': its constant initial value has shape {list(np.shape(initial))}, one stream's state is {list(port.shape)}")
         states.append(StatePair(name, out, port, np.asarray(initial, port.dtype).copy()))
     inputs = tuple(p for n, p in ports.items() if n not in state_inputs)
-    contexts = tuple(_context(name, spec, ports) for name, spec in context.items())
+    contexts = tuple(_context(name, spec, {n: p for n, p in ports.items() if n not in state_inputs}) for name, spec in context.items())
     spec = StreamSpec(
         source,
         onnx_source,
@@ -329,7 +329,7 @@ def _batch_axis(name: str, dims: list, given, explicit, symbols: set) -> int:
 
 
 def _context(name: str, spec, ports: dict[str, Port]) -> Context:
-    if name not in ports or any(s == name for s in ()):
+    if name not in ports:
         raise UsageError(f"context: '{name}' is not a per-chunk input of the model (inputs: {', '.join(ports)})")
     port = ports[name]
     length, axis = (spec, len(port.shape) - 1) if isinstance(spec, (int, np.integer)) else tuple(spec)
