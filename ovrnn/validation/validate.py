@@ -2,6 +2,12 @@
 compare every output with the float64 reference and onnxruntime (compare.py's oracles and
 comparisons); with ``stateful``, prove the streaming contract instead (stream.py). The report
 files are report.py's.
+
+Both oracles judge the model as the user gave it: the original graph, fed the seeded inputs and the
+frozen ``--input`` values, never the prepared graph the IR was made from (Loops recovered or
+unrolled, Ifs inlined, constants folded), so a rewrite cannot check itself. The tolerance is the
+loosest of the output type's, the inference precision's and the precision the model computes in
+(weights.py: float16 weights behind float32 io are judged at float16, with a note).
 """
 
 from __future__ import annotations
@@ -99,7 +105,7 @@ def validate(
         raise UsageError(f"{flag('batch')}: expected a positive batch size, got {batch}")
     if batch is not None and batch > MAX_DIM:
         raise UsageError(f"{flag('batch')}: expected a batch size between 1 and {MAX_DIM:,}, got {batch}")
-    if ir is None:  # the model is read and prepared once: the reference runs what the IR was made from
+    if ir is None:  # the model is read and prepared once (the oracles run the model as read: original_inputs below)
         conversion = convert(model, input, request)
         proto, prepared, ir = conversion.proto, conversion.prepared, conversion.ir
     else:
