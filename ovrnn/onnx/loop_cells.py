@@ -82,6 +82,9 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             env[inp.name] = Step(int(value.reshape(-1)[0]), inp.name) if inc == 1 else Expr("counter", (inp.name,))
         else:
             dims = _dims(inp) or (outer_shape(initial) if initial else None)
+            declared = inp.type.tensor_type.elem_type or (outer.elem_type(initial) if initial else 0)
+            if declared not in (*FLOATS, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16):
+                raise NotACell(f"its carried value '{inp.name}' is not a float state, nor a counter that starts at a constant and adds one")
             if dims is None or len(dims) != 2 or dims[1] is None:
                 raise NotACell(f"its carried value '{inp.name}' is not a [batch, hidden] tensor of known hidden size")
             env[inp.name] = Lin({inp.name: np.eye(dims[1])}, np.zeros(dims[1]))

@@ -18,7 +18,8 @@ ANALYTIC = {"Add", "Sub", "Mul", "Neg", "Sigmoid", "Tanh", "MatMul", "Gemm", "Sp
             "Identity", "Cast", "Not", "Where", "Gather", "Concat", "Shape"}
 # ops that select or reshape along an axis: on a computed value, never along the batch axis (0)
 AXIS_OPS = {"Split", "Slice", "Concat", "Gather"}
-FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+# a Cast may only widen or keep float32/float64: a Cast to float16 rounds (not analytic; the cell would be more exact than the body)
+FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
 INTEGERS = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
             onnx.TensorProto.UINT64, onnx.TensorProto.UINT32, onnx.TensorProto.UINT16, onnx.TensorProto.UINT8)
 
@@ -47,16 +48,17 @@ def per_step_read(node: onnx.NodeProto, step: Step, outer, found: Body, env: dic
             raise NotACell("it reads more than one mask step by step")
         found.mask = key
         env[node.output[0]] = Expr("mask")
+        return batch  # a [T, 1, 1] mask holds one bit for every row: the batch is X's
     elif len(dims) == 3 and outer.is_float(name):
         if found.x not in (None, key):
             raise NotACell(f"it reads more than one input sequence step by step ('{found.x[0]}' and '{name}'; a float table gating the "
                            "state is no mask unless its values are proven 0 or 1: bool, or cast from a comparison)")
         found.x = key
         env[node.output[0]] = Lin({"x": np.eye(dims[2])}, np.zeros(dims[2]))
+        return dims[1]
     else:
         raise NotACell(f"it reads '{name}' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) "
                        "nor a mask proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row")
-    return dims[1] if batch is None else batch
 
 
 def step_of(node: onnx.NodeProto, ins: list) -> Step | None:
