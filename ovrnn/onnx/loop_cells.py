@@ -42,6 +42,7 @@ from ..families import family_of
 from ..families.lstm import LSTM
 from ..families.rnn import RNN
 from .loop_class import ANALYTIC, FLOATS, attr as _attr, check_reads, check_rows, beside_recurrent_node, own_names, per_step_read, step_of
+from .graphs import FLOAT_TYPES
 from .loop_values import Body, Cell, Expr, Lin, NotACell, Outer, Step
 from .read import ONNX_DOMAINS, RECURRENT
 
@@ -83,7 +84,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
         else:
             dims = _dims(inp) or (outer_shape(initial) if initial else None)
             declared = inp.type.tensor_type.elem_type or (outer.elem_type(initial) if initial else 0)
-            if declared not in (*FLOATS, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16):
+            if declared not in FLOAT_TYPES:
                 raise NotACell(f"its carried value '{inp.name}' is not a float state, nor a counter that starts at a constant and adds one")
             if dims is None or len(dims) != 2 or dims[1] is None:
                 raise NotACell(f"its carried value '{inp.name}' is not a [batch, hidden] tensor of known hidden size")
