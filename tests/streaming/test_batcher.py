@@ -348,9 +348,24 @@ def test_a_failed_batch_changes_no_state_and_fails_each_of_its_chunks():
 
 def test_two_workers_serve_their_streams(silero_spec, alone):
     audio = [audio_chunks(1000 + i, 3) for i in range(6)]
-    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4), workers=2) as b:
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4), workers=2, max_streams=7) as b:
         streams = [b.open() for _ in audio]
         assert sorted({s.worker for s in streams}) == [0, 1]
+        opened, refused = [], []
+
+        def opener():
+            try:
+                opened.append(b.open())
+            except OverloadedError:
+                refused.append(1)
+
+        threads = [threading.Thread(target=opener) for _ in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(opened) == 1 and len(refused) == 4 and len(b.streams()) == 7  # 7 across both workers, not 8 (2 x 4 slots)
+        b.close(opened[0])
         futures = [[b.submit(s, {"input": c}) for c in chunks] for s, chunks in zip(streams, audio)]
         for fs, chunks in zip(futures, audio):
             want, _ = run_alone(alone, silero_spec, chunks)

@@ -134,24 +134,24 @@ class StreamBatcher:
         one stream's value; ``spec.state_names``). ``OverloadedError`` when ``max_streams`` are open."""
         store = self._workers[0].store
         seeds = {name: store.checked(name, value) for name, value in (state or {}).items()}
-        with self._lock:
+        with self._lock:  # one open() at a time: the stream count and the placement agree
             if self._shut:
                 raise StreamClosedError("the batcher is shut down: open() takes no new streams")
             sid = next(self._ids)
-        count = len(self._workers)
-        if sum(len(w.streams) for w in self._workers) < self.max_streams:
-            for k in range(count):
-                worker = self._workers[(sid + k) % count]
-                with worker.cond:
-                    slot = worker.store.take()
-                    if slot is None:
-                        continue
-                    worker.store.reset(slot)
-                    for name, value in seeds.items():
-                        worker.store.write(slot, name, value)
-                    stream = StreamHandle(sid, worker.index, slot, self, monotonic())
-                    worker.streams[sid] = stream
-                    return stream
+            count = len(self._workers)
+            if sum(len(w.streams) for w in self._workers) < self.max_streams:
+                for k in range(count):
+                    worker = self._workers[(sid + k) % count]
+                    with worker.cond:
+                        slot = worker.store.take()
+                        if slot is None:
+                            continue
+                        worker.store.reset(slot)
+                        for name, value in seeds.items():
+                            worker.store.write(slot, name, value)
+                        stream = StreamHandle(sid, worker.index, slot, self, monotonic())
+                        worker.streams[sid] = stream
+                        return stream
         worker = self._workers[sid % count]
         with worker.cond:
             worker.recorder.refused_streams += 1
