@@ -5,9 +5,9 @@
                              emitter), and what each path refuses
     choose_cells(...)        --lowering auto: the lowering per op for a device, from its op set
                              (query_model when the device is on this machine, else the plugin
-                             tables of ovrnn/plugins.py)
+                             tables of ovrnn/device/plugins.py)
     measured_forms(...)      --lowering fastest (the default): for --device CPU, the step form per
-                             direction from the table measured on this CPU (ovrnn/cpu_forms.py)
+                             direction from the table measured on this CPU (ovrnn/device/cpu_forms.py)
 
 The plan hands the next stages one value: ``Plan``, with ``options(cells)`` for the lowering and
 the fallbacks it may take when a body node's step count is unknown (``Fallback``: data, read by
@@ -35,9 +35,9 @@ from .onnx.frontend_input import FrontendInput, frontend_input
 from .onnx.graphs import describe_node
 from .onnx.inputs import Prepared
 from .onnx.read import GraphView
-from . import cpu_forms
+from .device import cpu_forms
 from .families import by_name, family_of, onnx_families
-from .plugins import canonical_device
+from .device.plugins import canonical_device
 from .semantics.nodes import needs_frontend, recurrent_nodes
 from .stateful import state_request
 

@@ -11,7 +11,7 @@ from lxml import etree
 from test_bf16 import _core, _default_compile, _gru, _marked, _y, needs_bf16
 
 import ovrnn
-import ovrnn.ov
+import ovrnn.device.ov
 from ovrnn.validation import reference
 
 
@@ -51,7 +51,7 @@ def _unfolded_marked(model, tmp_path) -> tuple[bytes, bytes]:
     ov, core = _core()
     ir = ovrnn.convert_model(model, lowering="cell", chunk_steps=1)
     graph = core.read_model(ir.xml, ov.Tensor(np.frombuffer(ir.bin, np.uint8).copy()))
-    opset = ovrnn.ov.opset(1)
+    opset = ovrnn.device.ov.opset(1)
     for op in graph.get_ops():
         if op.get_type_name() in ("Squeeze", "Unsqueeze"):
             shape = np.array([d.get_length() for d in op.get_output_partial_shape(0)], np.int64)
@@ -103,7 +103,7 @@ HONOURS = [
 
 def _probe_model(kind: str, n: int = 64):
     ov, _ = _core()
-    ops = ovrnn.ov.opset(13)
+    ops = ovrnn.device.ov.opset(13)
     rng = np.random.default_rng(1)
 
     def const(shape):

@@ -1,4 +1,4 @@
-"""The measured step-form table (ovrnn/cpu_forms.py, ovrnn/data/cpu_forms.json): the key of this
+"""The measured step-form table (ovrnn/device/cpu_forms.py, ovrnn/data/cpu_forms.json): the key of this
 machine, the row a node reads, and what `convert --device CPU` does with it (the default
 `--lowering fastest`): the form per direction, the reason in rt_info and inspect, the numbers."""
 
@@ -13,7 +13,7 @@ from conftest import dead_layers, layer_counts, run_ir
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from ovrnn import cpu_forms
+from ovrnn.device import cpu_forms
 from ovrnn.validation import reference
 
 AVX512 = {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma", "avx", "sse4_1"}

@@ -19,7 +19,7 @@ from lxml import etree
 
 import ovrnn
 from ovrnn.validation import reference
-from ovrnn.plugins import NPU_IR_TYPES
+from ovrnn.device.plugins import NPU_IR_TYPES
 from ovrnn.errors import UsageError
 
 

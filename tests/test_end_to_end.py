@@ -10,7 +10,7 @@ from cases import CASES, DTYPES, TOL, Case, make_model
 from conftest import HIDDEN_STEPS, assert_close, dead_layers, layer_counts, run_ir
 
 import ovrnn
-from ovrnn.plugins import NPU_IR_TYPES
+from ovrnn.device.plugins import NPU_IR_TYPES
 from ovrnn.validation import reference
 
 CELL = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}

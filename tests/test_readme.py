@@ -174,7 +174,7 @@ def test_cli_page_names_every_flag():
     from ovrnn.validation.compare import DEFAULT_BATCH
     from ovrnn.validation.stream import DEFAULT_CHUNKS
 
-    from ovrnn.cpu_forms import PIECE_STEPS
+    from ovrnn.device.cpu_forms import PIECE_STEPS
     from ovrnn.plan import DEFAULT_CHUNK_STEPS
 
     assert {a.dest: a.default for a in cli.subparser(parser, "convert")._actions}["chunk_steps"] is None  # resolved by plan

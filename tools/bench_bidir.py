@@ -231,7 +231,7 @@ def cut(xml: str, names: set):
     that leaves it (keyed (op, port, the IR's Result name or None))."""
     import openvino as ov
 
-    from ovrnn.ov import opset
+    from ovrnn.device.ov import opset
 
     o13 = opset(13)
     model = ov.Core().read_model(xml)

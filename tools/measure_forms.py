@@ -13,7 +13,7 @@ kernels compared, not onnxruntime's thread pool); elsewhere another form
 replaces it where it is faster by at least `--margin` (default 10%: the median ratio to the cell
 chain ≤ 0.9) and faster in at least 8 rounds of 10, at every thread count measured.
 
-The entry is keyed by the OpenVINO release and the CPU's ISA (ovrnn.cpu_forms.machine_key()); a
+The entry is keyed by the OpenVINO release and the CPU's ISA (ovrnn.device.cpu_forms.machine_key()); a
 run replaces the rows it measured in the entry of its own key and keeps the others. The machine's load is recorded with
 each row: on a shared machine, run it when it is quiet, or read the spreads.
 
@@ -48,7 +48,7 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ovrnn import cpu_forms  # noqa: E402
+from ovrnn.device import cpu_forms  # noqa: E402
 
 KINDS = {"RNN": ("RNN", 0), "GRU": ("GRU", 0), "GRU-lbr1": ("GRU", 1), "LSTM": ("LSTM", 0)}
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -295,7 +295,7 @@ def merge(path: Path, entry: dict) -> None:
         entry = {**old, **entry, "rows": [r for r in old.get("rows", []) if row_key(r) not in new_keys] + entry["rows"]}
     entries.append(entry)
     entries.sort(key=lambda e: (e["openvino"], e["isa"]))
-    text = json.dumps({"about": "measured by tools/measure_forms.py; read by ovrnn/cpu_forms.py", "entries": entries}, indent=1, ensure_ascii=False) + "\n"
+    text = json.dumps({"about": "measured by tools/measure_forms.py; read by ovrnn/device/cpu_forms.py", "entries": entries}, indent=1, ensure_ascii=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)

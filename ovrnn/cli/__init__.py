@@ -43,7 +43,7 @@ def _main(argv: list[str] | None) -> int:
         args.argv = list(sys.argv[1:] if argv is None else argv)
         progress.set_mode("quiet" if args.quiet else "verbose" if args.verbose else "auto")
         if getattr(args, "device", None):
-            from ..plugins import canonical_device
+            from ..device.plugins import canonical_device
 
             args.device = canonical_device(args.device)
         code = int(args.func(args) or 0)

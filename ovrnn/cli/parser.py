@@ -26,7 +26,7 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         try:
-            from ..ov import ov
+            from ..device.ov import ov
 
             build = ov().get_version()
         except Exception as exc:  # noqa: BLE001 - a broken OpenVINO install must not hide ovrnn's version

@@ -14,7 +14,7 @@ import numpy as np
 from ..lower.layer_graph import LayerGraph, Layer
 from ..dtypes import ElementType
 from ..shapes import Dim, Shape
-from ..ov import opset, ov, ov_submodule
+from ..device.ov import opset, ov, ov_submodule
 from ..ir.templates import template
 
 # op type in the IR -> op class name in OpenVINO's opset tables, where they differ

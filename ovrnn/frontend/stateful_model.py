@@ -29,7 +29,7 @@ from ..onnx.read import GraphView
 from ..shapes import Dim
 from ..families import families, named, onnx_op_names
 from ..stateful import StreamInfo, StreamState, common_steps
-from ..ov import opset, ov
+from ..device.ov import opset, ov
 from .realize import partial_shape
 from .realize import assign as realize_assign
 

@@ -22,7 +22,7 @@ from ..dtypes import BY_ONNX
 from ..errors import OvrnnError, UnsupportedFeatureError, flag, quoted
 from ..onnx.read import GraphView
 from ..shapes import Dim
-from ..ov import ov
+from ..device.ov import ov
 
 ATOL, RTOL = 1e-4, 1e-3  # both sides OpenVINO CPU at f32: rounding only, far below any real mixing
 
@@ -119,7 +119,7 @@ def _run(stateful_model, whole_ir, feeds_whole: dict, timed: dict[str, int], K: 
     """(the whole run's outputs, each output's per-chunk values from one infer request)."""
     o = ov()
     core = o.Core()
-    from ..plugins import exact_integer_weights
+    from ..device.plugins import exact_integer_weights
 
     config = {"INFERENCE_PRECISION_HINT": "f32"}
     whole_model = core.read_model(whole_ir.xml, o.Tensor(np.frombuffer(whole_ir.bin, np.uint8).copy()))

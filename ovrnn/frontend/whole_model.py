@@ -35,8 +35,8 @@ from .failures import conversion_error
 from .ov_model import all_ops, bodies, graphs
 from .realize import partial_shape
 from ..progress import stage
-from ..ov import ov, ov_submodule
-from ..plugins import INTEGER_WEIGHTS
+from ..device.ov import ov, ov_submodule
+from ..device.plugins import INTEGER_WEIGHTS
 from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
 from ..shapes import Dim, Shape
 from ..signals import kept_across_native

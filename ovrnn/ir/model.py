@@ -38,7 +38,7 @@ class IR:
         change a model (``reshape``, ``add_outputs``, pre-processing) change this one: ``clone()``
         it first to keep it as converted. ``ovrnn.run``/``Runner``/``Stream`` given the IR read its
         bytes afresh, so they never see such changes."""
-        from ..ov import read_ir_bytes
+        from ..device.ov import read_ir_bytes
 
         return read_ir_bytes(self.xml, self.bin)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from lxml import etree
 
 from ..errors import IRFormatError
-from ..plugins import INTEGER_WEIGHTS
+from ..device.plugins import INTEGER_WEIGHTS
 from ..ir.check import _PARSER, check_ir, read_xml, require_layer_attributes
 
 SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")

@@ -49,7 +49,7 @@ class LoweringOptions:
     # (spec, Compression, who) -> (Compression | None, error, notes): the per-node error budget
     # (validation/budget.py's choose, handed in by convert so that lowering stays pure); None: none
     budget: Callable | None = field(default=None, hash=False, compare=False)
-    # (OpenVINO release, CPU ISA) whose measured table (ovrnn/cpu_forms.py) picks each direction's
+    # (OpenVINO release, CPU ISA) whose measured table (ovrnn/device/cpu_forms.py) picks each direction's
     # form where the cells were not forced: convert's default for --device CPU; None: no table
     measured: tuple[str, str] | None = None
     auto_device: str | None = None  # --lowering auto: the device `by_op`/`cells` were chosen for (None: asked)

@@ -11,7 +11,7 @@ Every rule lives here, in the order it is applied:
                                                     SHARED_INPUT (see SharedInputGuard in node.py)
     3. the cell cannot express the direction         CELL_LACKS (LSTM peepholes, input_forget)
                                                     ACTIVATION (cells run relu/sigmoid/tanh only)
-    4. a table measured on this CPU (--lowering fastest, --device CPU; ovrnn/cpu_forms.py) names
+    4. a table measured on this CPU (--lowering fastest, --device CPU; ovrnn/device/cpu_forms.py) names
        the faster form, where the weights are float  MEASURED, cell or explicit
     5. else                                          CELL
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from ..cpu_forms import measured_form, op_kind
+from ..device.cpu_forms import measured_form, op_kind
 
 
 class Form(Enum):

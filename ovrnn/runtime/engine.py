@@ -17,8 +17,8 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import DeviceError, IRFormatError, UsageError, flag
-from ..ov import core, ov, ov_message, read_ir_bytes
-from ..plugins import exact_integer_weights
+from ..device.ov import core, ov, ov_message, read_ir_bytes
+from ..device.plugins import exact_integer_weights
 
 VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 DEFAULT_PRECISION = "f32"
@@ -120,7 +120,7 @@ class Compiled:
 def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> Compiled:
     """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"}."""
     from ..progress import stage
-    from ..plugins import canonical_device
+    from ..device.plugins import canonical_device
 
     device = canonical_device(device)  # cpu -> CPU; a typo is a usage error with a suggestion
     check_device(device)
@@ -341,7 +341,7 @@ def _property_text(value) -> str:
 
 
 def _takes_rnncell(device: str) -> bool:
-    from ..ov import opset
+    from ..device.ov import opset
 
     o1, o3 = opset(1), opset(3)
 

@@ -54,7 +54,7 @@ def pack_outputs(model, names: list[str]) -> Packed | None:
     """`model` (an ov.Model, left as it is) with its outputs packed into one, and where each lies;
     None where packing does not apply (fewer than two outputs, a dynamic or large output, mixed or
     bf16 element types). `names`: the outputs' names, by index."""
-    from ..ov import opset
+    from ..device.ov import opset
     from .engine import ov
 
     ports = list(model.outputs)

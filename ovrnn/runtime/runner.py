@@ -121,7 +121,7 @@ def thread_properties(device: str, threads: int | None, properties: dict | None,
     """(compile properties, who chose) for `threads`: None = ovrnn's batch-1 default
     (latency_threads), 0 = all cores (OpenVINO's own default), N = N threads. CPU only: the other
     devices take no thread count (asked for one there, a UsageError)."""
-    from ..plugins import canonical_device
+    from ..device.plugins import canonical_device
 
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0):
         raise UsageError(f"{flag('threads')}: expected a number of CPU threads, 1 or more, or 0 for all cores, got {threads!r}")

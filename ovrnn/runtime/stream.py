@@ -191,7 +191,7 @@ class Stream:
     def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None, threads: int | None = None) -> None:
         """`properties`: more compile properties (e.g. {"PERFORMANCE_HINT": "LATENCY"}); `threads`:
         as Runner's (None: ovrnn's batch-1 default, 0: all cores); ``self.threads`` says which."""
-        from ..plugins import canonical_device
+        from ..device.plugins import canonical_device
         from .runner import thread_properties
 
         device = canonical_device(device)
@@ -452,7 +452,7 @@ def initial_values(model) -> dict[str, np.ndarray]:
     shapes (the initializer may be shaped from X); the inputs are zeros, which an initializer only
     reads the shape of."""
     ov = engine.ov()
-    from ..ov import opset
+    from ..device.ov import opset
 
     ops = opset(8)
 

@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..plugins import INTEGER_WEIGHTS  # the integer weight types; plugins.py shares them with the compile config
+from ..device.plugins import INTEGER_WEIGHTS  # the integer weight types; plugins.py shares them with the compile config
 
 NAMES = {"i8": "int8", "u8": "uint8", "i4": "int4", "u4": "uint4"}
 

@@ -78,7 +78,7 @@ def validate(
     each recurrent node at the device's default precision (drift.py): what an application that
     compiles with OpenVINO's defaults gets, shown beside the verdict and not counted."""
     from ..plan import check_count
-    from ..plugins import canonical_device
+    from ..device.plugins import canonical_device
 
     if chunks is not None and not stateful:
         raise UsageError(f"{flag('chunks')} is the number of calls of {flag('stateful')}: add {flag('stateful')}")

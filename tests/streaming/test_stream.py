@@ -284,7 +284,7 @@ CPU_FORM_CASES = [
 @pytest.fixture
 def committed_table_here(tmp_path, monkeypatch):
     """The committed table's entry under this machine's key: the rows as measured, on any CPU."""
-    from ovrnn import cpu_forms
+    from ovrnn.device import cpu_forms
 
     entry = next(e for e in cpu_forms.load_table() if (e["openvino"], e["isa"]) == ("2026.4.1", "avx512_core_fp16"))
     release, isa = cpu_forms.machine_key()

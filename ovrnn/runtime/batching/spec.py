@@ -156,7 +156,7 @@ class StreamSpec:
         try:
             model.reshape({name: shape for name, shape in shapes.items()})
         except RuntimeError as exc:
-            from ...ov import ov_message
+            from ...device.ov import ov_message
 
             raise UsageError(f"the IR does not take batch {n}: {ov_message(exc)}; convert the ONNX model instead (the batcher converts it at each batch size)") from None
         return model

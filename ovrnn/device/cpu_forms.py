@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 
-TABLE = Path(__file__).resolve().parent / "data" / "cpu_forms.json"
+TABLE = Path(__file__).resolve().parent.parent / "data" / "cpu_forms.json"
 # Steps per folded cell-chain piece where convert reads this table (--device CPU, chunk_steps not
 # given), instead of 64: each piece is its own RNNSeq with its own copy of the weights, so every
 # piece boundary runs the next piece's weights cold. Measured at 1 thread (docs/performance.md

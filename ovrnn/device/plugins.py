@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from .errors import UsageError, flag
+from ..errors import UsageError, flag
 
 # Integer element types of weights an IR may hold (--compress-weights, DynamicQuantizeLSTM, QDQ).
 INTEGER_WEIGHTS = ("i8", "u8", "i4", "u4")

@@ -1,0 +1,3 @@
+"""What ovrnn knows of the devices: the plugins' names and what each imports (``plugins.py``), the
+step forms measured on this CPU (``cpu_forms.py``, its table ``ovrnn/data/cpu_forms.json``) and the
+deferred ``import openvino`` behind every device call (``ov.py``)."""
