@@ -149,9 +149,9 @@ def constant_value(graph: onnx.GraphProto, name: str) -> np.ndarray | None:
     return None
 
 
-def fresh(base: str, taken: set[str]) -> str:
-    """`base`, or `base_1`, `base_2`, ...: the first not in `taken`, which then takes it."""
-    name, k = base, 1
+def fresh(base: str, taken: set[str], start: int = 1) -> str:
+    """`base`, or `base_<start>`, `base_<start+1>`, ...: the first not in `taken`, which then takes it."""
+    name, k = base, start
     while name in taken:
         name, k = f"{base}_{k}", k + 1
     taken.add(name)

@@ -11,7 +11,7 @@ import onnx
 
 from ..families import ONNX_DOMAINS, is_recurrent
 from ..onnx import graphs
-from ..onnx.graphs import describe_node, subgraphs
+from ..onnx.graphs import describe_node, fresh, subgraphs
 
 
 def recurrent_nodes_of(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
@@ -70,8 +70,4 @@ def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[Rec
 def unique_label(node: onnx.NodeProto, k: int, used: Collection[str]) -> str:
     """Layer-name prefix of the k-th recurrent node: its name when it has one, else rnn_<k>
     (gru_<k>, lstm_<k>); not in `used`."""
-    base = node.name or f"{node.op_type.lower()}_{k}"
-    label, n = base, 1
-    while label in used:
-        label, n = f"{base}_{n}", n + 1
-    return label
+    return fresh(node.name or f"{node.op_type.lower()}_{k}", set(used))
