@@ -205,6 +205,37 @@ def test_an_input_that_is_also_an_output_is_returned_and_read_right(shape):
             np.testing.assert_array_equal(got["X"], x)
 
 
+@pytest.mark.parametrize("op, axis, idx_shape", [("Gather", 1, [2]), ("GatherElements", 1, [2, 1]), ("GatherElements", 0, [1, 4])])
+def test_an_index_input_out_of_range_is_a_usage_error(op, axis, idx_shape):
+    """An integer input used as indices: ONNX says an index outside [-size, size-1] is an error
+    (onnxruntime raises); OpenVINO 2026.4.1's CPU plugin gives Gather zeros, GatherElements memory
+    read out of bounds (garbage at one thread, the Runner's default, then a crash). In range,
+    negative ones included, the numbers are onnxruntime's."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    data = np.arange(8, dtype=np.float32).reshape(2, 4)
+    graph = helper.make_graph(
+        [helper.make_node(op, ["D", "idx"], ["Y"], axis=axis, name="pick")], "indexing", [helper.make_tensor_value_info("idx", TensorProto.INT64, idx_shape)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], [numpy_helper.from_array(data, "D")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    ir, session = ovrnn.convert_model(model), ort.InferenceSession(model.SerializeToString())
+    runner, size = ovrnn.Runner(ir), data.shape[axis]
+    for value in (0, size - 1, -1, -size):
+        idx = np.full(idx_shape, value, np.int64)
+        np.testing.assert_array_equal(runner({"idx": idx})["Y"], session.run(None, {"idx": idx})[0])
+    for value in (size, 99, -size - 1):
+        idx = np.zeros(idx_shape, np.int64)
+        idx.reshape(-1)[-1] = value
+        where = [i - 1 for i in idx_shape]
+        message = f"input 'idx': value {value} at index {where} is out of range for {op} 'Y' (axis {axis} of its data, size {size}), expected {-size} <= index <= {size - 1}"
+        for call in (runner, lambda f: ovrnn.run(ir, f)):
+            with pytest.raises(ovrnn.UsageError) as caught:
+                call({"idx": idx})
+            assert str(caught.value) == message
+
+
 @pytest.mark.parametrize("copy_below", [0, 1 << 20], ids=["shared", "copied"])
 def test_inputs_shared_or_copied_give_the_same_numbers(demo_ir, want, copy_below, monkeypatch):
     monkeypatch.setattr(ovrnn.Runner, "COPY_BELOW", copy_below)

@@ -109,6 +109,7 @@ class Compiled:
     output_names: list[str] = field(default_factory=list)  # as the IR names them, by index
     layers_per_device: dict[str, int] = field(default_factory=dict)  # HETERO: which device runs how many layers
     integer_weights: str = ""  # kept or folded (weight_precision.verdict); "" without integer weights
+    index_limits: dict[str, list] = field(default_factory=dict)  # integer input -> [(axis size, what)] it indexes
     packed: object | None = None  # packing.PackedLayout: the outputs were compiled packed into one
 
     def runtime_layer_types(self) -> Counter:
@@ -144,7 +145,7 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
     from .weight_precision import compiled_verdict
 
     kept = compiled_verdict(model, compiled, device)
-    return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device), kept)
+    return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device), kept, index_limits=index_limits(model))
 
 
 def output_names(model) -> list[str]:
@@ -176,6 +177,73 @@ def length_limits(model) -> dict[str, int]:
             if steps.isdigit():  # a hand-edited IR may say anything here
                 limits[info["sequence_lens"].astype(str)] = int(steps)
     return limits
+
+
+# op -> (its indices port, how its axis is read): an out-of-range index is ONNX's error (onnxruntime
+# raises), but OpenVINO 2026.4.1's CPU plugin gives Gather's zeros, and GatherElements' and
+# ScatterElementsUpdate's reads out of bounds at one thread (garbage, or a crash a call later)
+_INDEXING = {"Gather": (1, "input 2"), "GatherElements": (1, "axis"), "ScatterElementsUpdate": (1, "input 3")}
+
+
+def index_limits(model) -> dict[str, list[tuple[int, str]]]:
+    """{integer graph input's name: [(axis size, "GatherElements 'y' (axis 1 of its data, size 4)")]}
+    for each input whose values (as they are, or through an integer Convert) are the indices of a
+    Gather, GatherElements or ScatterElementsUpdate along an axis of static size."""
+    limits: dict[str, list[tuple[int, str]]] = {}
+    for param in model.get_parameters():
+        if not param.get_element_type().is_integral_number():
+            continue
+        found, stack, seen = [], [param.output(0)], set()
+        while stack:
+            out = stack.pop()
+            for target in out.get_target_inputs():
+                node = target.get_node()
+                kind = node.get_type_name()
+                if kind == "Convert" and node.get_output_element_type(0).is_integral_number() and node.get_friendly_name() not in seen:
+                    seen.add(node.get_friendly_name())
+                    stack.append(node.output(0))
+                elif kind in _INDEXING and target.get_index() == _INDEXING[kind][0]:
+                    limit = _axis_size(node, _INDEXING[kind][1])
+                    if limit is not None:
+                        found.append((limit[0], f"{kind} '{node.get_friendly_name()}' (axis {limit[1]} of its data, size {limit[0]})"))
+        for name in param.output(0).get_names() if found else ():
+            limits[name] = found
+    return limits
+
+
+def _axis_size(node, axis_from: str) -> tuple[int, int] | None:
+    """(size, axis) of the data axis `node` indexes, when static."""
+    try:
+        if axis_from == "axis":
+            axis = int(node.get_attributes()["axis"])
+        else:
+            source = node.input_value(int(axis_from.split()[1])).get_node()
+            if source.get_type_name() != "Constant":
+                return None
+            axis = int(np.asarray(source.get_data()).reshape(-1)[0])
+        pshape = node.get_input_partial_shape(0)
+        if pshape.rank.is_dynamic:
+            return None
+        axis %= len(pshape)
+        dim = pshape[axis]
+        return (dim.get_length(), axis) if dim.is_static else None
+    except (RuntimeError, KeyError, ValueError, IndexError, TypeError):
+        return None
+
+
+def check_indices(inputs: dict[str, np.ndarray], limits: dict[str, list[tuple[int, str]]]) -> None:
+    """An index input's values must lie in [-size, size - 1] of the axis they index (ONNX's rule)."""
+    for name, checks in limits.items():
+        if name not in inputs:
+            continue
+        values = np.asarray(inputs[name])
+        if values.size == 0 or values.dtype.kind not in "iu":
+            continue
+        low, high = values.min(), values.max()
+        for size, what in checks:
+            if low < -size or high >= size:
+                where = np.argwhere((values < -size) | (values >= size))[0]
+                raise UsageError(f"input '{name}': value {int(values[tuple(where)])} at index {where.tolist()} is out of range for {what}, expected {-size} <= index <= {size - 1}")
 
 
 def check_lengths(inputs: dict[str, np.ndarray], limits: dict[str, int]) -> None:

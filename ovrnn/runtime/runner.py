@@ -53,7 +53,7 @@ import numpy as np
 from ..errors import DeviceError, OvrnnError, UsageError, flag
 from ..families import families
 from ..families.rnn import RNN
-from .engine import DEFAULT_PRECISION, Compiled, _port_name, check_lengths, compile_ir, dim_bounds, fits, inference_error, make_tensor, ov, ov_message, read_model, shape_check
+from .engine import DEFAULT_PRECISION, Compiled, _port_name, check_indices, check_lengths, compile_ir, dim_bounds, fits, inference_error, make_tensor, ov, ov_message, read_model, shape_check
 
 
 # A call runs on all cores when it reads many recurrent weights (at least ALL_CORES_FROM a call:
@@ -245,7 +245,7 @@ class Runner:
         # Every input static and copied into the request's buffer: a call's shapes cannot disagree
         # (the start_async() proof below is for dynamic dims), and an input of exactly its port's
         # type and shape is copied with no other check: {name: (buffer, dtype, shape)}.
-        plain = all(b is not None for b in self._buffers) and not c.length_limits
+        plain = all(b is not None for b in self._buffers) and not c.length_limits and not c.index_limits
         self._exact = {n: (self._buffers[i], *self.fast[i], 1 << i) for n, i in self.by_name.items()} if plain else None
         self._every_port = (1 << len(self.ports)) - 1  # each port given once (a port may answer to several names)
         self._infer = _bare_infer(self.request)
@@ -324,6 +324,8 @@ class Runner:
             self._explain(inputs)
         if self.compiled.length_limits:
             check_lengths(inputs, self.compiled.length_limits)
+        if self.compiled.index_limits:
+            check_indices(inputs, self.compiled.index_limits)
 
     def _outputs(self, share_outputs: bool, result=None) -> dict[str, np.ndarray]:
         """The outputs of the last call (under the lock): copies, or with `share_outputs` read-only
