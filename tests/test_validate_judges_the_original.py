@@ -23,7 +23,7 @@ import ovrnn
 from ovrnn.families import family_of
 from ovrnn.onnx import inputs as prepare_stage
 from ovrnn.validation import reference
-from ovrnn.validation.weights import computed_precision
+from ovrnn.validation.weights import computed_precision, output_precisions
 
 LOOPS = Path(__file__).parent / "fixtures" / "loops"
 # fixture -> the output names (each one a reference row)
@@ -268,3 +268,56 @@ def test_the_command_line_with_no_onnxruntime_fails_a_wrong_recovery():
     rows = [line.split() for line in proc.stdout.splitlines() if line.split()[1:2] == ["reference"]]
     assert rows and all(r[-1] == "FAIL" for r in rows) and "onnxruntime" not in {r[1] for r in rows}
     assert "onnxruntime: not asked for (--no-onnxruntime)" in proc.stdout and proc.stdout.rstrip().endswith("FAIL")
+
+
+def _lstm_with_a_float16_side_output() -> onnx.ModelProto:
+    """Y_h: a float32 LSTM; Z: Cast(Cast(X, f16) * w16, f32), a float16 side branch."""
+    rng = np.random.default_rng(11)
+    H, I, T = 4, 3, 5
+    inits = [numpy_helper.from_array(rng.uniform(-0.7, 0.7, shape).astype(np.float32), name) for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)))]
+    inits.append(numpy_helper.from_array(rng.uniform(0.5, 1.5, (I,)).astype(np.float16), "w16"))
+    nodes = [
+        helper.make_node("LSTM", ["X", "W", "R"], ["", "Y_h"], hidden_size=H),
+        helper.make_node("Cast", ["X"], ["x16"], to=TensorProto.FLOAT16),
+        helper.make_node("Mul", ["x16", "w16"], ["z16"]),
+        helper.make_node("Cast", ["z16"], ["Z"], to=TensorProto.FLOAT),
+    ]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "side", [vi("X", TensorProto.FLOAT, [T, 2, I])], [vi("Y_h", TensorProto.FLOAT, None), vi("Z", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def test_each_output_is_judged_at_the_precision_on_its_own_path(tmp_path):
+    """A float16 side branch loosens only the output it feeds: the float32 LSTM's output keeps the
+    float32 tolerance, so a wrong rewrite of it would still FAIL (redteam's mixed model)."""
+    model = _lstm_with_a_float16_side_output()
+    floors = {name: floor for name, (floor, _) in output_precisions(model).items()}
+    assert floors == {"Y_h": None, "Z": "f16"}
+    assert computed_precision(model)[0] == "f16"  # the whole model does compute in float16 somewhere
+    path = tmp_path / "side.onnx"
+    onnx.save(model, path)
+    report = ovrnn.validate(path, drift=False)
+    assert report.passed, report.format()
+    tol = {(c.output, c.oracle): (c.atol, c.rtol) for c in report.comparisons}
+    assert tol[("Y_h", "reference")] == tol[("Y_h", "onnxruntime")] == (2e-5, 2e-5)
+    assert tol[("Z", "reference")] == tol[("Z", "onnxruntime")] == (1e-2, 1e-2)
+    why = ("output 'Z': the model computes in float16: 1 weight is float16 (e.g. 'w16') and 1 Cast node converts to float16 (e.g. 'x16'); "
+           "onnxruntime and the reference round to float16 where the graph does: judged at float16 tolerance; output 'Y_h' never reads a narrower float: judged at its own tolerance")
+    assert why in report.notes
+
+
+def test_a_loop_output_reads_the_precision_inside_its_body():
+    """What a Loop's body computes in counts for the Loop's outputs (the body is part of the node)."""
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["s"], ["s16"], to=TensorProto.FLOAT16), helper.make_node("Mul", ["s16", "k16"], ["m16"]),
+         helper.make_node("Cast", ["m16"], ["s_next"], to=TensorProto.FLOAT), helper.make_node("Identity", ["c"], ["c_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("s", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array([0.5, 2.0], np.float16), "k16")],
+    )
+    nodes = [helper.make_node("Loop", ["T", "", "s0"], ["s_T"], body=body), helper.make_node("Relu", ["s0"], ["r"])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "g", [vi("T", TensorProto.INT64, []), vi("s0", TensorProto.FLOAT, [2])], [vi("s_T", TensorProto.FLOAT, [2]), vi("r", TensorProto.FLOAT, [2])])
+    floors = {name: floor for name, (floor, _) in output_precisions(helper.make_model(graph)).items()}
+    assert floors == {"s_T": "f16", "r": None}

@@ -30,7 +30,7 @@ from ..runtime import engine as runtime
 from ..runtime.runner import infer
 from . import reference
 from .departure import add_output, first_departure
-from .weights import LOOSER, computed_precision
+from .weights import LOOSER, output_precisions
 from . import report as report_module
 from .compare import (
     DEFAULT_BATCH,
@@ -150,13 +150,16 @@ def validate(
         original = want = {}
     # the tolerance follows the precision the model computes in (weights.py) and f16-compressed
     # weights (W, R, B rounded to f16): the loosest applies, and the report says why
-    computes, computes_note = computed_precision(proto)
-    floor = _looser(computes, "f16" if compress_to_fp16 else None)
+    # (per output: a float16 side branch does not loosen an output that never touches it)
+    computes = output_precisions(proto)
+    floors = {name: _looser(f, "f16" if compress_to_fp16 else None) for name, (f, _) in computes.items()}
+    floor = _looser(*(f for f, _ in computes.values())) if computes else None
+    floor = _looser(floor, "f16" if compress_to_fp16 else None)
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
-    notes += [n for n in (computes_note, rewritten_note) if n]
+    notes += [n for n in (_computes_note(computes), rewritten_note) if n]
     if compiled.integer_weights:
         notes.append(compiled.integer_weights)
-    comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floor) for name in want]
+    comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floors.get(name, floor)) for name in want]
     if quant is not None:
         shown = "; 'quantization' is that reference against float64 with the original weights (what compression costs, not counted)" if quant.has_original else ""
         if quant.has_original and judged is not proto:
@@ -175,7 +178,7 @@ def validate(
         notes.append(no_reference)
     notes += handed or []
     for name, value in (ort_out or {}).items():
-        c = compare(name, got[name], value, "onnxruntime", compiled.precision, floor)
+        c = compare(name, got[name], value, "onnxruntime", compiled.precision, floors.get(name, floor))
         if deviation:
             c.counted, c.note = False, f"onnxruntime deviates from the spec: {deviation}" if quant is None or ort_known_deviation(proto) else deviation
         comparisons.append(c)
@@ -255,6 +258,22 @@ def _count_within_budget(c, dequantized, original, budget: float) -> None:
     c.atol = c.rtol = budget
     c.counted, c.passed = True, bool(np.all(np.abs(d - o) <= budget * (1 + np.abs(o))))
     c.note = "quantization-only error, counted: the reference ran the rewritten graph, the original graph judges it within --max-weight-error"
+
+
+def _computes_note(computes: dict[str, tuple[str | None, str]]) -> str:
+    """weights.py's note: as it is when every output computes alike, else per group of outputs."""
+    loosened = {name: note for name, (floor, note) in computes.items() if floor}
+    if not loosened:
+        return ""
+    groups = list(dict.fromkeys(loosened.values()))
+    if len(loosened) == len(computes) and len(groups) == 1:
+        return groups[0]
+    quoted = lambda names: ", ".join(f"'{n}'" for n in names)  # noqa: E731
+    parts = [f"output{'s' if len(names) > 1 else ''} {quoted(names)}: {note}" for note in groups for names in [[n for n, v in loosened.items() if v == note]]]
+    others = [n for n in computes if n not in loosened]
+    if others:
+        parts.append(f"output{'s' if len(others) > 1 else ''} {quoted(others)} never read{'' if len(others) > 1 else 's'} a narrower float: judged at {'their' if len(others) > 1 else 'its'} own tolerance")
+    return "; ".join(parts)
 
 
 def _looser(*precisions: str | None) -> str | None:

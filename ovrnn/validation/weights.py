@@ -14,6 +14,10 @@ at the float16 tolerance, and the report says why. The narrowest float type the 
 
 Only float16 and bfloat16 loosen the tolerance; float32 and float64 leave it to the output type and
 the inference precision (compare.tolerance).
+
+Per output (``output_precisions``): only what the output is computed from counts — the nodes it
+depends on in the main graph, with everything inside their bodies — so a float16 side branch does
+not loosen a float32 output that never touches it (a wrong rewrite of that output must still FAIL).
 """
 
 from __future__ import annotations
@@ -29,13 +33,48 @@ WIDER = (TensorProto.FLOAT, TensorProto.DOUBLE)
 LOOSER = ("bf16", "f16")  # bf16's tolerance is the looser one
 
 
+def output_precisions(model: onnx.ModelProto) -> dict[str, tuple[str | None, str]]:
+    """{graph output: (floor, note)}: each output's floor from what it is computed from alone."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    out = {}
+    for vi in model.graph.output:
+        todo, seen, tops = [vi.name], set(), []
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            node = producer.get(name)
+            if node is None or any(node is t for t in tops):
+                continue
+            tops.append(node)
+            todo.extend(i for i in node.input if i)
+            todo.extend(i for sub in _bodies(node) for n in all_nodes(sub) for i in n.input if i)  # outer-scope reads of its bodies
+        out[vi.name] = _precision(model, tops, seen)
+    return out
+
+
 def computed_precision(model: onnx.ModelProto) -> tuple[str | None, str]:
-    """(``"f16"``, ``"bf16"`` or None, a note saying why): the tolerance floor of the model."""
-    graphs = [model.graph] + [a.g for n in all_nodes(model.graph) for a in n.attribute if a.HasField("g")]
-    graphs += [g for n in all_nodes(model.graph) for a in n.attribute for g in a.graphs]
-    nodes = list(all_nodes(model.graph)) + [n for f in model.functions for n in f.node]  # model-local functions too
+    """(``"f16"``, ``"bf16"`` or None, a note saying why): the tolerance floor of the whole model."""
+    return _precision(model, list(model.graph.node), None)
+
+
+def _bodies(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [a.g for a in node.attribute if a.HasField("g")] + [g for a in node.attribute for g in a.graphs]
+
+
+def _precision(model: onnx.ModelProto, tops: list, reached: set[str] | None) -> tuple[str | None, str]:
+    """The floor of the computation made of the main-graph nodes `tops` (their bodies included) and
+    the main graph's initializers in `reached` (None: all of them)."""
+    nested = [n for top in tops for sub in _bodies(top) for n in all_nodes(sub)]
+    nodes = tops + nested + [n for f in model.functions for n in f.node]  # model-local functions too
+    graphs = [sub for top in tops for sub in _bodies(top)]
+    graphs += [g for n in nested for g in _bodies(n)]
     widened = _only_widened(nodes)
     weights: dict[str, list[str]] = {}  # "f16" -> weight names
+    for t in model.graph.initializer:
+        if t.data_type in NARROW and t.name not in widened and (reached is None or t.name in reached):
+            weights.setdefault(NARROW[t.data_type], []).append(t.name)
     for graph in graphs:
         for t in graph.initializer:
             if t.data_type in NARROW and t.name not in widened:
