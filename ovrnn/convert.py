@@ -3,9 +3,12 @@
     Request(...).checked()   (plan.py)            the arguments, checked
     prepare(load_model(...)) (onnx/)              read; freeze inputs, fix shapes, fold control flow
     plan_conversion          (plan.py)            whole model or lone recurrent nodes; refusals
-    choose_cells             (plan.py)            --lowering auto: the lowering per op for the device
-    Plan.lower -> convert_graph        (ir/graph.py)  lone nodes: spec, lower into a LayerGraph, emit
-               -> convert_whole_model  (frontend/)    whole models: OpenVINO's frontend + the same lowering
+    cells_from_query|_tables (plan.py)            --lowering auto: the lowering per op for the device
+    _lowered -> convert_graph          (ir/graph.py)  lone nodes: spec, lower into a LayerGraph, emit
+             -> convert_whole_model    (frontend/)    whole models: OpenVINO's frontend + the same lowering
+
+Each stage returns a value and calls no stage after it; a body node whose step count is unknown
+takes the plan's fallbacks in ``convert``'s one loop.
 
 The caller saves the IR (``IR.save``, atomic).
 """
@@ -18,11 +21,16 @@ from pathlib import Path
 
 import onnx
 
-from .errors import BodyStepsUnknownError
+from .errors import BodyStepsUnknownError, InvalidModelError, UnsupportedFeatureError
 from .ir.model import IR
+from .lower.node import LoweringOptions
+from .onnx.frontend_input import frontend_input
 from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
-from .plan import Fallback, Plan, Request, choose_cells, device_lacks_cells, dynamic_stream_note, measured_forms, plan_conversion, with_hint
+from .plan import (
+    Fallback, Plan, Request, auto_device, cells_from_query, cells_from_tables, device_lacks_cells, dynamic_stream_note, frontend_failure_hint, measured_forms,
+    plan_conversion,
+)
 from .semantics.limits import DEFAULT_MAX_STEPS
 from .validation import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loop_check.py)
 
@@ -88,24 +96,47 @@ class Conversion:
 
 
 def convert(model: ModelSource, input: InputShapes, request: Request) -> Conversion:  # noqa: A002
-    """The pipeline: request checked -> read -> prepare -> plan -> lower (emitter or frontend)."""
+    """The pipeline: request checked -> read -> prepare -> plan -> lower (emitter or frontend).
+
+    A recurrent node in a body whose step count OpenVINO's frontend cannot tell is refused
+    (BodyStepsUnknownError); the plan's fallbacks are then taken here, in their order, one loop:
+    the node's op left to OpenVINO's sequence op (Fallback.SEQUENCE_OPS, --allow-sequence-ops), or
+    the Loops kept for the frontend unrolled after all (Fallback.UNROLL_KEPT_LOOPS: onnx's shape
+    inference found their step count static, OpenVINO's does not)."""
     request = request.checked()
     files: list[Path] = []  # the model and its external data: never to be overwritten by the output
     proto = load_model(model, files)
     steps = DEFAULT_MAX_STEPS if request.max_steps is None else request.max_steps or 1 << 62  # how far a Loop over time may unroll
     prepared = prepare(proto, input, keep_loops=request.stateful is True, max_steps=steps)
     plan = plan_conversion(prepared, request, model)
-    try:
-        return Conversion(proto, prepared, _carried_out(plan, files))
-    except BodyStepsUnknownError:
-        if Fallback.UNROLL_KEPT_LOOPS not in plan.fallbacks:
-            raise
-        # onnx's shape inference found a kept Loop body's step count static, OpenVINO's does not: unroll it after all
-        prepared = prepare(proto, input, unroll_loops=True, max_steps=steps)
-        return Conversion(proto, prepared, _carried_out(plan_conversion(prepared, request, model), files))
+    left: dict[str, str] = {}  # op -> why OpenVINO's frontend converts its nodes (Fallback.SEQUENCE_OPS)
+    while True:
+        try:
+            return Conversion(proto, prepared, _carried_out(plan, files, left))
+        except BodyStepsUnknownError as refusal:
+            if Fallback.SEQUENCE_OPS in plan.fallbacks and refusal.op not in left:
+                left[refusal.op] = refusal.why
+            elif Fallback.UNROLL_KEPT_LOOPS in plan.fallbacks:  # the unrolled model keeps no Loop: this fallback is not offered again
+                prepared = prepare(proto, input, unroll_loops=True, max_steps=steps)
+                plan, left = plan_conversion(prepared, request, model), {}
+            else:
+                raise
 
 
-def _carried_out(plan: Plan, files: list[Path]) -> IR:
+def _lowered(plan: Plan, options: LoweringOptions, left: dict[str, str]) -> IR:
+    """The plan's model lowered with `options`: OpenVINO's frontend with ovrnn's lowering for whole
+    models (frontend/whole_model.py; the ops of `left` stay the frontend's), spec + lower + emit for
+    lone nodes (ir/graph.py)."""
+    from .frontend.whole_model import convert_whole_model
+    from .ir.graph import convert_graph
+
+    r, record = plan.request, plan.prepared.rt_info()
+    if plan.whole:
+        return convert_whole_model(plan.view, plan.prepared.shapes, plan.read, list(plan.nodes), plan.source, options, r.max_steps, stateful=r.stateful, record=record, left=dict(left), reread=frontend_input)
+    return convert_graph(plan.view, options, r.ir_version, r.max_steps, r.stateful, record)
+
+
+def _carried_out(plan: Plan, files: list[Path], left: dict[str, str]) -> IR:
     """The plan's IR: lowered and written by the frontend or the emitter path; with --lowering
     auto, per op for the device."""
     built: dict[tuple, IR] = {}
@@ -113,17 +144,23 @@ def _carried_out(plan: Plan, files: list[Path]) -> IR:
     def build(cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None, auto: bool = False) -> IR:
         key = (cells, by_op, measured, auto and (cells != "cell" or bool(by_op)))  # an all-cell IR is the same whoever chose it
         if key not in built:  # --lowering auto asks for the cell IR, and may keep it
-            built[key] = plan.lower(plan.options(cells, by_op, measured, auto))
+            built[key] = _lowered(plan, plan.options(cells, by_op, measured, auto), left)
         return built[key]
 
     notes: tuple[str, ...] = ()
     lowering, device = plan.request.lowering, plan.request.device
     if lowering != "auto":
         measured, notes = measured_forms(lowering, device)
-        ir = with_hint(build, plan.view, "cell" if lowering == "fastest" else lowering, (), measured)
+        try:
+            ir = build("cell" if lowering == "fastest" else lowering, (), measured)
+        except (InvalidModelError, UnsupportedFeatureError) as exc:
+            hint = frontend_failure_hint(plan.view, exc)
+            if not hint:
+                raise
+            raise type(exc)(f"{exc}; {hint}") from None
         notes += device_lacks_cells(device, ir.xml)
     else:
-        choice, note = choose_cells(build, plan.request.device, plan.ops())
+        choice, note = _auto_cells(plan, build)
         kinds = set(choice.values())
         ir = build(kinds.pop(), auto=True) if len(kinds) == 1 else build("cell", tuple(choice.items()), auto=True)  # per op when they differ
         notes = (note,)
@@ -134,3 +171,20 @@ def _carried_out(plan: Plan, files: list[Path]) -> IR:
 
         own = tuple(n for n in own if not n.startswith(NO_RNN_NOTE))  # their notes say what was done, and no re-export advice fits
     return replace(ir, notes=plan.prepared.notes + (plan.read.notes if plan.read else ()) + own + notes, sources=tuple(files), frozen=plan.prepared.frozen)
+
+
+def _auto_cells(plan: Plan, build) -> tuple[dict[str, str], str]:
+    """--lowering auto: ({op: cells}, note) for the device, which the plan chooses from what the
+    device imports: query_model on the all-cell IR when the device is on this machine, else the
+    plugin tables."""
+    from .runtime import engine as runtime
+
+    device, ops = auto_device(plan.request.device), plan.ops()
+    available = runtime.available_devices()
+    names = runtime.device_names(device)
+    if not all(runtime.is_available(n, available) for n in names):
+        return cells_from_tables(device, ops, names, available)
+    model = runtime.read_model(build("cell"))
+    supported = runtime.core().query_model(model, device)
+    missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
+    return cells_from_query(device, ops, missing)

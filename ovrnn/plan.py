@@ -3,21 +3,23 @@
     Request(...).checked()   every argument of convert_model, checked (usage errors first)
     plan_conversion(...)     whole model (OpenVINO's frontend) or lone recurrent nodes (ovrnn's
                              emitter), and what each path refuses
-    choose_cells(...)        --lowering auto: the lowering per op for a device, from its op set
-                             (query_model when the device is on this machine, else the plugin
-                             tables of ovrnn/device/plugins.py)
+    cells_from_query(...)    --lowering auto: the lowering per op for a device, from the ops
+    cells_from_tables(...)   query_model did not take (the device is on this machine), else from
+                             the plugin tables (ovrnn/device/plugins.py)
     measured_forms(...)      --lowering fastest (the default): for --device CPU, the step form per
                              direction from the table measured on this CPU (ovrnn/device/cpu_forms.py)
 
-The plan hands the next stages one value: ``Plan``, with ``options(cells)`` for the lowering and
-the fallbacks it may take when a body node's step count is unknown (``Fallback``: data, read by
-``convert`` and the frontend path where the typed refusal ``BodyStepsUnknownError`` arrives).
+The plan decides and returns values; it calls no later stage. ``convert`` carries it out: ``Plan``,
+with ``options(cells)`` for the lowering and the fallbacks it may take when a body node's step
+count is unknown (``Fallback``: data, read by ``convert``'s one fallback loop where the typed
+refusal ``BodyStepsUnknownError`` arrives); the choice of --lowering auto and the hint for a
+failure of OpenVINO's frontend come back as values too.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -120,17 +122,6 @@ class Plan:
         chunk = r.chunk_steps if r.chunk_steps is not None else cpu_forms.PIECE_STEPS if measured else DEFAULT_CHUNK_STEPS
         return LoweringOptions(cells, r.static, r.compress_to_fp16, chunk, by_op, r.compression, self.given_weights, error_budget, measured, auto_device=auto_device, precise=precise)
 
-    def lower(self, options: LoweringOptions):
-        """Hand the model to the next stages: OpenVINO's frontend with ovrnn's lowering for whole
-        models (frontend/whole_model.py), spec + lower + emit for lone nodes (ir/graph.py). -> IR"""
-        from .frontend.whole_model import convert_whole_model
-        from .ir.graph import convert_graph
-
-        r, record = self.request, self.prepared.rt_info()
-        if self.whole:
-            return convert_whole_model(self.view, self.prepared.shapes, self.read, list(self.nodes), self.source, options, r.max_steps, stateful=r.stateful, record=record, allow_sequence_ops=Fallback.SEQUENCE_OPS in self.fallbacks)
-        return convert_graph(self.view, options, r.ir_version, r.max_steps, r.stateful, record)
-
     def ops(self) -> tuple[str, ...]:
         """The ops whose chains the model's recurrent nodes become, bodies included, in the registry's order."""
         present = {family_of(n.proto).lowering_family for n in recurrent_nodes(self.view.model)}
@@ -198,16 +189,10 @@ def check_count(name: str, value: object, expected: str) -> None:
         raise UsageError(f"{flag(name)}: expected {expected}, got {value}")
 
 
-def with_hint(build: Callable[..., object], view: GraphView, *args):
-    """build(*args); an error from OpenVINO's frontend on a model with If nodes left says which
-    inputs their conditions depend on."""
-    try:
-        return build(*args)
-    except (InvalidModelError, UnsupportedFeatureError) as exc:
-        hint = open_conditions_hint(view.model.graph) if str(exc).startswith("OpenVINO's ONNX frontend") else ""
-        if not hint:
-            raise
-        raise type(exc)(f"{exc}; {hint}") from None
+def frontend_failure_hint(view: GraphView, exc: Exception) -> str:
+    """For an error from OpenVINO's frontend on a model with If nodes left: which inputs their
+    conditions depend on ("" when that says nothing)."""
+    return open_conditions_hint(view.model.graph) if str(exc).startswith("OpenVINO's ONNX frontend") else ""
 
 
 # --- --lowering fastest (the default) -------------------------------------------------------------
@@ -259,26 +244,29 @@ def device_lacks_cells(device: str | None, xml: bytes) -> tuple[str, ...]:
     return (f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(f.name for f in lacking)} chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}",)
 
 
-def choose_cells(build: Callable[[str], object], device: str | None, ops: tuple[str, ...] = ()) -> tuple[dict[str, str], str]:
-    """({op: cells} for the recurrent ops in the model, note) for `device`; `build("cell")` converts
-    the model with every chain on cells. Per op, because the NPU compiler imports GRUCell and
-    LSTMCell but not RNNCell: there GRU/LSTM keep their cells and RNN nodes become MatMul ops."""
+def auto_device(device: str | None) -> str:
+    """--lowering auto's device, by its canonical name: the choice is per device, so one is needed."""
     if not device:
         raise UsageError(f"{flag('lowering', 'auto')} needs {flag('device')} (the device the IR is for, e.g. CPU, GPU, NPU)")
-    from .runtime import engine as runtime
+    return canonical_device(device)
 
+
+def cells_from_tables(device: str, ops: tuple[str, ...], names: list[str], available: list[str]) -> tuple[dict[str, str], str]:
+    """({op: cells}, note) for a device that is not on this machine (`names`: its plugins), from
+    what its plugin is known to import (each family's `no_cell`): per op, because the NPU compiler
+    imports GRUCell and LSTMCell but not RNNCell, so there RNN nodes become MatMul ops."""
+    ops = ops or (onnx_families()[0].name,)
+    lacks = {op for op in ops if any(n.split(".")[0] in by_name(op).no_cell for n in names)}
+    choice = {op: "matmul" if op in lacks else "cell" for op in ops}
+    return choice, f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose {_chosen(choice)} from what its plugin is known to import"
+
+
+def cells_from_query(device: str, ops: tuple[str, ...], missing: list[str]) -> tuple[dict[str, str], str]:
+    """({op: cells}, note) from the op types of the all-cell IR that query_model on `device` did
+    not take (`missing`): an op keeps its cells unless its cell is missing, or something other than
+    cells is missing (then every op takes MatMul steps)."""
     ops = ops or (onnx_families()[0].name,)
     cell = {op: by_name(op).cell for op in ops}
-    device = canonical_device(device)
-    available = runtime.available_devices()
-    names = runtime.device_names(device)
-    if not all(runtime.is_available(n, available) for n in names):
-        lacks = {op for op in ops if any(n.split(".")[0] in by_name(op).no_cell for n in names)}
-        choice = {op: "matmul" if op in lacks else "cell" for op in ops}
-        return choice, f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose {_chosen(choice)} from what its plugin is known to import"
-    model = runtime.read_model(build("cell"))
-    supported = runtime.core().query_model(model, device)
-    missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
     if not missing:
         return dict.fromkeys(ops, "cell"), f"{flag('lowering', 'auto')}: {device} takes every op of the {'/'.join(cell.values())} chain{'s' if len(ops) > 1 else ''} (query_model); chose 'cell'"
     cells_only = set(missing) <= {f.cell for f in onnx_families()}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -23,13 +24,13 @@ from pathlib import Path
 import onnx
 
 from .. import __version__
-from ..errors import BodyStepsUnknownError, UnsupportedFeatureError, UsageError, flag, quoted
+from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.emit import mark_precise
 from ..ir.model import IR
 from ..semantics.limits import check_steps
 from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
-from ..onnx.frontend_input import FrontendInput, frontend_input
+from ..onnx.frontend_input import FrontendInput
 from ..onnx.read import GraphView
 from .failures import conversion_error
 from .ov_model import all_ops, bodies, graphs
@@ -65,29 +66,25 @@ def convert_whole_model(
     source: Path | None,
     options: LoweringOptions = LoweringOptions(),
     max_steps: int | None = None,
-    allow_sequence_ops: bool = False,
     stateful: bool | tuple[tuple[str, str], ...] = False,
     record: dict | None = None,
+    left: dict[str, str] | None = None,
+    reread: Callable[[GraphView], FrontendInput] | None = None,
 ) -> IR:
     """Every RNN/GRU/LSTM node, at the top level and inside If/Loop/Scan bodies, lowered to chains.
-    A body node whose step count is not known at conversion time is refused, or with
-    `allow_sequence_ops` its op is left to OpenVINO's frontend (every node of it: the frontend
-    takes one translator per op), with a note."""
+    A body node whose step count is not known at conversion time is refused
+    (BodyStepsUnknownError); the ops of `left` (op -> why: convert's fallback, --allow-sequence-ops)
+    are left to OpenVINO's frontend (every node of them: the frontend takes one translator per op),
+    with a note. `reread`: what the frontend reads of another view (the onnx stage's
+    frontend_input, handed down by convert): the stream check converts the whole sequence too."""
     if stateful is True:
         from .stateful_model import refuse_nodes_in_bodies
 
         refuse_nodes_in_bodies(view.model.graph)
     folded_model, folded = read.model, read.changed  # onnx/frontend_input.py: shapes written in, constants folded, Scan slices typed
-    left: dict[str, str] = {}  # op -> why OpenVINO's frontend converts its nodes
+    left = left or {}  # op -> why OpenVINO's frontend converts its nodes
     with _model_file(folded_model, source if not folded else None) as path:
-        while True:
-            try:
-                model, lowering = _convert(view, shapes, read.conditions_hint, path, nodes, options, tuple(f.name for f in families() if f.name not in left), stateful is True)
-                break
-            except BodyStepsUnknownError as refusal:  # the plan's fallback, when it has it: OpenVINO's sequence op
-                if not allow_sequence_ops or refusal.op in left:
-                    raise
-                left[refusal.op] = refusal.why
+        model, lowering = _convert(view, shapes, read.conditions_hint, path, nodes, options, tuple(f.name for f in families() if f.name not in left), stateful is True)
     steps_note = check_steps(lowering.steps, len(lowering.converted), max_steps)
     model.set_friendly_name(view.model.graph.name or "ovrnn_model")
     _deterministic_names(model)  # before folding too: folded constants inherit these names
@@ -111,7 +108,7 @@ def convert_whole_model(
                 # one; and f32 weights, as the stateful model in memory has them (f16 comes at serialization)
                 plain = replace(options, compress_to_fp16=False, budget=_schemes_of(lowering) if options.compression is not None else options.budget)
                 try:
-                    note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, frontend_input(v), recurrent_nodes(v.model), source, plain, 0), zero_inputs)
+                    note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, reread(v), recurrent_nodes(v.model), source, plain, 0, reread=reread), zero_inputs)
                 except UnsupportedFeatureError as exc:
                     raise UnsupportedFeatureError(f"{exc}{_unpaired_states(view, stateful)}") from None
                 stream_notes = list(stream_notes) + ([note] if note else [])
