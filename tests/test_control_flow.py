@@ -338,7 +338,7 @@ def test_torchscript_loop_with_a_computed_trip_count_and_a_stacked_list(steps):
 
 def test_frozen_input_of_a_lone_rnn_model():
     """No control flow: freezing sequence_lens makes it a constant of ovrnn's own emitter path."""
-    from ovrnn.demo import DEMO_MODEL
+    from ovrnn.examples import DEMO_MODEL
 
     ir = ovrnn.convert_model(DEMO_MODEL, input="X[8,2,4],sequence_lens->[8 5]")
     assert _parameters(ir) == ["X", "initial_h"]

@@ -220,7 +220,7 @@ def test_the_ir_op_versions_are_the_ones_the_readme_lists():
 def test_cpu_folds_the_chain_with_runtime_sequence_lens():
     """"On CPU the plugin folds the RNNCell chain back into an RNNSeq node, with runtime sequence_lens too"."""
     import ovrnn
-    from ovrnn.demo import DEMO_MODEL  # bidirectional, sequence_lens and initial_h as inputs
+    from ovrnn.examples import DEMO_MODEL  # bidirectional, sequence_lens and initial_h as inputs
 
     report = ovrnn.validate(DEMO_MODEL)
     assert report.passed and report.runtime_layer_types.get("RNNSeq") == 2  # one per direction

@@ -82,7 +82,7 @@ def test_demo_cross_checks_with_onnxruntime_after_a_plain_install(capsys):
     import tomllib
     from pathlib import Path
 
-    from ovrnn.demo import run_demo
+    from ovrnn.cli.demo import run_demo
 
     project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("onnxruntime") for d in project["dependencies"])  # `pip install .` brings it
@@ -93,7 +93,7 @@ def test_demo_cross_checks_with_onnxruntime_after_a_plain_install(capsys):
 
 
 def test_demo_without_onnxruntime_says_so(monkeypatch, capsys):
-    from ovrnn.demo import run_demo
+    from ovrnn.cli.demo import run_demo
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     assert run_demo() == 0

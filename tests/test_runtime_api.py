@@ -10,7 +10,7 @@ import openvino as ov
 import pytest
 
 import ovrnn
-from ovrnn.demo import DEMO_MODEL, STREAM_MODEL
+from ovrnn.examples import DEMO_MODEL, STREAM_MODEL
 
 F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 FEEDS = {

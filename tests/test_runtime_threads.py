@@ -13,7 +13,7 @@ import pytest
 from cases import TOL, Case, make_model
 
 import ovrnn
-from ovrnn.demo import DEMO_MODEL
+from ovrnn.examples import DEMO_MODEL
 from ovrnn.validation import reference
 
 THREADS, CALLS = 4, 300

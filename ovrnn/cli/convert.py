@@ -35,7 +35,7 @@ def command(args) -> int:
     stateful = stateful_arg(args.stateful)
     ir = convert_model(args.model, args.input, args.ir_version, device=args.device, stateful=stateful, **lowering_kwargs(args))
     if args.ovms_repo:
-        from ..ovms import save_to_repository
+        from .ovms import save_to_repository
 
         xml_path, config, command = save_to_repository(ir, args.ovms_repo, args.model_name, args.model_version or 1)
         notes(ir.notes)

@@ -104,7 +104,7 @@ def policy_model(hidden: int = 8, inputs: int = 3, seed: int = 1) -> onnx.ModelP
 def demo_whole_sequence(steps: int) -> onnx.ModelProto:
     """The demo LSTM (ovrnn/examples/stream_lstm.onnx) with its time axis opened: the oracle runs
     a stream's whole sequence at once (no state carried by anyone)."""
-    from ovrnn.demo import STREAM_MODEL
+    from ovrnn.examples import STREAM_MODEL
 
     model = onnx.load(STREAM_MODEL)
     for vi in [model.graph.input[0], model.graph.output[0]]:

@@ -404,7 +404,7 @@ def test_silero_1000_chunks_a_stream_stay_within_tolerance_of_onnxruntime(batche
 def test_the_demo_lstm_over_1000_chunks_equals_its_whole_sequence():
     """ovrnn/demo's STREAM_MODEL (4 steps a chunk), its node's initial_h/initial_c the state: 4
     streams x 1000 chunks through the batcher == onnxruntime on each stream's whole 4000 steps."""
-    from ovrnn.demo import STREAM_MODEL
+    from ovrnn.examples import STREAM_MODEL
 
     from .batcher_models import demo_whole_sequence
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ovrnn.demo import STREAM_MODEL
+from ovrnn.examples import STREAM_MODEL
 from ovrnn.errors import DeviceError, UnsupportedFeatureError, UsageError
 from ovrnn.runtime.batching import BatchedStep, StreamSpec
 

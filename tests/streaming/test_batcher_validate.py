@@ -12,7 +12,7 @@ import pytest
 from conftest import ovrnn_cli
 from onnx import TensorProto, helper
 
-from ovrnn.demo import STREAM_MODEL
+from ovrnn.examples import STREAM_MODEL
 from ovrnn.errors import UsageError
 from ovrnn.validation.stream_batch import validate_streams
 

@@ -148,7 +148,7 @@ def test_the_streaming_commands_of_the_docs_run_as_written(tmp_path):
     import shlex
     from pathlib import Path
 
-    from ovrnn.demo import STREAM_MODEL
+    from ovrnn.examples import STREAM_MODEL
 
     root = Path(__file__).resolve().parents[2]
     shutil.copy(STREAM_MODEL, tmp_path / "lstm.onnx")

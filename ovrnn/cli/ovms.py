@@ -20,10 +20,10 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import UsageError, flag
-from .fileio import _make_folder, locked, refuse_overwriting_inputs
-from .ir.model import IR
-from .signals import deferred
+from ..errors import UsageError, flag
+from ..fileio import _make_folder, locked, refuse_overwriting_inputs
+from ..ir.model import IR
+from ..signals import deferred
 
 OURS = {"model.xml", "model.bin"}
 MAX_CONFIG_BYTES = 64 << 20  # a config.json larger than this is not a hand-written OVMS config
