@@ -321,3 +321,19 @@ def test_a_loop_output_reads_the_precision_inside_its_body():
     graph = helper.make_graph(nodes, "g", [vi("T", TensorProto.INT64, []), vi("s0", TensorProto.FLOAT, [2])], [vi("s_T", TensorProto.FLOAT, [2]), vi("r", TensorProto.FLOAT, [2])])
     floors = {name: floor for name, (floor, _) in output_precisions(helper.make_model(graph)).items()}
     assert floors == {"s_T": "f16", "r": None}
+
+
+@pytest.mark.parametrize("vocab", [1, 2, 5], ids=["table-of-1-row", "table-of-2-rows", "table-of-5-rows"])
+def test_random_indices_stay_within_the_axis_they_index(tmp_path, vocab):
+    """validate's seeded integer inputs are 0..2, and never past an axis they index: a token table
+    of 2 rows got index 2, which the runner rightly refuses (validate crashed on a valid model)."""
+    rng = np.random.default_rng(3)
+    H, I, T = 4, 3, 5
+    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name) for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("table", (vocab, I)))]
+    nodes = [helper.make_node("Gather", ["table", "tok"], ["X"]), helper.make_node("LSTM", ["X", "W", "R"], ["", "Y_h"], hidden_size=H)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("tok", TensorProto.INT64, [T, 2])], [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)], inits)
+    path = tmp_path / "tokens.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
+    report = ovrnn.validate(path, drift=False)
+    assert report.passed and {c.oracle for c in report.comparisons} == {"reference", "onnxruntime"}, report.format()
+    assert all(c.max_abs < 1e-6 for c in report.comparisons)

@@ -192,8 +192,9 @@ def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int, gra
         if etype.to_dtype() == np.bool_:  # a fair coin: an If on a runtime condition gets either branch
             feeds[name] = rng.integers(0, 2, size=shape).astype(bool)
             continue
-        if etype.is_integral():
-            feeds[name] = rng.integers(0, 3, size=shape).astype(etype.to_dtype())
+        if etype.is_integral():  # 0..2, within every axis the input indexes (runtime/engine.index_limits)
+            sizes = [size for n in port.get_names() for size, _ in compiled.index_limits.get(n, ())]
+            feeds[name] = rng.integers(0, max(1, min([3, *sizes])), size=shape).astype(etype.to_dtype())
             continue
         scale = 1.0 / np.sqrt(rnn.hidden_size) if role in ("W", "R", "B", "P") else 1.0
         values = rng.uniform(-1.0, 1.0, size=shape) * scale
