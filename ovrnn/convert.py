@@ -32,7 +32,7 @@ from .plan import (
     plan_conversion,
 )
 from .semantics.limits import DEFAULT_MAX_STEPS
-from .validation import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loop_check.py)
+from . import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loop_check.py)
 
 
 def convert_model(

@@ -66,7 +66,7 @@ class Request:
     group_size: int | None = None
     allow_sequence_ops: bool = False  # a body node whose steps are not known goes to OpenVINO's sequence op
     compression: Compression | None = None  # checked: from compress_weights, group_size and max_weight_error
-    max_weight_error: float | None = None  # the per-node budget of the quantization-only error (validation/budget.py)
+    max_weight_error: float | None = None  # the per-node budget of the quantization-only error (reference/budget.py)
 
     def checked(self) -> Request:
         if self.ir_version not in IR_VERSIONS:
@@ -114,7 +114,7 @@ class Plan:
 
     def options(self, cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None, auto: bool = False) -> LoweringOptions:
         """`auto`: `cells`/`by_op` are --lowering auto's choice for the device (the steps' reason says so)."""
-        from .validation.budget import choose as error_budget  # measured on the float64 reference at convert time
+        from .reference.budget import choose as error_budget  # measured on the float64 reference at convert time
 
         r = self.request
         auto_device = canonical_device(r.device) if auto and r.device else None

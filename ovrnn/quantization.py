@@ -30,7 +30,7 @@ class Compression:
 
     mode: str  # "int8" | "int4"
     group_size: int = -1  # int4 only: columns per scale; -1 = one scale per row
-    max_error: float = DEFAULT_MAX_ERROR  # per-node budget of the quantization-only error (validation/budget.py)
+    max_error: float = DEFAULT_MAX_ERROR  # per-node budget of the quantization-only error (reference/budget.py)
 
     @property
     def bits(self) -> int:

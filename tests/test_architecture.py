@@ -112,7 +112,7 @@ FAMILY_MODULES = {
     *(f"ovrnn/families/{m}.py" for m in ("__init__", "rnn", "gru", "lstm", "dynamic_quantize_lstm")),
     *(f"ovrnn/semantics/{m}.py" for m in ("rnn", "gru", "lstm", "dynamic_quantize_lstm")),
     *(f"ovrnn/lower/{m}.py" for m in ("rnn", "gru", "lstm")),
-    *(f"ovrnn/validation/reference/{m}.py" for m in ("rnn", "gru", "lstm")),
+    *(f"ovrnn/reference/{m}.py" for m in ("rnn", "gru", "lstm")),
 }
 
 
@@ -143,7 +143,7 @@ TOOLKIT_DEFINES = {"node_label", "describe_node", "subgraphs", "all_nodes", "all
 PENDING = {
     "ovrnn/onnx/control_flow.py", "ovrnn/onnx/loop_cells.py", "ovrnn/onnx/loop_rewrite.py",
     "ovrnn/onnx/inline.py", "ovrnn/onnx/sequences.py", "ovrnn/onnx/body_inputs.py", "ovrnn/onnx/control_hints.py",
-    "ovrnn/validation/reference/__init__.py", "ovrnn/validation/dequantized.py", "ovrnn/validation/reference/fallback.py", "ovrnn/validation/weights.py",
+    "ovrnn/reference/__init__.py", "ovrnn/validation/dequantized.py", "ovrnn/reference/fallback.py", "ovrnn/validation/weights.py",
     "ovrnn/runtime/batching/spec_read.py",
 }
 

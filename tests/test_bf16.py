@@ -14,7 +14,7 @@ from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from ovrnn.validation import reference
+from ovrnn import reference
 from ovrnn.validation.drift import DRIFT_STEPS, EXACT_UNDER_BF16, SHOWN_STEPS
 
 

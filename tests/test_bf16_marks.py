@@ -12,7 +12,7 @@ from test_bf16 import _core, _default_compile, _gru, _marked, _y, needs_bf16
 
 import ovrnn
 import ovrnn.device.ov
-from ovrnn.validation import reference
+from ovrnn import reference
 
 
 def _with_runtime_options(xml: bytes, options: dict[str, str]) -> bytes:

@@ -20,7 +20,7 @@ from conftest import assert_close, ovrnn_cli, run_ir
 from lxml import etree
 
 import ovrnn
-from ovrnn.validation.reference import run_model
+from ovrnn.reference import run_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bodies"
 TOL = (2e-5, 2e-5)

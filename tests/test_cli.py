@@ -15,7 +15,7 @@ from conftest import ovrnn_cli
 
 import ovrnn
 from ovrnn import cli
-from ovrnn.validation import reference
+from ovrnn import reference
 
 
 @pytest.fixture()

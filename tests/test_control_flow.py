@@ -243,7 +243,7 @@ def _two_ifs_reusing_names() -> onnx.ModelProto:
 
 def test_inlined_names_stay_unique():
     from ovrnn.onnx.control_flow import fold_control_flow
-    from ovrnn.validation.reference import run_model
+    from ovrnn.reference import run_model
 
     model = _two_ifs_reusing_names()
     before = model.SerializeToString()

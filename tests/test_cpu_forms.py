@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 from ovrnn.device import cpu_forms
-from ovrnn.validation import reference
+from ovrnn import reference
 
 AVX512 = {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma", "avx", "sse4_1"}
 

@@ -18,7 +18,7 @@ from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 
 import ovrnn
-from ovrnn.validation import reference
+from ovrnn import reference
 from ovrnn.device.plugins import NPU_IR_TYPES
 from ovrnn.errors import UsageError
 

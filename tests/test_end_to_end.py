@@ -11,7 +11,7 @@ from conftest import HIDDEN_STEPS, assert_close, dead_layers, layer_counts, run_
 
 import ovrnn
 from ovrnn.device.plugins import NPU_IR_TYPES
-from ovrnn.validation import reference
+from ovrnn import reference
 
 CELL = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}
 DYNAMIC_ONLY = {"ShapeOf", "Gather", "Broadcast"}  # what a dynamic shape adds to the ops NPU imports

@@ -20,7 +20,7 @@ import pytest
 from conftest import assert_close, run_ir
 
 import ovrnn
-from ovrnn.validation.reference import run_model
+from ovrnn.reference import run_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bodies"
 TOL = (2e-5, 2e-5)

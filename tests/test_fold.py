@@ -17,7 +17,7 @@ from conftest import assert_close
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from ovrnn.validation import reference
+from ovrnn import reference
 
 LEFTOVER = ("Reshape", "Reorder", "Gather", "Subgraph")  # what the old layout left per step (~4 per step)
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from ovrnn.validation import reference
+from ovrnn import reference
 from ovrnn.errors import OvrnnError
 
 FLOATS = [TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16, TensorProto.INT32, TensorProto.INT64]

@@ -14,7 +14,7 @@ import onnx
 from conftest import run_ir
 
 import ovrnn
-from ovrnn.validation import reference
+from ovrnn import reference
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"

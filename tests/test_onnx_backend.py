@@ -8,7 +8,7 @@ import pytest
 from conftest import assert_close, backend_cases, run_ir
 
 import ovrnn
-from ovrnn.validation import reference
+from ovrnn import reference
 
 CASES = backend_cases("RNN") + backend_cases("GRU") + backend_cases("LSTM")
 

@@ -27,7 +27,7 @@ from ovrnn.errors import InvalidModelError, UnsupportedFeatureError
 from ovrnn.onnx.fold import fold_constants
 from ovrnn.runtime import engine as runtime
 from ovrnn.runtime.runner import infer
-from ovrnn.validation import reference
+from ovrnn import reference
 from ovrnn.validation.dequantized import dequantize_linear_weights, lstm_from_dynamic_quantize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "quantized"
@@ -96,7 +96,7 @@ def test_validate_cli_json(tmp_path):
 
 _OPENVINO_IMPORT = r"""
 import json, sys, numpy as np, openvino as ov
-from ovrnn.validation import reference
+from ovrnn import reference
 from ovrnn.validation.dequantized import lstm_from_dynamic_quantize
 import onnx
 m = onnx.load(sys.argv[1]); x = np.load(sys.argv[2])

@@ -22,7 +22,7 @@ import pytest
 from cases import CASES, TOL, Case, make_model
 from conftest import assert_close, assert_onnxruntime_agrees
 
-from ovrnn.validation import reference
+from ovrnn import reference
 
 ORT_CASES = [c for c in CASES if c.ort_supported]
 

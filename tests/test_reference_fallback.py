@@ -1,4 +1,4 @@
-"""The float64 reference's evaluator (validation/reference/fallback.py) never crashes on what
+"""The float64 reference's evaluator (reference/fallback.py) never crashes on what
 onnx.reference's loader gives, whatever its kind: an OpRun class, a factory of OpFunction instances
 (ops computed through their schema's function body: HardSwish, Mish, MeanVarianceNormalization;
 model-local functions), an op whose function depends on its input types (Gelu, GroupNormalization:
@@ -19,8 +19,8 @@ from onnx import TensorProto, defs, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun, RuntimeContextError
 
-from ovrnn.validation import reference
-from ovrnn.validation.reference.fallback import NodeFallback, evaluator_class
+from ovrnn import reference
+from ovrnn.reference.fallback import NodeFallback, evaluator_class
 
 OPSET = defs.onnx_opset_version()  # every op as the newest opset defines it
 SCHEMAS = [defs.get_schema(name, OPSET, "") for name in sorted({s.name for s in defs.get_all_schemas() if s.domain == ""})]

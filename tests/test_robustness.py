@@ -15,7 +15,7 @@ from conftest import layer_counts, ovrnn_cli, run_ir
 from onnx import TensorProto, helper
 
 import ovrnn
-from ovrnn.validation import reference
+from ovrnn import reference
 from ovrnn.errors import InvalidModelError, IRFormatError
 
 

@@ -14,7 +14,7 @@ from cases import TOL, Case, make_model
 
 import ovrnn
 from ovrnn.examples import DEMO_MODEL
-from ovrnn.validation import reference
+from ovrnn import reference
 
 THREADS, CALLS = 4, 300
 ATOL, RTOL = TOL["float32"]

@@ -12,7 +12,7 @@ from onnx import helper
 from onnx import numpy_helper as nh
 
 import ovrnn
-from ovrnn.validation import reference
+from ovrnn import reference
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 

@@ -1,5 +1,5 @@
 """validate on whole models: a node the float64 reference cannot compute is computed by
-onnxruntime (validation/reference/fallback.py), and a mismatch names the first ONNX node whose
+onnxruntime (reference/fallback.py), and a mismatch names the first ONNX node whose
 output departs from onnxruntime."""
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def test_reference_hands_a_node_it_has_no_code_for_to_onnxruntime_inside_a_body_
     """A GlobalLpPool (onnx.reference has no code for it) inside an If branch: onnxruntime computes
     that node, with a note; without a notes list (no onnxruntime asked for) it is a
     ReferenceUnavailable that names the node."""
-    from ovrnn.validation import reference
+    from ovrnn import reference
 
     vi = helper.make_tensor_value_info
     then = helper.make_graph([helper.make_node("GlobalLpPool", ["x"], ["t"], p=2, name="pool")], "then", [], [vi("t", TensorProto.FLOAT, None)])

@@ -20,7 +20,7 @@ from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from ovrnn.validation import reference
+from ovrnn import reference
 from ovrnn.errors import UnsupportedFeatureError, UsageError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -99,7 +99,7 @@ def test_symbolic_batch_stays_dynamic(tmp_path, name):
     assert [(t.name, t.shape) for t in report.inputs] == [("x", "?,9,6")]
     assert_close(run_ir(ir, inputs)["output"], torch_out["output"].astype(np.float64), 1e-4, 1e-4, "batch 4")
     two = {"x": inputs["x"][:2]}
-    want = ovrnn.validation.reference.run_model(onnx.load(path), two)
+    want = ovrnn.reference.run_model(onnx.load(path), two)
     assert_close(run_ir(ir, two)["output"], want["output"], 2e-5, 2e-5, "batch 2")
 
 

@@ -558,8 +558,8 @@ def s_compression(tmp: Path, n: int) -> dict:
     from ovrnn.semantics.graph import normalise_all, graph_nodes
     from ovrnn.quantization import Compression, quantize
     from ovrnn.onnx.read import graph_view
-    from ovrnn.validation import reference
-    from ovrnn.validation.budget import reference_inputs
+    from ovrnn import reference
+    from ovrnn.reference.budget import reference_inputs
 
     out: dict = {}
     bins: dict = {"int8": {}, "int4": {}, "int4 group 32": {}}

@@ -5,7 +5,7 @@
 1. In this interpreter (ovrnn installed), build a few one-node ONNX RNN, GRU and LSTM models with the test
    suite's case table builder (``tests/cases.py``), convert each with
    ``ovrnn.convert_model(model).save(NAME.xml)``, make seeded random inputs and compute the
-   expected outputs with ovrnn's float64 oracle (``ovrnn.validation.reference.run_model``).
+   expected outputs with ovrnn's float64 oracle (``ovrnn.reference.run_model``).
    Inputs and expected outputs are saved as ``NAME.inputs.npz`` / ``NAME.expected.npz`` next to
    the IR. One whole model joins them: the sb3-contrib RecurrentPPO policy (tests/fixtures/rl/),
    written by OpenVINO's serializer with ovrnn/onnx/frontend_fixes.py's rewrite in it, judged
@@ -217,7 +217,7 @@ def prepare_models(workdir: Path) -> dict:
     import onnx
 
     import ovrnn
-    from ovrnn.validation import reference
+    from ovrnn import reference
 
     entries = []
     for case, covers in MODELS:

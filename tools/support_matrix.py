@@ -161,7 +161,7 @@ BY_ID = {(c.op, c.id): c for cases in OPS.values() for c in cases}
 def grade(case: Case, tool: str) -> tuple[str, str]:
     import numpy as np
 
-    from ovrnn.validation import reference
+    from ovrnn import reference
 
     model, feeds, flags = make_model(case)
     want = reference.run_model(model, feeds)

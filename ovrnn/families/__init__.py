@@ -10,10 +10,10 @@ a family in their own family modules, against the family (imports keep running d
 
     semantics/<op>.py          family.attach("spec", SpecClass)      the normaliser
     lower/<op>.py              family.attach("lowering", Lowering)   per-step cells or explicit ops
-    validation/reference/<op>.py  family.attach("reference", Cell)   the float64 cell
+    reference/<op>.py  family.attach("reference", Cell)   the float64 cell
 
 and read it back with ``family.part(...)`` (``ovrnn.semantics``, ``ovrnn.lower`` and
-``ovrnn.validation.reference`` import their family modules, so a stage that imports its package
+``ovrnn.reference`` import their family modules, so a stage that imports its package
 finds them).
 """
 

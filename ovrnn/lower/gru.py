@@ -17,7 +17,7 @@ The equations, per direction d (f, g its activations; the reverse direction walk
 * The plumbing (batch-major layout, pieces, masking after the chain, Y/Y_h) is ``recurrent.py``'s,
   the per-node set-up ``node.py``'s.
 
-This module and ``validation/reference/gru.py`` are the only two places with GRU math.
+This module and ``reference/gru.py`` are the only two places with GRU math.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ walks t = T-1 .. 0); clip bounds the gate pre-activations only, input_forget cou
 * The plumbing (batch-major layout, pieces, masking after the chain, Y/Y_h/Y_c) is ``recurrent.py``'s,
   the per-node set-up ``node.py``'s.
 
-This module and ``validation/reference/lstm.py`` are the only two places with LSTM math.
+This module and ``reference/lstm.py`` are the only two places with LSTM math.
 """
 
 from __future__ import annotations

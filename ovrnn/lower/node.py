@@ -47,7 +47,7 @@ class LoweringOptions:
     # W/R that came quantized (QDQ): tensor name -> lower.quantized.Quantized per direction, ONNX row order
     given_weights: dict = field(default_factory=dict, hash=False, compare=False)
     # (spec, Compression, who) -> (Compression | None, error, notes): the per-node error budget
-    # (validation/budget.py's choose, handed in by convert so that lowering stays pure); None: none
+    # (reference/budget.py's choose, handed in by convert so that lowering stays pure); None: none
     budget: Callable | None = field(default=None, hash=False, compare=False)
     # (OpenVINO release, CPU ISA) whose measured table (ovrnn/device/cpu_forms.py) picks each direction's
     # form where the cells were not forced: convert's default for --device CPU; None: no table

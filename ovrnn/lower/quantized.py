@@ -152,7 +152,7 @@ class IntegerWeights:
             constant = []
         if compression is not None and given:
             notes.append(f"{who}: {' and '.join(k for k in ('W', 'R') if k in given)} come quantized in the model: stored as they are, --compress-weights does not quantize them again")
-        budget = options.budget  # validation/budget.py's choose, given by convert
+        budget = options.budget  # reference/budget.py's choose, given by convert
         if compression is not None and constant and spec.clip != 0 and budget is not None:
             compression, error, budget_notes = budget(spec, compression, who)
             notes += budget_notes

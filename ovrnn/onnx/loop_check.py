@@ -296,7 +296,7 @@ _ACTIVATIONS = {"Sigmoid": lambda v: 0.5 * (1.0 + np.tanh(0.5 * v)), "Tanh": np.
 
 def reference_step(cell: Cell, x, h, c, cut=None) -> tuple[np.ndarray, np.ndarray | None]:
     """(h', c') of one step of the candidate in float64, by its family's own reference cell
-    (validation/reference/<op>.py, attached to the registry; no third copy of the cell math).
+    (reference/<op>.py, attached to the registry; no third copy of the cell math).
     `activation` is the RNN's, or the GRU's for n; `cut`: that activation's output, given."""
     ref = cell.kind.part("reference")
     acts = [_ACTIVATIONS[a] for a in cell.kind.default_activations]

@@ -22,7 +22,7 @@ import onnx
 from .. import __version__
 from ..bounds import check_input_size
 from ..semantics import activations
-from . import reference
+from .. import reference
 from ..runtime import engine as runtime
 from ..dtypes import from_numpy
 from ..errors import UsageError, flag

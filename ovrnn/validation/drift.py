@@ -28,7 +28,7 @@ from ..plan import Request
 from ..runtime import engine as runtime
 from ..runtime.runner import Runner
 from ..semantics.nodes import recurrent_nodes
-from . import reference
+from .. import reference
 from .report import per_step_errors
 
 DRIFT_STEPS = 1024

@@ -107,7 +107,7 @@ def validate_streams(model, streams: int, stateful, *, context=None, input=None,
     by_oracle = {"batch 1": _alone(alone, spec, feeds)}
     status = "not asked for (--no-onnxruntime)"
     notes: list[str] = []
-    from . import reference
+    from .. import reference
 
     exposed = [s.input for s in spec.states if s.input not in {vi.name for vi in proto.graph.input}]
     if exposed:  # the pairs name a lone node's own states: the oracle runs the model as given, on each stream's whole sequence

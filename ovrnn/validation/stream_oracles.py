@@ -17,7 +17,7 @@ from ..onnx.graphs import FLOAT_TYPES
 from ..runtime import engine as runtime
 from ..runtime.runner import infer
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
-from . import reference
+from .. import reference
 from .compare import _numpy_type, ort_session, run_onnxruntime
 
 FINAL_OUTPUTS = {"initial_h": (1, "Y_h"), "initial_c": (2, "Y_c")}  # ONNX input -> (output index, name)

@@ -28,7 +28,7 @@ from ..plan import Request
 from ..quantization import DEFAULT_MAX_ERROR
 from ..runtime import engine as runtime
 from ..runtime.runner import infer
-from . import reference
+from .. import reference
 from .departure import add_output, first_departure
 from .weights import LOOSER, output_precisions
 from . import report as report_module

@@ -20,7 +20,7 @@ from lxml import etree
 from onnx import helper
 
 import ovrnn
-from ovrnn.validation.reference import run_node
+from ovrnn.reference import run_node
 
 CHUNKS = 3
 

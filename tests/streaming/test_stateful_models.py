@@ -74,7 +74,7 @@ def test_whole_model_node_states_chunks_equal_onnxruntime(op, layout):
     if session is not None:
         want, want_h = session.run(None, {"X": x, "h0": np.zeros((1, 2, 6), np.float32)})
     else:  # onnxruntime refuses layout=1: the float64 reference
-        from ovrnn.validation.reference import run_model
+        from ovrnn.reference import run_model
 
         ref = run_model(model, {"X": x, "h0": np.zeros((2, 1, 6), np.float32)})
         want, want_h = ref["out"], ref["Y_h"]

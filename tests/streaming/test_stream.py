@@ -10,7 +10,7 @@ from conftest import assert_close
 
 import ovrnn
 from ovrnn.runtime import stream as stream_module
-from ovrnn.validation import reference
+from ovrnn import reference
 
 K, CHUNKS = 4, 3
 STREAM_CASES = [  # initial_h (and initial_c) graph inputs: replaced by the states

@@ -12,7 +12,7 @@ from conftest import assert_close, ovrnn_cli
 import ovrnn
 from ovrnn import cli
 from ovrnn.runtime import child
-from ovrnn.validation import reference
+from ovrnn import reference
 
 K, H = 4, 6
 LSTM = Case("lstm-dyn-batch", op="LSTM", T=K, batch=2, hidden=H, dyn_batch=True, h0=True, c0=True)

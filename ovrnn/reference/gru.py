@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...families import gru as family
+from ..families import gru as family
 from .loop import Cell, Node
 
 

@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..quantization import Compression, quantize
-from . import reference
+from .. import reference
 
 MIN_STEPS = 256
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...families import rnn as family
+from ..families import rnn as family
 from .loop import Cell, Node
 
 

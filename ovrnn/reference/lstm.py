@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...families import lstm as family
+from ..families import lstm as family
 from .loop import Cell, Node
 
 

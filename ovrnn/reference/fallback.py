@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ...errors import UnsupportedFeatureError
+from ..errors import UnsupportedFeatureError
 
 ORT_MAX_IR_VERSION = 10  # as compare.py's: onnx 1.23 writes 14, onnxruntime reads <= 13
 

@@ -12,10 +12,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...onnx.read import all_nodes
-from ...quantization import DEQUANTIZED_WEIGHTS as WEIGHTS, dequantized_weights
+from ..onnx.read import all_nodes
+from ..quantization import DEQUANTIZED_WEIGHTS as WEIGHTS, dequantized_weights
 from .fallback import NodeFallback, ReferenceUnavailable, evaluator_class
-from ...families import onnx_families
+from ..families import onnx_families
 from . import gru, lstm, rnn  # noqa: F401 (each attaches its cell to its family)
 from .loop import reference
 
