@@ -41,7 +41,6 @@ from .device import cpu_forms
 from .families import by_name, family_of, onnx_families
 from .device.plugins import canonical_device
 from .semantics.nodes import needs_frontend, recurrent_nodes
-from .stateful import state_request
 
 
 LOWERINGS = ("fastest", "cell", "matmul", "auto")  # what --lowering takes; fastest is the default
@@ -76,6 +75,26 @@ class Request:
         check_step_counts(self.chunk_steps, self.max_steps)
         compression = compression_of(self.compress_weights, self.group_size, self.max_weight_error)
         return replace(self, stateful=state_request(self.stateful), compression=compression)
+
+
+def state_request(value) -> bool | tuple[tuple[str, str], ...]:
+    """``stateful=``: False, True (every recurrent node), or IN=OUT pairs ("a=b,c=d" or a list)."""
+    if value is None or value is False:
+        return False
+    if value is True:
+        return True
+    items = [value] if isinstance(value, str) else list(value)
+    if not all(isinstance(v, str) for v in items):
+        raise UsageError(f"{flag('stateful')}: expected True or IN=OUT pairs such as \"state=stateN\", got {value!r}")
+    pairs = []
+    for text in (p.strip() for v in items for p in v.split(",")):
+        if not text:
+            continue
+        name, sep, out = (t.strip() for t in text.partition("="))
+        if not sep or not name or not out:
+            raise UsageError(f"{flag('stateful')}: expected IN=OUT pairs such as \"state=stateN\", got '{text}'")
+        pairs.append((name, out))
+    return tuple(pairs) or True
 
 
 def check_step_counts(chunk_steps, max_steps) -> None:

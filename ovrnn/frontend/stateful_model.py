@@ -28,7 +28,7 @@ from ..onnx.graphs import describe_node, subgraphs
 from ..onnx.read import GraphView
 from ..shapes import Dim
 from ..families import families, named, onnx_op_names
-from ..stateful import StreamInfo, StreamState, common_steps
+from ..ir.stream_info import StreamInfo, StreamState, common_steps
 from ..device.ov import opset, ov
 from .realize import partial_shape
 from .realize import assign as realize_assign

@@ -27,6 +27,7 @@ from .. import __version__
 from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
 from ..ir.emit import mark_precise
 from ..ir.model import IR
+from ..ir.stream_info import RT_SECTION
 from ..semantics.limits import check_steps
 from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
@@ -133,7 +134,7 @@ def convert_whole_model(
             model.set_rt_info(value, ["ovrnn", key, name])
     if stream is not None:
         for key, value in stream.rt_info().items():
-            model.set_rt_info(value, ["ovrnn", "stateful", key])
+            model.set_rt_info(value, [*RT_SECTION, key])
     xml, bin_ = _serialize(model, options.compress_to_fp16)
     if lowering.precise:
         xml = mark_precise(xml, lowering.precise)

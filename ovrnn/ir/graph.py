@@ -25,7 +25,7 @@ from ..shapes import Shape, shape_text
 from ..semantics import Spec
 from ..semantics.graph import GraphNodes, normalise_all, graph_nodes
 from ..semantics.limits import check_steps
-from ..stateful import node_stream
+from .stream_info import RT_SECTION, node_stream
 from ..lower.driver import NodeDriver
 from .emit import emit
 from ..lower.summary import NodeSummary
@@ -58,7 +58,8 @@ def convert_graph(view: GraphView, options: LoweringOptions, ir_version: int, ma
         summaries = builder.build(nodes)
     g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **(record or {}), **{s.label: s.rt_info() for s in summaries}}}
     if stateful:
-        g.rt_info["ovrnn"]["stateful"] = node_stream(builder.driver.specs, builder.driver.states, {i.name for i in view.inputs}).rt_info()
+        section, key = RT_SECTION
+        g.rt_info[section][key] = node_stream(builder.driver.specs, builder.driver.states, {i.name for i in view.inputs}).rt_info()
     with stage(f"writing {len(g.layers):,} layers"):
         xml, bin_ = emit(g, ir_version)
     notes = tuple(n for spec in specs for n in spec.notes) + tuple(builder.notes) + ((steps_note,) if steps_note else ())

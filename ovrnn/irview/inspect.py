@@ -16,6 +16,7 @@ from lxml import etree
 
 from ..errors import IRFormatError
 from ..device.plugins import INTEGER_WEIGHTS
+from ..ir.stream_info import RT_SECTION, read_states
 from ..ir.check import _PARSER, check_ir, read_xml, require_layer_attributes
 
 SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
@@ -322,9 +323,8 @@ def _explicit_chains(layers: dict[str, etree._Element]) -> list[Chain]:
 def _states(layers: dict[str, etree._Element], graph: _Graph, ovrnn: dict) -> list[StateDesc]:
     """Each ReadValue's variable; the initial value as ovrnn's rt_info names it, else read from the
     ReadValue's initializer input (a Const, possibly behind a decompression Convert, or computed)."""
-    stream = ovrnn.get("stateful") if isinstance(ovrnn.get("stateful"), dict) else {}
-    kinds = dict(item.split("=", 1) for item in (stream.get("states") or "").split(";") if "=" in item)
-    axes = dict(item.rsplit(":", 1) for item in (stream.get("state_batch") or "").split(";") if ":" in item)
+    stream = ovrnn.get(RT_SECTION[1]) if isinstance(ovrnn.get(RT_SECTION[1]), dict) else {}
+    recorded = read_states(stream)
     out = []
     for lid, el in layers.items():
         if el.get("type") != "ReadValue":
@@ -332,15 +332,14 @@ def _states(layers: dict[str, etree._Element], graph: _Graph, ovrnn: dict) -> li
         data = el.find("data")
         data = data if data is not None else el
         var = data.get("variable_id", "?")
-        initial = kinds.get(var)
+        initial, axis = recorded.get(var, (None, None))
         if initial is None:
             source = graph.source(lid, 0, through=("Convert",)) if el.findall("input/port") else None
             initial = "none (empty after a reset)" if source is None else "constant" if source.get("type") == "Const" else "computed"
         port = el.find("output/port")
         shape = data.get("variable_shape") or (port_dims(port) if port is not None else "?")
         etype = data.get("variable_type") or (port_element_type(port) if port is not None else "?")
-        axis = axes.get(var)
-        out.append(StateDesc(var, etype, shape, initial, int(axis) if axis and axis.isdigit() else None))
+        out.append(StateDesc(var, etype, shape, initial, axis))
     return out
 
 

@@ -52,7 +52,7 @@ from . import engine
 from .runner import Runner
 from .chunks import StreamRun, join_outputs, split_inputs  # noqa: F401  (validation imports them from here)
 
-RT_SECTION = ("ovrnn", "stateful")
+from ..ir.stream_info import RT_SECTION
 
 
 # --- what the IR says ---------------------------------------------------------------------------

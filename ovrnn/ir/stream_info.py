@@ -1,4 +1,5 @@
-"""``convert --stateful``: what a stateful IR records about its stream (rt_info ``ovrnn/stateful``).
+"""The stream rt_info format, written and read here only: what a stateful IR (``convert --stateful``)
+records about its stream, in the rt_info section ``ovrnn/stateful`` (``RT_SECTION``).
 
     steps        K, the time steps one call runs
     inputs       NAME:AXIS:LENGTH per graph input that carries the time axis (split into chunks)
@@ -6,14 +7,19 @@
     state_batch  ID:AXIS of each state's batch axis
     states       ID=INIT, INIT = zeros | constant | computed | pair:IN=OUT
 
-The lowering half (ReadValue/Assign around each node's chain) is ``lower/state.py``.
+``StreamInfo.rt_info()`` writes the section (the emitter, ir/graph.py, and the frontend path,
+frontend/whole_model.py); ``read_states`` reads each state's entries back (``ovrnn inspect``). The
+lowering half (ReadValue/Assign around each node's chain) is ``lower/state.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .errors import UnsupportedFeatureError, UsageError, flag
+from ..errors import UnsupportedFeatureError, flag
+
+RT_SECTION = ("ovrnn", "stateful")
 
 
 @dataclass(frozen=True)
@@ -49,24 +55,12 @@ class StreamInfo:
         return info
 
 
-def state_request(value) -> bool | tuple[tuple[str, str], ...]:
-    """``stateful=``: False, True (every recurrent node), or IN=OUT pairs ("a=b,c=d" or a list)."""
-    if value is None or value is False:
-        return False
-    if value is True:
-        return True
-    items = [value] if isinstance(value, str) else list(value)
-    if not all(isinstance(v, str) for v in items):
-        raise UsageError(f"{flag('stateful')}: expected True or IN=OUT pairs such as \"state=stateN\", got {value!r}")
-    pairs = []
-    for text in (p.strip() for v in items for p in v.split(",")):
-        if not text:
-            continue
-        name, sep, out = (t.strip() for t in text.partition("="))
-        if not sep or not name or not out:
-            raise UsageError(f"{flag('stateful')}: expected IN=OUT pairs such as \"state=stateN\", got '{text}'")
-        pairs.append((name, out))
-    return tuple(pairs) or True
+def read_states(section: Mapping[str, str]) -> dict[str, tuple[str | None, int | None]]:
+    """{state id: (init, batch axis)} as the section's ``states`` and ``state_batch`` entries say
+    (None where they do not); an entry that is not of the format is passed over."""
+    inits = dict(item.split("=", 1) for item in (section.get("states") or "").split(";") if "=" in item)
+    axes = dict(item.rsplit(":", 1) for item in (section.get("state_batch") or "").split(";") if ":" in item)
+    return {vid: (inits.get(vid), int(axes[vid]) if axes.get(vid, "").isdigit() else None) for vid in {*inits, *axes}}
 
 
 def common_steps(specs) -> int:
