@@ -1,9 +1,9 @@
 """ONNX model -> IR, one stage after the other (``convert``); each takes what the previous one returned:
 
-    Request(...).checked()   (plan.py)            the arguments, checked
+    Request(...).checked()   (plan/request.py)    the arguments, checked
     prepare(load_model(...)) (onnx/)              read; freeze inputs, fix shapes, fold control flow
-    plan_conversion          (plan.py)            whole model or lone recurrent nodes; refusals
-    cells_from_query|_tables (plan.py)            --lowering auto: the lowering per op for the device
+    plan_conversion          (plan/decide.py)     whole model or lone recurrent nodes; refusals
+    cells_from_query|_tables (plan/decide.py)     --lowering auto: the lowering per op for the device
     _lowered -> convert_graph          (ir/graph.py)  lone nodes: spec, lower into a LayerGraph, emit
              -> convert_whole_model    (frontend/)    whole models: OpenVINO's frontend + the same lowering
 
@@ -27,8 +27,9 @@ from .lower.node import LoweringOptions
 from .onnx.frontend_input import frontend_input
 from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
-from .plan import (
-    Fallback, Plan, Request, auto_device, cells_from_query, cells_from_tables, device_lacks_cells, dynamic_stream_note, frontend_failure_hint, measured_forms,
+from .plan.request import Request
+from .plan.decide import (
+    Fallback, Plan, auto_device, cells_from_query, cells_from_tables, device_lacks_cells, dynamic_stream_note, frontend_failure_hint, measured_forms,
     plan_conversion,
 )
 from .semantics.limits import DEFAULT_MAX_STEPS

@@ -39,7 +39,7 @@ class UnsupportedFeatureError(OvrnnError, NotImplementedError):
 
 class BodyStepsUnknownError(UnsupportedFeatureError):
     """A recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time:
-    what a plan's fallbacks answer (ovrnn/plan.py, ``Fallback``). `op`: the node's op type; `why`:
+    what a plan's fallbacks answer (ovrnn/plan/decide.py, ``Fallback``). `op`: the node's op type; `why`:
     the reason in short, for the note when a fallback takes over."""
 
     def __init__(self, message: str, op: str, why: str) -> None:

@@ -23,7 +23,7 @@ from .errors import OvrnnError
 from .lower.summary import NodeSummary
 from .lower.node import CELL_MODES, LoweringOptions
 from .families import onnx_op_names
-from .plan import DEFAULT_CHUNK_STEPS, check_step_counts
+from .plan.request import DEFAULT_CHUNK_STEPS, check_step_counts
 from .errors import UsageError, flag
 from .frontend.recurrent_extension import ContextNodes, Converted, RecurrentLowering
 

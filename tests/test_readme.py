@@ -175,7 +175,7 @@ def test_cli_page_names_every_flag():
     from ovrnn.validation.stream import DEFAULT_CHUNKS
 
     from ovrnn.device.cpu_forms import PIECE_STEPS
-    from ovrnn.plan import DEFAULT_CHUNK_STEPS
+    from ovrnn.plan.request import DEFAULT_CHUNK_STEPS
 
     assert {a.dest: a.default for a in cli.subparser(parser, "convert")._actions}["chunk_steps"] is None  # resolved by plan
     for default in (

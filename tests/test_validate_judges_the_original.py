@@ -75,7 +75,7 @@ def test_a_recovery_that_drops_a_term_fails_through_the_reference_row_alone(name
 
     # what validate ran before: the reference of ovrnn's own rewritten graph agrees with the wrong IR
     from ovrnn.convert import convert
-    from ovrnn.plan import Request
+    from ovrnn.plan.request import Request
     conversion = convert(model, None, Request())
     feeds = {i.name: np.random.default_rng(1).uniform(-1, 1, [d.dim_value or 2 for d in i.type.tensor_type.shape.dim]).astype(np.float32) for i in onnx.load(model).graph.input}
     got = run_ir(conversion.ir, feeds)

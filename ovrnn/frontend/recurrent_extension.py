@@ -352,7 +352,7 @@ def _ir_type(output) -> str:
 def body_steps_error(node: RecurrentNode, error: DynamicStepsError, flag_text: str) -> BodyStepsUnknownError:
     """The refusal for a node inside a body whose step count is not known at conversion time and
     does not come from a graph input's dim (that case gets the --input message). Its ``why`` says
-    it in short, for the note when a fallback takes over (ovrnn/plan.py, ``Fallback``)."""
+    it in short, for the note when a fallback takes over (ovrnn/plan/decide.py, ``Fallback``)."""
     family = named(node.proto.op_type).lowering_family  # DynamicQuantizeLSTM: an LSTM
     why = (
         f"{error.node_label} is inside {node.body.describe()}, and its sequence length (dim {error.axis} of X '{error.x_name}') "

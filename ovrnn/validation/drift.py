@@ -24,7 +24,7 @@ from ..errors import OvrnnError, UnsupportedFeatureError
 from ..families import onnx_families
 from ..ir.model import IR
 from ..onnx.read import GraphView
-from ..plan import Request
+from ..plan.request import Request
 from ..runtime import engine as runtime
 from ..runtime.runner import Runner
 from ..semantics.nodes import recurrent_nodes

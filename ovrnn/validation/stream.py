@@ -32,7 +32,7 @@ import onnx
 from ..errors import OvrnnError, UsageError, flag
 from ..onnx.control_flow import has_control_flow
 from ..onnx.freeze import FrozenInput, freeze_inputs, split_frozen
-from ..plan import Request
+from ..plan.request import Request
 from ..runtime import engine as runtime
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import report as report_module

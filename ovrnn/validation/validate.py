@@ -24,7 +24,7 @@ from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
 from ..onnx.inputs import InputShapes, prepare
 from ..onnx.read import ModelSource, load_model
-from ..plan import Request
+from ..plan.request import Request
 from ..quantization import DEFAULT_MAX_ERROR
 from ..runtime import engine as runtime
 from ..runtime.runner import infer
@@ -77,7 +77,7 @@ def validate(
     ``convert --stateful`` instead, over `chunks` calls (stream.py). With `drift`, also stream
     each recurrent node at the device's default precision (drift.py): what an application that
     compiles with OpenVINO's defaults gets, shown beside the verdict and not counted."""
-    from ..plan import check_count
+    from ..plan.request import check_count
     from ..device.plugins import canonical_device
 
     if chunks is not None and not stateful:

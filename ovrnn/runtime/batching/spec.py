@@ -188,7 +188,7 @@ class StreamSpec:
         * `frozen`: {input: value} fixed for every stream (silero's ``{"sr": 16000}``).
         * `batch`: {input or output: batch axis} where it cannot be read from the model.
         """
-        from ...plan import state_request
+        from ...plan.request import state_request
 
         pairs = state_request(state)
         if pairs is False:
