@@ -27,15 +27,20 @@ FLOAT_TYPES = frozenset(t.onnx for t in BY_ONNX.values() if t.is_float)
 
 
 def opset(model: onnx.ModelProto) -> int:
-    """The model's default-domain (ai.onnx) opset version. There is no default: the ONNX spec
-    requires every model to import the default domain's opset, so a model without one is invalid
-    (onnx.checker: "model with IR version >= 3 must specify opset_import for ONNX"); one newer than
-    the installed onnx knows is unsupported. Both spellings of the domain count, the newest wins."""
+    """The model's default-domain (ai.onnx) opset version; both spellings of the domain count, the
+    newest wins. No default for a model that needs one: the ONNX spec requires an opset import for
+    every domain a model uses, so a model with an ai.onnx node and no ai.onnx import is invalid
+    (onnx.checker: "No opset import for domain ''"). A model whose nodes are all of other domains
+    (an onnx backend case of ai.onnx.preview.training, a com.microsoft-only graph) needs no ai.onnx
+    import; no op's meaning depends on the version then, and it reads as the newest this onnx
+    knows. One newer than that is unsupported."""
     versions = [o.version for o in model.opset_import if o.domain in ONNX_DOMAINS]
-    if not versions:
-        raise InvalidModelError("model declares no ai.onnx opset in opset_import")
-    version = max(versions)
     newest = onnx.defs.onnx_opset_version()
+    if not versions:
+        if any(node.domain in ONNX_DOMAINS for node in all_nodes(model.graph)):
+            raise InvalidModelError("model declares no ai.onnx opset in opset_import")
+        return newest
+    version = max(versions)
     if version < 1:
         raise InvalidModelError(f"model opset_import: expected an ai.onnx opset >= 1, got {version}")
     if version > newest:

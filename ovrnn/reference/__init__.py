@@ -12,7 +12,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..onnx.read import all_nodes
+from ..onnx import graphs
+from ..onnx.graphs import all_nodes
 from ..quantization import DEQUANTIZED_WEIGHTS as WEIGHTS, dequantized_weights
 from .fallback import NodeFallback, ReferenceUnavailable, evaluator_class
 from ..families import onnx_families
@@ -90,7 +91,7 @@ def _older_opsets(model: onnx.ModelProto) -> list:
     for what they can express (per tensor, per axis), so a QDQ model of opset 13-18 runs on 19's."""
     from onnx.reference.ops.op_dequantize_linear import DequantizeLinear_19
 
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 19)
+    opset = graphs.opset(model)
     def _run(self, x, x_scale, x_zero_point=None, axis=1, **_later):  # block_size, output_dtype: opset 21's, absent before
         return DequantizeLinear_19._run(self, x, x_scale, x_zero_point, axis)
 

@@ -16,6 +16,7 @@ import onnx
 from onnx import helper
 
 from ..errors import UnsupportedFeatureError
+from ..onnx.graphs import node_label
 
 ORT_MAX_IR_VERSION = 10  # as compare.py's: onnx 1.23 writes 14, onnxruntime reads <= 13
 
@@ -37,7 +38,7 @@ class NodeFallback:
         return [f"the float64 reference cannot compute node {label}, {why}: onnxruntime computed that node, the reference the rest" for label, why in self.used.items()]
 
     def run(self, node: onnx.NodeProto, inputs: tuple, why: str) -> tuple[np.ndarray, ...]:
-        label = f"'{node.name or node.output[0]}' ({f'{node.domain}.' if node.domain not in ('', 'ai.onnx') else ''}{node.op_type})"
+        label = f"'{node_label(node)}' ({f'{node.domain}.' if node.domain not in ('', 'ai.onnx') else ''}{node.op_type})"
         if not self.allowed:
             raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot compute node {label}, {why}")
         try:

@@ -15,12 +15,13 @@ import onnx
 from onnx import numpy_helper
 
 from ..quantization import DEQUANTIZED_WEIGHTS, Compression
-from ..onnx.read import all_nodes
+from ..onnx.graphs import all_nodes, subgraphs
 from ..families import family_of, onnx_op_names
 from ..families.dynamic_quantize_lstm import DYNAMIC_QUANTIZE_LSTM
 
 
 WEIGHTS_DOMAIN, WEIGHTS_OP = DEQUANTIZED_WEIGHTS  # the reference's own op: W/R as the IR stores them
+FLOAT_NODE = "float_node"  # a family part: (node, initializer values, k) -> (the float node it computes, its new initializers)
 
 
 def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: dict[str | int, Compression | None] | None = None, runtime: dict[str, set[str]] | None = None) -> onnx.ModelProto:
@@ -51,9 +52,8 @@ def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: d
         constants = outer_constants | {t.name for t in graph.initializer}
         new_nodes = []
         for node in graph.node:
-            for attr in node.attribute:
-                for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                    rewrite(sub, constants)
+            for _, sub in subgraphs(node):
+                rewrite(sub, constants)
             if (family := family_of(node)) is not None and not family.domain:
                 scheme = scheme_of(node)
                 for slot, role in ((family.slot("W"), "W"), (family.slot("R"), "R")):
@@ -83,7 +83,7 @@ def _computes_a_constant(node: onnx.NodeProto, constants: set[str]) -> bool:
     bodies whose inputs are all constants (an Unsqueeze or Transpose of an initializer)."""
     if node.op_type in onnx_op_names() or node.op_type.startswith("Random") or node.op_type in ("Multinomial", "Bernoulli", "Dropout"):
         return False
-    if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
+    if any(True for _ in subgraphs(node)):
         return False
     return all(not name or name in constants for name in node.input)
 
@@ -101,37 +101,57 @@ class CompressedReference:
         return self.original is not None
 
 
-def lstm_from_dynamic_quantize(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Each DynamicQuantizeLSTM node as the ONNX LSTM it computes with its weights dequantized:
+def _lstm_of_dynamic_quantize(node: onnx.NodeProto, inits: dict[str, np.ndarray], k: int) -> tuple[onnx.NodeProto, list[onnx.TensorProto]]:
+    """(the ONNX LSTM a DynamicQuantizeLSTM node computes, its dequantized W and R):
     W_float[d] = ((W[d] - W_zero_point[d]) * W_scale[d])ᵀ, [D, I, 4H] -> [D, 4H, I] (R likewise);
     per-tensor scales/zero points [D] apply to every row. Activation quantization is not part of it."""
+    family = DYNAMIC_QUANTIZE_LSTM
+    lstm_family = family.lowered_as
+    names = list(node.input) + [""] * (len(family.inputs) - len(node.input))
+    floats, added = [], []
+    for role in ("W", "R"):
+        slot = family.slot(role)
+        q, scale, zp = (inits[names[family.slot(r)]] for r in (role, f"{role}_scale", f"{role}_zero_point"))
+        D, _, G = q.shape
+        scale = np.broadcast_to(scale.astype(np.float64).reshape(D, 1, -1), (D, 1, G))
+        zp = np.broadcast_to(zp.astype(np.float64).reshape(D, 1, -1), (D, 1, G))
+        w = ((q.astype(np.float64) - zp) * scale).transpose(0, 2, 1)
+        name = f"{names[slot]}__dequantized_{k}"
+        added.append(numpy_helper.from_array(w.astype(np.float32), name))
+        floats.append(name)
+    rest = names[family.slot("B") : len(lstm_family.inputs)]  # B, sequence_lens, initial_h, initial_c, P: as LSTM's
+    lstm = onnx.helper.make_node(lstm_family.name, [names[family.slot("X")], *floats, *rest], list(node.output), name=node.name)
+    lstm.attribute.extend(node.attribute)
+    while lstm.input and not lstm.input[-1]:
+        del lstm.input[-1]
+    return lstm, added
+
+
+# the float node a family's quantized node computes, attached to the family (the registry says
+# which families have one; no family branch here)
+DYNAMIC_QUANTIZE_LSTM.attach(FLOAT_NODE, _lstm_of_dynamic_quantize)
+
+
+def _float_node_of(node: onnx.NodeProto):
+    family = family_of(node)
+    return family.parts.get(FLOAT_NODE) if family is not None else None
+
+
+def lstm_from_dynamic_quantize(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Each node of a quantized family (DynamicQuantizeLSTM) of the main graph as the float node it
+    computes (an ONNX LSTM), its weights dequantized."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     inits = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
     new_nodes, added = [], []
     for k, node in enumerate(out.graph.node):
-        if family_of(node) is not DYNAMIC_QUANTIZE_LSTM:
+        as_float = _float_node_of(node)
+        if as_float is None:
             new_nodes.append(node)
             continue
-        family, lstm_family = DYNAMIC_QUANTIZE_LSTM, DYNAMIC_QUANTIZE_LSTM.lowered_as
-        names = list(node.input) + [""] * (len(family.inputs) - len(node.input))
-        floats = []
-        for role in ("W", "R"):
-            slot = family.slot(role)
-            q, scale, zp = (inits[names[family.slot(k)]] for k in (role, f"{role}_scale", f"{role}_zero_point"))
-            D, _, G = q.shape
-            scale = np.broadcast_to(scale.astype(np.float64).reshape(D, 1, -1), (D, 1, G))
-            zp = np.broadcast_to(zp.astype(np.float64).reshape(D, 1, -1), (D, 1, G))
-            w = ((q.astype(np.float64) - zp) * scale).transpose(0, 2, 1)
-            name = f"{names[slot]}__dequantized_{k}"
-            added.append(numpy_helper.from_array(w.astype(np.float32), name))
-            floats.append(name)
-        rest = names[family.slot("B") : len(lstm_family.inputs)]  # B, sequence_lens, initial_h, initial_c, P: as LSTM's
-        lstm = onnx.helper.make_node(lstm_family.name, [names[family.slot("X")], *floats, *rest], list(node.output), name=node.name)
-        lstm.attribute.extend(node.attribute)
-        while lstm.input and not lstm.input[-1]:
-            del lstm.input[-1]
-        new_nodes.append(lstm)
+        float_node, weights = as_float(node, inits, k)
+        new_nodes.append(float_node)
+        added += weights
     del out.graph.node[:]
     out.graph.node.extend(new_nodes)
     out.graph.initializer.extend(added)
@@ -143,7 +163,7 @@ def compressed_reference(proto: onnx.ModelProto, ir) -> CompressedReference | No
     QDQ weights, and/or made by `--compress-weights` (each node's scheme as the IR records it, so an
     IR converted elsewhere is judged as it was made); None when no node of the IR has integer weights."""
     model, what, why = proto, [], []
-    if any(family_of(n) is DYNAMIC_QUANTIZE_LSTM for n in all_nodes(proto.graph)):
+    if any(_float_node_of(n) is not None for n in all_nodes(proto.graph)):
         model = lstm_from_dynamic_quantize(model)
         what.append("DynamicQuantizeLSTM's int8/uint8 W and R, kept as integers")
         why.append("onnxruntime's DynamicQuantizeLSTM also quantizes X and H every step: shown, not counted")

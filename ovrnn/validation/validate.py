@@ -238,7 +238,7 @@ def _quantized_source(proto: onnx.ModelProto, rewritten: onnx.ModelProto, ir) ->
     a recurrent node ovrnn recovered from a Loop (no such node in the original), the rewritten graph,
     since the dequantized weights go in front of that node, and the note says so."""
     from ..families import family_of
-    from ..onnx.read import all_nodes
+    from ..onnx.graphs import all_nodes
 
     names = {n.name for n in all_nodes(proto.graph) if family_of(n) is not None}
     missing = sorted(r.node_name for r in ir.rnns if r.compression is not None and r.node_name and r.node_name not in names)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto
 
-from ..onnx.read import all_nodes
+from ..onnx.graphs import all_nodes, node_label, producers, subgraphs
 
 NARROW = {TensorProto.FLOAT16: "f16", TensorProto.BFLOAT16: "bf16"}
 NAMES = {"f16": "float16", "bf16": "bfloat16"}
@@ -35,7 +35,7 @@ LOOSER = ("bf16", "f16")  # bf16's tolerance is the looser one
 
 def output_precisions(model: onnx.ModelProto) -> dict[str, tuple[str | None, str]]:
     """{graph output: (floor, note)}: each output's floor from what it is computed from alone."""
-    producer = {o: n for n in model.graph.node for o in n.output if o}
+    producer = producers(model.graph)
     out = {}
     for vi in model.graph.output:
         todo, seen, tops = [vi.name], set(), []
@@ -49,7 +49,7 @@ def output_precisions(model: onnx.ModelProto) -> dict[str, tuple[str | None, str
                 continue
             tops.append(node)
             todo.extend(i for i in node.input if i)
-            todo.extend(i for sub in _bodies(node) for n in all_nodes(sub) for i in n.input if i)  # outer-scope reads of its bodies
+            todo.extend(i for _, sub in subgraphs(node) for n in all_nodes(sub) for i in n.input if i)  # outer-scope reads of its bodies
         out[vi.name] = _precision(model, tops, seen)
     return out
 
@@ -59,17 +59,13 @@ def computed_precision(model: onnx.ModelProto) -> tuple[str | None, str]:
     return _precision(model, list(model.graph.node), None)
 
 
-def _bodies(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    return [a.g for a in node.attribute if a.HasField("g")] + [g for a in node.attribute for g in a.graphs]
-
-
 def _precision(model: onnx.ModelProto, tops: list, reached: set[str] | None) -> tuple[str | None, str]:
     """The floor of the computation made of the main-graph nodes `tops` (their bodies included) and
     the main graph's initializers in `reached` (None: all of them)."""
-    nested = [n for top in tops for sub in _bodies(top) for n in all_nodes(sub)]
+    nested = [n for top in tops for _, sub in subgraphs(top) for n in all_nodes(sub)]
     nodes = tops + nested + [n for f in model.functions for n in f.node]  # model-local functions too
-    graphs = [sub for top in tops for sub in _bodies(top)]
-    graphs += [g for n in nested for g in _bodies(n)]
+    graphs = [sub for top in tops for _, sub in subgraphs(top)]
+    graphs += [g for n in nested for _, g in subgraphs(n)]
     widened = _only_widened(nodes)
     weights: dict[str, list[str]] = {}  # "f16" -> weight names
     for t in model.graph.initializer:
@@ -89,7 +85,7 @@ def _precision(model: onnx.ModelProto, tops: list, reached: set[str] | None) -> 
         if node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
             to = next((a.i for a in node.attribute if a.name == "to"), None)
             if to in NARROW:
-                casts.setdefault(NARROW[to], []).append(node.name or node.output[0])
+                casts.setdefault(NARROW[to], []).append(node_label(node))
     found = [p for p in LOOSER if p in weights or p in casts]
     if not found:
         return None, ""
