@@ -1,4 +1,7 @@
-"""Dimensions and shapes, their limits, and the ovc-style ``--input NAME[d0,d1,...]`` syntax.
+"""Dimensions and shapes, their limits, and the ovc-style ``--input NAME[d0,d1,...]`` syntax; and
+the limits on what ovrnn reads and builds (arrays in bytes, IR size), so that hostile or huge input
+ends in a clear error, not an exhausted machine: each ``OVRNN_*`` limit can be raised through that
+environment variable (a plain integer).
 
 A ``Dim`` is an interval ``[lo, hi]`` (``hi=None`` = unbounded), the same model OpenVINO's
 ``PartialShape`` uses: a static dim has ``lo == hi``. ONNX symbolic dims keep their symbol so error
@@ -7,13 +10,14 @@ messages can name them.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
 from .errors import UsageError, flag
 
 # The two limits every shape keeps (checked where a shape is read: --input, declared inputs, --batch);
-# bounds.py holds the limits on files, arrays in bytes and IR size.
+# the limits on arrays in bytes and IR size are at the end of this module.
 MAX_DIM = 2**31 - 1  # one dimension (OpenVINO plugins index with int32)
 MAX_ELEMENTS = 2**40  # elements in one tensor of fixed shape (2^40 float32 is 4 TiB)
 
@@ -242,3 +246,42 @@ def shape_of(value: object, who: str) -> Shape | None:
         else:
             dims.append(Dim.of(d))
     return tuple(dims)
+
+
+# --- limits on what ovrnn reads and builds ---------------------------------------------------------
+
+
+def _env_limit(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    if not text.strip().isdigit() or int(text) <= 0:
+        raise UsageError(f"environment variable {name}='{text}': expected a positive integer")
+    return int(text)
+
+
+def max_input_bytes() -> int:
+    """One input array of `ovrnn run --input`: a .npy file, or one .npz member once decompressed."""
+    return _env_limit("OVRNN_MAX_INPUT_BYTES", 2 << 30)
+
+
+def max_ir_layers() -> int:
+    """Layers (counted before parsing) in an IR that `run` and `inspect` read: parsing takes ~4 kB
+    of memory per layer (1e6 layers: 3.9 GB)."""
+    return _env_limit("OVRNN_MAX_IR_LAYERS", 300_000)
+
+
+def max_ir_bytes() -> int:
+    """The estimated size of the IR XML a conversion would write (checked before lowering)."""
+    return _env_limit("OVRNN_MAX_IR_BYTES", 1 << 30)
+
+
+def check_input_size(shape, itemsize: int, what: str) -> None:
+    """An array about to be made: its dims (check_dims) and its bytes (max_input_bytes)."""
+    check_dims(shape, what)
+    nbytes = itemsize
+    for d in shape:
+        nbytes *= d
+    limit = max_input_bytes()
+    if nbytes > limit:
+        raise UsageError(f"{what}: shape {list(shape)} is {nbytes:,} bytes, more than the limit of {limit:,}; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>")

@@ -563,7 +563,7 @@ def test_npz_members_are_checked_before_loading(tmp_path, ir):
         header = b"\x93NUMPY\x01\x00" + b"v\x00" + b"{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }".ljust(117) + b"\n"
         z.writestr("X.npy", header + b"\0" * 16)
     _one_error_line(ovrnn_cli("run", xml, "--input", tmp_path / "liar.npz"), "declares shape [1000000, 1000000] of float32, 4,000,000,000,000 bytes, but holds only")
-    from ovrnn.bounds import max_input_bytes
+    from ovrnn.shapes import max_input_bytes
 
     assert max_input_bytes() == 2 << 30  # the documented default
 

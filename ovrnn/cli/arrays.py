@@ -44,7 +44,7 @@ def read_arrays(path: Path, spec: str, option: str = "--input"):
 
     import numpy as np
 
-    from ..bounds import max_input_bytes
+    from ..shapes import max_input_bytes
     from ..fileio import open_regular
 
     limit = max_input_bytes()

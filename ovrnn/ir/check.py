@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from ..bounds import max_ir_layers
+from ..shapes import max_ir_layers
 from ..errors import IRFormatError, UnsupportedFeatureError
 from ..fileio import open_regular
 

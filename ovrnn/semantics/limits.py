@@ -7,7 +7,7 @@ cost grows faster than linearly, so some 8000 cells take over half a minute and 
 
 from __future__ import annotations
 
-from ..bounds import max_ir_bytes
+from ..shapes import max_ir_bytes
 from ..errors import UsageError, flag
 
 NOTE_ABOVE = 2048  # unrolled steps (time steps x directions, over all RNN nodes)

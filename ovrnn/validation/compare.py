@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 from .. import __version__
-from ..bounds import check_input_size
+from ..shapes import check_input_size
 from ..semantics import activations
 from .. import reference
 from ..runtime import engine as runtime

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 import onnx
 
-from ..bounds import MAX_DIM
+from ..shapes import MAX_DIM
 from ..convert import convert
 from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
