@@ -32,7 +32,7 @@ from .. import engine
 from .spec import StreamSpec
 from .stats import summary
 from .step import DEFAULT_SIZES, BatchedStep
-from .worker import AsyncSink, StreamHandle, Waiter, Worker, _Chunk, _Control
+from .worker import AsyncSink, StreamHandle, Waiter, Worker, _Control
 
 
 class StreamBatcher:
@@ -166,7 +166,8 @@ class StreamBatcher:
         ``StreamClosedError`` when it is closed; the batch's error when its batch failed."""
         self._not_on_a_worker("feed()")
         waiter = Waiter(1)
-        self._enqueue([(stream, self._chunk(inputs), waiter, 0)])
+        if self._enqueue([(stream, self._chunk(inputs), waiter, 0)], claim=True):
+            self._workers[stream.worker].run_here(waiter)
         waiter.wait()
         if waiter.errors:
             raise waiter.errors[0]
@@ -180,11 +181,20 @@ class StreamBatcher:
         worker's). A failed chunk raises its error, or with `return_exceptions` stands in the
         list as the exception (the others' results kept)."""
         self._not_on_a_worker("feed_many()")
-        waiters = self._enqueue_many(chunks, lambda n: Waiter(n))
+        waiters, claimed = self._enqueue_many(chunks, lambda n: Waiter(n), claim=True)
+        waited = None
+        if len(waiters) == 1 and len(waiters[0][1]) == len(chunks):  # one worker: its results are the list
+            waited = waiters[0][0]
+            if claimed:
+                self._workers[0].run_here(waited)
+            waited.wait()
+            if not waited.errors:
+                return waited.results
         out: list = [None] * len(chunks)
         first = None
         for waiter, places in waiters:
-            waiter.wait()
+            if waiter is not waited:
+                waiter.wait()
             for k, place in enumerate(places):
                 error = waiter.errors.get(k) if waiter.errors else None
                 out[place] = error if error is not None else waiter.results[k]
@@ -206,7 +216,7 @@ class StreamBatcher:
     def submit_many(self, chunks: list[tuple[StreamHandle, dict]]) -> list[Future]:
         """``feed_many`` without blocking: one Future per chunk, in order."""
         futures: list = [None] * len(chunks)
-        prepared = [(stream, self._chunk(inputs)) for stream, inputs in chunks]
+        prepared = list(zip([stream for stream, _ in chunks], self._chunks([inputs for _, inputs in chunks])))
         for worker in self._workers:
             mine = []
             for i, (stream, chunk) in enumerate(prepared):
@@ -316,43 +326,54 @@ class StreamBatcher:
             raise UsageError(f"expected a stream this batcher's open() returned, got {stream!r}")
         return self._workers[stream.worker]
 
-    def _enqueue(self, items: list) -> None:
+    def _enqueue(self, items: list, claim: bool = False) -> bool:
         """Queue [(stream, chunk, sink, index)], every stream on one worker: all, or none when a
-        stream is closed or would pass ``max_pending``."""
+        stream is closed or would pass ``max_pending``. `claim`: a blocking caller that runs the
+        batches itself when the worker is idle (``Worker.run_here``): True when it must.""" 
         worker = self._worker(items[0][0])
         with worker.cond:
             counts: dict[int, int] = {}
+            limit, index = self.max_pending, worker.index
             for stream, _, _, _ in items:
-                if self._workers[stream.worker] is not worker or stream.owner is not self:
+                if stream.worker != index or stream.owner is not self:
                     raise UsageError(f"expected streams of one worker of this batcher, got {stream!r}")
                 if not stream.open:
                     raise worker.closed_error(stream)
-                counts[stream.id] = counts.get(stream.id, stream.pending) + 1
-                if counts[stream.id] > self.max_pending:
+                count = counts[stream.id] = counts.get(stream.id, stream.pending) + 1
+                if count > limit:
                     worker.recorder.refused_pending += 1
                     raise OverloadedError(
-                        f"stream {stream.id} would have {counts[stream.id]} chunks waiting (max_pending={self.max_pending}): the batcher is behind this stream; "
+                        f"stream {stream.id} would have {count} chunks waiting (max_pending={self.max_pending}): the batcher is behind this stream; "
                         "wait for a result before feeding more"
                     )
-            now = monotonic()
-            for stream, chunk, sink, index in items:
-                if stream.first_feed is None:
-                    stream.first_feed = now
-                stream.last_used = now
-                worker.enqueue(stream, _Chunk(chunk, sink, now, index), True, False)
+            worker.enqueue_chunks(items, monotonic())
+            if claim and worker.claim():
+                return True
             worker.wake()
+        return False
 
-    def _enqueue_many(self, chunks: list, make_sink) -> list:
-        """[(sink, [place in `chunks` of its k-th chunk])], one sink per worker."""
-        prepared = [(stream, self._chunk(inputs), self._worker(stream)) for stream, inputs in chunks]
+    def _enqueue_many(self, chunks: list, make_sink, claim: bool = False) -> tuple[list, bool]:
+        """[(sink, [place in `chunks` of its k-th chunk])], one sink per worker; and whether the
+        caller claimed the only worker (`claim`, see ``_enqueue``)."""
+        if not chunks:
+            return [], False
+        streams = [stream for stream, _ in chunks]
+        copies = self._chunks([inputs for _, inputs in chunks])
+        for stream in streams:
+            if type(stream) is not StreamHandle or stream.owner is not self:
+                self._worker(stream)  # raises the error
+        if len(self._workers) == 1:
+            sink = make_sink(len(chunks))
+            claimed = self._enqueue([(stream, copy, sink, k) for k, (stream, copy) in enumerate(zip(streams, copies))], claim)
+            return [(sink, range(len(chunks)))], claimed
         out = []
         for worker in self._workers:
-            places = [i for i, (_, _, w) in enumerate(prepared) if w is worker]
+            places = [i for i, stream in enumerate(streams) if stream.worker == worker.index]
             if places:
                 sink = make_sink(len(places))
-                self._enqueue([(prepared[i][0], prepared[i][1], sink, k) for k, i in enumerate(places)])
+                self._enqueue([(streams[i], copies[i], sink, k) for k, i in enumerate(places)])
                 out.append((sink, places))
-        return out
+        return out, False
 
     def _control(self, stream: StreamHandle, apply):
         worker = self._worker(stream)
@@ -371,8 +392,32 @@ class StreamBatcher:
     def _not_on_a_worker(self, what: str) -> None:
         """A call that waits for a batch, made on a worker's own thread (a Future's callback runs
         there), would wait for itself for ever."""
-        if threading.current_thread() in self._threads:
+        if threading.current_thread() in self._threads or any(w.claimed == threading.get_ident() for w in self._workers):
             raise UsageError(f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there")
+
+    def _chunks(self, group: list) -> list[dict[str, np.ndarray]]:
+        """Many streams' chunks, checked and copied: when each is exactly {input: array of its
+        chunk shape and dtype}, one copy per input for the whole group (np.stack) and each chunk
+        a view of its row of that copy (nobody else holds it); else each one through ``_chunk``."""
+        ports = self._chunk_ports
+        n = len(ports)
+        if group and all(type(d) is dict and len(d) == n for d in group):
+            try:
+                stacked = []
+                for name, (shape, _, dtype) in ports.items():
+                    array = np.stack([d[name] for d in group])
+                    if array.dtype != dtype or array.shape[1:] != shape:
+                        break
+                    stacked.append(array)
+                else:
+                    if n == 1:
+                        name = next(iter(ports))
+                        return [{name: row} for row in stacked[0]]
+                    names = list(ports)
+                    return [dict(zip(names, row)) for row in zip(*stacked)]
+            except (KeyError, ValueError, TypeError):  # a missing input, shapes that differ: each one checked below
+                pass
+        return [self._chunk(inputs) for inputs in group]
 
     def _chunk(self, inputs: dict) -> dict[str, np.ndarray]:
         """One stream's chunk, checked and copied: {input: array of exactly its chunk shape}."""

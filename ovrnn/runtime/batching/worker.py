@@ -143,6 +143,7 @@ class Worker:
         self.stopping = False
         self.waiting = False  # in cond.wait: a new chunk must notify
         self.idle = True
+        self.claimed = 0  # the id of a caller's thread running batches (run_here), else 0
         self._seq = itertools.count()
         self._next_idle_check = monotonic()
         self._outputs = [(p.name, p.batch_axis) for p in step.spec.outputs]
@@ -161,6 +162,22 @@ class Worker:
             self._ready(stream)
         if wake:
             self.wake()
+
+    def enqueue_chunks(self, items: list, now: float) -> None:
+        """Queue [(stream, inputs, sink, index)] (checked by the caller), fed at `now`. A stream
+        whose chunk becomes ready goes on the heap by append: its key (now, a fresh seq) is at
+        least every key there (each is an earlier time), so the heap stays a heap."""
+        heap, seq = self.heap, self._seq
+        for stream, inputs, sink, index in items:
+            chunk = _Chunk(inputs, sink, now, index)
+            if stream.first_feed is None:
+                stream.first_feed = now
+            stream.last_used = now
+            queue = stream.queue
+            if not queue and not stream.in_flight:
+                heap.append((now, next(seq), stream, chunk))
+            queue.append(chunk)
+            stream.pending += 1
 
     def wake(self) -> None:
         """Wake the worker when it waits (notify costs a lock round trip; a busy worker looks at
@@ -222,10 +239,16 @@ class Worker:
                 )
                 self.recorder.idle_closed += 1
 
-    def _next_batch(self):
+    def _next_batch(self, block: bool = True):
         """Wait for the next batch: (streams, chunks, time formed); None to stop; () when the
-        outbox has results to hand over first."""
+        outbox has results to hand over first. With `block` False (a caller running batches
+        itself, see ``run_here``): the ready chunks at once, False when none are ready."""
         while True:
+            if block and self.claimed:  # a caller runs batches on its own thread: wait until it is done
+                self.waiting = True
+                self.cond.wait(None if self.idle_timeout is None else 0.05)
+                self.waiting = False
+                continue
             self._apply_controls()
             now = monotonic()
             self._close_idle(now)
@@ -235,13 +258,15 @@ class Worker:
                 return None
             heap = self.heap
             if not heap:
+                if not block:
+                    return False
                 self.idle = True
                 self.waiting = True
                 self.cond.wait(None if self.idle_timeout is None else max(self._next_idle_check - now, 0.001))
                 self.waiting = False
                 continue
             waited = now - heap[0][0]
-            if len(heap) >= self.largest or self.idle or waited >= self.max_wait:
+            if not block or len(heap) >= self.largest or self.idle or waited >= self.max_wait:
                 break
             self.waiting = True
             self.cond.wait(self.max_wait - waited)
@@ -258,6 +283,39 @@ class Worker:
             stream.in_flight = True
         self.idle = False
         return streams, chunks, now
+
+    # -- a blocking caller's thread
+
+    def claim(self) -> bool:
+        """(Lock held) Claim the worker for the calling thread when its thread is idle in its wait
+        (nothing was ready when it last looked): see ``run_here``."""
+        if self.claimed or not self.waiting or not self.idle or self.stopping:
+            return False
+        self.claimed = threading.get_ident()
+        return True
+
+    def run_here(self, waiter: Waiter) -> None:
+        """(After ``claim``) Run the ready batches on this (a blocking caller's) thread until
+        `waiter` is done: the same batches it would run at once, without two
+        thread hand-offs per call (on a loaded core each costs a scheduler wake-up). The worker
+        thread waits meanwhile (one runner per worker: its request is one call's). When the
+        worker is busy, or anything is left, the caller waits for the worker as before."""
+        try:
+            while waiter.left:
+                with self.cond:
+                    batch = self._next_batch(block=False)
+                    outbox, self.outbox = self.outbox, []
+                _deliver(outbox)
+                if batch is None or batch is False:
+                    return
+                if batch:
+                    self._run(*batch)
+        finally:
+            with self.cond:
+                self.claimed = 0
+                self.idle = not self.heap  # as the worker thread would be, had it run these
+                if self.heap or self.controls or self.outbox or self.stopping:
+                    self.cond.notify()
 
     # -- the thread
 
@@ -358,8 +416,11 @@ def _deliver_rows(chunks: list, outputs: dict, ports: list) -> None:
     for i, chunk in enumerate(chunks):
         sink = chunk.sink
         kind = type(sink)
-        if kind is Waiter:
-            sink.done(chunk.index, (outputs, ports, i), None)
+        if kind is Waiter:  # Waiter.done, inlined
+            sink.results[chunk.index] = (outputs, ports, i)
+            sink.left -= 1
+            if not sink.left:
+                sink.lock.release()
         elif kind is AsyncSink:
             loops = loops if loops is not None else {}
             loops.setdefault(sink.loop, []).append((sink.future, (outputs, ports, i), None))
