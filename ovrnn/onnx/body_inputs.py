@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import onnx
 
-from .read import ONNX_DOMAINS, all_nodes
+from .graphs import ONNX_DOMAINS, all_nodes, subgraphs
 
 
 
@@ -57,11 +57,8 @@ def _fill(graph: onnx.GraphProto, inferred: onnx.GraphProto, outer: dict) -> boo
     for node, twin in zip(graph.node, inferred.node):
         if node.op_type == "Scan" and node.domain in ONNX_DOMAINS:
             changed |= _fill_scan(node, shapes)
-        for attr, twin_attr in zip(node.attribute, twin.attribute):
-            subs = [attr.g] if attr.HasField("g") else list(attr.graphs)
-            twins = [twin_attr.g] if twin_attr.HasField("g") else list(twin_attr.graphs)
-            for sub, sub_twin in zip(subs, twins):
-                changed |= _fill(sub, sub_twin, shapes)
+        for (_, sub), (_, sub_twin) in zip(subgraphs(node), subgraphs(twin)):
+            changed |= _fill(sub, sub_twin, shapes)
     return changed
 
 
@@ -143,9 +140,8 @@ def _holders(graph: onnx.GraphProto):
         for node in graph.node:
             if node.op_type in ("Loop", "Scan") and node.domain in ONNX_DOMAINS:
                 yield node, shapes
-            for attr in node.attribute:
-                for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                    yield from walk(sub, shapes)
+            for _, sub in subgraphs(node):
+                yield from walk(sub, shapes)
 
     yield from walk(graph, {})
 

@@ -27,7 +27,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .fold import fold_constants
-from .inline import Names, all_graphs, copy_body, defined, node_label, subgraphs, taken_names
+from . import graphs
+from .graphs import all_graphs, constant_value, node_label, subgraphs
+from .inline import Names, copy_body, defined, taken_names
 from .loop_cells import NotACell
 from .loop_check import recognise
 from .control_hints import open_conditions_hint, trip_count_hint  # noqa: F401 (open_conditions_hint: asked for by plan.py, frontend_input.py)
@@ -79,21 +81,6 @@ def has_control_flow(graph: onnx.GraphProto) -> bool:
 # --- If -----------------------------------------------------------------------------------------
 
 
-def constant_value(graph: onnx.GraphProto, name: str) -> np.ndarray | None:
-    """The value of an initializer or Constant-node output of `graph`, else None."""
-    for t in graph.initializer:
-        if t.name == name:
-            return numpy_helper.to_array(t)
-    for node in graph.node:
-        if node.op_type == "Constant" and node.domain in ONNX_DOMAINS and list(node.output) == [name]:
-            attr = node.attribute[0] if len(node.attribute) == 1 else None
-            if attr is not None and attr.name == "value":
-                return numpy_helper.to_array(attr.t)
-            if attr is not None and attr.name in ("value_int", "value_ints", "value_float", "value_floats"):
-                return np.array(helper.get_attribute_value(attr))
-    return None
-
-
 def _recurrent_in(graph: onnx.GraphProto) -> list[str]:
     found = []
     for g in all_graphs(graph):
@@ -130,7 +117,7 @@ def _inline_ifs(graph: onnx.GraphProto, names: Names, notes: list[str], root: on
         del graph.node[:]
         graph.node.extend(kept)
     for node in list(graph.node):
-        for sub in subgraphs(node):
+        for _, sub in subgraphs(node):
             inlined = _inline_ifs(sub, names, notes, root, (graph, *scopes)) or inlined
     return inlined
 
@@ -217,7 +204,7 @@ def _unroll_loops(model: onnx.ModelProto, names: Names, check: BodyCheck, notes:
 
 
 def _time_loops(model: onnx.ModelProto):
-    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
+    opset = graphs.opset(model)
     for index, node in enumerate(model.graph.node):
         if node.op_type == "Loop" and node.domain in ONNX_DOMAINS:
             body = next(a.g for a in node.attribute if a.name == "body")
@@ -232,7 +219,7 @@ def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], 
     if not loops:
         return False
     outer = Outer(model.graph, _infer(model).graph, constant_value)
-    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
+    opset = graphs.opset(model)
     graph = model.graph
     for index, node, body in loops:
         trips = _time_loop_trips(graph, node, body, outer, opset, limit)
@@ -272,7 +259,7 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
         return False
     inferred = _infer(model).graph
     outer = Outer(graph, inferred, constant_value)
-    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
+    opset = graphs.opset(model)
     for index, node in found:
         try:
             built = as_loop(node, outer.shape, lambda n: names.tensor(n, node_label(node), names.tensors), opset)
@@ -289,7 +276,7 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
         trial.graph.initializer.extend(inits)
         body = next(a.g for a in loop.attribute if a.name == "body")
         trips = int(next(numpy_helper.to_array(t) for t in inits if t.name == loop.input[0]))
-        if not over_time(body) or trips > limit:
+        if not over_time(body, None, opset) or trips > limit:
             continue
         scan_body = next(a.g for a in node.attribute if a.name == "body")
         try:
@@ -323,7 +310,7 @@ def _refuse_time_loops(model: onnx.ModelProto, limit: int) -> None:
         if holds_recurrent_node(body):
             continue  # the frontend reads these; their recurrent node is lowered in the body (bodies.md)
         outer = Outer(model.graph, _infer(model).graph, constant_value)
-        opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 17)
+        opset = graphs.opset(model)
         trips = _time_loop_trips(model.graph, node, body, outer, opset, limit)
         cell = None
         try:
@@ -365,7 +352,7 @@ def _always_continues(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.G
         if start is None or start.size != 1 or not bool(start.reshape(-1)[0]):
             return False
     name = body.output[0].name
-    producers = {o: n for n in body.node for o in n.output if o}
+    producers = graphs.producers(body)
     for _ in range(len(body.node) + 1):
         if name == body.input[1].name:
             return True

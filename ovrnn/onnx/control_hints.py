@@ -6,12 +6,13 @@ from __future__ import annotations
 import onnx
 
 from ..errors import flag, quoted
+from . import graphs
 from .read import ONNX_DOMAINS
 
 
 def _deciding_inputs(graph: onnx.GraphProto, names: list[str]) -> tuple[list[str], set[str], set[str]]:
     """(the graph's inputs, those whose shape, those whose value the tensors `names` are computed from)."""
-    producers = {o: n for n in graph.node for o in n.output if o}
+    producers = graphs.producers(graph)
     inputs = [i.name for i in graph.input if i.name not in {t.name for t in graph.initializer}]
     by_shape: set[str] = set()
     by_value: set[str] = set()

@@ -6,30 +6,10 @@ node's name (``choose_sr/...``, ``loop/iter2/...``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import onnx
-from onnx import helper
 
-
-
-def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
-
-
-def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for sub in subgraphs(node):
-            yield from all_graphs(sub)
-
-
-def node_label(node: onnx.NodeProto) -> str:
-    return node.name or (node.output[0] if node.output else node.op_type)
+from . import graphs
+from .graphs import all_graphs, subgraphs
 
 
 def defined(graph: onnx.GraphProto) -> set[str]:
@@ -52,23 +32,13 @@ class Names:
             self.tensors |= defined(g) | {o.name for o in g.output} | {n for node in g.node for n in node.input if n}
             self.nodes |= {n.name for n in g.node if n.name}
 
-    @staticmethod
-    def _fresh(name: str, prefix: str, used: set[str]) -> str:
-        candidate = f"{prefix}/{name}"
-        k = 1
-        while candidate in used:
-            k += 1
-            candidate = f"{prefix}/{name}_{k}"
-        used.add(candidate)
-        return candidate
-
     def tensor(self, name: str, prefix: str, taken: set[str]) -> str:
         """`name` itself when no graph of the model but the one being inlined uses it."""
         if name not in taken and name not in self.claimed:
             self.tensors.add(name)
             self.claimed.add(name)
             return name
-        fresh = self._fresh(name, prefix, self.tensors)
+        fresh = graphs.fresh(f"{prefix}/{name}", self.tensors, start=2)
         self.claimed.add(fresh)
         return fresh
 
@@ -80,7 +50,7 @@ class Names:
             self.nodes.add(name)
             self.claimed_nodes.add(name)
             return name
-        fresh = self._fresh(name, prefix, self.nodes)
+        fresh = graphs.fresh(f"{prefix}/{name}", self.nodes, start=2)
         self.claimed_nodes.add(fresh)
         return fresh
 
@@ -95,7 +65,7 @@ def rename_inside(graph: onnx.GraphProto, mapping: dict[str, str]) -> None:
         for i, name in enumerate(node.input):
             if name in local:
                 node.input[i] = local[name]
-        for sub in subgraphs(node):
+        for _, sub in subgraphs(node):
             rename_inside(sub, local)
     for out in graph.output:
         if out.name in local:
@@ -120,7 +90,7 @@ def copy_body(body: onnx.GraphProto, prefix: str, names: Names, preset: dict[str
         for i, name in enumerate(copy.output):
             if name:
                 copy.output[i] = mapping[name]
-        for sub in subgraphs(copy):
+        for _, sub in subgraphs(copy):
             rename_inside(sub, mapping)
         nodes.append(copy)
     inits = []
@@ -142,7 +112,7 @@ def copy_body(body: onnx.GraphProto, prefix: str, names: Names, preset: dict[str
 def taken_names(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[set[str], set[str]]:
     """(tensor names, node names) the inlined body's own may not keep: those of every graph but
     the bodies of `node`, which goes away (an If's other branch included)."""
-    own = {id(sub) for sub in subgraphs(node)}
+    own = {id(sub) for _, sub in subgraphs(node)}
     tensors: set[str] = set()
     nodes: set[str] = set()
     stack = [graph]
@@ -150,5 +120,5 @@ def taken_names(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[set[str],
         g = stack.pop()
         tensors |= defined(g) | {o.name for o in g.output} | {i for n in g.node for i in n.input if i}
         nodes |= {n.name for n in g.node if n is not node}
-        stack += [sub for n in g.node for sub in subgraphs(n) if id(sub) not in own]
+        stack += [sub for n in g.node for _, sub in subgraphs(n) if id(sub) not in own]
     return tensors, nodes

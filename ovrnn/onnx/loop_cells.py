@@ -42,7 +42,8 @@ from ..families import family_of
 from ..families.lstm import LSTM
 from ..families.rnn import RNN
 from .loop_class import ANALYTIC, FLOATS, attr as _attr, check_reads, check_rows, beside_recurrent_node, own_names, per_step_read, step_of
-from .graphs import FLOAT_TYPES
+from . import graphs
+from .graphs import FLOAT_TYPES, node_label
 from .loop_values import Body, Cell, Expr, Lin, NotACell, Outer, Step
 from .read import ONNX_DOMAINS, RECURRENT
 
@@ -98,7 +99,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
     for index, node in enumerate(body.node):
         if index not in needed:
             continue  # the condition and counters: checked apart (loop_rewrite.runs_exactly)
-        label = node.name or node.output[0]
+        label = node_label(node)
         if node.domain not in ONNX_DOMAINS:
             raise NotACell(f"it holds a {node.domain}.{node.op_type} node")
         ins = []
@@ -158,22 +159,14 @@ def body_index(body: onnx.GraphProto, name: str) -> int:
 
 def upstream_nodes(graph: onnx.GraphProto, names: list[str]) -> set[int]:
     """Indices of the nodes of `graph` that the tensors `names` are computed from."""
-    producer = {o: k for k, n in enumerate(graph.node) for o in n.output if o}
-    seen: set[int] = set()
-    stack = [producer[n] for n in names if n in producer]
-    while stack:
-        k = stack.pop()
-        if k in seen:
-            continue
-        seen.add(k)
-        stack += [producer[i] for i in graph.node[k].input if i in producer]
-    return seen
+    tensors = graphs.upstream(graph, names)
+    return {k for k, n in enumerate(graph.node) if any(o in tensors for o in n.output if o)}
 
 
 def _inner_cell(node: onnx.NodeProto, body: onnx.GraphProto, env: dict) -> "Cell":
     """A one-step LSTM/GRU/RNN node reading x[t] and the carried states (through Unsqueeze), with
     constant weights and the default attributes: the cell itself."""
-    producers = {o: n for n in body.node for o in n.output if o}
+    producers = graphs.producers(body)
 
     def base(name: str):
         while name in producers and producers[name].op_type in ("Unsqueeze", "Squeeze", "Identity"):
@@ -216,7 +209,7 @@ def _dims(vi: onnx.ValueInfoProto) -> list | None:
 def increment(body: onnx.GraphProto, state: str, out: str, outer_const=None) -> int | None:
     """The constant the body adds to an integer counter state, else None (`outer_const`: the
     value of an outer constant the body reads, as tf2onnx keeps the 1 outside)."""
-    producers = {o: n for n in body.node for o in n.output}
+    producers = graphs.producers(body)
     name = out
     while name in producers and producers[name].op_type == "Identity":
         name = producers[name].input[0]

@@ -31,6 +31,8 @@ from ..families.rnn import RNN
 from .loop_cells import NotACell, increment, body_index, upstream_nodes
 from .loop_check import Cell, body_model, recognise
 from .noop_slice import noop_slice_sources
+from . import graphs
+from .graphs import node_label
 from .read import ONNX_DOMAINS, RECURRENT
 
 
@@ -71,7 +73,7 @@ class Outer:
         value = self.const(name)
         if value is not None:
             return bool(np.isin(value, (0, 1)).all())
-        producers = {o: n for n in self.graph.node for o in n.output if o}
+        producers = graphs.producers(self.graph)
         for _ in range(len(self.graph.node) + 1):
             if self.elem_type(name) == onnx.TensorProto.BOOL and name in self._infos:
                 return True
@@ -82,7 +84,7 @@ class Outer:
         return False
 
 
-def over_time(body: onnx.GraphProto, outer_const=None, opset: int | None = None) -> bool:
+def over_time(body: onnx.GraphProto, outer_const, opset: int) -> bool:
     """A recurrence written out as a Loop: at most one recurrent node in the body (a one-step
     cell), a float value carried, and an outer tensor read step by step (a Gather by the iteration
     number or by a counter that adds a constant each iteration, as tf2onnx and TorchScript write
@@ -165,7 +167,7 @@ def recover(graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx
         cell, found = recognise(node, body, outer, opset, trips)
     except NotACell as why:
         return str(why)
-    label = node.name or node.output[0]
+    label = node_label(node)
     try:
         return _Rewrite(node, body, cell, found, trips, outer, fresh, label).build()
     except Exception as exc:  # noqa: BLE001 - a body recognised but not rewritable here is unrolled instead
@@ -380,7 +382,7 @@ def holds_recurrent_node(body: onnx.GraphProto) -> bool:
 def refusal(node: onnx.NodeProto, why: str, trips: int | None, limit: int, cell: Cell | None = None, deciding: str = "") -> UnsupportedFeatureError:
     """The one error for a Loop over time that stays: what its body is, why it can be neither
     rewritten nor unrolled, and what the user can do (`deciding`: what its trip count depends on)."""
-    label = node.name or node.output[0]
+    label = node_label(node)
     if trips is None:
         count = f"its trip count is not a constant: {deciding}" if deciding else "its trip count is not a constant"
     elif trips > limit:

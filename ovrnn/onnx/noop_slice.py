@@ -37,17 +37,16 @@ _BOUND_OPS = {"Identity", "Unsqueeze", "Squeeze", "Cast", "Reshape", "Concat"}  
 
 def noop_slice_sources(
     body: onnx.GraphProto,
-    const: Callable[[str], np.ndarray | None] | None = None,
-    opset: int | None = None,
+    const: Callable[[str], np.ndarray | None] | None,
+    opset: int,
     dims: Callable[[str], list[int | None] | None] | None = None,
 ) -> dict[str, str]:
     """{Slice output: its data input} for every Slice of `body` proven a no-op (module docstring).
     `const`: the value of a constant of the enclosing graph, else None; `opset`: the model's ai.onnx
-    opset (None: the newest onnx knows); `dims`: a tensor's dims where known."""
+    opset (onnx/graphs.opset); `dims`: a tensor's dims where known."""
     slices = [n for n in body.node if n.op_type == "Slice" and n.domain in ONNX_DOMAINS and n.input and n.output]
     if not slices:
         return {}
-    opset = opset or onnx.defs.onnx_opset_version()
     known = _constants(body, const or (lambda name: None), opset)
     found = {}
     for node in slices:

@@ -20,7 +20,7 @@ from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError
 from ..fileio import open_regular, read_regular
 from ..shapes import Dim, Shape
 from . import graphs
-from .graphs import all_nodes, describe_node  # noqa: F401 (all_nodes: validation/ still imports it from here)
+from .graphs import describe_node
 
 # the ai.onnx recurrent ops, from the op registry (ovrnn/families/); `ovrnn.families.is_recurrent`
 # also knows the other domains' (com.microsoft's DynamicQuantizeLSTM)

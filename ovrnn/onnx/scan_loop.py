@@ -28,7 +28,7 @@ def scans(graph: onnx.GraphProto):
             yield index, node
 
 
-def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int | None = None) -> tuple[list, list, onnx.NodeProto] | None:
+def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int) -> tuple[list, list, onnx.NodeProto] | None:
     """(nodes before, initializers, the Loop, its nodes after appended to `before`'s list) for a
     Scan whose scan inputs have static shapes; None otherwise. `fresh(name)` gives unused names.
 
@@ -37,7 +37,7 @@ def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int | None = None) -> 
     and outputs number what the node's inputs and num_scan_inputs say, every scan input of static
     shape and all of one length along its axis, and the rank of each stacked output known where
     its axis is not 0."""
-    if opset is not None and opset < 9:
+    if opset < 9:
         return None
     attrs = {a.name: a for a in node.attribute}
     body = attrs["body"].g

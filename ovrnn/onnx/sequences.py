@@ -9,7 +9,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .inline import Names, all_graphs, node_label
+from . import graphs
+from .graphs import all_graphs, node_label
+from .inline import Names
 from .read import ONNX_DOMAINS
 
 
@@ -19,7 +21,7 @@ def sequences_to_concat(graph: onnx.GraphProto, names: Names) -> bool:
     SequenceInsert per iteration and ConcatFromSequence. Once the loop is unrolled, such a chain
     (each sequence read once, every insert at the end) is a Concat of its elements (Unsqueezed
     first for ``new_axis=1``): ops OpenVINO's frontend converts with static shapes."""
-    producers = {o: n for n in graph.node for o in n.output if o}
+    producers = graphs.producers(graph)
     readers: dict[str, int] = {}
     for g in all_graphs(graph):
         for n in g.node:
