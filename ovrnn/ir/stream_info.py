@@ -8,7 +8,8 @@ records about its stream, in the rt_info section ``ovrnn/stateful`` (``RT_SECTIO
     states       ID=INIT, INIT = zeros | constant | computed | pair:IN=OUT
 
 ``StreamInfo.rt_info()`` writes the section (the emitter, ir/graph.py, and the frontend path,
-frontend/whole_model.py); ``read_states`` reads each state's entries back (``ovrnn inspect``). The
+frontend/whole_model.py); ``read_stream_info`` reads it back strictly (runtime/stream.py's
+``StreamContract``), ``read_states`` leniently (``ovrnn inspect``, which describes any IR). The
 lowering half (ReadValue/Assign around each node's chain) is ``lower/state.py``.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import UnsupportedFeatureError, flag
+from ..errors import IRFormatError, UnsupportedFeatureError, flag
 
 RT_SECTION = ("ovrnn", "stateful")
 
@@ -27,13 +28,13 @@ class StreamState:
     """One variable as rt_info and inspect describe it."""
 
     id: str
-    init: str  # zeros | constant | computed | pair:IN=OUT
+    init: str | None  # zeros | constant | computed | pair:IN=OUT; None: read from an IR that does not list it
     batch_axis: int | None
 
 
 @dataclass
 class StreamInfo:
-    steps: int
+    steps: int | None  # None: read from an IR that does not say
     inputs: list[tuple[str, int, int]] = field(default_factory=list)  # (name, time axis, length)
     batch: list[tuple[str, int]] = field(default_factory=list)  # (name, batch axis)
     states: list[StreamState] = field(default_factory=list)
@@ -48,11 +49,44 @@ class StreamInfo:
             "inputs": ";".join(f"{n}:{a}:{k}" for n, a, k in self.inputs),
             "batch": ";".join(f"{n}:{a}" for n, a in self.batch),
             "state_batch": ";".join(f"{s.id}:{s.batch_axis}" for s in self.states if s.batch_axis is not None),
-            "states": ";".join(f"{s.id}={s.init}" for s in self.states),
+            "states": ";".join(f"{s.id}={s.init}" for s in self.states if s.init is not None),
         }
         if self.outputs:
             info["outputs"] = ";".join(f"{n}:{'' if a is None else a}" for n, a in self.outputs)
         return info
+
+
+def read_stream_info(section: Mapping[str, str]) -> StreamInfo:
+    """The section as an IR wrote it, strictly: an entry not of the format is an IRFormatError that
+    names it. The states listed in ``states`` come first, in their order, then those that only
+    ``state_batch`` names (init None)."""
+    inits = dict(_pairs(section.get("states", ""), "=", "states"))
+    axes = {k: _int(v, "state_batch") for k, v in _pairs(section.get("state_batch", ""), ":", "state_batch")}
+    states = [StreamState(vid, inits.get(vid), axes.get(vid)) for vid in dict.fromkeys([*inits, *axes])]
+    steps = _int(section["steps"], "steps") if "steps" in section else None
+    inputs = []
+    for spec in filter(None, section.get("inputs", "").split(";")):
+        name, axis, length = (spec.rsplit(":", 2) + ["", ""])[:3]
+        inputs.append((name, _int(axis, "inputs"), _int(length, "inputs")))
+    batch = [(k, _int(v, "batch")) for k, v in _pairs(section.get("batch", ""), ":", "batch")]
+    outputs = [(k, _int(v, "outputs") if v else None) for k, v in _pairs(section.get("outputs", ""), ":", "outputs")]
+    return StreamInfo(steps, inputs, batch, states, outputs=outputs)
+
+
+def _pairs(text: str, sep: str, key: str) -> list[tuple[str, str]]:
+    out = []
+    for item in filter(None, text.split(";")):
+        name, found, value = item.rpartition(sep) if sep == ":" else item.partition(sep)
+        if not found or not name:
+            raise IRFormatError(f"rt_info ovrnn/stateful/{key}: expected NAME{sep}VALUE items separated by ';', got '{item}'")
+        out.append((name, value))
+    return out
+
+
+def _int(text: str, key: str) -> int:
+    if not str(text).isdigit():
+        raise IRFormatError(f"rt_info ovrnn/stateful/{key}: expected a non-negative integer, got '{text}'")
+    return int(text)
 
 
 def read_states(section: Mapping[str, str]) -> dict[str, tuple[str | None, int | None]]:

@@ -8,7 +8,8 @@
     stream.set_state("lstm/H", h)              # seed a state
 
 A stateful IR is an ordinary OpenVINO model with ReadValue-6/Assign-6 pairs. What ovrnn adds is
-written in the model's rt_info under ``ovrnn/stateful`` (all values strings):
+written in the model's rt_info under ``ovrnn/stateful`` (all values strings; the format is
+ovrnn/ir/stream_info.py's, which writes and reads it):
 
     steps        K, the steps one call runs
     inputs       NAME:AXIS:LENGTH of every input that carries the time axis (split into chunks)
@@ -47,12 +48,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import DeviceError, IRFormatError, UsageError
+from ..errors import DeviceError, UsageError
 from . import engine
 from .runner import Runner
 from .chunks import StreamRun, join_outputs, split_inputs  # noqa: F401  (validation imports them from here)
 
-from ..ir.stream_info import RT_SECTION
+from ..ir.stream_info import RT_SECTION, read_stream_info
 
 
 # --- what the IR says ---------------------------------------------------------------------------
@@ -91,9 +92,9 @@ class StreamContract:
         variables = {v.info.variable_id: v.info for v in model.get_variables()}
         if not variables:
             raise UsageError("the IR has no states (no ReadValue/Assign): it is not a stateful IR; make one with ovrnn convert --stateful")
-        rt = stateful_rt_info(model)
-        inits = dict(_pairs(rt.get("states", ""), "=", "states"))
-        state_batch = {k: _int(v, "state_batch") for k, v in _pairs(rt.get("state_batch", ""), ":", "state_batch")}
+        rt = read_stream_info(stateful_rt_info(model))
+        inits = {s.id: s.init for s in rt.states if s.init is not None}
+        state_batch = {s.id: s.batch_axis for s in rt.states if s.batch_axis is not None}
         states = []
         order = [*inits, *sorted(set(variables) - set(inits))]  # as the rt_info lists them: H before C
         for vid in (v for v in order if v in variables):
@@ -104,14 +105,8 @@ class StreamContract:
                 dynamic = [i for i, d in enumerate(shape) if d.is_dynamic] if shape.rank.is_static else []
                 axis = dynamic[0] if len(dynamic) == 1 else None
             states.append(StateInfo(vid, str(shape), info.data_type.get_type_name(), inits.get(vid, ""), axis))
-        steps = _int(rt["steps"], "steps") if "steps" in rt else None
-        inputs = []
-        for spec in filter(None, rt.get("inputs", "").split(";")):
-            name, axis, length = (spec.rsplit(":", 2) + ["", ""])[:3]
-            inputs.append(TimeInput(name, _int(axis, "inputs"), _int(length, "inputs")))
-        batch = {k: _int(v, "batch") for k, v in _pairs(rt.get("batch", ""), ":", "batch")}
-        outputs = {k: _int(v, "outputs") if v else None for k, v in _pairs(rt.get("outputs", ""), ":", "outputs")}
-        return StreamContract(tuple(states), steps, tuple(inputs), batch, outputs)
+        inputs = tuple(TimeInput(name, axis, length) for name, axis, length in rt.inputs)
+        return StreamContract(tuple(states), rt.steps, inputs, dict(rt.batch), dict(rt.outputs))
 
 
 def stateful_rt_info(model) -> dict[str, str]:
@@ -130,22 +125,6 @@ def stateful_rt_info(model) -> dict[str, str]:
 def is_stateful(model) -> bool:
     """True when the model keeps states between calls (any ReadValue/Assign variable)."""
     return bool(model.get_variables())
-
-
-def _pairs(text: str, sep: str, key: str) -> list[tuple[str, str]]:
-    out = []
-    for item in filter(None, text.split(";")):
-        name, found, value = item.rpartition(sep) if sep == ":" else item.partition(sep)
-        if not found or not name:
-            raise IRFormatError(f"rt_info ovrnn/stateful/{key}: expected NAME{sep}VALUE items separated by ';', got '{item}'")
-        out.append((name, value))
-    return out
-
-
-def _int(text: str, key: str) -> int:
-    if not str(text).isdigit():
-        raise IRFormatError(f"rt_info ovrnn/stateful/{key}: expected a non-negative integer, got '{text}'")
-    return int(text)
 
 
 # --- devices ------------------------------------------------------------------------------------
