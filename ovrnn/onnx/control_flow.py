@@ -32,7 +32,7 @@ from .graphs import all_graphs, constant_value, node_label, subgraphs
 from .inline import Names, copy_body, defined, taken_names
 from .loop_cells import NotACell
 from .loop_check import recognise
-from .control_hints import open_conditions_hint, trip_count_hint  # noqa: F401 (open_conditions_hint: asked for by plan.py, frontend_input.py)
+from .control_hints import open_conditions_hint, trip_count_hint  # noqa: F401 (open_conditions_hint: asked for by plan/decide.py, frontend_input.py)
 from .loop_rewrite import Outer, counted_trips, holds_recurrent_node, over_time, recover, refusal
 from .read import ONNX_DOMAINS, RECURRENT
 from .scan_loop import as_loop, scans
