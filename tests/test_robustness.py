@@ -226,7 +226,12 @@ def _odd_models():
     m4.graph.output[0].CopyFrom(onnx.ValueInfoProto(name="Y"))
     m5, f5, _ = make_model(Case("unused-input-without-shape"))
     m5.graph.input.append(helper.make_tensor_value_info("unused", TensorProto.FLOAT, None))
-    return [(m1, f1, ()), (m2, f2, ()), (m3, f3, ()), (m4, f4, ()), (m5, f5, ("graph input 'unused' is read by no node and has no declared shape; left out of the IR",))]
+    listed = (
+        "graph inputs 'W', 'R', 'B' are also initialized (inputs with default values, which onnxruntime lets a caller feed): converted as "
+        "their initializers' constant values, as ovc does, so the IR does not take them as inputs; to feed one at run time, remove its "
+        "initializer from the ONNX model before converting"
+    )
+    return [(m1, f1, ()), (m2, f2, (listed,)), (m3, f3, ()), (m4, f4, ()), (m5, f5, ("graph input 'unused' is read by no node and has no declared shape; left out of the IR",))]
 
 
 @pytest.mark.parametrize("model, feeds, notes", _odd_models(), ids=lambda v: v.graph.name if hasattr(v, "graph") else "")

@@ -54,10 +54,16 @@ def overridable_initializer_notes(model: onnx.ModelProto) -> list[str]:
     if not names:
         return []
     shown = ", ".join(f"'{n}'" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    if len(names) == 1:
+        return [
+            f"graph input {shown} is also initialized (an input with a default value, which onnxruntime lets a caller feed): converted as "
+            "its initializer's constant value, as ovc does, so the IR does not take it as an input; to feed it at run time, remove its "
+            "initializer from the ONNX model before converting"
+        ]
     return [
-        f"graph input{'s' if len(names) > 1 else ''} {shown} {'are' if len(names) > 1 else 'is'} also initialized (an input with a default "
-        "value, which onnxruntime lets a caller feed): converted as the initializer's constant value, as ovc does, so the IR does not "
-        "take it as an input; to feed it at run time, remove its initializer from the ONNX model before converting"
+        f"graph inputs {shown} are also initialized (inputs with default values, which onnxruntime lets a caller feed): converted as "
+        "their initializers' constant values, as ovc does, so the IR does not take them as inputs; to feed one at run time, remove its "
+        "initializer from the ONNX model before converting"
     ]
 
 
