@@ -21,6 +21,7 @@ from pathlib import Path
 
 import onnx
 
+from .device.plugins import device_names, is_available
 from .errors import BodyStepsUnknownError, InvalidModelError, UnsupportedFeatureError
 from .ir.model import IR
 from .lower.node import LoweringOptions
@@ -182,8 +183,8 @@ def _auto_cells(plan: Plan, build) -> tuple[dict[str, str], str]:
 
     device, ops = auto_device(plan.request.device), plan.ops()
     available = runtime.available_devices()
-    names = runtime.device_names(device)
-    if not all(runtime.is_available(n, available) for n in names):
+    names = device_names(device)
+    if not all(is_available(n, available) for n in names):
         return cells_from_tables(device, ops, names, available)
     model = runtime.read_model(build("cell"))
     supported = runtime.core().query_model(model, device)

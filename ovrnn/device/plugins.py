@@ -1,6 +1,7 @@
 """What ovrnn knows about OpenVINO's device plugins without running one: how OpenVINO spells their
-names, and which IR layer types each plugin imports (which device lacks which cell is each op
-family's, in ``ovrnn/families/``). The runtime (compiling on a device) and
+names, which devices a device string names, which IR layer types each plugin imports (which device
+lacks which cell is each op family's, in ``ovrnn/families/``) and how a device treats a stream's
+states (``device_traits``, ``precision_note``). The runtime (compiling on a device) and
 ``--lowering auto`` (choosing what to lower to for a device) both read it from here.
 """
 
@@ -8,8 +9,11 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 
 from ..errors import UsageError, flag
+
+VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")  # device strings that name other devices
 
 # Integer element types of weights an IR may hold (--compress-weights, DynamicQuantizeLSTM, QDQ).
 INTEGER_WEIGHTS = ("i8", "u8", "i4", "u4")
@@ -68,3 +72,42 @@ def canonical_device(device: str) -> str:
         fixed.append(name + m.group(2))
     return fixed[0] + (":" + ",".join(fixed[1:]) if sep else "")
 
+
+# --- device strings and what a device does with states ------------------------------------------
+
+
+def device_names(device: str) -> list[str]:
+    """The devices a device string names: HETERO:GPU(2),CPU -> GPU, CPU; a bare AUTO -> none."""
+    base, _, rest = device.partition(":")
+    if base not in VIRTUAL_DEVICES:
+        return [device]
+    return [re.sub(r"\(.*\)$", "", n).strip() for n in rest.split(",") if n.strip()]
+
+
+def is_available(name: str, available: list[str]) -> bool:
+    """GPU counts as available when GPU.0 is."""
+    return any(a == name or a.split(".")[0] == name for a in available)
+
+
+@dataclass(frozen=True)
+class DeviceTraits:
+    """How a device treats states, by device name (no device needed to decide)."""
+
+    static_only: bool = False  # NPU: no dynamic dims, so no dynamic batch
+    reset_zero_fills: bool = False  # NPU: reset() = memset 0, the ReadValue initializer is ignored
+
+
+def device_traits(device: str) -> DeviceTraits:
+    """NPU (alone, or among HETERO/AUTO/MULTI's devices) gets NPU's rules."""
+    names = [n.split(".")[0] for n in device_names(device)]
+    npu = "NPU" in names
+    return DeviceTraits(static_only=npu, reset_zero_fills=npu)
+
+
+def precision_note(device: str, precision: str | None) -> str | None:
+    """GPU keeps states in its inference precision: below f32, error builds up call after call."""
+    names = [n.split(".")[0] for n in device_names(device)]
+    if "GPU" in names and precision != "f32":
+        asked = "the device's default (f16 on GPU)" if precision in (None, "default") else precision
+        return f"{device} keeps the states in its inference precision, here {asked}: error builds up call after call along the stream (f32, the default, avoids it)"
+    return None

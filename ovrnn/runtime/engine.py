@@ -19,8 +19,8 @@ import numpy as np
 from ..errors import DeviceError, IRFormatError, UsageError, flag
 from ..device.ov import core, ov, ov_message, read_ir_bytes
 from ..device.plugins import exact_integer_weights
+from ..device.plugins import device_names, is_available
 
-VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 DEFAULT_PRECISION = "f32"
 
 _SHAPE_MISMATCH = re.compile(r"shape infer|mismatch|not matched|incompatible|Dimension .* is not|cannot broadcast|Broadcast|conflicts with the reshape pattern", re.IGNORECASE)
@@ -28,19 +28,6 @@ _SHAPE_MISMATCH = re.compile(r"shape infer|mismatch|not matched|incompatible|Dim
 
 def available_devices() -> list[str]:
     return list(core().available_devices)
-
-
-def device_names(device: str) -> list[str]:
-    """The devices a device string names: HETERO:GPU(2),CPU -> GPU, CPU; a bare AUTO -> none."""
-    base, _, rest = device.partition(":")
-    if base not in VIRTUAL_DEVICES:
-        return [device]
-    return [re.sub(r"\(.*\)$", "", n).strip() for n in rest.split(",") if n.strip()]
-
-
-def is_available(name: str, available: list[str]) -> bool:
-    """GPU counts as available when GPU.0 is."""
-    return any(a == name or a.split(".")[0] == name for a in available)
 
 
 def check_device(device: str) -> None:

@@ -54,6 +54,7 @@ from .runner import Runner
 from .chunks import StreamRun, join_outputs, split_inputs  # noqa: F401  (validation imports them from here)
 
 from ..ir.stream_info import RT_SECTION, read_stream_info
+from ..device.plugins import DeviceTraits, device_traits, precision_note
 
 
 # --- what the IR says ---------------------------------------------------------------------------
@@ -125,33 +126,6 @@ def stateful_rt_info(model) -> dict[str, str]:
 def is_stateful(model) -> bool:
     """True when the model keeps states between calls (any ReadValue/Assign variable)."""
     return bool(model.get_variables())
-
-
-# --- devices ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DeviceTraits:
-    """How a device treats states, by device name (no device needed to decide)."""
-
-    static_only: bool = False  # NPU: no dynamic dims, so no dynamic batch
-    reset_zero_fills: bool = False  # NPU: reset() = memset 0, the ReadValue initializer is ignored
-
-
-def device_traits(device: str) -> DeviceTraits:
-    """NPU (alone, or among HETERO/AUTO/MULTI's devices) gets NPU's rules."""
-    names = [n.split(".")[0] for n in engine.device_names(device)]
-    npu = "NPU" in names
-    return DeviceTraits(static_only=npu, reset_zero_fills=npu)
-
-
-def precision_note(device: str, precision: str | None) -> str | None:
-    """GPU keeps states in its inference precision: below f32, error builds up call after call."""
-    names = [n.split(".")[0] for n in engine.device_names(device)]
-    if "GPU" in names and precision != "f32":
-        asked = "the device's default (f16 on GPU)" if precision in (None, "default") else precision
-        return f"{device} keeps the states in its inference precision, here {asked}: error builds up call after call along the stream (f32, the default, avoids it)"
-    return None
 
 
 # --- the stream ---------------------------------------------------------------------------------

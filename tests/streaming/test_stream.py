@@ -9,6 +9,8 @@ from cases import TOL, Case, make_model
 from conftest import assert_close
 
 import ovrnn
+from ovrnn.device import plugins
+from ovrnn.device.plugins import DeviceTraits
 from ovrnn.runtime import stream as stream_module
 from ovrnn import reference
 
@@ -200,7 +202,7 @@ def test_a_stateless_ir_is_not_a_stream(tmp_path):
     "device, npu", [("CPU", False), ("GPU.1", False), ("NPU", True), ("HETERO:NPU,CPU", True), ("AUTO:GPU,CPU", False)]
 )
 def test_device_traits_by_name(device, npu):
-    traits = stream_module.device_traits(device)
+    traits = plugins.device_traits(device)
     assert traits.static_only is npu and traits.reset_zero_fills is npu
 
 
@@ -209,7 +211,7 @@ def test_device_traits_by_name(device, npu):
     [("GPU", "f16", "here f16"), ("GPU.1", "default", "here the device's default (f16 on GPU)"), ("HETERO:GPU,CPU", "bf16", "here bf16"), ("GPU", "f32", None), ("CPU", "f16", None)],
 )
 def test_gpu_state_precision_is_noted_by_name(device, precision, noted):
-    note = stream_module.precision_note(device, precision)
+    note = plugins.precision_note(device, precision)
     assert (note is None) if noted is None else (noted in note and "error builds up call after call" in note)
 
 
@@ -243,7 +245,7 @@ def test_npu_reset_seeds_a_constant_initial_state(constant_init_ir, monkeypatch,
     case, path, proto = constant_init_ir
     monkeypatch.setattr(stream_module.Stream, "_reset_request", zero_filling_reset)
     if npu_rules:
-        monkeypatch.setattr(stream_module, "device_traits", lambda device: stream_module.DeviceTraits(static_only=True, reset_zero_fills=True))
+        monkeypatch.setattr(stream_module, "device_traits", lambda device: DeviceTraits(static_only=True, reset_zero_fills=True))
     stream = ovrnn.Stream(path)
     x = long_input(case, 2, seed=4)
     want = whole(proto, case, x)["Y"]
