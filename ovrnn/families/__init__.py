@@ -57,6 +57,8 @@ class OpFamily:
     outputs: tuple[str, ...]
     no_cell: tuple[str, ...] = ()  # device plugins known to lack its cell (the README's device table)
     lowered_as: OpFamily | None = None  # read as another family's node (DynamicQuantizeLSTM: an LSTM)
+    own_attributes: tuple[str, ...] = ()  # the attributes of this family alone (GRU: linear_before_reset)
+    loop_activations: tuple[tuple[str, ...], ...] = ()  # activation lists besides the defaults a cell recovered from a Loop may have
     rt_info_op: bool = True  # an IR's rt_info of its node names the op ("op"); RNN's IRs predate the entry
     parts: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 

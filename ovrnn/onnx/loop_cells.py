@@ -39,8 +39,6 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..families import family_of
-from ..families.lstm import LSTM
-from ..families.rnn import RNN
 from .loop_class import ANALYTIC, FLOATS, attr as _attr, check_reads, check_rows, beside_recurrent_node, own_names, per_step_read, step_of
 from . import graphs
 from .graphs import FLOAT_TYPES, node_label
@@ -175,22 +173,23 @@ def _inner_cell(node: onnx.NodeProto, body: onnx.GraphProto, env: dict) -> "Cell
 
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     family = family_of(node)
+    has_c = "initial_c" in family.inputs  # a cell state beside h (LSTM's)
     plain = list(family.default_activations)
     acts = [a.decode() for a in attrs.get("activations", [])] or plain
     extra = set(attrs) - {"hidden_size", "activations", "direction", "linear_before_reset", "layout", "input_forget"}
     if extra or attrs.get("direction", b"forward") != b"forward" or attrs.get("layout", 0) or attrs.get("input_forget", 0) or \
-            not (acts == plain or (family is RNN and acts == ["Relu"])):
+            not (acts == plain or tuple(acts) in family.loop_activations):
         raise NotACell(f"its {node.op_type} node '{node.name}' has attributes beyond hidden_size, linear_before_reset and the default activations")
     ins = list(node.input) + [""] * (8 - len(node.input))
     if any(ins[k] for k in (4, 7)):
         raise NotACell(f"its {node.op_type} node '{node.name}' has sequence_lens or peepholes")
     x, W, R = base(ins[0]), env.get(ins[1]), env.get(ins[2])
     B = env.get(ins[3]) if ins[3] else None
-    h, c = base(ins[5]) if ins[5] else None, base(ins[6]) if family is LSTM and ins[6] else None
+    h, c = base(ins[5]) if ins[5] else None, base(ins[6]) if has_c and ins[6] else None
     if not (isinstance(x, Lin) and set(x.terms) == {"x"}) or not all(isinstance(v, np.ndarray) for v in (W, R)) or (ins[3] and not isinstance(B, np.ndarray)):
         raise NotACell(f"its {node.op_type} node '{node.name}' does not read x[t] with constant weights")
     states = [v for v in (h, c) if v is not None]
-    if not all(isinstance(v, Lin) and len(v.terms) == 1 and isinstance(next(iter(v.terms)), str) for v in states) or h is None or (family is LSTM and c is None):
+    if not all(isinstance(v, Lin) and len(v.terms) == 1 and isinstance(next(iter(v.terms)), str) for v in states) or h is None or (has_c and c is None):
         raise NotACell(f"its {node.op_type} node '{node.name}' does not start from the carried states")
     G = W.shape[1]
     B = np.zeros((1, 2 * G)) if B is None else B

@@ -300,7 +300,7 @@ def reference_step(cell: Cell, x, h, c, cut=None) -> tuple[np.ndarray, np.ndarra
     `activation` is the RNN's, or the GRU's for n; `cut`: that activation's output, given."""
     ref = cell.kind.part("reference")
     acts = [_ACTIVATIONS[a] for a in cell.kind.default_activations]
-    if cell.kind is not LSTM:  # the last slot is the RNN's activation, the GRU's g
+    if "initial_c" not in cell.kind.inputs:  # one state: the last slot makes the new h (RNN's f) or its candidate (GRU's g)
         acts[-1] = (lambda v: cut) if cut is not None else _ACTIVATIONS[cell.activation]
     own = {"linear_before_reset": cell.linear_before_reset} if "linear_before_reset" in ref.attrs else {}
     node = SimpleNamespace(W=cell.W[None], R=cell.R[None], B=np.concatenate([cell.Wb, cell.Rb])[None], P=None, hidden_size=cell.hidden,

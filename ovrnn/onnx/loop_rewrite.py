@@ -25,9 +25,6 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..errors import UnsupportedFeatureError, flag
-from ..families.gru import GRU
-from ..families.lstm import LSTM
-from ..families.rnn import RNN
 from .loop_cells import NotACell, increment, body_index, upstream_nodes
 from .loop_check import Cell, body_model, recognise
 from .noop_slice import noop_slice_sources
@@ -205,15 +202,13 @@ class _Rewrite:
     def recurrent(self, x: str, h0: str, c0: str | None, tag: str, lengths: str = "") -> list[str]:
         c = self.cell
         attrs = {"hidden_size": c.hidden}
-        if c.kind is GRU:
+        if "linear_before_reset" in c.kind.own_attributes:
             attrs["linear_before_reset"] = c.linear_before_reset
-        if c.kind is RNN and c.activation != "Tanh":
-            attrs["activations"] = [c.activation]
-        if c.kind is GRU and c.activation != "Tanh":
-            attrs["activations"] = ["Sigmoid", c.activation]
+        if c.activation != "Tanh":  # the last slot's (RNN: [act], GRU: [Sigmoid, act]; an LSTM's is always Tanh here)
+            attrs["activations"] = [*c.kind.default_activations[:-1], c.activation]
         outs = [self.fresh(f"{self.label}/{tag}/{n}") for n in c.kind.outputs]
         ins = [x, *self.w, lengths, self.op("Unsqueeze", [h0, self.axis0], f"{tag}/h0")[0]]
-        if c.kind is LSTM:
+        if "initial_c" in c.kind.inputs:
             ins.append(self.op("Unsqueeze", [c0, self.axis0], f"{tag}/c0")[0])
         name = self.label if tag == "all" else f"{self.label}/{tag}"
         self.nodes.append(helper.make_node(c.kind.name, ins, outs, name=self.fresh(name) if tag != "all" else name, **attrs))
@@ -240,7 +235,7 @@ class _Rewrite:
                 seq = self.op("SequenceInsert", [seq, item], f"t{t}/append")[0]
             final[s] = seq
         self.outputs(final, scan_values)
-        detail = ([f"linear_before_reset={c.linear_before_reset}"] if c.kind is GRU else []) + ([f"activation {c.activation}"] if c.activation != "Tanh" else [])
+        detail = ([f"linear_before_reset={c.linear_before_reset}"] if "linear_before_reset" in c.kind.own_attributes else []) + ([f"activation {c.activation}"] if c.activation != "Tanh" else [])
         kind = c.kind.name + (f" ({', '.join(detail)})" if detail else "")
         mask = f"'{found.mask[0]}'" if found.mask else ""
         if self.single and lengths is not None:
