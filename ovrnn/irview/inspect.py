@@ -107,7 +107,7 @@ class InspectReport:
         if self.body_layer_counts:
             out.append("inside If/Loop/TensorIterator bodies: " + ", ".join(f"{t} {n}" for t, n in sorted(self.body_layer_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
         if self.states:
-            stream = self.ovrnn.get("stateful", {}) if isinstance(self.ovrnn.get("stateful"), dict) else {}
+            stream = self.ovrnn.get(RT_SECTION[1], {}) if isinstance(self.ovrnn.get(RT_SECTION[1]), dict) else {}
             how = f"; {stream['steps']} steps per call, streamed inputs {stream.get('inputs') or 'none'}" if stream.get("steps") else ""
             out.append(f"states ({len(self.states)}, kept by the infer request between calls{how}):")
             for st in self.states:
