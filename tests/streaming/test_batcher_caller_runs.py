@@ -1,0 +1,88 @@
+"""A blocking call (feed, feed_many) that finds its worker idle runs the batches on its own thread
+(Worker.claim / run_here): no thread hand-off. One runner per worker at a time, and results the
+same, bit for bit, as each stream alone."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ovrnn
+from ovrnn.runtime.batching import BatchedStep, StreamSpec
+
+from .batcher_models import audio_chunks, silero_path, silero_spec_args
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def alone_outputs(step, spec, chunks):
+    state, outs = spec.initial_state(), []
+    for chunk in chunks:
+        out, state = step.run({"input": chunk}, state)
+        outs.append(out["output"])
+    return outs, state
+
+
+def test_idle_worker_runs_on_the_callers_thread_one_runner_at_a_time():
+    spec = StreamSpec.of(silero_path(), **silero_spec_args())
+    alone = BatchedStep(spec, sizes=(1,))
+    with ovrnn.StreamBatcher(spec, sizes=(1, 4, 16), max_wait_ms=1.0, max_pending=64) as b:
+        step = b._workers[0].step
+        real = step.run_slots
+        guard = threading.Lock()
+        running, most, names = [0], [0], []
+
+        def recording(*args):  # the real step, with who ran it and how many at once
+            with guard:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+                names.append(threading.current_thread().name)
+            try:
+                return real(*args)
+            finally:
+                with guard:
+                    running[0] -= 1
+
+        step.run_slots = recording
+        # idle worker, one group: the calling thread runs it
+        group = [b.open() for _ in range(6)]
+        audio = [audio_chunks(300 + i, 6) for i in range(6)]
+        got = [[] for _ in range(6)]
+        for k in range(6):
+            time.sleep(0.05)  # the worker goes idle in its wait
+            outs = b.feed_many([(s, {"input": audio[i][k]}) for i, s in enumerate(group)])
+            for i, out in enumerate(outs):
+                got[i].append(out["output"])
+        assert threading.current_thread().name in names
+        # 3 threads feeding at once with a submitter: whoever runs, one runner at a time
+        mine = [b.open() for _ in range(3)]
+        side = b.open()
+        more = [audio_chunks(400 + i, 12) for i in range(3)]
+        side_audio = audio_chunks(500, 12)
+        fed = [[] for _ in range(3)]
+
+        def feeder(i):
+            for chunk in more[i]:
+                fed[i].append(b.feed(mine[i], {"input": chunk})["output"])
+
+        threads = [threading.Thread(target=feeder, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        side_futures = [b.submit(side, {"input": c}) for c in side_audio]
+        for t in threads:
+            t.join(60)
+        side_got = [f.result(timeout=30)["output"] for f in side_futures]
+        assert most[0] == 1, "two threads ran one worker's batches at once"
+        for i in range(6):
+            want, state = alone_outputs(alone, spec, audio[i])
+            assert all(np.array_equal(g, w) for g, w in zip(got[i], want)), f"group stream {i}"
+            final = b.state(group[i])
+            assert np.array_equal(final["state"], state["state"])
+        for i in range(3):
+            want, _ = alone_outputs(alone, spec, more[i])
+            assert len(fed[i]) == 12 and all(np.array_equal(g, w) for g, w in zip(fed[i], want)), f"feeder {i}"
+        want, _ = alone_outputs(alone, spec, side_audio)
+        assert all(np.array_equal(g, w) for g, w in zip(side_got, want))
