@@ -10,6 +10,7 @@ import onnx
 from onnx import helper
 
 from .loop_values import Body, Expr, Lin, NotACell, Outer, Step
+from . import graphs
 from .read import RECURRENT
 
 # ops that may lie between the states, the step's input and the outputs: analytic ones, and the
@@ -94,10 +95,7 @@ def check_reads(node: onnx.NodeProto, ins: list, label: str) -> None:
 def beside_recurrent_node(body: onnx.GraphProto) -> set[str]:
     """The Unsqueeze outputs only a recurrent node reads and the Squeeze outputs of a recurrent
     node's outputs (its [1, batch, hidden] states): the one place a new axis 0 is no batch axis."""
-    readers: dict[str, list] = {}
-    for n in body.node:
-        for i in n.input:
-            readers.setdefault(i, []).append(n)
+    readers = graphs.consumers(body)
     made = {o for n in body.node if n.op_type in RECURRENT for o in n.output if o}
     found = set()
     for n in body.node:
