@@ -48,6 +48,11 @@ class ActivationOps:
             inner = ops.unary(g, "Tanh", f"{name}/tanh", ops.multiply(g, f"{name}/mul_beta", x, self.beta))
             return ops.multiply(g, f"{name}/mul_alpha", inner, self.alpha)
         if a.name == "HardSigmoid":  # min(max(alpha*x + beta, 0), 1)
+            if a.alpha == 0 or a.beta == 0:
+                # OpenVINO's CPU HardSigmoid takes an alpha or beta of exactly 0 (-0 too) for its defaults
+                # 0.2/0.5 (2026.4.1: off by 0.5; a GRU with HardSigmoid(0.2, 0) off by 1.45): the equation as ops
+                affine = ops.add(g, f"{name}/add", ops.multiply(g, f"{name}/mul", x, self.alpha), self.beta)
+                return ops.unary(g, "Clamp", name, affine, {"min": 0.0, "max": 1.0})
             return ops.with_scalars(g, "HardSigmoid", name, x, self.alpha, self.beta)
         if a.name == "Softsign":  # x / (1 + |x|); not SoftSign-9, which OpenVINO <= 2025.3 CPU gets
             # wrong when its JIT fuses it after an Add (openvinotoolkit/openvino#31252)

@@ -220,6 +220,38 @@ def _float(r: Reading) -> bool:
     return r.elem_type in FLOAT_TYPES or r.elem_type is None
 
 
+def _zero_parameter(r: Reading) -> bool:
+    """HardSigmoid with alpha or beta exactly 0 (-0 too)."""
+    return float(r.attrs.get("alpha", 0.2)) == 0 or float(r.attrs.get("beta", 0.5)) == 0
+
+
+def _hard_sigmoid(r: Reading, fresh) -> list[onnx.NodeProto]:
+    """HardSigmoid(x) = Clip(alpha*x + beta, 0, 1), the constants of x's type (Clip-6's float
+    attributes before opset 11)."""
+    x, y = r.node.input[0], r.node.output[0]
+    alpha, beta = float(r.attrs.get("alpha", 0.2)), float(r.attrs.get("beta", 0.5))
+    names = {k: fresh(k) for k in ("alpha", "beta", "scaled", "affine", "zero", "one")}
+    const = lambda n, v: helper.make_node("Constant", [], [names[n]], value=helper.make_tensor(names[n], r.elem_type, [], [v]))  # noqa: E731
+    nodes = [const("alpha", alpha), const("beta", beta), helper.make_node("Mul", [x, names["alpha"]], [names["scaled"]]),
+             helper.make_node("Add", [names["scaled"], names["beta"]], [names["affine"]])]
+    if r.opset < 11:
+        return [*nodes, helper.make_node("Clip", [names["affine"]], [y], min=0.0, max=1.0)]
+    return [*nodes, const("zero", 0.0), const("one", 1.0), helper.make_node("Clip", [names["affine"], names["zero"], names["one"]], [y])]
+
+
+def _float_hard_sigmoid(r: Reading) -> str | None:
+    """The rewrite writes constants of x's type: x must be known to be float."""
+    if r.elem_type is None or r.elem_type not in FLOAT_TYPES:
+        return f"the element type of its input '{r.node.input[0]}' is not known to be float, and the rewrite writes constants of that type"
+    return None
+
+
+_HARD_SIGMOID_WHY = (
+    "the CPU plugin takes an alpha or beta of exactly 0 for its defaults 0.2/0.5 (measured on 2026.4.1: off by up to 0.5); "
+    "rewritten as Clip(alpha*x + beta, 0, 1)"
+)
+
+
 # The one list, the first match wins. Releases checked: 2024.6.0, 2025.4.1, 2026.4.1 (tests/test_frontend_fixes.py; docs/whole_models.md).
 FIXES: tuple[FrontendFix, ...] = (
     FrontendFix("axes attribute ignored", ("ReduceL1",), (13, 17), "2024.6.0", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes, _log_exp_rewrite),
@@ -228,6 +260,7 @@ FIXES: tuple[FrontendFix, ...] = (
     FrontendFix("noop_with_empty_axes", ("ReduceLogSum",), (18, None), "2025.4.1", None, _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite),
     FrontendFix("noop_with_empty_axes", ("ReduceLogSumExp", "ReduceSumSquare"), (18, None), None, "2025.4.1", _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite),
     FrontendFix("exp overflows", ("ReduceLogSumExp",), (1, None), None, "2026.4.1", _OVERFLOW_WHY, _float, _log_sum_exp, _float_input),
+    FrontendFix("zero alpha or beta", ("HardSigmoid",), (1, None), None, None, _HARD_SIGMOID_WHY, _zero_parameter, _hard_sigmoid, _float_hard_sigmoid),
 )
 FIXED_OPS = frozenset(op for fix in FIXES for op in fix.ops)
 
