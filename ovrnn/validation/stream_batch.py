@@ -94,7 +94,7 @@ def validate_streams(model, streams: int, stateful, *, context=None, input=None,
     alone = BatchedStep(spec, (1,), device, precision, threads=None if device != "CPU" else 1, cache_dir=cache_dir)
     rng = np.random.default_rng(seed)
     feeds = [[_chunk(spec, rng) for _ in range(chunks)] for _ in range(streams)]
-    with StreamBatcher(spec, sizes=sizes, device=device, precision=precision, cache_dir=cache_dir, max_pending=chunks + 1, max_streams=streams + 1, max_wait_ms=1.0) as batcher:
+    with StreamBatcher(spec, sizes=sizes, device=device, precision=precision, cache_dir=cache_dir, max_pending=chunks + 1, max_streams=streams + 1, max_wait_ms=1.0, check_rows=False) as batcher:
         compile_seconds = time.perf_counter() - started
         handles = [batcher.open() for _ in range(streams)]
         got = _random_arrivals(batcher, handles, feeds, rng)

@@ -68,9 +68,10 @@ class SileroOracle:
         return out
 
 
-def policy_model(hidden: int = 8, inputs: int = 3, seed: int = 1) -> onnx.ModelProto:
+def policy_model(hidden: int = 8, inputs: int = 3, seed: int = 1, computed_index: bool = False) -> onnx.ModelProto:
     """A one-step LSTM policy: X [1,B,I], initial_h/initial_c [1,B,H], action [B,1] int64 ->
-    Y_h, Y_c and picked = Y_h[0, b, action[b]] ([B,1])."""
+    Y_h, Y_c and picked = Y_h[0, b, action[b]] ([B,1]). `computed_index`: the index is
+    action + 0, computed inside the graph (what the batcher cannot check before a call)."""
     r = np.random.default_rng(seed)
     s = 1 / np.sqrt(hidden)
     init = [
@@ -88,8 +89,11 @@ def policy_model(hidden: int = 8, inputs: int = 3, seed: int = 1) -> onnx.ModelP
             name="policy",
         ),
         helper.make_node("Squeeze", ["Y_h", "axis0"], ["h2"]),
-        helper.make_node("GatherElements", ["h2", "action"], ["picked"], axis=1),
+        helper.make_node("GatherElements", ["h2", "index" if computed_index else "action"], ["picked"], axis=1),
     ]
+    if computed_index:
+        init.append(numpy_helper.from_array(np.zeros((1, 1), np.int64), "zero"))
+        nodes.insert(-1, helper.make_node("Add", ["action", "zero"], ["index"]))
     ins = [
         helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, "B", inputs]),
         helper.make_tensor_value_info("initial_h", TensorProto.FLOAT, [1, "B", hidden]),

@@ -306,8 +306,9 @@ def test_a_failed_batch_changes_no_state_and_fails_each_of_its_chunks():
     """4 policy streams fed in one batch, one with an out-of-range action: OpenVINO fails the
     call, each of the 4 feeds gets a DeviceError, no state moved, and the streams go on as if
     the batch had never been fed (2 threads a call: with one, OpenVINO 2026.4.1's GatherElements
-    skips its index check)."""
-    model = policy_model()
+    skips its index check). The index is computed in the graph (action + 0): a direct index
+    input is refused before it joins a batch (test_batcher_soundness.py)."""
+    model = policy_model(computed_index=True)
     rng = np.random.default_rng(8)
     with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, max_wait_ms=50) as b:
         streams = [b.open() for _ in range(4)]

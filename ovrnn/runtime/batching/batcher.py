@@ -47,7 +47,10 @@ class StreamBatcher:
     `idle_timeout_s`: streams not fed or asked for that long are closed (None: never).
     `chunk_seconds`: the real time one chunk covers (silero 16 kHz: 0.032); with it ``stats()``
     reports each stream's lag behind real time. `pad`: as ``BatchedStep``'s. `threads`: CPU
-    threads of one worker's call (1: a worker per core, what ``workers`` scales on)."""
+    threads of one worker's call (1: a worker per core, what ``workers`` scales on).
+    `check_rows`: prove at start that a stream's rows do not depend on the other rows of its
+    batch, and refuse a model that mixes them (``UnsupportedFeatureError``); ``validate
+    --streams`` turns it off because it proves the same against its own oracle."""
 
     def __init__(
         self,
@@ -71,6 +74,7 @@ class StreamBatcher:
         cache_dir=None,
         pad: str = "initial",
         threads: int | None = 1,
+        check_rows: bool = True,
     ) -> None:
         _count("workers", workers)
         _count("max_streams", max_streams)
@@ -103,7 +107,7 @@ class StreamBatcher:
         self._workers = [
             Worker(
                 i,
-                BatchedStep(spec, sizes, device, precision, threads, cache_dir, pad=pad),
+                BatchedStep(spec, sizes, device, precision, threads, cache_dir, pad=pad, check_rows=check_rows),
                 capacity,
                 max_wait_ms / 1000,
                 idle_timeout_s,
@@ -112,6 +116,7 @@ class StreamBatcher:
             for i in range(workers)
         ]
         self.sizes = self._workers[0].step.sizes
+        self._index_limits = self._workers[0].step.index_limits
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._shut = False
@@ -166,7 +171,7 @@ class StreamBatcher:
         ``StreamClosedError`` when it is closed; the batch's error when its batch failed."""
         self._not_on_a_worker("feed()")
         waiter = Waiter(1)
-        if self._enqueue([(stream, self._chunk(inputs), waiter, 0)], claim=True):
+        if self._enqueue([(stream, self._checked(stream, self._chunk(inputs)), waiter, 0)], claim=True):
             self._workers[stream.worker].run_here(waiter)
         waiter.wait()
         if waiter.errors:
@@ -210,13 +215,15 @@ class StreamBatcher:
         it)."""
         future: Future = Future()
         future.set_running_or_notify_cancel()
-        self._enqueue([(stream, self._chunk(inputs), future, 0)])
+        self._enqueue([(stream, self._checked(stream, self._chunk(inputs)), future, 0)])
         return future
 
     def submit_many(self, chunks: list[tuple[StreamHandle, dict]]) -> list[Future]:
         """``feed_many`` without blocking: one Future per chunk, in order."""
         futures: list = [None] * len(chunks)
         prepared = list(zip([stream for stream, _ in chunks], self._chunks([inputs for _, inputs in chunks])))
+        for stream, chunk in prepared:
+            self._checked(stream, chunk)
         for worker in self._workers:
             mine = []
             for i, (stream, chunk) in enumerate(prepared):
@@ -234,7 +241,7 @@ class StreamBatcher:
         not take the chunk back: it runs."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._enqueue([(stream, self._chunk(inputs), AsyncSink(loop, future), 0)])
+        self._enqueue([(stream, self._checked(stream, self._chunk(inputs)), AsyncSink(loop, future), 0)])
         return await future
 
     def reset(self, stream: StreamHandle) -> None:
@@ -359,9 +366,10 @@ class StreamBatcher:
             return [], False
         streams = [stream for stream, _ in chunks]
         copies = self._chunks([inputs for _, inputs in chunks])
-        for stream in streams:
+        for stream, copy in zip(streams, copies):
             if type(stream) is not StreamHandle or stream.owner is not self:
                 self._worker(stream)  # raises the error
+            self._checked(stream, copy)
         if len(self._workers) == 1:
             sink = make_sink(len(chunks))
             claimed = self._enqueue([(stream, copy, sink, k) for k, (stream, copy) in enumerate(zip(streams, copies))], claim)
@@ -418,6 +426,13 @@ class StreamBatcher:
             except (KeyError, ValueError, TypeError):  # a missing input, shapes that differ: each one checked below
                 pass
         return [self._chunk(inputs) for inputs in group]
+
+    def _checked(self, stream, chunk: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`chunk` with its index inputs checked (``BatchedStep.check_indices``) before it may join
+        a batch: a bad index is the feeding stream's ``UsageError``, and no other stream's call."""
+        if self._index_limits:
+            self._workers[0].step.check_indices(chunk, f"stream {getattr(stream, 'id', stream)}")
+        return chunk
 
     def _chunk(self, inputs: dict) -> dict[str, np.ndarray]:
         """One stream's chunk, checked and copied: {input: array of exactly its chunk shape}."""

@@ -23,6 +23,7 @@ import numpy as np
 
 from ...errors import UsageError
 from .. import engine
+from .independence import check_rows_independent
 from .spec import StreamSpec
 
 DEFAULT_SIZES = (1, 8, 32, 128, 256)
@@ -42,7 +43,7 @@ class _Bucket:
     """One compiled size: its request and the buffers its tensors point into."""
 
     def __init__(self, spec: StreamSpec, size: int, compiled: engine.Compiled) -> None:
-        from ..runner import _bare_infer
+        from ..runner import _bare_infer, _outputs_on_inputs
 
         o = engine.ov()
         self.size, self.compiled = size, compiled
@@ -57,12 +58,20 @@ class _Bucket:
             for name in port.get_names():
                 self.inputs[name] = buffer
         self.outputs: dict[str, np.ndarray] = {}
+        # an output that is a graph input as it is (a state passed through unchanged): bound to a
+        # buffer of ours, OpenVINO 2026.4.1's CPU plugin reads the input from that buffer and
+        # returns zeros (runner._outputs_on_inputs); left unbound, copied out after each call
+        on_inputs = _outputs_on_inputs(compiled.compiled)
+        self.unbound: list[tuple[int, np.ndarray]] = []
         for i, port in enumerate(compiled.compiled.outputs):
             buffer = np.zeros(
                 [d.get_length() for d in port.get_partial_shape()],
                 port.get_element_type().to_dtype(),
             )
-            self.request.set_output_tensor(i, o.Tensor(buffer, shared_memory=True))
+            if i in on_inputs:
+                self.unbound.append((i, buffer))
+            else:
+                self.request.set_output_tensor(i, o.Tensor(buffer, shared_memory=True))
             for name in port.get_names():
                 self.outputs[name] = buffer
         for name in [p.name for p in spec.inputs] + [s.input for s in spec.states] + [p.name for p in spec.outputs] + [s.output for s in spec.states]:
@@ -91,6 +100,7 @@ class BatchedStep:
         properties: dict | None = None,
         pad: str = "initial",
         warm: bool = True,
+        check_rows: bool = True,
     ) -> None:
         from ..runner import thread_properties
 
@@ -112,9 +122,23 @@ class BatchedStep:
             self._pad(bucket, 0)  # every row starts as padding
             self.pad = pad
             self._buckets[size] = bucket
+        # index inputs (a Gather's indices fed by an input): checked per stream before a call,
+        # the strictest axis size over every compiled size (OpenVINO at one thread reads out of
+        # bounds instead of raising, and one stream's bad index shifts every row of its batch)
+        self.index_limits: dict[str, list] = {}
+        for bucket in self._buckets.values():
+            for name, checks in bucket.compiled.index_limits.items():
+                known = self.index_limits.setdefault(name, [])
+                known += [c for c in checks if c not in known]
+        checked = None
+        if check_rows:  # refuse a model whose rows mix (independence.py): its warm-up is the proof
+            checked = next((b for b in self._buckets.values() if b.size > 1), None)
+            if checked is not None:
+                check_rows_independent(self, checked)
         if warm:
             for bucket in self._buckets.values():
-                self._infer(bucket)
+                if bucket is not checked:
+                    self._infer(bucket)
 
     @property
     def largest(self) -> int:
@@ -140,6 +164,8 @@ class BatchedStep:
             raise UsageError("run(inputs, states): give every stream's states, or a list of (inputs, states) rows")
         spec = self.spec
         n = _rows(spec, inputs, states)
+        if self.index_limits:
+            self.check_indices(inputs)
         outs: list[dict] = []
         new: list[dict] = []
         with self._lock:
@@ -196,6 +222,18 @@ class BatchedStep:
             )
             for i in range(len(streams))
         ]
+
+    def check_indices(self, inputs: dict, who: str = "") -> None:
+        """Every index input of `inputs` (one chunk, or rows stacked) within the axis it indexes:
+        a ``UsageError`` naming the input (and `who`, e.g. the stream) otherwise. Run before a
+        chunk joins a batch, so a bad chunk is refused alone and its neighbours never see it.
+        Indices computed inside the graph from inputs are not checked."""
+        try:
+            engine.check_indices(inputs, self.index_limits)
+        except UsageError as exc:
+            if not who:
+                raise
+            raise UsageError(f"{who}: {exc}") from None
 
     # -- slots of a state store in, their states written back only on success
 
@@ -288,6 +326,8 @@ class BatchedStep:
             bucket.infer()
         except RuntimeError as exc:
             raise engine.inference_error(bucket.compiled.device, exc, {}) from None
+        for i, buffer in bucket.unbound:
+            np.copyto(buffer, bucket.request.get_output_tensor(i).data)
 
     def __repr__(self) -> str:
         return f"BatchedStep(sizes {list(self.sizes)} on {self.device}; inputs {', '.join(p.name for p in self.spec.inputs)}; states {', '.join(self.spec.state_names)})"
