@@ -11,10 +11,11 @@ from typing import Union
 
 import onnx
 
-from ..errors import UsageError, flag
+from ..errors import UnsupportedFeatureError, UsageError, flag
 from ..shapes import Dim, InputShapeMap, check_shape, Position, Shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
 from .control_flow import MAX_UNROLL, dynamic_steps_in_body, fold_control_flow, has_control_flow
 from .freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
+from .graphs import ONNX_DOMAINS, constant_value, node_label, walk
 from .read import GraphView, TensorInfo, graph_view
 
 # ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
@@ -67,6 +68,25 @@ def overridable_initializer_notes(model: onnx.ModelProto) -> list[str]:
     ]
 
 
+def refuse_loops_without_iterations(model: onnx.ModelProto) -> None:
+    """One error for a Loop that runs no iteration: a constant trip count of 0 or a condition that
+    starts false (after frozen inputs and folding). OpenVINO 2026.4.1's ONNX frontend reads such a
+    Loop wrong whatever its element type: with a false condition the IR loses the Loop's inputs and
+    its outputs take wrong tensors; with a trip count of 0 the compiled model dies of SIGFPE."""
+    for node, graph, _ in walk(model.graph):
+        if node.op_type != "Loop" or node.domain not in ONNX_DOMAINS:
+            continue
+        values = [constant_value(graph, name) if name else None for name in list(node.input[:2]) + [""] * (2 - len(node.input[:2]))]
+        trips, start = (None if v is None or v.size != 1 else v.reshape(-1)[0] for v in values)
+        why = "its trip count is 0" if trips is not None and int(trips) <= 0 else "its condition starts false" if start is not None and not bool(start) else None
+        if why:
+            raise UnsupportedFeatureError(
+                f"Loop node '{node_label(node)}' runs no iteration ({why}), which OpenVINO's ONNX frontend reads wrong (its inputs or outputs "
+                "are lost, or the compiled model crashes); its outputs would be its initial values and empty scan outputs: remove the Loop, "
+                "or give it a trip count of at least 1"
+            )
+
+
 def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False, max_steps: int = MAX_UNROLL) -> Prepared:  # noqa: A002
     """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
     flow that decides (onnx/control_flow.py). ``unroll_loops``: unroll every Loop with a constant
@@ -101,6 +121,7 @@ def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: boo
     shaped = with_input_shapes(view)
     recovered: dict[str, str] = {}
     folded, notes = fold_control_flow(shaped, check, max_steps, recovered)
+    refuse_loops_without_iterations(folded)
     if folded is not shaped:
         view = apply_input_shapes(graph_view(folded), shapes)
     return Prepared(view, shapes, frozen, (*shared, *notes), bool(frozen) or folded is not shaped, bool(kept), tuple(recovered.items()))
