@@ -49,6 +49,7 @@ class StatelessStreams:
         checked = protocol.check_request(self.spec, request)
         if checked[0] > self.max_rows:
             raise UsageError(f"a request carries {checked[0]} streams; this deployment takes at most {self.max_rows} (max_rows)")
+        self.step_fn.check_indices(checked[1], "a request")  # refused alone, before @serve.batch merges it with other clients' rows
         return await self.run_batch(checked)
 
     @serve.batch(max_batch_size=MAX_ROWS, batch_wait_timeout_s=0.002, batch_size_fn=_rows)

@@ -125,3 +125,24 @@ def test_an_output_that_is_a_graph_input_is_refused_and_a_state_passed_through_i
         for _ in range(3):
             outs = b.feed_many([(s, {"X": x}) for s in streams])
             assert [o["out"].tolist() for o in outs] == [(x + seed * (k + 1)).tolist() for k in range(3)]
+
+
+def test_the_stateless_ray_deployment_refuses_a_bad_index_before_merging_requests():
+    """@serve.batch merges several clients' requests into one call: a request with an out-of-range
+    index is refused alone in `step`, before it joins a batch (no Ray instance needed for that)."""
+    import asyncio
+
+    pytest.importorskip("ray")
+    from ovrnn.runtime import serve as protocol
+    from ovrnn.runtime import serve_ray
+
+    deployment = serve_ray.StatelessStreams.func_or_class(policy_model(), "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4))
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 3)).astype(np.float32)
+    bad = {"inputs": {"X": x, "action": np.array([[0], [99], [1]], np.int64)}}
+    with pytest.raises(UsageError) as info:
+        asyncio.run(deployment.step(bad))
+    assert str(info.value) == ("a request: input 'action': value 99 at index [1, 0] is out of range for GatherElements 'picked' "
+                               "(axis 1 of its data, size 8), expected -8 <= index <= 7")
+    good = protocol.check_request(deployment.spec, {"inputs": {"X": x, "action": np.array([[0], [5], [1]], np.int64)}})
+    (reply,) = deployment._run([good])  # what run_batch does with it inside a replica
+    assert reply["outputs"]["picked"].shape == (3, 1) and np.isfinite(reply["outputs"]["picked"]).all()
