@@ -100,10 +100,10 @@ def _older_opsets(model: onnx.ModelProto) -> list:
 
 def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], fallback_notes: list[str] | None) -> dict[str, np.ndarray]:
     names = [o.name for o in model.graph.output]
-    from .control import Loop  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly
+    from .control import Loop, Scan  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly; its Scan takes axis 0 forward only
     from .corrections import BatchNormalization, GatherElements  # where onnx.reference misreads the spec
 
-    own = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)]
+    own = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)] + ([Scan] if graphs.opset(model) >= 9 else [])  # Scan-8 is batched: another op
     new_ops = [*own, BatchNormalization, GatherElements]  # the corrections are guarded as onnx.reference's ops are
     fallback = NodeFallback(model, fallback_notes is not None)
     evaluator_cls = evaluator_class(fallback, {(c.op_domain, c.__name__) for c in own})

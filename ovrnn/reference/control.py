@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper
+from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as _OnnxLoop
+from onnx.reference.ops.op_scan import Scan as _OnnxScan
 
 
 class Loop(_OnnxLoop):
@@ -55,3 +57,50 @@ def _empty(vi) -> np.ndarray:
     t = vi.type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") else 0 for d in t.shape.dim]
     return np.empty([0, *dims], dtype=helper.tensor_dtype_to_np_dtype(t.elem_type) if t.elem_type else np.float32)
+
+
+class Scan(_OnnxScan):
+    """Scan (opset 9 on) as the spec reads it: onnx.reference's own Scan (onnx 1.23) refuses every
+    scan axis but 0 and every reversed direction, so such a model had no float64 reference.
+
+        x'_k = x_k moved to axis 0, reversed if scan_input_directions[k]
+        for t in 0..T-1: states, y_t = body(states, x'_1[t], ..., x'_M[t])
+        Y_k  = stack(y_t) on axis 0, reversed if scan_output_directions[k], moved to scan_output_axes[k]
+    """
+
+    op_domain = ""
+
+    def __init__(self, onnx_node, run_params):  # onnx.reference's checks refuse axes and directions: only its base's
+        OpRun.__init__(self, onnx_node, run_params)
+        self.input_names, self.output_names = self.body.input_names, self.body.output_names
+
+    def _run(self, *args, context=None, attributes=None, bindings=None, **_attrs):
+        M = int(self.num_scan_inputs)
+        N = len(args) - M
+        K = len(self.output_names) - N
+        read = lambda values, k, count: [int(v) for v in values][:count] + [0] * max(0, count - len(values or []))  # noqa: E731
+        in_axes, in_dirs = read(self.scan_input_axes or [], 0, M), read(self.scan_input_directions or [], 0, M)
+        out_axes, out_dirs = read(self.scan_output_axes or [], 0, K), read(self.scan_output_directions or [], 0, K)
+        slices = []
+        for x, axis, reverse in zip(args[N:], in_axes, in_dirs):
+            x = np.moveaxis(np.asarray(x), axis % np.ndim(x), 0)
+            slices.append(x[::-1] if reverse else x)
+        lengths = {s.shape[0] for s in slices}
+        if len(lengths) != 1:
+            raise RuntimeError(f"Scan inputs of different lengths along their scan axes: {sorted(lengths)}")
+        states, stacked = list(args[:N]), [[] for _ in range(K)]
+        for t in range(lengths.pop()):
+            values = dict(context or {})
+            values.update(zip(self.input_names[:N], states))
+            values.update(zip(self.input_names[N:], (s[t] for s in slices)))
+            outputs = self._run_body(values, attributes=attributes, bindings=bindings)
+            states = list(outputs[:N])
+            for k in range(K):
+                stacked[k].append(np.asarray(outputs[N + k]))
+        declared = list(_body_graph(self.onnx_node).output)[N:]
+        results = []
+        for parts, vi, axis, reverse in zip(stacked, declared, out_axes, out_dirs):
+            y = np.stack(parts) if parts else _empty(vi)
+            y = y[::-1] if reverse else y
+            results.append(np.moveaxis(y, 0, axis % y.ndim))
+        return self._check_and_fix_outputs(tuple(states + results))
