@@ -23,6 +23,8 @@ Sides, each single-threaded where it computes (onnxruntime intra = inter = 1, no
                worker thread): what OpenVINO batched costs without the batcher's plumbing
   batcher      ovrnn.StreamBatcher, 1 worker on 1 core
   batcher_w2   ovrnn.StreamBatcher, 2 workers on 2 cores (figure: streams ÷ the 1-worker figure)
+  (cost only, with batcher) batcher_submit: submit_many, a Future per chunk; batcher_group: feed_group,
+               the same per-stream chunks stacked by the side in the timed call, one stacked result
 
 Writes DIR/bench_serve.json and DIR/bench_serve.md (DIR defaults to bench_results/). Asserts nothing.
 """
@@ -48,6 +50,8 @@ TARGETS = {  # figure: (target, ">=" or "<=", what)
     "silero_streams_per_core": (800, ">=", "silero VAD: batcher real-time streams per core at p99 added latency <= the bound"),
     "silero_cost_vs_ort_batched": (0.4, "<=", "silero VAD: batcher µs per stream-chunk ÷ onnxruntime batched by hand"),
     "lstm128_cost_vs_ort_batched": (1.0, "<=", "one-step LSTM H=128, 256 streams: batcher µs per stream-chunk ÷ onnxruntime batched by hand"),
+    "silero_group_cost_vs_ort_batched": (0.4, "<=", "silero VAD: batcher feed_group (chunks stacked by the caller) µs per stream-chunk ÷ onnxruntime batched by hand"),
+    "lstm128_group_cost_vs_ort_batched": (1.0, "<=", "one-step LSTM H=128, 256 streams: batcher feed_group µs per stream-chunk ÷ onnxruntime batched by hand"),
     "two_workers_vs_one": (1.7, ">=", "silero VAD: streams served by 2 workers on 2 cores ÷ by 1 worker on 1 core"),
 }
 
@@ -91,7 +95,7 @@ def run(models: list[str], sides: list[str], quick: bool, bound_ms: float, cost_
             continue
         common = ["--model", name, "--path", str(paths[name]), "--model-dir", str(model_dir), "--bound-ms", str(bound_ms), "--duration", str(duration)] + (["--quick"] if quick else [])
         log(f"{name}: cost at N={cost_n}")
-        cost_sides = [s for s in sides if s != "batcher_w2"] + (["batcher_submit"] if "batcher" in sides else [])
+        cost_sides = [s for s in sides if s != "batcher_w2"] + (["batcher_submit", "batcher_group"] if "batcher" in sides else [])
         cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(cost_sides)], pick_cores(1), 1200)
         entry = {"cost": cost, "streams": {}}
         for side in sides if streams else ():
@@ -133,6 +137,9 @@ def figures(R: dict) -> dict:
     for key, entry in (("silero_cost_vs_ort_batched", sil), ("lstm128_cost_vs_ort_batched", lstm)):
         if cost(entry, "batcher") and cost(entry, "ort_batched"):
             out[key] = {"value": cost(entry, "batcher") / cost(entry, "ort_batched"), "batcher_us": cost(entry, "batcher"), "ort_batched_us": cost(entry, "ort_batched")}
+    for key, entry in (("silero_group_cost_vs_ort_batched", sil), ("lstm128_group_cost_vs_ort_batched", lstm)):
+        if cost(entry, "batcher_group") and cost(entry, "ort_batched"):
+            out[key] = {"value": cost(entry, "batcher_group") / cost(entry, "ort_batched"), "batcher_group_us": cost(entry, "batcher_group"), "ort_batched_us": cost(entry, "ort_batched")}
     one, two = sil.get("streams", {}).get("batcher", {}).get("streams"), sil.get("streams", {}).get("batcher_w2", {}).get("streams")
     if one and two:
         at = lambda side: sil["streams"][side].get("at") or {}  # noqa: E731
@@ -160,7 +167,8 @@ def _cpu_name() -> str:
 
 
 LABELS = {"ort_b1": "onnxruntime batch 1 per stream (deployed)", "ort_batched": "onnxruntime batched by hand", "ov_stream": "ovrnn.Stream per stream",
-          "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core (cost: feed_many; play: submit_many)", "batcher_submit": "ovrnn.StreamBatcher, cost through submit_many (a Future per chunk)", "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores", "step": "ovrnn BatchedStep by hand (serving thread, no queue)"}
+          "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core (cost: feed_many; play: submit_many)", "batcher_submit": "ovrnn.StreamBatcher, cost through submit_many (a Future per chunk)",
+          "batcher_group": "ovrnn.StreamBatcher, cost through feed_group (the chunks stacked in the timed call)", "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores", "step": "ovrnn BatchedStep by hand (serving thread, no queue)"}
 
 
 def render(R: dict) -> list[str]:
@@ -195,7 +203,7 @@ def render(R: dict) -> list[str]:
             at = s.get("at") or {}
             lines.append(f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | {s.get('streams', '')} | {s.get('streams_per_core', '')} | "
                          f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} / {at.get('runqueue_wait', '')} |")
-        for extra in ("batcher_submit",):
+        for extra in ("batcher_submit", "batcher_group"):
             if cost.get("per_chunk_us", {}).get(extra):
                 lines.append(f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |")
         if "error" in cost:

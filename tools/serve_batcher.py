@@ -142,6 +142,24 @@ class SubmitSide(BatcherSide):
         return [f.result()[y] for f in futures]
 
 
+class GroupSide(BatcherSide):
+    """The cost at a fixed N through feed_group: the same per-stream chunk arrays as the other sides,
+    stacked here (np.concatenate on the input's batch axis, in the timed call), one call, the
+    stacked output back (the direct path when every stream is idle: no queue, no per-chunk result)."""
+
+    def __init__(self, model, workers: int = 1):
+        super().__init__(model, workers)
+        self.axis = self.b.spec.input(model.x).batch_axis
+
+    def batch(self, slots, cids):
+        h, pool = self.h, self.pool
+        stacked = np.concatenate([pool[c] for c in cids.tolist()], self.axis)
+        return self.b.feed_group([h[s] for s in slots.tolist()], {self.m.x: stacked})[self.m.y]
+
+    def shutdown(self) -> dict:
+        return {"batcher_group_stats": super().shutdown()["batcher_stats"]}  # the feed_many side's stats stay its own
+
+
 class StepSide:
     """BatchedStep.run_slots driven by the harness: gather by slot, one call, scatter (no queue)."""
 

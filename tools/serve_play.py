@@ -334,6 +334,10 @@ def make_side(name: str, model: Model, workers: int = 1):
         import serve_batcher
 
         return serve_batcher.SubmitSide(model, workers)
+    if name == "batcher_group":
+        import serve_batcher
+
+        return serve_batcher.GroupSide(model, workers)
     if name == "step":
         import serve_batcher
 

@@ -5,6 +5,7 @@
         stream = batcher.open()
         prob = batcher.feed(stream, {"input": chunk})["output"]     # blocking; chunk [1, 512] or [512]
         probs = batcher.feed_many([(s, {"input": c}) for s, c in ready])  # a gateway's tick
+        probs = batcher.feed_group(streams, {"input": stacked})["output"]  # stacked chunks in and out
         future = batcher.submit(stream, {"input": chunk})           # concurrent.futures.Future
         prob = await batcher.feed_async(stream, {"input": chunk})   # asyncio
         batcher.reset(stream); batcher.state(stream); batcher.set_state(stream, "state", value)
@@ -208,6 +209,18 @@ class StreamBatcher:
         if first is not None and not return_exceptions:
             raise first[1]
         return out
+
+    def feed_group(self, streams: list[StreamHandle], inputs: dict) -> dict[str, np.ndarray]:
+        """One chunk of each of `streams`, given stacked: {input: one array, the streams' chunks
+        stacked on its batch axis in list order}; returns {output: their rows stacked the same
+        way}, arrays the caller owns. When the streams are distinct, on one worker, idle and the
+        worker too, it runs them at once on this thread (states gathered by slot, scattered back
+        only if all succeeded: a failed group changes no state); else it is ``feed_many`` of
+        the rows. Either way each stream's chunks keep the order they were fed in. ``group.py``."""
+        from .group import feed_group
+
+        self._not_on_a_worker("feed_group()")
+        return feed_group(self, streams, inputs)
 
     def submit(self, stream: StreamHandle, inputs: dict) -> Future:
         """``feed`` without blocking: a ``concurrent.futures.Future`` of its result (refusals are

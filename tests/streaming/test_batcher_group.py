@@ -1,0 +1,143 @@
+"""StreamBatcher.feed_group: many streams' chunks stacked in one array, run at once when the
+streams and their worker are idle (else feed_many of the rows). Bit-exact with each stream alone,
+a failed group changes no state, and chunks fed to its streams by feed/submit keep their order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ovrnn
+from ovrnn.errors import DeviceError, UsageError
+from ovrnn.runtime.batching import BatchedStep, StreamSpec
+
+from .batcher_models import (
+    audio_chunks,
+    policy_model,
+    session,
+    silero_path,
+    silero_spec_args,
+)
+
+
+@pytest.fixture(scope="module")
+def silero_spec():
+    return StreamSpec.of(silero_path(), **silero_spec_args())
+
+
+@pytest.fixture(scope="module")
+def alone(silero_spec):
+    return BatchedStep(silero_spec, sizes=(1,))
+
+
+def _alone(step, spec, chunks):
+    state, outs = spec.initial_state(), []
+    for chunk in chunks:
+        out, state = step.run({"input": chunk}, state)
+        outs.append(out["output"])
+    return outs, state
+
+
+def _no_fallback(*_a, **_k):
+    raise AssertionError("feed_group fell back to feed_many where it should run directly")
+
+
+@pytest.mark.parametrize("n", [1, 5, 20], ids=["one-stream", "one-call", "two-calls-past-the-largest-size"])
+def test_direct_group_equals_each_stream_alone(silero_spec, alone, n, monkeypatch):
+    audio = [audio_chunks(300 + i, 4) for i in range(n)]
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4, 16)) as b:
+        streams = [b.open() for _ in range(n)]
+        monkeypatch.setattr(b, "feed_many", _no_fallback)
+        got = []
+        for k in range(4):
+            stacked = np.concatenate([audio[i][k] for i in range(n)])
+            out = b.feed_group(streams, {"input": stacked})
+            assert out["output"].shape == (n, 1)
+            got.append(out["output"])
+        assert b.stats()["chunks"] == 4 * n
+        for i, s in enumerate(streams):
+            outs, state = _alone(alone, silero_spec, audio[i])
+            assert np.array_equal(np.concatenate([g[i : i + 1] for g in got]), np.concatenate(outs))
+            assert all(np.array_equal(v, state[name]) for name, v in b.state(s).items())
+
+
+def test_outputs_belong_to_the_caller_and_inputs_may_be_refilled(silero_spec):
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4)) as b:
+        streams = [b.open() for _ in range(4)]
+        x = np.concatenate(audio_chunks(5, 4))
+        first = b.feed_group(streams, {"input": x})["output"]
+        kept = first.copy()
+        x[...] = 0
+        b.feed_group(streams, {"input": x})
+        assert np.array_equal(first, kept)
+
+
+def test_a_failed_group_changes_no_state_of_any_stream():
+    """6 policy streams with sizes (1, 4): two calls; the bad action is in the second, so the
+    first call succeeded, and still no stream's state moves (the group is all or nothing)."""
+    model = policy_model()
+    rng = np.random.default_rng(3)
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2) as b:
+        streams = [b.open() for _ in range(6)]
+        x = rng.uniform(-1, 1, (1, 6, 3)).astype(np.float32)
+        b.feed_group(streams, {"X": x, "action": np.ones((6, 1), np.int64)})
+        before = [b.state(s) for s in streams]
+        with pytest.raises(DeviceError, match="indices values of GatherElement exceed data size"):
+            b.feed_group(streams, {"X": x, "action": np.array([[0], [1], [2], [3], [4], [99]])})
+        for s, st in zip(streams, before):
+            assert all(np.array_equal(v, st[k]) for k, v in b.state(s).items())
+        assert b.stats()["failed_chunks"] == 6
+        good = b.feed_group(streams, {"X": x, "action": np.full((6, 1), 2)})["picked"]
+        oracle = session(model)
+        for i, st in enumerate(before):
+            picked, _, _ = oracle.run(None, {"X": x[:, i : i + 1], "action": np.array([[2]]), **st})
+            np.testing.assert_allclose(good[i : i + 1], picked, atol=1e-6, rtol=1e-5)
+        assert b.stats()["chunks"] == 12
+
+
+def test_mixed_with_feed_and_submit_keeps_each_streams_order(silero_spec, alone):
+    """feed, then a group, a submit left pending, a group (behind it: feed_many's path), a
+    stream twice in a group (feed_many's path, its chunks in list order): each stream's
+    outputs and state equal it alone."""
+    n = 6
+    audio = [audio_chunks(700 + i, 7) for i in range(n)]
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4, 16), max_pending=8) as b:
+        streams = [b.open() for _ in range(n)]
+        got = [[] for _ in range(n)]
+        for i, s in enumerate(streams):
+            got[i].append(b.feed(s, {"input": audio[i][0]})["output"])
+        out = b.feed_group(streams, {"input": np.concatenate([audio[i][1] for i in range(n)])})["output"]
+        for i in range(n):
+            got[i].append(out[i : i + 1])
+        futures = [b.submit(s, {"input": audio[i][2]}) for i, s in enumerate(streams)]
+        out = b.feed_group(streams, {"input": np.concatenate([audio[i][3] for i in range(n)])})["output"]
+        for i, f in enumerate(futures):
+            got[i].append(f.result(timeout=30)["output"])
+            got[i].append(out[i : i + 1])
+        twice = [streams[0], streams[1], streams[0]]
+        out = b.feed_group(twice, {"input": np.concatenate([audio[0][4], audio[1][4], audio[0][5]])})["output"]
+        got[0] += [out[0:1], out[2:3]]
+        got[1].append(out[1:2])
+        for i, s in enumerate(streams):
+            outs, state = _alone(alone, silero_spec, audio[i][: 6 if i == 0 else 5 if i == 1 else 4])
+            assert np.array_equal(np.concatenate(got[i]), np.concatenate(outs)), i
+            assert all(np.array_equal(v, state[name]) for name, v in b.state(s).items()), i
+
+
+def test_bad_groups_are_refused_with_one_clear_error(silero_spec):
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4)) as b, ovrnn.StreamBatcher(silero_spec, sizes=(1,)) as other:
+        streams = [b.open() for _ in range(2)]
+        x = np.zeros((2, 512), np.float32)
+        with pytest.raises(UsageError, match=r"^input 'input': 2 streams' chunks stacked on axis 0 are shape \[2, 512\], got \[3, 512\]$"):
+            b.feed_group(streams, {"input": np.zeros((3, 512), np.float32)})
+        with pytest.raises(UsageError, match=r"^'sr' is not a per-chunk input of the stream: it is frozen at 16000 for every stream"):
+            b.feed_group(streams, {"input": x, "sr": 16000})
+        with pytest.raises(UsageError, match=r"^input 'input' is missing"):
+            b.feed_group(streams, {})
+        with pytest.raises(UsageError, match=r"^feed_group\(\): expected at least one stream$"):
+            b.feed_group([], {"input": x})
+        with pytest.raises(UsageError, match="expected a stream this batcher's open"):
+            b.feed_group([streams[0], other.open()], {"input": x})
+        b.close(streams[1])
+        with pytest.raises(ovrnn.errors.StreamClosedError):
+            b.feed_group(streams, {"input": x})
