@@ -39,17 +39,12 @@ def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
             batcher._worker(stream)  # raises the error
     stacked = _stacked(batcher.spec, inputs, n)
     worker = batcher._workers[streams[0].worker]
-    direct = len({s.id for s in streams}) == n and all(s.worker == worker.index for s in streams)
-    if direct:
-        with worker.cond:
-            direct = all(s.open and not s.queue and not s.in_flight for s in streams) and worker.claim()
-            if direct:
-                now = monotonic()
-                for s in streams:
-                    s.in_flight = True
-                    s.last_used = now
-                    if s.first_feed is None:
-                        s.first_feed = now
+    with worker.cond:
+        taken = _take(worker, streams)
+        direct = taken and worker.claim()
+        if taken and not direct:  # the worker is busy: the streams go back as they were
+            for stream in streams:
+                stream.in_flight = False
     if not direct:
         return _fallback(batcher, streams, stacked, n)
     try:
@@ -60,6 +55,19 @@ def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
             worker.idle = not worker.heap
             if worker.heap or worker.controls or worker.outbox or worker.stopping:
                 worker.cond.notify()
+
+
+def _take(worker, streams: list) -> bool:
+    """(Lock held) Mark every stream in flight when each is on `worker`, open, with nothing waiting
+    or running, and listed once (a second listing finds it in flight); else mark none."""
+    index = worker.index
+    for k, s in enumerate(streams):
+        if s.worker != index or not s.open or s.queue or s.in_flight:
+            for t in streams[:k]:
+                t.in_flight = False
+            return False
+        s.in_flight = True
+    return True
 
 
 def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
@@ -90,17 +98,24 @@ def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
             r.failed_batches += 1
             r.failed_chunks += n
         seconds = worker.chunk_seconds if error is None else None
-        for stream in streams:
-            stream.in_flight = False
-            stream.last_used = end
+        later = []  # closed meanwhile, or fed meanwhile
+        for s in streams:  # one tight loop: this is most of the group's Python a stream
+            s.in_flight = False
+            s.last_used = end
             if error is None:
-                stream.done += 1
+                done = s.done = s.done + 1
+                if s.first_feed is None:
+                    s.first_feed = start
                 if seconds:
-                    stream.lag = max(0.0, end - stream.first_feed - (stream.done - 1) * seconds)
-            if not stream.open:
-                store.give_back(stream.slot)
-            elif stream.queue:
-                worker._ready(stream)
+                    lag = end - s.first_feed - (done - 1) * seconds
+                    s.lag = max(0.0, lag)
+            if s.queue or not s.open:
+                later.append(s)
+        for s in later:
+            if not s.open:
+                store.give_back(s.slot)
+            elif s.queue:
+                worker._ready(s)
     if error is not None:
         raise error
     return outputs
