@@ -140,7 +140,7 @@ FLOAT_NAMES = {"FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16", "f32", "f16", "f64", "b
 TOOLKIT_DEFINES = {"node_label", "describe_node", "subgraphs", "all_nodes", "all_graphs", "producers", "consumers", "upstream", "constant_value", "fresh"}
 # modules still in flight for another engineer this session: converted once they land (each entry must
 # still hold a copy, so the list only shrinks)
-PENDING = {"ovrnn/runtime/batching/spec_read.py"}
+PENDING: set[str] = set()
 
 
 def _names_in(node: ast.AST) -> set[str]:

@@ -94,6 +94,7 @@ def _expose_node_states(proto, pairs):
     import onnx
 
     from ...families import family_of
+    from ...onnx.graphs import describe_node
 
     initializers = {t.name: t for t in proto.graph.initializer}
     inputs = {vi.name for vi in proto.graph.input if vi.name not in initializers}
@@ -113,7 +114,7 @@ def _expose_node_states(proto, pairs):
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     direction = attrs.get("direction", b"forward")
     direction = direction.decode() if isinstance(direction, bytes) else direction
-    label = f"{node.op_type} node '{node.name or node.output[0]}'"
+    label = describe_node(node)
     if direction != "forward":
         raise UnsupportedFeatureError(f"{label} is {direction}: a stream carries a forward node's state (the reverse direction reads each chunk back to front)")
     if "hidden_size" not in attrs:
