@@ -183,7 +183,7 @@ def test_a_loop_it_can_neither_rewrite_nor_unroll_is_one_error_line(tmp_path):
     assert not (tmp_path / "out.xml").exists()
 
 
-@pytest.mark.parametrize("by", ["value", "shape"])
+@pytest.mark.parametrize("by", ["value", "shape", "condition"])
 def test_a_recognised_cell_with_a_runtime_trip_count_is_refused_with_the_input_that_fixes_it(tmp_path, by):
     """The cell is recognised: the error says so, and names the --input that makes the trip
     count a constant (a frozen value, or a fixed shape); with it, the Loop is recovered."""
@@ -196,6 +196,10 @@ def test_a_recognised_cell_with_a_runtime_trip_count_is_refused_with_the_input_t
         model.graph.input.append(helper.make_tensor_value_info("steps", onnx.TensorProto.INT64, []))
         loop.input[0] = "steps"
         hint, fix = "the value of 'steps' (freeze it with --input \"steps->N\", N the number of steps)", "steps->5"
+    elif by == "condition":  # a bool graph input starts the Loop: freezing it true runs the constant trip count
+        model.graph.input.append(helper.make_tensor_value_info("go", onnx.TensorProto.BOOL, []))
+        loop.input[1] = "go"
+        hint, fix = "the value of the condition 'go' (freeze it with --input \"go->1\" to run the trip count)", "go->1"
     else:
         model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "time"
         model.graph.node.insert(0, helper.make_node("Shape", ["X"], ["x_shape"], start=0, end=1))
@@ -212,7 +216,8 @@ def test_a_recognised_cell_with_a_runtime_trip_count_is_refused_with_the_input_t
     assert run.returncode == 0, run.stderr
     assert "rewritten as LSTM node 'loop' over those steps" in run.stderr
     data = feeds(build(spec), 3)  # X [5, 2, 3]
-    want = ort.InferenceSession(str(path)).run(None, {**data, **({"steps": np.array(5, np.int64)} if by == "value" else {})})
+    extra = {"value": {"steps": np.array(5, np.int64)}, "condition": {"go": np.array(True)}}.get(by, {})
+    want = ort.InferenceSession(str(path)).run(None, {**data, **extra})
     got = run_ir(tmp_path / "out.xml", data)
     for name, value in zip([o.name for o in model.graph.output], want):
         assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, name)

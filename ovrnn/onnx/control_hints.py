@@ -41,7 +41,10 @@ def trip_count_hint(graph: onnx.GraphProto, loop: onnx.NodeProto) -> str:
     declared = {i.name: i for i in graph.input}
     parts = []
     for name in (n for n in inputs if n in by_value):
-        parts.append(f"the value of '{name}' (freeze it with {flag('input', quoted(name + '->N'))}, N the number of steps)")
+        if name in declared and declared[name].type.tensor_type.elem_type == onnx.TensorProto.BOOL:  # a condition, not a count
+            parts.append(f"the value of the condition '{name}' (freeze it with {flag('input', quoted(name + '->1'))} to run the trip count)")
+        else:
+            parts.append(f"the value of '{name}' (freeze it with {flag('input', quoted(name + '->N'))}, N the number of steps)")
     for name in (n for n in inputs if n in by_shape):
         dims = declared[name].type.tensor_type.shape.dim
         shown, named = [], False
