@@ -74,8 +74,10 @@ def test_outputs_belong_to_the_caller_and_inputs_may_be_refilled(silero_spec):
 
 def test_a_failed_group_changes_no_state_of_any_stream():
     """6 policy streams with sizes (1, 4): two calls; the bad action is in the second, so the
-    first call succeeded, and still no stream's state moves (the group is all or nothing)."""
-    model = policy_model()
+    first call succeeded, and still no stream's state moves (the group is all or nothing). The
+    index is computed in the graph (action + 0), so OpenVINO fails the call (threads=2: with one,
+    OpenVINO 2026.4.1's GatherElements skips its check); a direct index input is refused first."""
+    model = policy_model(computed_index=True)
     rng = np.random.default_rng(3)
     with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2) as b:
         streams = [b.open() for _ in range(6)]
@@ -141,3 +143,17 @@ def test_bad_groups_are_refused_with_one_clear_error(silero_spec):
         b.close(streams[1])
         with pytest.raises(ovrnn.errors.StreamClosedError):
             b.feed_group(streams, {"input": x})
+
+
+def test_a_bad_direct_index_refuses_the_group_before_it_runs():
+    model = policy_model()
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4)) as b:
+        streams = [b.open() for _ in range(3)]
+        x = np.full((1, 3, 3), 0.5, np.float32)
+        b.feed_group(streams, {"X": x, "action": np.ones((3, 1), np.int64)})
+        before = [b.state(s) for s in streams]
+        with pytest.raises(UsageError, match=r"^feed_group\(\): .*action"):
+            b.feed_group(streams, {"X": x, "action": np.array([[0], [99], [1]])})
+        for s, st in zip(streams, before):
+            assert all(np.array_equal(v, st[k]) for k, v in b.state(s).items())
+        assert b.stats()["failed_batches"] == 0 and b.stats()["chunks"] == 3

@@ -39,6 +39,8 @@ def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
             batcher._worker(stream)  # raises the error
     stacked = _stacked(batcher.spec, inputs, n)
     worker = batcher._workers[streams[0].worker]
+    if batcher._index_limits:  # a bad direct index refuses the group before any of it runs or queues
+        worker.step.check_indices(stacked, "feed_group()")
     with worker.cond:
         taken = _take(worker, streams)
         direct = taken and worker.claim()
