@@ -34,15 +34,13 @@ def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
     n = len(streams)
     if not n:
         raise UsageError("feed_group(): expected at least one stream")
-    for stream in streams:
-        if type(stream) is not StreamHandle or stream.owner is not batcher:
-            batcher._worker(stream)  # raises the error
+    batcher._worker(streams[0])  # the others are checked by _take (a stranger: feed_many's error)
     stacked = _stacked(batcher.spec, inputs, n)
     worker = batcher._workers[streams[0].worker]
     if batcher._index_limits:  # a bad direct index refuses the group before any of it runs or queues
         worker.step.check_indices(stacked, "feed_group()")
     with worker.cond:
-        taken = _take(worker, streams)
+        taken = _take(worker, streams, batcher)
         direct = taken and worker.claim()
         if taken and not direct:  # the worker is busy: the streams go back as they were
             for stream in streams:
@@ -59,12 +57,13 @@ def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
                 worker.cond.notify()
 
 
-def _take(worker, streams: list) -> bool:
-    """(Lock held) Mark every stream in flight when each is on `worker`, open, with nothing waiting
-    or running, and listed once (a second listing finds it in flight); else mark none."""
+def _take(worker, streams: list, owner) -> bool:
+    """(Lock held) Mark every stream in flight when each is `owner`'s, on `worker`, open, with
+    nothing waiting or running, and listed once (a second listing finds it in flight); else
+    mark none."""
     index = worker.index
     for k, s in enumerate(streams):
-        if s.worker != index or not s.open or s.queue or s.in_flight:
+        if type(s) is not StreamHandle or s.owner is not owner or s.worker != index or not s.open or s.queue or s.in_flight:
             for t in streams[:k]:
                 t.in_flight = False
             return False
@@ -101,18 +100,24 @@ def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
             r.failed_chunks += n
         seconds = worker.chunk_seconds if error is None else None
         later = []  # closed meanwhile, or fed meanwhile
-        for s in streams:  # one tight loop: this is most of the group's Python a stream
-            s.in_flight = False
-            s.last_used = end
-            if error is None:
+        if seconds:  # one tight loop: this is most of the group's Python a stream
+            for s in streams:
+                s.in_flight = False
+                s.last_used = end
                 done = s.done = s.done + 1
-                if s.first_feed is None:
-                    s.first_feed = start
-                if seconds:
-                    lag = end - s.first_feed - (done - 1) * seconds
-                    s.lag = max(0.0, lag)
-            if s.queue or not s.open:
-                later.append(s)
+                first = s.first_feed
+                if first is None:
+                    first = s.first_feed = start
+                lag = end - first - (done - 1) * seconds
+                s.lag = lag if lag > 0.0 else 0.0  # noqa: FURB136 - max() is a call a stream
+                if s.queue or not s.open:
+                    later.append(s)
+        else:  # no lag to keep (`done` counts only for it)
+            for s in streams:
+                s.in_flight = False
+                s.last_used = end
+                if s.queue or not s.open:
+                    later.append(s)
         for s in later:
             if not s.open:
                 store.give_back(s.slot)
