@@ -20,8 +20,11 @@ Precondition, checked for each body input before anything is written:
   * the outer tensor's type is known, a tensor with a defined element type (declared in the graph,
     or inferred by onnx's type inference); otherwise the input is left, and the IR check
     (ir/check.py, ``require_defined_element_types``) refuses the IR if OpenVINO cannot type it either.
-Only the element type is written (and the scalar shape of a Loop's iteration number and condition,
-which the operator fixes); other dims are body_inputs.py's business.
+The element type is written, and for a body input declared with no shape at all its rank (dims
+unknown): a Scan state's or a Loop value's is its initial value's, a Scan slice's its scanned tensor's
+less one, a Loop's iteration number and condition are scalars (OpenVINO 2026.4.1's CPU plugin cannot
+compile a Loop of dynamic rank: such a float16 body converted, then failed to compile). Scan-8 is left.
+Other dims are body_inputs.py's business.
 """
 
 from __future__ import annotations
@@ -61,11 +64,16 @@ def _lacks_elem(vi: onnx.ValueInfoProto) -> bool:
     return which is None or (which == "tensor_type" and vi.type.tensor_type.elem_type == TensorProto.UNDEFINED)
 
 
+def _lacks_rank(vi: onnx.ValueInfoProto) -> bool:
+    """A tensor declaration with no shape at all (not even a rank)."""
+    return vi.type.WhichOneof("value") in (None, "tensor_type") and not vi.type.tensor_type.HasField("shape")
+
+
 def _untyped(node: onnx.NodeProto) -> bool:
     if node.op_type not in ("Loop", "Scan") or node.domain not in ONNX_DOMAINS:
         return False
     body = next((a.g for a in node.attribute if a.name == "body" and a.HasField("g")), None)
-    return body is not None and any(_lacks_elem(vi) for vi in body.input)
+    return body is not None and any(_lacks_elem(vi) or _lacks_rank(vi) for vi in body.input)
 
 
 def _elem_types(graph: onnx.GraphProto, outer: dict[str, int]) -> dict[str, int]:
@@ -103,27 +111,53 @@ def bindings(node: onnx.NodeProto, body: onnx.GraphProto, opset: int) -> list[tu
     return list(enumerate(inputs))  # states then scan inputs: a slice has its scanned tensor's element type
 
 
-def _walk(graph: onnx.GraphProto, inferred: onnx.GraphProto, outer: dict[str, int], opset: int, typed: list[str]) -> None:
+def _ranks(graph: onnx.GraphProto, outer: dict[str, int]) -> dict[str, int]:
+    """Tensor name -> rank for what `graph` declares or onnx inferred with a shape, outer scopes included."""
+    known = dict(outer)
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
+            known[vi.name] = len(vi.type.tensor_type.shape.dim)
+    for init in graph.initializer:
+        known[init.name] = len(init.dims)
+    return known
+
+
+def _walk(graph: onnx.GraphProto, inferred: onnx.GraphProto, outer: dict[str, int], opset: int, typed: list[str], outer_ranks: dict[str, int] | None = None) -> None:
     """Walk `graph` and its inferred twin (same nodes, same order) together."""
     known = _elem_types(inferred, _elem_types(graph, outer))
+    ranks = _ranks(inferred, _ranks(graph, outer_ranks or {}))
     for node, twin in zip(graph.node, inferred.node):
         if _untyped(node):
-            _type_inputs(node, known, opset, typed)
+            _type_inputs(node, known, opset, typed, ranks)
         for (_, sub), (_, sub_twin) in zip(subgraphs(node), subgraphs(twin)):
-            _walk(sub, sub_twin, known, opset, typed)
+            _walk(sub, sub_twin, known, opset, typed, ranks)
 
 
-def _type_inputs(node: onnx.NodeProto, known: dict[str, int], opset: int, typed: list[str]) -> None:
+def _type_inputs(node: onnx.NodeProto, known: dict[str, int], opset: int, typed: list[str], ranks: dict[str, int]) -> None:
     body = next(a.g for a in node.attribute if a.name == "body")
     bound = bindings(node, body, opset)
     if bound is None:
         return
+    states = len(node.input) - next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0) if node.op_type == "Scan" else None
     for slot, source in bound:
         vi = body.input[slot]
+        changed = False
         elem = source if isinstance(source, int) else known.get(source, TensorProto.UNDEFINED) if source else TensorProto.UNDEFINED
-        if not _lacks_elem(vi) or elem == TensorProto.UNDEFINED:
-            continue
-        vi.type.tensor_type.elem_type = elem  # creates the tensor type when there was none; dims stay as declared
-        if isinstance(source, int) and not vi.type.tensor_type.HasField("shape"):
-            vi.type.tensor_type.shape.SetInParent()  # a Loop's iteration number and condition are scalars by definition
-        typed.append(f"{node_label(node)}/{vi.name}")
+        if _lacks_elem(vi) and elem != TensorProto.UNDEFINED:
+            vi.type.tensor_type.elem_type = elem  # creates the tensor type when there was none; dims stay as declared
+            if isinstance(source, int) and not vi.type.tensor_type.HasField("shape"):
+                vi.type.tensor_type.shape.SetInParent()  # a Loop's iteration number and condition are scalars by definition
+            changed = True
+        declared = vi.type.tensor_type.elem_type
+        agrees = declared == (source if isinstance(source, int) else known.get(source, TensorProto.UNDEFINED) if source else TensorProto.UNDEFINED)
+        if not _lacks_elem(vi) and agrees and _lacks_rank(vi) and opset != 8:  # typed as bound, no shape at all: the rank of what it is bound to
+            rank = 0 if isinstance(source, int) else ranks.get(source) if source else None
+            if rank is not None and states is not None and slot >= states:
+                rank -= 1  # a Scan slice: its scanned tensor without the scan axis
+            if rank is not None and rank >= 0:
+                vi.type.tensor_type.shape.SetInParent()
+                for _ in range(rank):
+                    vi.type.tensor_type.shape.dim.add()  # dims unknown: only the rank, which OpenVINO's Loop needs
+                changed = True
+        if changed:
+            typed.append(f"{node_label(node)}/{vi.name}")
