@@ -30,7 +30,15 @@ from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
 from .plan.request import Request
 from .plan.decide import (
-    Fallback, Plan, auto_device, cells_from_query, cells_from_tables, device_lacks_cells, dynamic_stream_note, frontend_failure_hint, measured_forms,
+    Fallback,
+    Plan,
+    auto_device,
+    cells_from_query,
+    cells_from_tables,
+    device_lacks_cells,
+    dynamic_stream_note,
+    frontend_failure_hint,
+    measured_forms,
     plan_conversion,
 )
 from .semantics.limits import DEFAULT_MAX_STEPS
@@ -83,7 +91,20 @@ def convert_model(
       every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted
       (docs/bodies.md).
     """
-    request = Request(ir_version, lowering, device, static, compress_to_fp16, max_steps, chunk_steps, stateful, compress_weights, group_size, allow_sequence_ops, max_weight_error=max_weight_error)
+    request = Request(
+        ir_version,
+        lowering,
+        device,
+        static,
+        compress_to_fp16,
+        max_steps,
+        chunk_steps,
+        stateful,
+        compress_weights,
+        group_size,
+        allow_sequence_ops,
+        max_weight_error=max_weight_error,
+    )
     return convert(model, input, request).ir
 
 
@@ -134,7 +155,19 @@ def _lowered(plan: Plan, options: LoweringOptions, left: dict[str, str]) -> IR:
 
     r, record = plan.request, plan.prepared.rt_info()
     if plan.whole:
-        return convert_whole_model(plan.view, plan.prepared.shapes, plan.read, list(plan.nodes), plan.source, options, r.max_steps, stateful=r.stateful, record=record, left=dict(left), reread=frontend_input)
+        return convert_whole_model(
+            plan.view,
+            plan.prepared.shapes,
+            plan.read,
+            list(plan.nodes),
+            plan.source,
+            options,
+            r.max_steps,
+            stateful=r.stateful,
+            record=record,
+            left=dict(left),
+            reread=frontend_input,
+        )
     return convert_graph(plan.view, options, r.ir_version, r.max_steps, r.stateful, record)
 
 
@@ -164,7 +197,9 @@ def _carried_out(plan: Plan, files: list[Path], left: dict[str, str]) -> IR:
     else:
         choice, note = _auto_cells(plan, build)
         kinds = set(choice.values())
-        ir = build(kinds.pop(), auto=True) if len(kinds) == 1 else build("cell", tuple(choice.items()), auto=True)  # per op when they differ
+        ir = (
+            build(kinds.pop(), auto=True) if len(kinds) == 1 else build("cell", tuple(choice.items()), auto=True)
+        )  # per op when they differ
         notes = (note,)
     notes += dynamic_stream_note(plan.request, ir.xml)
     own = ir.notes
@@ -172,7 +207,12 @@ def _carried_out(plan: Plan, files: list[Path], left: dict[str, str]) -> IR:
         from .frontend.whole_model import NO_RNN_NOTE
 
         own = tuple(n for n in own if not n.startswith(NO_RNN_NOTE))  # their notes say what was done, and no re-export advice fits
-    return replace(ir, notes=plan.prepared.notes + (plan.read.notes if plan.read else ()) + own + notes, sources=tuple(files), frozen=plan.prepared.frozen)
+    return replace(
+        ir,
+        notes=plan.prepared.notes + (plan.read.notes if plan.read else ()) + own + notes,
+        sources=tuple(files),
+        frozen=plan.prepared.frozen,
+    )
 
 
 def _auto_cells(plan: Plan, build) -> tuple[dict[str, str], str]:

@@ -68,7 +68,7 @@ class Extension(list):
     @property
     def error(self) -> OvrnnError | None:
         """The first error ovrnn raised during the conversion (OpenVINO reports it wrapped); the node
-    is named by the X it reads, as the frontend had not named it yet."""
+        is named by the X it reads, as the frontend had not named it yet."""
         return self._lowering.error
 
     def __repr__(self) -> str:

@@ -39,7 +39,9 @@ class Compression:
     def describe(self) -> str:
         if self.mode == "int8":
             return "int8 symmetric, one scale per row"
-        return "int4 symmetric (experimental), " + ("one scale per row" if self.group_size == -1 else f"one scale per {self.group_size} columns")
+        return "int4 symmetric (experimental), " + (
+            "one scale per row" if self.group_size == -1 else f"one scale per {self.group_size} columns"
+        )
 
     def group_for(self, cols: int) -> int:
         """The group size used on a matrix of `cols` columns: per row when g does not divide it."""

@@ -203,8 +203,11 @@ def _parse_one(item: str, spec: str) -> tuple[str | None, Shape | None]:
 
 
 def _is_dim(d: object) -> bool:
-    return d is None or (isinstance(d, int) and not isinstance(d, bool)) or hasattr(d, "get_min_length") or (
-        isinstance(d, tuple) and len(d) == 2 and all(isinstance(x, int) for x in d)
+    return (
+        d is None
+        or (isinstance(d, int) and not isinstance(d, bool))
+        or hasattr(d, "get_min_length")
+        or (isinstance(d, tuple) and len(d) == 2 and all(isinstance(x, int) for x in d))
     )
 
 
@@ -230,7 +233,9 @@ def shape_of(value: object, who: str) -> Shape | None:
     if _is_ov_shape(value):
         value = [int(d) for d in value]
     if not isinstance(value, (list, tuple)) or not all(_is_dim(d) for d in value):
-        raise UsageError(f"{flag('input')} '{who}': cannot read {value!r} as a shape (a list of ints, -1/None for dynamic, (lo, hi) ranges or ov.Dimension)")
+        raise UsageError(
+            f"{flag('input')} '{who}': cannot read {value!r} as a shape (a list of ints, -1/None for dynamic, (lo, hi) ranges or ov.Dimension)"
+        )
     dims = []
     for d in value:
         if d is None or d == -1:
@@ -284,4 +289,6 @@ def check_input_size(shape, itemsize: int, what: str) -> None:
         nbytes *= d
     limit = max_input_bytes()
     if nbytes > limit:
-        raise UsageError(f"{what}: shape {list(shape)} is {nbytes:,} bytes, more than the limit of {limit:,}; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>")
+        raise UsageError(
+            f"{what}: shape {list(shape)} is {nbytes:,} bytes, more than the limit of {limit:,}; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>"
+        )

@@ -96,7 +96,22 @@ class Case:
         )
 
 
-_CANON = {n.lower(): n for n in ("Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid", "Elu", "Softsign", "Softplus")}
+_CANON = {
+    n.lower(): n
+    for n in (
+        "Relu",
+        "Tanh",
+        "Sigmoid",
+        "Affine",
+        "LeakyRelu",
+        "ThresholdedRelu",
+        "ScaledTanh",
+        "HardSigmoid",
+        "Elu",
+        "Softsign",
+        "Softplus",
+    )
+}
 
 
 def _c(id: str, **kw) -> Case:  # noqa: A002
@@ -131,8 +146,22 @@ RNN_CASES: list[Case] = [
     # per-direction activations and alpha/beta consumed in order
     _c("bidir-tanh-leakyrelu-a0.3", direction="bidirectional", activations=("Tanh", "LeakyRelu"), alpha=(0.3,)),
     _c("bidir-leakyrelu-elu-a0.1-a0.6", direction="bidirectional", activations=("LeakyRelu", "Elu"), alpha=(0.1, 0.6)),
-    _c("bidir-hardsigmoid-affine-in-order", direction="bidirectional", activations=("HardSigmoid", "Affine"), alpha=(0.25, 0.9), beta=(0.45, -0.1)),
-    _c("bidir-affine-tanh-h0-lens", direction="bidirectional", activations=("Affine", "Tanh"), alpha=(0.8,), beta=(0.1,), h0=True, lens=(4, 2)),
+    _c(
+        "bidir-hardsigmoid-affine-in-order",
+        direction="bidirectional",
+        activations=("HardSigmoid", "Affine"),
+        alpha=(0.25, 0.9),
+        beta=(0.45, -0.1),
+    ),
+    _c(
+        "bidir-affine-tanh-h0-lens",
+        direction="bidirectional",
+        activations=("Affine", "Tanh"),
+        alpha=(0.8,),
+        beta=(0.1,),
+        h0=True,
+        lens=(4, 2),
+    ),
     _c("bidir-softplus-relu", direction="bidirectional", activations=("Softplus", "Relu")),
     _c("bidir-leakyrelu-one-alpha-two-uses", direction="bidirectional", activations=("LeakyRelu", "LeakyRelu"), alpha=(0.05,)),
     # clip
@@ -163,7 +192,14 @@ RNN_CASES: list[Case] = [
     _c("layout1-fwd", layout=1),
     _c("layout1-rev-h0", layout=1, direction="reverse", h0=True),
     _c("layout1-bidir-lens-h0", layout=1, direction="bidirectional", lens=(4, 1, 3), batch=3, h0=True),
-    _c("layout1-bidir-relu-leakyrelu-lens", layout=1, direction="bidirectional", activations=("Relu", "LeakyRelu"), alpha=(0.1,), lens=(2, 4)),
+    _c(
+        "layout1-bidir-relu-leakyrelu-lens",
+        layout=1,
+        direction="bidirectional",
+        activations=("Relu", "LeakyRelu"),
+        alpha=(0.1,),
+        lens=(2, 4),
+    ),
     _c("layout1-dyn-batch-h0", layout=1, dyn_batch=True, h0=True, batch=3),
     _c("layout1-bidir-wrb-inputs-lens", layout=1, direction="bidirectional", weights_as_inputs=True, lens=(3, 2), h0=True),
     # weights as graph inputs: B summed in-graph
@@ -254,7 +290,13 @@ GRU_CASES: list[Case] = [
     _gru("f-softplus-g-softsign", activations=("Softplus", "Softsign")),
     # per-direction activations and alpha/beta consumed in order
     _gru("bidir-acts-differ", direction="bidirectional", activations=("Sigmoid", "Tanh", "HardSigmoid", "Relu")),
-    _gru("bidir-alpha-beta-in-order", direction="bidirectional", activations=("HardSigmoid", "LeakyRelu", "Sigmoid", "Elu"), alpha=(0.25, 0.1, 0.6), beta=(0.45,)),
+    _gru(
+        "bidir-alpha-beta-in-order",
+        direction="bidirectional",
+        activations=("HardSigmoid", "LeakyRelu", "Sigmoid", "Elu"),
+        alpha=(0.25, 0.1, 0.6),
+        beta=(0.45,),
+    ),
     _gru("bidir-one-direction-list", direction="bidirectional", activations=("Sigmoid", "Relu")),
     _gru("lowercase-names", activations=("sigmoid", "tanh")),
     # clip (the whole input of each activation)
@@ -280,7 +322,15 @@ GRU_CASES: list[Case] = [
     _gru("layout1-fwd", layout=1),
     _gru("layout1-rev-h0", layout=1, direction="reverse", h0=True),
     _gru("layout1-bidir-lens-h0", layout=1, direction="bidirectional", lens=(4, 1, 3), batch=3, h0=True),
-    _gru("layout1-bidir-lbr1-acts-differ-clip-lens", layout=1, direction="bidirectional", linear_before_reset=1, activations=("Sigmoid", "Tanh", "HardSigmoid", "Softsign"), clip=0.9, lens=(2, 4)),
+    _gru(
+        "layout1-bidir-lbr1-acts-differ-clip-lens",
+        layout=1,
+        direction="bidirectional",
+        linear_before_reset=1,
+        activations=("Sigmoid", "Tanh", "HardSigmoid", "Softsign"),
+        clip=0.9,
+        lens=(2, 4),
+    ),
     _gru("layout1-dyn-batch-h0", layout=1, dyn_batch=True, h0=True, batch=3),
     _gru("layout1-wrb-inputs-lens-h0", layout=1, weights_as_inputs=True, lens=(3, 2), h0=True),
     # weights as graph inputs
@@ -377,7 +427,13 @@ LSTM_CASES: list[Case] = [
     _lstm("h-softplus", activations=("Sigmoid", "Tanh", "Softplus")),
     # per-direction activations and alpha/beta consumed in order
     _lstm("bidir-acts-differ", direction="bidirectional", activations=("Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Relu", "Softsign")),
-    _lstm("bidir-alpha-beta-in-order", direction="bidirectional", activations=("HardSigmoid", "LeakyRelu", "Elu", "Sigmoid", "Affine", "ScaledTanh"), alpha=(0.25, 0.1, 0.6, 0.9, 1.1), beta=(0.45, 0.1, 0.8)),
+    _lstm(
+        "bidir-alpha-beta-in-order",
+        direction="bidirectional",
+        activations=("HardSigmoid", "LeakyRelu", "Elu", "Sigmoid", "Affine", "ScaledTanh"),
+        alpha=(0.25, 0.1, 0.6, 0.9, 1.1),
+        beta=(0.45, 0.1, 0.8),
+    ),
     _lstm("bidir-one-direction-list", direction="bidirectional", activations=("Sigmoid", "Relu", "Tanh")),
     _lstm("lowercase-names", activations=("sigmoid", "tanh", "tanh")),
     # clip (the gate pre-activations, not Ct)
@@ -404,7 +460,13 @@ LSTM_CASES: list[Case] = [
     _lstm("layout1-peepholes-h0-c0", layout=1, peepholes=True, h0=True, c0=True),
     _lstm("layout1-bidir-peepholes", layout=1, direction="bidirectional", peepholes=True),
     _lstm("layout1-input-forget-clip-lens", layout=1, input_forget=1, clip=0.8, lens=(2, 4)),
-    _lstm("layout1-bidir-acts-differ-lens", layout=1, direction="bidirectional", activations=("Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Softsign", "Relu"), lens=(3, 4)),
+    _lstm(
+        "layout1-bidir-acts-differ-lens",
+        layout=1,
+        direction="bidirectional",
+        activations=("Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Softsign", "Relu"),
+        lens=(3, 4),
+    ),
     _lstm("layout1-dyn-batch-h0-c0", layout=1, dyn_batch=True, h0=True, c0=True, batch=3),
     _lstm("layout1-wrb-inputs", layout=1, weights_as_inputs=True),
     # weights as graph inputs
@@ -444,7 +506,16 @@ LSTM_CASES: list[Case] = [
     _lstm("f64-bidir-peepholes-lens-h0-c0", dtype="float64", direction="bidirectional", peepholes=True, lens=(3, 4), h0=True, c0=True),
     _lstm("f64-input-forget-h-softsign", dtype="float64", input_forget=1, activations=("Sigmoid", "Tanh", "Softsign")),
     _lstm("bf16-fwd", dtype="bfloat16", opset=22),
-    _lstm("bf16-bidir-peepholes-lens-h0-c0", dtype="bfloat16", opset=22, direction="bidirectional", peepholes=True, lens=(4, 2), h0=True, c0=True),
+    _lstm(
+        "bf16-bidir-peepholes-lens-h0-c0",
+        dtype="bfloat16",
+        opset=22,
+        direction="bidirectional",
+        peepholes=True,
+        lens=(4, 2),
+        h0=True,
+        c0=True,
+    ),
     _lstm("bf16-wrb-inputs-dyn-batch", dtype="bfloat16", opset=22, weights_as_inputs=True, dyn_batch=True, batch=3),
     _lstm("bf16-opset14", dtype="bfloat16", opset=14),
 ]

@@ -52,7 +52,11 @@ def dead_layers(xml: bytes) -> list[str]:
     Results and Assigns are the sinks."""
     root = etree.fromstring(xml, etree.XMLParser(huge_tree=True))
     consumed = {e.get("from-layer") for e in root.iter("edge")}
-    return [el.get("name") for el in root.iter("layer") if el.get("type") not in ("Parameter", "Result", "Assign") and el.get("id") not in consumed]
+    return [
+        el.get("name")
+        for el in root.iter("layer")
+        if el.get("type") not in ("Parameter", "Result", "Assign") and el.get("id") not in consumed
+    ]
 
 
 def ovrnn_cli(*args, cwd=None, env=None):
@@ -122,8 +126,13 @@ def rnn_gru_lstm_model(nodes, initializers, steps: int):
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
-        nodes, "mixed",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 2, 2]), helper.make_tensor_value_info("rsequence_lens", TensorProto.INT32, [2])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")], initializers,
+        nodes,
+        "mixed",
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 2, 2]),
+            helper.make_tensor_value_info("rsequence_lens", TensorProto.INT32, [2]),
+        ],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")],
+        initializers,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)

@@ -35,57 +35,68 @@ class Mutation:
     tol: float = 1e-4  # abs and rel: float32 over at most 7 steps (a dropped term is 1e-2 or more)
 
 
-MUTATIONS = {m.name: m for m in [
-    Mutation("plain", True, "the cell as an exporter writes it"),
-    Mutation("keras_z", True, "GRU written h' = z*h + (1-z)*n (Keras's form)", ("gru_lbr1", "gru_lbr0")),
-    Mutation("gemm", True, "x @ W + bias as one Gemm", ("lstm", "gru_lbr1", "rnn_tanh", "rnn_relu")),
-    Mutation("mask_bool", True, "a bool mask [T, B, 1] read per step keeps the state where it is 0 (Where)"),
-    Mutation("mask_cast", True, "a mask cast to float from a comparison of X outside, state kept by m*new + (1-m)*old"),
-    Mutation("counter_read", True, "x read by a carried counter (starting at 0, +1), not the iteration number"),
-    Mutation("scan", True, "written as a Scan (scan axis and direction in the spec)"),
-    Mutation("dynamic_batch", True, "the batch left dynamic"),
-    Mutation("float64", True, "the whole model in double: X, states, weights"),
-    Mutation("weights_carried", True, "W, R and the biases passed in as loop-carried values the body hands on unchanged (tf2onnx)"),
-    Mutation("body_weights", True, "W, R and the biases initializers of the body itself"),
-    Mutation("slice_gates", True, "the gates cut with Slice nodes instead of one Split", ("lstm", "gru_lbr1", "gru_lbr0")),
-    Mutation("no_bias", True, "no bias", ("lstm", "gru_lbr0", "rnn_tanh", "rnn_relu")),
-    Mutation("mask_rank2", True, "a bool mask [T, B] read per step, unsqueezed to [B, 1] in the body"),
-    Mutation("mask_zero_state", True, "a bool mask that zeroes h where it is 0 (c kept)"),
-    Mutation("scan_c", True, "the stacked output is c, not h", ("lstm",)),
-    # (not an RNN with Relu: onnx.reference, which runs the body's probes, knows no Relu RNN; that Loop stays, its node lowered in the body)
-    Mutation("inner_node", True, "a one-step ONNX LSTM/GRU/RNN node in the body (scripted nn.LSTMCell), states Unsqueezed in and Squeezed out",
-             ("lstm", "gru_lbr1", "gru_lbr0", "rnn_tanh")),
-    Mutation("mask_shared", True, "a bool mask [T, 1, 1]: one bit per step for every row"),
-    Mutation("mask_const_prefix", True, "a constant bool mask, a prefix in every sample, that keeps the states (one node, sequence_lens)"),
-    Mutation("mask_const_y_only", True, "a constant prefix mask that zeroes only the stacked output: the states run on (not sequence_lens)"),
-    Mutation("relu_swap", True, "GRU's candidate activation Relu (RNNoise's cell)", ("gru_lbr1", "gru_lbr0")),
-    Mutation("act_swap", False, "one gate's Sigmoid swapped for Tanh", ("lstm", "gru_lbr1", "gru_lbr0")),
-    Mutation("act_tanh_to_sigmoid", False, "the candidate's Tanh swapped for Sigmoid"),
-    Mutation("index_term_y", False, "the stacked output plus 0.1*i (the iteration number)"),
-    Mutation("index_term_h", False, "the new h plus 0.1*i, carried"),
-    Mutation("index_gate", False, "the state updated only where i == 0, kept after"),
-    Mutation("index_scale_x", False, "x_t scaled by (1 + 0.1*i) before the cell"),
-    Mutation("counter_scale", False, "the stacked output scaled by a carried float counter (1, 2, ...)"),
-    Mutation("int_counter_scale", False, "the new h scaled by a cast int counter (1, 2, ...), carried"),
-    Mutation("cond_vector", False, "a conditioning vector (a graph input) added to the new h"),
-    Mutation("film", False, "a FiLM gain (a graph input): h' = h*(1+g)"),
-    Mutation("outer_pre", False, "a graph input added to the gate pre-activations"),
-    Mutation("float_table", False, "a float per-step table S [T, B, 1] (not 0/1) gating the update like a mask"),
-    Mutation("float_table_rank2", False, "a float per-step table S [T, B] gating the update like a mask"),
-    Mutation("const_term", False, "a constant 0.25 added to the new h"),
-    Mutation("reversed_read", False, "x read at T-1-i"),
-    Mutation("counter_minus1", False, "x read by a counter that starts at -1 (iteration 0 reads X[-1], the last step)"),
-    Mutation("data_gate", False, "the state updated only where x_t's first feature is > 0 (a comparison on data)"),
-    Mutation("row_mix", False, "the cell reads h with its batch rows rotated (Slice and Concat on axis 0)"),
-    Mutation("state_scale", False, "the new h scaled by 0.5"),
-    Mutation("lstm_relu", False, "LSTM's candidate activation Relu", ("lstm",)),
-    Mutation("inner_node_film", False, "a one-step recurrent node in the body, its new h scaled by a graph input (1 + g)"),
-    Mutation("inner_node_scaled_x", False, "a one-step recurrent node reading 2*x_t"),
-    Mutation("scan_film", False, "a Scan whose body scales the new h by a graph input (1 + g)"),
-    # OpenVINO may drop the Convert pair that onnxruntime rounds through: float16's 1e-3, for both
-    Mutation("cast_f16", False, "the new h rounded through float16 (Cast there and back)", tol=2e-3),
-    Mutation("mask_inverted", False, "a bool mask that updates the state where it is 0 and keeps it where it is 1"),
-]}
+MUTATIONS = {
+    m.name: m
+    for m in [
+        Mutation("plain", True, "the cell as an exporter writes it"),
+        Mutation("keras_z", True, "GRU written h' = z*h + (1-z)*n (Keras's form)", ("gru_lbr1", "gru_lbr0")),
+        Mutation("gemm", True, "x @ W + bias as one Gemm", ("lstm", "gru_lbr1", "rnn_tanh", "rnn_relu")),
+        Mutation("mask_bool", True, "a bool mask [T, B, 1] read per step keeps the state where it is 0 (Where)"),
+        Mutation("mask_cast", True, "a mask cast to float from a comparison of X outside, state kept by m*new + (1-m)*old"),
+        Mutation("counter_read", True, "x read by a carried counter (starting at 0, +1), not the iteration number"),
+        Mutation("scan", True, "written as a Scan (scan axis and direction in the spec)"),
+        Mutation("dynamic_batch", True, "the batch left dynamic"),
+        Mutation("float64", True, "the whole model in double: X, states, weights"),
+        Mutation("weights_carried", True, "W, R and the biases passed in as loop-carried values the body hands on unchanged (tf2onnx)"),
+        Mutation("body_weights", True, "W, R and the biases initializers of the body itself"),
+        Mutation("slice_gates", True, "the gates cut with Slice nodes instead of one Split", ("lstm", "gru_lbr1", "gru_lbr0")),
+        Mutation("no_bias", True, "no bias", ("lstm", "gru_lbr0", "rnn_tanh", "rnn_relu")),
+        Mutation("mask_rank2", True, "a bool mask [T, B] read per step, unsqueezed to [B, 1] in the body"),
+        Mutation("mask_zero_state", True, "a bool mask that zeroes h where it is 0 (c kept)"),
+        Mutation("scan_c", True, "the stacked output is c, not h", ("lstm",)),
+        # (not an RNN with Relu: onnx.reference, which runs the body's probes, knows no Relu RNN; that Loop stays, its node lowered in the body)
+        Mutation(
+            "inner_node",
+            True,
+            "a one-step ONNX LSTM/GRU/RNN node in the body (scripted nn.LSTMCell), states Unsqueezed in and Squeezed out",
+            ("lstm", "gru_lbr1", "gru_lbr0", "rnn_tanh"),
+        ),
+        Mutation("mask_shared", True, "a bool mask [T, 1, 1]: one bit per step for every row"),
+        Mutation(
+            "mask_const_prefix", True, "a constant bool mask, a prefix in every sample, that keeps the states (one node, sequence_lens)"
+        ),
+        Mutation(
+            "mask_const_y_only", True, "a constant prefix mask that zeroes only the stacked output: the states run on (not sequence_lens)"
+        ),
+        Mutation("relu_swap", True, "GRU's candidate activation Relu (RNNoise's cell)", ("gru_lbr1", "gru_lbr0")),
+        Mutation("act_swap", False, "one gate's Sigmoid swapped for Tanh", ("lstm", "gru_lbr1", "gru_lbr0")),
+        Mutation("act_tanh_to_sigmoid", False, "the candidate's Tanh swapped for Sigmoid"),
+        Mutation("index_term_y", False, "the stacked output plus 0.1*i (the iteration number)"),
+        Mutation("index_term_h", False, "the new h plus 0.1*i, carried"),
+        Mutation("index_gate", False, "the state updated only where i == 0, kept after"),
+        Mutation("index_scale_x", False, "x_t scaled by (1 + 0.1*i) before the cell"),
+        Mutation("counter_scale", False, "the stacked output scaled by a carried float counter (1, 2, ...)"),
+        Mutation("int_counter_scale", False, "the new h scaled by a cast int counter (1, 2, ...), carried"),
+        Mutation("cond_vector", False, "a conditioning vector (a graph input) added to the new h"),
+        Mutation("film", False, "a FiLM gain (a graph input): h' = h*(1+g)"),
+        Mutation("outer_pre", False, "a graph input added to the gate pre-activations"),
+        Mutation("float_table", False, "a float per-step table S [T, B, 1] (not 0/1) gating the update like a mask"),
+        Mutation("float_table_rank2", False, "a float per-step table S [T, B] gating the update like a mask"),
+        Mutation("const_term", False, "a constant 0.25 added to the new h"),
+        Mutation("reversed_read", False, "x read at T-1-i"),
+        Mutation("counter_minus1", False, "x read by a counter that starts at -1 (iteration 0 reads X[-1], the last step)"),
+        Mutation("data_gate", False, "the state updated only where x_t's first feature is > 0 (a comparison on data)"),
+        Mutation("row_mix", False, "the cell reads h with its batch rows rotated (Slice and Concat on axis 0)"),
+        Mutation("state_scale", False, "the new h scaled by 0.5"),
+        Mutation("lstm_relu", False, "LSTM's candidate activation Relu", ("lstm",)),
+        Mutation("inner_node_film", False, "a one-step recurrent node in the body, its new h scaled by a graph input (1 + g)"),
+        Mutation("inner_node_scaled_x", False, "a one-step recurrent node reading 2*x_t"),
+        Mutation("scan_film", False, "a Scan whose body scales the new h by a graph input (1 + g)"),
+        # OpenVINO may drop the Convert pair that onnxruntime rounds through: float16's 1e-3, for both
+        Mutation("cast_f16", False, "the new h rounded through float16 (Cast there and back)", tol=2e-3),
+        Mutation("mask_inverted", False, "a bool mask that updates the state where it is 0 and keeps it where it is 1"),
+    ]
+}
 
 
 @dataclass(frozen=True)
@@ -202,8 +213,13 @@ def build(spec: BodySpec, prefix: str = "") -> onnx.ModelProto:
 def pack(models: list[onnx.ModelProto]) -> onnx.ModelProto:
     """Models with disjoint names (build(..., prefix)) side by side in one graph: one conversion,
     one compilation and one onnxruntime session for many bodies."""
-    graph = helper.make_graph([n for m in models for n in m.graph.node], "packed", [i for m in models for i in m.graph.input],
-                              [o for m in models for o in m.graph.output], [t for m in models for t in m.graph.initializer])
+    graph = helper.make_graph(
+        [n for m in models for n in m.graph.node],
+        "packed",
+        [i for m in models for i in m.graph.input],
+        [o for m in models for o in m.graph.output],
+        [t for m in models for t in m.graph.initializer],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION, producer_name="ovrnn-tests")
 
 
@@ -263,8 +279,11 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
         return _scan(spec, inits, inputs, batch)
     outer = _Graph("o/")
     g = _Graph("b/")
-    body_in = [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond", BOOL, []),
-               helper.make_tensor_value_info("h", F32, [batch, H])]
+    body_in = [
+        helper.make_tensor_value_info("i", I64, []),
+        helper.make_tensor_value_info("cond", BOOL, []),
+        helper.make_tensor_value_info("h", F32, [batch, H]),
+    ]
     if lstm:
         body_in.append(helper.make_tensor_value_info("c", F32, [batch, H]))
     loop_in = ["T", "true", "h0"] + (["c0"] if lstm else [])
@@ -304,8 +323,19 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
     else:
         h_new, c_new = _cell(g, spec, x, "h", "c" if lstm else None, m)
     y = h_new
-    if m in ("mask_bool", "mask_cast", "float_table", "float_table_rank2", "mask_rank2", "mask_zero_state", "mask_inverted", "data_gate",
-             "mask_const_prefix", "mask_const_y_only", "mask_shared"):
+    if m in (
+        "mask_bool",
+        "mask_cast",
+        "float_table",
+        "float_table_rank2",
+        "mask_rank2",
+        "mask_zero_state",
+        "mask_inverted",
+        "data_gate",
+        "mask_const_prefix",
+        "mask_const_y_only",
+        "mask_shared",
+    ):
         if m in ("mask_const_prefix", "mask_const_y_only"):
             lengths = rng.integers(1, T + 1, B)
             inits["M"] = numpy_helper.from_array((np.arange(T)[:, None] < lengths[None, :])[:, :, None], "M")
@@ -323,14 +353,20 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
                 inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
                 bit = g.op("Greater", [g.op("Slice", [x, "zero_i", "one_i", "axis1"]), "zero"])
             else:
-                inputs.append(helper.make_tensor_value_info("M", BOOL, [T, batch] if m == "mask_rank2" else [T, 1, 1] if m == "mask_shared" else [T, batch, 1]))
+                inputs.append(
+                    helper.make_tensor_value_info(
+                        "M", BOOL, [T, batch] if m == "mask_rank2" else [T, 1, 1] if m == "mask_shared" else [T, batch, 1]
+                    )
+                )
                 bit = g.op("Gather", ["M", index], axis=0)
             if m == "mask_rank2":
                 inits["axes1"] = numpy_helper.from_array(np.array([1], np.int64), "axes1")
                 bit = g.op("Unsqueeze", [bit, "axes1"])
             if m == "mask_zero_state":
                 inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
-            select = lambda new, old: g.op("Where", [bit, old, new] if m == "mask_inverted" else [bit, new, "zero" if m == "mask_zero_state" and old == "h" else old])
+            select = lambda new, old: g.op(
+                "Where", [bit, old, new] if m == "mask_inverted" else [bit, new, "zero" if m == "mask_zero_state" and old == "h" else old]
+            )
         else:
             if m == "mask_cast":  # Keras's Masking: the step counts where some feature is not 0
                 inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
@@ -416,7 +452,9 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
         for node in body.node:
             node.input[:] = [f"{n}_c" if n in weights else n for n in node.input]
     loop = helper.make_node("Loop", loop_in, loop_out, name="loop", body=body)
-    outputs = [helper.make_tensor_value_info("h_T", F32, [batch, H])] + ([helper.make_tensor_value_info("c_T", F32, [batch, H])] if lstm else [])
+    outputs = [helper.make_tensor_value_info("h_T", F32, [batch, H])] + (
+        [helper.make_tensor_value_info("c_T", F32, [batch, H])] if lstm else []
+    )
     outputs.append(helper.make_tensor_value_info("Y", F32, [T, batch, H]))
     graph = helper.make_graph(outer.nodes + [loop], "loop_cell", inputs, outputs, list(inits.values()))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION, producer_name="ovrnn-tests")
@@ -467,9 +505,18 @@ def _scan(spec: BodySpec, inits: dict, inputs: list, batch) -> onnx.ModelProto:
     inputs[0] = helper.make_tensor_value_info("X", F32, x_shape)
     y_shape = [T, batch, H] if spec.scan_axis == 0 else [batch, T, H]
     outs = ["h_T"] + (["c_T"] if lstm else []) + ["Y"]
-    scan = helper.make_node("Scan", ["h0"] + (["c0"] if lstm else []) + ["X"], outs, name="scan", body=body, num_scan_inputs=1,
-                            scan_input_axes=[spec.scan_axis], scan_input_directions=[spec.reverse],
-                            scan_output_axes=[spec.scan_axis], scan_output_directions=[spec.reverse])
+    scan = helper.make_node(
+        "Scan",
+        ["h0"] + (["c0"] if lstm else []) + ["X"],
+        outs,
+        name="scan",
+        body=body,
+        num_scan_inputs=1,
+        scan_input_axes=[spec.scan_axis],
+        scan_input_directions=[spec.reverse],
+        scan_output_axes=[spec.scan_axis],
+        scan_output_directions=[spec.reverse],
+    )
     outputs = [helper.make_tensor_value_info(n, F32, [batch, H]) for n in outs[:-1]] + [helper.make_tensor_value_info("Y", F32, y_shape)]
     graph = helper.make_graph([scan], "scan_cell", inputs, outputs, list(inits.values()))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION, producer_name="ovrnn-tests")
@@ -507,12 +554,24 @@ def specs(count: int, seed: int) -> list[BodySpec]:
         m = pool[(k // 2) % len(pool)]
         turn = (k // 2) // len(pool)  # the how-manieth time this mutation comes: Scans take each axis and direction in turn
         cell = m.cells[int(rng.integers(len(m.cells)))]
-        out.append(BodySpec(cell, m.name, T=int(rng.integers(4, 8)), B=int(rng.integers(1, 4)), F=int(rng.integers(1, 5)), H=int(rng.integers(2, 6)),
-                            seed=int(rng.integers(1 << 30)), scan_axis=turn % 2, reverse=turn // 2 % 2))
+        out.append(
+            BodySpec(
+                cell,
+                m.name,
+                T=int(rng.integers(4, 8)),
+                B=int(rng.integers(1, 4)),
+                F=int(rng.integers(1, 5)),
+                H=int(rng.integers(2, 6)),
+                seed=int(rng.integers(1 << 30)),
+                scan_axis=turn % 2,
+                reverse=turn // 2 % 2,
+            )
+        )
     return out
 
 
 # --- the differential check: each body converted, run on OpenVINO, compared with onnxruntime ------
+
 
 @dataclass
 class Outcome:

@@ -15,14 +15,21 @@ T, B, F, H = 5, 2, 3, 4
 def _model(outputs: list[str], lstm: bool):
     if lstm:
         rng = np.random.default_rng(30)
-        inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
-                 for name, shape in (("W", (1, 4 * H, F)), ("R", (1, 4 * H, H)), ("Bb", (1, 8 * H)))]
+        inits = [
+            numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+            for name, shape in (("W", (1, 4 * H, F)), ("R", (1, 4 * H, H)), ("Bb", (1, 8 * H)))
+        ]
         nodes = [helper.make_node("LSTM", ["X", "W", "R", "Bb"], ["Yseq", "Y"], hidden_size=H)]
         shapes = {"Y": [1, B, H], "X": [T, B, F]}
     else:
         inits, nodes, shapes = [], [helper.make_node("Relu", ["X"], ["Y"])], {"Y": [T, B, F], "X": [T, B, F]}
-    graph = helper.make_graph(nodes, "passthrough", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, B, F])],
-                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in outputs], inits)
+    graph = helper.make_graph(
+        nodes,
+        "passthrough",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, B, F])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in outputs],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 

@@ -50,9 +50,18 @@ def test_the_modules_named_exist():
 
 
 def test_every_stage_folder_is_in_the_table_in_pipeline_order():
-    folders = {p.parent.relative_to(PACKAGE).parts[0] for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE and "__pycache__" not in p.parts}
+    folders = {
+        p.parent.relative_to(PACKAGE).parts[0] for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE and "__pycache__" not in p.parts
+    }
     assert set(STAGES) == folders
-    assert STAGES.index("onnx") < STAGES.index("lower") < STAGES.index("ir") < STAGES.index("frontend") < STAGES.index("runtime") < STAGES.index("validation")
+    assert (
+        STAGES.index("onnx")
+        < STAGES.index("lower")
+        < STAGES.index("ir")
+        < STAGES.index("frontend")
+        < STAGES.index("runtime")
+        < STAGES.index("validation")
+    )
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -69,8 +78,22 @@ def test_imports_run_down_the_stages(stage):
 
 @pytest.mark.parametrize(
     "stage, banned",
-    [("lower", ("onnx", "openvino", "lxml")), ("ir", ("openvino",)), ("irview", ("openvino",)), ("onnx", ("openvino",)), ("semantics", ("openvino", "lxml")), ("frontend", ("lxml",))],
-    ids=["lower-is-pure", "ir-without-openvino", "irview-without-openvino", "read-without-openvino", "semantics-without-openvino", "frontend-writes-no-xml"],
+    [
+        ("lower", ("onnx", "openvino", "lxml")),
+        ("ir", ("openvino",)),
+        ("irview", ("openvino",)),
+        ("onnx", ("openvino",)),
+        ("semantics", ("openvino", "lxml")),
+        ("frontend", ("lxml",)),
+    ],
+    ids=[
+        "lower-is-pure",
+        "ir-without-openvino",
+        "irview-without-openvino",
+        "read-without-openvino",
+        "semantics-without-openvino",
+        "frontend-writes-no-xml",
+    ],
 )
 def test_stage_keeps_its_import_rules(stage, banned):
     offending = sorted(
@@ -137,7 +160,18 @@ def test_no_module_outside_the_family_modules_names_an_op():
 # the float types each exist there once; every other module asks it (issue 32).
 TOOLKIT = "ovrnn/onnx/graphs.py"
 FLOAT_NAMES = {"FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16", "f32", "f16", "f64", "bf16"}
-TOOLKIT_DEFINES = {"node_label", "describe_node", "subgraphs", "all_nodes", "all_graphs", "producers", "consumers", "upstream", "constant_value", "fresh"}
+TOOLKIT_DEFINES = {
+    "node_label",
+    "describe_node",
+    "subgraphs",
+    "all_nodes",
+    "all_graphs",
+    "producers",
+    "consumers",
+    "upstream",
+    "constant_value",
+    "fresh",
+}
 # modules still in flight for another engineer this session: converted once they land (each entry must
 # still hold a copy, so the list only shrinks)
 PENDING: set[str] = set()
@@ -164,16 +198,35 @@ def toolkit_copies(source: str) -> list[str]:
         where = f":{getattr(node, 'lineno', 0)}"
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_") in TOOLKIT_DEFINES:
             found.append(f"{where} def {node.name}")
-        elif isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp)) and any(_iterates(g, "opset_import") for g in node.generators) and "version" in _names_in(node.elt):
+        elif (
+            isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp))
+            and any(_iterates(g, "opset_import") for g in node.generators)
+            and "version" in _names_in(node.elt)
+        ):
             found.append(f"{where} opset lookup")
-        elif isinstance(node, ast.DictComp) and any(_iterates(g, "output") for g in node.generators) and any(_iterates(g, "node") for g in node.generators):
+        elif (
+            isinstance(node, ast.DictComp)
+            and any(_iterates(g, "output") for g in node.generators)
+            and any(_iterates(g, "node") for g in node.generators)
+        ):
             found.append(f"{where} producer map")
         elif (
-            isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and isinstance(node.values[0], ast.Attribute) and node.values[0].attr == "name"
-            and any(isinstance(s, ast.Subscript) and isinstance(s.value, ast.Attribute) and s.value.attr == "output" for v in node.values[1:] for s in ast.walk(v))
+            isinstance(node, ast.BoolOp)
+            and isinstance(node.op, ast.Or)
+            and isinstance(node.values[0], ast.Attribute)
+            and node.values[0].attr == "name"
+            and any(
+                isinstance(s, ast.Subscript) and isinstance(s.value, ast.Attribute) and s.value.attr == "output"
+                for v in node.values[1:]
+                for s in ast.walk(v)
+            )
         ):
             found.append(f"{where} node label")
-        elif isinstance(node, ast.Attribute) and node.attr == "graphs" and not (isinstance(node.value, ast.Name) and node.value.id == "graphs"):
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "graphs"
+            and not (isinstance(node.value, ast.Name) and node.value.id == "graphs")
+        ):
             found.append(f"{where} subgraph walk")  # attr.graphs: the bodies of a node read by hand
         elif isinstance(node, (ast.Set, ast.Tuple, ast.List)):
             named = {e.attr if isinstance(e, ast.Attribute) else e.value if isinstance(e, ast.Constant) else None for e in node.elts}
@@ -199,7 +252,12 @@ def test_the_toolkit_holds_each_once():
     source = (ROOT / TOOLKIT).read_text()
     defined = [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
     assert TOOLKIT_DEFINES <= set(defined) and len(defined) == len(set(defined))
-    assert {c.split(" ", 1)[1] for c in toolkit_copies(source)} == {f"def {n}" for n in TOOLKIT_DEFINES} | {"opset lookup", "producer map", "node label", "subgraph walk"}
+    assert {c.split(" ", 1)[1] for c in toolkit_copies(source)} == {f"def {n}" for n in TOOLKIT_DEFINES} | {
+        "opset lookup",
+        "producer map",
+        "node label",
+        "subgraph walk",
+    }
 
 
 @pytest.mark.parametrize(
@@ -217,7 +275,19 @@ def test_the_toolkit_holds_each_once():
         ("def _subgraphs(node):\n    return []", "def _subgraphs"),
         ("subs = [attr.g] if attr.HasField('g') else list(attr.graphs)", "subgraph walk"),
     ],
-    ids=["opset-first-with-default", "opset-max", "producer-map", "producer-index-map", "label-idiom", "label-guarded", "onnx-floats", "ir-floats", "second-node-label", "private-subgraphs", "bodies-by-hand"],
+    ids=[
+        "opset-first-with-default",
+        "opset-max",
+        "producer-map",
+        "producer-index-map",
+        "label-idiom",
+        "label-guarded",
+        "onnx-floats",
+        "ir-floats",
+        "second-node-label",
+        "private-subgraphs",
+        "bodies-by-hand",
+    ],
 )
 def test_the_toolkit_scan_finds_a_copy(source, copy):
     assert [c.split(" ", 1)[1] for c in toolkit_copies(source)] == [copy]
@@ -234,7 +304,15 @@ def test_the_toolkit_scan_finds_a_copy(source, copy):
         "IR_TYPES = ['f64', 'f32', 'f16', 'bf16', 'i8', 'i32']",
         "taken = {t for g in graphs.all_graphs(model.graph) for t in names(g)}",
     ],
-    ids=["writes-an-opset", "checks-another-domain", "output-set-not-map", "precision-choices", "name-without-output", "all-element-types", "the-toolkit-walk"],
+    ids=[
+        "writes-an-opset",
+        "checks-another-domain",
+        "output-set-not-map",
+        "precision-choices",
+        "name-without-output",
+        "all-element-types",
+        "the-toolkit-walk",
+    ],
 )
 def test_the_toolkit_scan_passes_what_is_no_copy(source):
     assert toolkit_copies(source) == []
@@ -260,7 +338,9 @@ def family_branches(source: str, names: set[str]) -> list[str]:
     def is_family(e: ast.AST) -> bool:
         if isinstance(e, (ast.Tuple, ast.List, ast.Set)):
             return any(is_family(x) for x in e.elts)
-        return (isinstance(e, ast.Name) and e.id in names) or (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id in names)
+        return (isinstance(e, ast.Name) and e.id in names) or (
+            isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id in names
+        )
 
     return [
         f":{node.lineno} {ast.unparse(node)}"

@@ -99,9 +99,30 @@ def test_search_brackets_the_largest_passing_n():
 
 
 def test_figures_and_table_say_met_or_not():
-    R = {"env": {"date_utc": "d", "cpu": "c", "cpus": 2, "load_before": [1, 1, 1], "load_after": [1, 1, 1], "openvino": "o", "onnxruntime": "r"}, "bound_ms": 25.0, "cost_n": 256, "duration_s": 4.0,
-         "models": {"silero": {"cost": {"per_chunk_us": {"ort_batched": 60.0, "batcher": 20.0}, "spread_us": {}, "max_abs_diff": {}},
-                               "streams": {"ort_b1": {"streams": 200, "streams_per_core": 200}, "batcher": {"streams": 900, "streams_per_core": 900}, "batcher_w2": {"streams": 1500, "streams_per_core": 750}}}}}
+    R = {
+        "env": {
+            "date_utc": "d",
+            "cpu": "c",
+            "cpus": 2,
+            "load_before": [1, 1, 1],
+            "load_after": [1, 1, 1],
+            "openvino": "o",
+            "onnxruntime": "r",
+        },
+        "bound_ms": 25.0,
+        "cost_n": 256,
+        "duration_s": 4.0,
+        "models": {
+            "silero": {
+                "cost": {"per_chunk_us": {"ort_batched": 60.0, "batcher": 20.0}, "spread_us": {}, "max_abs_diff": {}},
+                "streams": {
+                    "ort_b1": {"streams": 200, "streams_per_core": 200},
+                    "batcher": {"streams": 900, "streams_per_core": 900},
+                    "batcher_w2": {"streams": 1500, "streams_per_core": 750},
+                },
+            }
+        },
+    }
     f = bench_serve.figures(R)
     assert f["silero_streams_per_core"]["met"] and f["silero_cost_vs_ort_batched"]["met"]  # 900 >= 800; 20/60 <= 0.4
     assert f["two_workers_vs_one"]["value"] == pytest.approx(1500 / 900) and not f["two_workers_vs_one"]["met"]  # 1.67 < 1.7

@@ -35,18 +35,27 @@ def _bf16_cpu() -> bool:
     return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES") and _default_precision() == "bf16"
 
 
-needs_bf16 = pytest.mark.skipif(not _bf16_cpu(), reason="this CPU has no native bf16 (OPTIMIZATION_CAPABILITIES lacks BF16): OpenVINO compiles at f32 by default here")
+needs_bf16 = pytest.mark.skipif(
+    not _bf16_cpu(), reason="this CPU has no native bf16 (OPTIMIZATION_CAPABILITIES lacks BF16): OpenVINO compiles at f32 by default here"
+)
 
 
 def _gru(steps: int, hidden: int, bias: bool) -> onnx.ModelProto:
     rng = np.random.default_rng(3)
     s = 1 / np.sqrt(hidden)
-    inits = [numpy_helper.from_array(rng.uniform(-s, s, (1, 3 * hidden, n)).astype(np.float32), name) for name, n in (("W", hidden), ("R", hidden))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-s, s, (1, 3 * hidden, n)).astype(np.float32), name)
+        for name, n in (("W", hidden), ("R", hidden))
+    ]
     if bias:
         inits.append(numpy_helper.from_array(rng.uniform(-s, s, (1, 6 * hidden)).astype(np.float32), "B"))
     node = helper.make_node("GRU", ["X", "W", "R"] + (["B"] if bias else []), ["Y"], hidden_size=hidden)
     graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, hidden])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [steps, 1, 1, hidden])], inits
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, hidden])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [steps, 1, 1, hidden])],
+        inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
@@ -71,7 +80,9 @@ def _default_compile(xml: bytes, weights: bytes):
     """Compiled as a user's application does: no precision hint."""
     ov, core = _core()
     compiled = core.compile_model(core.read_model(xml, ov.Tensor(np.frombuffer(weights, np.uint8).copy())), "CPU")
-    kinds = [(n.get_rt_info()["layerType"].value, n.get_rt_info()["runtimePrecision"].value) for n in compiled.get_runtime_model().get_ops()]
+    kinds = [
+        (n.get_rt_info()["layerType"].value, n.get_rt_info()["runtimePrecision"].value) for n in compiled.get_runtime_model().get_ops()
+    ]
     return compiled, kinds
 
 
@@ -122,11 +133,17 @@ def test_precise_cells_still_fold_into_a_bf16_rnnseq():
 
 def _lstm() -> onnx.ModelProto:
     rng = np.random.default_rng(1)
-    inits = [numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name) for name, shape in (("W", (1, 64, 8)), ("R", (1, 64, 16)), ("B", (1, 128)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 64, 8)), ("R", (1, 64, 16)), ("B", (1, 128)))
+    ]
     node = helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=16, name="lstm")
     graph = helper.make_graph(
-        [node, helper.make_node("Relu", ["Y_h"], ["out"])], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 1, 8])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits,
+        [node, helper.make_node("Relu", ["Y_h"], ["out"])],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 1, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
@@ -144,7 +161,11 @@ def test_validate_shows_the_default_precision_drift_over_a_1024_step_stream():
     if default == "bf16":  # the default is what it costs: bf16-far, f32 exact on the same stream
         assert 1e-4 < drift.worst < 6e-2
         assert drift.f32_worst < 2e-5
-        assert drift.note == EXACT_UNDER_BF16 == "f32 under this default: convert --device CPU --lowering matmul for float weights, or compile at INFERENCE_PRECISION_HINT=f32"
+        assert (
+            drift.note
+            == EXACT_UNDER_BF16
+            == "f32 under this default: convert --device CPU --lowering matmul for float weights, or compile at INFERENCE_PRECISION_HINT=f32"
+        )
     else:
         assert drift.worst < 2e-5 and drift.f32_worst is None and drift.note == ""
     text = report.format()
@@ -158,9 +179,20 @@ def test_drift_streams_the_forward_half_of_a_bidirectional_node(tmp_path):
     """A bidirectional node streams its first direction (its weights' first half), said in the note;
     the CLI prints the line and --no-drift leaves it out."""
     rng = np.random.default_rng(4)
-    inits = [numpy_helper.from_array(rng.uniform(-0.3, 0.3, shape).astype(np.float32), name) for name, shape in (("W", (2, 8, 4)), ("R", (2, 8, 8)))]
-    node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], hidden_size=8, direction="bidirectional", activations=["Tanh", "Relu"], name="birnn")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 2, 4])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, shape).astype(np.float32), name)
+        for name, shape in (("W", (2, 8, 4)), ("R", (2, 8, 8)))
+    ]
+    node = helper.make_node(
+        "RNN", ["X", "W", "R"], ["Y"], hidden_size=8, direction="bidirectional", activations=["Tanh", "Relu"], name="birnn"
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 2, 4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
     path = tmp_path / "birnn.onnx"
@@ -179,13 +211,20 @@ def _node(op: str, lbr: int = 0, steps: int = 16, hidden: int = 32) -> tuple[onn
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
     rng = np.random.default_rng(5)
     s = 1 / np.sqrt(hidden)
-    inits = [numpy_helper.from_array(rng.uniform(-s, s, shape).astype(np.float32), name) for name, shape in (("W", (1, gates * hidden, 8)), ("R", (1, gates * hidden, hidden)), ("B", (1, 2 * gates * hidden)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-s, s, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, gates * hidden, 8)), ("R", (1, gates * hidden, hidden)), ("B", (1, 2 * gates * hidden)))
+    ]
     states = ["initial_h"] + (["initial_c"] if op == "LSTM" else [])
     attrs = {"linear_before_reset": lbr} if op == "GRU" else {}
     node = helper.make_node(op, ["X", "W", "R", "B", "", *states], ["Y"], hidden_size=hidden, **attrs)
     graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 8])] + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, hidden]) for n in states],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits,
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 8])]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, hidden]) for n in states],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
@@ -206,7 +245,10 @@ def test_explicit_steps_converted_for_cpu_are_marked_precise_and_exact_under_the
     computing = [layer for layer in layers if layer.get("type") not in ("Const", "Parameter", "Result")]
     assert computing and all(layer.find("rt_info/attribute[@name='precise'][@version='0']") is not None for layer in computing)
     rng = np.random.default_rng(6)
-    feeds = {"X": rng.uniform(-1, 1, (16, 1, 8)).astype(np.float32), **{n: rng.uniform(-1, 1, (1, 1, 32)).astype(np.float32) for n in states}}
+    feeds = {
+        "X": rng.uniform(-1, 1, (16, 1, 8)).astype(np.float32),
+        **{n: rng.uniform(-1, 1, (1, 1, 32)).astype(np.float32) for n in states},
+    }
     want = reference.run_model(model, feeds)["Y"]
     compiled, kinds = _default_compile(ir.xml, ir.bin)
     assert not [k for k in kinds if k[0] != "Const" and k[1] not in ("f32", "i32", "i64")], kinds  # nothing at bf16
@@ -214,12 +256,17 @@ def test_explicit_steps_converted_for_cpu_are_marked_precise_and_exact_under_the
     request.infer(feeds)
     got = request.get_output_tensor(0).data.astype(np.float64)
     assert np.abs(got - want).max() < 2e-5 * (1 + np.abs(want).max())
-    assert b'<info name="fwd_precise" value="f32 where the device lowers the precision (layers marked precise)"/>' in ir.xml  # rt_info says so
+    assert (
+        b'<info name="fwd_precise" value="f32 where the device lowers the precision (layers marked precise)"/>' in ir.xml
+    )  # rt_info says so
     from ovrnn.irview.inspect import inspect_ir
 
     path = tmp_path / "m.xml"
     ir.save(path)
-    assert "[asked: --lowering matmul; precise: f32 where the device lowers the precision (layers marked precise)]" in inspect_ir(path).format()
+    assert (
+        "[asked: --lowering matmul; precise: f32 where the device lowers the precision (layers marked precise)]"
+        in inspect_ir(path).format()
+    )
 
 
 def test_precise_only_for_cpu_and_explicit_steps():
@@ -238,9 +285,18 @@ def test_whole_model_explicit_steps_converted_for_cpu_are_marked_too():
     float64 at f32 tolerance (an op before it would run bf16 and round its input: the rest of the
     model keeps the device's precision)."""
     rng = np.random.default_rng(7)
-    inits = [numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name) for name, shape in (("W", (1, 48, 8)), ("R", (1, 48, 16)), ("B", (1, 96)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 48, 8)), ("R", (1, 48, 16)), ("B", (1, 96)))
+    ]
     nodes = [helper.make_node("GRU", ["X", "W", "R", "B"], ["Y"], hidden_size=16, name="gru"), helper.make_node("Relu", ["Y"], ["out"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [6, 1, 8])], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [6, 1, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
     ir = ovrnn.convert_model(model, lowering="matmul", device="CPU")
@@ -261,12 +317,18 @@ def test_stateful_stream_converted_for_cpu_keeps_its_state_at_f32(op):
     unmarked, and the Assign stored it at bf16): 8 calls of 8 steps match float64's 64 steps."""
     gates = {"GRU": 3, "LSTM": 4}[op]
     rng = np.random.default_rng(8)
-    inits = [numpy_helper.from_array(rng.uniform(-0.25, 0.25, shape).astype(np.float32), name) for name, shape in (("W", (1, gates * 16, 4)), ("R", (1, gates * 16, 16)), ("B", (1, 2 * gates * 16)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.25, 0.25, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, gates * 16, 4)), ("R", (1, gates * 16, 16)), ("B", (1, 2 * gates * 16)))
+    ]
 
     def node(steps):
         graph = helper.make_graph(
-            [helper.make_node(op, ["X", "W", "R", "B"], ["Y"], hidden_size=16)], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 4])],
-            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits,
+            [helper.make_node(op, ["X", "W", "R", "B"], ["Y"], hidden_size=16)],
+            "g",
+            [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 4])],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+            inits,
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
         model.ir_version = 8

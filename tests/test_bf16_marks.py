@@ -29,14 +29,18 @@ def _with_runtime_options(xml: bytes, options: dict[str, str]) -> bytes:
 
 
 @needs_bf16
-@pytest.mark.parametrize("options", [{"INFERENCE_PRECISION_HINT": "f32"}, {"EXECUTION_MODE_HINT": "ACCURACY"}], ids=["inference_precision_f32", "execution_mode_accuracy"])
+@pytest.mark.parametrize(
+    "options",
+    [{"INFERENCE_PRECISION_HINT": "f32"}, {"EXECUTION_MODE_HINT": "ACCURACY"}],
+    ids=["inference_precision_f32", "execution_mode_accuracy"],
+)
 def test_runtime_options_in_the_ir_do_not_set_the_cpu_precision(options):
     """OpenVINO reads the IR's runtime_options into the model's rt_info, but the CPU plugin takes
     only its KV-cache and dynamic-quantization keys from there: the cell chain still runs bf16."""
     ov, core = _core()
     ir = ovrnn.convert_model(_gru(16, 64, bias=True))
     xml = _with_runtime_options(ir.xml, options)
-    (key, value), = options.items()
+    ((key, value),) = options.items()
     read = core.read_model(xml, ov.Tensor(np.frombuffer(ir.bin, np.uint8).copy()))
     assert read.get_rt_info(["runtime_options", key]).astype(str) == value
     compiled, kinds = _default_compile(xml, ir.bin)
@@ -124,7 +128,9 @@ def _probe_model(kind: str, n: int = 64):
         "gather": lambda: ops.gather(x, ops.constant(np.arange(n)[::-1].copy()), ops.constant(np.int64(1))),
         "concat": lambda: ops.concat([x, y], 1),
         "split": lambda: ops.split(x, ops.constant(np.int64(1)), 2),
-        "strided_slice": lambda: ops.strided_slice(x, ops.constant(np.array([0, 0])), ops.constant(np.array([1, n])), ops.constant(np.array([1, -1])), [1, 1], [1, 1]),
+        "strided_slice": lambda: ops.strided_slice(
+            x, ops.constant(np.array([0, 0])), ops.constant(np.array([1, n])), ops.constant(np.array([1, -1])), [1, 1], [1, 1]
+        ),
         "reduce_sum": lambda: ops.reduce_sum(ops.reshape(x, [1, 8, n // 8], False), [2], False),
         "mvn": lambda: ops.mvn(x, axis, True, 1e-5, "inside_sqrt"),
         "softmax": lambda: ops.softmax(x, 1),
@@ -133,7 +139,9 @@ def _probe_model(kind: str, n: int = 64):
     probe = make[kind]()
     probe.set_friendly_name("PROBE")
     shape = list(probe.output(0).get_shape())
-    flat = probe.output(0) if len(shape) == 2 else ops.reshape(probe.output(0), [1, -1], False)  # rank 2 as it is: two Reshapes in a row merge
+    flat = (
+        probe.output(0) if len(shape) == 2 else ops.reshape(probe.output(0), [1, -1], False)
+    )  # rank 2 as it is: two Reshapes in a row merge
     out = ops.relu(ops.matmul(flat, const((flat.get_shape()[1] if len(shape) == 2 else int(np.prod(shape)), n)), False, False))
     return ov.Model([out], [px, py])
 

@@ -40,7 +40,10 @@ CASES += [
     ("loop_if_gru", "GRU", 8, [{"use_a": np.array(True)}, {"use_a": np.array(False), "M": np.array(3, np.int64)}]),  # nested bodies
     ("if_shared_gru", "GRU", 8, [{"cond": np.array(True)}, {"cond": np.array(False)}]),  # told apart by attributes only
 ]
-IDS = [f"{op.lower()}-in-{name.split('_')[0]}" + {"if": "-runtime-cond", "loop": "-trip-count-input", "scan": ""}[name.split("_")[0]] for name, op, _, _ in CASES[:9]]
+IDS = [
+    f"{op.lower()}-in-{name.split('_')[0]}" + {"if": "-runtime-cond", "loop": "-trip-count-input", "scan": ""}[name.split("_")[0]]
+    for name, op, _, _ in CASES[:9]
+]
 IDS += ["gru-in-if-in-loop-body", "gru-in-if-branches-sharing-inputs"]
 REFUSAL = (
     "GRU node 'body_gru' is inside the body of Loop node 'loop', and its sequence length (dim 0 of X 'x_in') is not known at "
@@ -130,7 +133,9 @@ def test_validate_runs_a_loop_body_against_both_oracles():
     path, _ = _fixture("loop_gru")
     report = ovrnn.validate(path, seed=1)
     assert report.passed and report.onnxruntime == "used"
-    assert {(c.output, c.oracle) for c in report.comparisons} == {(o, k) for o in ("h_final", "h_each") for k in ("reference", "onnxruntime")}
+    assert {(c.output, c.oracle) for c in report.comparisons} == {
+        (o, k) for o in ("h_final", "h_each") for k in ("reference", "onnxruntime")
+    }
 
 
 def test_reference_loop_with_trip_count_and_scan_outputs():

@@ -90,7 +90,9 @@ def test_typing_fills_the_element_type_only():
     outer = {v.name: len(v.type.tensor_type.shape.dim) for v in scan_model().graph.input}
     for vi, rank in zip(body_of(typed).input, [outer[n] - k for k, n in enumerate(scan_model().graph.node[0].input)]):
         assert vi.type.tensor_type.elem_type == TensorProto.FLOAT
-        dims = vi.type.tensor_type.shape.dim  # the rank only (a state's = its initial value's, a slice's one less): dims are body_inputs.py's business
+        dims = (
+            vi.type.tensor_type.shape.dim
+        )  # the rank only (a state's = its initial value's, a slice's one less): dims are body_inputs.py's business
         assert len(dims) == rank and not any(d.HasField("dim_value") or d.HasField("dim_param") for d in dims)
     assert not body_of(scan_model()).input[0].HasField("type")  # the caller's model is not changed
 
@@ -150,7 +152,10 @@ def loop_model() -> onnx.ModelProto:
         ],
         "loop_body",
         [untyped("i"), untyped("cond"), untyped("acc_in"), untyped("n_in")],
-        [helper.make_tensor_value_info(n, t, None) for n, t in (("cond_out", TensorProto.BOOL), ("acc_out", TensorProto.FLOAT), ("n_out", TensorProto.INT32))],
+        [
+            helper.make_tensor_value_info(n, t, None)
+            for n, t in (("cond_out", TensorProto.BOOL), ("acc_out", TensorProto.FLOAT), ("n_out", TensorProto.INT32))
+        ],
         [numpy_helper.from_array(np.array(1, np.int32), "one")],
     )
     graph = helper.make_graph(
@@ -170,7 +175,12 @@ def test_loop_body_inputs_typed_by_the_operator_and_the_initial_values():
     assert names == ["loop/i", "loop/cond", "loop/acc_in", "loop/n_in"]
     inputs = body_of(typed, "Loop").input
     assert [vi.type.tensor_type.elem_type for vi in inputs] == [TensorProto.INT64, TensorProto.BOOL, TensorProto.FLOAT, TensorProto.INT32]
-    assert [vi.type.tensor_type.HasField("shape") and len(vi.type.tensor_type.shape.dim) for vi in inputs] == [0, 0, 1, 0]  # scalars by definition; the states the rank of their initial values, dims unknown
+    assert [vi.type.tensor_type.HasField("shape") and len(vi.type.tensor_type.shape.dim) for vi in inputs] == [
+        0,
+        0,
+        1,
+        0,
+    ]  # scalars by definition; the states the rank of their initial values, dims unknown
 
 
 def test_untyped_loop_body_converts_right():
@@ -233,7 +243,12 @@ def test_the_cli_writes_no_ir_with_an_undefined_type(tmp_path):
         "import sys, ovrnn.onnx.frontend_input as f; f.type_body_inputs = lambda m: (m, []); "
         "from ovrnn.cli import main; sys.exit(main(sys.argv[1:]))"
     )
-    proc = subprocess.run([sys.executable, "-P", "-c", script, "convert", str(model_path), "-o", str(tmp_path / "out.xml")], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", script, "convert", str(model_path), "-o", str(tmp_path / "out.xml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: the converted IR would hold an element type left undefined"), proc.stderr
     assert "Traceback" not in proc.stderr
@@ -247,16 +262,35 @@ def _shapeless_body_loop(dtype: int, shapeless: bool) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     vi = helper.make_tensor_value_info
     body = helper.make_graph(
-        [helper.make_node("Gather", ["X", "i"], ["x_t"], axis=0), helper.make_node("MatMul", ["x_t", "W"], ["xw"]), helper.make_node("MatMul", ["h", "R"], ["hr"]),
-         helper.make_node("Add", ["xw", "hr"], ["a"]), helper.make_node("Tanh", ["a"], ["h2"]), helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["h2"], ["y"])],
-        "body", [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("h", dtype, [2, 4])], [vi("c2", TensorProto.BOOL, []), vi("h2", dtype, [2, 4]), vi("y", dtype, [2, 4])])
+        [
+            helper.make_node("Gather", ["X", "i"], ["x_t"], axis=0),
+            helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
+            helper.make_node("MatMul", ["h", "R"], ["hr"]),
+            helper.make_node("Add", ["xw", "hr"], ["a"]),
+            helper.make_node("Tanh", ["a"], ["h2"]),
+            helper.make_node("Identity", ["c"], ["c2"]),
+            helper.make_node("Identity", ["h2"], ["y"]),
+        ],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("h", dtype, [2, 4])],
+        [vi("c2", TensorProto.BOOL, []), vi("h2", dtype, [2, 4]), vi("y", dtype, [2, 4])],
+    )
     if shapeless:
         for v in body.input:
             v.type.tensor_type.ClearField("shape")
-    inits = [numpy_helper.from_array(rng.uniform(-1, 1, (3, 4)).astype(np_type), "W"), numpy_helper.from_array(rng.uniform(-1, 1, (4, 4)).astype(np_type), "R"),
-             numpy_helper.from_array(np.array(5, np.int64), "M"), numpy_helper.from_array(np.array(True), "cond0")]
-    graph = helper.make_graph([helper.make_node("Loop", ["M", "cond0", "h0"], ["hT", "ys"], body=body, name="loop")], "g",
-                              [vi("X", dtype, [5, 2, 3]), vi("h0", dtype, [2, 4])], [vi("hT", dtype, None), vi("ys", dtype, None)], inits)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-1, 1, (3, 4)).astype(np_type), "W"),
+        numpy_helper.from_array(rng.uniform(-1, 1, (4, 4)).astype(np_type), "R"),
+        numpy_helper.from_array(np.array(5, np.int64), "M"),
+        numpy_helper.from_array(np.array(True), "cond0"),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "cond0", "h0"], ["hT", "ys"], body=body, name="loop")],
+        "g",
+        [vi("X", dtype, [5, 2, 3]), vi("h0", dtype, [2, 4])],
+        [vi("hT", dtype, None), vi("ys", dtype, None)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -267,11 +301,16 @@ def test_shapeless_body_inputs_get_their_rank(dtype, tol):
     to (the iteration number and condition scalars, the state its initial value's)."""
     model = _shapeless_body_loop(dtype, shapeless=True)
     np_type = helper.tensor_dtype_to_np_dtype(dtype)
-    feeds = {"X": np.random.default_rng(1).uniform(-1, 1, (5, 2, 3)).astype(np_type), "h0": np.random.default_rng(2).uniform(-1, 1, (2, 4)).astype(np_type)}
+    feeds = {
+        "X": np.random.default_rng(1).uniform(-1, 1, (5, 2, 3)).astype(np_type),
+        "h0": np.random.default_rng(2).uniform(-1, 1, (2, 4)).astype(np_type),
+    }
     typed, names = type_body_inputs(model)
     body = next(a.g for a in typed.graph.node[0].attribute if a.name == "body")
     assert [len(v.type.tensor_type.shape.dim) for v in body.input] == [0, 0, 2] and names == ["loop/i", "loop/c", "loop/h"]
     got = ovrnn.run(ovrnn.convert_model(model), feeds)
-    want = ort.InferenceSession(_shapeless_body_loop(dtype, shapeless=False).SerializeToString()).run(None, feeds)  # onnxruntime wants the shapes
+    want = ort.InferenceSession(_shapeless_body_loop(dtype, shapeless=False).SerializeToString()).run(
+        None, feeds
+    )  # onnxruntime wants the shapes
     for name, value in zip(["hT", "ys"], want):
         assert got[name].shape == value.shape and np.abs(got[name].astype(np.float64) - value).max() < tol, name

@@ -33,7 +33,9 @@ def test_convert_creates_folder_and_files(tmp_path, model_file):
     proc = ovrnn_cli("convert", path, "-o", out)
     assert proc.returncode == 0, proc.stderr
     assert out.is_file() and out.with_suffix(".bin").is_file()
-    assert proc.stdout == f"wrote {out} and {out.with_suffix('.bin')} ({out.with_suffix('.bin').stat().st_size:,} bytes): 8 RNNCell layers\n"
+    assert (
+        proc.stdout == f"wrote {out} and {out.with_suffix('.bin')} ({out.with_suffix('.bin').stat().st_size:,} bytes): 8 RNNCell layers\n"
+    )
     assert proc.stderr == ""
     assert sorted(p.name for p in out.parent.iterdir()) == ["model.bin", "model.xml"]  # no temp files left
 
@@ -101,9 +103,18 @@ def test_run_unknown_device_lists_available(tmp_path, model_file):
 @pytest.mark.parametrize(
     "device, message",
     [
-        ("FOO", "error: --device 'FOO': unknown device 'FOO' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several)\n"),
-        ("CPUU", "error: --device 'CPUU': unknown device 'CPUU' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean CPU?)\n"),
-        ("hetero:cpu,gpx", "error: --device 'hetero:cpu,gpx': unknown device 'gpx' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean GPU?)\n"),
+        (
+            "FOO",
+            "error: --device 'FOO': unknown device 'FOO' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several)\n",
+        ),
+        (
+            "CPUU",
+            "error: --device 'CPUU': unknown device 'CPUU' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean CPU?)\n",
+        ),
+        (
+            "hetero:cpu,gpx",
+            "error: --device 'hetero:cpu,gpx': unknown device 'gpx' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean GPU?)\n",
+        ),
     ],
 )
 def test_unknown_device_is_a_usage_error_with_a_suggestion(tmp_path, model_file, device, message):
@@ -134,10 +145,18 @@ def test_validate_pass_and_json(tmp_path, model_file):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-1] == "PASS"
-    assert sum(1 for ln in lines if ln.split()[:2] in (["Y", "reference"], ["Y_h", "reference"], ["Y", "onnxruntime"], ["Y_h", "onnxruntime"])) == 4
+    assert (
+        sum(1 for ln in lines if ln.split()[:2] in (["Y", "reference"], ["Y_h", "reference"], ["Y", "onnxruntime"], ["Y_h", "onnxruntime"]))
+        == 4
+    )
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["passed"] is True and report["precision"] == "f32" and report["device"] == "CPU"
-    assert {(c["output"], c["oracle"]) for c in report["comparisons"]} == {("Y", "reference"), ("Y_h", "reference"), ("Y", "onnxruntime"), ("Y_h", "onnxruntime")}
+    assert {(c["output"], c["oracle"]) for c in report["comparisons"]} == {
+        ("Y", "reference"),
+        ("Y_h", "reference"),
+        ("Y", "onnxruntime"),
+        ("Y_h", "onnxruntime"),
+    }
     assert all(c["max_abs"] < 2e-5 for c in report["comparisons"])
     assert report["runtime_layer_types"]  # what the plugin actually ran
 
@@ -151,7 +170,9 @@ def test_validate_reports_mismatch_with_exit_1(tmp_path, model_file, monkeypatch
     wrong.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(w * 1.01, wrong.graph.initializer[0].name))
     validate_module = importlib.import_module("ovrnn.validation.validate")
     real = validate_module.convert  # the model as read and prepared stays the right one; the IR is the wrong model's
-    monkeypatch.setattr(validate_module, "convert", lambda m, i, request: dataclasses.replace(real(m, i, request), ir=real(wrong, i, request).ir))
+    monkeypatch.setattr(
+        validate_module, "convert", lambda m, i, request: dataclasses.replace(real(m, i, request), ir=real(wrong, i, request).ir)
+    )
     assert cli.main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "FAIL" and "FAIL" in out.splitlines()[2]
@@ -194,7 +215,10 @@ def test_run_refuses_out_of_range_lengths(tmp_path, model_file):
     np.savez(tmp_path / "in.npz", **bad)
     proc = ovrnn_cli("run", xml, "--input", tmp_path / "in.npz")
     assert proc.returncode == 2
-    assert proc.stderr == "error: input 'sequence_lens': value 9 at batch index 1 is out of range, expected 0 <= length <= 4 (the sequence length)\n"
+    assert (
+        proc.stderr
+        == "error: input 'sequence_lens': value 9 at batch index 1 is out of range, expected 0 <= length <= 4 (the sequence length)\n"
+    )
 
 
 def test_written_files_get_the_usual_permissions(tmp_path, model_file):

@@ -45,22 +45,51 @@ def test_ovc_spellings_and_default_output(tmp_path, dyn_model):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["convert", "M", "--compres-to-fp16"], "ovrnn convert: unrecognized argument: --compres-to-fp16; did you mean --compress-to-fp16? (see ovrnn convert --help)"),
-        (["convert", "M", "--outptu", "x.xml"], "ovrnn convert: unrecognized arguments: --outptu x.xml; did you mean --output? (see ovrnn convert --help)"),
-        (["validate", "M", "--no-onnxruntme"], "ovrnn validate: unrecognized argument: --no-onnxruntme; did you mean --no-onnxruntime? (see ovrnn validate --help)"),
-        (["validate", "M", "--batch", "0"], "ovrnn validate: argument --batch: expected a positive integer, got 0 (see ovrnn validate --help)"),
-        (["validate", "M", "--batch", "-2"], "ovrnn validate: argument --batch: expected a positive integer, got -2 (see ovrnn validate --help)"),
-        (["validate", "M", "--seed", "-1"], "ovrnn validate: argument --seed: expected an integer >= 0, got -1 (see ovrnn validate --help)"),
-        (["convert", "M", "--max-steps", "-1"], "ovrnn convert: argument --max-steps: expected an integer >= 0, got -1 (see ovrnn convert --help)"),
-        (["convert", "M", "--chunk-steps", "x"], "ovrnn convert: argument --chunk-steps: expected an integer >= 0, got 'x' (see ovrnn convert --help)"),
+        (
+            ["convert", "M", "--compres-to-fp16"],
+            "ovrnn convert: unrecognized argument: --compres-to-fp16; did you mean --compress-to-fp16? (see ovrnn convert --help)",
+        ),
+        (
+            ["convert", "M", "--outptu", "x.xml"],
+            "ovrnn convert: unrecognized arguments: --outptu x.xml; did you mean --output? (see ovrnn convert --help)",
+        ),
+        (
+            ["validate", "M", "--no-onnxruntme"],
+            "ovrnn validate: unrecognized argument: --no-onnxruntme; did you mean --no-onnxruntime? (see ovrnn validate --help)",
+        ),
+        (
+            ["validate", "M", "--batch", "0"],
+            "ovrnn validate: argument --batch: expected a positive integer, got 0 (see ovrnn validate --help)",
+        ),
+        (
+            ["validate", "M", "--batch", "-2"],
+            "ovrnn validate: argument --batch: expected a positive integer, got -2 (see ovrnn validate --help)",
+        ),
+        (
+            ["validate", "M", "--seed", "-1"],
+            "ovrnn validate: argument --seed: expected an integer >= 0, got -1 (see ovrnn validate --help)",
+        ),
+        (
+            ["convert", "M", "--max-steps", "-1"],
+            "ovrnn convert: argument --max-steps: expected an integer >= 0, got -1 (see ovrnn convert --help)",
+        ),
+        (
+            ["convert", "M", "--chunk-steps", "x"],
+            "ovrnn convert: argument --chunk-steps: expected an integer >= 0, got 'x' (see ovrnn convert --help)",
+        ),
         (["run", "IR", "--repeat", "0"], "ovrnn run: argument --repeat: expected a positive integer, got 0 (see ovrnn run --help)"),
         (["run", "IR", "--precision", "fp32"], "--precision: expected f32, f16, bf16 or default, got 'fp32'; did you mean f32?"),
         (["validate", "M", "--precision", "fp16"], "--precision: expected f32, f16, bf16 or default, got 'fp16'; did you mean f16?"),
-        (["convert", "M", "--input", "X[1..10,?,3]"],
-         "RNN node 'rnn': the sequence length (dim 0 of X 'X') is dynamic (1..10, as given in --input 'X[1..10,?,3]'), and the RNNCell chain "
-         "needs a fixed number of steps; fix it with --input \"X[T,?,3]\" (T = number of time steps)"),
+        (
+            ["convert", "M", "--input", "X[1..10,?,3]"],
+            "RNN node 'rnn': the sequence length (dim 0 of X 'X') is dynamic (1..10, as given in --input 'X[1..10,?,3]'), and the RNNCell chain "
+            'needs a fixed number of steps; fix it with --input "X[T,?,3]" (T = number of time steps)',
+        ),
         (["convert", "M", "--input", "[5,?,3],[2]"], "--input: 2 unnamed shapes for 1 model input(s) (X)"),
-        (["convert", "M", "--input", "[5,?,3]", "--input", "X[5,?,3]"], "--input: give every shape with its input's name, or none of them (ovc's rule)"),
+        (
+            ["convert", "M", "--input", "[5,?,3]", "--input", "X[5,?,3]"],
+            "--input: give every shape with its input's name, or none of them (ovc's rule)",
+        ),
     ],
 )
 def test_usage_errors_exit_2_with_one_clear_line(tmp_path, dyn_model, args, message):
@@ -108,7 +137,9 @@ def test_run_repeat_reports_latency_and_throughput(tmp_path, dyn_model):
     proc = ovrnn_cli("run", xml, "--input", f"X={tmp_path / 'x.npy'}", "--repeat", "50", "--hint", "throughput", "--streams", "2")
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"latency over 50 runs: median \d+\.\d{3} ms, p90 \d+\.\d{3} ms", proc.stdout), proc.stdout
-    m = re.search(r"throughput: (\d+\.\d) inferences/s \(50 inferences on (\d+) infer requests, (\d+) streams, hint THROUGHPUT\)", proc.stdout)
+    m = re.search(
+        r"throughput: (\d+\.\d) inferences/s \(50 inferences on (\d+) infer requests, (\d+) streams, hint THROUGHPUT\)", proc.stdout
+    )
     assert m and float(m.group(1)) > 0 and m.group(3) == "2" and int(m.group(2)) >= 2, proc.stdout
     one = ovrnn_cli("run", xml, "--input", f"X={tmp_path / 'x.npy'}")
     assert "throughput" not in one.stdout and re.search(r"inference \d+\.\d{3} ms", one.stdout)
@@ -129,13 +160,25 @@ def test_run_repeat_reports_latency_and_throughput(tmp_path, dyn_model):
         "[5,?,3]",
         ["X[5,?,3]"],
     ],
-    ids=["name-list", "name-list-type", "dict-list", "dict-partialshape", "partialshape", "partialshape-list", "dict-ov-shape", "ov-shape-list", "dims", "ovc-unnamed", "ovc-named"],
+    ids=[
+        "name-list",
+        "name-list-type",
+        "dict-list",
+        "dict-partialshape",
+        "partialshape",
+        "partialshape-list",
+        "dict-ov-shape",
+        "ov-shape-list",
+        "dims",
+        "ovc-unnamed",
+        "ovc-named",
+    ],
 )
 def test_python_api_takes_convert_model_input_forms(dyn_model, spec):
     path, _ = dyn_model
     ir = ovrnn.convert_model(path, input=spec)
     assert [r.seq_length for r in ir.rnns] == [5]
-    assert b'<dim>5</dim>' in ir.xml and (b'shape="5,?,3"' in ir.xml or b'shape="5,2,3"' in ir.xml)
+    assert b"<dim>5</dim>" in ir.xml and (b'shape="5,?,3"' in ir.xml or b'shape="5,2,3"' in ir.xml)
 
 
 def test_python_api_ranges_and_bad_specs(dyn_model):
@@ -149,8 +192,11 @@ def test_python_api_ranges_and_bad_specs(dyn_model):
 def test_python_errors_name_parameters_not_flags(dyn_model):
     path, _ = dyn_model
     cases = [
-        (dict(), "fix it with input=\"X[T,?,3]\" (T = number of time steps)"),
-        (dict(input="X[5,?,3]", max_steps=2), "more than max_steps=2: compiling that many cells takes OpenVINO minutes; raise max_steps to convert anyway (0 = no limit), or fix a shorter sequence with input"),
+        (dict(), 'fix it with input="X[T,?,3]" (T = number of time steps)'),
+        (
+            dict(input="X[5,?,3]", max_steps=2),
+            "more than max_steps=2: compiling that many cells takes OpenVINO minutes; raise max_steps to convert anyway (0 = no limit), or fix a shorter sequence with input",
+        ),
         (dict(input="X[5,?,3]", static=True), "static=True: input 'X' has a dynamic dim 1"),
         (dict(input="X[5,?,3]", lowering="auto"), "lowering=auto needs device (the device the IR is for, e.g. CPU, GPU, NPU)"),
         (dict(input="X[5,?,3]", chunk_steps=-1), "chunk_steps: expected 0 (one piece) or a positive number of steps, got -1"),
@@ -164,7 +210,10 @@ def test_python_errors_name_parameters_not_flags(dyn_model):
         (dict(batch=0), "batch: expected a positive batch size, got 0"),
         (dict(seed=-1), "seed: expected a seed >= 0, got -1"),
         (dict(precision="fp32"), "precision: expected f32, f16, bf16 or default, got 'fp32'; did you mean f32?"),
-        (dict(device="CPUU"), "device 'CPUU': unknown device 'CPUU' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean CPU?)"),
+        (
+            dict(device="CPUU"),
+            "device 'CPUU': unknown device 'CPUU' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean CPU?)",
+        ),
     ]:
         with pytest.raises(ovrnn.UsageError) as info:
             ovrnn.validate(path, input="X[5,?,3]", **kwargs)
@@ -187,6 +236,8 @@ def test_run_with_stderr_closed_still_runs(tmp_path, dyn_model):
     np.save(tmp_path / "x.npy", np.ones((5, 2, 3), np.float32))
     proc = subprocess.run(
         [sys.executable, "-m", "ovrnn", "run", str(xml), "--input", f"X={tmp_path / 'x.npy'}", "-v"],
-        stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(2),
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.close(2),
     )
     assert proc.returncode == 0 and proc.stdout.startswith(f"ran {xml} on CPU")

@@ -32,11 +32,29 @@ FIXTURES = Path(__file__).parent / "fixtures"
 ATOL = RTOL = 2e-5
 
 
-def model(op, T=5, direction="forward", hidden=8, inputs=4, batch=2, *, peep=False, input_forget=0, acts=None, lbr=0, runtime_w=False, relu_after=False, scale=0.4, seed=0):
+def model(
+    op,
+    T=5,
+    direction="forward",
+    hidden=8,
+    inputs=4,
+    batch=2,
+    *,
+    peep=False,
+    input_forget=0,
+    acts=None,
+    lbr=0,
+    runtime_w=False,
+    relu_after=False,
+    scale=0.4,
+    seed=0,
+):
     D = 2 if direction == "bidirectional" else 1
     rng = np.random.default_rng(seed)
     rows = rng.lognormal(0, 1, (D, G[op] * hidden, 1))  # uneven rows, as trained gates are
-    arr = lambda shape, s=scale: (rng.uniform(-s, s, shape) * (rows if shape[1] == G[op] * hidden and len(shape) == 3 else 1)).astype(np.float32)  # noqa: E731
+    arr = lambda shape, s=scale: (rng.uniform(-s, s, shape) * (rows if shape[1] == G[op] * hidden and len(shape) == 3 else 1)).astype(
+        np.float32
+    )  # noqa: E731
     W, R, B = arr((D, G[op] * hidden, inputs)), arr((D, G[op] * hidden, hidden)), arr((D, 2 * G[op] * hidden))
     inits = [numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B")]
     graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, inputs])]
@@ -83,7 +101,11 @@ def runtime_types(c) -> Counter:
 
 
 def consts(xml: bytes) -> list[tuple[str, str]]:
-    return [(el.find("data").get("element_type"), el.find("data").get("shape")) for el in etree.fromstring(xml).iter("layer") if el.get("type") == "Const"]
+    return [
+        (el.find("data").get("element_type"), el.find("data").get("shape"))
+        for el in etree.fromstring(xml).iter("layer")
+        if el.get("type") == "Const"
+    ]
 
 
 # id -> (model kwargs, convert kwargs, what the CPU does with the weights: "folded" | "kept")
@@ -136,7 +158,7 @@ def test_int8_matches_the_dequantized_reference(case, converted):
     assert len(ints) == 2 * D, ints  # W and R per direction
     assert len(ir.bin) < (0.8 if ck.get("compress_to_fp16") else 0.6) * len(f32.bin)  # tiny H: the float B and scales weigh in
     if on_cpu:
-        assert (on_cpu in c.integer_weights), c.integer_weights
+        assert on_cpu in c.integer_weights, c.integer_weights
 
 
 def test_one_chain_per_node_direction_and_matrix_whatever_t():
@@ -190,7 +212,11 @@ def test_fp16_scales_only_in_f16s_normal_range(whole):
     as compressed already), and validate judged it at f16 tolerance all the same."""
     m, _ = model("GRU", relu_after=whole)
     ir = ovrnn.convert_model(m, compress_weights="int8", compress_to_fp16=True)
-    assert ("f16", "24, 1") in consts(ir.xml) and ("i8", "24, 4") in consts(ir.xml) and not any(t == "f32" and "," in shape for t, shape in consts(ir.xml)), consts(ir.xml)
+    assert (
+        ("f16", "24, 1") in consts(ir.xml)
+        and ("i8", "24, 4") in consts(ir.xml)
+        and not any(t == "f32" and "," in shape for t, shape in consts(ir.xml))
+    ), consts(ir.xml)
     assert len(ir.bin) < len(ovrnn.convert_model(m, compress_weights="int8").bin)
     tiny, _ = model("GRU", scale=1e-4, relu_after=whole)  # max|row| / 127 < 6.1e-5: f16-subnormal scales
     ir = ovrnn.convert_model(tiny, compress_weights="int8", compress_to_fp16=True)
@@ -207,7 +233,10 @@ def test_runtime_weights_stay_float_with_a_note():
     m, W = model("GRU", runtime_w=True)
     ir = ovrnn.convert_model(m, compress_weights="int8")
     assert [t for t, _ in consts(ir.xml) if t == "i8"] == ["i8"]  # R only
-    assert "GRU node 'gru_node': W 'W' is a graph input (runtime weights): kept float, --compress-weights applies to constant weights only" in " ".join(ir.notes).replace("compress_weights", "--compress-weights")
+    assert (
+        "GRU node 'gru_node': W 'W' is a graph input (runtime weights): kept float, --compress-weights applies to constant weights only"
+        in " ".join(ir.notes).replace("compress_weights", "--compress-weights")
+    )
     feeds = feeds_of(m, W=W)
     got = infer(compiled_of(ir), feeds)
     deq = dequantized_model(m, Compression("int8"))
@@ -223,7 +252,9 @@ def test_weights_with_nan_stay_float_with_a_note():
     W[0, 3, 1] = np.nan
     next(t for t in m.graph.initializer if t.name == "W").CopyFrom(numpy_helper.from_array(W, "W"))
     ir = ovrnn.convert_model(m, compress_weights="int8")
-    assert ir.notes == ("GRU node 'gru_node': W 'W' has NaN or infinite values: its weights stay float",) and b'"i8"' not in ir.xml, ir.notes
+    assert ir.notes == ("GRU node 'gru_node': W 'W' has NaN or infinite values: its weights stay float",) and b'"i8"' not in ir.xml, (
+        ir.notes
+    )
 
 
 @pytest.mark.parametrize("name", ["lstm_bidir.dq_tensor", "lstm_qdq_rows"], ids=["dynamic-quantize-lstm", "qdq"])
@@ -234,15 +265,27 @@ def test_weights_that_come_quantized_are_not_quantized_again(name):
     plain, ir = ovrnn.convert_model(m), ovrnn.convert_model(m, compress_weights="int4")
     assert ir.bin == plain.bin and b'element_type="i4"' not in ir.xml
     node = next(n.name for n in m.graph.node if n.op_type in ("LSTM", "DynamicQuantizeLSTM"))
-    assert ir.notes == (f"LSTM node '{node}': W and R come quantized in the model: stored as they are, --compress-weights does not quantize them again",), ir.notes
+    assert ir.notes == (
+        f"LSTM node '{node}': W and R come quantized in the model: stored as they are, --compress-weights does not quantize them again",
+    ), ir.notes
 
 
 @pytest.mark.parametrize(
     "model_consts, runtime_consts, device, expected",
     [
         ([("i8", (16, 4))], [("f32", (16, 4))], "CPU", "integer weights folded to f32 on CPU: the saving is on disk only"),
-        ([("i8", (16, 4))], [("i8", (16, 4)), ("f16", (16, 1))], "NPU", "integer weights kept int8 on NPU: 64 weight values stay compressed in memory"),
-        ([("i8", (16, 4)), ("i8", (16, 16))], [("i8", (16, 4)), ("f32", (16, 16))], "CPU", "integer weights partly kept on CPU: 20% of the 320 weight values stay int8, the rest folded to f32 (saved on disk only)"),
+        (
+            [("i8", (16, 4))],
+            [("i8", (16, 4)), ("f16", (16, 1))],
+            "NPU",
+            "integer weights kept int8 on NPU: 64 weight values stay compressed in memory",
+        ),
+        (
+            [("i8", (16, 4)), ("i8", (16, 16))],
+            [("i8", (16, 4)), ("f32", (16, 16))],
+            "CPU",
+            "integer weights partly kept on CPU: 20% of the 320 weight values stay int8, the rest folded to f32 (saved on disk only)",
+        ),
         ([("i4", (16, 64))], [("f16", (16, 64))], "GPU", "integer weights folded to f16 on GPU: the saving is on disk only"),
         ([("f32", (16, 4))], [("f32", (16, 4))], "CPU", ""),
     ],
@@ -274,13 +317,20 @@ def test_cli_convert_inspect_run(tmp_path):
     r = ovrnn_cli("convert", tmp_path / "f.onnx", "-o", tmp_path / "s.xml", "--compress-weights", "int8", "--stateful")
     assert r.returncode == 0, r.stderr
     r = ovrnn_cli("run", tmp_path / "s.xml", "--input", f"X={tmp_path / 'x.npy'}")
-    assert r.returncode == 0 and r.stdout.startswith("streamed ") and "  integer weights folded to f32 on CPU: the saving is on disk only\n" in r.stdout, r.stdout + r.stderr
+    assert (
+        r.returncode == 0
+        and r.stdout.startswith("streamed ")
+        and "  integer weights folded to f32 on CPU: the saving is on disk only\n" in r.stdout
+    ), r.stdout + r.stderr
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--compress-weights", "int2"], "ovrnn convert: argument --compress-weights: invalid choice: 'int2' (choose from 'int8', 'int4') (see ovrnn convert --help)"),
+        (
+            ["--compress-weights", "int2"],
+            "ovrnn convert: argument --compress-weights: invalid choice: 'int2' (choose from 'int8', 'int4') (see ovrnn convert --help)",
+        ),
         (["--compress-weights", "int8", "--group-size", "32"], "--group-size applies to --compress-weights int4 only"),
         (["--group-size", "64"], "--group-size applies to --compress-weights int4 only"),
         (["--compress-weights", "int4", "--group-size", "48"], "--group-size: expected 32, 64, 128 or -1 (one group per row), got 48"),
@@ -415,7 +465,12 @@ def test_validate_compressed_weights_that_are_computed_or_in_bodies(case):
 # id -> (fixture in fixtures/quantized, validate kwargs, onnxruntime counted, what the CPU does with the weights)
 STATEFUL = {
     "int8-lstm": ("lstm_fwd.f32", dict(compress_weights="int8"), False, "folded to f32"),
-    "int4-lstm-input-forget-no-budget": ("lstm_input_forget.f32", dict(compress_weights="int4", max_weight_error=float("inf")), False, "kept int4"),
+    "int4-lstm-input-forget-no-budget": (
+        "lstm_input_forget.f32",
+        dict(compress_weights="int4", max_weight_error=float("inf")),
+        False,
+        "kept int4",
+    ),
     "dynamic-quantize-lstm-input-forget": ("lstm_input_forget.dq_tensor", {}, False, "kept int8"),
     "qdq-uint8-zero-point": ("lstm_qdq_tensor_u8", {}, True, "folded to f32"),
     # a whole model (a Relu after Y): the stream's time axis is probed through the DynamicQuantizeLSTM too
@@ -495,7 +550,9 @@ def test_int4_matches_the_dequantized_reference(case):
     mk, ck, expect = INT4[case]
     m, W = model(**mk, hidden=64, inputs=64, scale=0.2)
     ir = ovrnn.convert_model(m, compress_weights="int4", max_weight_error=float("inf"), **ck)
-    int8 = ovrnn.convert_model(m, compress_weights="int8", max_weight_error=float("inf"), **{k: v for k, v in ck.items() if k != "group_size"})
+    int8 = ovrnn.convert_model(
+        m, compress_weights="int8", max_weight_error=float("inf"), **{k: v for k, v in ck.items() if k != "group_size"}
+    )
     assert expect in consts(ir.xml), consts(ir.xml)
     assert len(ir.bin) < 0.7 * len(int8.bin)
     feeds = feeds_of(m, inputs=64)
@@ -522,7 +579,10 @@ def test_budget_falls_back_per_node():
     ir = ovrnn.convert_model(benign, compress_weights="int4", max_weight_error=e4 * 0.8)
     assert ir.rnns[0].compression == Compression("int8", -1, e4 * 0.8)
     (note,) = ir.notes
-    assert re.fullmatch(rf"LSTM node 'lstm_node': int4 quantization-only error \d\.\d\de-\d\d over 256 steps is above --max-weight-error {e4 * 0.8:g}: kept at int8", note), note
+    assert re.fullmatch(
+        rf"LSTM node 'lstm_node': int4 quantization-only error \d\.\d\de-\d\d over 256 steps is above --max-weight-error {e4 * 0.8:g}: kept at int8",
+        note,
+    ), note
     wild, _ = model("RNN", scale=1.5, seed=2)
     ir = ovrnn.convert_model(wild, compress_weights="int8")
     assert ir.rnns[0].compression is None and ir.rnns[0].weights == "" and b'element_type="i8"' not in ir.xml

@@ -23,7 +23,9 @@ FIXTURES = ROOT / "tests" / "fixtures" / "control_flow"
 
 
 def test_fixtures_are_what_the_tool_writes():
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "make_control_flow_fixtures.py"), "--check"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "make_control_flow_fixtures.py"), "--check"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -60,7 +62,11 @@ FROZEN = [
     ("one-element-list-to-scalar", "sr->[8000]", {"sr": np.array(8000, np.int64)}),
     ("nested-2d", "x[2,2]->[[1.5 2] [3 -4e-1]]", {"x": np.array([[1.5, 2], [3, -0.4]], np.float32)}),
     ("flat-into-given-shape", "x[2,3]->[1 2 3 4 5 6]", {"x": np.arange(1, 7, dtype=np.float32).reshape(2, 3)}),
-    ("with-shapes-one-list", "x[2,4],sr->16000,mask[3]{i32}->[1 0 1]", {"sr": np.array(16000, np.int64), "mask": np.array([1, 0, 1], np.int32)}),
+    (
+        "with-shapes-one-list",
+        "x[2,4],sr->16000,mask[3]{i32}->[1 0 1]",
+        {"sr": np.array(16000, np.int64), "mask": np.array([1, 0, 1], np.int32)},
+    ),
     ("repeated-flags", ["x[2,4]", "sr->16000", "small->[255 0]"], {"sr": np.array(16000, np.int64), "small": np.array([255, 0], np.uint8)}),
     ("ovrnn-cut-info", [ovrnn.InputCutInfo("sr", [], "i64", 16000)], {"sr": np.array(16000, np.int64)}),
     ("cut-info-alone", ovrnn.InputCutInfo("mask", [3], np.int32, [1, 0, 1]), {"mask": np.array([1, 0, 1], np.int32)}),
@@ -101,16 +107,32 @@ BAD = [
     ("type-only-other", "x{f16}", "input 'x{f16}': type f16 given, but input 'x' is declared float [2,'n']"),
     ("too-many", "sr->[16000 8000]", "input 'sr->[16000 8000]': value of shape [2] does not fit input 'sr', declared int64 []"),
     ("too-few", "mask->[1 0]", "input 'mask->[1 0]': value of shape [2] does not fit input 'mask', declared int32 [3]"),
-    ("given-shape-vs-declared", "mask[4]->[1 0 1 1]", "input 'mask[4]->[1 0 1 1]': shape [4] given, but input 'mask' is declared int32 [3]"),
-    ("value-vs-given-shape", "x[2,2]->[1 2 3]", "input 'x[2,2]->[1 2 3]': value of shape [3] does not fit shape [2,2] given; input 'x' is declared float [2,'n']"),
+    (
+        "given-shape-vs-declared",
+        "mask[4]->[1 0 1 1]",
+        "input 'mask[4]->[1 0 1 1]': shape [4] given, but input 'mask' is declared int32 [3]",
+    ),
+    (
+        "value-vs-given-shape",
+        "x[2,2]->[1 2 3]",
+        "input 'x[2,2]->[1 2 3]': value of shape [3] does not fit shape [2,2] given; input 'x' is declared float [2,'n']",
+    ),
     ("dynamic-dim-needs-shape", "x->[1 2 3]", "input 'x->[1 2 3]': value of shape [3] does not fit input 'x', declared float [2,'n']"),
     ("ragged", "x->[[1 2] [3]]", "input 'x->[[1 2] [3]]': the value's nested lists differ in length"),
     ("no-such-input", "rate->16000", "input 'rate->16000': the model has no input 'rate' (inputs: sr, mask, flag, x, small)"),
     ("twice", "sr->1,sr[]", "input: input 'sr' is given twice"),
     ("no-value", "sr->", 'input \'sr->\': expected NAME[SHAPE]{TYPE}->VALUE, for example "sr->16000" or "mask[3]{i32}->[1 0 1]"'),
     ("no-name", "->1", "input '->1': a frozen input needs its name, as in \"sr->16000\""),
-    ("unknown-type", "sr{int}->1", "input 'sr{int}->1': unknown element type 'int' (expected one of f32, f16, f64, bf16, i8, i16, i32, i64, u8, u16, u32, u64, boolean)"),
-    ("python-value", [ovrnn.InputCutInfo("sr", [], np.int64, 0.5)], "input 'sr[]{i64}->0.5': value 0.5 does not fit int64; input 'sr' is declared int64 []"),
+    (
+        "unknown-type",
+        "sr{int}->1",
+        "input 'sr{int}->1': unknown element type 'int' (expected one of f32, f16, f64, bf16, i8, i16, i32, i64, u8, u16, u32, u64, boolean)",
+    ),
+    (
+        "python-value",
+        [ovrnn.InputCutInfo("sr", [], np.int64, 0.5)],
+        "input 'sr[]{i64}->0.5': value 0.5 does not fit int64; input 'sr' is declared int64 []",
+    ),
 ]
 
 
@@ -202,7 +224,9 @@ def test_python_forms_write_the_same_ir():
 
 
 def test_validate_report_names_the_frozen_inputs(tmp_path):
-    proc = ovrnn_cli("validate", FIXTURES / "if_scalar_lstm.onnx", "--input", "sr->8000", "--json", tmp_path / "r.json", "--report", tmp_path / "rep")
+    proc = ovrnn_cli(
+        "validate", FIXTURES / "if_scalar_lstm.onnx", "--input", "sr->8000", "--json", tmp_path / "r.json", "--report", tmp_path / "rep"
+    )
     assert proc.returncode == 0, proc.stderr
     import json
 
@@ -224,11 +248,16 @@ def test_if_on_a_runtime_input_stays_for_the_body_lowering():
 def _two_ifs_reusing_names() -> onnx.ModelProto:
     """Two constant Ifs whose branches both define tensor 't' and node 'add' (legal: sibling
     scopes), and a top-level tensor 'y1' that a branch name would clash with once inlined."""
+
     def branch(k: int, value: float) -> onnx.GraphProto:
         return helper.make_graph(
-            [helper.make_node("Constant", [], ["t"], name="const", value=onnx.numpy_helper.from_array(np.float32(value))),
-             helper.make_node("Add", ["x", "t"], ["y1" if k == 2 else "s"], name="add")],
-            f"b{k}", [], [helper.make_tensor_value_info("y1" if k == 2 else "s", TensorProto.FLOAT, [2])],
+            [
+                helper.make_node("Constant", [], ["t"], name="const", value=onnx.numpy_helper.from_array(np.float32(value))),
+                helper.make_node("Add", ["x", "t"], ["y1" if k == 2 else "s"], name="add"),
+            ],
+            f"b{k}",
+            [],
+            [helper.make_tensor_value_info("y1" if k == 2 else "s", TensorProto.FLOAT, [2])],
         )
 
     nodes = [
@@ -236,8 +265,12 @@ def _two_ifs_reusing_names() -> onnx.ModelProto:
         helper.make_node("If", ["yes"], ["y1"], name="first", then_branch=branch(1, 1.0), else_branch=branch(1, -1.0)),
         helper.make_node("If", ["yes"], ["y2"], name="second", then_branch=branch(2, 2.0), else_branch=branch(2, -2.0)),
     ]
-    graph = helper.make_graph(nodes, "two_ifs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                              [helper.make_tensor_value_info("y1", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("y2", TensorProto.FLOAT, [2])])
+    graph = helper.make_graph(
+        nodes,
+        "two_ifs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y1", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("y2", TensorProto.FLOAT, [2])],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -313,7 +346,11 @@ def _no_recurrent_node(g):
     gru.output[:] = ["", "h_out"][1:]
 
 
-@pytest.mark.parametrize("change", [_runtime_trip_count, _early_exit, _no_recurrent_node], ids=["runtime-trip-count", "condition-from-the-body", "no-recurrent-node"])
+@pytest.mark.parametrize(
+    "change",
+    [_runtime_trip_count, _early_exit, _no_recurrent_node],
+    ids=["runtime-trip-count", "condition-from-the-body", "no-recurrent-node"],
+)
 def test_loops_that_are_not_unrolled(change):
     from ovrnn.onnx.control_flow import fold_control_flow
 

@@ -46,7 +46,11 @@ def table(*rows, key=KEY):
 
 
 def test_the_row_nearest_in_hidden_size_and_batch():
-    t = table({"op": "GRU", "hidden": 64, "choice": "cell"}, {"op": "GRU", "hidden": 256, "choice": "matmul"}, {"op": "GRU", "hidden": 256, "batch": 8, "choice": "cell"})
+    t = table(
+        {"op": "GRU", "hidden": 64, "choice": "cell"},
+        {"op": "GRU", "hidden": 256, "choice": "matmul"},
+        {"op": "GRU", "hidden": 256, "batch": 8, "choice": "cell"},
+    )
     form = lambda H, batch=1, kind="GRU", bi=False: cpu_forms.measured_form(kind, H, batch, bi, KEY, t)  # noqa: E731
     assert form(100).form == "cell" and form(200).form == "matmul"
     assert form(256, batch=None).form == "matmul"  # a dynamic batch reads the batch-1 rows
@@ -54,7 +58,9 @@ def test_the_row_nearest_in_hidden_size_and_batch():
     assert form(600) is None and form(31) is None  # more than 2x from any measured size: no row stands for it
     assert form(256, kind="GRU-lbr1") is None and form(256, bi=True) is None
     assert cpu_forms.measured_form("GRU", 256, 1, False, ("2099.1.0", "avx2"), t) is None  # another ISA: no entry
-    assert str(form(256)) == "matmul (measured on avx512_core with OpenVINO 2099.1.0, GRU H=256 batch 1 forward: cell 300 µs, matmul 100 µs)"
+    assert (
+        str(form(256)) == "matmul (measured on avx512_core with OpenVINO 2099.1.0, GRU H=256 batch 1 forward: cell 300 µs, matmul 100 µs)"
+    )
 
 
 def test_the_rows_of_the_nearest_step_count_first():
@@ -66,10 +72,25 @@ def test_the_rows_of_the_nearest_step_count_first():
     )
     form = lambda steps, H=128: cpu_forms.measured_form("LSTM", H, 1, False, KEY, t, steps=steps)  # noqa: E731
     # log scale: T=3 is nearer 1 than 16; T=4 is as near both, and a tie goes to the longer
-    assert [form(T).form for T in (1, 2, 3, 4, 8, 16, 32, 64, 1000)] == ["matmul", "matmul", "matmul", "cell", "cell", "cell", "cell", "cell", "cell"]
+    assert [form(T).form for T in (1, 2, 3, 4, 8, 16, 32, 64, 1000)] == [
+        "matmul",
+        "matmul",
+        "matmul",
+        "cell",
+        "cell",
+        "cell",
+        "cell",
+        "cell",
+        "cell",
+    ]
     assert form(None).why.endswith("LSTM H=128 T=64 batch 1 forward: cell 100 µs, matmul 130 µs")  # no step count: the longest rows
-    assert str(form(1)) == "matmul (measured on avx512_core with OpenVINO 2099.1.0, LSTM H=128 T=1 stream batch 1 forward: cell 300 µs, matmul 100 µs)"
-    assert form(1, H=700).why.endswith("LSTM H=512 T=64 batch 1 forward: cell 300 µs, matmul 100 µs")  # no T=1 row within 2x: the next step count's
+    assert (
+        str(form(1))
+        == "matmul (measured on avx512_core with OpenVINO 2099.1.0, LSTM H=128 T=1 stream batch 1 forward: cell 300 µs, matmul 100 µs)"
+    )
+    assert form(1, H=700).why.endswith(
+        "LSTM H=512 T=64 batch 1 forward: cell 300 µs, matmul 100 µs"
+    )  # no T=1 row within 2x: the next step count's
     assert form(1, H=2000) is None
 
 
@@ -78,9 +99,13 @@ def gru(H: int, lbr: int = 0, direction: str = "forward", T: int = 6, I: int = 5
     rng = np.random.default_rng(H + lbr)
     s = 1 / np.sqrt(H)
     init = lambda n, shape: numpy_helper.from_array(rng.uniform(-s, s, shape).astype(np.float32), n)  # noqa: E731
-    node = helper.make_node("GRU", ["X", "W", "R", "B"], ["Y", "Y_h"], name="gru", hidden_size=H, linear_before_reset=lbr, direction=direction)
+    node = helper.make_node(
+        "GRU", ["X", "W", "R", "B"], ["Y", "Y_h"], name="gru", hidden_size=H, linear_before_reset=lbr, direction=direction
+    )
     graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 1, I])],
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 1, I])],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h")],
         [init("W", (D, 3 * H, I)), init("R", (D, 3 * H, H)), init("B", (D, 6 * H))],
     )
@@ -125,9 +150,13 @@ def test_a_measured_cell_row_keeps_the_cell_chain_and_says_why(this_machine_tabl
     ir = ovrnn.convert_model(gru(16, lbr=1), device="CPU")
     assert layer_counts(ir.xml)["GRUCell"] == 6
     release, isa = cpu_forms.machine_key()
-    why = f"measured: the fastest form, measured on {isa} with OpenVINO {release}, GRU-lbr1 H=16 batch 1 forward: cell 100 µs, matmul 130 µs"
+    why = (
+        f"measured: the fastest form, measured on {isa} with OpenVINO {release}, GRU-lbr1 H=16 batch 1 forward: cell 100 µs, matmul 130 µs"
+    )
     assert ir.rnns[0].chains[0].activation == "f=Sigmoid g=Tanh"
-    assert f'<info name="fwd" value="f=Sigmoid g=Tanh cell"/><info name="fwd_reason" value="{why}"/>'.encode() in ir.xml.replace(b"\n", b"").replace(b"\t", b"")
+    assert f'<info name="fwd" value="f=Sigmoid g=Tanh cell"/><info name="fwd_reason" value="{why}"/>'.encode() in ir.xml.replace(
+        b"\n", b""
+    ).replace(b"\t", b"")
 
 
 def test_cell_forces_cells_and_no_device_keeps_the_bytes(this_machine_table):
@@ -149,7 +178,9 @@ def test_an_unknown_machine_keeps_the_cell_chains_with_a_note(tmp_path, monkeypa
     ir = ovrnn.convert_model(gru(16), device="CPU")
     assert layer_counts(ir.xml)["GRUCell"] == 6
     release, isa = cpu_forms.machine_key()
-    assert ir.notes == (f"device CPU: no step forms were measured for OpenVINO {release} on {isa} (tools/measure_forms.py); kept the cell chains",)
+    assert ir.notes == (
+        f"device CPU: no step forms were measured for OpenVINO {release} on {isa} (tools/measure_forms.py); kept the cell chains",
+    )
 
 
 def test_inspect_names_the_table(this_machine_table, tmp_path):
@@ -158,8 +189,14 @@ def test_inspect_names_the_table(this_machine_table, tmp_path):
     path = ovrnn.convert_model(gru(16), device="CPU").save(tmp_path / "m.xml")
     text = inspect.inspect_ir(path).format()
     release, isa = cpu_forms.machine_key()
-    assert f"step forms: measured on CPU {isa} with OpenVINO {release} (ovrnn/data/cpu_forms.json) (each chain above says which it took and why)" in text
-    assert "gru fwd: 6 steps, f=Sigmoid g=Tanh, explicit MatMul/Add/activation ops, hidden 16 [measured: faster than the cell chain, measured on" in text
+    assert (
+        f"step forms: measured on CPU {isa} with OpenVINO {release} (ovrnn/data/cpu_forms.json) (each chain above says which it took and why)"
+        in text
+    )
+    assert (
+        "gru fwd: 6 steps, f=Sigmoid g=Tanh, explicit MatMul/Add/activation ops, hidden 16 [measured: faster than the cell chain, measured on"
+        in text
+    )
 
 
 def test_the_committed_table_is_well_formed():
@@ -224,7 +261,27 @@ def test_the_tool_writes_an_entry_for_this_machine(tmp_path):
     other = {"openvino": "1.0.0", "isa": "sse41", "measured": "x", "rows": []}
     out.write_text(json.dumps({"entries": [other]}))
     tool = _tool()
-    assert tool.main(["--kinds", "GRU", "--hidden", "8", "--directions", "forward", "--threads", "1", "--rounds", "2", "--steps", "4", "--out", str(out)]) == 0
+    assert (
+        tool.main(
+            [
+                "--kinds",
+                "GRU",
+                "--hidden",
+                "8",
+                "--directions",
+                "forward",
+                "--threads",
+                "1",
+                "--rounds",
+                "2",
+                "--steps",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     entries = json.loads(out.read_text())["entries"]
     mine = next(e for e in entries if (e["openvino"], e["isa"]) == cpu_forms.machine_key())
     assert other in entries and len(entries) == 2

@@ -38,7 +38,11 @@ def test_static_irs_are_npu_shaped(case):
         ir = ovrnn.convert_model(model, static_flags(model, feeds), lowering=lowering, static=True, device="NPU")
         root = etree.fromstring(ir.xml)
         assert all(d.text != "-1" for d in root.iter("dim")), (lowering, "a dynamic dim is left")
-        assert all("?" not in p.find("data").get("shape") and ".." not in p.find("data").get("shape") for p in root.iter("layer") if p.get("type") == "Parameter")
+        assert all(
+            "?" not in p.find("data").get("shape") and ".." not in p.find("data").get("shape")
+            for p in root.iter("layer")
+            if p.get("type") == "Parameter"
+        )
         types = set(layer_counts(ir.xml))
         assert "RNNCell" not in types and types <= NPU_IR_TYPES | extra, (lowering, types - NPU_IR_TYPES - extra)
         if lowering == "matmul":
@@ -53,7 +57,10 @@ def test_static_refuses_a_dynamic_dim():
     with pytest.raises(UsageError) as info:
         ovrnn.convert_model(model, static=True)
     # a Python caller is told about Python parameters, with a value it can paste
-    assert str(info.value) == "static=True: input 'X' has a dynamic dim 1 ('batch'); give every dim a number, for example input=\"X[4,1,3]\" (dim 1 set to a guess: use your real sizes)"
+    assert (
+        str(info.value)
+        == "static=True: input 'X' has a dynamic dim 1 ('batch'); give every dim a number, for example input=\"X[4,1,3]\" (dim 1 set to a guess: use your real sizes)"
+    )
     ovrnn.convert_model(model, input=["X[4,1,3]", "sequence_lens[1]"], static=True)
 
 
@@ -62,7 +69,10 @@ def test_static_suggestion_is_pasteable_on_the_command_line(tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     proc = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--static")
     assert proc.returncode == 2
-    assert proc.stderr == "error: --static: input 'X' has a dynamic dim 0 ('seq'); give every dim a number, for example --input \"X[1,1,3]\" (dims 0 and 1 set to guesses: use your real sizes)\n"
+    assert (
+        proc.stderr
+        == "error: --static: input 'X' has a dynamic dim 0 ('seq'); give every dim a number, for example --input \"X[1,1,3]\" (dims 0 and 1 set to guesses: use your real sizes)\n"
+    )
     pasted = proc.stderr.split("for example ")[1].split(" (dims")[0]
     flag, value = pasted.split(" ", 1)
     again = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--static", flag, value.strip('"'))
@@ -100,7 +110,9 @@ def test_auto_lowering_per_device():
     assert layer_counts(cpu.xml)["RNNCell"] == 8
     if "NPU" not in ov.Core().available_devices:
         npu = ovrnn.convert_model(model, lowering="auto", device="NPU")
-        assert npu.notes[-1].startswith("lowering=auto: NPU is not on this machine") and npu.notes[-1].endswith("chose 'matmul' from what its plugin is known to import")
+        assert npu.notes[-1].startswith("lowering=auto: NPU is not on this machine") and npu.notes[-1].endswith(
+            "chose 'matmul' from what its plugin is known to import"
+        )
         assert layer_counts(npu.xml)["RNNCell"] == 0
     with pytest.raises(UsageError, match="lowering=auto needs device"):
         ovrnn.convert_model(model, lowering="auto")
@@ -119,7 +131,10 @@ def test_device_lacking_a_cell_of_the_ir_is_a_note(tmp_path):
     onnx.save(rnn, tmp_path / "rnn.onnx")
     proc = ovrnn_cli("convert", tmp_path / "rnn.onnx", "-o", tmp_path / "out" / "rnn.xml", "--device", "NPU")
     assert proc.returncode == 0, proc.stderr
-    assert "note: --device NPU: its compiler does not import RNNCell, which this IR's RNN chains are made of; convert with --lowering auto to lower them to MatMul steps for NPU" in proc.stderr + proc.stdout
+    assert (
+        "note: --device NPU: its compiler does not import RNNCell, which this IR's RNN chains are made of; convert with --lowering auto to lower them to MatMul steps for NPU"
+        in proc.stderr + proc.stdout
+    )
 
 
 def _mixed_model():
@@ -238,7 +253,9 @@ def test_ovms_repository_layout(tmp_path):
     proc = ovrnn_cli("convert", path, "--ovms-repo", repo, "--model-name", "rnn_chain", "--model-version", "2")
     assert proc.returncode == 0, proc.stderr
     assert (repo / "rnn_chain" / "2" / "model.xml").is_file() and (repo / "rnn_chain" / "2" / "model.bin").is_file()
-    assert json.loads((repo / "config.json").read_text()) == {"model_config_list": [{"config": {"name": "rnn_chain", "base_path": "rnn_chain"}}]}
+    assert json.loads((repo / "config.json").read_text()) == {
+        "model_config_list": [{"config": {"name": "rnn_chain", "base_path": "rnn_chain"}}]
+    }
     assert f"-v {repo.resolve()}:/models openvino/model_server:latest --config_path /models/config.json" in proc.stdout
     # a second model joins the same config; the first stays
     assert ovrnn_cli("convert", path, "--ovms-repo", repo, "--model-name", "other").returncode == 0
@@ -252,12 +269,26 @@ def test_ovms_repository_layout(tmp_path):
     "args, message",
     [
         (["--ovms-repo", "R", "--model-name", "a/b"], "--model-name: expected a plain name (no '/'), got 'a/b'"),
-        (["--ovms-repo", "R", "--model-name", "m", "--model-version", "0"], "ovrnn convert: argument --model-version: expected a positive integer, got 0 (see ovrnn convert --help)"),
-        (["--ovms-repo", "R", "--model-name", "m", "--version", "2"],
-         "ovrnn convert: unrecognized arguments: --version 2; the OVMS model version is --model-version (ovrnn --version prints ovrnn's own) (see ovrnn convert --help)"),
-        (["-o", "R", "--model-name", "m"], "ovrnn convert: --model-name names the model in an OVMS repository; add --ovms-repo DIR instead of -o"),
-        (["-o", "R", "--model-version", "3"], "ovrnn convert: --model-version names the model in an OVMS repository; add --ovms-repo DIR instead of -o"),
-        (["-o", "R", "--ovms-repo", "R", "--model-name", "m"], "ovrnn convert: give either -o OUT.xml or --ovms-repo DIR --model-name NAME, not both"),
+        (
+            ["--ovms-repo", "R", "--model-name", "m", "--model-version", "0"],
+            "ovrnn convert: argument --model-version: expected a positive integer, got 0 (see ovrnn convert --help)",
+        ),
+        (
+            ["--ovms-repo", "R", "--model-name", "m", "--version", "2"],
+            "ovrnn convert: unrecognized arguments: --version 2; the OVMS model version is --model-version (ovrnn --version prints ovrnn's own) (see ovrnn convert --help)",
+        ),
+        (
+            ["-o", "R", "--model-name", "m"],
+            "ovrnn convert: --model-name names the model in an OVMS repository; add --ovms-repo DIR instead of -o",
+        ),
+        (
+            ["-o", "R", "--model-version", "3"],
+            "ovrnn convert: --model-version names the model in an OVMS repository; add --ovms-repo DIR instead of -o",
+        ),
+        (
+            ["-o", "R", "--ovms-repo", "R", "--model-name", "m"],
+            "ovrnn convert: give either -o OUT.xml or --ovms-repo DIR --model-name NAME, not both",
+        ),
         (["--ovms-repo", "R"], "ovrnn convert: --ovms-repo needs --model-name"),
     ],
 )
@@ -285,7 +316,14 @@ def test_validate_report_content(tmp_path):
     out = tmp_path / "report"
     proc = ovrnn_cli("validate", path, "--report", out, "--report-precisions", "f32,bf16", "--seed", "7")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["error_per_step.png", "inputs.npz", "outputs.npz", "reference.npz", "report.json", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "error_per_step.png",
+        "inputs.npz",
+        "outputs.npz",
+        "reference.npz",
+        "report.json",
+        "report.md",
+    ]
     data = json.loads((out / "report.json").read_text())
     assert data["passed"] is True and data["precision"] == "f32" and data["device"] == "CPU" and data["seed"] == 7
     assert set(data["versions"]) >= {"openvino", "onnx", "numpy", "ovrnn", "python"}
@@ -306,7 +344,9 @@ def test_validate_report_content(tmp_path):
     assert inputs["sequence_lens"].tolist()[:2] == [12, 0]
     want = reference.run_model(model, inputs)
     np.testing.assert_allclose(np.load(out / "reference.npz")["Y"], want["Y"])
-    assert data["reproduce"]["command"] == f"ovrnn validate {path} --device CPU --seed 7 --batch 3 --report {out} --report-precisions f32,bf16"
+    assert (
+        data["reproduce"]["command"] == f"ovrnn validate {path} --device CPU --seed 7 --batch 3 --report {out} --report-precisions f32,bf16"
+    )
     width, height = _png_size((out / "error_per_step.png").read_bytes())
     assert (width, height) == (700, 400)
     md = (out / "report.md").read_text()

@@ -145,7 +145,18 @@ def test_mixed_rnn_gru_lstm_whole_model():
     from onnx import helper, numpy_helper
 
     rnn, rfeeds, _ = make_model(Case("m-rnn", T=5, hidden=4, input_size=2, activations=("Relu",), lens=(5, 2)))
-    gru, _, _ = make_model(Case("m-gru", op="GRU", T=5, hidden=6, input_size=4, direction="bidirectional", activations=("Sigmoid", "Tanh", "HardSigmoid", "Softsign"), linear_before_reset=1))
+    gru, _, _ = make_model(
+        Case(
+            "m-gru",
+            op="GRU",
+            T=5,
+            hidden=6,
+            input_size=4,
+            direction="bidirectional",
+            activations=("Sigmoid", "Tanh", "HardSigmoid", "Softsign"),
+            linear_before_reset=1,
+        )
+    )
     lstm, _, _ = make_model(Case("m-lstm", op="LSTM", T=5, hidden=3, input_size=12, peepholes=True))
     inits = [numpy_helper.from_array(np.array([1], np.int64), "axis1")]
     nodes = []
@@ -154,12 +165,20 @@ def test_mixed_rnn_gru_lstm_whole_model():
         nodes.append(node)
         inits += weights
     nodes[1:1] = [helper.make_node("Squeeze", ["rY", "axis1"], ["rY3"])]
-    nodes[3:3] = [helper.make_node("Transpose", ["gY"], ["gYt"], perm=[0, 2, 1, 3]), helper.make_node("Reshape", ["gYt", "shape"], ["gY3"]), helper.make_node("Tanh", ["gY3"], ["gT"])]
+    nodes[3:3] = [
+        helper.make_node("Transpose", ["gY"], ["gYt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["gYt", "shape"], ["gY3"]),
+        helper.make_node("Tanh", ["gY3"], ["gT"]),
+    ]
     inits.append(numpy_helper.from_array(np.array([5, 2, 12], np.int64), "shape"))
     model = rnn_gru_lstm_model(nodes, inits, 5)
     feeds = {"X": rfeeds["X"], "rsequence_lens": rfeeds["sequence_lens"]}
     ir = ovrnn.convert_model(model)
-    assert [(r.op, [c.form for c in r.chains]) for r in ir.rnns] == [("RNN", ["cell"]), ("GRU", ["cell", "explicit"]), ("LSTM", ["explicit"])]
+    assert [(r.op, [c.form for c in r.chains]) for r in ir.rnns] == [
+        ("RNN", ["cell"]),
+        ("GRU", ["cell", "explicit"]),
+        ("LSTM", ["explicit"]),
+    ]
     counts = layer_counts(ir.xml)
     assert (counts["RNNCell"], counts["GRUCell"], counts["LSTMCell"]) == (5, 5, 0)
     got, want = run_ir(ir, feeds), reference.run_model(model, feeds)
@@ -170,7 +189,18 @@ def test_mixed_rnn_gru_lstm_whole_model():
 def test_inspect_and_convert_say_which_directions_are_cells_and_why_not(tmp_path):
     from conftest import ovrnn_cli
 
-    model, _, _ = make_model(Case("say", op="LSTM", direction="bidirectional", T=6, activations=("Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Tanh", "Softsign"), lens=(6, 2), h0=True, c0=True))
+    model, _, _ = make_model(
+        Case(
+            "say",
+            op="LSTM",
+            direction="bidirectional",
+            T=6,
+            activations=("Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Tanh", "Softsign"),
+            lens=(6, 2),
+            h0=True,
+            c0=True,
+        )
+    )
     ir = ovrnn.convert_model(model)
     assert [(c.direction, c.activation, c.form) for c in ir.rnns[0].chains] == [
         ("fwd", "f=Sigmoid g=Tanh h=Tanh", "cell"),
@@ -178,7 +208,10 @@ def test_inspect_and_convert_say_which_directions_are_cells_and_why_not(tmp_path
     ]
     report = ovrnn.inspect(ir.save(tmp_path / "m.xml")).format()
     assert "  lstm fwd: 6 steps, f=Sigmoid g=Tanh h=Tanh, LSTMCell, hidden 5, W shared by 6 cells" in report
-    assert "  lstm rev: 6 steps, f=HardSigmoid(alpha=0.2, beta=0.5) g=Tanh h=Softsign [explicit: HardSigmoid, Softsign], explicit MatMul/Add/activation ops, hidden 5" in report
+    assert (
+        "  lstm rev: 6 steps, f=HardSigmoid(alpha=0.2, beta=0.5) g=Tanh h=Softsign [explicit: HardSigmoid, Softsign], explicit MatMul/Add/activation ops, hidden 5"
+        in report
+    )
     peep, _, _ = make_model(Case("say-p", op="GRU", T=3))
     import onnx
 
@@ -205,11 +238,15 @@ def _two_node_model():
         helper.make_node("RNN", ["X", "Wa", "Ra"], ["Yc"], name="rnn_c", hidden_size=H),
     ]
     graph = helper.make_graph(
-        nodes, "two", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 2, I])],
+        nodes,
+        "two",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 2, I])],
         [helper.make_tensor_value_info("Yb", TensorProto.FLOAT, None), helper.make_tensor_value_info("Hb", TensorProto.FLOAT, None)],
         [init("Wa", (1, H, I)), init("Ra", (1, H, H)), init("Wb", (1, H, I)), init("Rb", (1, H, H))],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), {"X": rng.uniform(-1, 1, (T, 2, I)).astype(np.float32)}
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), {
+        "X": rng.uniform(-1, 1, (T, 2, I)).astype(np.float32)
+    }
 
 
 def test_chained_nodes_and_unused_node():
@@ -237,6 +274,7 @@ def test_lean_lowering(direction):
         pieces = -(-T // chunk) if chunk else 1
         assert counts["RNNCell"] == counts["Squeeze"] == counts["Unsqueeze"] - D * pieces == T * D
         return sum(counts.values()) - 3 * T * D, counts
+
     flat64, _ = glue(64, 0)
     flat300, counts = glue(300, 0)
     assert flat64 == flat300 and not counts["Select"]

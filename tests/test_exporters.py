@@ -111,7 +111,10 @@ def test_two_directions_of_activations_on_a_one_direction_gru_lstm_use_the_first
 def test_dangling_tensor_is_an_invalid_model_named():
     proc = ovrnn_cli("convert", FIXTURES / "paddle2onnx_dangling.onnx", "-o", "/nonexistent/never.xml")
     assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr == "error: RNN node 'rnn_0': input 'initial_h' is tensor 'fill_constant_1.tmp_0', which no graph input, initializer or node provides\n"
+    assert (
+        proc.stderr
+        == "error: RNN node 'rnn_0': input 'initial_h' is tensor 'fill_constant_1.tmp_0', which no graph input, initializer or node provides\n"
+    )
     with pytest.raises(ovrnn.InvalidModelError, match="fill_constant_1.tmp_0"):
         ovrnn.validate(FIXTURES / "paddle2onnx_dangling.onnx")
 
@@ -149,14 +152,27 @@ def _lens_model(lens_from: str, batch):
         nodes += [helper.make_node("Gather", ["shape", "one"], ["B"], axis=0), helper.make_node("Tile", ["T1", "B1"], ["lens64"])]
         nodes += [helper.make_node("Unsqueeze", ["T", "axes"], ["T1"]), helper.make_node("Unsqueeze", ["B", "axes"], ["B1"])]
     else:  # from the data: a runtime value, never folded
-        nodes += [helper.make_node("ReduceMax", ["X"], ["m"], axes=[0, 2], keepdims=0), helper.make_node("Cast", ["m"], ["lens64"], to=TensorProto.INT64)]
-    nodes += [helper.make_node("Cast", ["lens64"], ["lens"], to=TensorProto.INT32), helper.make_node("RNN", ["X", "W", "R", "", "lens"], ["Y"], hidden_size=H)]
+        nodes += [
+            helper.make_node("ReduceMax", ["X"], ["m"], axes=[0, 2], keepdims=0),
+            helper.make_node("Cast", ["m"], ["lens64"], to=TensorProto.INT64),
+        ]
+    nodes += [
+        helper.make_node("Cast", ["lens64"], ["lens"], to=TensorProto.INT32),
+        helper.make_node("RNN", ["X", "W", "R", "", "lens"], ["Y"], hidden_size=H),
+    ]
     rng = np.random.default_rng(0)
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, I])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.array(0, np.int64), "zero"), numpy_helper.from_array(np.array(1, np.int64), "one"),
-         numpy_helper.from_array(np.array([0], np.int64), "axes"),
-         numpy_helper.from_array(rng.uniform(-1, 1, (1, H, I)).astype(np.float32), "W"), numpy_helper.from_array(rng.uniform(-1, 1, (1, H, H)).astype(np.float32), "R")],
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, I])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        [
+            numpy_helper.from_array(np.array(0, np.int64), "zero"),
+            numpy_helper.from_array(np.array(1, np.int64), "one"),
+            numpy_helper.from_array(np.array([0], np.int64), "axes"),
+            numpy_helper.from_array(rng.uniform(-1, 1, (1, H, I)).astype(np.float32), "W"),
+            numpy_helper.from_array(rng.uniform(-1, 1, (1, H, H)).astype(np.float32), "R"),
+        ],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 

@@ -46,7 +46,9 @@ def _ops(model: ov.Model) -> Counter:
     for op in model.get_ordered_ops():
         counts[op.get_type_name()] += 1
         kind = op.get_type_name()
-        bodies = [op.get_then_body(), op.get_else_body()] if kind == "If" else [op.get_function()] if kind in ("Loop", "TensorIterator") else []
+        bodies = (
+            [op.get_then_body(), op.get_else_body()] if kind == "If" else [op.get_function()] if kind in ("Loop", "TensorIterator") else []
+        )
         for body in bodies:
             counts += _ops(body)
     return counts

@@ -108,7 +108,10 @@ def test_gru_and_lstm_chains_fold_and_nothing_is_left_per_step(op, direction, dy
         types, counts[T] = leftovers(rnn_model(T, direction, None, dyn_batch, batch=3, op=op))
         assert types["RNNSeq"] == -(-T // 64) * D and not types["TensorIterator"] and not types["GRUCell"] and not types["LSTMCell"], types
     per_step = (sum(counts[264].values()) - sum(counts[136].values())) / (128 * D)
-    assert per_step <= (0.05 if not dyn_batch else 0.1), (per_step, counts)  # dynamic batch: the same per-piece Split/Concat/Reorders as RNN (above)
+    assert per_step <= (0.05 if not dyn_batch else 0.1), (
+        per_step,
+        counts,
+    )  # dynamic batch: the same per-piece Split/Concat/Reorders as RNN (above)
     model = rnn_model(136, direction, None, dyn_batch, batch=3, op=op)
     check_numbers(model, compiled(ovrnn.convert_model(model)), feeds_for(model, 136, 3))
 

@@ -29,9 +29,17 @@ def det_in_loop() -> onnx.ModelProto:
     """Det (no OpenVINO translator) inside a Loop body: the partial conversion's framework node is
     in the body, where the old classification did not look."""
     body = helper.make_graph(
-        [helper.make_node("Det", ["x"], ["d"], name="det"), helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Add", ["s", "d"], ["s2"])],
+        [
+            helper.make_node("Det", ["x"], ["d"], name="det"),
+            helper.make_node("Identity", ["c"], ["c2"]),
+            helper.make_node("Add", ["s", "d"], ["s2"]),
+        ],
         "b",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("s", F, [])],
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("s", F, []),
+        ],
         [helper.make_tensor_value_info("c2", TensorProto.BOOL, []), helper.make_tensor_value_info("s2", F, [])],
     )
     return model_of(
@@ -75,9 +83,21 @@ def crop_by_float_shape() -> onnx.ModelProto:
 
 
 UNSUPPORTED = [
-    ("no-translator-in-a-loop-body", det_in_loop, "OpenVINO's ONNX frontend cannot convert 1 op(s): Det (node 'det' in the body of Loop 'loop')"),
-    ("translator-refuses-an-attribute", pad_wrap, "OpenVINO's ONNX frontend cannot convert Pad (node 'pad') in this valid model: Unsupported padding mode: [wrap]"),
-    ("element-type-unknown-to-the-frontend", float8_fnuz, "OpenVINO's ONNX frontend cannot convert this model, which onnx's checker finds valid: Loading input model Unsupported type"),
+    (
+        "no-translator-in-a-loop-body",
+        det_in_loop,
+        "OpenVINO's ONNX frontend cannot convert 1 op(s): Det (node 'det' in the body of Loop 'loop')",
+    ),
+    (
+        "translator-refuses-an-attribute",
+        pad_wrap,
+        "OpenVINO's ONNX frontend cannot convert Pad (node 'pad') in this valid model: Unsupported padding mode: [wrap]",
+    ),
+    (
+        "element-type-unknown-to-the-frontend",
+        float8_fnuz,
+        "OpenVINO's ONNX frontend cannot convert this model, which onnx's checker finds valid: Loading input model Unsupported type",
+    ),
 ]
 
 
@@ -102,7 +122,7 @@ def test_an_invalid_model_is_invalid_with_the_checkers_words():
     head = f"the model is not valid ONNX (onnx.checker: {CHECKER}); OpenVINO's ONNX frontend cannot convert it either: "
     message = str(refused.value)
     assert message.startswith(head)
-    ov_part = re.sub(r"_\d+\b", "_N", message[len(head):])  # OpenVINO numbers its nodes with a process-wide counter
+    ov_part = re.sub(r"_\d+\b", "_N", message[len(head) :])  # OpenVINO numbers its nodes with a process-wide counter
     assert ov_part.startswith(
         "FrontEnd API failed with OpConversionFailure: Model wasn't fully converted. Failed operations detailed log: "
         "-- CenterCropPad-18 with a message: While validating node 'opset4::Range Range_N"
@@ -123,7 +143,10 @@ def test_invalidity_is_no_verdict_on_what_onnx_cannot_check():
     assert invalidity(model) is None
     model.graph.node[0].input[1] = "nowhere"  # an input nothing produces: invalid at any IR version
     model.ir_version = 8
-    assert invalidity(model) == "Nodes in a graph must be topologically sorted, however input 'nowhere' of node: name: pad OpType: Pad is not output of any previous nodes."
+    assert (
+        invalidity(model)
+        == "Nodes in a graph must be topologically sorted, however input 'nowhere' of node: name: pad OpType: Pad is not output of any previous nodes."
+    )
 
 
 def test_the_cli_says_unsupported_in_one_line(tmp_path):
@@ -131,7 +154,10 @@ def test_the_cli_says_unsupported_in_one_line(tmp_path):
     onnx.save(pad_wrap(), path)
     proc = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml")
     assert proc.returncode == 2
-    assert proc.stderr == "error: OpenVINO's ONNX frontend cannot convert Pad (node 'pad') in this valid model: Unsupported padding mode: [wrap]\n"
+    assert (
+        proc.stderr
+        == "error: OpenVINO's ONNX frontend cannot convert Pad (node 'pad') in this valid model: Unsupported padding mode: [wrap]\n"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pad.onnx"]
 
 
@@ -154,4 +180,7 @@ def test_the_frontends_own_op_names_lead_to_the_onnx_node():
     assert invalidity(model) is None
     with pytest.raises(UnsupportedFeatureError) as refused:
         ovrnn.convert_model(model)
-    assert str(refused.value) == "OpenVINO's ONNX frontend cannot convert 1 op(s): SequenceInsert (node 'seq_out' in the body of Loop 'seq_res')"
+    assert (
+        str(refused.value)
+        == "OpenVINO's ONNX frontend cannot convert 1 op(s): SequenceInsert (node 'seq_out' in the body of Loop 'seq_res')"
+    )

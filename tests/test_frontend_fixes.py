@@ -19,7 +19,18 @@ import ovrnn
 from ovrnn.onnx import frontend_fixes
 from ovrnn.onnx.frontend_fixes import apply_fixes, installed_openvino
 
-REDUCE_OPS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare")
+REDUCE_OPS = (
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSum",
+    "ReduceSumSquare",
+)
 AXES = (None, [-1], [1], [0, 2], [-2, -1], [])
 SHAPE = (2, 3, 4)
 RL = Path(__file__).resolve().parent / "fixtures" / "rl"
@@ -54,7 +65,9 @@ def matrix_model(opset: int, scale: float = 1.0) -> tuple[onnx.ModelProto, list[
         nodes.append(helper.make_node(op, inputs, [f"y{k}"], name=f"case{k}", **attrs))
         outputs.append(helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, None))
         labels.append(label)
-    graph = helper.make_graph(nodes, f"reduce_{opset}", [helper.make_tensor_value_info(n, TensorProto.FLOAT, SHAPE) for n in ("x", "p")], outputs, inits)
+    graph = helper.make_graph(
+        nodes, f"reduce_{opset}", [helper.make_tensor_value_info(n, TensorProto.FLOAT, SHAPE) for n in ("x", "p")], outputs, inits
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     rng = np.random.default_rng(opset)
@@ -95,7 +108,9 @@ def test_rewrites_exactly_what_openvino_misreads(opset):
         misread |= {label for label, g, w in zip(labels, plain, want) if not _same(g, w)}
         wrong = [label for label, g, w in zip(labels, _openvino(fixed, feeds), want) if not _same(g, w)]
         assert not wrong, f"still wrong after the rewrite (inputs ~{scale}): {wrong}"
-    assert rewritten == misread, f"OpenVINO {installed_openvino()}: misread but not rewritten {sorted(misread - rewritten)}; rewritten but read right {sorted(rewritten - misread)}"
+    assert rewritten == misread, (
+        f"OpenVINO {installed_openvino()}: misread but not rewritten {sorted(misread - rewritten)}; rewritten but read right {sorted(rewritten - misread)}"
+    )
 
 
 @pytest.mark.parametrize("dtype", [TensorProto.FLOAT16, TensorProto.DOUBLE], ids=["float16", "float64"])
@@ -103,7 +118,10 @@ def test_rewrites_keep_the_element_type(dtype):
     """The rewrites of ReduceL1/LogSum/LogSumExp-13 in float16 and float64 models (the max's zero
     is a constant of x's type) give onnxruntime's values and types."""
     vi = helper.make_tensor_value_info
-    nodes = [helper.make_node(op, ["x"], [f"y{k}"], axes=[1], keepdims=k % 2, name=f"{op}_{k}") for k, op in enumerate(("ReduceL1", "ReduceLogSumExp", "ReduceLogSumExp"))]
+    nodes = [
+        helper.make_node(op, ["x"], [f"y{k}"], axes=[1], keepdims=k % 2, name=f"{op}_{k}")
+        for k, op in enumerate(("ReduceL1", "ReduceLogSumExp", "ReduceLogSumExp"))
+    ]
     nodes.append(helper.make_node("ReduceLogSum", ["p"], ["y3"], axes=[0, 2], name="ReduceLogSum"))
     graph = helper.make_graph(nodes, "g", [vi("x", dtype, SHAPE), vi("p", dtype, SHAPE)], [vi(f"y{k}", dtype, None) for k in range(4)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
@@ -123,8 +141,13 @@ def test_the_misreadings_of_the_installed_release_are_the_documented_ones():
         pytest.skip("the table is of OpenVINO 2026.4")
     active = {(op, fix.opsets) for fix in frontend_fixes.FIXES if fix.affects(installed_openvino()) for op in fix.ops}
     assert active == {
-        ("ReduceL1", (13, 17)), ("ReduceLogSum", (13, 17)), ("ReduceLogSumExp", (13, 17)),
-        ("ReduceL1", (18, None)), ("ReduceL2", (18, None)), ("ReduceLogSum", (18, None)), ("HardSigmoid", (1, None)),
+        ("ReduceL1", (13, 17)),
+        ("ReduceLogSum", (13, 17)),
+        ("ReduceLogSumExp", (13, 17)),
+        ("ReduceL1", (18, None)),
+        ("ReduceL2", (18, None)),
+        ("ReduceLogSum", (18, None)),
+        ("HardSigmoid", (1, None)),
     }
 
 
@@ -143,7 +166,10 @@ def test_log_sum_exp_rewrite_is_stable_for_large_and_infinite_values(opset):
         else:
             attrs["axes"] = [-1]
         node = helper.make_node("ReduceLogSumExp", inputs, ["y"], **attrs)
-        model = helper.make_model(helper.make_graph([node], "lse", [vi("x", TensorProto.FLOAT, x.shape)], [vi("y", TensorProto.FLOAT, None)], inits), opset_imports=[helper.make_opsetid("", opset)])
+        model = helper.make_model(
+            helper.make_graph([node], "lse", [vi("x", TensorProto.FLOAT, x.shape)], [vi("y", TensorProto.FLOAT, None)], inits),
+            opset_imports=[helper.make_opsetid("", opset)],
+        )
         model.ir_version = 8
         fixed, notes = apply_fixes(model, openvino=(2025, 4, 1))
         assert notes
@@ -159,7 +185,12 @@ def test_fixes_follow_the_installed_release():
     ReduceLogSum-13 is read right until 2025.4; ReduceL1-13 is misread from 2025.4 on."""
 
     def model(op):
-        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], axes=[1])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        graph = helper.make_graph(
+            [helper.make_node(op, ["x"], ["y"], axes=[1])],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        )
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
     def why(op, release):
@@ -169,7 +200,12 @@ def test_fixes_follow_the_installed_release():
         return notes[0].split("reads wrong (")[1].split(":")[0] if notes else None
 
     releases = ((2024, 6, 0), (2025, 4, 1), (2026, 0, 0), (2026, 4, 1))
-    assert [why("ReduceLogSumExp", r) for r in releases] == ["exp overflows", "exp overflows", "axes attribute ignored", "axes attribute ignored"]
+    assert [why("ReduceLogSumExp", r) for r in releases] == [
+        "exp overflows",
+        "exp overflows",
+        "axes attribute ignored",
+        "axes attribute ignored",
+    ]
     assert [why("ReduceLogSum", r) for r in releases] == [None, None, "axes attribute ignored", "axes attribute ignored"]
     assert [why("ReduceL1", r) for r in releases] == [None, "axes attribute ignored", "axes attribute ignored", "axes attribute ignored"]
 
@@ -201,17 +237,28 @@ def test_recurrent_ppo_on_older_releases_gets_the_overflow_fix(monkeypatch):
     node is rewritten for that reason, and the note says so."""
     monkeypatch.setattr(frontend_fixes, "installed_openvino", lambda: (2025, 4, 1))
     ir = ovrnn.convert_model(str(_rl("onnx")))
-    assert [n.split(": ")[0] for n in ir.notes if "rewritten" in n] == ["1 node(s) rewritten that OpenVINO's ONNX frontend reads wrong (exp overflows"]
+    assert [n.split(": ")[0] for n in ir.notes if "rewritten" in n] == [
+        "1 node(s) rewritten that OpenVINO's ONNX frontend reads wrong (exp overflows"
+    ]
 
 
 def test_rewrites_inside_bodies_too():
     """An If on a runtime condition stays in the model; the ReduceLogSumExp-17 in its branch is
     rewritten as well, and both branches give onnxruntime's values."""
     vi = helper.make_tensor_value_info
-    then = helper.make_graph([helper.make_node("ReduceLogSumExp", ["x"], ["t"], axes=[-1], keepdims=0, name="lse")], "then", [], [vi("t", TensorProto.FLOAT, None)])
-    other = helper.make_graph([helper.make_node("ReduceMax", ["x"], ["e"], axes=[-1], keepdims=0, name="max")], "else", [], [vi("e", TensorProto.FLOAT, None)])
+    then = helper.make_graph(
+        [helper.make_node("ReduceLogSumExp", ["x"], ["t"], axes=[-1], keepdims=0, name="lse")],
+        "then",
+        [],
+        [vi("t", TensorProto.FLOAT, None)],
+    )
+    other = helper.make_graph(
+        [helper.make_node("ReduceMax", ["x"], ["e"], axes=[-1], keepdims=0, name="max")], "else", [], [vi("e", TensorProto.FLOAT, None)]
+    )
     nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if")]
-    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [4, 3]), vi("c", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        nodes, "g", [vi("x", TensorProto.FLOAT, [4, 3]), vi("c", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, None)]
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     fixed, notes = apply_fixes(model, openvino=(2026, 4, 1))
     assert len(notes) == 1 and "'lse'" in notes[0]
@@ -238,7 +285,9 @@ def _one_node(op, elem, opset=13, domain="", producer=None, **attrs):
         nodes.insert(0, helper.make_node(producer, ["x0"], ["x"], name="custom", domain="com.example"))
         nodes[1].input[0] = "x"
     inputs = [vi("x0" if producer else "x", elem, [2, 3])]
-    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(d, 1) for d in {domain, "com.example"} - {""}] if domain or producer else [])
+    opsets = [helper.make_opsetid("", opset)] + (
+        [helper.make_opsetid(d, 1) for d in {domain, "com.example"} - {""}] if domain or producer else []
+    )
     model = helper.make_model(helper.make_graph(nodes, "g", inputs, [vi("y", elem, None)]), opset_imports=opsets)
     model.ir_version = 8
     return model
@@ -312,5 +361,10 @@ def test_a_runtime_axes_input_is_not_taken_for_empty():
     only at run time, so no rewrite (docs/whole_models.md lists it among what is not rewritten)."""
     vi = helper.make_tensor_value_info
     node = helper.make_node("ReduceL1", ["x", "axes"], ["y"], noop_with_empty_axes=1)
-    model = helper.make_model(helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, [2, 3]), vi("axes", TensorProto.INT64, [None])], [vi("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(
+        helper.make_graph(
+            [node], "g", [vi("x", TensorProto.FLOAT, [2, 3]), vi("axes", TensorProto.INT64, [None])], [vi("y", TensorProto.FLOAT, None)]
+        ),
+        opset_imports=[helper.make_opsetid("", 18)],
+    )
     assert apply_fixes(model, openvino=(2026, 4, 1)) == (model, ())

@@ -27,7 +27,9 @@ def held(self, *args, **kwargs):
 recurrent_extension.RecurrentLowering._convert = held
 """
 
-_API = _HOOK + """
+_API = (
+    _HOOK
+    + """
 import ovrnn
 from ovrnn.signals import raise_on_signals
 if sys.argv[2] == "raise_on_signals":
@@ -40,8 +42,11 @@ except Exception as exc:
 except KeyboardInterrupt as exc:
     print(f"{type(exc).__name__} {getattr(exc, 'signum', '')}".strip())
 """
+)
 
-_OPENVINO = _HOOK + """
+_OPENVINO = (
+    _HOOK
+    + """
 import time
 import openvino as ov
 import ovrnn
@@ -58,11 +63,15 @@ except KeyboardInterrupt as exc:
     seen.append(type(exc).__name__)
 print(" | ".join(seen))
 """
+)
 
-_CLI = _HOOK + """
+_CLI = (
+    _HOOK
+    + """
 from ovrnn.cli import main
 sys.exit(main(["convert", sys.argv[1], "-o", sys.argv[2]]))
 """
+)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +123,9 @@ def test_a_signal_inside_the_extension_under_openvinos_converter_reaches_the_cal
     native call has returned, so the caller gets its KeyboardInterrupt (right after the converter's
     error, or instead of it)."""
     proc = _signal_inside(_OPENVINO, [whole_model], signal.SIGINT)
-    assert proc.returncode == 0 and proc.stdout in ("KeyboardInterrupt\n", "Exception OpConversionFailure | KeyboardInterrupt\n"), proc.stdout + proc.stderr
+    assert proc.returncode == 0 and proc.stdout in ("KeyboardInterrupt\n", "Exception OpConversionFailure | KeyboardInterrupt\n"), (
+        proc.stdout + proc.stderr
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

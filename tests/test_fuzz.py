@@ -131,7 +131,9 @@ def _convert_correctly_or_fail_cleanly(item):
     except ovrnn.UsageError:
         _outcomes["IR refuses the feeds"] += 1
         return  # the mutation changed a declared shape, and the IR refuses the old feeds
-    dtype = {TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64", TensorProto.BFLOAT16: "bfloat16"}.get(model.graph.input[0].type.tensor_type.elem_type, "float32")
+    dtype = {TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64", TensorProto.BFLOAT16: "bfloat16"}.get(
+        model.graph.input[0].type.tensor_type.elem_type, "float32"
+    )
     atol, rtol = TOL[dtype]
     for name, value in want.items():
         assert_close(got[name], value, atol, rtol, name)

@@ -59,7 +59,11 @@ def test_golden_names_round_trip_and_numbers(tmp_path):
     x_name = model.graph.input[0].name
     path = GOLDEN / "golden_rnn.xml"
     rng = np.random.default_rng(0)
-    feeds = {x_name: rng.uniform(-2, 2, (3, 4, 3)).astype(np.float32), "lens": np.array([3, 0, 2, 1], np.int32), "h0": rng.uniform(-1, 1, (2, 4, 2)).astype(np.float32)}
+    feeds = {
+        x_name: rng.uniform(-2, 2, (3, 4, 3)).astype(np.float32),
+        "lens": np.array([3, 0, 2, 1], np.int32),
+        "h0": rng.uniform(-1, 1, (2, 4, 2)).astype(np.float32),
+    }
     got = run_ir(path, feeds)
     want = reference.run_model(model, feeds)
     for name in ("Y", "Y_h"):
@@ -92,7 +96,7 @@ def test_escaping_matches_lxml():
 
     from ovrnn.ir.emit import _escape_attr
 
-    for text in ['plain', 'a&b<c>d"e\'f', "new\nline\ttab\rcr", "é ü «» 漢字 🙂", "&amp; already", ""]:
+    for text in ["plain", "a&b<c>d\"e'f", "new\nline\ttab\rcr", "é ü «» 漢字 🙂", "&amp; already", ""]:
         via_lxml = etree.tostring(etree.Element("x", {"v": text}), encoding="unicode")
         assert via_lxml == f'<x v="{_escape_attr(text)}"/>'
 
@@ -104,7 +108,10 @@ def test_names_xml_cannot_hold_are_refused():
     model.graph.node[0].name = "bad\x01node"
     with pytest.raises(ovrnn.UnsupportedFeatureError) as info:
         ovrnn.convert_model(model)
-    assert str(info.value) == "name 'bad\\x01node/fwd/piece0/x_batch_major/order' contains the character U+0001, which XML cannot hold; rename it"
+    assert (
+        str(info.value)
+        == "name 'bad\\x01node/fwd/piece0/x_batch_major/order' contains the character U+0001, which XML cannot hold; rename it"
+    )
     model, _, _ = make_model(Case("ctrl2"))
     model.graph.output[0].name = model.graph.node[0].output[0] = "Y\x02"
     with pytest.raises(ovrnn.UnsupportedFeatureError, match="tensor name 'Y\\\\x02' contains the character U\\+0002"):

@@ -51,12 +51,18 @@ def test_opset_reads_the_default_domain(nodes, opsets, expected):
     "model, error, message",
     [
         (lambda: _model(RELU, [("custom", 1)]), InvalidModelError, "model declares no ai.onnx opset in opset_import"),
-        (lambda: _model([_if_with_relu_inside("custom")], [("custom", 1)], inputs=("x", "c")), InvalidModelError,
-         "model declares no ai.onnx opset in opset_import"),
+        (
+            lambda: _model([_if_with_relu_inside("custom")], [("custom", 1)], inputs=("x", "c")),
+            InvalidModelError,
+            "model declares no ai.onnx opset in opset_import",
+        ),
         (lambda: _model(RELU, [("", 0)]), InvalidModelError, "model opset_import: expected an ai.onnx opset >= 1, got 0"),
-        (lambda: _model(RELU, [("", NEWEST + 1)]), UnsupportedFeatureError,
-         f"model opset_import: ai.onnx opset {NEWEST + 1} is newer than the newest this onnx {onnx.__version__} knows ({NEWEST}); "
-         f"expected an opset between 1 and {NEWEST}"),
+        (
+            lambda: _model(RELU, [("", NEWEST + 1)]),
+            UnsupportedFeatureError,
+            f"model opset_import: ai.onnx opset {NEWEST + 1} is newer than the newest this onnx {onnx.__version__} knows ({NEWEST}); "
+            f"expected an opset between 1 and {NEWEST}",
+        ),
     ],
     ids=["ai-onnx-node-without-import", "ai-onnx-node-only-in-a-body", "opset-zero", "future-opset"],
 )

@@ -22,7 +22,11 @@ IDS = ["beta-0", "alpha-0", "beta-minus-0", "both-0", "defaults-kept-as-HardSigm
 def test_a_plain_hard_sigmoid_node(alpha, beta, opset):
     vi = helper.make_tensor_value_info
     node = helper.make_node("HardSigmoid", ["X"], ["Y"], alpha=alpha, beta=beta, name="hs")
-    model = helper.make_model(helper.make_graph([node], "m", [vi("X", TensorProto.FLOAT, [2, 7])], [vi("Y", TensorProto.FLOAT, [2, 7])]), opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    model = helper.make_model(
+        helper.make_graph([node], "m", [vi("X", TensorProto.FLOAT, [2, 7])], [vi("Y", TensorProto.FLOAT, [2, 7])]),
+        opset_imports=[helper.make_opsetid("", opset)],
+        ir_version=8,
+    )
     x = np.linspace(-4, 4, 14, dtype=np.float32).reshape(2, 7)
     ir = ovrnn.convert_model(model)
     want = np.clip(alpha * x.astype(np.float64) + beta, 0, 1)
@@ -39,13 +43,25 @@ def test_a_recurrent_node_with_hard_sigmoid(op, alpha, beta):
     H, I, T, B = 4, 3, 5, 2
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
     acts = {"RNN": ["HardSigmoid"], "GRU": ["HardSigmoid", "Tanh"], "LSTM": ["HardSigmoid", "Tanh", "Tanh"]}[op]
-    inits = [numpy_helper.from_array(rng.uniform(-1, 1, (1, gates * H, I)).astype(np.float32), "W"), numpy_helper.from_array(rng.uniform(-1, 1, (1, gates * H, H)).astype(np.float32), "R"),
-             numpy_helper.from_array(rng.uniform(-1, 1, (1, 2 * gates * H)).astype(np.float32), "B")]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-1, 1, (1, gates * H, I)).astype(np.float32), "W"),
+        numpy_helper.from_array(rng.uniform(-1, 1, (1, gates * H, H)).astype(np.float32), "R"),
+        numpy_helper.from_array(rng.uniform(-1, 1, (1, 2 * gates * H)).astype(np.float32), "B"),
+    ]
     extra = {"activation_alpha": [alpha] + [0.0] * (len(acts) - 1), "activation_beta": [beta] + [0.0] * (len(acts) - 1)}
     node = helper.make_node(op, ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=H, activations=acts, **extra)
     vi = helper.make_tensor_value_info
-    model = helper.make_model(helper.make_graph([node], "m", [vi("X", TensorProto.FLOAT, [T, B, I])], [vi("Y", TensorProto.FLOAT, None), vi("Y_h", TensorProto.FLOAT, None)], inits),
-                              opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    model = helper.make_model(
+        helper.make_graph(
+            [node],
+            "m",
+            [vi("X", TensorProto.FLOAT, [T, B, I])],
+            [vi("Y", TensorProto.FLOAT, None), vi("Y_h", TensorProto.FLOAT, None)],
+            inits,
+        ),
+        opset_imports=[helper.make_opsetid("", 14)],
+        ir_version=8,
+    )
     x = rng.uniform(-2, 2, (T, B, I)).astype(np.float32)
     got = ovrnn.run(ovrnn.convert_model(model), {"X": x})
     want = reference.run_model(model, {"X": x})

@@ -22,7 +22,11 @@ def test_inspect_our_chain(tmp_path):
     ]
     assert report.chains[0].weights_shared_by == 6
     assert report.sequence_layers == {}
-    assert [(t.name, t.element_type, t.shape) for t in report.inputs] == [("X", "f32", "6,2,3"), ("sequence_lens", "i32", "2"), ("initial_h", "f32", "2,2,5")]
+    assert [(t.name, t.element_type, t.shape) for t in report.inputs] == [
+        ("X", "f32", "6,2,3"),
+        ("sequence_lens", "i32", "2"),
+        ("initial_h", "f32", "2,2,5"),
+    ]
     assert [(t.name, t.element_type, t.shape) for t in report.outputs] == [("Y", "f32", "6,2,2,5"), ("Y_h", "f32", "2,2,5")]
     assert report.ovrnn["rnn"]["rev"] == "HardSigmoid(alpha=0.2, beta=0.5) explicit"
 

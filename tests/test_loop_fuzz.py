@@ -32,7 +32,9 @@ def test_the_mix_has_every_mutation_and_half_of_it_must_be_recovered():
     assert len({s.id for s in SPECS}) == COUNT
 
 
-@pytest.mark.parametrize("group", GROUPS, ids=[f"{k * GROUP:03d}:" + "+".join(f"{s.cell}.{s.mutation}" for s in g) for k, g in enumerate(GROUPS)])
+@pytest.mark.parametrize(
+    "group", GROUPS, ids=[f"{k * GROUP:03d}:" + "+".join(f"{s.cell}.{s.mutation}" for s in g) for k, g in enumerate(GROUPS)]
+)
 def test_every_body_is_right_or_refused_and_every_cell_recovered(group):
     outcomes = judge(group)
     bad = [f"{o.spec.id}: {o.how} {o.detail}" for o in outcomes if not o.ok]

@@ -37,8 +37,14 @@ EXPECTED = {
     "keras_masked_bidirectional_lstm": ({"LSTMCell": 10}, ["LSTM cell, hidden size 4, 5 steps, 5 one-step nodes masked per step"] * 2),
     "keras_gru_dynamic_batch": ({"GRUCell": 5}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"]),
     "keras_gru_forecaster": ({"GRUCell": 10}, ["GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node"] * 2),
-    "tf_keras_gru_reset_before_seq": ({"GRUCell": 5}, ["GRU (linear_before_reset=0) cell, hidden size 4, 5 steps, one node"]),  # no trip count: the condition counted
-    "tf_keras_gru_relu": ({"GRUCell": 5}, ["GRU (linear_before_reset=0, activation Relu) cell, hidden size 4, 5 steps, one node"]),  # RNNoise's cell
+    "tf_keras_gru_reset_before_seq": (
+        {"GRUCell": 5},
+        ["GRU (linear_before_reset=0) cell, hidden size 4, 5 steps, one node"],
+    ),  # no trip count: the condition counted
+    "tf_keras_gru_relu": (
+        {"GRUCell": 5},
+        ["GRU (linear_before_reset=0, activation Relu) cell, hidden size 4, 5 steps, one node"],
+    ),  # RNNoise's cell
     "torch_grucell_loop": ({"GRUCell": 5}, ["GRU (linear_before_reset=1) cell, hidden size 4, 5 steps, one node"]),
     "torch_lstmcell_loop": ({"LSTMCell": 5}, ["LSTM cell, hidden size 4, 5 steps, one node"]),  # a one-step LSTM node in the body
 }
@@ -78,7 +84,9 @@ def test_the_manifest_records_what_the_exporter_wrote():
 
 def test_openvinos_frontend_cannot_read_the_tf2onnx_loop_body():
     """Why the rewrite exists (OpenVINO 2026.4.1): the frontend refuses the body outright."""
-    with pytest.raises(Exception, match=r"canonical inputs size \(10\), does not match the sum of loop carried dependencies and two mandatory inputs \(7\)"):
+    with pytest.raises(
+        Exception, match=r"canonical inputs size \(10\), does not match the sum of loop carried dependencies and two mandatory inputs \(7\)"
+    ):
         ov.Core().read_model(str(FIXTURES / "keras_gru_reset_after.onnx"))
 
 
@@ -89,12 +97,16 @@ def _tokens(rng, rows):
     return out
 
 
-@pytest.mark.parametrize("pattern", [
-    ([3, 4], [1]),  # a padded tail (a prefix mask), a hole mid-sequence
-    ([0, 1], [2, 3, 4]),  # padding at the start, a prefix of two
-    ([0, 1, 2, 3, 4], []),  # a row with every step masked: the state never moves
-    ([1, 3], [0, 2, 4]),  # alternating
-], ids=["tail-and-hole", "head-and-prefix", "all-masked", "alternating"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        ([3, 4], [1]),  # a padded tail (a prefix mask), a hole mid-sequence
+        ([0, 1], [2, 3, 4]),  # padding at the start, a prefix of two
+        ([0, 1, 2, 3, 4], []),  # a row with every step masked: the state never moves
+        ([1, 3], [0, 2, 4]),  # alternating
+    ],
+    ids=["tail-and-hole", "head-and-prefix", "all-masked", "alternating"],
+)
 @pytest.mark.parametrize("name", ["keras_masked_lstm_classifier", "keras_masked_bidirectional_lstm"])
 def test_masked_models_are_exact_for_any_mask(name, pattern):
     """The mask comes from the token ids (data): not provably a prefix, so every step selects;
@@ -140,8 +152,10 @@ def test_a_body_that_is_no_cell_is_unrolled(tmp_path):
     onnx.save(model, path)
     ir = ovrnn.convert_model(path)
     note = next(n for n in ir.notes if n.startswith("Loop node"))
-    assert note == ("Loop node 'sequential_2_1/gru_1/while_loop': its body is not a recognisable LSTM, GRU or RNN cell "
-                    "(it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs); unrolled into its 5 iterations (their number is a constant once the shapes are known)")
+    assert note == (
+        "Loop node 'sequential_2_1/gru_1/while_loop': its body is not a recognisable LSTM, GRU or RNN cell "
+        "(it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs); unrolled into its 5 iterations (their number is a constant once the shapes are known)"
+    )
     x = _data("keras_gru_reset_after")[0]
     want = ort.InferenceSession(str(path)).run(None, x)[0]
     assert_close(next(iter(run_ir(ir, x).values())), want.astype(np.float64), 1e-6, 1e-5, "unrolled")
@@ -159,8 +173,15 @@ def test_the_no_recurrence_note_fits_the_exporter(producer, advice):
     model.producer_name = producer
     ir = ovrnn.convert_model(model)
     plain = "the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is"
-    assert ir.notes == ((plain + ". PyTorch's dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
-                         "to get an ONNX RNN node") if advice else plain,)
+    assert ir.notes == (
+        (
+            plain
+            + ". PyTorch's dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
+            "to get an ONNX RNN node"
+        )
+        if advice
+        else plain,
+    )
 
 
 def test_a_loop_it_can_neither_rewrite_nor_unroll_is_one_error_line(tmp_path):
@@ -176,9 +197,14 @@ def test_a_loop_it_can_neither_rewrite_nor_unroll_is_one_error_line(tmp_path):
         "Loop node 'sequential_2_1/gru_1/while_loop' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
         "its body is not a recognisable LSTM, GRU or RNN cell (it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs), "
         "and ovrnn unrolls such a body only over a known number of steps, but its trip count is not a constant: "
-        "it depends on the value of 'steps' (freeze it with input=\"steps->N\", N the number of steps)")
+        "it depends on the value of 'steps' (freeze it with input=\"steps->N\", N the number of steps)"
+    )
     run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml")
-    assert run.returncode == 2 and run.stderr.count("\n") == 1 and run.stderr.startswith("error: Loop node 'sequential_2_1/gru_1/while_loop' computes")
+    assert (
+        run.returncode == 2
+        and run.stderr.count("\n") == 1
+        and run.stderr.startswith("error: Loop node 'sequential_2_1/gru_1/while_loop' computes")
+    )
     assert run.stderr.endswith("it depends on the value of 'steps' (freeze it with --input \"steps->N\", N the number of steps)\n")
     assert not (tmp_path / "out.xml").exists()
 
@@ -211,7 +237,8 @@ def test_a_recognised_cell_with_a_runtime_trip_count_is_refused_with_the_input_t
     run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml")
     assert run.returncode == 2 and run.stderr == (
         "error: Loop node 'loop' computes a recurrence that OpenVINO's ONNX frontend cannot read: its body is an LSTM cell of hidden size 4, "
-        f"which ovrnn rewrites as LSTM nodes over a known number of steps, but its trip count is not a constant: it depends on {hint}\n")
+        f"which ovrnn rewrites as LSTM nodes over a known number of steps, but its trip count is not a constant: it depends on {hint}\n"
+    )
     run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml", "--input", fix)
     assert run.returncode == 0, run.stderr
     assert "rewritten as LSTM node 'loop' over those steps" in run.stderr
@@ -232,11 +259,16 @@ def test_inspect_says_what_was_recovered(tmp_path):
     xml = tmp_path / "forecaster.xml"
     run = ovrnn_cli("convert", FIXTURES / "keras_gru_forecaster.onnx", "-o", xml)
     assert run.returncode == 0, run.stderr
-    assert "note: Loop node 'sequential_8_1/gru_3_1/while_loop': its body computes a GRU (linear_before_reset=1) cell of hidden size 8" in run.stderr
+    assert (
+        "note: Loop node 'sequential_8_1/gru_3_1/while_loop': its body computes a GRU (linear_before_reset=1) cell of hidden size 8"
+        in run.stderr
+    )
     shown = ovrnn_cli("inspect", xml).stdout
-    assert ("recurrences recovered from Loop bodies:\n"
-            "  sequential_8_1/gru_3_1/while_loop: GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node\n"
-            "  sequential_8_1/gru_4_1/while_loop: GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node\n") in shown
+    assert (
+        "recurrences recovered from Loop bodies:\n"
+        "  sequential_8_1/gru_3_1/while_loop: GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node\n"
+        "  sequential_8_1/gru_4_1/while_loop: GRU (linear_before_reset=1) cell, hidden size 8, 5 steps, one node\n"
+    ) in shown
 
 
 def _frozen(x):
@@ -256,10 +288,14 @@ def test_a_constant_prefix_mask_becomes_sequence_lens(hole):
     ir = ovrnn.convert_model(path, input=_frozen(x))
     note = next(n for n in ir.notes if n.startswith("Loop node"))
     if hole:
-        assert note.endswith("rewritten as 5 one-step LSTM nodes, each state then selected by the mask 'sequential_6_1/lstm_2_1/transpose_1:0' (Where: kept where it is 0)")
+        assert note.endswith(
+            "rewritten as 5 one-step LSTM nodes, each state then selected by the mask 'sequential_6_1/lstm_2_1/transpose_1:0' (Where: kept where it is 0)"
+        )
     else:
-        assert note.endswith("rewritten as LSTM node 'sequential_6_1/lstm_2_1/while_loop' over those steps, with sequence_lens [3, 5]: "
-                             "the mask 'sequential_6_1/lstm_2_1/transpose_1:0' is a constant and a prefix in every sample")
+        assert note.endswith(
+            "rewritten as LSTM node 'sequential_6_1/lstm_2_1/while_loop' over those steps, with sequence_lens [3, 5]: "
+            "the mask 'sequential_6_1/lstm_2_1/transpose_1:0' is a constant and a prefix in every sample"
+        )
         assert [(r.label, r.seq_length) for r in ir.rnns] == [("sequential_6_1/lstm_2_1/while_loop", 5)]
     want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
     assert_close(run_ir(ir, {})["Identity:0"], want.astype(np.float64), 1e-6, 1e-5, "masking")
@@ -290,23 +326,49 @@ def _scan_lstm(axis: int, reverse: int, out_axis: int) -> onnx.ModelProto:
     f32 = onnx.TensorProto.FLOAT
     init = onnx.numpy_helper.from_array
     body = helper.make_graph(
-        [helper.make_node("MatMul", ["x_t", "W"], ["xw"]), helper.make_node("MatMul", ["h", "R"], ["hr"]),
-         helper.make_node("Add", ["xw", "hr"], ["g0"]), helper.make_node("Add", ["g0", "b"], ["g"]),
-         helper.make_node("Split", ["g"], ["gi", "gf", "gc", "go"], axis=1, num_outputs=4),
-         helper.make_node("Sigmoid", ["gi"], ["i"]), helper.make_node("Sigmoid", ["gf"], ["f"]), helper.make_node("Sigmoid", ["go"], ["o"]),
-         helper.make_node("Tanh", ["gc"], ["cc"]), helper.make_node("Mul", ["f", "c"], ["fc"]), helper.make_node("Mul", ["i", "cc"], ["ic"]),
-         helper.make_node("Add", ["fc", "ic"], ["c_new"]), helper.make_node("Tanh", ["c_new"], ["tc"]), helper.make_node("Mul", ["o", "tc"], ["h_new"]),
-         helper.make_node("Identity", ["h_new"], ["y_t"])],
-        "cell", [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h", "c")] + [helper.make_tensor_value_info("x_t", f32, [2, F])],
-        [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h_new", "c_new", "y_t")])
+        [
+            helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
+            helper.make_node("MatMul", ["h", "R"], ["hr"]),
+            helper.make_node("Add", ["xw", "hr"], ["g0"]),
+            helper.make_node("Add", ["g0", "b"], ["g"]),
+            helper.make_node("Split", ["g"], ["gi", "gf", "gc", "go"], axis=1, num_outputs=4),
+            helper.make_node("Sigmoid", ["gi"], ["i"]),
+            helper.make_node("Sigmoid", ["gf"], ["f"]),
+            helper.make_node("Sigmoid", ["go"], ["o"]),
+            helper.make_node("Tanh", ["gc"], ["cc"]),
+            helper.make_node("Mul", ["f", "c"], ["fc"]),
+            helper.make_node("Mul", ["i", "cc"], ["ic"]),
+            helper.make_node("Add", ["fc", "ic"], ["c_new"]),
+            helper.make_node("Tanh", ["c_new"], ["tc"]),
+            helper.make_node("Mul", ["o", "tc"], ["h_new"]),
+            helper.make_node("Identity", ["h_new"], ["y_t"]),
+        ],
+        "cell",
+        [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h", "c")] + [helper.make_tensor_value_info("x_t", f32, [2, F])],
+        [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h_new", "c_new", "y_t")],
+    )
     x_shape = [5, 2, F] if axis == 0 else [2, 5, F]
     y_shape = [5, 2, H] if out_axis == 0 else [2, 5, H]
     graph = helper.make_graph(
-        [helper.make_node("Scan", ["h0", "c0", "X"], ["h_T", "c_T", "Y"], name="scan_lstm", body=body, num_scan_inputs=1,
-                          scan_input_axes=[axis], scan_input_directions=[reverse], scan_output_axes=[out_axis], scan_output_directions=[reverse])],
-        "scan", [helper.make_tensor_value_info("X", f32, x_shape)] + [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h0", "c0")],
+        [
+            helper.make_node(
+                "Scan",
+                ["h0", "c0", "X"],
+                ["h_T", "c_T", "Y"],
+                name="scan_lstm",
+                body=body,
+                num_scan_inputs=1,
+                scan_input_axes=[axis],
+                scan_input_directions=[reverse],
+                scan_output_axes=[out_axis],
+                scan_output_directions=[reverse],
+            )
+        ],
+        "scan",
+        [helper.make_tensor_value_info("X", f32, x_shape)] + [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h0", "c0")],
         [helper.make_tensor_value_info(n, f32, [2, H]) for n in ("h_T", "c_T")] + [helper.make_tensor_value_info("Y", f32, y_shape)],
-        [init(W, "W"), init(R, "R"), init(b, "b")])
+        [init(W, "W"), init(R, "R"), init(b, "b")],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 
@@ -343,17 +405,57 @@ def test_a_dynamic_batch_stays_dynamic(batch):
 # states and probes away from 0 (a term on the iteration number vanishes at iteration 0, an added
 # outer tensor vanishes at 0: the old check probed exactly there)
 FOOLS = {
-    ("rnn_tanh", "index_term_y", 4): "the iteration number ('i') reaches its Cast node 'b/Cast7', beyond the per-step read of the input sequence: the body is not the same function at every step",
-    ("gru_lbr1", "index_term_h", 5): "the iteration number ('i') reaches its Cast node 'b/Cast19', beyond the per-step read of the input sequence: the body is not the same function at every step",
-    ("lstm", "index_gate", 6): "the iteration number ('i') reaches its Equal node 'b/Equal16', beyond the per-step read of the input sequence: the body is not the same function at every step",
-    ("lstm", "int_counter_scale", 7): "the counter 'k' reaches its Cast node 'b/Cast16', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    (
+        "rnn_tanh",
+        "index_term_y",
+        4,
+    ): "the iteration number ('i') reaches its Cast node 'b/Cast7', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    (
+        "gru_lbr1",
+        "index_term_h",
+        5,
+    ): "the iteration number ('i') reaches its Cast node 'b/Cast19', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    (
+        "lstm",
+        "index_gate",
+        6,
+    ): "the iteration number ('i') reaches its Equal node 'b/Equal16', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    (
+        "lstm",
+        "int_counter_scale",
+        7,
+    ): "the counter 'k' reaches its Cast node 'b/Cast16', beyond the per-step read of the input sequence: the body is not the same function at every step",
     ("gru_lbr0", "counter_scale", 7): "its carried value 's' is not a [batch, hidden] tensor of known hidden size",
-    ("lstm", "cond_vector", 6): "its Add node 'b/Add16' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
-    ("gru_lbr1", "film", 7): "its Add node 'b/Add19' reads 'G' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
-    ("rnn_tanh", "outer_pre", 5): "its Add node 'b/Add2' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
-    ("lstm", "float_table", 4): "it reads more than one input sequence step by step ('X' and 'S'; a float table gating the state is no mask unless its values are proven 0 or 1: bool, or cast from a comparison)",
-    ("gru_lbr0", "float_table_rank2", 5): "it reads 'S' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) nor a mask proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row",
-    ("lstm", "counter_minus1", 6): "its first iteration reads step -1 of 'X', so its 6 iterations are not 6 consecutive steps of 'X' (6 steps) in order (Gather counts a negative index from the end)",
+    (
+        "lstm",
+        "cond_vector",
+        6,
+    ): "its Add node 'b/Add16' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
+    (
+        "gru_lbr1",
+        "film",
+        7,
+    ): "its Add node 'b/Add19' reads 'G' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
+    (
+        "rnn_tanh",
+        "outer_pre",
+        5,
+    ): "its Add node 'b/Add2' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
+    (
+        "lstm",
+        "float_table",
+        4,
+    ): "it reads more than one input sequence step by step ('X' and 'S'; a float table gating the state is no mask unless its values are proven 0 or 1: bool, or cast from a comparison)",
+    (
+        "gru_lbr0",
+        "float_table_rank2",
+        5,
+    ): "it reads 'S' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) nor a mask proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row",
+    (
+        "lstm",
+        "counter_minus1",
+        6,
+    ): "its first iteration reads step -1 of 'X', so its 6 iterations are not 6 consecutive steps of 'X' (6 steps) in order (Gather counts a negative index from the end)",
 }
 
 
@@ -365,8 +467,10 @@ def test_a_body_that_only_looks_like_a_cell_is_unrolled_and_right(cell, mutation
     model = build(spec)
     ir = ovrnn.convert_model(model)
     note = next(n for n in ir.notes if n.startswith("Loop node"))
-    assert note == (f"Loop node 'loop': its body is not a recognisable LSTM, GRU or RNN cell ({FOOLS[cell, mutation, T]}); "
-                    f"unrolled into its {T} iterations (their number is a constant once the shapes are known)")
+    assert note == (
+        f"Loop node 'loop': its body is not a recognisable LSTM, GRU or RNN cell ({FOOLS[cell, mutation, T]}); "
+        f"unrolled into its {T} iterations (their number is a constant once the shapes are known)"
+    )
     assert ir.rnns == () and "Loop" not in layer_counts(ir.xml)
     data = feeds(model, spec.seed)
     assert all(np.all(v != 0) for k, v in data.items() if v.dtype != bool)
@@ -376,12 +480,20 @@ def test_a_body_that_only_looks_like_a_cell_is_unrolled_and_right(cell, mutation
         assert_close(got[name], value.astype(np.float64), 1e-5, 1e-5, f"{mutation} {name}")
 
 
-@pytest.mark.parametrize("cell, mutation, sizes", [
-    ("lstm", "mask_bool", {}), ("gru_lbr0", "mask_cast", {}), ("rnn_relu", "counter_read", {}), ("gru_lbr1", "float64", {}),
-    ("lstm", "mask_zero_state", {}), ("lstm", "scan_c", {}),
-    # tools/fuzz_loops.py --seed 7 found it: dead Relu units at every probe made "new h" and "zeros where masked" agree
-    ("rnn_relu", "mask_const_y_only", {"T": 7, "B": 1, "F": 4, "H": 2, "seed": 153600548}),
-], ids=["mask_bool", "mask_cast", "counter_read", "float64", "mask_zero_state", "scan_c", "relu_dead_units"])
+@pytest.mark.parametrize(
+    "cell, mutation, sizes",
+    [
+        ("lstm", "mask_bool", {}),
+        ("gru_lbr0", "mask_cast", {}),
+        ("rnn_relu", "counter_read", {}),
+        ("gru_lbr1", "float64", {}),
+        ("lstm", "mask_zero_state", {}),
+        ("lstm", "scan_c", {}),
+        # tools/fuzz_loops.py --seed 7 found it: dead Relu units at every probe made "new h" and "zeros where masked" agree
+        ("rnn_relu", "mask_const_y_only", {"T": 7, "B": 1, "F": 4, "H": 2, "seed": 153600548}),
+    ],
+    ids=["mask_bool", "mask_cast", "counter_read", "float64", "mask_zero_state", "scan_c", "relu_dead_units"],
+)
 def test_cells_read_through_masks_counters_and_doubles_are_recovered(cell, mutation, sizes):
     """What the precondition admits: a bool mask, a float mask cast from a comparison, x read by a
     counter, a double model: one recurrent node (or one per step under a mask), exact."""
@@ -409,9 +521,14 @@ def test_a_scan_that_is_no_cell_and_reads_a_graph_input_is_unrolled():
         spec = BodySpec("gru_lbr1", "scan_film", T=5, B=2, F=3, H=4, seed=8, scan_axis=1, reverse=reverse)
         model = build(spec)
         ir = ovrnn.convert_model(model)
-        assert ir.notes[0] == ("Scan node 'scan': its body is no recognisable cell and reads 'G' from the graph holding it, which OpenVINO's frontend "
-                               "cannot give a Scan; written as the Loop it is, 5 iterations")
-        assert ir.notes[1].endswith("unrolled into its 5 iterations (their number is a constant once the shapes are known)") and len(ir.notes) == 2
+        assert ir.notes[0] == (
+            "Scan node 'scan': its body is no recognisable cell and reads 'G' from the graph holding it, which OpenVINO's frontend "
+            "cannot give a Scan; written as the Loop it is, 5 iterations"
+        )
+        assert (
+            ir.notes[1].endswith("unrolled into its 5 iterations (their number is a constant once the shapes are known)")
+            and len(ir.notes) == 2
+        )
         data = feeds(model, spec.seed)
         want = ort.InferenceSession(model.SerializeToString()).run(None, data)
         got = run_ir(ir, data)

@@ -26,7 +26,9 @@ def _chained(whole: bool):
         helper.make_node("GRU", [x, "Wb", "Rb", "", "", "Yha"], ["y"], hidden_size=4, name="b"),
     ]
     graph = helper.make_graph(
-        nodes, "chained", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 3])],
+        nodes,
+        "chained",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None), helper.make_tensor_value_info("Ya", TensorProto.FLOAT, None)],
         [w("Wa", 1, 12, 3), w("Ra", 1, 12, 4), w("Wb", 1, 12, 3), w("Rb", 1, 12, 4)],
     )
@@ -55,12 +57,19 @@ def test_both_paths_summarise_a_node_alike(whole):
     ]
 
 
-@pytest.mark.parametrize("outputs, ids", [(["Y", "Yh", "Yc"], ["Y/H", "Y/C"]), (["", "Yh", "Yc"], ["Yh/H", "Yh/C"]), (["", "", "c:out"], ["c_out/H", "c_out/C"])], ids=["Y", "Y_h", "Y_c"])
+@pytest.mark.parametrize(
+    "outputs, ids",
+    [(["Y", "Yh", "Yc"], ["Y/H", "Y/C"]), (["", "Yh", "Yc"], ["Yh/H", "Yh/C"]), (["", "", "c:out"], ["c_out/H", "c_out/C"])],
+    ids=["Y", "Y_h", "Y_c"],
+)
 def test_an_unnamed_nodes_variables_are_named_after_its_first_output(outputs, ids):
     """docs/stateful_ir.md: variable ids are {node}/H and {node}/C, node = the ONNX node name, else
     its first output's name (made safe)."""
     rng = np.random.default_rng(4)
-    inits = [numpy_helper.from_array(rng.standard_normal((1, 16, 3)).astype(np.float32), "W"), numpy_helper.from_array(rng.standard_normal((1, 16, 4)).astype(np.float32), "R")]
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((1, 16, 3)).astype(np.float32), "W"),
+        numpy_helper.from_array(rng.standard_normal((1, 16, 4)).astype(np.float32), "R"),
+    ]
     node = helper.make_node("LSTM", ["x", "W", "R"], outputs, hidden_size=4)
     outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs if o]
     graph = helper.make_graph([node], "unnamed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 3])], outs, inits)

@@ -40,7 +40,10 @@ def test_scripted_ligru_converts_with_no_loop_left_and_matches_torch_and_onnxrun
     feeds, want = ligru_data()
     ir = ovrnn.convert_model(model)
     assert not HIDING & set(layer_counts(ir.xml))
-    assert [note.split(": ")[0] for note in ir.notes if note.startswith("Loop node")] == ["Loop node '/ligru/rnn.0/Loop'", "Loop node '/ligru/rnn.1/Loop'"]
+    assert [note.split(": ")[0] for note in ir.notes if note.startswith("Loop node")] == [
+        "Loop node '/ligru/rnn.0/Loop'",
+        "Loop node '/ligru/rnn.1/Loop'",
+    ]
     got = run_ir(ir, feeds)
     runtime = ort_outputs(model, feeds)
     for name in ("y", "h"):
@@ -107,10 +110,19 @@ def body_with_slice(starts, ends, axes=None, steps=None, *, opset=13, axes_from_
         nodes = [helper.make_node("Slice", ["x"], ["xs"], **attrs)]
     else:
         nodes.append(helper.make_node("Slice", names, ["xs"]))
-    nodes += [helper.make_node("Gather", ["xs", "i"], ["x_t"], axis=1), helper.make_node("Add", ["h", "x_t"], ["h2"]), helper.make_node("Identity", ["c"], ["c2"])]
+    nodes += [
+        helper.make_node("Gather", ["xs", "i"], ["x_t"], axis=1),
+        helper.make_node("Add", ["h", "x_t"], ["h2"]),
+        helper.make_node("Identity", ["c"], ["c2"]),
+    ]
     return helper.make_graph(
-        nodes, "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 3])],
+        nodes,
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 3]),
+        ],
         [helper.make_tensor_value_info("c2", TensorProto.BOOL, []), helper.make_tensor_value_info("h2", TensorProto.FLOAT, [2, 3])],
     )
 

@@ -15,9 +15,24 @@ CASES = backend_cases("RNN") + backend_cases("GRU") + backend_cases("LSTM")
 
 def test_backend_cases_exist():
     assert sorted(c.name for c in CASES) == [
-        "test_gru_batchwise", "test_gru_bidirectional", "test_gru_defaults", "test_gru_reverse", "test_gru_seq_length", "test_gru_with_initial_bias",
-        "test_lstm_batchwise", "test_lstm_bidirectional", "test_lstm_defaults", "test_lstm_reverse", "test_lstm_with_initial_bias", "test_lstm_with_peepholes",
-        "test_rnn_seq_length", "test_simple_rnn_batchwise", "test_simple_rnn_bidirectional", "test_simple_rnn_defaults", "test_simple_rnn_reverse", "test_simple_rnn_with_initial_bias",
+        "test_gru_batchwise",
+        "test_gru_bidirectional",
+        "test_gru_defaults",
+        "test_gru_reverse",
+        "test_gru_seq_length",
+        "test_gru_with_initial_bias",
+        "test_lstm_batchwise",
+        "test_lstm_bidirectional",
+        "test_lstm_defaults",
+        "test_lstm_reverse",
+        "test_lstm_with_initial_bias",
+        "test_lstm_with_peepholes",
+        "test_rnn_seq_length",
+        "test_simple_rnn_batchwise",
+        "test_simple_rnn_bidirectional",
+        "test_simple_rnn_defaults",
+        "test_simple_rnn_reverse",
+        "test_simple_rnn_with_initial_bias",
     ]
 
 
@@ -32,7 +47,9 @@ def test_backend_case(case):
         for out, expected in zip(model.graph.output, outputs):
             tol = 1e-5 if expected.dtype == np.float32 else 1e-2
             assert_close(got[out.name], np.asarray(expected, np.float64), tol, tol, f"{case.name} {out.name} vs ONNX data")
-            assert_close(want[out.name], np.asarray(expected, np.float64), min(tol, 1e-6), tol, f"{case.name} {out.name} reference vs ONNX data")
+            assert_close(
+                want[out.name], np.asarray(expected, np.float64), min(tol, 1e-6), tol, f"{case.name} {out.name} reference vs ONNX data"
+            )
 
 
 def linear_attention_cases() -> list:

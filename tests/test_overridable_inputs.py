@@ -23,9 +23,13 @@ def _model(ir_version: int, listed: tuple[str, ...]) -> onnx.ModelProto:
     ]
     shapes = {"W": [1, 4 * H, F], "R": [1, 4 * H, H], "scale": [1]}
     nodes = [helper.make_node("LSTM", ["X", "W", "R"], ["Y", "Yh"], hidden_size=H), helper.make_node("Mul", ["Y", "scale"], ["Ys"])]
-    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, B, F])] + [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in listed]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, B, F])] + [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in listed
+    ]
     outputs = [helper.make_tensor_value_info("Ys", TensorProto.FLOAT, None)]
-    return helper.make_model(helper.make_graph(nodes, "m", inputs, outputs, inits), opset_imports=[helper.make_opsetid("", 14)], ir_version=ir_version)
+    return helper.make_model(
+        helper.make_graph(nodes, "m", inputs, outputs, inits), opset_imports=[helper.make_opsetid("", 14)], ir_version=ir_version
+    )
 
 
 def _note(ir) -> list[str]:

@@ -21,7 +21,10 @@ vi = helper.make_tensor_value_info
 
 
 def model_of(nodes, inputs, outputs, value_info=(), inits=(), opset=17):
-    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits), value_info=list(value_info)), opset_imports=[helper.make_opsetid("", opset)])
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", inputs, outputs, list(inits), value_info=list(value_info)),
+        opset_imports=[helper.make_opsetid("", opset)],
+    )
     model.ir_version = 8
     return model
 
@@ -32,7 +35,12 @@ def model_of(nodes, inputs, outputs, value_info=(), inits=(), opset=17):
 def size_times_x(declare: str) -> onnx.ModelProto:
     """y = x * Size(Relu(x)) with a dynamic batch; the exporter declared Relu's output [2, 3] (a
     traced shape) in value_info, or as a graph output."""
-    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Size", ["r"], ["n"]), helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT), helper.make_node("Mul", ["x", "nf"], ["y"])]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Size", ["r"], ["n"]),
+        helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "nf"], ["y"]),
+    ]
     outputs = [vi("y", TensorProto.FLOAT, ["batch", 3])]
     traced = vi("r", TensorProto.FLOAT, [2, 3])
     if declare == "value_info":
@@ -78,7 +86,11 @@ def test_random_ops_are_never_folded():
 
 def test_a_sequence_input_cannot_be_frozen():
     nodes = [helper.make_node("SequenceAt", ["s", "i"], ["y"])]
-    model = model_of(nodes, [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2]), vi("i", TensorProto.INT64, [])], [vi("y", TensorProto.FLOAT, [2])])
+    model = model_of(
+        nodes,
+        [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2]), vi("i", TensorProto.INT64, [])],
+        [vi("y", TensorProto.FLOAT, [2])],
+    )
     with pytest.raises(UsageError) as refused:
         ovrnn.convert_model(model, input="s{f32}->[1 2]")
     assert str(refused.value) == "input 's{f32}->[1 2]': input 's' is declared a sequence, not a tensor; only a tensor input can be frozen"
@@ -90,7 +102,9 @@ def test_a_sequence_input_cannot_be_frozen():
 def scan(opset: int) -> onnx.NodeProto:
     body = helper.make_graph(
         [helper.make_node("Add", ["s", "x_t"], ["s2"]), helper.make_node("Identity", ["s2"], ["y_t"])],
-        "b", [vi("s", TensorProto.FLOAT, [2]), vi("x_t", TensorProto.FLOAT, [2])], [vi("s2", TensorProto.FLOAT, [2]), vi("y_t", TensorProto.FLOAT, [2])],
+        "b",
+        [vi("s", TensorProto.FLOAT, [2]), vi("x_t", TensorProto.FLOAT, [2])],
+        [vi("s2", TensorProto.FLOAT, [2]), vi("y_t", TensorProto.FLOAT, [2])],
     )
     inputs = ["", "s0", "X"] if opset == 8 else ["s0", "X"]  # Scan-8: sequence_lens first (absent), batched [B, T, ...]
     return helper.make_node("Scan", inputs, ["s_last", "ys"], name="scan", num_scan_inputs=1, body=body)
@@ -116,8 +130,12 @@ def test_a_scan_whose_body_does_not_match_its_inputs_is_left():
 
 def test_a_graph_inputs_values_are_never_folded():
     """x has a static shape, so Shape(x) folds; ReduceSum(x) reads its values and must not."""
-    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ReduceSum", ["x"], ["t"], keepdims=0), helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
-             helper.make_node("Add", ["sf", "t"], ["y"])]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("ReduceSum", ["x"], ["t"], keepdims=0),
+        helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["sf", "t"], ["y"]),
+    ]
     model = model_of(nodes, [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [1])], opset=11)
     folded, names = fold_constants(model)
     assert "s" in names and "t" not in names and "y" not in names

@@ -67,13 +67,27 @@ def test_stream_of_a_cached_conv_lstm_encoder(tmp_path):
     """A sherpa/k2-style encoder with conv cache and LSTM h/c pairs streams; its states have no batch
     axis, and the note says so instead of 'the IR's batch is static (None)'."""
     proc = ovrnn_cli(
-        "validate", QA / "cached_conv_lstm_encoder.onnx", "--stateful", "cache=new_cache,h=hn,c=cn", "--chunks", "3", "--json", tmp_path / "r.json"
+        "validate",
+        QA / "cached_conv_lstm_encoder.onnx",
+        "--stateful",
+        "cache=new_cache,h=hn,c=cn",
+        "--chunks",
+        "3",
+        "--json",
+        tmp_path / "r.json",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["passed"] is True
     assert "batch: the IR has no dynamic batch axis, so a stream cannot change it; not checked" in report["notes"]
-    assert {c["check"] for c in report["comparisons"]} >= {"chunked == by hand", "final state", "reset", "two streams", "set_state", "long stream"}
+    assert {c["check"] for c in report["comparisons"]} >= {
+        "chunked == by hand",
+        "final state",
+        "reset",
+        "two streams",
+        "set_state",
+        "long stream",
+    }
 
 
 def _lstm_then_contrib_gelu(path: Path) -> Path:
@@ -81,9 +95,20 @@ def _lstm_then_contrib_gelu(path: Path) -> Path:
     that domain (as with ConstantFill in an opset-7 PyTorch export, or other contrib ops)."""
     rng = np.random.default_rng(0)
     weights = [onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 16, n)).astype(np.float32), name) for name, n in (("W", 3), ("R", 4))]
-    nodes = [onnx.helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=4, name="lstm"), onnx.helper.make_node("Gelu", ["Y"], ["Z"], domain="com.microsoft", name="gelu")]
-    graph = onnx.helper.make_graph(nodes, "g", [onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [5, 2, 3])], [onnx.helper.make_tensor_value_info("Z", onnx.TensorProto.FLOAT, None)], weights)
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17), onnx.helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    nodes = [
+        onnx.helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=4, name="lstm"),
+        onnx.helper.make_node("Gelu", ["Y"], ["Z"], domain="com.microsoft", name="gelu"),
+    ]
+    graph = onnx.helper.make_graph(
+        nodes,
+        "g",
+        [onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [5, 2, 3])],
+        [onnx.helper.make_tensor_value_info("Z", onnx.TensorProto.FLOAT, None)],
+        weights,
+    )
+    model = onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid("", 17), onnx.helper.make_opsetid("com.microsoft", 1)], ir_version=8
+    )
     onnx.save(model, path)
     return path
 
@@ -96,12 +121,18 @@ def test_validate_when_the_reference_cannot_run_an_op(tmp_path):
     proc = ovrnn_cli("validate", path, "--json", tmp_path / "r.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["passed"] is True and [(c["output"], c["oracle"]) for c in report["comparisons"]] == [("Z", "reference"), ("Z", "onnxruntime")]
+    assert report["passed"] is True and [(c["output"], c["oracle"]) for c in report["comparisons"]] == [
+        ("Z", "reference"),
+        ("Z", "onnxruntime"),
+    ]
     node = "node 'gelu' (com.microsoft.Gelu), which onnx.reference has no implementation of"
     assert f"the float64 reference cannot compute {node}: onnxruntime computed that node, the reference the rest" in report["notes"]
     proc = ovrnn_cli("validate", path, "--no-onnxruntime")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == f"error: the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot compute {node}; and no other oracle can judge it (onnxruntime: not asked for (--no-onnxruntime))\n"
+    assert (
+        proc.stderr
+        == f"error: the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot compute {node}; and no other oracle can judge it (onnxruntime: not asked for (--no-onnxruntime))\n"
+    )
 
 
 def _gru_state_through_split(path: Path) -> Path:
@@ -122,7 +153,11 @@ def _gru_state_through_split(path: Path) -> Path:
     ]
     vi = onnx.helper.make_tensor_value_info
     graph = onnx.helper.make_graph(
-        nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, 1, 3]), vi("h", onnx.TensorProto.FLOAT, [1, 1, 4])], [vi(n, onnx.TensorProto.FLOAT, None) for n in ("Y", "extra", "hn")], inits
+        nodes,
+        "g",
+        [vi("x", onnx.TensorProto.FLOAT, [3, 1, 3]), vi("h", onnx.TensorProto.FLOAT, [1, 1, 4])],
+        [vi(n, onnx.TensorProto.FLOAT, None) for n in ("Y", "extra", "hn")],
+        inits,
     )
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
     return path
@@ -146,7 +181,11 @@ def _gru_with_named_batch(path: Path) -> Path:
     node = onnx.helper.make_node("GRU", ["x", "W", "R", "", "", "h"], ["Y", "hn"], hidden_size=4, name="gru")
     vi = onnx.helper.make_tensor_value_info
     graph = onnx.helper.make_graph(
-        [node], "g", [vi("x", onnx.TensorProto.FLOAT, ["T", "batch", 3]), vi("h", onnx.TensorProto.FLOAT, [1, "batch", 4])], [vi("Y", onnx.TensorProto.FLOAT, None), vi("hn", onnx.TensorProto.FLOAT, None)], weights
+        [node],
+        "g",
+        [vi("x", onnx.TensorProto.FLOAT, ["T", "batch", 3]), vi("h", onnx.TensorProto.FLOAT, [1, "batch", 4])],
+        [vi("Y", onnx.TensorProto.FLOAT, None), vi("hn", onnx.TensorProto.FLOAT, None)],
+        weights,
     )
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
     return path
@@ -184,7 +223,9 @@ def _int8_embedding_lstm(path: Path) -> Path:
         onnx.helper.make_node("LSTM", ["x", "W", "R"], ["Y"], hidden_size=4, name="lstm"),
     ]
     vi = onnx.helper.make_tensor_value_info
-    graph = onnx.helper.make_graph(nodes, "g", [vi("tokens", onnx.TensorProto.INT64, [4, 1])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits)
+    graph = onnx.helper.make_graph(
+        nodes, "g", [vi("tokens", onnx.TensorProto.INT64, [4, 1])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits
+    )
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
     return path
 
@@ -217,7 +258,9 @@ def _batch_first_gru_head(path: Path) -> Path:
         onnx.helper.make_node("MatMul", ["yb", "head"], ["y"], name="head"),
     ]
     vi = onnx.helper.make_tensor_value_info
-    graph = onnx.helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, ["B", "T", 3])], [vi("y", onnx.TensorProto.FLOAT, None)], inits)
+    graph = onnx.helper.make_graph(
+        nodes, "g", [vi("x", onnx.TensorProto.FLOAT, ["B", "T", 3])], [vi("y", onnx.TensorProto.FLOAT, None)], inits
+    )
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
     return path
 
@@ -248,7 +291,9 @@ def test_if_on_a_static_dim_of_a_shape_with_a_dynamic_batch(tmp_path):
     path = QA / "feature_check_gru.onnx"
     proc = ovrnn_cli("convert", path, "--input", "x[4,?,3]", "-o", tmp_path / "m.xml")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.startswith("note: If node '/If': its condition '/Cast_output_0' is the constant True once the frozen inputs and input shapes are known; inlined its then branch")
+    assert proc.stderr.startswith(
+        "note: If node '/If': its condition '/Cast_output_0' is the constant True once the frozen inputs and input shapes are known; inlined its then branch"
+    )
     counts = layer_counts((tmp_path / "m.xml").read_bytes())
     assert not counts["If"] and counts["GRUCell"] == 2 * 4
     proc = ovrnn_cli("validate", path, "--input", "x[4,?,3]", "--stateful", "--chunks", "2", "--json", tmp_path / "r.json")
@@ -256,7 +301,11 @@ def test_if_on_a_static_dim_of_a_shape_with_a_dynamic_batch(tmp_path):
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["passed"] is True
     rows = {(c["check"], c["output"], c["oracle"]) for c in report["comparisons"]}
-    assert {("final state", "/GRU/H", "reference Y_h"), ("final state", "/GRU_1/H", "reference Y_h"), ("set_state", "y", "reference with the seeds")} <= rows
+    assert {
+        ("final state", "/GRU/H", "reference Y_h"),
+        ("final state", "/GRU_1/H", "reference Y_h"),
+        ("set_state", "y", "reference with the seeds"),
+    } <= rows
 
 
 def _masked_gru(path: Path) -> Path:
@@ -282,7 +331,9 @@ def _masked_gru(path: Path) -> Path:
     ]
     vi = onnx.helper.make_tensor_value_info
     f32 = onnx.TensorProto.FLOAT
-    graph = onnx.helper.make_graph(nodes, "g", [vi("x", f32, ["B", "T", 4]), vi("mask", f32, ["B", "T"]), vi("extra", f32, ["B", "T", 2])], [vi("y", f32, None)], inits)
+    graph = onnx.helper.make_graph(
+        nodes, "g", [vi("x", f32, ["B", "T", 4]), vi("mask", f32, ["B", "T"]), vi("extra", f32, ["B", "T", 2])], [vi("y", f32, None)], inits
+    )
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
     return path
 
@@ -349,7 +400,9 @@ def _reshape_from_shape_lstm(path: Path) -> Path:
         onnx.helper.make_node("LSTM", ["xt", "W", "R"], ["Y"], hidden_size=4, name="lstm"),
     ]
     vi = onnx.helper.make_tensor_value_info
-    graph = onnx.helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, ["B", "T", 2, 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits)
+    graph = onnx.helper.make_graph(
+        nodes, "g", [vi("x", onnx.TensorProto.FLOAT, ["B", "T", 2, 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits
+    )
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
     return path
 
@@ -373,9 +426,14 @@ def test_a_size_fixed_inside_the_model_is_not_blamed_on_other_inputs(tmp_path):
         onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 3)).astype(np.float32), "W"),
         onnx.numpy_helper.from_array(rng.uniform(-1, 1, (1, 12, 4)).astype(np.float32), "R"),
     ]
-    nodes = [onnx.helper.make_node("Reshape", ["x", "traced"], ["xr"]), onnx.helper.make_node("GRU", ["xr", "W", "R"], ["Y"], hidden_size=4, name="gru")]
+    nodes = [
+        onnx.helper.make_node("Reshape", ["x", "traced"], ["xr"]),
+        onnx.helper.make_node("GRU", ["xr", "W", "R"], ["Y"], hidden_size=4, name="gru"),
+    ]
     vi = onnx.helper.make_tensor_value_info
-    graph = onnx.helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, "B", 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits)
+    graph = onnx.helper.make_graph(
+        nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, "B", 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits
+    )
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
     proc = ovrnn_cli("validate", tmp_path / "m.onnx", "--no-onnxruntime")
     assert proc.returncode == 2 and proc.stderr.startswith(
@@ -421,7 +479,9 @@ def _gru_pair_with_a_dynamically_quantized_head(path: Path) -> Path:
     ]
     vi = onnx.helper.make_tensor_value_info
     f32 = onnx.TensorProto.FLOAT
-    graph = onnx.helper.make_graph(nodes, "g", [vi("x", f32, [2, 1, 3]), vi("h", f32, [1, 1, 4])], [vi("y", f32, None), vi("hn", f32, None)], inits)
+    graph = onnx.helper.make_graph(
+        nodes, "g", [vi("x", f32, [2, 1, 3]), vi("h", f32, [1, 1, 4])], [vi("y", f32, None), vi("hn", f32, None)], inits
+    )
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
     return path
 
@@ -447,7 +507,13 @@ def test_pair_stream_refusal_names_a_bidirectional_node(tmp_path):
     weights = [onnx.numpy_helper.from_array(rng.uniform(-1, 1, (2, 12, n)).astype(np.float32), name) for name, n in (("W", 3), ("R", 4))]
     node = onnx.helper.make_node("GRU", ["x", "W", "R", "", "", "h"], ["Y", "hn"], hidden_size=4, direction="bidirectional", name="bigru")
     vi = onnx.helper.make_tensor_value_info
-    graph = onnx.helper.make_graph([node], "g", [vi("x", onnx.TensorProto.FLOAT, [3, 1, 3]), vi("h", onnx.TensorProto.FLOAT, [2, 1, 4])], [vi("Y", onnx.TensorProto.FLOAT, None), vi("hn", onnx.TensorProto.FLOAT, None)], weights)
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [vi("x", onnx.TensorProto.FLOAT, [3, 1, 3]), vi("h", onnx.TensorProto.FLOAT, [2, 1, 4])],
+        [vi("Y", onnx.TensorProto.FLOAT, None), vi("hn", onnx.TensorProto.FLOAT, None)],
+        weights,
+    )
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
     proc = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "h=hn", "-o", tmp_path / "m.xml")
     assert proc.returncode == 2 and not (tmp_path / "m.xml").exists()

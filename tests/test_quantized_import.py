@@ -45,7 +45,13 @@ def x_feed(seed=3):
 
 
 def int_consts(xml: bytes) -> list[tuple[str, str]]:
-    return sorted((d.get("element_type"), d.get("shape")) for el in etree.fromstring(xml).iter("layer") if el.get("type") == "Const" for d in [el.find("data")] if d.get("element_type") in ("i8", "u8"))
+    return sorted(
+        (d.get("element_type"), d.get("shape"))
+        for el in etree.fromstring(xml).iter("layer")
+        if el.get("type") == "Const"
+        for d in [el.find("data")]
+        if d.get("element_type") in ("i8", "u8")
+    )
 
 
 def run(ir, feeds):
@@ -119,7 +125,12 @@ def test_openvinos_own_import(tmp_path, name, expect):
     """OpenVINO 2026.4's importer (in a child process) silently ignores input_forget and refuses P;
     ovrnn matches the reference on both (above)."""
     np.save(tmp_path / "x.npy", x_feed()["X"])
-    proc = subprocess.run([sys.executable, "-I", "-c", _OPENVINO_IMPORT, str(FIXTURES / f"{name}.onnx"), str(tmp_path / "x.npy")], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", _OPENVINO_IMPORT, str(FIXTURES / f"{name}.onnx"), str(tmp_path / "x.npy")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     if expect == "refused":
@@ -141,8 +152,21 @@ def test_layout_comes_from_the_schema_when_k_equals_4h():
     Wz, Rz = (rng.integers(100, 156, (D, 4 * H)).astype(np.uint8) for _ in range(2))
     B = rng.uniform(-0.1, 0.1, (D, 8 * H)).astype(np.float32)
     inits = [numpy_helper.from_array(a, n) for a, n in ((Wq, "W"), (Rq, "R"), (B, "B"), (Ws, "Ws"), (Wz, "Wz"), (Rs, "Rs"), (Rz, "Rz"))]
-    node = helper.make_node("DynamicQuantizeLSTM", ["X", "W", "R", "B", "", "", "", "", "Ws", "Wz", "Rs", "Rz"], ["Y", "Y_h", "Y_c"], domain="com.microsoft", hidden_size=H, name="dq")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 2, K])], [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")], inits)
+    node = helper.make_node(
+        "DynamicQuantizeLSTM",
+        ["X", "W", "R", "B", "", "", "", "", "Ws", "Wz", "Rs", "Rz"],
+        ["Y", "Y_h", "Y_c"],
+        domain="com.microsoft",
+        hidden_size=H,
+        name="dq",
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 2, K])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")],
+        inits,
+    )
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
     ir = ovrnn.convert_model(m)
     assert int_consts(ir.xml) == [("u8", "16, 1"), ("u8", "16, 1"), ("u8", "16, 16"), ("u8", "16, 4")]  # zero points, W, R
@@ -170,7 +194,12 @@ def test_qdq_weights_stay_integer(name):
     feeds = x_feed()
     got = run(ir, feeds)
     want = reference.run_model(dequantize_linear_weights(m), feeds)
-    ort_out = dict(zip([o.name for o in m.graph.output], ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)))
+    ort_out = dict(
+        zip(
+            [o.name for o in m.graph.output],
+            ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds),
+        )
+    )
     for out in want:
         assert_close(got[out], want[out], 2e-5, 2e-5, f"{name} {out}")
         assert_close(ort_out[out], want[out], 2e-5, 2e-5, f"onnxruntime {name} {out}")
@@ -206,10 +235,26 @@ def _dq_node(**changes):
 @pytest.mark.parametrize(
     "change, error, message",
     [
-        (dict(W_quantized=np.zeros((1, 8, 64), np.float32)), InvalidModelError, "DynamicQuantizeLSTM node 'lstm0_quant': input W 'W_quantized': expected element type int8 or uint8, got float32"),
-        (dict(W_scale=np.ones((1, 3), np.float32)), InvalidModelError, "DynamicQuantizeLSTM node 'lstm0_quant': input W_scale 'W_scale' has shape [1, 3], expected [1] (per tensor) or [1, 64] (per row)"),
-        (dict(R_zero_point=np.zeros((1,), np.uint8)), InvalidModelError, "DynamicQuantizeLSTM node 'lstm0_quant': input R_zero_point 'R_zero_point': expected the element type of R (int8), got uint8"),
-        (dict(R_quantized=np.zeros((1, 8, 64), np.int8)), InvalidModelError, "DynamicQuantizeLSTM node 'lstm0_quant': input R 'R_quantized' has shape [1, 8, 64], expected [1, 16, 64] (num_directions, hidden_size, 4*hidden_size) from W 'W_quantized' [1, 8, 64]"),
+        (
+            dict(W_quantized=np.zeros((1, 8, 64), np.float32)),
+            InvalidModelError,
+            "DynamicQuantizeLSTM node 'lstm0_quant': input W 'W_quantized': expected element type int8 or uint8, got float32",
+        ),
+        (
+            dict(W_scale=np.ones((1, 3), np.float32)),
+            InvalidModelError,
+            "DynamicQuantizeLSTM node 'lstm0_quant': input W_scale 'W_scale' has shape [1, 3], expected [1] (per tensor) or [1, 64] (per row)",
+        ),
+        (
+            dict(R_zero_point=np.zeros((1,), np.uint8)),
+            InvalidModelError,
+            "DynamicQuantizeLSTM node 'lstm0_quant': input R_zero_point 'R_zero_point': expected the element type of R (int8), got uint8",
+        ),
+        (
+            dict(R_quantized=np.zeros((1, 8, 64), np.int8)),
+            InvalidModelError,
+            "DynamicQuantizeLSTM node 'lstm0_quant': input R 'R_quantized' has shape [1, 8, 64], expected [1, 16, 64] (num_directions, hidden_size, 4*hidden_size) from W 'W_quantized' [1, 8, 64]",
+        ),
     ],
     ids=["float-weights", "scale-shape", "zero-point-type", "r-shape"],
 )
@@ -222,8 +267,16 @@ def test_bad_dynamic_quantize_lstm(change, error, message):
 @pytest.mark.parametrize(
     "name, elem_type, message",
     [
-        ("W_quantized", TensorProto.INT8, "input W 'W_quantized' is a graph input; DynamicQuantizeLSTM weights must be initializers (constant)"),
-        ("R_scale", TensorProto.FLOAT, "input R_scale 'R_scale' is a graph input; DynamicQuantizeLSTM scales must be initializers (constant)"),
+        (
+            "W_quantized",
+            TensorProto.INT8,
+            "input W 'W_quantized' is a graph input; DynamicQuantizeLSTM weights must be initializers (constant)",
+        ),
+        (
+            "R_scale",
+            TensorProto.FLOAT,
+            "input R_scale 'R_scale' is a graph input; DynamicQuantizeLSTM scales must be initializers (constant)",
+        ),
     ],
     ids=["weights", "scale"],
 )
@@ -259,12 +312,14 @@ def test_dynamic_quantize_lstm_clip_and_activations():
     """clip and non-default activations (with their alpha/beta) go through the LSTM lowering's explicit ops."""
     m = load("lstm_bidir.dq_tensor")
     node = m.graph.node[0]
-    node.attribute.extend([
-        helper.make_attribute("clip", 0.7),
-        helper.make_attribute("activations", ["HardSigmoid", "Tanh", "Softsign", "Sigmoid", "LeakyRelu", "Tanh"]),
-        helper.make_attribute("activation_alpha", [0.3, 0.05]),
-        helper.make_attribute("activation_beta", [0.4]),
-    ])
+    node.attribute.extend(
+        [
+            helper.make_attribute("clip", 0.7),
+            helper.make_attribute("activations", ["HardSigmoid", "Tanh", "Softsign", "Sigmoid", "LeakyRelu", "Tanh"]),
+            helper.make_attribute("activation_alpha", [0.3, 0.05]),
+            helper.make_attribute("activation_beta", [0.4]),
+        ]
+    )
     ir = ovrnn.convert_model(m)
     assert [c.form for c in ir.rnns[0].chains] == ["explicit", "explicit"]
     feeds = x_feed()
@@ -309,7 +364,10 @@ def test_int8_zero_points_onnxruntime_refuses_at_run_time(tmp_path):
     onnx.save(m, tmp_path / "m.onnx")
     r = ovrnn_cli("validate", tmp_path / "m.onnx")
     assert r.returncode == 0 and r.stderr == "", r.stderr
-    assert "onnxruntime: does not support this model ([ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status code" in r.stdout and r.stdout.rstrip().endswith("PASS"), r.stdout
+    assert (
+        "onnxruntime: does not support this model ([ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status code" in r.stdout
+        and r.stdout.rstrip().endswith("PASS")
+    ), r.stdout
 
 
 def test_qdq_model_that_also_quantizes_x_at_opset_13():
@@ -318,9 +376,15 @@ def test_qdq_model_that_also_quantizes_x_at_opset_13():
     internal error before), and validate at f32 compiles with the CPU's low-precision transformations
     off (with a FakeQuantize on X and integer weights they ran the cells with 8-bit X and H: 7e-2 off)."""
     m = load("lstm_qdq_rows")
-    m.graph.initializer.extend([numpy_helper.from_array(np.array(0.01, np.float32), "x_scale"), numpy_helper.from_array(np.array(0, np.int8), "x_zero")])
+    m.graph.initializer.extend(
+        [numpy_helper.from_array(np.array(0.01, np.float32), "x_scale"), numpy_helper.from_array(np.array(0, np.int8), "x_zero")]
+    )
     next(n for n in m.graph.node if n.op_type == "LSTM").input[0] = "X_dq"
-    nodes = [helper.make_node("QuantizeLinear", ["X", "x_scale", "x_zero"], ["X_q"]), helper.make_node("DequantizeLinear", ["X_q", "x_scale", "x_zero"], ["X_dq"]), *m.graph.node]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["X", "x_scale", "x_zero"], ["X_q"]),
+        helper.make_node("DequantizeLinear", ["X_q", "x_scale", "x_zero"], ["X_dq"]),
+        *m.graph.node,
+    ]
     del m.graph.node[:]
     m.graph.node.extend(nodes)
     m.opset_import[0].version = 13

@@ -30,7 +30,7 @@ def blocks(language: str, text: str | None = None) -> list[str]:
     for page in [text] if text is not None else PAGES.values():
         for indent, lang, body in FENCE.findall(page):
             if lang == language:
-                out.append("\n".join(line[len(indent):] for line in body.splitlines()))
+                out.append("\n".join(line[len(indent) :] for line in body.splitlines()))
     return out
 
 
@@ -117,7 +117,9 @@ def names_its_file(line: str) -> bool:
 def test_concrete_commands_parse_with_the_real_parser():
     # a bare `ovrnn run` in prose names the command; `ovrnn demo` and longer lines are commands
     concrete = [
-        c for c in ovrnn_commands() if is_concrete(c) and not c.split()[1].startswith("--") and (len(c.split()) > 2 or c == "ovrnn demo") and names_its_file(c)
+        c
+        for c in ovrnn_commands()
+        if is_concrete(c) and not c.split()[1].startswith("--") and (len(c.split()) > 2 or c == "ovrnn demo") and names_its_file(c)
     ]
     assert len(concrete) >= 4, concrete
     for line in concrete:
@@ -153,7 +155,13 @@ def test_tools_paths_and_links_named_exist(page):
 
 def test_test_count_is_about_right():
     claimed = int(re.search(r"about ([\d,]+) tests", README).group(1).replace(",", ""))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     collected = int(re.search(r"(\d+) tests? collected", proc.stdout).group(1))
     assert abs(collected - claimed) <= 0.15 * claimed, f"README says about {claimed} tests; {collected} are collected"
 
@@ -168,7 +176,9 @@ def test_cli_page_names_every_flag():
         for action in sub._actions:
             spellings = [o for o in action.option_strings if o not in ("-h", "--help")]
             if spellings:
-                assert any(re.search(re.escape(o) + r"(?![\w-])", page) for o in spellings), f"docs/cli.md does not name `ovrnn {command} {spellings[-1]}`"
+                assert any(re.search(re.escape(o) + r"(?![\w-])", page) for o in spellings), (
+                    f"docs/cli.md does not name `ovrnn {command} {spellings[-1]}`"
+                )
     from ovrnn.quantization import DEFAULT_MAX_ERROR
     from ovrnn.semantics.limits import DEFAULT_MAX_STEPS
     from ovrnn.validation.compare import DEFAULT_BATCH
@@ -218,7 +228,7 @@ def test_the_ir_op_versions_are_the_ones_the_readme_lists():
 
 
 def test_cpu_folds_the_chain_with_runtime_sequence_lens():
-    """"On CPU the plugin folds the RNNCell chain back into an RNNSeq node, with runtime sequence_lens too"."""
+    """ "On CPU the plugin folds the RNNCell chain back into an RNNSeq node, with runtime sequence_lens too"."""
     import ovrnn
     from ovrnn.examples import DEMO_MODEL  # bidirectional, sequence_lens and initial_h as inputs
 

@@ -49,7 +49,9 @@ def test_reference_agrees_with_onnxruntime(case):
     assert_onnxruntime_agrees(case.id, model, got, want, atol, rtol)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not c.ort_supported and c.layout == 0 and c.dtype in ("float32", "float16")], ids=lambda c: c.id)
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if not c.ort_supported and c.layout == 0 and c.dtype in ("float32", "float16")], ids=lambda c: c.id
+)
 def test_onnxruntime_refuses_what_the_table_says(case):
     """Keeps `ort_supported` honest: every float32/float16 layout-0 case it excludes, ORT refuses
     (opset 1 and GRU-3, clip=0, a missing hidden_size, one direction's activations for two)."""
@@ -73,7 +75,9 @@ def test_documented_onnxruntime_default_deviation(activation, attrs, ort_effecti
     x = np.linspace(-3, 3, 13, dtype=np.float32).reshape(13, 1, 1)
     node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], hidden_size=1, activations=[activation], **attrs)
     graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [13, 1, 1])],
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [13, 1, 1])],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(np.ones((1, 1, 1), np.float32), "W"), numpy_helper.from_array(np.zeros((1, 1, 1), np.float32), "R")],
     )
@@ -91,7 +95,9 @@ def _onnx_reference_reaches(c: Case) -> bool:
     return c.activations is None and c.clip is None and c.lens is None and not c.input_forget and c.opset >= 7 and c.hidden_size_attr
 
 
-ONNX_REFERENCE_CASES = [c for c in CASES if _onnx_reference_reaches(c)] + [Case("rnn-layout1-bidir-h0", layout=1, direction="bidirectional", h0=True)]
+ONNX_REFERENCE_CASES = [c for c in CASES if _onnx_reference_reaches(c)] + [
+    Case("rnn-layout1-bidir-h0", layout=1, direction="bidirectional", h0=True)
+]
 
 
 @pytest.mark.parametrize("case", ONNX_REFERENCE_CASES, ids=lambda c: c.id)
@@ -109,7 +115,13 @@ def test_reference_agrees_with_onnx_reference(case):
 
 def test_onnx_reference_covers_layout1_and_peepholes():
     ids = {c.id for c in ONNX_REFERENCE_CASES}
-    assert {"gru-layout1-fwd", "gru-bf16-fwd", "lstm-layout1-peepholes-h0-c0", "lstm-layout1-bidir-peepholes", "lstm-peepholes-wrb-inputs"} <= ids
+    assert {
+        "gru-layout1-fwd",
+        "gru-bf16-fwd",
+        "lstm-layout1-peepholes-h0-c0",
+        "lstm-layout1-bidir-peepholes",
+        "lstm-peepholes-wrb-inputs",
+    } <= ids
     assert sum(c.layout for c in ONNX_REFERENCE_CASES) >= 6 and sum(c.peepholes for c in ONNX_REFERENCE_CASES) >= 6
 
 
@@ -176,7 +188,18 @@ def test_sequence_lens_is_each_row_alone(op):
         if L == 0:
             assert not full["Y"][:, :, b].any() and not full["Y_h"][:, b].any()
             continue
-        one = {k: (v[:L, b : b + 1] if k == "X" else v[:, b : b + 1] if k.startswith("initial") else np.array([L], np.int32) if k == "sequence_lens" else v) for k, v in feeds.items()}
+        one = {
+            k: (
+                v[:L, b : b + 1]
+                if k == "X"
+                else v[:, b : b + 1]
+                if k.startswith("initial")
+                else np.array([L], np.int32)
+                if k == "sequence_lens"
+                else v
+            )
+            for k, v in feeds.items()
+        }
         single = reference.run_model(_with_T(model, L, 1), one)
         np.testing.assert_allclose(full["Y"][:L, :, b : b + 1], single["Y"], atol=1e-12)
         assert not full["Y"][L:, :, b].any()
@@ -232,7 +255,11 @@ def test_mixed_model_runs_every_op_on_the_references():
     rnn, rfeeds, _ = make_model(Case("m-rnn", T=3, hidden=4, input_size=2, activations=("Relu",), lens=(3, 1)))
     gru, _, _ = make_model(Case("m-gru", op="GRU", T=3, hidden=5, input_size=4, activations=("HardSigmoid", "Softsign"), clip=0.7))
     lstm, _, _ = make_model(Case("m-lstm", op="LSTM", T=3, hidden=3, input_size=5, peepholes=True, input_forget=1))
-    (r, r_inits), (g, g_inits), (l, l_inits) = tagged_node(rnn, "r", "X", ["rY"]), tagged_node(gru, "g", "rY3", ["gY"]), tagged_node(lstm, "l", "gT", ["Y", "Y_h", "Y_c"])
+    (r, r_inits), (g, g_inits), (l, l_inits) = (
+        tagged_node(rnn, "r", "X", ["rY"]),
+        tagged_node(gru, "g", "rY3", ["gY"]),
+        tagged_node(lstm, "l", "gT", ["Y", "Y_h", "Y_c"]),
+    )
     nodes = [
         r,
         helper.make_node("Squeeze", ["rY", "axis1"], ["rY3"]),
@@ -241,7 +268,9 @@ def test_mixed_model_runs_every_op_on_the_references():
         helper.make_node("Tanh", ["gY3"], ["gT"]),
         l,
     ]
-    inits = [i for i in r_inits + g_inits + l_inits if i.name != "rsequence_lens"] + [numpy_helper.from_array(np.array([1], np.int64), "axis1")]
+    inits = [i for i in r_inits + g_inits + l_inits if i.name != "rsequence_lens"] + [
+        numpy_helper.from_array(np.array([1], np.int64), "axis1")
+    ]
     model = rnn_gru_lstm_model(nodes, inits, 3)
     feeds = {"X": rfeeds["X"], "rsequence_lens": rfeeds["sequence_lens"]}
     got = reference.run_model(model, feeds)
@@ -262,7 +291,11 @@ def test_mixed_model_runs_every_op_on_the_references():
 
 @pytest.mark.parametrize(
     "case",
-    [Case("v-rnn", direction="bidirectional", h0=True, lens=(4, 2)), Case("v-gru", op="GRU", direction="bidirectional", h0=True, lens=(4, 2)), Case("v-lstm", op="LSTM", direction="reverse", h0=True, c0=True)],
+    [
+        Case("v-rnn", direction="bidirectional", h0=True, lens=(4, 2)),
+        Case("v-gru", op="GRU", direction="bidirectional", h0=True, lens=(4, 2)),
+        Case("v-lstm", op="LSTM", direction="reverse", h0=True, c0=True),
+    ],
     ids=lambda c: c.id,
 )
 def test_validate_judges_each_op_against_its_reference(case):
@@ -344,8 +377,12 @@ def test_zero_length_gives_zero_states_despite_initial_states():
     assert got["Y_h"][:, 1].all() and got["Y_c"][:, 1].all()
 
 
-@pytest.mark.parametrize("op, slots", [("RNN", ("{}",)), ("GRU", ("Sigmoid", "{}")), ("LSTM", ("Sigmoid", "Tanh", "{}"))], ids=["RNN", "GRU", "LSTM"])
-@pytest.mark.parametrize("act, alpha, beta", [("ThresholdedRelu", (1.0,), None), ("Affine", (1.0,), (0.0,)), ("ScaledTanh", (1.0,), (1.0,))])
+@pytest.mark.parametrize(
+    "op, slots", [("RNN", ("{}",)), ("GRU", ("Sigmoid", "{}")), ("LSTM", ("Sigmoid", "Tanh", "{}"))], ids=["RNN", "GRU", "LSTM"]
+)
+@pytest.mark.parametrize(
+    "act, alpha, beta", [("ThresholdedRelu", (1.0,), None), ("Affine", (1.0,), (0.0,)), ("ScaledTanh", (1.0,), (1.0,))]
+)
 def test_parameter_defaults(op, slots, act, alpha, beta):
     """ThresholdedRelu alpha 1.0, Affine 1.0/0.0, ScaledTanh 1.0/1.0 when the model gives none."""
     acts = tuple(s.format(act) for s in slots)

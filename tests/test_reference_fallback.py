@@ -35,7 +35,9 @@ def _node_for(schema) -> onnx.NodeProto:
 
 def _identity_model() -> onnx.ModelProto:
     vi = helper.make_tensor_value_info
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [vi("x", TensorProto.FLOAT, [1])], [vi("y", TensorProto.FLOAT, [1])])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "g", [vi("x", TensorProto.FLOAT, [1])], [vi("y", TensorProto.FLOAT, [1])]
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8)
 
 
@@ -58,7 +60,14 @@ def test_every_op_loads_through_the_guard_whatever_the_loader_gives():
     fallback = NodeFallback(model, True)
     evaluator = evaluator_class(fallback, set())(model)
     plain = ReferenceEvaluator(model)
-    run_params = {"log": lambda *a: None, "opsets": evaluator.opsets, "verbose": 0, "new_ops": {}, "existing_functions": {}, "evaluator_cls": type(evaluator)}
+    run_params = {
+        "log": lambda *a: None,
+        "opsets": evaluator.opsets,
+        "verbose": 0,
+        "new_ops": {},
+        "existing_functions": {},
+        "evaluator_cls": type(evaluator),
+    }
     kinds: dict[str, list[str]] = {}
     for schema in SCHEMAS:
         if schema.deprecated:
@@ -96,11 +105,19 @@ def _model(nodes, inputs, outputs, inits=(), opset=18, functions=()) -> onnx.Mod
 
 
 def _unary(op: str, opset: int, **attrs) -> onnx.ModelProto:
-    return _model([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", TensorProto.FLOAT, [2, 3, 4, 5])], [vi("y", TensorProto.FLOAT, None)], opset=opset)
+    return _model(
+        [helper.make_node(op, ["x"], ["y"], **attrs)],
+        [vi("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+        [vi("y", TensorProto.FLOAT, None)],
+        opset=opset,
+    )
 
 
 def _group_norm() -> onnx.ModelProto:
-    inits = [numpy_helper.from_array(np.array([1.5, 0.5, -1.0], np.float32), "s"), numpy_helper.from_array(np.array([0.1, 0.2, 0.3], np.float32), "b")]
+    inits = [
+        numpy_helper.from_array(np.array([1.5, 0.5, -1.0], np.float32), "s"),
+        numpy_helper.from_array(np.array([0.1, 0.2, 0.3], np.float32), "b"),
+    ]
     node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3)
     return _model([node], [vi("x", TensorProto.FLOAT, [2, 3, 4, 5])], [vi("y", TensorProto.FLOAT, None)], inits, opset=21)
 
@@ -108,22 +125,45 @@ def _group_norm() -> onnx.ModelProto:
 def _batch_norm(opset: int, **attrs) -> onnx.ModelProto:
     """Inference BatchNormalization, as paddle2onnx writes it (momentum set): running stats far from the batch's."""
     rng = np.random.default_rng(4)
-    inits = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in (("s", rng.uniform(0.5, 1.5, 3)), ("b", rng.uniform(-1, 1, 3)), ("m", rng.uniform(-1, 1, 3)), ("v", rng.uniform(0.5, 2, 3)))]
+    inits = [
+        numpy_helper.from_array(v.astype(np.float32), n)
+        for n, v in (
+            ("s", rng.uniform(0.5, 1.5, 3)),
+            ("b", rng.uniform(-1, 1, 3)),
+            ("m", rng.uniform(-1, 1, 3)),
+            ("v", rng.uniform(0.5, 2, 3)),
+        )
+    ]
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], **attrs)
     return _model([node], [vi("x", TensorProto.FLOAT, [2, 3, 4, 5])], [vi("y", TensorProto.FLOAT, None)], inits, opset=opset)
 
 
 def _local_function() -> onnx.ModelProto:
     """A model-local function (HardSwish then Neg): onnx.reference loads it as a factory too."""
-    fn = helper.make_function("local", "SwishNeg", ["a"], ["b"], [helper.make_node("HardSwish", ["a"], ["t"]), helper.make_node("Neg", ["t"], ["b"])], [helper.make_opsetid("", 18)])
-    return _model([helper.make_node("SwishNeg", ["x"], ["y"], domain="local")], [vi("x", TensorProto.FLOAT, [2, 3, 4, 5])], [vi("y", TensorProto.FLOAT, None)], opset=18, functions=[fn])
+    fn = helper.make_function(
+        "local",
+        "SwishNeg",
+        ["a"],
+        ["b"],
+        [helper.make_node("HardSwish", ["a"], ["t"]), helper.make_node("Neg", ["t"], ["b"])],
+        [helper.make_opsetid("", 18)],
+    )
+    return _model(
+        [helper.make_node("SwishNeg", ["x"], ["y"], domain="local")],
+        [vi("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+        [vi("y", TensorProto.FLOAT, None)],
+        opset=18,
+        functions=[fn],
+    )
 
 
 def _loop_of_hardswish() -> onnx.ModelProto:
     """A Loop of 3 iterations whose body applies HardSwish to the carried value (bodies' evaluators are ovrnn's)."""
     body = helper.make_graph(
-        [helper.make_node("HardSwish", ["v"], ["v2"]), helper.make_node("Identity", ["c"], ["c2"])], "body",
-        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("v", TensorProto.FLOAT, None)], [vi("c2", TensorProto.BOOL, []), vi("v2", TensorProto.FLOAT, None)],
+        [helper.make_node("HardSwish", ["v"], ["v2"]), helper.make_node("Identity", ["c"], ["c2"])],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("v", TensorProto.FLOAT, None)],
+        [vi("c2", TensorProto.BOOL, []), vi("v2", TensorProto.FLOAT, None)],
     )
     inits = [numpy_helper.from_array(np.array(3, np.int64), "M")]
     loop = helper.make_node("Loop", ["M", "", "x"], ["y"], body=body)
@@ -131,7 +171,12 @@ def _loop_of_hardswish() -> onnx.ModelProto:
 
 
 def _zero_d() -> onnx.ModelProto:
-    return _model([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)], [vi("x", TensorProto.FLOAT, [2, 3, 4, 5])], [vi("y", TensorProto.FLOAT, [])], opset=18)
+    return _model(
+        [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
+        [vi("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+        [vi("y", TensorProto.FLOAT, [])],
+        opset=18,
+    )
 
 
 def _global_lp_pool() -> onnx.ModelProto:
@@ -168,7 +213,10 @@ def test_the_reference_computes_what_onnxruntime_computes(name):
     np.testing.assert_allclose(got, want, atol=2e-5, rtol=2e-5)
     assert bool(notes) == handed, notes
     if handed:
-        with pytest.raises(reference.ReferenceUnavailable, match="cannot compute node 'y' \\(GlobalLpPool\\), which onnx.reference has no implementation of"):
+        with pytest.raises(
+            reference.ReferenceUnavailable,
+            match="cannot compute node 'y' \\(GlobalLpPool\\), which onnx.reference has no implementation of",
+        ):
             reference.run_model(model, {"x": x})
     else:  # nothing needs onnxruntime: the reference alone computes it
         np.testing.assert_allclose(reference.run_model(model, {"x": x})["y"], want, atol=2e-5, rtol=2e-5)
@@ -186,7 +234,9 @@ def test_onnx_reference_alone_misreads_the_inference_batch_norm():
 
 RANDOM = {"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Dropout"}
 # op -> why the reference cannot compute its first backend case (then validate judges by onnxruntime alone, with a note)
-UNAVAILABLE = {"Scan": "test_scan_sum is Scan-8 (a batch axis, an empty sequence_lens): onnx.reference runs its body with no type for it, onnxruntime refuses the body's Add alone"}
+UNAVAILABLE = {
+    "Scan": "test_scan_sum is Scan-8 (a batch axis, an empty sequence_lens): onnx.reference runs its body with no type for it, onnxruntime refuses the body's Add alone"
+}
 
 
 def _first_case_per_op() -> dict:
@@ -226,20 +276,33 @@ def test_the_reference_computes_onnxs_own_backend_case_of_every_op():
             unavailable[op] = str(exc)
             continue
         for output, want in zip([o.name for o in case.model.graph.output], outputs):
-            if op not in RANDOM and (got[output].shape != want.shape or not np.allclose(got[output], want.astype(np.float64), atol=1e-4, rtol=1e-3, equal_nan=True)):
+            if op not in RANDOM and (
+                got[output].shape != want.shape
+                or not np.allclose(got[output], want.astype(np.float64), atol=1e-4, rtol=1e-3, equal_nan=True)
+            ):
                 wrong[op] = case.name
     assert wrong == {}
     assert set(unavailable) == set(UNAVAILABLE), unavailable
 
 
 def _gather_elements(axis: int) -> onnx.ModelProto:
-    return _model([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=axis)], [vi("x", TensorProto.FLOAT, None), vi("i", TensorProto.INT64, None)], [vi("y", TensorProto.FLOAT, None)], opset=17)
+    return _model(
+        [helper.make_node("GatherElements", ["x", "i"], ["y"], axis=axis)],
+        [vi("x", TensorProto.FLOAT, None), vi("i", TensorProto.INT64, None)],
+        [vi("y", TensorProto.FLOAT, None)],
+        opset=17,
+    )
 
 
 @pytest.mark.parametrize(
     "axis, index_shape",
     [(-1, (4, 1)), (0, (2, 2)), (1, (3, 5)), (0, (4, 2))],
-    ids=["axis -1, [4, 1] from [4, 2] (sb3-contrib's log_prob)", "axis 0, smaller on the other axis", "axis 1, longer on the gathered axis", "axis 0, the same shape"],
+    ids=[
+        "axis -1, [4, 1] from [4, 2] (sb3-contrib's log_prob)",
+        "axis 0, smaller on the other axis",
+        "axis 1, longer on the gathered axis",
+        "axis 0, the same shape",
+    ],
 )
 def test_gather_elements_takes_indices_smaller_than_the_data_off_its_axis(axis, index_shape):
     x = np.arange(8, dtype=np.float32).reshape(4, 2)
@@ -258,5 +321,8 @@ def test_gather_elements_refuses_an_index_out_of_range_where_onnx_reference_wrap
     assert ReferenceEvaluator(model).run(["y"], {"x": x, "i": i})[0].tolist() == [[0.0, 1.0]]
     with pytest.raises(Exception):  # noqa: B017, PT011 (onnxruntime raises its own types)
         ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], {"x": x, "i": i})
-    with pytest.raises(reference.ReferenceUnavailable, match="cannot compute node 'y' \\(GatherElements\\), where .*an index is out of \\[-4, 3\\] on axis 0"):
+    with pytest.raises(
+        reference.ReferenceUnavailable,
+        match="cannot compute node 'y' \\(GatherElements\\), where .*an index is out of \\[-4, 3\\] on axis 0",
+    ):
         reference.run_model(model, {"x": x, "i": i}, [])

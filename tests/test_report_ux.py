@@ -23,7 +23,14 @@ def test_whole_model_report_has_the_per_step_error_and_the_plot(tmp_path):
     flags = MANIFEST["rnn_embedding_classifier"]["input_flags"]
     proc = ovrnn_cli("validate", path, *[a for f in flags for a in ("--input", f)], "--report", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["error_per_step.png", "inputs.npz", "outputs.npz", "reference.npz", "report.json", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "error_per_step.png",
+        "inputs.npz",
+        "outputs.npz",
+        "reference.npz",
+        "report.json",
+        "report.md",
+    ]
     data = json.loads((out / "report.json").read_text())
     steps = data["per_step_error"]["f32"]
     assert sorted(steps) == ["/rnn/RNN_1_output_0", "/rnn/RNN_output_0"]  # each RNN's Y, inside the model
@@ -39,7 +46,9 @@ def test_reproduce_line_carries_every_flag_and_reproduces(tmp_path):
     path = folder / "m.onnx"
     onnx.save(model, path)
     out = folder / "report dir"
-    proc = ovrnn_cli("validate", path, "--report", out, "--seed", "4", "--batch", "2", "--precision", "f16", "--no-onnxruntime", "--chunk-steps", "2")
+    proc = ovrnn_cli(
+        "validate", path, "--report", out, "--seed", "4", "--batch", "2", "--precision", "f16", "--no-onnxruntime", "--chunk-steps", "2"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     command = json.loads((out / "report.json").read_text())["reproduce"]["command"]
     assert command == (

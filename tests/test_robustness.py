@@ -35,14 +35,26 @@ def _variant(ir_dir, name, edit):
 
 
 BAD_IR = [
-    ("constant-typed", lambda t: t.replace('type="Const"', 'type="Constant"', 1), "has type 'Constant', expected 'Const' (OpenVINO crashes on 'Constant')"),
+    (
+        "constant-typed",
+        lambda t: t.replace('type="Const"', 'type="Constant"', 1),
+        "has type 'Constant', expected 'Const' (OpenVINO crashes on 'Constant')",
+    ),
     ("not-xml", lambda t: t[: len(t) // 2], "is not well-formed XML"),
-    ("wrong-root", lambda t: t.replace("<net ", "<network ").replace("</net>", "</network>"), "expected a <net> root with <layers>, got <network>"),
+    (
+        "wrong-root",
+        lambda t: t.replace("<net ", "<network ").replace("</net>", "</network>"),
+        "expected a <net> root with <layers>, got <network>",
+    ),
     ("version-12", lambda t: t.replace('version="11"', 'version="12"', 1), '<net version="12">, expected version 10 or 11'),
     ("edge-to-nowhere", lambda t: t.replace('to-layer="', 'to-layer="9', 1), "an edge refers to layer id 9"),
     ("duplicate-id", lambda t: t.replace('<layer id="1" ', '<layer id="0" ', 1), "layer id 0 is used twice"),
     ("const-past-bin", lambda t: t.replace('offset="0"', 'offset="99999"', 1), "are past the end of the"),
-    ("bad-element-type", lambda t: t.replace('element_type="i64"', 'element_type="I64"', 1), "element_type 'I64' is not an IR element type"),
+    (
+        "bad-element-type",
+        lambda t: t.replace('element_type="i64"', 'element_type="I64"', 1),
+        "element_type 'I64' is not an IR element type",
+    ),
 ]
 
 
@@ -56,7 +68,9 @@ def test_bad_ir_is_refused_cleanly(ir_dir, name, edit, message, command):
     if command == "inspect" and name not in ("not-xml", "wrong-root"):
         # inspect never loads OpenVINO: it still describes the file, and says what is wrong
         assert proc.returncode == 0 and "RNNCell" in proc.stdout
-        assert [ln for ln in proc.stdout.splitlines() if ln.startswith("problem: ")] == [next(ln for ln in proc.stdout.splitlines() if message in ln)]
+        assert [ln for ln in proc.stdout.splitlines() if ln.startswith("problem: ")] == [
+            next(ln for ln in proc.stdout.splitlines() if message in ln)
+        ]
         return
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
@@ -157,7 +171,7 @@ def test_external_data_too_short(tmp_path):
 
 def test_non_ascii_and_xml_special_names_round_trip(tmp_path):
     model, feeds, _ = make_model(Case("names", direction="bidirectional", lens=(4, 1), h0=True))
-    rename = {"X": "вход <x> & \"ü\"", "sequence_lens": "längen,1", "initial_h": "h₀ 'начало'", "Y": "выход Y", "Y_h": "состояние/h"}
+    rename = {"X": 'вход <x> & "ü"', "sequence_lens": "längen,1", "initial_h": "h₀ 'начало'", "Y": "выход Y", "Y_h": "состояние/h"}
     for vi in list(model.graph.input) + list(model.graph.output):
         vi.name = rename.get(vi.name, vi.name)
     node = model.graph.node[0]
@@ -231,7 +245,13 @@ def _odd_models():
         "their initializers' constant values, as ovc does, so the IR does not take them as inputs; to feed one at run time, remove its "
         "initializer from the ONNX model before converting"
     )
-    return [(m1, f1, ()), (m2, f2, (listed,)), (m3, f3, ()), (m4, f4, ()), (m5, f5, ("graph input 'unused' is read by no node and has no declared shape; left out of the IR",))]
+    return [
+        (m1, f1, ()),
+        (m2, f2, (listed,)),
+        (m3, f3, ()),
+        (m4, f4, ()),
+        (m5, f5, ("graph input 'unused' is read by no node and has no declared shape; left out of the IR",)),
+    ]
 
 
 @pytest.mark.parametrize("model, feeds, notes", _odd_models(), ids=lambda v: v.graph.name if hasattr(v, "graph") else "")
@@ -256,7 +276,9 @@ def test_step_limit_refuses_with_a_way_out():
         ovrnn.convert_model(make_model(Case("steps", dyn_seq=True, hidden=4, input_size=2))[0], input="X[1000000,2,2]", max_steps=0)
     assert str(info.value).endswith("fix a shorter sequence with input, or raise the limit with OVRNN_MAX_IR_BYTES=<bytes>"), info.value
     note = ovrnn.convert_model(make_model(Case("steps", T=1500, direction="bidirectional", hidden=4, input_size=2))[0]).notes
-    assert note == ("the model unrolls to 3000 steps (time steps x directions, over 1 RNN node): OpenVINO will take a while to compile it (tens of seconds on CPU); cache_dir makes later compiles faster",)
+    assert note == (
+        "the model unrolls to 3000 steps (time steps x directions, over 1 RNN node): OpenVINO will take a while to compile it (tens of seconds on CPU); cache_dir makes later compiles faster",
+    )
 
 
 def test_progress_only_on_a_terminal(monkeypatch, capsys):

@@ -152,7 +152,9 @@ def test_share_outputs_is_the_only_spelling(demo_ir, entry):
     if entry == "runner":
         call = lambda **kw: ovrnn.Runner(demo_ir)(FEEDS, **kw)
     else:
-        call = lambda **kw: ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True)).feed({"X": np.zeros((4, 2, 3), np.float32)}, **kw)
+        call = lambda **kw: ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True)).feed(
+            {"X": np.zeros((4, 2, 3), np.float32)}, **kw
+        )
     for value in (True, False):
         with pytest.raises(TypeError, match="copy"):
             call(copy=value)
@@ -192,7 +194,9 @@ def test_an_input_that_is_also_an_output_is_returned_and_read_right(shape):
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
-        [helper.make_node("Relu", ["X"], ["Y"])], "passthrough", [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
+        [helper.make_node("Relu", ["X"], ["Y"])],
+        "passthrough",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shape), helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
     )
     ir = ovrnn.convert_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
@@ -216,8 +220,11 @@ def test_an_index_input_out_of_range_is_a_usage_error(op, axis, idx_shape):
 
     data = np.arange(8, dtype=np.float32).reshape(2, 4)
     graph = helper.make_graph(
-        [helper.make_node(op, ["D", "idx"], ["Y"], axis=axis, name="pick")], "indexing", [helper.make_tensor_value_info("idx", TensorProto.INT64, idx_shape)],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], [numpy_helper.from_array(data, "D")],
+        [helper.make_node(op, ["D", "idx"], ["Y"], axis=axis, name="pick")],
+        "indexing",
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, idx_shape)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(data, "D")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     ir, session = ovrnn.convert_model(model), ort.InferenceSession(model.SerializeToString())
@@ -252,7 +259,11 @@ def test_inputs_shared_or_copied_give_the_same_numbers(demo_ir, want, copy_below
         v.flags.writeable = False
     np.testing.assert_array_equal(runner(read_only)["Y"], want["Y"])  # not shareable: converted, same numbers
     np.testing.assert_array_equal(runner(dict(FEEDS, X=np.asfortranarray(FEEDS["X"])))["Y"], want["Y"])
-    converted = {"X": FEEDS["X"].astype(np.float64), "sequence_lens": FEEDS["sequence_lens"].astype(np.int64), "initial_h": FEEDS["initial_h"].tolist()}
+    converted = {
+        "X": FEEDS["X"].astype(np.float64),
+        "sequence_lens": FEEDS["sequence_lens"].astype(np.int64),
+        "initial_h": FEEDS["initial_h"].tolist(),
+    }
     np.testing.assert_array_equal(runner(converted)["Y"], want["Y"])
     with pytest.raises(ovrnn.UsageError, match=r"input 'X': dim 2 must be 4, got 5 \(shape \[8, 2, 5\]\)"):
         runner(dict(FEEDS, X=np.zeros((8, 2, 5), np.float32)))
@@ -263,7 +274,9 @@ def test_runtime_lengths_are_checked_every_call_even_in_a_refilled_array(demo_ir
     x = {k: v.copy() for k, v in FEEDS.items()}
     runner(x)
     x["sequence_lens"][0] = 9
-    with pytest.raises(ovrnn.UsageError, match=r"input 'sequence_lens': value 9 at batch index 0 is out of range, expected 0 <= length <= 8"):
+    with pytest.raises(
+        ovrnn.UsageError, match=r"input 'sequence_lens': value 9 at batch index 0 is out of range, expected 0 <= length <= 8"
+    ):
         runner(x)
 
 
@@ -294,17 +307,34 @@ def _lstm(hidden: int, direction: str, steps: int = 8) -> bytes:
 
     d = 2 if direction == "bidirectional" else 1
     rng = np.random.default_rng(0)
-    w = {n: numpy_helper.from_array(rng.uniform(-0.1, 0.1, s).astype(np.float32), n) for n, s in (("W", (d, 4 * hidden, 4)), ("R", (d, 4 * hidden, hidden)))}
+    w = {
+        n: numpy_helper.from_array(rng.uniform(-0.1, 0.1, s).astype(np.float32), n)
+        for n, s in (("W", (d, 4 * hidden, 4)), ("R", (d, 4 * hidden, hidden)))
+    }
     node = helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=hidden, direction=direction)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 4])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], list(w.values()))
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        list(w.values()),
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString()
 
 
 def test_a_small_recurrence_runs_on_one_thread_by_default(demo_ir):
     runner, stream = ovrnn.Runner(demo_ir), ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True))
-    assert runner.threads.count == 1 and str(runner.threads) == "1 unpinned, ovrnn's batch-1 default: one thread for a small recurrence (576 weight reads a call)"
-    assert stream.threads.count == 1 and stream.threads.chosen_by == "ovrnn's batch-1 default: one thread for a small recurrence (1,024 weight reads a call)"
-    assert runner.compiled.compiled.get_property("INFERENCE_NUM_THREADS") == 1 and runner.threads.pinned is False  # a pinned thread waits for its busy core
+    assert (
+        runner.threads.count == 1
+        and str(runner.threads) == "1 unpinned, ovrnn's batch-1 default: one thread for a small recurrence (576 weight reads a call)"
+    )
+    assert (
+        stream.threads.count == 1
+        and stream.threads.chosen_by == "ovrnn's batch-1 default: one thread for a small recurrence (1,024 weight reads a call)"
+    )
+    assert (
+        runner.compiled.compiled.get_property("INFERENCE_NUM_THREADS") == 1 and runner.threads.pinned is False
+    )  # a pinned thread waits for its busy core
     pinned = ovrnn.Runner(demo_ir, properties={"ENABLE_CPU_PINNING": "YES"})  # a property given wins
     assert pinned.threads.pinned is True and str(pinned.threads).startswith("1 pinned, ")
 
@@ -312,7 +342,11 @@ def test_a_small_recurrence_runs_on_one_thread_by_default(demo_ir):
 def test_a_large_bidirectional_recurrence_runs_on_all_cores():
     all_cores = ov.Core().compile_model(ov.Core().read_model(_lstm(256, "bidirectional"), b""), "CPU").get_property("INFERENCE_NUM_THREADS")
     runner = ovrnn.Runner(ovrnn.convert_model(_lstm(256, "bidirectional")))
-    assert runner.threads.count == all_cores and runner.threads.chosen_by == "ovrnn's batch-1 default: all cores for a large recurrence (4,194,304 weight reads a call, 262,144 a step)"
+    assert (
+        runner.threads.count == all_cores
+        and runner.threads.chosen_by
+        == "ovrnn's batch-1 default: all cores for a large recurrence (4,194,304 weight reads a call, 262,144 a step)"
+    )
     assert ovrnn.Runner(ovrnn.convert_model(_lstm(256, "forward"))).threads.count == 1  # 2,097,152 a call: one thread
 
 
@@ -320,10 +354,16 @@ def test_small_steps_run_on_one_thread_however_many():
     # a second thread does not shorten a step of H=128 (OpenVINO splits each step): one thread,
     # though the call reads 8M weights
     runner = ovrnn.Runner(ovrnn.convert_model(_lstm(128, "bidirectional", steps=64)))
-    assert runner.threads.count == 1 and runner.threads.chosen_by == "ovrnn's batch-1 default: one thread for small steps (65,536 weight reads a step, 8,388,608 a call)"
+    assert (
+        runner.threads.count == 1
+        and runner.threads.chosen_by == "ovrnn's batch-1 default: one thread for small steps (65,536 weight reads a step, 8,388,608 a call)"
+    )
 
 
-@pytest.mark.parametrize("threads, count, chosen_by", [(1, 1, "asked with threads=1"), (2, 2, "asked with threads=2"), (0, None, "asked with threads=0 (all cores)")])
+@pytest.mark.parametrize(
+    "threads, count, chosen_by",
+    [(1, 1, "asked with threads=1"), (2, 2, "asked with threads=2"), (0, None, "asked with threads=0 (all cores)")],
+)
 def test_threads_can_be_asked_for(demo_ir, threads, count, chosen_by):
     runner = ovrnn.Runner(demo_ir, threads=threads)
     stream = ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True), threads=threads)
@@ -357,7 +397,10 @@ def test_run_says_which_threads_it_used(demo_ir, tmp_path):
     default = ovrnn_cli("run", xml, "--input", tmp_path / "in.npz")
     asked = ovrnn_cli("run", xml, "--input", tmp_path / "in.npz", "--threads", "2")
     assert default.returncode == asked.returncode == 0, default.stderr + asked.stderr
-    assert "  threads: 1 unpinned, ovrnn's batch-1 default: one thread for a small recurrence (576 weight reads a call)" in default.stdout.splitlines()
+    assert (
+        "  threads: 1 unpinned, ovrnn's batch-1 default: one thread for a small recurrence (576 weight reads a call)"
+        in default.stdout.splitlines()
+    )
     assert "  threads: 2 unpinned, asked with --threads 2" in asked.stdout.splitlines()
 
 

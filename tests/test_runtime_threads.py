@@ -100,7 +100,9 @@ def test_a_runner_per_thread_runs_in_parallel_and_right():
     runners = [ovrnn.Runner(ir) for _ in range(THREADS)]
 
     def work(k):
-        return sum(any(not np.array_equal(runners[k](per_thread[k][i % 3])[n], want[k][i % 3][n]) for n in want[k][0]) for i in range(CALLS))
+        return sum(
+            any(not np.array_equal(runners[k](per_thread[k][i % 3])[n], want[k][i % 3][n]) for n in want[k][0]) for i in range(CALLS)
+        )
 
     assert run_threads(work) == [0] * THREADS
 

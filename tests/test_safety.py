@@ -184,7 +184,16 @@ def test_ovms_keeps_unknown_fields_and_other_models(tmp_path):
     repo.mkdir()
     config = {
         "model_config_list": [
-            {"config": {"name": "m", "base_path": "m", "target_device": "GPU", "nireq": 4, "plugin_config": {"PERFORMANCE_HINT": "LATENCY"}}, "note": "mine"},
+            {
+                "config": {
+                    "name": "m",
+                    "base_path": "m",
+                    "target_device": "GPU",
+                    "nireq": 4,
+                    "plugin_config": {"PERFORMANCE_HINT": "LATENCY"},
+                },
+                "note": "mine",
+            },
             {"config": {"name": "other", "base_path": "/models/other"}},
         ],
         "mediapipe_config_list": [{"name": "graph"}],
@@ -199,9 +208,9 @@ def test_ovms_keeps_unknown_fields_and_other_models(tmp_path):
 
 MALFORMED_CONFIGS = [
     ("list-not-a-list", {"model_config_list": {"config": {}}}, "model_config_list is dict, expected a list"),
-    ("entry-not-object", {"model_config_list": ["m"]}, "model_config_list[0] is not an object with a \"config\" object"),
-    ("no-base-path", {"model_config_list": [{"config": {"name": "x"}}]}, "model_config_list[0]: \"config\" has no \"base_path\" string"),
-    ("no-name", {"model_config_list": [{"config": {"base_path": "x"}}]}, "model_config_list[0]: \"config\" has no \"name\" string"),
+    ("entry-not-object", {"model_config_list": ["m"]}, 'model_config_list[0] is not an object with a "config" object'),
+    ("no-base-path", {"model_config_list": [{"config": {"name": "x"}}]}, 'model_config_list[0]: "config" has no "base_path" string'),
+    ("no-name", {"model_config_list": [{"config": {"base_path": "x"}}]}, 'model_config_list[0]: "config" has no "name" string'),
     ("top-is-list", [1, 2], "expected a JSON object at the top, got list"),
     ("nested-10000", "[" * 10000 + "]" * 10000, "is not valid JSON (nested too deeply)"),
     ("not-json", "{", "exists but is not valid JSON"),
@@ -225,7 +234,9 @@ def test_ovms_refuses_to_replace_a_version_folder_with_foreign_files(tmp_path):
     repo = tmp_path / "repo"
     (repo / "m" / "1").mkdir(parents=True)
     (repo / "m" / "1" / "notes.txt").write_text("mine")
-    _one_error_line(ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m"), "already holds files ovrnn did not write (notes.txt)")
+    _one_error_line(
+        ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m"), "already holds files ovrnn did not write (notes.txt)"
+    )
     assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == ["m", "m/1", "m/1/notes.txt"]
     # a version folder ovrnn wrote is replaced whole
     assert ovrnn_cli("convert", model, "--ovms-repo", repo, "--model-name", "m", "--model-version", "2").returncode == 0
@@ -273,15 +284,19 @@ def slow_ir(tmp_path_factory):
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
 def test_a_child_killed_by_a_signal_is_reported_as_such(slow_ir, tmp_path, sig):
     xml, inputs = slow_ir
-    proc = subprocess.Popen([str(OVRNN), "run", xml, "--input", inputs, "-o", tmp_path / "out.npz"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(OVRNN), "run", xml, "--input", inputs, "-o", tmp_path / "out.npz"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     os.kill(_wait_for_child(proc), sig)
     _, err = proc.communicate(timeout=60)
     name = signal.Signals(sig).name
     if sig == signal.SIGSEGV:
         expected = f"error: OpenVINO crashed with signal {int(sig)} ({name}) on IR '{xml}'; the IR is malformed in a way ovrnn's checks do not catch\n"
     else:
-        expected = (f"error: the child process running OpenVINO on IR '{xml}' was killed by signal 9 (SIGKILL); the kernel's out-of-memory killer "
-                    "sends SIGKILL: is the model too large for this machine's memory?\n")
+        expected = (
+            f"error: the child process running OpenVINO on IR '{xml}' was killed by signal 9 (SIGKILL); the kernel's out-of-memory killer "
+            "sends SIGKILL: is the model too large for this machine's memory?\n"
+        )
     assert (proc.returncode, err) == (2, expected)
     assert os.listdir(tmp_path) == []
 
@@ -289,7 +304,12 @@ def test_a_child_killed_by_a_signal_is_reported_as_such(slow_ir, tmp_path, sig):
 def test_sigterm_to_run_is_forwarded_to_its_child_and_the_child_reaped(slow_ir, tmp_path):
     xml, inputs = slow_ir
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        proc = subprocess.Popen([str(OVRNN), "run", xml, "--input", inputs, "-o", tmp_path / "out.npz"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [str(OVRNN), "run", xml, "--input", inputs, "-o", tmp_path / "out.npz"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         kid = _wait_for_child(proc)
         time.sleep(0.3)
         proc.send_signal(sig)
@@ -312,7 +332,9 @@ def test_interrupted_converts_leave_no_temp_files_and_keep_the_old_output(tmp_pa
         if i % 2:
             (out / "m.xml").write_bytes(b"old")  # an "old" output the interrupted run must not damage
         before = {p.name: p.read_bytes() for p in out.iterdir()}
-        proc = subprocess.Popen([str(OVRNN), "convert", model, "-o", out / "m.xml"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [str(OVRNN), "convert", model, "-o", out / "m.xml"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         time.sleep(float(rng.uniform(0.25, 0.7)))
         proc.send_signal(signal.SIGTERM if i % 3 else signal.SIGINT)
         _, err = proc.communicate(timeout=60)
@@ -339,7 +361,12 @@ def test_interrupted_converts_leave_no_temp_files_and_keep_the_old_output(tmp_pa
 def test_concurrent_converts_into_one_ovms_repository_keep_every_model(tmp_path):
     models = [_model(tmp_path, f"m{i}", hidden=3 + i)[0] for i in range(10)]
     repo = tmp_path / "repo"
-    procs = [subprocess.Popen([str(OVRNN), "convert", m, "--ovms-repo", repo, "--model-name", m.stem], stdout=subprocess.PIPE, stderr=subprocess.PIPE) for m in models]
+    procs = [
+        subprocess.Popen(
+            [str(OVRNN), "convert", m, "--ovms-repo", repo, "--model-name", m.stem], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for m in models
+    ]
     for p in procs:
         assert p.wait(timeout=120) == 0, p.stderr.read()
     config = json.loads((repo / "config.json").read_text())
@@ -383,13 +410,19 @@ def _loop_model() -> onnx.ModelProto:
     body = helper.make_graph(
         [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["x_in", "W"], ["x_out"])],
         "body",
-        [helper.make_tensor_value_info("i", TP.INT64, []), helper.make_tensor_value_info("cond_in", TP.BOOL, []), helper.make_tensor_value_info("x_in", TP.FLOAT, [2])],
+        [
+            helper.make_tensor_value_info("i", TP.INT64, []),
+            helper.make_tensor_value_info("cond_in", TP.BOOL, []),
+            helper.make_tensor_value_info("x_in", TP.FLOAT, [2]),
+        ],
         [helper.make_tensor_value_info("cond_out", TP.BOOL, []), helper.make_tensor_value_info("x_out", TP.FLOAT, [2])],
         initializer=[numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "W")],
     )
     graph = helper.make_graph(
-        [helper.make_node("Loop", ["M", "", "x0"], ["x_final"], body=body)], "loop",
-        [helper.make_tensor_value_info("x0", TP.FLOAT, [2])], [helper.make_tensor_value_info("x_final", TP.FLOAT, [2])],
+        [helper.make_node("Loop", ["M", "", "x0"], ["x_final"], body=body)],
+        "loop",
+        [helper.make_tensor_value_info("x0", TP.FLOAT, [2])],
+        [helper.make_tensor_value_info("x_final", TP.FLOAT, [2])],
         initializer=[helper.make_tensor("M", TP.INT64, [], [3])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -414,10 +447,26 @@ def _in_body(text: str, old: str, new: str) -> str:
 
 
 BAD_BODIES = [
-    ("constant-typed", lambda t: _in_body(t, 'type="Const"', 'type="Constant"'), "Loop layer 'x_final' (id 3) body: layer 'W' (id 2) has type 'Constant', expected 'Const'"),
-    ("const-past-bin", lambda t: _in_body(t, 'offset="9"', 'offset="99999"'), "body: Const layer 'W' (id 2): bytes 99999..100007 are past the end of the"),
-    ("edge-to-nowhere", lambda t: _in_body(t, '<edge from-layer="1" from-port="0" to-layer="3"', '<edge from-layer="1" from-port="0" to-layer="93"'), "body: an edge refers to layer id 93"),
-    ("port-map", lambda t: t.replace('internal_layer_id="6"', 'internal_layer_id="66"'), "body: <port_map> refers to layer id 66, which the body does not have"),
+    (
+        "constant-typed",
+        lambda t: _in_body(t, 'type="Const"', 'type="Constant"'),
+        "Loop layer 'x_final' (id 3) body: layer 'W' (id 2) has type 'Constant', expected 'Const'",
+    ),
+    (
+        "const-past-bin",
+        lambda t: _in_body(t, 'offset="9"', 'offset="99999"'),
+        "body: Const layer 'W' (id 2): bytes 99999..100007 are past the end of the",
+    ),
+    (
+        "edge-to-nowhere",
+        lambda t: _in_body(t, '<edge from-layer="1" from-port="0" to-layer="3"', '<edge from-layer="1" from-port="0" to-layer="93"'),
+        "body: an edge refers to layer id 93",
+    ),
+    (
+        "port-map",
+        lambda t: t.replace('internal_layer_id="6"', 'internal_layer_id="66"'),
+        "body: <port_map> refers to layer id 66, which the body does not have",
+    ),
     ("no-type", lambda t: _in_body(t, 'type="Add" ', ""), "body: a <layer> has no 'type' attribute (layer x_out)"),
 ]
 
@@ -445,15 +494,20 @@ def test_external_data_inside_a_loop_body_is_confined(tmp_path):
         if e.key == "location":
             e.value = "../secret.data"
     onnx.save(model, folder / "evil.onnx")
-    _one_error_line(ovrnn_cli("convert", folder / "evil.onnx", "-o", tmp_path / "out.xml"),
-                    "node 'Loop' attribute 'body': initializer 'W': external data location '../secret.data': resolves outside the model's folder")
+    _one_error_line(
+        ovrnn_cli("convert", folder / "evil.onnx", "-o", tmp_path / "out.xml"),
+        "node 'Loop' attribute 'body': initializer 'W': external data location '../secret.data': resolves outside the model's folder",
+    )
     for e in body_w.external_data:
         if e.key == "offset":
             e.value = "12abc"
         if e.key == "location":
             e.value = "loop.data"
     onnx.save(model, folder / "offset.onnx")
-    _one_error_line(ovrnn_cli("convert", folder / "offset.onnx", "-o", tmp_path / "out.xml"), "external data location 'loop.data': offset '12abc' is not a non-negative integer")
+    _one_error_line(
+        ovrnn_cli("convert", folder / "offset.onnx", "-o", tmp_path / "out.xml"),
+        "external data location 'loop.data': offset '12abc' is not a non-negative integer",
+    )
     assert not (tmp_path / "out.xml").exists()
 
 
@@ -470,27 +524,43 @@ def dyn_model(tmp_path):
 
 def test_dimensions_and_their_products_are_bounded(tmp_path, dyn_model):
     out = tmp_path / "o.xml"
-    _one_error_line(ovrnn_cli("convert", dyn_model, "-o", out, "--input", "X[4,1000000000000000000,3]"),
-                    "--input 'X[4,1000000000000000000,3]': dimension 1000000000000000000 is larger than the largest ovrnn accepts (2,147,483,647)")
-    _one_error_line(ovrnn_cli("validate", dyn_model, "--input", "X[4,?,3]", "--batch", str(2**63 - 1)),
-                    f"--batch: expected a batch size between 1 and 2,147,483,647, got {2**63 - 1}")
-    _one_error_line(ovrnn_cli("validate", dyn_model, "--input", "X[4,?,3]", "--batch", "2000000000"),
-                    "--batch 2000000000: input 'X': shape [4, 2000000000, 3] is 96,000,000,000 bytes, more than the limit of 2,147,483,648; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>")
+    _one_error_line(
+        ovrnn_cli("convert", dyn_model, "-o", out, "--input", "X[4,1000000000000000000,3]"),
+        "--input 'X[4,1000000000000000000,3]': dimension 1000000000000000000 is larger than the largest ovrnn accepts (2,147,483,647)",
+    )
+    _one_error_line(
+        ovrnn_cli("validate", dyn_model, "--input", "X[4,?,3]", "--batch", str(2**63 - 1)),
+        f"--batch: expected a batch size between 1 and 2,147,483,647, got {2**63 - 1}",
+    )
+    _one_error_line(
+        ovrnn_cli("validate", dyn_model, "--input", "X[4,?,3]", "--batch", "2000000000"),
+        "--batch 2000000000: input 'X': shape [4, 2000000000, 3] is 96,000,000,000 bytes, more than the limit of 2,147,483,648; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>",
+    )
     model = onnx.load(dyn_model)  # a model that declares such dims itself
     model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 2**62
     onnx.save(model, tmp_path / "huge.onnx")
-    _one_error_line(ovrnn_cli("convert", tmp_path / "huge.onnx", "-o", out, "--input", "X[4,4611686018427387904,3]"), "larger than the largest ovrnn accepts")
+    _one_error_line(
+        ovrnn_cli("convert", tmp_path / "huge.onnx", "-o", out, "--input", "X[4,4611686018427387904,3]"),
+        "larger than the largest ovrnn accepts",
+    )
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4
     onnx.save(model, tmp_path / "huge.onnx")
-    _one_error_line(ovrnn_cli("convert", tmp_path / "huge.onnx", "-o", out), "input 'X' [4,4611686018427387904,3]: dim 1 is 4611686018427387904, more than the largest dimension ovrnn accepts")
+    _one_error_line(
+        ovrnn_cli("convert", tmp_path / "huge.onnx", "-o", out),
+        "input 'X' [4,4611686018427387904,3]: dim 1 is 4611686018427387904, more than the largest dimension ovrnn accepts",
+    )
     assert not out.exists()
 
 
 def test_a_million_steps_is_refused_up_front_with_the_size(dyn_model, tmp_path):
     t0 = time.perf_counter()
     proc = ovrnn_cli("convert", dyn_model, "-o", tmp_path / "o.xml", "--input", "X[1000000,2,3]", "--max-steps", "0")
-    _one_error_line(proc, "unrolls to 1000000 steps", "its IR would be at least 1,300,000,000 bytes of XML (1,300 per step), more than the limit of 1,073,741,824",
-                    "raise the limit with OVRNN_MAX_IR_BYTES=<bytes>")
+    _one_error_line(
+        proc,
+        "unrolls to 1000000 steps",
+        "its IR would be at least 1,300,000,000 bytes of XML (1,300 per step), more than the limit of 1,073,741,824",
+        "raise the limit with OVRNN_MAX_IR_BYTES=<bytes>",
+    )
     assert time.perf_counter() - t0 < 20
 
 
@@ -540,13 +610,18 @@ def test_external_data_reads_only_the_tensor_bytes(tmp_path):
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
-    proc = subprocess.run([str(OVRNN), "convert", folder / "m.onnx", "-o", tmp_path / "out.xml"], capture_output=True, text=True, preexec_fn=cap, timeout=120)
+    proc = subprocess.run(
+        [str(OVRNN), "convert", folder / "m.onnx", "-o", tmp_path / "out.xml"], capture_output=True, text=True, preexec_fn=cap, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out.bin").read_bytes() == ovrnn.convert_model(inline).bin
     t = proto.graph.initializer[0]
     t.external_data.add(key="length", value="12")
     onnx.save(proto, folder / "bad.onnx")
-    _one_error_line(ovrnn_cli("convert", folder / "bad.onnx", "-o", tmp_path / "bad.xml"), f"initializer '{t.name}': external data location 'w.data': length 12 does not match the tensor's")
+    _one_error_line(
+        ovrnn_cli("convert", folder / "bad.onnx", "-o", tmp_path / "bad.xml"),
+        f"initializer '{t.name}': external data location 'w.data': length 12 does not match the tensor's",
+    )
 
 
 def test_npz_members_are_checked_before_loading(tmp_path, ir):
@@ -555,14 +630,21 @@ def test_npz_members_are_checked_before_loading(tmp_path, ir):
     np.savez_compressed(tmp_path / "bomb.npz", X=x)
     assert (tmp_path / "bomb.npz").stat().st_size < 1_000_000
     env = {**os.environ, "OVRNN_MAX_INPUT_BYTES": "1000000"}
-    _one_error_line(ovrnn_cli("run", xml, "--input", tmp_path / "bomb.npz", env=env),
-                    f"--input '{tmp_path / 'bomb.npz'}': member 'X.npy' of '{tmp_path / 'bomb.npz'}' is 160,000,128 bytes once decompressed, "
-                    "more than the limit of 1,000,000; raise the limit with OVRNN_MAX_INPUT_BYTES=<bytes>")
+    _one_error_line(
+        ovrnn_cli("run", xml, "--input", tmp_path / "bomb.npz", env=env),
+        f"--input '{tmp_path / 'bomb.npz'}': member 'X.npy' of '{tmp_path / 'bomb.npz'}' is 160,000,128 bytes once decompressed, "
+        "more than the limit of 1,000,000; raise the limit with OVRNN_MAX_INPUT_BYTES=<bytes>",
+    )
     # a header that declares more than the file holds: refused before numpy allocates it
     with zipfile.ZipFile(tmp_path / "liar.npz", "w") as z:
-        header = b"\x93NUMPY\x01\x00" + b"v\x00" + b"{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }".ljust(117) + b"\n"
+        header = (
+            b"\x93NUMPY\x01\x00" + b"v\x00" + b"{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }".ljust(117) + b"\n"
+        )
         z.writestr("X.npy", header + b"\0" * 16)
-    _one_error_line(ovrnn_cli("run", xml, "--input", tmp_path / "liar.npz"), "declares shape [1000000, 1000000] of float32, 4,000,000,000,000 bytes, but holds only")
+    _one_error_line(
+        ovrnn_cli("run", xml, "--input", tmp_path / "liar.npz"),
+        "declares shape [1000000, 1000000] of float32, 4,000,000,000,000 bytes, but holds only",
+    )
     from ovrnn.shapes import max_input_bytes
 
     assert max_input_bytes() == 2 << 30  # the documented default
@@ -577,7 +659,11 @@ def test_ir_layers_are_counted_before_parsing(tmp_path):
         fh.write("</layers>\n<edges/>\n</net>\n")
     for command in ("inspect", "run"):
         t0 = time.perf_counter()
-        _one_error_line(ovrnn_cli(command, xml), f"'{xml}' has more than 300,000 layers, the most ovrnn reads", "raise the limit with OVRNN_MAX_IR_LAYERS=<layers>")
+        _one_error_line(
+            ovrnn_cli(command, xml),
+            f"'{xml}' has more than 300,000 layers, the most ovrnn reads",
+            "raise the limit with OVRNN_MAX_IR_LAYERS=<layers>",
+        )
         assert time.perf_counter() - t0 < 15
 
 
@@ -586,9 +672,10 @@ def test_batch_mismatch_at_run_time_is_a_usage_error(tmp_path):
     ovrnn.convert_model(model, flags or None).save(tmp_path / "m.xml")
     feeds["sequence_lens"] = np.array([4, 2, 1], np.int32)  # batch 3, X has batch 2
     np.savez(tmp_path / "in.npz", **feeds)
-    _one_error_line(ovrnn_cli("run", tmp_path / "m.xml", "--input", tmp_path / "in.npz"),
-                    "the input shapes do not fit together (X [4, 2, 3], sequence_lens [3], initial_h [1, 2, 5]): the batch (or another dynamic dim) must be the same in every input")
-
+    _one_error_line(
+        ovrnn_cli("run", tmp_path / "m.xml", "--input", tmp_path / "in.npz"),
+        "the input shapes do not fit together (X [4, 2, 3], sequence_lens [3], initial_h [1, 2, 5]): the batch (or another dynamic dim) must be the same in every input",
+    )
 
 
 def test_a_runner_refuses_disagreeing_batches_after_a_good_call_and_every_time():
@@ -603,6 +690,7 @@ def test_a_runner_refuses_disagreeing_batches_after_a_good_call_and_every_time()
         with pytest.raises(UsageError, match="the input shapes do not fit together"):
             runner(bad)
     assert np.array_equal(runner(feeds)["Y"], good["Y"])
+
 
 # --- odd input: one clear line, never "internal error" ------------------------------------------
 
@@ -630,19 +718,26 @@ def test_odd_irs_get_one_clear_line(ir):
         for args in (["inspect", bad], ["inspect", bad, "--json"], ["run", bad, "--input", inputs]):
             _one_error_line(ovrnn_cli(*args), message)
     # nesting lxml accepts, but deeper than Python's recursion limit: inspect still describes it
-    deep = _edit_ir(ir, "deep1500", lambda t: t.replace('<info name="ovrnn">', '<info name="ovrnn">' + '<info name="deep">' * 1500 + "</info>" * 1500, 1))
+    deep = _edit_ir(
+        ir,
+        "deep1500",
+        lambda t: t.replace('<info name="ovrnn">', '<info name="ovrnn">' + '<info name="deep">' * 1500 + "</info>" * 1500, 1),
+    )
     proc = ovrnn_cli("inspect", deep, "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["ovrnn"]["deep"] != {}, proc.stderr
     steps = _edit_ir(ir, "steps", lambda t: t.replace('<info name="steps" value="4"/>', '<info name="steps" value="four"/>'))
     assert ovrnn_cli("run", steps, "--input", inputs).returncode == 0
 
 
-@pytest.mark.parametrize("kind, make, message", [
-    ("strings", lambda x: np.full(x.shape, "ab"), "input 'X': expected real numbers (float32), got <U2 (strings)"),
-    ("complex", lambda x: x.astype(np.complex64), "input 'X': expected real numbers (float32), got complex64 (complex numbers)"),
-    ("bool", lambda x: x > 0, "input 'X': expected real numbers (float32), got bool (booleans)"),
-    ("object", lambda x: np.array([object()] * 2, dtype=object), "holds Python objects (a pickle), which ovrnn does not load"),
-])
+@pytest.mark.parametrize(
+    "kind, make, message",
+    [
+        ("strings", lambda x: np.full(x.shape, "ab"), "input 'X': expected real numbers (float32), got <U2 (strings)"),
+        ("complex", lambda x: x.astype(np.complex64), "input 'X': expected real numbers (float32), got complex64 (complex numbers)"),
+        ("bool", lambda x: x > 0, "input 'X': expected real numbers (float32), got bool (booleans)"),
+        ("object", lambda x: np.array([object()] * 2, dtype=object), "holds Python objects (a pickle), which ovrnn does not load"),
+    ],
+)
 def test_odd_input_arrays_get_one_clear_line(ir, tmp_path, kind, make, message):
     xml, inputs = ir
     feeds = dict(np.load(inputs))
@@ -674,8 +769,14 @@ def test_odd_numbers_on_the_command_line_get_one_clear_line(tmp_path, ir):
     model, _ = _model(tmp_path, "n")
     cases = [
         (["validate", model, "--seed", "-1"], "--seed: expected an integer >= 0, got -1"),
-        (["convert", model, "--ovms-repo", tmp_path / "r", "--model-name", "m", "--model-version", str(2**64)], f"--model-version: expected a version below 2**63, got {2**64}"),
-        (["run", xml, "--input", inputs, "--repeat", str(10**20)], f"--repeat: expected a number of runs between 1 and 10,000,000, got {10**20}"),
+        (
+            ["convert", model, "--ovms-repo", tmp_path / "r", "--model-name", "m", "--model-version", str(2**64)],
+            f"--model-version: expected a version below 2**63, got {2**64}",
+        ),
+        (
+            ["run", xml, "--input", inputs, "--repeat", str(10**20)],
+            f"--repeat: expected a number of runs between 1 and 10,000,000, got {10**20}",
+        ),
     ]
     for args, message in cases:
         _one_error_line(ovrnn_cli(*args), message)
@@ -704,7 +805,13 @@ def test_a_write_that_fails_midway_leaves_everything_as_it_was(tmp_path):
         _one_error_line(proc, "File too large")
     after = {p: p.read_bytes() for p in [*repo.rglob("*"), *out.parent.rglob("*")] if p.is_file()}
     assert after == before
-    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == ["config.json", "other", "other/1", "other/1/model.bin", "other/1/model.xml"]
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == [
+        "config.json",
+        "other",
+        "other/1",
+        "other/1/model.bin",
+        "other/1/model.xml",
+    ]
 
 
 _SIGNAL_DURING_IMPORT = """

@@ -21,8 +21,12 @@ from ovrnn.errors import UsageError
 from ovrnn.runtime import serve as ovserve
 
 _SPEC = importlib.util.find_spec("silero_vad")
-SILERO = Path(list(_SPEC.submodule_search_locations)[0]) / "data" / "silero_vad.onnx" if _SPEC and _SPEC.submodule_search_locations else None
-pytestmark = pytest.mark.skipif(SILERO is None or not SILERO.is_file(), reason="the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)")
+SILERO = (
+    Path(list(_SPEC.submodule_search_locations)[0]) / "data" / "silero_vad.onnx" if _SPEC and _SPEC.submodule_search_locations else None
+)
+pytestmark = pytest.mark.skipif(
+    SILERO is None or not SILERO.is_file(), reason="the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)"
+)
 SILERO_ARGS = dict(context={"input": 64}, shapes={"input": [1, 576]}, frozen={"sr": 16000})
 TOL = 1e-4  # silero's tolerance (OpenVINO vs onnxruntime measured <= 1.7e-7 on the probability)
 
@@ -51,7 +55,9 @@ def audio(seed: int, chunks: int) -> np.ndarray:
     """Chunks of noise bursts and tones: the probability moves, so a wrong state shows."""
     rng = np.random.default_rng(seed)
     t = np.arange(chunks * 512) / 16000
-    x = 0.3 * np.sin(2 * np.pi * rng.uniform(100, 400) * t) * (np.sin(2 * np.pi * rng.uniform(0.5, 2) * t) > 0) + 0.05 * rng.standard_normal(t.size)
+    x = 0.3 * np.sin(2 * np.pi * rng.uniform(100, 400) * t) * (
+        np.sin(2 * np.pi * rng.uniform(0.5, 2) * t) > 0
+    ) + 0.05 * rng.standard_normal(t.size)
     return x.astype(np.float32).reshape(chunks, 1, 512)
 
 
@@ -74,7 +80,13 @@ def cluster():
     ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        stateless = serve.run(ovserve.stateless_app(str(SILERO), "state=stateN", sizes=(1, 8, 32), wait_ms=5, ray_actor_options={"num_cpus": 0.5}, **SILERO_ARGS), name="vad", route_prefix="/vad")
+        stateless = serve.run(
+            ovserve.stateless_app(
+                str(SILERO), "state=stateN", sizes=(1, 8, 32), wait_ms=5, ray_actor_options={"num_cpus": 0.5}, **SILERO_ARGS
+            ),
+            name="vad",
+            route_prefix="/vad",
+        )
         yield {"stateless": stateless, "url": f"http://127.0.0.1:{port}/vad", "serve": serve}
     finally:
         serve.shutdown()
@@ -86,7 +98,9 @@ def cluster():
 @pytest.fixture(scope="module")
 def sticky(cluster):
     """The sticky app on the same instance: two replicas, each a StreamBatcher, routed by stream id."""
-    app = ovserve.sticky_app(str(SILERO), "state=stateN", batcher_options={"sizes": (1, 8)}, num_replicas=2, ray_actor_options={"num_cpus": 0.5}, **SILERO_ARGS)
+    app = ovserve.sticky_app(
+        str(SILERO), "state=stateN", batcher_options={"sizes": (1, 8)}, num_replicas=2, ray_actor_options={"num_cpus": 0.5}, **SILERO_ARGS
+    )
     return cluster["serve"].run(app, name="sticky", route_prefix="/sticky")
 
 
@@ -158,7 +172,9 @@ def test_stateless_over_http(cluster):
     states = None
     for k in range(4):
         request = {"inputs": {"input": np.concatenate([c[k] for c in chunks])}, **({"states": states} if states else {})}
-        body = urllib.request.urlopen(urllib.request.Request(cluster["url"], data=ovserve.encode(request), method="POST"), timeout=60).read()
+        body = urllib.request.urlopen(
+            urllib.request.Request(cluster["url"], data=ovserve.encode(request), method="POST"), timeout=60
+        ).read()
         reply = ovserve.decode(body)
         states = reply["states"]
         for i in range(3):
@@ -192,7 +208,13 @@ def test_check_request_names_what_is_wrong():
     with pytest.raises(UsageError, match=r"inputs: expected input, got x"):
         ovserve.check_request(s, {"inputs": {"x": np.zeros((1, 512), np.float32)}})
     with pytest.raises(UsageError, match=r"state 'state': expected shape \[2, 2, 128\]"):
-        ovserve.check_request(s, {"inputs": {"input": np.zeros((2, 512), np.float32)}, "states": {"state": np.zeros((2, 1, 128), np.float32), "input/context": np.zeros((2, 64), np.float32)}})
+        ovserve.check_request(
+            s,
+            {
+                "inputs": {"input": np.zeros((2, 512), np.float32)},
+                "states": {"state": np.zeros((2, 1, 128), np.float32), "input/context": np.zeros((2, 64), np.float32)},
+            },
+        )
     n, inputs, states = ovserve.check_request(s, {"inputs": {"input": np.zeros((3, 512), np.float64)}})
     assert n == 3 and inputs["input"].dtype == np.float32 and states["state"].shape == (2, 3, 128)
     assert ovserve.decode(ovserve.encode({"inputs": inputs, "states": states}))["states"]["input/context"].shape == (3, 64)

@@ -27,7 +27,10 @@ def _model(ops: tuple[str, str], whole: bool) -> onnx.ModelProto:
         x = "Xr"
     for k, op in enumerate(ops):
         g = GATES[op]
-        inits += [nh.from_array(rng.standard_normal((1, g * H, I)).astype(np.float32), f"W{k}"), nh.from_array(rng.standard_normal((1, g * H, H)).astype(np.float32), f"R{k}")]
+        inits += [
+            nh.from_array(rng.standard_normal((1, g * H, I)).astype(np.float32), f"W{k}"),
+            nh.from_array(rng.standard_normal((1, g * H, H)).astype(np.float32), f"R{k}"),
+        ]
         nodes.append(helper.make_node(op, [x, f"W{k}", f"R{k}"], [f"Y{k}"], hidden_size=H, name=f"{op.lower()}{k}"))
         outs.append(helper.make_tensor_value_info(f"Y{k}", TP.FLOAT, None))
     graph = helper.make_graph(nodes, "shared_x", [helper.make_tensor_value_info("X", TP.FLOAT, [T, B, I])], outs, inits)

@@ -17,7 +17,9 @@ import ovrnn
 
 _SPEC = importlib.util.find_spec("silero_vad")
 DATA = Path(_SPEC.submodule_search_locations[0]) / "data" if _SPEC and _SPEC.submodule_search_locations else None
-pytestmark = pytest.mark.skipif(DATA is None or not DATA.is_dir(), reason="the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)")
+pytestmark = pytest.mark.skipif(
+    DATA is None or not DATA.is_dir(), reason="the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)"
+)
 
 HIDDEN_STEPS = ("LSTMSequence", "TensorIterator", "Loop", "If")
 
@@ -51,7 +53,7 @@ def test_converts_and_matches_onnxruntime(converted):
         assert report.passed, report.format()
     if given and "sr->" in given:
         assert report.frozen_inputs == {"sr": f"int64 [] {given.rsplit('->', 1)[1]}"}
-        assert b'<frozen_inputs>' in ir.xml and f'<sr value="int64 [] {given.rsplit("->", 1)[1]}" />'.encode() in ir.xml  # rt_info
+        assert b"<frozen_inputs>" in ir.xml and f'<sr value="int64 [] {given.rsplit("->", 1)[1]}" />'.encode() in ir.xml  # rt_info
 
 
 def test_every_lstm_is_a_cell_chain_and_no_if_is_left(converted):
@@ -77,7 +79,9 @@ def test_without_frozen_sr_the_error_says_what_to_freeze():
     with pytest.raises(ovrnn.OvrnnError) as err:
         ovrnn.convert_model(DATA / "silero_vad.onnx", input="sr->16000")
     # the conditions on state's static dims fold (its batch stays dynamic): those on input's shape are left
-    assert "5 If node(s) are left, whose conditions depend on the shape of 'input' (fix it with input=\"input[d0,d1,...]\")" in str(err.value)
+    assert "5 If node(s) are left, whose conditions depend on the shape of 'input' (fix it with input=\"input[d0,d1,...]\")" in str(
+        err.value
+    )
 
 
 def test_readme_silero_commands_run_as_written(tmp_path):

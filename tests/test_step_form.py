@@ -22,13 +22,22 @@ GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 def _node_model(op: str, **attrs) -> object:
     rng = np.random.default_rng(1)
     T, B, I, H, g = 4, 2, 3, 5, GATES[op]
-    inits = [nh.from_array(rng.standard_normal((1, g * H, I)).astype(np.float32), "W"), nh.from_array(rng.standard_normal((1, g * H, H)).astype(np.float32), "R")]
+    inits = [
+        nh.from_array(rng.standard_normal((1, g * H, I)).astype(np.float32), "W"),
+        nh.from_array(rng.standard_normal((1, g * H, H)).astype(np.float32), "R"),
+    ]
     inputs = ["X", "W", "R"]
     if attrs.pop("peepholes", False):
         inits.append(nh.from_array(rng.standard_normal((1, 3 * H)).astype(np.float32), "P"))
         inputs += ["", "", "", "", "P"]
     node = helper.make_node(op, inputs, ["Y"], hidden_size=H, name=op.lower(), **attrs)
-    graph = helper.make_graph([node], "one", [helper.make_tensor_value_info("X", TP.FLOAT, [T, B, I])], [helper.make_tensor_value_info("Y", TP.FLOAT, None)], inits)
+    graph = helper.make_graph(
+        [node],
+        "one",
+        [helper.make_tensor_value_info("X", TP.FLOAT, [T, B, I])],
+        [helper.make_tensor_value_info("Y", TP.FLOAT, None)],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
     return model
@@ -44,7 +53,12 @@ def test_each_reason_reaches_the_summary_and_rt_info(tmp_path):
         (_node_model("RNN", activations=["Softsign"]), {}, ("explicit", "activation: Softsign"), None),
         (_node_model("RNN"), {"lowering": "matmul"}, ("explicit", "asked: --lowering matmul"), "asked: --lowering matmul"),
         (_node_model("LSTM", peepholes=True), {}, ("explicit", "cell lacks: peepholes"), "cell lacks: peepholes"),
-        (_node_model("RNN"), {"lowering": "auto", "device": "NPU"}, ("explicit", "device: --lowering auto for NPU"), "device: --lowering auto for NPU"),
+        (
+            _node_model("RNN"),
+            {"lowering": "auto", "device": "NPU"},
+            ("explicit", "device: --lowering auto for NPU"),
+            "device: --lowering auto for NPU",
+        ),
         (_node_model("GRU"), {"lowering": "auto", "device": "NPU"}, ("cell", "cell"), None),
     ]
     for k, (model, kwargs, (form, why), written) in enumerate(cases):
@@ -86,4 +100,6 @@ def test_the_order_of_the_rules():
     assert decide_step_form(spec, 0, LoweringOptions()) == StepForm(Form.EXPLICIT, Reason.CELL_LACKS, "peepholes, Softsign")
     assert decide_step_form(spec, 0, LoweringOptions(shared_input="a")).reason is Reason.SHARED_INPUT
     assert decide_step_form(spec, 0, LoweringOptions("matmul", shared_input="a")).reason is Reason.ASKED
-    assert decide_step_form(spec, 0, LoweringOptions(by_op=(("LSTM", "matmul"),), auto_device="NPU")) == StepForm(Form.EXPLICIT, Reason.DEVICE, "--lowering auto for NPU")
+    assert decide_step_form(spec, 0, LoweringOptions(by_op=(("LSTM", "matmul"),), auto_device="NPU")) == StepForm(
+        Form.EXPLICIT, Reason.DEVICE, "--lowering auto for NPU"
+    )

@@ -64,7 +64,12 @@ def test_readme_summary_is_the_support_tables_total(op):
 
 
 def run_child(tool_name: str, keys: list[str]) -> dict[str, str]:
-    proc = subprocess.run([sys.executable, "-I", str(ROOT / "tools" / "support_matrix.py"), "--child", tool_name, *keys], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-I", str(ROOT / "tools" / "support_matrix.py"), "--child", tool_name, *keys],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return {r["key"]: r["verdict"] for r in map(json.loads, proc.stdout.splitlines())}
 

@@ -59,7 +59,10 @@ def _canon(xml: bytes, bin_: bytes) -> dict:
     inputs: dict[str, dict[int, tuple]] = {lid: {} for lid in layers}
     for e in root.iter("edge"):
         src = layers[e.get("from-layer")]
-        inputs[e.get("to-layer")][port_pos[e.get("to-layer")][e.get("to-port")]] = (src.get("name"), int(e.get("from-port")) - n_in[src.get("id")])
+        inputs[e.get("to-layer")][port_pos[e.get("to-layer")][e.get("to-port")]] = (
+            src.get("name"),
+            int(e.get("from-port")) - n_in[src.get("id")],
+        )
     out = {}
     for lid, el in layers.items():
         data = dict(el.find("data").attrib) if el.find("data") is not None else {}
@@ -73,7 +76,14 @@ def _canon(xml: bytes, bin_: bytes) -> dict:
             except ValueError:
                 pass
         names = [p.get("names") for p in el.findall("output/port")]
-        out[el.get("name")] = (el.get("type").lower(), el.get("version"), data, tuple(sorted(inputs[lid].items())), tuple(names), el.get("output_names"))
+        out[el.get("name")] = (
+            el.get("type").lower(),
+            el.get("version"),
+            data,
+            tuple(sorted(inputs[lid].items())),
+            tuple(names),
+            el.get("output_names"),
+        )
     return out
 
 
@@ -81,7 +91,15 @@ def _canon(xml: bytes, bin_: bytes) -> dict:
     "case",
     [
         Case("rt-bidir-lens-h0-clip", direction="bidirectional", activations=("Relu", "Tanh"), lens=(3, 1), h0=True, clip=0.9),
-        Case("rt-layout1-explicit-dyn", layout=1, direction="bidirectional", activations=("LeakyRelu", "HardSigmoid"), alpha=(0.1,), dyn_batch=True, batch=3),
+        Case(
+            "rt-layout1-explicit-dyn",
+            layout=1,
+            direction="bidirectional",
+            activations=("LeakyRelu", "HardSigmoid"),
+            alpha=(0.1,),
+            dyn_batch=True,
+            batch=3,
+        ),
         Case("rt-wrb-inputs-softplus-elu", direction="bidirectional", activations=("Softplus", "Elu"), weights_as_inputs=True, lens=(2, 4)),
         Case("rt-f16-affine-scaledtanh-thresholded", dtype="float16", direction="bidirectional", activations=("Affine", "ScaledTanh")),
     ],

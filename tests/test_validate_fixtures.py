@@ -77,7 +77,9 @@ def test_the_reference_alone_passes_them_too(name):
 
 
 def test_the_0d_output_is_shown_with_an_empty_shape_in_every_report(tmp_path):
-    proc = ovrnn_cli("validate", FIXTURES / "lstm_energy_0d.onnx", "--no-drift", "--json", tmp_path / "r.json", "--report", tmp_path / "rep")
+    proc = ovrnn_cli(
+        "validate", FIXTURES / "lstm_energy_0d.onnx", "--no-drift", "--json", tmp_path / "r.json", "--report", tmp_path / "rep"
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     energy = [c for c in report["comparisons"] if c["output"] == "energy"]
@@ -103,7 +105,10 @@ def test_0d_inputs_reach_onnxruntime_as_arrays(tmp_path):
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name) for name, shape in (("W", (1, 16, 3)), ("R", (1, 16, 4)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 16, 3)), ("R", (1, 16, 4)))
+    ]
     nodes = [
         helper.make_node("LSTM", ["X", "W", "R"], ["", "Y_h"], hidden_size=4),
         helper.make_node("Mul", ["Y_h", "gain"], ["g"]),
@@ -111,9 +116,17 @@ def test_0d_inputs_reach_onnxruntime_as_arrays(tmp_path):
         helper.make_node("Cast", ["energy"], ["whole"], to=TensorProto.INT64),
     ]
     vi = helper.make_tensor_value_info
-    graph = helper.make_graph(nodes, "zero_d_in", [vi("X", TensorProto.FLOAT, [5, 2, 3]), vi("gain", TensorProto.FLOAT, [])], [vi("energy", TensorProto.FLOAT, []), vi("whole", TensorProto.INT64, [])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "zero_d_in",
+        [vi("X", TensorProto.FLOAT, [5, 2, 3]), vi("gain", TensorProto.FLOAT, [])],
+        [vi("energy", TensorProto.FLOAT, []), vi("whole", TensorProto.INT64, [])],
+        inits,
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
     report = ovrnn.validate(tmp_path / "m.onnx", drift=False)
     assert report.onnxruntime == "used" and report.passed
-    assert [(c.output, c.oracle, c.shape) for c in report.comparisons] == [(o, oracle, []) for oracle in ("reference", "onnxruntime") for o in ("energy", "whole")]
+    assert [(c.output, c.oracle, c.shape) for c in report.comparisons] == [
+        (o, oracle, []) for oracle in ("reference", "onnxruntime") for o in ("energy", "whole")
+    ]
     assert all(c.max_abs < 1e-6 for c in report.comparisons)

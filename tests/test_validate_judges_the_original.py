@@ -76,13 +76,19 @@ def test_a_recovery_that_drops_a_term_fails_through_the_reference_row_alone(name
     # what validate ran before: the reference of ovrnn's own rewritten graph agrees with the wrong IR
     from ovrnn.convert import convert
     from ovrnn.plan.request import Request
+
     conversion = convert(model, None, Request())
-    feeds = {i.name: np.random.default_rng(1).uniform(-1, 1, [d.dim_value or 2 for d in i.type.tensor_type.shape.dim]).astype(np.float32) for i in onnx.load(model).graph.input}
+    feeds = {
+        i.name: np.random.default_rng(1).uniform(-1, 1, [d.dim_value or 2 for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+        for i in onnx.load(model).graph.input
+    }
     got = run_ir(conversion.ir, feeds)
     rewritten = reference.run_model(conversion.prepared.view.model, feeds)
     original = reference.run_model(conversion.proto, feeds)
     for output in rewritten:
-        assert np.allclose(got[output], rewritten[output], atol=1e-4), f"{output}: the rewritten graph's reference should agree with its own IR"
+        assert np.allclose(got[output], rewritten[output], atol=1e-4), (
+            f"{output}: the rewritten graph's reference should agree with its own IR"
+        )
     assert max(float(np.abs(got[o] - original[o]).max()) for o in original) > 1e-2
 
 
@@ -107,7 +113,11 @@ def _fp16_lstm(keep_io: bool, cast_weights_up: bool = False) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     H, I, T = 6, 3, 9
     f16 = TensorProto.FLOAT16
-    weights = {"W": rng.uniform(-0.6, 0.6, (1, 4 * H, I)), "R": rng.uniform(-0.6, 0.6, (1, 4 * H, H)), "B": rng.uniform(-0.3, 0.3, (1, 8 * H))}
+    weights = {
+        "W": rng.uniform(-0.6, 0.6, (1, 4 * H, I)),
+        "R": rng.uniform(-0.6, 0.6, (1, 4 * H, H)),
+        "B": rng.uniform(-0.3, 0.3, (1, 8 * H)),
+    }
     inits = [numpy_helper.from_array(v.astype(np.float16), k) for k, v in weights.items()]
     nodes = []
     if cast_weights_up:
@@ -115,9 +125,19 @@ def _fp16_lstm(keep_io: bool, cast_weights_up: bool = False) -> onnx.ModelProto:
         nodes.append(helper.make_node("LSTM", ["X", "W32", "R32", "B32"], ["Y"], hidden_size=H))
         x_type = TensorProto.FLOAT
     elif keep_io:
-        nodes += [helper.make_node("Cast", ["X"], ["X16"], to=f16), helper.make_node("LSTM", ["X16", "W", "R", "B"], ["Y16"], hidden_size=H), helper.make_node("Cast", ["Y16"], ["Y"], to=TensorProto.FLOAT)]
+        nodes += [
+            helper.make_node("Cast", ["X"], ["X16"], to=f16),
+            helper.make_node("LSTM", ["X16", "W", "R", "B"], ["Y16"], hidden_size=H),
+            helper.make_node("Cast", ["Y16"], ["Y"], to=TensorProto.FLOAT),
+        ]
         x_type = TensorProto.FLOAT
-    graph = helper.make_graph(nodes, "fp16_lstm", [helper.make_tensor_value_info("X", x_type, [T, 2, I])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [T, 1, 2, H])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "fp16_lstm",
+        [helper.make_tensor_value_info("X", x_type, [T, 2, I])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [T, 1, 2, H])],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -127,9 +147,13 @@ def test_float16_weights_behind_float32_io_are_judged_at_float16_tolerance_and_t
     report = ovrnn.validate(path, drift=False)
     assert report.passed, report.format()
     assert [(c.oracle, c.atol, c.rtol) for c in report.comparisons] == [("reference", 1e-2, 1e-2), ("onnxruntime", 1e-2, 1e-2)]
-    assert all(1e-5 < c.max_abs < 1e-2 for c in report.comparisons), [c.max_abs for c in report.comparisons]  # float16 rounding: beyond f32's, within f16's
-    why = ("the model computes in float16: 3 weights are float16 (e.g. 'W') and 1 Cast node converts to float16 (e.g. 'X16'); "
-           "onnxruntime and the reference round to float16 where the graph does: judged at float16 tolerance")
+    assert all(1e-5 < c.max_abs < 1e-2 for c in report.comparisons), [
+        c.max_abs for c in report.comparisons
+    ]  # float16 rounding: beyond f32's, within f16's
+    why = (
+        "the model computes in float16: 3 weights are float16 (e.g. 'W') and 1 Cast node converts to float16 (e.g. 'X16'); "
+        "onnxruntime and the reference round to float16 where the graph does: judged at float16 tolerance"
+    )
     assert why in report.notes and f"note: {why}" in report.format()
 
 
@@ -152,7 +176,9 @@ def test_float16_weights_widened_before_use_keep_the_float32_tolerance(tmp_path)
 def test_the_floor_is_the_narrowest_float_the_graph_computes_in(elem, expected):
     w = helper.make_tensor("w", elem, [2], [1.0, 2.0])
     node = helper.make_node("Mul", ["x", "w"], ["y"])
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, [2])], [helper.make_tensor_value_info("y", elem, [2])], [w])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", elem, [2])], [helper.make_tensor_value_info("y", elem, [2])], [w]
+    )
     floor, why = computed_precision(helper.make_model(graph))
     assert floor == expected and (why == "") == (expected is None)
 
@@ -162,20 +188,38 @@ def _lstm_behind_an_if_on_sr() -> onnx.ModelProto:
     Add(Bh, Bh): with sr frozen, ovrnn folds both (control_flow.fold_constants) and inlines the branch."""
     rng = np.random.default_rng(5)
     H, I, T = 4, 3, 6
-    inits = [numpy_helper.from_array(rng.uniform(-0.7, 0.7, shape).astype(np.float32), name) for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("Bh", (1, 8 * H)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.7, 0.7, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("Bh", (1, 8 * H)))
+    ]
     inits.append(numpy_helper.from_array(np.array(16000, np.int64), "rate16k"))
     vi = helper.make_tensor_value_info
 
     def branch(name, activations):
-        lstm = helper.make_node("LSTM", ["X", "W", "R", "B"], ["", f"{name}_h"], hidden_size=H, activations=activations, name=f"{name}_lstm")
+        lstm = helper.make_node(
+            "LSTM", ["X", "W", "R", "B"], ["", f"{name}_h"], hidden_size=H, activations=activations, name=f"{name}_lstm"
+        )
         return helper.make_graph([lstm], name, [], [vi(f"{name}_h", TensorProto.FLOAT, None)])
 
     nodes = [
         helper.make_node("Add", ["Bh", "Bh"], ["B"], name="bias"),
         helper.make_node("Equal", ["sr", "rate16k"], ["is16k"], name="is16k"),
-        helper.make_node("If", ["is16k"], ["Y_h"], then_branch=branch("then", ["Sigmoid", "Tanh", "Tanh"]), else_branch=branch("else", ["Sigmoid", "Relu", "Relu"]), name="by_rate"),
+        helper.make_node(
+            "If",
+            ["is16k"],
+            ["Y_h"],
+            then_branch=branch("then", ["Sigmoid", "Tanh", "Tanh"]),
+            else_branch=branch("else", ["Sigmoid", "Relu", "Relu"]),
+            name="by_rate",
+        ),
     ]
-    graph = helper.make_graph(nodes, "sr_if", [vi("X", TensorProto.FLOAT, [T, 2, I]), vi("sr", TensorProto.INT64, [])], [vi("Y_h", TensorProto.FLOAT, [1, 2, H])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "sr_if",
+        [vi("X", TensorProto.FLOAT, [T, 2, I]), vi("sr", TensorProto.INT64, [])],
+        [vi("Y_h", TensorProto.FLOAT, [1, 2, H])],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -223,7 +267,9 @@ def test_compressed_weights_of_a_recovered_node_say_what_the_reference_ran(monke
         "reference runs ovrnn's rewritten graph, and the 'quantization' row, the original graph in float64 against it, counts within --max-weight-error"
     ]
     rows = {c.oracle: c for c in right.comparisons}
-    assert right.passed and rows["quantization"].counted and rows["quantization"].passed and rows["quantization"].max_abs < 1e-3  # int8 rounding only
+    assert (
+        right.passed and rows["quantization"].counted and rows["quantization"].passed and rows["quantization"].max_abs < 1e-3
+    )  # int8 rounding only
     assert (rows["quantization"].atol, rows["quantization"].rtol) == (0.02, 0.02)
 
     _drop_the_recurrent_term_of_recovered_nodes(monkeypatch)
@@ -263,7 +309,9 @@ def test_the_command_line_with_no_onnxruntime_fails_a_wrong_recovery():
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _WRONG_RECOVERY_CLI, str(LOOPS / "torch_lstmcell_loop.onnx")], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _WRONG_RECOVERY_CLI, str(LOOPS / "torch_lstmcell_loop.onnx")], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines() if line.split()[1:2] == ["reference"]]
     assert rows and all(r[-1] == "FAIL" for r in rows) and "onnxruntime" not in {r[1] for r in rows}
@@ -274,7 +322,10 @@ def _lstm_with_a_float16_side_output() -> onnx.ModelProto:
     """Y_h: a float32 LSTM; Z: Cast(Cast(X, f16) * w16, f32), a float16 side branch."""
     rng = np.random.default_rng(11)
     H, I, T = 4, 3, 5
-    inits = [numpy_helper.from_array(rng.uniform(-0.7, 0.7, shape).astype(np.float32), name) for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.7, 0.7, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)))
+    ]
     inits.append(numpy_helper.from_array(rng.uniform(0.5, 1.5, (I,)).astype(np.float16), "w16"))
     nodes = [
         helper.make_node("LSTM", ["X", "W", "R"], ["", "Y_h"], hidden_size=H),
@@ -283,7 +334,13 @@ def _lstm_with_a_float16_side_output() -> onnx.ModelProto:
         helper.make_node("Cast", ["z16"], ["Z"], to=TensorProto.FLOAT),
     ]
     vi = helper.make_tensor_value_info
-    graph = helper.make_graph(nodes, "side", [vi("X", TensorProto.FLOAT, [T, 2, I])], [vi("Y_h", TensorProto.FLOAT, None), vi("Z", TensorProto.FLOAT, None)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "side",
+        [vi("X", TensorProto.FLOAT, [T, 2, I])],
+        [vi("Y_h", TensorProto.FLOAT, None), vi("Z", TensorProto.FLOAT, None)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
@@ -301,24 +358,39 @@ def test_each_output_is_judged_at_the_precision_on_its_own_path(tmp_path):
     tol = {(c.output, c.oracle): (c.atol, c.rtol) for c in report.comparisons}
     assert tol[("Y_h", "reference")] == tol[("Y_h", "onnxruntime")] == (2e-5, 2e-5)
     assert tol[("Z", "reference")] == tol[("Z", "onnxruntime")] == (1e-2, 1e-2)
-    why = ("output 'Z': the model computes in float16: 1 weight is float16 (e.g. 'w16') and 1 Cast node converts to float16 (e.g. 'x16'); "
-           "onnxruntime and the reference round to float16 where the graph does: judged at float16 tolerance; output 'Y_h' never reads a narrower float: judged at its own tolerance")
+    why = (
+        "output 'Z': the model computes in float16: 1 weight is float16 (e.g. 'w16') and 1 Cast node converts to float16 (e.g. 'x16'); "
+        "onnxruntime and the reference round to float16 where the graph does: judged at float16 tolerance; output 'Y_h' never reads a narrower float: judged at its own tolerance"
+    )
     assert why in report.notes
 
 
 def test_a_loop_output_reads_the_precision_inside_its_body():
     """What a Loop's body computes in counts for the Loop's outputs (the body is part of the node)."""
     body = helper.make_graph(
-        [helper.make_node("Cast", ["s"], ["s16"], to=TensorProto.FLOAT16), helper.make_node("Mul", ["s16", "k16"], ["m16"]),
-         helper.make_node("Cast", ["m16"], ["s_next"], to=TensorProto.FLOAT), helper.make_node("Identity", ["c"], ["c_out"])],
+        [
+            helper.make_node("Cast", ["s"], ["s16"], to=TensorProto.FLOAT16),
+            helper.make_node("Mul", ["s16", "k16"], ["m16"]),
+            helper.make_node("Cast", ["m16"], ["s_next"], to=TensorProto.FLOAT),
+            helper.make_node("Identity", ["c"], ["c_out"]),
+        ],
         "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("s", TensorProto.FLOAT, [2])],
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [2]),
+        ],
         [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [2])],
         [numpy_helper.from_array(np.array([0.5, 2.0], np.float16), "k16")],
     )
     nodes = [helper.make_node("Loop", ["T", "", "s0"], ["s_T"], body=body), helper.make_node("Relu", ["s0"], ["r"])]
     vi = helper.make_tensor_value_info
-    graph = helper.make_graph(nodes, "g", [vi("T", TensorProto.INT64, []), vi("s0", TensorProto.FLOAT, [2])], [vi("s_T", TensorProto.FLOAT, [2]), vi("r", TensorProto.FLOAT, [2])])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [vi("T", TensorProto.INT64, []), vi("s0", TensorProto.FLOAT, [2])],
+        [vi("s_T", TensorProto.FLOAT, [2]), vi("r", TensorProto.FLOAT, [2])],
+    )
     floors = {name: floor for name, (floor, _) in output_precisions(helper.make_model(graph)).items()}
     assert floors == {"s_T": "f16", "r": None}
 
@@ -329,9 +401,18 @@ def test_random_indices_stay_within_the_axis_they_index(tmp_path, vocab):
     of 2 rows got index 2, which the runner rightly refuses (validate crashed on a valid model)."""
     rng = np.random.default_rng(3)
     H, I, T = 4, 3, 5
-    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name) for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("table", (vocab, I)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("table", (vocab, I)))
+    ]
     nodes = [helper.make_node("Gather", ["table", "tok"], ["X"]), helper.make_node("LSTM", ["X", "W", "R"], ["", "Y_h"], hidden_size=H)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("tok", TensorProto.INT64, [T, 2])], [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("tok", TensorProto.INT64, [T, 2])],
+        [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)],
+        inits,
+    )
     path = tmp_path / "tokens.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
     report = ovrnn.validate(path, drift=False)

@@ -28,7 +28,9 @@ def test_validate_passes_on_the_recurrent_ppo_policy(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     outputs = ["actions", "values", "log_prob", "h_pi_out", "c_pi_out", "h_vf_out", "c_vf_out"]
-    assert [(c["output"], c["oracle"]) for c in report["comparisons"]] == [(o, oracle) for oracle in ("reference", "onnxruntime") for o in outputs]
+    assert [(c["output"], c["oracle"]) for c in report["comparisons"]] == [
+        (o, oracle) for oracle in ("reference", "onnxruntime") for o in outputs
+    ]
     assert report["passed"] and all(c["passed"] for c in report["comparisons"])
     assert all(c["max_abs"] < 1e-6 for c in report["comparisons"] if c["output"] == "log_prob")
     assert not any(HANDED in n for n in report["notes"]) and proc.stdout.rstrip().endswith("PASS")
@@ -81,7 +83,10 @@ def test_a_misread_op_is_named_on_the_recurrent_ppo_policy(monkeypatch):
 def _lstm_then(activation: str) -> onnx.ModelProto:
     """X -> LSTM 'lstm' -> Squeeze -> Y -> `activation` 'act' -> Mul 'scale' -> Z."""
     rng = np.random.default_rng(3)
-    inits = [numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name) for name, shape in (("W", (1, 16, 3)), ("R", (1, 16, 4)), ("k", (4,)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 16, 3)), ("R", (1, 16, 4)), ("k", (4,)))
+    ]
     inits.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
     nodes = [
         helper.make_node("LSTM", ["X", "W", "R"], ["Y4"], hidden_size=4, name="lstm"),
@@ -117,17 +122,23 @@ def test_reference_hands_a_node_it_has_no_code_for_to_onnxruntime_inside_a_body_
     from ovrnn import reference
 
     vi = helper.make_tensor_value_info
-    then = helper.make_graph([helper.make_node("GlobalLpPool", ["x"], ["t"], p=2, name="pool")], "then", [], [vi("t", TensorProto.FLOAT, None)])
+    then = helper.make_graph(
+        [helper.make_node("GlobalLpPool", ["x"], ["t"], p=2, name="pool")], "then", [], [vi("t", TensorProto.FLOAT, None)]
+    )
     other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="same")], "else", [], [vi("e", TensorProto.FLOAT, None)])
     graph = helper.make_graph(
-        [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if")], "g",
-        [vi("x", TensorProto.FLOAT, [1, 2, 3]), vi("c", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, None)],
+        [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if")],
+        "g",
+        [vi("x", TensorProto.FLOAT, [1, 2, 3]), vi("c", TensorProto.BOOL, [])],
+        [vi("y", TensorProto.FLOAT, None)],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     x = np.array([[[3, 4, 0], [1, 2, 2]]], dtype=np.float32)
     notes = []
     out = reference.run_model(model, {"x": x, "c": np.array(True)}, notes)
     np.testing.assert_allclose(out["y"], [[[5.0], [3.0]]], rtol=1e-6)  # sqrt(9 + 16), sqrt(1 + 4 + 4)
-    assert notes == ["the float64 reference cannot compute node 'pool' (GlobalLpPool), which onnx.reference has no implementation of: onnxruntime computed that node, the reference the rest"]
+    assert notes == [
+        "the float64 reference cannot compute node 'pool' (GlobalLpPool), which onnx.reference has no implementation of: onnxruntime computed that node, the reference the rest"
+    ]
     with pytest.raises(reference.ReferenceUnavailable, match="cannot compute node 'pool' \\(GlobalLpPool\\)"):
         reference.run_model(model, {"x": x, "c": np.array(True)})

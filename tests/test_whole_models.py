@@ -62,9 +62,11 @@ def test_deterministic_and_names_kept(name):
     assert (a.xml, a.bin) == (b.xml, b.bin)
     model = ov.Core().read_model(a.xml, ov.Tensor(np.frombuffer(a.bin, np.uint8).copy()))
     source = onnx.load(path)
-    assert [i.get_any_name() for i in model.inputs] == [i.name for i in source.graph.input if i.name not in {t.name for t in source.graph.initializer}]
+    assert [i.get_any_name() for i in model.inputs] == [
+        i.name for i in source.graph.input if i.name not in {t.name for t in source.graph.initializer}
+    ]
     assert [o.get_any_name() for o in model.outputs] == [o.name for o in source.graph.output]
-    assert b'compressed' not in a.xml and b'element_type="f16"' not in a.xml  # compress_to_fp16 stays off
+    assert b"compressed" not in a.xml and b'element_type="f16"' not in a.xml  # compress_to_fp16 stays off
 
 
 def test_compress_to_fp16_on_a_whole_model():
@@ -103,14 +105,16 @@ def test_symbolic_batch_stays_dynamic(tmp_path, name):
     assert_close(run_ir(ir, two)["output"], want["output"], 2e-5, 2e-5, "batch 2")
 
 
-@pytest.mark.parametrize(("name", "node", "cell"), [("rnn_relu_2layer_bidir_dynamic", "/rnn/RNN", "RNNCell"), ("gru_bidir_batch_first", "/rnn/GRU", "GRUCell")])
+@pytest.mark.parametrize(
+    ("name", "node", "cell"), [("rnn_relu_2layer_bidir_dynamic", "/rnn/RNN", "RNNCell"), ("gru_bidir_batch_first", "/rnn/GRU", "GRUCell")]
+)
 def test_dynamic_steps_error_names_the_graph_input(name, node, cell):
     path, _, _ = fixture(name)
     with pytest.raises(UsageError) as info:
         ovrnn.convert_model(path)
     assert str(info.value) == (
         f"{node.split('/')[-1]} node '{node}': the number of time steps comes from dim 1 of input 'x', which is dynamic ('seq'), "
-        f"and the {cell} chain needs a fixed number of steps; fix it with input=\"x[?,T,6]\" (T = number of time steps)"
+        f'and the {cell} chain needs a fixed number of steps; fix it with input="x[?,T,6]" (T = number of time steps)'
     )
 
 
@@ -143,12 +147,19 @@ def test_validate_cli_on_gru_lstm_exports(tmp_path, name):
     assert proc.stdout.splitlines()[-1] == "PASS"
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["passed"] is True and report["precision"] == "f32" and report["onnxruntime"] == "used"
-    assert {(c["output"], c["oracle"]) for c in report["comparisons"]} == {(o, oracle) for o in torch_out for oracle in ("reference", "onnxruntime")}
+    assert {(c["output"], c["oracle"]) for c in report["comparisons"]} == {
+        (o, oracle) for o in torch_out for oracle in ("reference", "onnxruntime")
+    }
     assert all(c["max_abs"] < 1e-4 for c in report["comparisons"])
 
 
 def test_model_without_rnn_converts_with_a_note(tmp_path):
-    graph = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"], name="r")], "plain", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3])])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["X"], ["Y"], name="r")],
+        "plain",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3])],
+    )
     path = tmp_path / "plain.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
     proc = ovrnn_cli("convert", path, "-o", tmp_path / "plain.xml")
@@ -187,4 +198,7 @@ def test_rnn_errors_inside_whole_models_keep_their_message():
             a.i = 9
     with pytest.raises(ovrnn.InvalidModelError) as info:
         ovrnn.convert_model(model)
-    assert str(info.value) == "RNN node 'rnn': input R 'R' has shape [1,5,5]: dim 1 (hidden_size) is 5, expected 9 from attribute 'hidden_size'"
+    assert (
+        str(info.value)
+        == "RNN node 'rnn': input R 'R' has shape [1,5,5]: dim 1 (hidden_size) is 5, expected 9 from attribute 'hidden_size'"
+    )

@@ -20,24 +20,43 @@ def _loop(dtype: int, trips: int | None, start: bool) -> onnx.ModelProto:
     np_type = helper.tensor_dtype_to_np_dtype(dtype)
     vi = helper.make_tensor_value_info
     body = helper.make_graph(
-        [helper.make_node("Add", ["s", "one"], ["s2"]), helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["s2"], ["scan"])],
-        "body", [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("s", dtype, [2, 3])],
+        [
+            helper.make_node("Add", ["s", "one"], ["s2"]),
+            helper.make_node("Identity", ["c"], ["c2"]),
+            helper.make_node("Identity", ["s2"], ["scan"]),
+        ],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("s", dtype, [2, 3])],
         [vi("c2", TensorProto.BOOL, []), vi("s2", dtype, [2, 3]), vi("scan", dtype, [2, 3])],
         [numpy_helper.from_array(np.ones((2, 3), np_type), "one")],
     )
-    inits = [numpy_helper.from_array(np.array(start), "cond0")] + ([] if trips is None else [numpy_helper.from_array(np.array(trips, np.int64), "M")])
+    inits = [numpy_helper.from_array(np.array(start), "cond0")] + (
+        [] if trips is None else [numpy_helper.from_array(np.array(trips, np.int64), "M")]
+    )
     inputs = [vi("s0", dtype, [2, 3])] + ([vi("M", TensorProto.INT64, [])] if trips is None else [])
-    graph = helper.make_graph([helper.make_node("Loop", ["M", "cond0", "s0"], ["sT", "ys"], body=body, name="loop")], "g", inputs, [vi("sT", dtype, None), vi("ys", dtype, None)], inits)
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "cond0", "s0"], ["sT", "ys"], body=body, name="loop")],
+        "g",
+        inputs,
+        [vi("sT", dtype, None), vi("ys", dtype, None)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _message(why: str) -> str:
-    return (f"Loop node 'loop' runs no iteration ({why}), which OpenVINO's ONNX frontend reads wrong (its inputs or outputs are lost, or the "
-            "compiled model crashes); its outputs would be its initial values and empty scan outputs: remove the Loop, or give it a trip count of at least 1")
+    return (
+        f"Loop node 'loop' runs no iteration ({why}), which OpenVINO's ONNX frontend reads wrong (its inputs or outputs are lost, or the "
+        "compiled model crashes); its outputs would be its initial values and empty scan outputs: remove the Loop, or give it a trip count of at least 1"
+    )
 
 
 @pytest.mark.parametrize("dtype", [TensorProto.FLOAT, TensorProto.FLOAT16], ids=["float32", "float16"])
-@pytest.mark.parametrize("trips, start, why", [(0, True, "its trip count is 0"), (5, False, "its condition starts false")], ids=["trip-count-0", "condition-starts-false"])
+@pytest.mark.parametrize(
+    "trips, start, why",
+    [(0, True, "its trip count is 0"), (5, False, "its condition starts false")],
+    ids=["trip-count-0", "condition-starts-false"],
+)
 def test_a_loop_without_iterations_is_refused(dtype, trips, start, why):
     with pytest.raises(ovrnn.UnsupportedFeatureError) as info:
         ovrnn.convert_model(_loop(dtype, trips, start))

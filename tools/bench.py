@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import bench_real  # noqa: E402 (beside this file)
 import bench_serve  # noqa: E402
+
 F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 LEFTOVER = ("Reshape", "Reorder", "Gather", "Subgraph")
 TARGETS = {  # figure: (target, what the ratio compares)
@@ -80,11 +81,27 @@ TARGETS["int8_latency"] = (1.1, "--compress-weights int8: latency ÷ the f32 IR'
 TARGETS["int8_rss"] = (1.5, "--compress-weights int8: peak RSS growth of compile+infer ÷ the f32 IR's (child process), LSTM T=256 H=256")
 TARGETS["int8_error_rows_vs_tensor"] = (1.0, "int8 quantization-only error at T=1000, one scale per row ÷ one per tensor (uneven rows)")
 for _k in (1, 16):
-    TARGETS[f"stream_K{_k}_vs_ir"] = (0.9, f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ ovrnn.Runner on the stateless IR, state carried by the host")
-    TARGETS[f"stream_K{_k}_vs_ort"] = (1.0, f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ onnxruntime run (faster of 1 and all threads), state carried by hand")
-for _key, _what in (("stream_K1", "LSTM H=128, 1 step"), ("stream_K16", "LSTM H=128, 16 steps"), ("stream_silero", "silero VAD, 512 samples")):
-    TARGETS[f"{_key}_safe_vs_previous"] = (1.1, f"ovrnn.Stream.feed, {_what} per call, the safe default (outputs copied, calls locked) ÷ the call before issue 30 (views, no lock)")
-TARGETS["stream_silero_vs_ort"] = (0.5, "ovrnn.Stream.feed, silero VAD 16 kHz, 512 samples per call ÷ onnxruntime run (faster of 1 and all threads), state carried by hand")
+    TARGETS[f"stream_K{_k}_vs_ir"] = (
+        0.9,
+        f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ ovrnn.Runner on the stateless IR, state carried by the host",
+    )
+    TARGETS[f"stream_K{_k}_vs_ort"] = (
+        1.0,
+        f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ onnxruntime run (faster of 1 and all threads), state carried by hand",
+    )
+for _key, _what in (
+    ("stream_K1", "LSTM H=128, 1 step"),
+    ("stream_K16", "LSTM H=128, 16 steps"),
+    ("stream_silero", "silero VAD, 512 samples"),
+):
+    TARGETS[f"{_key}_safe_vs_previous"] = (
+        1.1,
+        f"ovrnn.Stream.feed, {_what} per call, the safe default (outputs copied, calls locked) ÷ the call before issue 30 (views, no lock)",
+    )
+TARGETS["stream_silero_vs_ort"] = (
+    0.5,
+    "ovrnn.Stream.feed, silero VAD 16 kHz, 512 samples per call ÷ onnxruntime run (faster of 1 and all threads), state carried by hand",
+)
 KNOWN = "LSTM with Y_c read and runtime lengths: known not to fold (the last valid C needs every step's C)"
 
 
@@ -95,7 +112,17 @@ def log(msg: str) -> None:
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
-def make_rnn(path: Path, T: int, H: int, I: int, direction: str = "forward", batch: int | None = 1, lens: bool = False, op: str = "RNN", y_c: bool = True) -> Path:
+def make_rnn(
+    path: Path,
+    T: int,
+    H: int,
+    I: int,
+    direction: str = "forward",
+    batch: int | None = 1,
+    lens: bool = False,
+    op: str = "RNN",
+    y_c: bool = True,
+) -> Path:
     """A lone ONNX RNN (tanh), GRU or LSTM node (default activations, no P), W/R/B initializers;
     batch None = dynamic; lens = runtime sequence_lens; y_c = LSTM's Y_c is a graph output."""
     D, G = (2 if direction == "bidirectional" else 1), GATES[op]
@@ -107,9 +134,18 @@ def make_rnn(path: Path, T: int, H: int, I: int, direction: str = "forward", bat
     if lens:
         inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [b]))
     outputs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" and y_c else [])
-    node = helper.make_node(op, ["X", "W", "R", "B"] + (["sequence_lens"] if lens else []), outputs, hidden_size=H, direction=direction, **({"activations": ["Tanh"] * D} if op == "RNN" else {}))
+    node = helper.make_node(
+        op,
+        ["X", "W", "R", "B"] + (["sequence_lens"] if lens else []),
+        outputs,
+        hidden_size=H,
+        direction=direction,
+        **({"activations": ["Tanh"] * D} if op == "RNN" else {}),
+    )
     outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
-    graph = helper.make_graph([node], "bench", inputs, outs, [init("W", (D, G * H, I)), init("R", (D, G * H, H)), init("B", (D, 2 * G * H))])
+    graph = helper.make_graph(
+        [node], "bench", inputs, outs, [init("W", (D, G * H, I)), init("R", (D, G * H, H)), init("B", (D, 2 * G * H))]
+    )
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
     return path
 
@@ -151,14 +187,26 @@ def paired(a, b, n: int) -> dict:
         xs.append(a())
         ys.append(b())
     ratios = [x / y for x, y in zip(xs, ys)]
-    return {"ours": statistics.median(xs), "anchor": statistics.median(ys), "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    return {
+        "ours": statistics.median(xs),
+        "anchor": statistics.median(ys),
+        "ratio": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+    }
 
 
 def s_convert(tmp: Path, n: int) -> dict:
     onnx_path = make_rnn(tmp / "conv.onnx", 1000, 64, 64, "bidirectional")
     xml = tmp / "conv_out" / "m.xml"
-    save_code = f"import openvino as ov; ov.save_model(ov.convert_model({str(onnx_path)!r}), {str(tmp / 'ov_out.xml')!r}, compress_to_fp16=False)"
-    r = paired(lambda: wall([sys.executable, "-m", "ovrnn", "convert", str(onnx_path), "-o", str(xml)]), lambda: wall([sys.executable, "-c", save_code]), n)
+    save_code = (
+        f"import openvino as ov; ov.save_model(ov.convert_model({str(onnx_path)!r}), {str(tmp / 'ov_out.xml')!r}, compress_to_fp16=False)"
+    )
+    r = paired(
+        lambda: wall([sys.executable, "-m", "ovrnn", "convert", str(onnx_path), "-o", str(xml)]),
+        lambda: wall([sys.executable, "-c", save_code]),
+        n,
+    )
     bins = {}
     for T in (64, 1000):
         for lens in (False, True):
@@ -169,7 +217,11 @@ def s_convert(tmp: Path, n: int) -> dict:
 
 def s_compile(tmp: Path, n: int) -> dict:
     out = {}
-    for key, (T, H, direction) in {"compile_T16": (16, 128, "forward"), "compile_T256": (256, 128, "forward"), "compile_T1000": (1000, 64, "bidirectional")}.items():
+    for key, (T, H, direction) in {
+        "compile_T16": (16, 128, "forward"),
+        "compile_T256": (256, 128, "forward"),
+        "compile_T1000": (1000, 64, "bidirectional"),
+    }.items():
         onnx_path = make_rnn(tmp / f"{key}.onnx", T, H, H, direction)
         xml = convert(onnx_path)
         compile_time(xml), compile_time(onnx_path)  # warm the page cache and the plugin's shared libraries
@@ -201,21 +253,44 @@ def s_graph(tmp: Path) -> dict:
                     D = 2 if direction == "bidirectional" else 1
                     types = {}
                     for T in (136, 264):
-                        xml = convert(make_rnn(tmp / f"g_{op}_{T}_{batch}_{direction}_{lens}_{y_c}.onnx", T, 32, 16, direction, batch, lens, op, y_c))
+                        xml = convert(
+                            make_rnn(tmp / f"g_{op}_{T}_{batch}_{direction}_{lens}_{y_c}.onnx", T, 32, 16, direction, batch, lens, op, y_c)
+                        )
                         types[T] = runtime_types(core.compile_model(str(xml), "CPU", F32))
                     per_step = sum(types[264][t] - types[136][t] for t in LEFTOVER) / (128 * D)
-                    folded = types[264]["RNNSeq"] == 5 * D and not types[264]["TensorIterator"] and not sum(types[264][c] for c in ("RNNCell", "GRUCell", "LSTMCell"))
+                    folded = (
+                        types[264]["RNNSeq"] == 5 * D
+                        and not types[264]["TensorIterator"]
+                        and not sum(types[264][c] for c in ("RNNCell", "GRUCell", "LSTMCell"))
+                    )
                     known = op == "LSTM" and lens and y_c
-                    rows.append({"op": op, "batch": "dynamic" if batch is None else "static", "direction": direction, "lens": lens, "Y_c": y_c if op == "LSTM" else None, "per_step": per_step, "folded": folded, "known_not_to_fold": known, "types_T264": dict(sorted(types[264].items()))})
+                    rows.append(
+                        {
+                            "op": op,
+                            "batch": "dynamic" if batch is None else "static",
+                            "direction": direction,
+                            "lens": lens,
+                            "Y_c": y_c if op == "LSTM" else None,
+                            "per_step": per_step,
+                            "folded": folded,
+                            "known_not_to_fold": known,
+                            "types_T264": dict(sorted(types[264].items())),
+                        }
+                    )
     anchor = make_rnn(tmp / "g_anchor.onnx", 256, 128, 128)
     ours = convert(anchor)
-    worst = lambda op, batch: {"ratio": max(r["per_step"] for r in rows if r["op"] == op and r["batch"] == batch and not r["known_not_to_fold"])}  # noqa: E731
+    worst = lambda op, batch: {
+        "ratio": max(r["per_step"] for r in rows if r["op"] == op and r["batch"] == batch and not r["known_not_to_fold"])
+    }  # noqa: E731
     return {
         "rows": rows,
         **{f"{'' if op == 'RNN' else op + '_'}leftovers_{b}": worst(op, b) for op in GATES for b in ("static", "dynamic")},
         "dynamic_batch_folds": all(r["folded"] for r in rows if not r["known_not_to_fold"]),
         "known_not_to_fold": [r for r in rows if r["known_not_to_fold"]],
-        "types_T256": {"ovrnn": dict(sorted(runtime_types(core.compile_model(str(ours), "CPU", F32)).items())), "openvino_import": dict(sorted(runtime_types(core.compile_model(str(anchor), "CPU", F32)).items()))},
+        "types_T256": {
+            "ovrnn": dict(sorted(runtime_types(core.compile_model(str(ours), "CPU", F32)).items())),
+            "openvino_import": dict(sorted(runtime_types(core.compile_model(str(anchor), "CPU", F32)).items())),
+        },
     }
 
 
@@ -242,7 +317,9 @@ def contenders(onnx_path: Path, xml: Path) -> tuple[dict, callable]:
     import openvino as ov
 
     core = ov.Core()
-    requests = {name: core.compile_model(str(p), "CPU", F32).create_infer_request() for name, p in (("ovrnn", xml), ("openvino", onnx_path))}
+    requests = {
+        name: core.compile_model(str(p), "CPU", F32).create_infer_request() for name, p in (("ovrnn", xml), ("openvino", onnx_path))
+    }
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # its idle threads would spin into OpenVINO's turn
@@ -265,29 +342,71 @@ def s_latency(tmp: Path, quick: bool) -> dict:
         fns, max_diff = contenders(onnx_path, convert(onnx_path))
         x = {"X": np.random.default_rng(0).uniform(-1, 1, (T, B, H)).astype(np.float32)}
         t = time_contenders(fns, x, 0.05 if quick else 0.1)
-        rows.append({"T": T, "H": H, "batch": B, **{k: v * 1e6 for k, v in t.items()}, "vs_openvino": t["ovrnn"] / t["openvino"], "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"], "max_abs_diff": max_diff(x)})
-        log(f"latency T={T} H={H} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO {rows[-1]['vs_openvino']:.2f}, ÷ onnxruntime {rows[-1]['vs_onnxruntime']:.2f}")
+        rows.append(
+            {
+                "T": T,
+                "H": H,
+                "batch": B,
+                **{k: v * 1e6 for k, v in t.items()},
+                "vs_openvino": t["ovrnn"] / t["openvino"],
+                "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"],
+                "max_abs_diff": max_diff(x),
+            }
+        )
+        log(
+            f"latency T={T} H={H} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO {rows[-1]['vs_openvino']:.2f}, ÷ onnxruntime {rows[-1]['vs_onnxruntime']:.2f}"
+        )
     lens_rows = []
     for direction in ("forward", "reverse", "bidirectional"):
         onnx_path = make_rnn(tmp / f"lens_{direction}.onnx", 64, 128, 128, direction, 1, lens=True)
         fns, max_diff = contenders(onnx_path, convert(onnx_path))
         x = {"X": np.random.default_rng(1).uniform(-1, 1, (64, 1, 128)).astype(np.float32), "sequence_lens": np.array([41], np.int32)}
         t = time_contenders(fns, x, 0.1)
-        lens_rows.append({"direction": direction, **{k: v * 1e6 for k, v in t.items()}, "vs_openvino": t["ovrnn"] / t["openvino"], "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"], "max_abs_diff": max_diff(x)})
-        log(f"lengths {direction}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, OpenVINO {t['openvino'] * 1e6:.0f}, onnxruntime {t['onnxruntime'] * 1e6:.0f}")
+        lens_rows.append(
+            {
+                "direction": direction,
+                **{k: v * 1e6 for k, v in t.items()},
+                "vs_openvino": t["ovrnn"] / t["openvino"],
+                "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"],
+                "max_abs_diff": max_diff(x),
+            }
+        )
+        log(
+            f"lengths {direction}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, OpenVINO {t['openvino'] * 1e6:.0f}, onnxruntime {t['onnxruntime'] * 1e6:.0f}"
+        )
     gl_rows = []
     for op in ("GRU", "LSTM"):
-        for T, H, direction, B in [(T, H, d, B) for T in (16, 256) for H in ((64,) if quick else (64, 256)) for d in ("forward", "bidirectional") for B in (1, 16)]:
+        for T, H, direction, B in [
+            (T, H, d, B) for T in (16, 256) for H in ((64,) if quick else (64, 256)) for d in ("forward", "bidirectional") for B in (1, 16)
+        ]:
             onnx_path = make_rnn(tmp / f"lat_{op}_{T}_{H}_{direction}_{B}.onnx", T, H, H, direction, B, op=op)
             fns, max_diff = contenders(onnx_path, convert(onnx_path))
             x = {"X": np.random.default_rng(0).uniform(-1, 1, (T, B, H)).astype(np.float32)}
             t = time_contenders(fns, x, 0.05 if quick else 0.1)
-            gl_rows.append({"op": op, "T": T, "H": H, "direction": direction, "batch": B, **{k: v * 1e6 for k, v in t.items()}, "vs_openvino": t["ovrnn"] / t["openvino"], "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"], "max_abs_diff": max_diff(x)})
-            log(f"{op} latency T={T} H={H} {direction} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO {gl_rows[-1]['vs_openvino']:.2f}, ÷ onnxruntime {gl_rows[-1]['vs_onnxruntime']:.2f}")
+            gl_rows.append(
+                {
+                    "op": op,
+                    "T": T,
+                    "H": H,
+                    "direction": direction,
+                    "batch": B,
+                    **{k: v * 1e6 for k, v in t.items()},
+                    "vs_openvino": t["ovrnn"] / t["openvino"],
+                    "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"],
+                    "max_abs_diff": max_diff(x),
+                }
+            )
+            log(
+                f"{op} latency T={T} H={H} {direction} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO {gl_rows[-1]['vs_openvino']:.2f}, ÷ onnxruntime {gl_rows[-1]['vs_onnxruntime']:.2f}"
+            )
     gl = lambda op, B, key: statistics.median(r[key] for r in gl_rows if r["op"] == op and r["batch"] == B)  # noqa: E731
     return {
         "gl_rows": gl_rows,
-        **{f"{op}_latency_b{B}": {"ratio": gl(op, B, "vs_openvino"), "vs_onnxruntime": gl(op, B, "vs_onnxruntime")} for op in ("GRU", "LSTM") for B in (1, 16)},
+        **{
+            f"{op}_latency_b{B}": {"ratio": gl(op, B, "vs_openvino"), "vs_onnxruntime": gl(op, B, "vs_onnxruntime")}
+            for op in ("GRU", "LSTM")
+            for B in (1, 16)
+        },
         "rows": rows,
         "latency": {"ratio": statistics.median(r["vs_openvino"] for r in rows)},
         "latency_batch1_vs_onnxruntime": statistics.median(r["vs_onnxruntime"] for r in rows if r["batch"] == 1),
@@ -304,7 +423,9 @@ def make_stream_lstm(path: Path, K: int, H: int = 128, I: int = 128) -> Path:
     rng = np.random.default_rng(K * 7 + H)
     scale = 1 / np.sqrt(H)
     init = lambda n, s: numpy_helper.from_array(rng.uniform(-scale, scale, s).astype(np.float32), n)  # noqa: E731
-    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [K, 1, I])] + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, H]) for n in ("initial_h", "initial_c")]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [K, 1, I])] + [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, H]) for n in ("initial_h", "initial_c")
+    ]
     node = helper.make_node("LSTM", ["X", "W", "R", "B", "", "initial_h", "initial_c"], ["Y", "Y_h", "Y_c"], hidden_size=H)
     outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")]
     graph = helper.make_graph([node], "stream", inputs, outs, [init("W", (1, 4 * H, I)), init("R", (1, 4 * H, H)), init("B", (1, 8 * H))])
@@ -334,7 +455,9 @@ def _rotating(chunks: list):
     return next_chunk
 
 
-def stream_sides(stateful_xml: Path, onnx_path: Path, chunks: list, x_name: str, carried: dict, extra: dict, stateless_xml: Path | None = None) -> dict:
+def stream_sides(
+    stateful_xml: Path, onnx_path: Path, chunks: list, x_name: str, carried: dict, extra: dict, stateless_xml: Path | None = None
+) -> dict:
     """{name: one call() -> first output} per streaming side, each carrying its own stream from zeros,
     each given the next of `chunks` every call. `carried`: {onnxruntime input: output index} of the
     state onnxruntime is handed back; `extra`: onnxruntime's other inputs (e.g. silero's sr)."""
@@ -350,7 +473,10 @@ def stream_sides(stateful_xml: Path, onnx_path: Path, chunks: list, x_name: str,
         floor.infer(share_outputs=True)
         return floor.get_output_tensor(0).data
 
-    sides = {"stream": (lambda nxt: lambda: next(iter(stream.feed({x_name: nxt()}).values())))(_rotating(chunks)), "openvino_floor": floor_call}
+    sides = {
+        "stream": (lambda nxt: lambda: next(iter(stream.feed({x_name: nxt()}).values())))(_rotating(chunks)),
+        "openvino_floor": floor_call,
+    }
     # What the safe default costs: the same call with share_outputs=True (the lock, no copy), and
     # the call as it was before issue 30 (neither: no lock, read-only views of the buffers)
     shared = ovrnn.Stream(stateful_xml)
@@ -418,24 +544,52 @@ def s_stream(tmp: Path, quick: bool) -> dict:
     for K in (1, 16):
         onnx_path = make_stream_lstm(tmp / f"stream_{K}.onnx", K)
         # converted for CPU: the step form the measured table gives each (explicit at K=1, cell at K=16)
-        stateful = ovrnn.convert_model(str(onnx_path), stateful=True, device="CPU").save(onnx_path.with_name(onnx_path.stem + "_stateful.xml"))
+        stateful = ovrnn.convert_model(str(onnx_path), stateful=True, device="CPU").save(
+            onnx_path.with_name(onnx_path.stem + "_stateful.xml")
+        )
         stateless = ovrnn.convert_model(str(onnx_path), device="CPU").save(onnx_path.with_suffix(".xml"))
         chunks = [np.random.default_rng(i).uniform(-1, 1, (K, 1, 128)).astype(np.float32) for i in range(8)]
         carried = {"initial_h": (1, (1, 1, 128)), "initial_c": (2, (1, 1, 128))}
-        cases.append((f"LSTM H=128 K={K}", f"stream_K{K}", K, lambda s=stateful, o=onnx_path, c=chunks, h=carried, x=stateless: stream_sides(s, o, c, "X", h, {}, x)))
+        cases.append(
+            (
+                f"LSTM H=128 K={K}",
+                f"stream_K{K}",
+                K,
+                lambda s=stateful, o=onnx_path, c=chunks, h=carried, x=stateless: stream_sides(s, o, c, "X", h, {}, x),
+            )
+        )
     silero = _silero_onnx()
     if silero is not None:
-        xml = ovrnn.convert_model(str(silero), input="input[1,512],state[2,1,128],sr->16000", stateful="state=stateN", device="CPU").save(tmp / "silero_stream.xml")
+        xml = ovrnn.convert_model(str(silero), input="input[1,512],state[2,1,128],sr->16000", stateful="state=stateN", device="CPU").save(
+            tmp / "silero_stream.xml"
+        )
         chunks = [(np.random.default_rng(i).standard_normal((1, 512)) * 0.1).astype(np.float32) for i in range(8)]
         sr = {"sr": np.array(16000, np.int64)}
-        cases.append(("silero VAD 16 kHz, 512 samples", "stream_silero", 1, lambda x=xml, c=chunks: stream_sides(x, silero, c, "input", {"state": (1, (2, 1, 128))}, sr)))
+        cases.append(
+            (
+                "silero VAD 16 kHz, 512 samples",
+                "stream_silero",
+                1,
+                lambda x=xml, c=chunks: stream_sides(x, silero, c, "input", {"state": (1, (2, 1, 128))}, sr),
+            )
+        )
     else:
         log("stream: the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3): no silero row")
     for label, key, K, make in cases:
         diff = stream_check(make)
-        t = time_contenders({k: (lambda fn: lambda _: fn())(fn) for k, fn in make().items()}, None, 0.05 if quick else 0.2, rounds=5 if quick else 9)
+        t = time_contenders(
+            {k: (lambda fn: lambda _: fn())(fn) for k, fn in make().items()}, None, 0.05 if quick else 0.2, rounds=5 if quick else 9
+        )
         ort_best = min(t["onnxruntime_host"], t["onnxruntime_host_1t"])
-        row = {"case": label, "K": K, **{k: v * 1e6 for k, v in t.items()}, "vs_ort": t["stream"] / ort_best, "vs_floor": t["stream"] / t["openvino_floor"], "steps_per_second": K / t["stream"], "max_abs_diff": diff}
+        row = {
+            "case": label,
+            "K": K,
+            **{k: v * 1e6 for k, v in t.items()},
+            "vs_ort": t["stream"] / ort_best,
+            "vs_floor": t["stream"] / t["openvino_floor"],
+            "steps_per_second": K / t["stream"],
+            "max_abs_diff": diff,
+        }
         # the safe default's cost is a microsecond or two of a call: timed apart, one call of each
         # side in turn (A B C A B C ...), each call timed alone; medians per side (a call of tens of
         # µs is seldom cut by another process, so the median stays the uncut cost on a busy machine)
@@ -449,8 +603,13 @@ def s_stream(tmp: Path, quick: bool) -> dict:
             figures[f"{key}_vs_ir"] = {"ratio": row["vs_ir"]}
         figures[f"{key}_vs_ort"] = {"ratio": row["vs_ort"]}
         rows.append(row)
-        log(f"stream {label}: safe default {row['safe_us']:.1f} µs, share_outputs=True {row['shared_us']:.1f} µs, before issue 30 {row['previous_us']:.1f} µs: ÷ shared {row['safe_vs_shared']:.3f}, ÷ before {row['safe_vs_previous']:.3f}")
-        log(f"stream {label}: Stream.feed {row['stream']:.0f} µs, ÷ onnxruntime + host state (its faster of 1 and all threads) {row['vs_ort']:.2f}, ÷ OpenVINO's floor {row['vs_floor']:.2f}" + (f", ÷ stateless IR + host state {row['vs_ir']:.2f}" if "vs_ir" in row else ""))
+        log(
+            f"stream {label}: safe default {row['safe_us']:.1f} µs, share_outputs=True {row['shared_us']:.1f} µs, before issue 30 {row['previous_us']:.1f} µs: ÷ shared {row['safe_vs_shared']:.3f}, ÷ before {row['safe_vs_previous']:.3f}"
+        )
+        log(
+            f"stream {label}: Stream.feed {row['stream']:.0f} µs, ÷ onnxruntime + host state (its faster of 1 and all threads) {row['vs_ort']:.2f}, ÷ OpenVINO's floor {row['vs_floor']:.2f}"
+            + (f", ÷ stateless IR + host state {row['vs_ir']:.2f}" if "vs_ir" in row else "")
+        )
     return {"rows": rows, **figures}
 
 
@@ -468,7 +627,13 @@ def versions() -> dict:
 
     import ovrnn
 
-    return {"ovrnn": ovrnn.__version__, "openvino": openvino.__version__, "onnxruntime": onnxruntime.__version__, "python": platform.python_version(), "machine": platform.processor() or platform.machine()}
+    return {
+        "ovrnn": ovrnn.__version__,
+        "openvino": openvino.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "python": platform.python_version(),
+        "machine": platform.processor() or platform.machine(),
+    }
 
 
 def render(R: dict) -> str:
@@ -482,36 +647,99 @@ def render(R: dict) -> str:
         spread = f" ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})" if "ratio_min" in r else ""
         ours = f"{r['ours']:.3f} s" if "ours" in r else ""
         anchor = f"{r['anchor']:.3f} s" if "anchor" in r else ""
-        lines.append(f"| {what} | {ours} | {anchor} | **{r['ratio']:.3g}**{spread} | ≤ {target} | {'met' if r['ratio'] <= target else 'NOT met'} |")
+        lines.append(
+            f"| {what} | {ours} | {anchor} | **{r['ratio']:.3g}**{spread} | ≤ {target} | {'met' if r['ratio'] <= target else 'NOT met'} |"
+        )
     g = R.get("graph")
     if g:
-        lines += ["", f"Every piece folds into RNNSeq (no cell, no TensorIterator), static and dynamic batch: {g['dynamic_batch_folds']}; not counted: {KNOWN}", "", "| op | batch | direction | lengths | Y_c read | folds | leftovers per step | runtime layer types, T=264 |", "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['op']} | {r['batch']} | {r['direction']} | {r['lens']} | {'' if r['Y_c'] is None else r['Y_c']} | {r['folded']}{' (known: see above)' if r['known_not_to_fold'] else ''} | {r['per_step']:.3f} | {r['types_T264']} |" for r in g["rows"]]
-        lines += ["", f"Runtime layer types, T=256 forward H=128: ovrnn {g['types_T256']['ovrnn']}; OpenVINO import {g['types_T256']['openvino_import']}"]
+        lines += [
+            "",
+            f"Every piece folds into RNNSeq (no cell, no TensorIterator), static and dynamic batch: {g['dynamic_batch_folds']}; not counted: {KNOWN}",
+            "",
+            "| op | batch | direction | lengths | Y_c read | folds | leftovers per step | runtime layer types, T=264 |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['op']} | {r['batch']} | {r['direction']} | {r['lens']} | {'' if r['Y_c'] is None else r['Y_c']} | {r['folded']}{' (known: see above)' if r['known_not_to_fold'] else ''} | {r['per_step']:.3f} | {r['types_T264']} |"
+            for r in g["rows"]
+        ]
+        lines += [
+            "",
+            f"Runtime layer types, T=256 forward H=128: ovrnn {g['types_T256']['ovrnn']}; OpenVINO import {g['types_T256']['openvino_import']}",
+        ]
     lat = R.get("latency")
     if lat:
-        lines += ["", "| T | H | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |", "|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['T']} | {r['H']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |" for r in lat["rows"]]
-        lines += ["", f"Median ÷ onnxruntime: batch 1 {lat['latency_batch1_vs_onnxruntime']:.2f}, batch 16 {lat['latency_batch16_vs_onnxruntime']:.2f}", ""]
-        lines += ["| runtime sequence_lens, T=64 H=128 batch 1 | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['direction']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |" for r in lat["lens_rows"]]
-        lines += ["", "| GRU/LSTM (default activations, no P) | T | H | direction | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['op']} | {r['T']} | {r['H']} | {r['direction']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |" for r in lat["gl_rows"]]
-        lines += ["", "Median ÷ onnxruntime: " + ", ".join(f"{op} batch {B} {lat[f'{op}_latency_b{B}']['vs_onnxruntime']:.2f}" for op in ("GRU", "LSTM") for B in (1, 16))]
+        lines += [
+            "",
+            "| T | H | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['T']} | {r['H']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |"
+            for r in lat["rows"]
+        ]
+        lines += [
+            "",
+            f"Median ÷ onnxruntime: batch 1 {lat['latency_batch1_vs_onnxruntime']:.2f}, batch 16 {lat['latency_batch16_vs_onnxruntime']:.2f}",
+            "",
+        ]
+        lines += [
+            "| runtime sequence_lens, T=64 H=128 batch 1 | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['direction']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |"
+            for r in lat["lens_rows"]
+        ]
+        lines += [
+            "",
+            "| GRU/LSTM (default activations, no P) | T | H | direction | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['op']} | {r['T']} | {r['H']} | {r['direction']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |"
+            for r in lat["gl_rows"]
+        ]
+        lines += [
+            "",
+            "Median ÷ onnxruntime: "
+            + ", ".join(f"{op} batch {B} {lat[f'{op}_latency_b{B}']['vs_onnxruntime']:.2f}" for op in ("GRU", "LSTM") for B in (1, 16)),
+        ]
     st = R.get("stream")
     if st:
-        lines += ["", "| stream, batch 1, per call | ovrnn.Stream.feed µs | OpenVINO floor µs | stateless IR + host state µs | onnxruntime + host state µs (all / 1 thread) | ÷ floor | ÷ stateless IR | ÷ onnxruntime | steps/s | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| stream, batch 1, per call | ovrnn.Stream.feed µs | OpenVINO floor µs | stateless IR + host state µs | onnxruntime + host state µs (all / 1 thread) | ÷ floor | ÷ stateless IR | ÷ onnxruntime | steps/s | max abs diff |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         lines += [
             f"| {r['case']} | {r['stream']:.0f} | {r['openvino_floor']:.0f} | {r.get('stateless_host', float('nan')):.0f} | {r['onnxruntime_host']:.0f} / {r['onnxruntime_host_1t']:.0f} | {r['vs_floor']:.2f} | {r.get('vs_ir', float('nan')):.2f} | {r['vs_ort']:.2f} | {r['steps_per_second']:,.0f} | {r['max_abs_diff']:.1e} |"
             for r in st["rows"]
         ]
-        lines += ["", "| safe outputs, batch 1, per call | default: copies + lock µs | share_outputs=True: lock µs | before issue 30: views, no lock µs | ÷ share_outputs | ÷ before |", "|---|---|---|---|---|---|"]
-        lines += [f"| {r['case']} | {r['safe_us']:.1f} | {r['shared_us']:.1f} | {r['previous_us']:.1f} | {r['safe_vs_shared']:.3f} | {r['safe_vs_previous']:.3f} |" for r in st["rows"]]
+        lines += [
+            "",
+            "| safe outputs, batch 1, per call | default: copies + lock µs | share_outputs=True: lock µs | before issue 30: views, no lock µs | ÷ share_outputs | ÷ before |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['case']} | {r['safe_us']:.1f} | {r['shared_us']:.1f} | {r['previous_us']:.1f} | {r['safe_vs_shared']:.3f} | {r['safe_vs_previous']:.3f} |"
+            for r in st["rows"]
+        ]
     comp = R.get("compression")
     if comp:
-        lines += ["", "| quantization-only error, LSTM H=128 T=1000 (uneven rows), max abs Y | t<10 | t<100 | all 1000 | mean |", "|---|---|---|---|---|"]
-        lines += [f"| {k} | {v['t<10']:.1e} | {v['t<100']:.1e} | {v['all']:.1e} | {v['mean']:.1e} |" for k, v in comp["int8_error_rows_vs_tensor"]["errors"].items()]
-        lines += ["", f".bin ÷ f32 IR: int8 {comp['int8_bin']['each']}, int4 {comp['int4_bin']['each']}, int4 group 32 {comp['int4_bin']['group_32']}; peak RSS growth {comp['int8_rss']['ours_mib']:.0f} MiB (int8) vs {comp['int8_rss']['anchor_mib']:.0f} MiB (f32)"]
+        lines += [
+            "",
+            "| quantization-only error, LSTM H=128 T=1000 (uneven rows), max abs Y | t<10 | t<100 | all 1000 | mean |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {k} | {v['t<10']:.1e} | {v['t<100']:.1e} | {v['all']:.1e} | {v['mean']:.1e} |"
+            for k, v in comp["int8_error_rows_vs_tensor"]["errors"].items()
+        ]
+        lines += [
+            "",
+            f".bin ÷ f32 IR: int8 {comp['int8_bin']['each']}, int4 {comp['int4_bin']['each']}, int4 group 32 {comp['int4_bin']['group_32']}; peak RSS growth {comp['int8_rss']['ours_mib']:.0f} MiB (int8) vs {comp['int8_rss']['anchor_mib']:.0f} MiB (f32)",
+        ]
     lines += bench_real.render({**R["figures"], **{k: R[k] for k in EXTRA if k in R and k != "serve"}})
     if "serve" in R:
         lines += [""] + bench_serve.render(R["serve"])
@@ -541,7 +769,9 @@ def uneven_lstm(path: Path, T: int, H: int, I: int, direction: str = "forward", 
     B = rng.uniform(-k, k, (D, 8 * H)).astype(np.float32)
     node = helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=H, direction=direction)
     graph = helper.make_graph(
-        [node], "q", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 1, I])],
+        [node],
+        "q",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 1, I])],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")],
         [numpy_helper.from_array(a, n) for a, n in ((W, "W"), (R, "R"), (B, "B"))],
     )
@@ -566,7 +796,11 @@ def s_compression(tmp: Path, n: int) -> dict:
     for direction in ("forward", "bidirectional"):
         path = uneven_lstm(tmp / f"q_{direction}.onnx", 64, 256, 256, direction)
         f32 = len(ovrnn.convert_model(str(path)).bin)
-        for name, kw in (("int8", dict(compress_weights="int8")), ("int4", dict(compress_weights="int4")), ("int4 group 32", dict(compress_weights="int4", group_size=32))):
+        for name, kw in (
+            ("int8", dict(compress_weights="int8")),
+            ("int4", dict(compress_weights="int4")),
+            ("int4 group 32", dict(compress_weights="int4", group_size=32)),
+        ):
             bins[name][direction] = round(len(ovrnn.convert_model(str(path), max_weight_error=float("inf"), **kw).bin) / f32, 4)
     out["int8_bin"] = {"ratio": max(bins["int8"].values()), "each": bins["int8"]}
     out["int4_bin"] = {"ratio": max(bins["int4"].values()), "each": bins["int4"], "group_32": bins["int4 group 32"]}
@@ -583,8 +817,16 @@ def s_compression(tmp: Path, n: int) -> dict:
     rss: dict = {"int8": [], "f32": []}
     for _ in range(max(2, n // 2)):
         for k, p in (("int8", xml8), ("f32", xml32)):
-            rss[k].append(float(subprocess.run([sys.executable, "-c", RSS_CHILD, str(p)], check=True, capture_output=True, text=True).stdout.split()[-1]))
-    out["int8_rss"] = {"ours_mib": statistics.median(rss["int8"]), "anchor_mib": statistics.median(rss["f32"]), "ratio": statistics.median(rss["int8"]) / statistics.median(rss["f32"])}
+            rss[k].append(
+                float(
+                    subprocess.run([sys.executable, "-c", RSS_CHILD, str(p)], check=True, capture_output=True, text=True).stdout.split()[-1]
+                )
+            )
+    out["int8_rss"] = {
+        "ours_mib": statistics.median(rss["int8"]),
+        "anchor_mib": statistics.median(rss["f32"]),
+        "ratio": statistics.median(rss["int8"]) / statistics.median(rss["f32"]),
+    }
     # quantization-only error over 1000 steps, float64: one scale per row vs one per tensor
     model = onnx.load(str(uneven_lstm(tmp / "q_err.onnx", 1000, 128, 128)))
     view = graph_view(model)
@@ -609,21 +851,34 @@ def s_compression(tmp: Path, n: int) -> dict:
         changed[1], changed[2] = (np.stack([deq(m) for m in inputs[k]]) for k in (1, 2))
         e = np.abs(reference.run_node("LSTM", changed, attrs)[0] - original[0])  # Y [T, D, B, H]
         per_step = e.reshape(e.shape[0], -1).max(axis=1)
-        errors[name] = {"t<10": float(per_step[:10].max()), "t<100": float(per_step[:100].max()), "all": float(per_step.max()), "mean": float(e.mean())}
+        errors[name] = {
+            "t<10": float(per_step[:10].max()),
+            "t<100": float(per_step[:100].max()),
+            "all": float(per_step.max()),
+            "mean": float(e.mean()),
+        }
     out["int8_error_rows_vs_tensor"] = {"ratio": errors["int8 per row"]["all"] / errors["int8 per tensor"]["all"], "errors": errors}
-    log(f"compression: bin int8 {out['int8_bin']['ratio']:.3f}, int4 {out['int4_bin']['ratio']:.3f}; compile {out['int8_compile']['ratio']:.2f}; latency {out['int8_latency']['ratio']:.2f}; rss {out['int8_rss']['ratio']:.2f}")
+    log(
+        f"compression: bin int8 {out['int8_bin']['ratio']:.3f}, int4 {out['int4_bin']['ratio']:.3f}; compile {out['int8_compile']['ratio']:.2f}; latency {out['int8_latency']['ratio']:.2f}; rss {out['int8_rss']['ratio']:.2f}"
+    )
     return out
 
 
 SECTIONS = ("convert", "compile", "graph", "latency", "stream", "compression")
-EXTRA = ("arch", "kernels", "serve")  # only with --only: real architectures and the kernel grid (tools/bench_real.py); serving many streams (tools/bench_serve.py --quick)
+EXTRA = (
+    "arch",
+    "kernels",
+    "serve",
+)  # only with --only: real architectures and the kernel grid (tools/bench_real.py); serving many streams (tools/bench_serve.py --quick)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "bench_results")
     p.add_argument("--quick", action="store_true", help="fewer pairs and a smaller latency grid (about a minute and a half)")
-    p.add_argument("--only", choices=SECTIONS + EXTRA, action="append", help="run only these sections; arch and kernels run only when named")
+    p.add_argument(
+        "--only", choices=SECTIONS + EXTRA, action="append", help="run only these sections; arch and kernels run only when named"
+    )
     p.add_argument("--rounds", type=int, default=11, help="alternated rounds per row in arch and kernels")
     args = p.parse_args(argv)
     n = 3 if args.quick else 7
@@ -643,7 +898,15 @@ def main(argv=None) -> int:
                 R["graph"] = s_graph(tmp)
                 R["figures"].update({k: v for k, v in R["graph"].items() if "leftovers" in k})
             elif name == "serve":  # its own figures and targets (>= and <=): bench_serve.TARGETS
-                R["serve"] = bench_serve.run(["silero", "lstm128"], list(bench_serve.SIDES), args.quick, 25.0, bench_serve.COST_N, 2.0 if args.quick else 4.0, tmp / "serve_models")
+                R["serve"] = bench_serve.run(
+                    ["silero", "lstm128"],
+                    list(bench_serve.SIDES),
+                    args.quick,
+                    25.0,
+                    bench_serve.COST_N,
+                    2.0 if args.quick else 4.0,
+                    tmp / "serve_models",
+                )
             elif name in EXTRA:
                 R[name] = getattr(bench_real, f"s_{name}")(tmp, args.rounds)
                 R["figures"].update({k: v for k, v in R[name].items() if k in bench_real.TARGETS})

@@ -61,13 +61,26 @@ def node_model(path: Path, op: str, T: int, I: int, H: int, w: dict, direction: 
     """One op node with initializers W/R/B over the graph input X [T, 1, I] (or over `x`, made from X
     by `extra`: (nodes before, nodes after, their initializers))."""
     outs = ["Y", "Y_h"]
-    node = helper.make_node(op, [x, "W", "R", "B"], outs if not extra else ["Yn", "Y_hn"], hidden_size=H, direction=direction, **({"activations": ["Tanh"]} if op == "RNN" and direction != "bidirectional" else {}))
+    node = helper.make_node(
+        op,
+        [x, "W", "R", "B"],
+        outs if not extra else ["Yn", "Y_hn"],
+        hidden_size=H,
+        direction=direction,
+        **({"activations": ["Tanh"]} if op == "RNN" and direction != "bidirectional" else {}),
+    )
     inits = [numpy_helper.from_array(v, k) for k, v in w.items()]
     nodes = [node]
     if extra:
         nodes = extra[0] + nodes + extra[1]
         inits += extra[2]
-    graph = helper.make_graph(nodes, "bidir", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 1, I if x == "X" else I // 2])], [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs], inits)
+    graph = helper.make_graph(
+        nodes,
+        "bidir",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 1, I if x == "X" else I // 2])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs],
+        inits,
+    )
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
     return path
 
@@ -81,10 +94,13 @@ def paired_model(path: Path, op: str, T: int, I: int, H: int, w: dict) -> Path:
     for d in range(2):
         for k in range(g):
             rows, src = slice(k * H2 + d * H, k * H2 + (d + 1) * H), slice(k * H, (k + 1) * H)
-            pw[0, rows, d * I:(d + 1) * I], pr[0, rows, d * H:(d + 1) * H] = W[d, src], R[d, src]
-            pb[0, rows], pb[0, g * H2:][rows] = B[d, src], B[d, g * H:][src]
+            pw[0, rows, d * I : (d + 1) * I], pr[0, rows, d * H : (d + 1) * H] = W[d, src], R[d, src]
+            pb[0, rows], pb[0, g * H2 :][rows] = B[d, src], B[d, g * H :][src]
     back = numpy_helper.from_array(np.arange(T - 1, -1, -1, dtype=np.int64), "back")
-    halves, state = numpy_helper.from_array(np.array([H, H], np.int64), "halves"), numpy_helper.from_array(np.array([2, 1, H], np.int64), "state")
+    halves, state = (
+        numpy_helper.from_array(np.array([H, H], np.int64), "halves"),
+        numpy_helper.from_array(np.array([2, 1, H], np.int64), "state"),
+    )
     before = [helper.make_node("Gather", ["X", "back"], ["Xr"], axis=0), helper.make_node("Concat", ["X", "Xr"], ["Xp"], axis=2)]
     after = [
         helper.make_node("Split", ["Yn", "halves"], ["Yf", "Yb"], axis=3),
@@ -150,7 +166,11 @@ def sides_for(op: str, T: int, H: int, tmp: Path, x: np.ndarray, paired: bool) -
         return request.infer, y_of(request, c)
 
     def ir(onnx_path: Path, **kw) -> str:
-        return str(ovrnn.convert_model(str(onnx_path), **kw).save(onnx_path.with_name(onnx_path.stem + "_" + "_".join(f"{v}" for v in kw.values()) + ".xml")))
+        return str(
+            ovrnn.convert_model(str(onnx_path), **kw).save(
+                onnx_path.with_name(onnx_path.stem + "_" + "_".join(f"{v}" for v in kw.values()) + ".xml")
+            )
+        )
 
     out = {}
     for threads in (1, 0):
@@ -162,7 +182,12 @@ def sides_for(op: str, T: int, H: int, tmp: Path, x: np.ndarray, paired: bool) -
             break
     if paired:
         pair = paired_model(tmp / f"{op}_{H}_paired.onnx", op, T, H, H, w)
-        for name, (src, kw) in {"two chains, CPU forms": (path, {"device": "CPU"}), "two MatMul chains": (path, {"lowering": "matmul"}), "paired MatMul chain": (pair, {"lowering": "matmul"}), "paired cell chain": (pair, {"lowering": "cell"})}.items():
+        for name, (src, kw) in {
+            "two chains, CPU forms": (path, {"device": "CPU"}),
+            "two MatMul chains": (path, {"lowering": "matmul"}),
+            "paired MatMul chain": (pair, {"lowering": "matmul"}),
+            "paired cell chain": (pair, {"lowering": "cell"}),
+        }.items():
             out[name] = ov_side(ir(src, **kw), 1)
         return out
     xml = ir(path, device="CPU")
@@ -172,7 +197,7 @@ def sides_for(op: str, T: int, H: int, tmp: Path, x: np.ndarray, paired: bool) -
     out["tensor parallel 2"] = ov_side(xml, 2, {"MODEL_DISTRIBUTION_POLICY": {ov.properties.hint.ModelDistributionPolicy.TENSOR_PARALLEL}})
     halves = []
     for d, direction in enumerate(("forward", "reverse")):
-        half = node_model(tmp / f"{op}_{H}_{direction}.onnx", op, T, H, H, {k: v[d:d + 1] for k, v in w.items()}, direction)
+        half = node_model(tmp / f"{op}_{H}_{direction}.onnx", op, T, H, H, {k: v[d : d + 1] for k, v in w.items()}, direction)
         c = compiled(ir(half, device="CPU"), 1, {"NUM_STREAMS": 1})
         halves.append((preset(c, x), c))
 
@@ -208,7 +233,14 @@ def stages(model) -> list[list[set]]:
                 if p not in stage:
                     continue
                 theirs = direction_of(p)
-                at = max(at, stage[p] + (theirs is not None) if chain is None else stage[p] if theirs == chain else stage[p] + 1 + (theirs is not None))
+                at = max(
+                    at,
+                    stage[p] + (theirs is not None)
+                    if chain is None
+                    else stage[p]
+                    if theirs == chain
+                    else stage[p] + 1 + (theirs is not None),
+                )
             if chain:
                 at += at % 2 == 0
                 chain_stage[chain] = max(chain_stage.get(chain, 1), at)
@@ -243,7 +275,9 @@ def cut(xml: str, names: set):
             node = src.get_node()
             if node.get_friendly_name() in names or node.get_type_name() == "Constant":
                 continue
-            sources.append(("input", node.get_friendly_name()) if node.get_type_name() == "Parameter" else (node.get_friendly_name(), src.get_index()))
+            sources.append(
+                ("input", node.get_friendly_name()) if node.get_type_name() == "Parameter" else (node.get_friendly_name(), src.get_index())
+            )
             params.append(o13.parameter(src.get_partial_shape(), src.get_element_type()))
             i.replace_source_output(params[-1].output(0))
     for name in sorted(names):
@@ -275,7 +309,9 @@ def split_runner(xml: str, feed: dict, shared_threads: int = 2):
                 made[(name, k)] = request.get_output_tensor(j)
             step.append((request, outs))
         plan.append(step)
-    finals = {final: request.get_output_tensor(j) for step in plan for request, outs in step for j, (_, _, final) in enumerate(outs) if final}
+    finals = {
+        final: request.get_output_tensor(j) for step in plan for request, outs in step for j, (_, _, final) in enumerate(outs) if final
+    }
 
     def call():
         for step in plan:
@@ -300,7 +336,10 @@ def whole_model(name: str, directory: Path, tmp: Path, rounds: int, ort_all: boo
 
     entry = json.loads((directory / "manifest.json").read_text())[name]
     rng = np.random.default_rng(0)
-    feed = {k: rng.integers(0, 60, shape).astype(np.int64) if dtype == "int64" else rng.standard_normal(shape).astype(dtype) for k, (shape, dtype) in entry["inputs"].items()}
+    feed = {
+        k: rng.integers(0, 60, shape).astype(np.int64) if dtype == "int64" else rng.standard_normal(shape).astype(dtype)
+        for k, (shape, dtype) in entry["inputs"].items()
+    }
     xml = str(ovrnn.convert_model(str(directory / f"{name}.onnx"), input=entry["input_flag"], device="CPU").save(tmp / f"{name}.xml"))
     sides, outputs = {}, {}
     for threads in (1, 2):
@@ -330,7 +369,9 @@ def report(title: str, times: dict, checks: dict | None = None) -> None:
         if name != "onnxruntime 1":
             ratio = per / times["onnxruntime 1"]
             check = f"; max |Y - onnxruntime| {checks[name]:.1e}" if checks else ""
-            print(f"  {name:22s} ÷ onnxruntime 1 thread {np.median(ratio):.2f} ({np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}){check}")
+            print(
+                f"  {name:22s} ÷ onnxruntime 1 thread {np.median(ratio):.2f} ({np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}){check}"
+            )
 
 
 def main() -> None:
@@ -352,7 +393,10 @@ def main() -> None:
             sides = sides_for(args.op, args.T, H, Path(tmp), x, args.paired)
             want = sides["onnxruntime 1"][1]
             times = median_call_rounds({k: fn for k, (fn, _) in sides.items()}, args.rounds)
-            diffs = {k: float(np.abs(np.asarray(y, np.float64).reshape(-1) - np.asarray(want, np.float64).reshape(-1)).max()) for k, (_, y) in sides.items()}
+            diffs = {
+                k: float(np.abs(np.asarray(y, np.float64).reshape(-1) - np.asarray(want, np.float64).reshape(-1)).max())
+                for k, (_, y) in sides.items()
+            }
             report(f"{args.op} bidirectional H={H} T={args.T}, batch 1", times, diffs)
 
 

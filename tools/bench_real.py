@@ -97,7 +97,9 @@ def ir_forms(xml: Path) -> str:
     from collections import Counter
 
     # ovrnn's own writer: <info name="fwd" value="... cell"/>; a whole model saved by OpenVINO: <fwd value="... cell" />
-    found = Counter(m.group(1) for m in re.finditer(r'(?:<info name="(?:fwd|rev)"|<(?:fwd|rev)) value="[^"]*?(\w+)" ?/>', Path(xml).read_text()))
+    found = Counter(
+        m.group(1) for m in re.finditer(r'(?:<info name="(?:fwd|rev)"|<(?:fwd|rev)) value="[^"]*?(\w+)" ?/>', Path(xml).read_text())
+    )
     return ", ".join(f"{form} {n}" for form, n in sorted(found.items())) or "none"
 
 
@@ -161,7 +163,9 @@ def three_sides(onnx_path: Path, feed: dict, input_flag: str | None, shapes: dic
 
     import ovrnn
 
-    xml = ovrnn.convert_model(str(onnx_path), input=input_flag, device="CPU").save(tmp / tag / "model.xml")  # the forms measured for this CPU
+    xml = ovrnn.convert_model(str(onnx_path), input=input_flag, device="CPU").save(
+        tmp / tag / "model.xml"
+    )  # the forms measured for this CPU
     session = ort_session(onnx_path)
     want = dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
     ours, request = ov_side(str(xml), feed)
@@ -210,7 +214,11 @@ def ensure_models(directory: Path) -> tuple[dict, list]:
         if not todo:
             break
         log(f"building {', '.join(todo)} with {python}")
-        subprocess.run([python, str(ROOT / "tools" / "make_bench_models.py"), "--out", str(directory), *[a for n in todo for a in ("--only", n)]], capture_output=True, text=True)
+        subprocess.run(
+            [python, str(ROOT / "tools" / "make_bench_models.py"), "--out", str(directory), *[a for n in todo for a in ("--only", n)]],
+            capture_output=True,
+            text=True,
+        )
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     return {n: manifest[n] for n in names if n not in missing()}, missing()
 
@@ -244,14 +252,27 @@ def s_arch(tmp: Path, rounds: int) -> dict:
             continue
         rows.append({"model": name, "description": spec["description"], "recurrent": spec["recurrent"], **row})
         v = row["vs_onnxruntime"]
-        log(f"{name}: ovrnn {row['ovrnn_us']:.0f} µs, ÷ onnxruntime {v['ratio']:.2f} ({v['p10']:.2f}-{v['p90']:.2f}), ÷ OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}")
+        log(
+            f"{name}: ovrnn {row['ovrnn_us']:.0f} µs, ÷ onnxruntime {v['ratio']:.2f} ({v['p10']:.2f}-{v['p90']:.2f}), ÷ OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}"
+        )
     timed = [r["vs_onnxruntime"]["ratio"] for r in rows if "vs_onnxruntime" in r]
-    out = {"machine": start, "rows": rows, "missing": missing, "models_dir": str(directory), "streams": s_streams(tmp, directory, manifest, rounds)}
+    out = {
+        "machine": start,
+        "rows": rows,
+        "missing": missing,
+        "models_dir": str(directory),
+        "streams": s_streams(tmp, directory, manifest, rounds),
+    }
     if timed:
         vs_ov = [r["vs_openvino"]["ratio"] for r in rows if "vs_openvino" in r]
         out["arch_median"] = {"ratio": statistics.median(timed)}
         out["arch_worst"] = {"ratio": max(timed)}
-        out["summary"] = {"models": len(timed), "failed": [r["model"] for r in rows if "error" in r], "at_or_below_1": sum(r <= 1.0 for r in timed), "median_vs_openvino": statistics.median(vs_ov) if vs_ov else None}
+        out["summary"] = {
+            "models": len(timed),
+            "failed": [r["model"] for r in rows if "error" in r],
+            "at_or_below_1": sum(r <= 1.0 for r in timed),
+            "median_vs_openvino": statistics.median(vs_ov) if vs_ov else None,
+        }
     for key in ("stream_lstm_H128_K1", "stream_silero"):
         if key in out["streams"]:
             out[key] = {"ratio": out["streams"][key]["vs_onnxruntime"]["ratio"]}
@@ -264,9 +285,23 @@ def s_streams(tmp: Path, directory: Path, manifest: dict, rounds: int) -> dict:
 
     out = {}
     lstm = one_node(tmp / "stream_lstm.onnx", "LSTM", 1, 128, "forward", state_inputs=True)
-    cases = {"stream_lstm_H128_K1": (lstm, None, ["initial_h=Y_h", "initial_c=Y_c"], {"X": (1, 1, 128)}, {"initial_h": "Y_h", "initial_c": "Y_c"})}
+    cases = {
+        "stream_lstm_H128_K1": (
+            lstm,
+            None,
+            ["initial_h=Y_h", "initial_c=Y_c"],
+            {"X": (1, 1, 128)},
+            {"initial_h": "Y_h", "initial_c": "Y_c"},
+        )
+    }
     if "silero_vad" in manifest:
-        cases["stream_silero"] = (directory / "silero_vad.onnx", manifest["silero_vad"]["input_flag"], ["state=stateN"], {"input": (1, 512)}, {"state": "stateN"})
+        cases["stream_silero"] = (
+            directory / "silero_vad.onnx",
+            manifest["silero_vad"]["input_flag"],
+            ["state=stateN"],
+            {"input": (1, 512)},
+            {"state": "stateN"},
+        )
     for key, (path, flag, stateful, chunk, carried) in cases.items():
         try:
             xml = ovrnn.convert_model(str(path), input=flag, stateful=stateful, device="CPU").save(tmp / key / "model.xml")
@@ -292,8 +327,15 @@ def s_streams(tmp: Path, directory: Path, manifest: dict, rounds: int) -> dict:
                 got.append(ov_outputs(request))
             diff = max(max_diff(g, {k: v for k, v in w.items() if k not in carried.values()}) for g, w in zip(got, want))
             times = alternate({"ovrnn": ours, "onnxruntime": ort_call}, 6 * rounds, ROUND_S / 4)  # a call is short: many short rounds
-            out[key] = {"ovrnn_us": statistics.median(times["ovrnn"]) * 1e6, "onnxruntime_us": statistics.median(times["onnxruntime"]) * 1e6, "vs_onnxruntime": ratios(times, "ovrnn"), "max_diff_5_calls": diff}
-            log(f"{key}: ovrnn {out[key]['ovrnn_us']:.1f} µs, onnxruntime {out[key]['onnxruntime_us']:.1f} µs, ratio {out[key]['vs_onnxruntime']['ratio']:.2f}, max diff {diff:.1e}")
+            out[key] = {
+                "ovrnn_us": statistics.median(times["ovrnn"]) * 1e6,
+                "onnxruntime_us": statistics.median(times["onnxruntime"]) * 1e6,
+                "vs_onnxruntime": ratios(times, "ovrnn"),
+                "max_diff_5_calls": diff,
+            }
+            log(
+                f"{key}: ovrnn {out[key]['ovrnn_us']:.1f} µs, onnxruntime {out[key]['onnxruntime_us']:.1f} µs, ratio {out[key]['vs_onnxruntime']['ratio']:.2f}, max diff {diff:.1e}"
+            )
         except Exception as e:  # noqa: BLE001
             out[key + "_error"] = brief(e)
             log(f"{key}: {out[key + '_error']}")
@@ -315,7 +357,10 @@ def one_node(path: Path, op: str, T: int, H: int, direction: str, lbr: int = 0, 
     D, G = (2 if direction == "bidirectional" else 1), GATES[op]
     rng = np.random.default_rng(T * 7 + H + lbr)
     s = 1 / np.sqrt(H)
-    inits = [numpy_helper.from_array(rng.uniform(-s, s, shape).astype(np.float32), n) for n, shape in (("W", (D, G * H, H)), ("R", (D, G * H, H)), ("B", (D, 2 * G * H)))]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-s, s, shape).astype(np.float32), n)
+        for n, shape in (("W", (D, G * H, H)), ("R", (D, G * H, H)), ("B", (D, 2 * G * H)))
+    ]
     inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, 1, H])]
     node_inputs = ["X", "W", "R", "B"]
     if state_inputs:
@@ -343,7 +388,9 @@ def onednn_kernels(xml: Path) -> list[str]:
     """The oneDNN primitives one infer of the IR executes, as `kind implementation` (ONEDNN_VERBOSE=1, a child process).
 
     OpenVINO labels every RNNSeq `ref_any_*`; this is the kernel that runs (the reason GRU lbr=0 is slow in f32)."""
-    r = subprocess.run([sys.executable, "-c", VERBOSE_CHILD, str(xml)], capture_output=True, text=True, env={**os.environ, "ONEDNN_VERBOSE": "1"})
+    r = subprocess.run(
+        [sys.executable, "-c", VERBOSE_CHILD, str(xml)], capture_output=True, text=True, env={**os.environ, "ONEDNN_VERBOSE": "1"}
+    )
     seen = []
     for line in r.stdout.splitlines():
         parts = line.split(",")
@@ -367,15 +414,27 @@ def s_kernels(tmp: Path, rounds: int) -> dict:
         x = {"X": np.random.default_rng(H + T).uniform(-1, 1, (T, 1, H)).astype(np.float32)}
         row = three_sides(path, x, None, {"X": [T, 1, H]}, rounds, tmp, tag)
         rows.append({"op": kernel_name(op, lbr), "H": H, "T": T, "direction": direction, **row})
-        log(f"{kernel_name(op, lbr)} H={H} T={T} {direction}: ÷ onnxruntime {row['vs_onnxruntime']['ratio']:.2f}, ÷ OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}")
+        log(
+            f"{kernel_name(op, lbr)} H={H} T={T} {direction}: ÷ onnxruntime {row['vs_onnxruntime']['ratio']:.2f}, ÷ OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}"
+        )
     pick = lambda **kw: [r for r in rows if all(r[k] == v for k, v in kw.items())]  # noqa: E731
-    out = {"machine": start, "rows": rows, "onednn": {kernel_name(op, lbr): onednn_kernels(tmp / f"k_{op}{lbr}_128_16_forward" / "model.xml") for op, lbr in KERNELS}}
+    out = {
+        "machine": start,
+        "rows": rows,
+        "onednn": {kernel_name(op, lbr): onednn_kernels(tmp / f"k_{op}{lbr}_128_16_forward" / "model.xml") for op, lbr in KERNELS},
+    }
     out["gru_lbr0_T64"] = {"ratio": max(r["vs_onnxruntime"]["ratio"] for r in pick(op="GRU lbr=0", T=64, direction="forward"))}
     out["bilstm_H256_T64"] = {"ratio": pick(op="LSTM", H=256, T=64, direction="bidirectional")[0]["vs_onnxruntime"]["ratio"]}
     out["per_op"] = {}
     for op, lbr in KERNELS:
         vals = [r["vs_onnxruntime"]["ratio"] for r in pick(op=kernel_name(op, lbr))]
-        out["per_op"][kernel_name(op, lbr)] = {"median": statistics.median(vals), "worst": max(vals), "best": min(vals), "at_or_below_1": sum(v <= 1.0 for v in vals), "cases": len(vals)}
+        out["per_op"][kernel_name(op, lbr)] = {
+            "median": statistics.median(vals),
+            "worst": max(vals),
+            "best": min(vals),
+            "at_or_below_1": sum(v <= 1.0 for v in vals),
+            "cases": len(vals),
+        }
     return out
 
 
@@ -401,28 +460,67 @@ def render(R: dict) -> list[str]:
         s = arch.get("summary")
         if s:
             failed = f"; not converted: {', '.join(s['failed'])} (their rows say why)" if s["failed"] else ""
-            lines += ["", f"Whole models: {s['models']} timed, {s['at_or_below_1']} at or below 1.0 ÷ onnxruntime; median ÷ OpenVINO's import {s['median_vs_openvino']:.2f}{failed}."]
+            lines += [
+                "",
+                f"Whole models: {s['models']} timed, {s['at_or_below_1']} at or below 1.0 ÷ onnxruntime; median ÷ OpenVINO's import {s['median_vs_openvino']:.2f}{failed}.",
+            ]
         if arch["missing"]:
-            lines += ["", f"Not built (so not timed): {', '.join(arch['missing'])}. Build them with a Python that has torch / tensorflow+tf2onnx+tf-keras: `python tools/make_bench_models.py --out {arch['models_dir']}` (or set OVRNN_BENCH_TORCH_PYTHON / OVRNN_BENCH_TF_PYTHON)."]
-        lines += ["", "| model | ovrnn forms (directions) | ovrnn µs | OpenVINO import µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | OpenVINO ÷ onnxruntime | max abs diff (ovrnn / OpenVINO vs onnxruntime) |", "|---|---|---|---|---|---|---|---|---|"]
+            lines += [
+                "",
+                f"Not built (so not timed): {', '.join(arch['missing'])}. Build them with a Python that has torch / tensorflow+tf2onnx+tf-keras: `python tools/make_bench_models.py --out {arch['models_dir']}` (or set OVRNN_BENCH_TORCH_PYTHON / OVRNN_BENCH_TF_PYTHON).",
+            ]
+        lines += [
+            "",
+            "| model | ovrnn forms (directions) | ovrnn µs | OpenVINO import µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | OpenVINO ÷ onnxruntime | max abs diff (ovrnn / OpenVINO vs onnxruntime) |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in arch["rows"]:
             if "error" in r:
                 lines.append(f"| {r['model']} | {r['error']} | | | | | | | |")
                 continue
             ov_us = f"{r['openvino_us']:.0f}" if "openvino_us" in r else r.get("openvino_error", "")
             ov_diff = f"{r['openvino_max_diff']:.1e}" if "openvino_max_diff" in r else "-"
-            lines.append(f"| {r['model']}: {r['description']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {ov_us} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {_r(r.get('openvino_vs_onnxruntime'))} | {r['max_diff']:.1e} / {ov_diff} |")
+            lines.append(
+                f"| {r['model']}: {r['description']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {ov_us} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {_r(r.get('openvino_vs_onnxruntime'))} | {r['max_diff']:.1e} / {ov_diff} |"
+            )
         st = arch.get("streams", {})
         if st:
-            lines += ["", "| stream, per call | ovrnn stateful µs | onnxruntime (state by hand) µs | ratio | max abs diff, 5 calls |", "|---|---|---|---|---|"]
-            lines += [f"| {k} | {v['ovrnn_us']:.1f} | {v['onnxruntime_us']:.1f} | **{_r(v['vs_onnxruntime'])}** | {v['max_diff_5_calls']:.1e} |" for k, v in st.items() if isinstance(v, dict)]
+            lines += [
+                "",
+                "| stream, per call | ovrnn stateful µs | onnxruntime (state by hand) µs | ratio | max abs diff, 5 calls |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {k} | {v['ovrnn_us']:.1f} | {v['onnxruntime_us']:.1f} | **{_r(v['vs_onnxruntime'])}** | {v['max_diff_5_calls']:.1e} |"
+                for k, v in st.items()
+                if isinstance(v, dict)
+            ]
             lines += [f"| {k} | {v} | | | |" for k, v in st.items() if isinstance(v, str)]
     ker = R.get("kernels")
     if ker:
-        lines += ["", f"Kernels on {ker['machine']}.", "", "| kernel (1 thread, I=H, batch 1) | cases | median ÷ onnxruntime | best | worst | at or below 1.0 |", "|---|---|---|---|---|---|"]
-        lines += [f"| {op} | {v['cases']} | {v['median']:.2f} | {v['best']:.2f} | {v['worst']:.2f} | {v['at_or_below_1']} |" for op, v in ker["per_op"].items()]
-        lines += ["", "oneDNN primitives ovrnn's IR runs (ONEDNN_VERBOSE=1, H=128, T=16 forward; none: no oneDNN primitive, e.g. an explicit MatMul chain on MLAS FullyConnected): " + "; ".join(f"{op}: {', '.join(k) or 'none'}" for op, k in ker.get("onednn", {}).items())]
-        lines += ["", "| op | H | T | direction | ovrnn form | ovrnn µs | OpenVINO µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | max abs diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['op']} | {r['H']} | {r['T']} | {r['direction']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {r.get('openvino_us', float('nan')):.0f} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {r['max_diff']:.1e} |" for r in ker["rows"]]
+        lines += [
+            "",
+            f"Kernels on {ker['machine']}.",
+            "",
+            "| kernel (1 thread, I=H, batch 1) | cases | median ÷ onnxruntime | best | worst | at or below 1.0 |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {op} | {v['cases']} | {v['median']:.2f} | {v['best']:.2f} | {v['worst']:.2f} | {v['at_or_below_1']} |"
+            for op, v in ker["per_op"].items()
+        ]
+        lines += [
+            "",
+            "oneDNN primitives ovrnn's IR runs (ONEDNN_VERBOSE=1, H=128, T=16 forward; none: no oneDNN primitive, e.g. an explicit MatMul chain on MLAS FullyConnected): "
+            + "; ".join(f"{op}: {', '.join(k) or 'none'}" for op, k in ker.get("onednn", {}).items()),
+        ]
+        lines += [
+            "",
+            "| op | H | T | direction | ovrnn form | ovrnn µs | OpenVINO µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | max abs diff |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['op']} | {r['H']} | {r['T']} | {r['direction']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {r.get('openvino_us', float('nan')):.0f} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {r['max_diff']:.1e} |"
+            for r in ker["rows"]
+        ]
     return lines
-

@@ -49,9 +49,21 @@ COST_N = 256
 TARGETS = {  # figure: (target, ">=" or "<=", what)
     "silero_streams_per_core": (800, ">=", "silero VAD: batcher real-time streams per core at p99 added latency <= the bound"),
     "silero_cost_vs_ort_batched": (0.4, "<=", "silero VAD: batcher µs per stream-chunk ÷ onnxruntime batched by hand"),
-    "lstm128_cost_vs_ort_batched": (1.0, "<=", "one-step LSTM H=128, 256 streams: batcher µs per stream-chunk ÷ onnxruntime batched by hand"),
-    "silero_group_cost_vs_ort_batched": (0.4, "<=", "silero VAD: batcher feed_group (chunks stacked by the caller) µs per stream-chunk ÷ onnxruntime batched by hand"),
-    "lstm128_group_cost_vs_ort_batched": (1.0, "<=", "one-step LSTM H=128, 256 streams: batcher feed_group µs per stream-chunk ÷ onnxruntime batched by hand"),
+    "lstm128_cost_vs_ort_batched": (
+        1.0,
+        "<=",
+        "one-step LSTM H=128, 256 streams: batcher µs per stream-chunk ÷ onnxruntime batched by hand",
+    ),
+    "silero_group_cost_vs_ort_batched": (
+        0.4,
+        "<=",
+        "silero VAD: batcher feed_group (chunks stacked by the caller) µs per stream-chunk ÷ onnxruntime batched by hand",
+    ),
+    "lstm128_group_cost_vs_ort_batched": (
+        1.0,
+        "<=",
+        "one-step LSTM H=128, 256 streams: batcher feed_group µs per stream-chunk ÷ onnxruntime batched by hand",
+    ),
     "two_workers_vs_one": (1.7, ">=", "silero VAD: streams served by 2 workers on 2 cores ÷ by 1 worker on 1 core"),
 }
 
@@ -61,6 +73,7 @@ def log(msg: str) -> None:
 
 
 # --------------------------------------------------------------------------- the parent
+
 
 def child(args: list[str], cores: list[int], timeout: float) -> dict:
     """Run this file as a child pinned to `cores`; its last stdout line is its JSON result."""
@@ -82,7 +95,9 @@ def pick_cores(count: int) -> list[int]:
     return cpus[-count:] if len(cpus) >= count else cpus
 
 
-def run(models: list[str], sides: list[str], quick: bool, bound_ms: float, cost_n: int, duration: float, model_dir: Path, streams: bool = True) -> dict:
+def run(
+    models: list[str], sides: list[str], quick: bool, bound_ms: float, cost_n: int, duration: float, model_dir: Path, streams: bool = True
+) -> dict:
     import make_serve_models
 
     paths = make_serve_models.build(model_dir)
@@ -93,7 +108,18 @@ def run(models: list[str], sides: list[str], quick: bool, bound_ms: float, cost_
         if name not in paths:
             R["models"][name] = {"skipped": "the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)"}
             continue
-        common = ["--model", name, "--path", str(paths[name]), "--model-dir", str(model_dir), "--bound-ms", str(bound_ms), "--duration", str(duration)] + (["--quick"] if quick else [])
+        common = [
+            "--model",
+            name,
+            "--path",
+            str(paths[name]),
+            "--model-dir",
+            str(model_dir),
+            "--bound-ms",
+            str(bound_ms),
+            "--duration",
+            str(duration),
+        ] + (["--quick"] if quick else [])
         log(f"{name}: cost at N={cost_n}")
         cost_sides = [s for s in sides if s != "batcher_w2"] + (["batcher_submit", "batcher_group"] if "batcher" in sides else [])
         cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(cost_sides)], pick_cores(1), 1200)
@@ -102,7 +128,9 @@ def run(models: list[str], sides: list[str], quick: bool, bound_ms: float, cost_
             workers = 2 if side == "batcher_w2" else 1
             hint = (cost.get("per_chunk_us") or {}).get("batcher" if side.startswith("batcher") else side)
             log(f"{name}: streams per core, {side}")
-            entry["streams"][side] = child(common + ["--task", "streams", "--side", side, "--hint-us", str(hint or 0)], pick_cores(workers), 1800)
+            entry["streams"][side] = child(
+                common + ["--task", "streams", "--side", side, "--hint-us", str(hint or 0)], pick_cores(workers), 1800
+            )
         R["models"][name] = entry
     R["env"]["load_after"] = os.getloadavg()
     R["seconds"] = time.time() - started
@@ -136,14 +164,27 @@ def figures(R: dict) -> dict:
         out["silero_streams_per_core"] = {"value": per_core(sil, "batcher"), "deployed": per_core(sil, "ort_b1")}
     for key, entry in (("silero_cost_vs_ort_batched", sil), ("lstm128_cost_vs_ort_batched", lstm)):
         if cost(entry, "batcher") and cost(entry, "ort_batched"):
-            out[key] = {"value": cost(entry, "batcher") / cost(entry, "ort_batched"), "batcher_us": cost(entry, "batcher"), "ort_batched_us": cost(entry, "ort_batched")}
+            out[key] = {
+                "value": cost(entry, "batcher") / cost(entry, "ort_batched"),
+                "batcher_us": cost(entry, "batcher"),
+                "ort_batched_us": cost(entry, "ort_batched"),
+            }
     for key, entry in (("silero_group_cost_vs_ort_batched", sil), ("lstm128_group_cost_vs_ort_batched", lstm)):
         if cost(entry, "batcher_group") and cost(entry, "ort_batched"):
-            out[key] = {"value": cost(entry, "batcher_group") / cost(entry, "ort_batched"), "batcher_group_us": cost(entry, "batcher_group"), "ort_batched_us": cost(entry, "ort_batched")}
+            out[key] = {
+                "value": cost(entry, "batcher_group") / cost(entry, "ort_batched"),
+                "batcher_group_us": cost(entry, "batcher_group"),
+                "ort_batched_us": cost(entry, "ort_batched"),
+            }
     one, two = sil.get("streams", {}).get("batcher", {}).get("streams"), sil.get("streams", {}).get("batcher_w2", {}).get("streams")
     if one and two:
         at = lambda side: sil["streams"][side].get("at") or {}  # noqa: E731
-        out["two_workers_vs_one"] = {"value": two / one, "one_worker": one, "two_workers": two, "cores_used": [at("batcher").get("cores_used"), at("batcher_w2").get("cores_used")]}
+        out["two_workers_vs_one"] = {
+            "value": two / one,
+            "one_worker": one,
+            "two_workers": two,
+            "cores_used": [at("batcher").get("cores_used"), at("batcher_w2").get("cores_used")],
+        }
     for key, f in out.items():
         target, sense, _ = TARGETS[key]
         f["met"] = f["value"] >= target if sense == ">=" else f["value"] <= target
@@ -155,8 +196,15 @@ def environment() -> dict:
     import onnxruntime
     import openvino
 
-    return {"date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "openvino": openvino.__version__, "onnxruntime": onnxruntime.__version__, "numpy": numpy.__version__,
-            "python": platform.python_version(), "cpus": os.cpu_count(), "cpu": _cpu_name()}
+    return {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "openvino": openvino.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "cpu": _cpu_name(),
+    }
 
 
 def _cpu_name() -> str:
@@ -166,23 +214,39 @@ def _cpu_name() -> str:
         return platform.processor() or platform.machine()
 
 
-LABELS = {"ort_b1": "onnxruntime batch 1 per stream (deployed)", "ort_batched": "onnxruntime batched by hand", "ov_stream": "ovrnn.Stream per stream",
-          "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core (cost: feed_many; play: submit_many)", "batcher_submit": "ovrnn.StreamBatcher, cost through submit_many (a Future per chunk)",
-          "batcher_group": "ovrnn.StreamBatcher, cost through feed_group (the chunks stacked in the timed call)", "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores", "step": "ovrnn BatchedStep by hand (serving thread, no queue)"}
+LABELS = {
+    "ort_b1": "onnxruntime batch 1 per stream (deployed)",
+    "ort_batched": "onnxruntime batched by hand",
+    "ov_stream": "ovrnn.Stream per stream",
+    "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core (cost: feed_many; play: submit_many)",
+    "batcher_submit": "ovrnn.StreamBatcher, cost through submit_many (a Future per chunk)",
+    "batcher_group": "ovrnn.StreamBatcher, cost through feed_group (the chunks stacked in the timed call)",
+    "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores",
+    "step": "ovrnn BatchedStep by hand (serving thread, no queue)",
+}
 
 
 def render(R: dict) -> list[str]:
     env = R["env"]
-    lines = ["## Serving many streams (tools/bench_serve.py)", "",
-             (f"{env['date_utc']}, {env['cpu']} ({env['cpus']} CPUs), load average before {fmt_load(env['load_before'])}, after {fmt_load(env.get('load_after'))}; "
-              f"OpenVINO {env['openvino']}, onnxruntime {env['onnxruntime']}; p99 added-latency bound {R['bound_ms']:g} ms, {R['duration_s']:g} s per trial")]
+    lines = [
+        "## Serving many streams (tools/bench_serve.py)",
+        "",
+        (
+            f"{env['date_utc']}, {env['cpu']} ({env['cpus']} CPUs), load average before {fmt_load(env['load_before'])}, after {fmt_load(env.get('load_after'))}; "
+            f"OpenVINO {env['openvino']}, onnxruntime {env['onnxruntime']}; p99 added-latency bound {R['bound_ms']:g} ms, {R['duration_s']:g} s per trial"
+        ),
+    ]
     if R.get("figures"):
         lines += ["", "| figure | measured | target | |", "|---|---|---|---|"]
         for key, (target, sense, what) in TARGETS.items():
             f = R["figures"].get(key)
             if f:
                 lines.append(f"| {what} | **{f['value']:.3g}** | {sense} {target} | {'met' if f['met'] else 'NOT met'} |")
-    lines += ["", f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that N | mean batch | cores used / waiting for a CPU |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that N | mean batch | cores used / waiting for a CPU |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, entry in R["models"].items():
         if "skipped" in entry:
             lines.append(f"| {name} | skipped: {entry['skipped']} | | | | | | | |")
@@ -201,18 +265,26 @@ def render(R: dict) -> list[str]:
                 lines.append(f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | error: {s['error']} | | | | |")
                 continue
             at = s.get("at") or {}
-            lines.append(f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | {s.get('streams', '')} | {s.get('streams_per_core', '')} | "
-                         f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} / {at.get('runqueue_wait', '')} |")
+            lines.append(
+                f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | {s.get('streams', '')} | {s.get('streams_per_core', '')} | "
+                f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} / {at.get('runqueue_wait', '')} |"
+            )
         for extra in ("batcher_submit", "batcher_group"):
             if cost.get("per_chunk_us", {}).get(extra):
-                lines.append(f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |")
+                lines.append(
+                    f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |"
+                )
         if "error" in cost:
             lines.append(f"| {name} | cost | error: {cost['error']} | | | | | | |")
     if R.get("ray"):
         import serve_ray_cost
 
         ray = R["ray"]
-        lines += ["", f"Ray Serve: {ray.get('skipped') or 'error: ' + ray['error']}"] if ("skipped" in ray or "error" in ray) else serve_ray_cost.render(ray)
+        lines += (
+            ["", f"Ray Serve: {ray.get('skipped') or 'error: ' + ray['error']}"]
+            if ("skipped" in ray or "error" in ray)
+            else serve_ray_cost.render(ray)
+        )
     return lines
 
 
@@ -237,7 +309,11 @@ def main(argv=None) -> int:
     p.add_argument("--bound-ms", type=float, default=25.0, help="p99 added latency a side must keep (ms)")
     p.add_argument("--cost-n", type=int, default=COST_N, help="streams for the per stream-chunk cost")
     p.add_argument("--duration", type=float, default=None, help="seconds of real-time play per trial (default 4, 2 with --quick)")
-    p.add_argument("--ray", action="store_true", help="also the per-request cost on Ray Serve against the in-process step (tools/serve_ray_cost.py; starts a local Ray)")
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="also the per-request cost on Ray Serve against the in-process step (tools/serve_ray_cost.py; starts a local Ray)",
+    )
     p.add_argument("--no-streams", action="store_true", help="skip the streams-per-core search (costs and --ray only)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -124,15 +124,56 @@ def cases(tmp: Path) -> list[tuple[str, dict]]:
             for direction in ("forward", "bidirectional"):
                 onnx_path = bench.make_rnn(tmp / f"{op}_{H}_{direction}.onnx", 64, H, H, direction, 1, op=op)
                 xml = ovrnn.convert_model(str(onnx_path), device="CPU").save(onnx_path.with_suffix(".xml"))
-                out.append((f"{op} {direction} H={H} T=64", {"xml": str(xml), "onnx": str(onnx_path), "input": "X", "stateful": False, "chunks": chunks((64, 1, H), 1, f"{op}{H}{direction}"), "carried": {}, "extra": {}}))
+                out.append(
+                    (
+                        f"{op} {direction} H={H} T=64",
+                        {
+                            "xml": str(xml),
+                            "onnx": str(onnx_path),
+                            "input": "X",
+                            "stateful": False,
+                            "chunks": chunks((64, 1, H), 1, f"{op}{H}{direction}"),
+                            "carried": {},
+                            "extra": {},
+                        },
+                    )
+                )
     lstm = bench.make_stream_lstm(tmp / "stream_1.onnx", 1)
     xml = ovrnn.convert_model(str(lstm), stateful=True).save(tmp / "stream_1.xml")
     carried = {"initial_h": (1, (1, 1, 128)), "initial_c": (2, (1, 1, 128))}
-    out.append(("LSTM H=128 stream, 1 step a call", {"xml": str(xml), "onnx": str(lstm), "input": "X", "stateful": True, "chunks": chunks((1, 1, 128), 1, "stream"), "carried": carried, "extra": {}}))
+    out.append(
+        (
+            "LSTM H=128 stream, 1 step a call",
+            {
+                "xml": str(xml),
+                "onnx": str(lstm),
+                "input": "X",
+                "stateful": True,
+                "chunks": chunks((1, 1, 128), 1, "stream"),
+                "carried": carried,
+                "extra": {},
+            },
+        )
+    )
     silero = bench._silero_onnx()
     if silero is not None:
-        xml = ovrnn.convert_model(str(silero), input="input[1,512],state[2,1,128],sr->16000", stateful="state=stateN").save(tmp / "silero.xml")
-        out.append(("silero VAD stream, 512 samples a call", {"xml": str(xml), "onnx": str(silero), "input": "input", "stateful": True, "chunks": chunks((1, 512), 0.1, "silero"), "carried": {"state": (1, (2, 1, 128))}, "extra": {"sr": 16000}}))
+        xml = ovrnn.convert_model(str(silero), input="input[1,512],state[2,1,128],sr->16000", stateful="state=stateN").save(
+            tmp / "silero.xml"
+        )
+        out.append(
+            (
+                "silero VAD stream, 512 samples a call",
+                {
+                    "xml": str(xml),
+                    "onnx": str(silero),
+                    "input": "input",
+                    "stateful": True,
+                    "chunks": chunks((1, 512), 0.1, "silero"),
+                    "carried": {"state": (1, (2, 1, 128))},
+                    "extra": {"sr": 16000},
+                },
+            )
+        )
     return out
 
 

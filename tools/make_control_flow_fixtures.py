@@ -76,19 +76,27 @@ def if_scalar_lstm():
         if scale_input:
             nodes += [_const(f"half{tag}", np.float32(0.5)), helper.make_node("Mul", ["X", f"half{tag}"], [f"X{tag}"], name=f"scale{tag}")]
             x = f"X{tag}"
-        nodes.append(helper.make_node(
-            "LSTM", [x, f"lstm{tag}_W", f"lstm{tag}_R", f"lstm{tag}_B", "", "h0"], [f"Y{tag}", f"Y_h{tag}"],
-            name=f"lstm{tag}", hidden_size=H,
-        ))
+        nodes.append(
+            helper.make_node(
+                "LSTM",
+                [x, f"lstm{tag}_W", f"lstm{tag}_R", f"lstm{tag}_B", "", "h0"],
+                [f"Y{tag}", f"Y_h{tag}"],
+                name=f"lstm{tag}",
+                hidden_size=H,
+            )
+        )
         return helper.make_graph(nodes, f"sr_{tag}", [], [_value(f"Y{tag}", F32, [5, 1, 2, H]), _value(f"Y_h{tag}", F32, [1, 2, H])])
 
     nodes = [
         _const("sr16k", np.int64(16000)),
         helper.make_node("Equal", ["sr", "sr16k"], ["is16k"], name="is16k"),
-        helper.make_node("If", ["is16k"], ["Y", "Y_h"], name="choose_sr", then_branch=branch("16k", 1, False), else_branch=branch("8k", 2, True)),
+        helper.make_node(
+            "If", ["is16k"], ["Y", "Y_h"], name="choose_sr", then_branch=branch("16k", 1, False), else_branch=branch("8k", 2, True)
+        ),
     ]
     graph = helper.make_graph(
-        nodes, "if_scalar_lstm",
+        nodes,
+        "if_scalar_lstm",
         [_value("X", F32, [5, 2, I]), _value("h0", F32, [1, 2, H]), _value("sr", I64, [])],
         [_value("Y", F32, [5, 1, 2, H]), _value("Y_h", F32, [1, 2, H])],
     )
@@ -97,25 +105,42 @@ def if_scalar_lstm():
 
 def _gru_leaf(tag: str, seed: int, x: str, pre: list | None = None) -> object:
     nodes = list(pre or []) + _weights(f"gru{tag}", 3, seed)
-    nodes.append(helper.make_node("GRU", [x, f"gru{tag}_W", f"gru{tag}_R", f"gru{tag}_B"], ["", f"h{tag}"], name=f"gru{tag}", hidden_size=H, linear_before_reset=1))
+    nodes.append(
+        helper.make_node(
+            "GRU", [x, f"gru{tag}_W", f"gru{tag}_R", f"gru{tag}_B"], ["", f"h{tag}"], name=f"gru{tag}", hidden_size=H, linear_before_reset=1
+        )
+    )
     return helper.make_graph(nodes, f"leaf_{tag}", [], [_value(f"h{tag}", F32, [1, None, H])])
 
 
 def if_nested_shape():
     rank2 = helper.make_graph(
         [_const("axis1", np.array([1], np.int64)), helper.make_node("Unsqueeze", ["X", "axis1"], ["X_unsq"], name="unsqueeze_batch")],
-        "rank2", [], [helper.make_tensor_value_info("X_unsq", F32, None)],
+        "rank2",
+        [],
+        [helper.make_tensor_value_info("X_unsq", F32, None)],
     )
-    rank3 = helper.make_graph([helper.make_node("Identity", ["X"], ["X_same"], name="same")], "rank3", [], [helper.make_tensor_value_info("X_same", F32, None)])
+    rank3 = helper.make_graph(
+        [helper.make_node("Identity", ["X"], ["X_same"], name="same")], "rank3", [], [helper.make_tensor_value_info("X_same", F32, None)]
+    )
     half = [_const("half", np.float32(0.5)), helper.make_node("Mul", ["x3", "half"], ["x3_half"], name="halve")]
     longer = helper.make_graph(
         [
             helper.make_node("Size", ["x3"], ["elements"], name="elements"),
             _const("limit", np.int64(48)),
             helper.make_node("Greater", ["elements", "limit"], ["is_long"], name="is_long"),
-            helper.make_node("If", ["is_long"], ["h_many"], name="if_long", then_branch=_gru_leaf("long", 4, "x3_half", half), else_branch=_gru_leaf("short", 5, "x3")),
+            helper.make_node(
+                "If",
+                ["is_long"],
+                ["h_many"],
+                name="if_long",
+                then_branch=_gru_leaf("long", 4, "x3_half", half),
+                else_branch=_gru_leaf("short", 5, "x3"),
+            ),
         ],
-        "batchN", [], [_value("h_many", F32, [1, None, H])],
+        "batchN",
+        [],
+        [_value("h_many", F32, [1, None, H])],
     )
     nodes = [
         helper.make_node("Shape", ["X"], ["shape"], name="shape"),
@@ -159,7 +184,8 @@ def _loop_model(name: str, chunked: bool):
         helper.make_node("Identity", ["h_out"], ["h_scan"], name="h_scan"),
     ]
     body = helper.make_graph(
-        body_nodes, "body",
+        body_nodes,
+        "body",
         [_value("i", I64, []), _value("cond_in", BOOL, []), _value("h_in", F32, [1, 2, H])],
         [_value("cond_out", BOOL, []), _value("h_out", F32, [1, 2, H]), _value("h_scan", F32, [1, 2, H])],
     )
@@ -169,7 +195,8 @@ def _loop_model(name: str, chunked: bool):
         helper.make_node("Loop", ["trips", "keep_going", "h0"], ["h", "hs"], name="passes", body=body),
     ]
     graph = helper.make_graph(
-        nodes, name,
+        nodes,
+        name,
         [_value("X", F32, [T, 2, I]), _value("h0", F32, [1, 2, H])],
         [_value("h", F32, [1, 2, H]), _value("hs", F32, [3, 1, 2, H])],
     )
@@ -185,18 +212,27 @@ def loop_gru_refine():
 
 
 def loop_gru_torchscript():
-    body_nodes = _weights("gru", 3, 9) + _chunk_of_x() + [
-        helper.make_node("GRU", ["x_chunk", "gru_W", "gru_R", "gru_B", "", "h_in"], ["y", "h_out"], name="gru", hidden_size=H),
-        helper.make_node("Squeeze", ["y", "one_axis"], ["y3"], name="squeeze_dir"),
-        _const("last", np.int64(-1)),
-        helper.make_node("Gather", ["y3", "last"], ["y_last"], name="y_last", axis=0),
-        helper.make_node("SequenceInsert", ["outs_in", "y_last"], ["outs_out"], name="append"),
-        helper.make_node("Identity", ["keep_going"], ["cond_out"], name="cond_out"),  # an outer constant, as TorchScript writes it
-    ]
+    body_nodes = (
+        _weights("gru", 3, 9)
+        + _chunk_of_x()
+        + [
+            helper.make_node("GRU", ["x_chunk", "gru_W", "gru_R", "gru_B", "", "h_in"], ["y", "h_out"], name="gru", hidden_size=H),
+            helper.make_node("Squeeze", ["y", "one_axis"], ["y3"], name="squeeze_dir"),
+            _const("last", np.int64(-1)),
+            helper.make_node("Gather", ["y3", "last"], ["y_last"], name="y_last", axis=0),
+            helper.make_node("SequenceInsert", ["outs_in", "y_last"], ["outs_out"], name="append"),
+            helper.make_node("Identity", ["keep_going"], ["cond_out"], name="cond_out"),  # an outer constant, as TorchScript writes it
+        ]
+    )
     body = helper.make_graph(
-        body_nodes, "body",
-        [_value("i", I64, []), _value("cond_in", BOOL, []), _value("h_in", F32, [1, 2, H]),
-         helper.make_tensor_sequence_value_info("outs_in", F32, None)],
+        body_nodes,
+        "body",
+        [
+            _value("i", I64, []),
+            _value("cond_in", BOOL, []),
+            _value("h_in", F32, [1, 2, H]),
+            helper.make_tensor_sequence_value_info("outs_in", F32, None),
+        ],
         [_value("cond_out", BOOL, []), _value("h_out", F32, [1, 2, H]), helper.make_tensor_sequence_value_info("outs_out", F32, None)],
     )
     nodes = [
@@ -212,7 +248,8 @@ def loop_gru_torchscript():
         helper.make_node("ConcatFromSequence", ["outs_all"], ["ys"], name="stack", axis=0, new_axis=1),
     ]
     graph = helper.make_graph(
-        nodes, "loop_gru_torchscript",
+        nodes,
+        "loop_gru_torchscript",
         [_value("X", F32, ["t", 2, I]), _value("h0", F32, [1, 2, H])],
         [_value("h", F32, [1, 2, H]), _value("ys", F32, [None, 2, H])],
     )
@@ -222,15 +259,24 @@ def loop_gru_torchscript():
 def if_rnn_runtime():
     def branch(tag: str, seed: int, activation: str) -> object:
         nodes = _weights(f"rnn{tag}", 1, seed)
-        nodes.append(helper.make_node(
-            "RNN", ["X", f"rnn{tag}_W", f"rnn{tag}_R", f"rnn{tag}_B", "", "h0"], ["", f"Y_h{tag}"],
-            name=f"rnn{tag}", hidden_size=H, activations=[activation],
-        ))
+        nodes.append(
+            helper.make_node(
+                "RNN",
+                ["X", f"rnn{tag}_W", f"rnn{tag}_R", f"rnn{tag}_B", "", "h0"],
+                ["", f"Y_h{tag}"],
+                name=f"rnn{tag}",
+                hidden_size=H,
+                activations=[activation],
+            )
+        )
         return helper.make_graph(nodes, f"branch_{tag}", [], [_value(f"Y_h{tag}", F32, [1, 2, H])])
 
-    nodes = [helper.make_node("If", ["use_a"], ["Y_h"], name="choose", then_branch=branch("a", 7, "Tanh"), else_branch=branch("b", 8, "Relu"))]
+    nodes = [
+        helper.make_node("If", ["use_a"], ["Y_h"], name="choose", then_branch=branch("a", 7, "Tanh"), else_branch=branch("b", 8, "Relu"))
+    ]
     graph = helper.make_graph(
-        nodes, "if_rnn_runtime",
+        nodes,
+        "if_rnn_runtime",
         [_value("X", F32, [5, 2, I]), _value("h0", F32, [1, 2, H]), _value("use_a", BOOL, [])],
         [_value("Y_h", F32, [1, 2, H])],
     )

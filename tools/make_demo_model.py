@@ -48,7 +48,9 @@ def build() -> bytes:
         ],
         [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B")],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8, producer_name="ovrnn tools/make_demo_model.py")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8, producer_name="ovrnn tools/make_demo_model.py"
+    )
     return model.SerializeToString()
 
 

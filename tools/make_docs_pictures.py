@@ -33,13 +33,25 @@ def bidirectional_rnn(T: int, batch: int, I: int, H: int, seed: int, w_divisor: 
     R = (rng.uniform(-1, 1, (D, H, H)) / w_divisor).astype(np.float32)
     B = rng.uniform(-0.2, 0.2, (D, 2 * H)).astype(np.float32)
     node = helper.make_node(
-        "RNN", ["X", "W", "R", "B", "sequence_lens"], ["Y", "Y_h"], name="rnn", hidden_size=H, direction="bidirectional", activations=["Tanh", "Relu"]
+        "RNN",
+        ["X", "W", "R", "B", "sequence_lens"],
+        ["Y", "Y_h"],
+        name="rnn",
+        hidden_size=H,
+        direction="bidirectional",
+        activations=["Tanh", "Relu"],
     )
     graph = helper.make_graph(
         [node],
         f"bidirectional_T{T}",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, I]), helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [batch])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [T, D, batch, H]), helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [D, batch, H])],
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, I]),
+            helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [batch]),
+        ],
+        [
+            helper.make_tensor_value_info("Y", TensorProto.FLOAT, [T, D, batch, H]),
+            helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [D, batch, H]),
+        ],
         [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)

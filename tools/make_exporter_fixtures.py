@@ -53,60 +53,83 @@ def mx2onnx() -> object:
     def swapaxes(name: str, src: str, dst: str) -> None:  # mx2onnx convert_swapaxis, dim1=0, dim2=1
         perm = list(range(8))
         perm[0], perm[1] = 1, 0
-        inits.extend([
-            _init(f"{name}_ind", np.array([[0], [1]], np.int64)), _init(f"{name}_ind_rev", np.array([[1], [0]], np.int64)),
-            _init(f"{name}_vals", np.array([1, 0], np.int64)), _init(f"{name}_perm", np.array(perm, np.int64)),
-            _init(f"{name}_0", np.array([0], np.int64)), _init(f"{name}_1", np.array([1], np.int64)), _init(f"{name}_8", np.array([8], np.int64)),
-        ])
-        nodes.extend([
-            helper.make_node("Shape", [src], [f"{name}_shape"]),
-            helper.make_node("Shape", [f"{name}_shape"], [f"{name}_dim"]),
-            helper.make_node("Sub", [f"{name}_8", f"{name}_dim"], [f"{name}_sub"]),
-            helper.make_node("ScatterND", [f"{name}_perm", f"{name}_ind", f"{name}_vals"], [f"{name}_perm_new"]),
-            helper.make_node("GatherND", [f"{name}_shape", f"{name}_ind"], [f"{name}_gather"]),
-            helper.make_node("ScatterND", [f"{name}_shape", f"{name}_ind_rev", f"{name}_gather"], [f"{name}_shape_new"]),
-            helper.make_node("Concat", [f"{name}_0", f"{name}_sub"], [f"{name}_pad"], axis=0),
-            helper.make_node("Pad", [f"{name}_shape", f"{name}_pad", f"{name}_1"], [f"{name}_shape_padded"]),
-            helper.make_node("Reshape", [src, f"{name}_shape_padded"], [f"{name}_data_padded"]),
-            helper.make_node("Transpose", [f"{name}_data_padded"], [f"{name}_trans"], perm=perm),
-            helper.make_node("Reshape", [f"{name}_trans", f"{name}_shape_new"], [dst]),
-        ])
+        inits.extend(
+            [
+                _init(f"{name}_ind", np.array([[0], [1]], np.int64)),
+                _init(f"{name}_ind_rev", np.array([[1], [0]], np.int64)),
+                _init(f"{name}_vals", np.array([1, 0], np.int64)),
+                _init(f"{name}_perm", np.array(perm, np.int64)),
+                _init(f"{name}_0", np.array([0], np.int64)),
+                _init(f"{name}_1", np.array([1], np.int64)),
+                _init(f"{name}_8", np.array([8], np.int64)),
+            ]
+        )
+        nodes.extend(
+            [
+                helper.make_node("Shape", [src], [f"{name}_shape"]),
+                helper.make_node("Shape", [f"{name}_shape"], [f"{name}_dim"]),
+                helper.make_node("Sub", [f"{name}_8", f"{name}_dim"], [f"{name}_sub"]),
+                helper.make_node("ScatterND", [f"{name}_perm", f"{name}_ind", f"{name}_vals"], [f"{name}_perm_new"]),
+                helper.make_node("GatherND", [f"{name}_shape", f"{name}_ind"], [f"{name}_gather"]),
+                helper.make_node("ScatterND", [f"{name}_shape", f"{name}_ind_rev", f"{name}_gather"], [f"{name}_shape_new"]),
+                helper.make_node("Concat", [f"{name}_0", f"{name}_sub"], [f"{name}_pad"], axis=0),
+                helper.make_node("Pad", [f"{name}_shape", f"{name}_pad", f"{name}_1"], [f"{name}_shape_padded"]),
+                helper.make_node("Reshape", [src, f"{name}_shape_padded"], [f"{name}_data_padded"]),
+                helper.make_node("Transpose", [f"{name}_data_padded"], [f"{name}_trans"], perm=perm),
+                helper.make_node("Reshape", [f"{name}_trans", f"{name}_shape_new"], [dst]),
+            ]
+        )
 
     swapaxes("swapaxes0", "data", "rnn_in")
     r = "rnn0"
-    inits.extend([
-        _init(f"{r}_0", np.array([0], np.int64)), _init(f"{r}_1", np.array([1], np.int64)),
-        _init(f"{r}_state_size", np.array([H], np.int64)), _init(f"{r}_direction", np.array([1], np.int64)),
-        _init(f"{r}_H*H", np.array([H * H], np.int64)), _init(f"{r}_2H", np.array([2 * H], np.int64)),
-        _init(f"{r}_R_shape", np.array([1, H, H], np.int64)), _init(f"{r}_B_shape", np.array([1, 2 * H], np.int64)),
-    ])
-    nodes.extend([
-        helper.make_node("Shape", ["rnn_in"], [f"{r}_data_shape"]),
-        helper.make_node("Split", [f"{r}_data_shape"], [f"{r}_seq_length", f"{r}_batch_size", f"{r}_input_size"], axis=0),
-        helper.make_node("Concat", [f"{r}_direction", f"{r}_batch_size", f"{r}_state_size"], [f"{r}_concat"], axis=0),
-        helper.make_node("ConstantOfShape", [f"{r}_concat"], [f"{r}_COS"], value=helper.make_tensor(f"{r}_1_f", F32, [1], [1.0])),
-        helper.make_node("Mul", ["state", f"{r}_COS"], [f"{r}initial_h"]),
-        # W, R, B: slices of the flat parameter vector
-        helper.make_node("Mul", [f"{r}_state_size", f"{r}_input_size"], [f"{r}_mul0"]),
-        helper.make_node("Slice", ["rnn_params", f"{r}_0", f"{r}_mul0"], [f"{r}_W_1d"]),
-        helper.make_node("Concat", [f"{r}_1", f"{r}_state_size", f"{r}_input_size"], [f"{r}_W_shape"], axis=0),
-        helper.make_node("Reshape", [f"{r}_W_1d", f"{r}_W_shape"], [f"{r}_W"]),
-        helper.make_node("Add", [f"{r}_mul0", f"{r}_H*H"], [f"{r}_add0"]),
-        helper.make_node("Slice", ["rnn_params", f"{r}_mul0", f"{r}_add0"], [f"{r}_R_1d"]),
-        helper.make_node("Reshape", [f"{r}_R_1d", f"{r}_R_shape"], [f"{r}_R"]),
-        helper.make_node("Add", [f"{r}_add0", f"{r}_2H"], [f"{r}_add1"]),
-        helper.make_node("Slice", ["rnn_params", f"{r}_add0", f"{r}_add1"], [f"{r}_B_1d"]),
-        helper.make_node("Reshape", [f"{r}_B_1d", f"{r}_B_shape"], [f"{r}_B"]),
-        # sequence_lens: every sequence full length
-        helper.make_node("Tile", [f"{r}_seq_length", f"{r}_batch_size"], [f"{r}_seq_len_"]),
-        helper.make_node("Cast", [f"{r}_seq_len_"], [f"{r}_seq_len"], to=TensorProto.INT32),
-        helper.make_node("RNN", ["rnn_in", f"{r}_W", f"{r}_R", f"{r}_B", f"{r}_seq_len", f"{r}initial_h"], [f"{r}0_", "rnn_state_out"],
-                         hidden_size=H, activations=["Tanh"], name=r),
-        helper.make_node("Squeeze", [f"{r}0_", f"{r}_1"], [f"{r}_out"]),
-    ])
+    inits.extend(
+        [
+            _init(f"{r}_0", np.array([0], np.int64)),
+            _init(f"{r}_1", np.array([1], np.int64)),
+            _init(f"{r}_state_size", np.array([H], np.int64)),
+            _init(f"{r}_direction", np.array([1], np.int64)),
+            _init(f"{r}_H*H", np.array([H * H], np.int64)),
+            _init(f"{r}_2H", np.array([2 * H], np.int64)),
+            _init(f"{r}_R_shape", np.array([1, H, H], np.int64)),
+            _init(f"{r}_B_shape", np.array([1, 2 * H], np.int64)),
+        ]
+    )
+    nodes.extend(
+        [
+            helper.make_node("Shape", ["rnn_in"], [f"{r}_data_shape"]),
+            helper.make_node("Split", [f"{r}_data_shape"], [f"{r}_seq_length", f"{r}_batch_size", f"{r}_input_size"], axis=0),
+            helper.make_node("Concat", [f"{r}_direction", f"{r}_batch_size", f"{r}_state_size"], [f"{r}_concat"], axis=0),
+            helper.make_node("ConstantOfShape", [f"{r}_concat"], [f"{r}_COS"], value=helper.make_tensor(f"{r}_1_f", F32, [1], [1.0])),
+            helper.make_node("Mul", ["state", f"{r}_COS"], [f"{r}initial_h"]),
+            # W, R, B: slices of the flat parameter vector
+            helper.make_node("Mul", [f"{r}_state_size", f"{r}_input_size"], [f"{r}_mul0"]),
+            helper.make_node("Slice", ["rnn_params", f"{r}_0", f"{r}_mul0"], [f"{r}_W_1d"]),
+            helper.make_node("Concat", [f"{r}_1", f"{r}_state_size", f"{r}_input_size"], [f"{r}_W_shape"], axis=0),
+            helper.make_node("Reshape", [f"{r}_W_1d", f"{r}_W_shape"], [f"{r}_W"]),
+            helper.make_node("Add", [f"{r}_mul0", f"{r}_H*H"], [f"{r}_add0"]),
+            helper.make_node("Slice", ["rnn_params", f"{r}_mul0", f"{r}_add0"], [f"{r}_R_1d"]),
+            helper.make_node("Reshape", [f"{r}_R_1d", f"{r}_R_shape"], [f"{r}_R"]),
+            helper.make_node("Add", [f"{r}_add0", f"{r}_2H"], [f"{r}_add1"]),
+            helper.make_node("Slice", ["rnn_params", f"{r}_add0", f"{r}_add1"], [f"{r}_B_1d"]),
+            helper.make_node("Reshape", [f"{r}_B_1d", f"{r}_B_shape"], [f"{r}_B"]),
+            # sequence_lens: every sequence full length
+            helper.make_node("Tile", [f"{r}_seq_length", f"{r}_batch_size"], [f"{r}_seq_len_"]),
+            helper.make_node("Cast", [f"{r}_seq_len_"], [f"{r}_seq_len"], to=TensorProto.INT32),
+            helper.make_node(
+                "RNN",
+                ["rnn_in", f"{r}_W", f"{r}_R", f"{r}_B", f"{r}_seq_len", f"{r}initial_h"],
+                [f"{r}0_", "rnn_state_out"],
+                hidden_size=H,
+                activations=["Tanh"],
+                name=r,
+            ),
+            helper.make_node("Squeeze", [f"{r}0_", f"{r}_1"], [f"{r}_out"]),
+        ]
+    )
     swapaxes("swapaxes1", f"{r}_out", "output")
     graph = helper.make_graph(
-        nodes, "mxnet_converted_model",
+        nodes,
+        "mxnet_converted_model",
         [helper.make_tensor_value_info("data", F32, [N, T, C]), helper.make_tensor_value_info("state", F32, [1, N, H])],
         [helper.make_tensor_value_info("output", F32, None), helper.make_tensor_value_info("rnn_state_out", F32, None)],
         inits,
@@ -124,21 +147,35 @@ def onnxmltools_coreml() -> object:
     nodes = [
         helper.make_node("Reshape", ["input", "shape_X"], ["X"], name="Reshape"),
         helper.make_node("Reshape", ["h_init", "shape_h"], ["RNN_h_init"], name="Reshape1"),
-        helper.make_node("RNN", ["X", "RNN_W", "RNN_R", "RNN_B", "", "RNN_h_init"], ["RNN_Y", "RNN_Y_h"], name="RNN",
-                         activations=["HardSigmoid"], activation_alpha=[0.3], activation_beta=[0.4], direction="forward", hidden_size=H),
+        helper.make_node(
+            "RNN",
+            ["X", "RNN_W", "RNN_R", "RNN_B", "", "RNN_h_init"],
+            ["RNN_Y", "RNN_Y_h"],
+            name="RNN",
+            activations=["HardSigmoid"],
+            activation_alpha=[0.3],
+            activation_beta=[0.4],
+            direction="forward",
+            hidden_size=H,
+        ),
         helper.make_node("Reshape", ["RNN_Y", "shape_Y"], ["output"], name="Reshape2"),
         helper.make_node("Reshape", ["RNN_Y_h", "shape_Yh"], ["h_out"], name="Reshape3"),
     ]
     inits = [
-        _init("RNN_W", W), _init("RNN_R", R), _init("RNN_B", np.concatenate([b, np.zeros(H, np.float32)])[None]),
-        _init("shape_X", np.array([-1, 1, C], np.int64)), _init("shape_h", np.array([1, 1, H], np.int64)),
-        _init("shape_Y", np.array([-1, H], np.int64)), _init("shape_Yh", np.array([1, H], np.int64)),
+        _init("RNN_W", W),
+        _init("RNN_R", R),
+        _init("RNN_B", np.concatenate([b, np.zeros(H, np.float32)])[None]),
+        _init("shape_X", np.array([-1, 1, C], np.int64)),
+        _init("shape_h", np.array([1, 1, H], np.int64)),
+        _init("shape_Y", np.array([-1, H], np.int64)),
+        _init("shape_Yh", np.array([1, H], np.int64)),
         _init("h_init", np.zeros((1, H), np.float32)),  # the state input, made optional by a zero initializer
     ]
     # IR version 3: every initializer is listed among the graph inputs too
     weights = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits if t.name != "h_init"]
     graph = helper.make_graph(
-        nodes, "coreml_rnn",
+        nodes,
+        "coreml_rnn",
         [helper.make_tensor_value_info("input", F32, [S, C]), helper.make_tensor_value_info("h_init", F32, [1, H])] + weights,
         [helper.make_tensor_value_info("output", F32, [S, H]), helper.make_tensor_value_info("h_out", F32, [1, H])],
         inits,
@@ -162,7 +199,9 @@ def onnxscript() -> object:
         helper.make_node("Squeeze", ["Y_h", "axes"], ["h"]),
         helper.make_node("Tanh", ["h"], ["out"]),
     ]
-    graph = helper.make_graph(nodes, "rnn_head", [helper.make_tensor_value_info("X", F32, [T, B, I])], [helper.make_tensor_value_info("out", F32, None)])
+    graph = helper.make_graph(
+        nodes, "rnn_head", [helper.make_tensor_value_info("X", F32, [T, B, I])], [helper.make_tensor_value_info("out", F32, None)]
+    )
     return _model(graph, 18, 8, "onnxscript")
 
 
@@ -178,15 +217,25 @@ def spox() -> object:
         helper.make_node("Constant", [], ["Constant_1_output"], value=numpy_helper.from_array(R)),
         helper.make_node("Constant", [], ["Constant_2_output"], value=numpy_helper.from_array(Bias)),
         helper.make_node(
-            "RNN", ["x", "Constant_0_output", "Constant_1_output", "Constant_2_output"], ["RNN_0_Y", "RNN_0_Y_h"], name="RNN_0",
-            activations=["Tanh", "Tanh"], direction="forward", hidden_size=H, layout=0,
+            "RNN",
+            ["x", "Constant_0_output", "Constant_1_output", "Constant_2_output"],
+            ["RNN_0_Y", "RNN_0_Y_h"],
+            name="RNN_0",
+            activations=["Tanh", "Tanh"],
+            direction="forward",
+            hidden_size=H,
+            layout=0,
         ),
     ]
     graph = helper.make_graph(
-        nodes, "spox_graph",
+        nodes,
+        "spox_graph",
         [helper.make_tensor_value_info("x", F32, [T, B, I])],
         [helper.make_tensor_value_info("y", F32, [T, 1, B, H]), helper.make_tensor_value_info("y_h", F32, [1, B, H])],
-        value_info=[helper.make_tensor_value_info("RNN_0_Y", F32, [T, 1, B, H]), helper.make_tensor_value_info("RNN_0_Y_h", F32, [1, B, H])],
+        value_info=[
+            helper.make_tensor_value_info("RNN_0_Y", F32, [T, 1, B, H]),
+            helper.make_tensor_value_info("RNN_0_Y_h", F32, [1, B, H]),
+        ],
     )
     graph.node.extend([helper.make_node("Identity", ["RNN_0_Y"], ["y"]), helper.make_node("Identity", ["RNN_0_Y_h"], ["y_h"])])
     return _model(graph, 22, 10, "spox")
@@ -197,15 +246,21 @@ def paddle2onnx_dangling() -> object:
     T, B, I, H = 4, 2, 3, 5
     rng = np.random.default_rng(15)
     nodes = [
-        helper.make_node("RNN", ["x", "W", "R", "B", "", "fill_constant_1.tmp_0"], ["rnn_0.tmp_0", "rnn_0.tmp_1"], hidden_size=H, name="rnn_0"),
+        helper.make_node(
+            "RNN", ["x", "W", "R", "B", "", "fill_constant_1.tmp_0"], ["rnn_0.tmp_0", "rnn_0.tmp_1"], hidden_size=H, name="rnn_0"
+        ),
         helper.make_node("Relu", ["rnn_0.tmp_0"], ["out"]),
     ]
     graph = helper.make_graph(
-        nodes, "paddle",
+        nodes,
+        "paddle",
         [helper.make_tensor_value_info("x", F32, [T, B, I])],
         [helper.make_tensor_value_info("out", F32, [T, 1, B, H])],
-        [_init("W", rng.uniform(-0.5, 0.5, (1, H, I)).astype(np.float32)), _init("R", rng.uniform(-0.5, 0.5, (1, H, H)).astype(np.float32)),
-         _init("B", np.zeros((1, 2 * H), np.float32))],
+        [
+            _init("W", rng.uniform(-0.5, 0.5, (1, H, I)).astype(np.float32)),
+            _init("R", rng.uniform(-0.5, 0.5, (1, H, H)).astype(np.float32)),
+            _init("B", np.zeros((1, 2 * H), np.float32)),
+        ],
     )
     return _model(graph, 11, 6, "PaddlePaddle")
 

@@ -40,7 +40,12 @@ T, B, F = 5, 2, 3
 
 def _ops(model: onnx.ModelProto) -> tuple[dict, list[dict]]:
     top = Counter(n.op_type for n in model.graph.node)
-    bodies = [dict(sorted(Counter(x.op_type for x in a.g.node).items())) for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
+    bodies = [
+        dict(sorted(Counter(x.op_type for x in a.g.node).items()))
+        for n in model.graph.node
+        for a in n.attribute
+        if a.type == onnx.AttributeProto.GRAPH
+    ]
     return dict(sorted(top.items())), bodies
 
 
@@ -90,25 +95,69 @@ def keras_fixtures() -> None:
         proto, _ = tf2onnx.convert.from_function(fn, input_signature=spec, opset=OPSET)
         want = model(data)
         outs = want if isinstance(want, (list, tuple)) else [want]
-        _save(name, proto, {"x": data}, {o.name: np.asarray(v) for o, v in zip(proto.graph.output, outs)}, description, exporter, list(flags))
+        _save(
+            name, proto, {"x": data}, {o.name: np.asarray(v) for o, v in zip(proto.graph.output, outs)}, description, exporter, list(flags)
+        )
 
     seq = lambda *ls, dtype="float32", shape=(T, F): keras.Sequential([keras.Input(shape, batch_size=B, dtype=dtype), *ls])  # noqa: E731
     export("keras_lstm", lambda: seq(layers.LSTM(4)), x, "Keras LSTM(4), last output", 1)
     export("keras_lstm_seq", lambda: seq(layers.LSTM(4, return_sequences=True)), x, "Keras LSTM(4, return_sequences=True)", 2)
     export("keras_gru_reset_after", lambda: seq(layers.GRU(4)), x, "Keras GRU(4) (reset_after=True, the default), last output", 3)
-    export("keras_gru_reset_before_seq", lambda: seq(layers.GRU(4, reset_after=False, return_sequences=True)), x, "Keras GRU(4, reset_after=False, return_sequences=True)", 4)
-    export("keras_simplernn_seq", lambda: seq(layers.SimpleRNN(4, return_sequences=True)), x, "Keras SimpleRNN(4, return_sequences=True)", 5)
-    export("keras_bidirectional_gru", lambda: seq(layers.Bidirectional(layers.GRU(4, return_sequences=True))), x, "Keras Bidirectional(GRU(4, return_sequences=True)), concatenated", 6)
-    export("keras_masking_lstm_seq", lambda: seq(layers.Masking(0.0), layers.LSTM(4, return_sequences=True)), padded,
-           "Keras Masking(0.0) then LSTM(4, return_sequences=True); sample 0 padded after 3 steps, sample 1 has a zero step in the middle", 7)
-    export("keras_masked_lstm_classifier", lambda: seq(layers.Embedding(10, 6, mask_zero=True), layers.LSTM(8), layers.Dense(3, activation="softmax"), dtype="int32", shape=(T,)),
-           tokens, "Keras text classifier: Embedding(10, 6, mask_zero=True), LSTM(8), Dense(3, softmax); token 0 is padding (sample 1 has a 0 mid-sequence)", 8)
-    export("keras_masked_bidirectional_lstm", lambda: seq(layers.Embedding(10, 6, mask_zero=True), layers.Bidirectional(layers.LSTM(4)), dtype="int32", shape=(T,)),
-           tokens, "Keras Embedding(10, 6, mask_zero=True), Bidirectional(LSTM(4)) (the backward pass reads the reversed steps and mask)", 10)
-    export("keras_gru_forecaster", lambda: seq(layers.GRU(8, return_sequences=True), layers.GRU(8), layers.Dense(1)), x,
-           "Keras forecaster: GRU(8, return_sequences=True), GRU(8), Dense(1)", 9)
-    export("keras_gru_dynamic_batch", lambda: keras.Sequential([keras.Input((T, F)), layers.GRU(4, return_sequences=True)]), x,
-           "Keras GRU(4, return_sequences=True) exported with a dynamic batch (initial state Expand(0, [batch, 4]))", 13, ["x[?,5,3]"])
+    export(
+        "keras_gru_reset_before_seq",
+        lambda: seq(layers.GRU(4, reset_after=False, return_sequences=True)),
+        x,
+        "Keras GRU(4, reset_after=False, return_sequences=True)",
+        4,
+    )
+    export(
+        "keras_simplernn_seq", lambda: seq(layers.SimpleRNN(4, return_sequences=True)), x, "Keras SimpleRNN(4, return_sequences=True)", 5
+    )
+    export(
+        "keras_bidirectional_gru",
+        lambda: seq(layers.Bidirectional(layers.GRU(4, return_sequences=True))),
+        x,
+        "Keras Bidirectional(GRU(4, return_sequences=True)), concatenated",
+        6,
+    )
+    export(
+        "keras_masking_lstm_seq",
+        lambda: seq(layers.Masking(0.0), layers.LSTM(4, return_sequences=True)),
+        padded,
+        "Keras Masking(0.0) then LSTM(4, return_sequences=True); sample 0 padded after 3 steps, sample 1 has a zero step in the middle",
+        7,
+    )
+    export(
+        "keras_masked_lstm_classifier",
+        lambda: seq(
+            layers.Embedding(10, 6, mask_zero=True), layers.LSTM(8), layers.Dense(3, activation="softmax"), dtype="int32", shape=(T,)
+        ),
+        tokens,
+        "Keras text classifier: Embedding(10, 6, mask_zero=True), LSTM(8), Dense(3, softmax); token 0 is padding (sample 1 has a 0 mid-sequence)",
+        8,
+    )
+    export(
+        "keras_masked_bidirectional_lstm",
+        lambda: seq(layers.Embedding(10, 6, mask_zero=True), layers.Bidirectional(layers.LSTM(4)), dtype="int32", shape=(T,)),
+        tokens,
+        "Keras Embedding(10, 6, mask_zero=True), Bidirectional(LSTM(4)) (the backward pass reads the reversed steps and mask)",
+        10,
+    )
+    export(
+        "keras_gru_forecaster",
+        lambda: seq(layers.GRU(8, return_sequences=True), layers.GRU(8), layers.Dense(1)),
+        x,
+        "Keras forecaster: GRU(8, return_sequences=True), GRU(8), Dense(1)",
+        9,
+    )
+    export(
+        "keras_gru_dynamic_batch",
+        lambda: keras.Sequential([keras.Input((T, F)), layers.GRU(4, return_sequences=True)]),
+        x,
+        "Keras GRU(4, return_sequences=True) exported with a dynamic batch (initial state Expand(0, [batch, 4]))",
+        13,
+        ["x[?,5,3]"],
+    )
 
 
 def tf_keras_fixtures() -> None:
@@ -122,8 +171,16 @@ def tf_keras_fixtures() -> None:
     exporter = f"tensorflow {tf.__version__}, tf-keras {keras.__version__}, tf2onnx {tf2onnx.__version__}, opset {OPSET}"
     x = np.random.default_rng(28).standard_normal((B, T, F)).astype(np.float32)
     cases = [
-        ("tf_keras_gru_reset_before_seq", dict(reset_after=False, return_sequences=True), "tf-keras 2 GRU(4, reset_after=False, return_sequences=True): a Loop with no trip count"),
-        ("tf_keras_gru_relu", dict(activation="relu", reset_after=False), "tf-keras 2 GRU(4, activation='relu', reset_after=False) as RNNoise has it"),
+        (
+            "tf_keras_gru_reset_before_seq",
+            dict(reset_after=False, return_sequences=True),
+            "tf-keras 2 GRU(4, reset_after=False, return_sequences=True): a Loop with no trip count",
+        ),
+        (
+            "tf_keras_gru_relu",
+            dict(activation="relu", reset_after=False),
+            "tf-keras 2 GRU(4, activation='relu', reset_after=False) as RNNoise has it",
+        ),
     ]
     for seed, (name, kwargs, description) in enumerate(cases, 12):
         keras.utils.set_random_seed(seed)
@@ -212,10 +269,24 @@ def torch_fixtures() -> None:
     h0 = rng.standard_normal((B, 4)).astype(np.float32) * 0.5
     c0 = rng.standard_normal((B, 4)).astype(np.float32) * 0.5
     cases = [
-        ("torch_lstmcell_loop", LstmCellLoop, {"x": x, "h0": h0, "c0": c0}, ["y", "h", "c"], "scripted loop over nn.LSTMCell(3, 4), outputs stacked"),
-        ("torch_grucell_loop", GruCellLoop, {"x": x, "h0": h0}, ["y", "h"], "scripted loop over a GRU cell written with two nn.Linear (nn.GRUCell's equations)"),
+        (
+            "torch_lstmcell_loop",
+            LstmCellLoop,
+            {"x": x, "h0": h0, "c0": c0},
+            ["y", "h", "c"],
+            "scripted loop over nn.LSTMCell(3, 4), outputs stacked",
+        ),
+        (
+            "torch_grucell_loop",
+            GruCellLoop,
+            {"x": x, "h0": h0},
+            ["y", "h"],
+            "scripted loop over a GRU cell written with two nn.Linear (nn.GRUCell's equations)",
+        ),
     ]
-    cases.append(("torch_ligru_scripted", LiGRUModel, {"x": rng.standard_normal((B, T, F)).astype(np.float32)}, ["y", "h"], LiGRUModel.description))
+    cases.append(
+        ("torch_ligru_scripted", LiGRUModel, {"x": rng.standard_normal((B, T, F)).astype(np.float32)}, ["y", "h"], LiGRUModel.description)
+    )
     for seed, (name, cls, inputs, out_names, description) in enumerate(cases, 11):
         torch.manual_seed(seed)
         module = cls().eval()

@@ -110,7 +110,16 @@ def export(model, args, name, input_names, output_names, dynamic_axes):
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tmp_path = Path(tmp) / "model.onnx"
-        torch.onnx.export(model, args, str(tmp_path), input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes, opset_version=OPSET, dynamo=False)
+        torch.onnx.export(
+            model,
+            args,
+            str(tmp_path),
+            input_names=input_names,
+            output_names=output_names,
+            dynamic_axes=dynamic_axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
         proto = onnx.load(tmp_path)
     proto.ir_version = min(proto.ir_version, MAX_IR_VERSION)
     proto.producer_version = ""  # the file does not change with the torch build
@@ -135,7 +144,9 @@ def main() -> None:
         None,
     )
     torch.manual_seed(3)
-    export(torch.jit.script(FeatureCheckGRU().eval()), (torch.randn(4, 2, 3),), "feature_check_gru", ["x"], ["y", "h"], {"x": {0: "T", 1: "B"}})
+    export(
+        torch.jit.script(FeatureCheckGRU().eval()), (torch.randn(4, 2, 3),), "feature_check_gru", ["x"], ["y", "h"], {"x": {0: "T", 1: "B"}}
+    )
 
 
 if __name__ == "__main__":

@@ -53,8 +53,11 @@ def float_model(op: str, seed: int, direction="forward", input_forget=0, peephol
     outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
     node = helper.make_node(op, inputs, outs, name=f"{op.lower()}0", **attrs)
     graph = helper.make_graph(
-        [node], f"{op.lower()}_fixture", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, BATCH, I])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs], inits,
+        [node],
+        f"{op.lower()}_fixture",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, BATCH, I])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs],
+        inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8, producer_name="ovrnn-fixtures")
 
@@ -117,17 +120,34 @@ def main() -> int:
         "lstm_fwd": (dict(), "forward LSTM"),
         "lstm_bidir": (dict(direction="bidirectional"), "bidirectional LSTM"),
         "lstm_input_forget": (dict(input_forget=1), "forward LSTM, input_forget=1"),
-        "lstm_peep_bidir": (dict(peepholes=True, direction="bidirectional", input_forget=1), "bidirectional LSTM with peepholes P and input_forget=1"),
+        "lstm_peep_bidir": (
+            dict(peepholes=True, direction="bidirectional", input_forget=1),
+            "bidirectional LSTM with peepholes P and input_forget=1",
+        ),
     }
     for seed, (name, (kw, what)) in enumerate(lstms.items()):
         f32 = float_model("LSTM", seed, **kw)
         save(f"{name}.f32", f32, f"{what}, float32")
         for per_channel, mode in ((False, "tensor"), (True, "channel")):
-            save(f"{name}.dq_{mode}", quantize_dynamic(f32, per_channel), f"{what}, onnxruntime quantize_dynamic per {mode} (DynamicQuantizeLSTM)", f"{name}.f32")
+            save(
+                f"{name}.dq_{mode}",
+                quantize_dynamic(f32, per_channel),
+                f"{what}, onnxruntime quantize_dynamic per {mode} (DynamicQuantizeLSTM)",
+                f"{name}.f32",
+            )
     fwd = float_model("LSTM", 0)
     save("lstm_qdq_rows", qdq_model(fwd, True), "forward LSTM, W/R via DequantizeLinear int8 per row (axis 1)", "lstm_fwd.f32")
-    save("lstm_qdq_tensor_u8", qdq_model(fwd, False), "forward LSTM, W/R via DequantizeLinear uint8 per tensor, zero point 128", "lstm_fwd.f32")
-    save("gru_lbr.f32", float_model("GRU", 10, direction="bidirectional", lbr=1), "bidirectional GRU, linear_before_reset=1, float32 (for --compress-weights)")
+    save(
+        "lstm_qdq_tensor_u8",
+        qdq_model(fwd, False),
+        "forward LSTM, W/R via DequantizeLinear uint8 per tensor, zero point 128",
+        "lstm_fwd.f32",
+    )
+    save(
+        "gru_lbr.f32",
+        float_model("GRU", 10, direction="bidirectional", lbr=1),
+        "bidirectional GRU, linear_before_reset=1, float32 (for --compress-weights)",
+    )
     save("rnn_bidir.f32", float_model("RNN", 11, direction="bidirectional"), "bidirectional RNN, float32 (for --compress-weights)")
     (OUT / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     print(f"wrote {len(manifest)} models to {OUT}")

@@ -54,7 +54,13 @@ class PolicyStep(torch.nn.Module):
 
 def main() -> None:
     torch.manual_seed(0)
-    model = RecurrentPPO("MlpLstmPolicy", gym.make("CartPole-v1"), seed=0, device="cpu", policy_kwargs=dict(net_arch=dict(pi=[8], vf=[8]), lstm_hidden_size=HIDDEN))
+    model = RecurrentPPO(
+        "MlpLstmPolicy",
+        gym.make("CartPole-v1"),
+        seed=0,
+        device="cpu",
+        policy_kwargs=dict(net_arch=dict(pi=[8], vf=[8]), lstm_hidden_size=HIDDEN),
+    )
     step = PolicyStep(model.policy.eval())
     rng = np.random.default_rng(0)
     obs = rng.uniform(-1.0, 1.0, (ENVS, 4)).astype(np.float32)

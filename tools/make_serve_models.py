@@ -83,7 +83,12 @@ def _vi(name, shape):
 
 def _model(nodes, name, inputs, outputs, w: _Weights, path: Path) -> Path:
     graph = helper.make_graph(nodes, name, inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], w.inits)
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION, producer_name="tools/make_serve_models.py"), path)
+    save(
+        helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION, producer_name="tools/make_serve_models.py"
+        ),
+        path,
+    )
     return path
 
 
@@ -100,7 +105,12 @@ def lstm_step(path: Path, H: int, seed: int = 1) -> Path:
     """One ONNX LSTM step, I = H: Y [1,1,B,H], Y_h, Y_c [1,B,H]."""
     w = _Weights(seed)
     ins = [_vi("X", [1, "B", H]), _vi("initial_h", [1, "B", H]), _vi("initial_c", [1, "B", H])]
-    node = helper.make_node("LSTM", ["X", w("W", (1, 4 * H, H), H), w("R", (1, 4 * H, H), H), w("Bias", (1, 8 * H), H), "", "initial_h", "initial_c"], ["Y", "Y_h", "Y_c"], hidden_size=H)
+    node = helper.make_node(
+        "LSTM",
+        ["X", w("W", (1, 4 * H, H), H), w("R", (1, 4 * H, H), H), w("Bias", (1, 8 * H), H), "", "initial_h", "initial_c"],
+        ["Y", "Y_h", "Y_c"],
+        hidden_size=H,
+    )
     return _model([node], f"lstm{H}_step", ins, ["Y", "Y_h", "Y_c"], w, path)
 
 
@@ -114,7 +124,9 @@ def nsnet(path: Path, bins: int = 257, hidden: int = 400, fc: int = 600, seed: i
         gru_w = w(f"gru{i}_W", (1, 3 * hidden, hidden), hidden)
         gru_r = w(f"gru{i}_R", (1, 3 * hidden, hidden), hidden)
         gru_b = w(f"gru{i}_B", (1, 6 * hidden), hidden)
-        nodes.append(helper.make_node("GRU", [x, gru_w, gru_r, gru_b, "", h], [f"gru{i}_Y", out], hidden_size=hidden, linear_before_reset=1))
+        nodes.append(
+            helper.make_node("GRU", [x, gru_w, gru_r, gru_b, "", h], [f"gru{i}_Y", out], hidden_size=hidden, linear_before_reset=1)
+        )
         nodes.append(helper.make_node("Squeeze", [f"gru{i}_Y", "axis1"], [f"gru{i}_y"]))  # Y [T,1,B,H] -> [T,B,H]: every step's output
         x = f"gru{i}_y"
     x = _dense(nodes, w, x, "fc1", hidden, fc, "Relu")
@@ -132,7 +144,11 @@ def rl_policy(path: Path, obs: int = 64, hidden: int = 256, actions: int = 16, s
     x = _dense(nodes, w, x, "mlp2", hidden, hidden, "Tanh")
     nodes.append(helper.make_node("Unsqueeze", [x, "axis0"], ["x_t"]))  # [1,B,H]: one time step
     w.inits.append(numpy_helper.from_array(np.array([0], np.int64), "axis0"))
-    lstm = [w("lstm_W", (1, 4 * hidden, hidden), hidden), w("lstm_R", (1, 4 * hidden, hidden), hidden), w("lstm_B", (1, 8 * hidden), hidden)]
+    lstm = [
+        w("lstm_W", (1, 4 * hidden, hidden), hidden),
+        w("lstm_R", (1, 4 * hidden, hidden), hidden),
+        w("lstm_B", (1, 8 * hidden), hidden),
+    ]
     nodes.append(helper.make_node("LSTM", ["x_t", *lstm, "", "h", "c"], ["lstm_Y", "h_out", "c_out"], hidden_size=hidden))
     nodes.append(helper.make_node("Squeeze", ["h_out", "axis0"], ["core"]))  # [B,H]
     _dense(nodes, w, "core", "logits", hidden, actions)

@@ -36,7 +36,9 @@ def build() -> bytes:
         ],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8, producer_name="ovrnn tools/make_stream_example.py")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8, producer_name="ovrnn tools/make_stream_example.py"
+    )
     return model.SerializeToString()
 
 

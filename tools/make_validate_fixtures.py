@@ -75,7 +75,16 @@ def doctr(manifest: dict) -> None:
 
     torch.manual_seed(0)
     backbone = functools.partial(mobilenet_v3_small_r, width_mult=0.25)
-    model = _crnn("crnn_mobilenet_v3_small", False, backbone, pretrained_backbone=False, vocab="0123456789", rnn_units=16, input_shape=(3, 32, 64), exportable=True).eval()
+    model = _crnn(
+        "crnn_mobilenet_v3_small",
+        False,
+        backbone,
+        pretrained_backbone=False,
+        vocab="0123456789",
+        rnn_units=16,
+        input_shape=(3, 32, 64),
+        exportable=True,
+    ).eval()
     with torch.no_grad():  # untrained BatchNorm statistics (0, 1) would make every norm an identity
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
@@ -86,9 +95,22 @@ def doctr(manifest: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         path = export_model_to_onnx(model, str(Path(tmp) / "crnn"), x)  # docTR's own: dynamo=False, dynamic batch
-        _save(onnx.load(path), "doctr_crnn_mobilenet_v3_small.torchscript.onnx", f"docTR export_model_to_onnx (torch.onnx dynamo=False), {versions}", manifest)
+        _save(
+            onnx.load(path),
+            "doctr_crnn_mobilenet_v3_small.torchscript.onnx",
+            f"docTR export_model_to_onnx (torch.onnx dynamo=False), {versions}",
+            manifest,
+        )
         batch = torch.export.Dim("batch", min=1, max=64)
-        torch.onnx.export(model, (x,), Path(tmp) / "dynamo.onnx", input_names=["input"], output_names=["logits"], dynamo=True, dynamic_shapes={"x": {0: batch}})
+        torch.onnx.export(
+            model,
+            (x,),
+            Path(tmp) / "dynamo.onnx",
+            input_names=["input"],
+            output_names=["logits"],
+            dynamo=True,
+            dynamic_shapes={"x": {0: batch}},
+        )
         exported = onnx.load(Path(tmp) / "dynamo.onnx")
         _save(exported, "doctr_crnn_mobilenet_v3_small.dynamo.onnx", f"torch.onnx.export(dynamo=True), {versions}", manifest)
 
@@ -136,8 +158,10 @@ def paddle(manifest: dict) -> None:
             super().__init__()
             self.stem = ConvBN(3, 8, 3, 2, act="hardswish")
             self.blocks = nn.Sequential(
-                Block(8, 8, 8, 3, (2, 1), True, "relu"), Block(8, 24, 12, 3, (2, 1), False, "relu"),
-                Block(12, 32, 12, 5, 1, True, "hardswish"), Block(12, 32, 16, 5, (2, 1), True, "hardswish"),
+                Block(8, 8, 8, 3, (2, 1), True, "relu"),
+                Block(8, 24, 12, 3, (2, 1), False, "relu"),
+                Block(12, 32, 12, 5, 1, True, "hardswish"),
+                Block(12, 32, 16, 5, (2, 1), True, "hardswish"),
             )
             self.last, self.pool = ConvBN(16, 32, 1, 1, act="hardswish"), nn.MaxPool2D(kernel_size=2, stride=2)
             self.rnn = nn.LSTM(32, hidden, direction="bidirectional", num_layers=2)  # EncoderWithRNN
@@ -164,18 +188,35 @@ def paddle(manifest: dict) -> None:
         for opset in (11, 14):
             out = Path(tmp) / f"crnn{opset}.onnx"
             paddle2onnx.export(str(program), f"{tmp}/inference.pdiparams", str(out), opset_version=opset)
-            _save(onnx.load(out), f"paddleocr_crnn.opset{opset}.onnx", f"paddle2onnx opset {opset}, {versions} (PaddleOCR-style rec_mv3_none_bilstm_ctc written in paddle)", manifest)
+            _save(
+                onnx.load(out),
+                f"paddleocr_crnn.opset{opset}.onnx",
+                f"paddle2onnx opset {opset}, {versions} (PaddleOCR-style rec_mv3_none_bilstm_ctc written in paddle)",
+                manifest,
+            )
 
 
 def zero_d(manifest: dict) -> None:
     """An LSTM with a 0-d output: energy = sum of Y_h (ReduceSum, keepdims=0)."""
     rng = np.random.default_rng(0)
     H, I = 4, 3
-    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name) for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("B", (1, 8 * H)))]
-    nodes = [helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=H), helper.make_node("ReduceSum", ["Y_h"], ["energy"], keepdims=0)]
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("B", (1, 8 * H)))
+    ]
+    nodes = [
+        helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=H),
+        helper.make_node("ReduceSum", ["Y_h"], ["energy"], keepdims=0),
+    ]
     graph = helper.make_graph(
-        nodes, "lstm_energy_0d", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, "batch", I])],
-        [helper.make_tensor_value_info("energy", TensorProto.FLOAT, []), helper.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 1, "batch", H])], inits,
+        nodes,
+        "lstm_energy_0d",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, "batch", I])],
+        [
+            helper.make_tensor_value_info("energy", TensorProto.FLOAT, []),
+            helper.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 1, "batch", H]),
+        ],
+        inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tools/make_validate_fixtures.py")
     _save(model, "lstm_energy_0d.onnx", "onnx.helper", manifest)
@@ -191,7 +232,11 @@ def fp16_lm(manifest: dict) -> None:
     class LM(nn.Module):
         def __init__(self, vocab=40, emb=16, hidden=24):
             super().__init__()
-            self.emb, self.lstm, self.head = nn.Embedding(vocab, emb), nn.LSTM(emb, hidden, num_layers=2, batch_first=True), nn.Linear(hidden, vocab)
+            self.emb, self.lstm, self.head = (
+                nn.Embedding(vocab, emb),
+                nn.LSTM(emb, hidden, num_layers=2, batch_first=True),
+                nn.Linear(hidden, vocab),
+            )
 
         def forward(self, tokens):
             y, _ = self.lstm(self.emb(tokens))
@@ -202,7 +247,16 @@ def fp16_lm(manifest: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         path = Path(tmp) / "lm.onnx"
-        torch.onnx.export(LM().eval(), (tokens,), path, input_names=["tokens"], output_names=["logits"], dynamic_axes={"tokens": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17, dynamo=False)
+        torch.onnx.export(
+            LM().eval(),
+            (tokens,),
+            path,
+            input_names=["tokens"],
+            output_names=["logits"],
+            dynamic_axes={"tokens": {0: "batch"}, "logits": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
+        )
         half = float16.convert_float_to_float16(onnx.load(path), keep_io_types=True)
     made_by = f"torch.onnx (dynamo=False) {torch.__version__}, onnxconverter-common {onnxconverter_common.__version__} convert_float_to_float16(keep_io_types=True)"
     _save(half, "lstm_lm_fp16_keep_io.onnx", made_by, manifest)

@@ -71,7 +71,10 @@ def make_node(path: Path, kind: str, T: int, H: int, batch: int, bidirectional: 
     state_names = (["initial_h"] + (["initial_c"] if op == "LSTM" else [])) if states else []
     node = helper.make_node(op, ["X", "W", "R", "B"] + (["", *state_names] if states else []), outputs, name=kind.lower(), **attrs)
     graph = helper.make_graph(
-        [node], "forms", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, H])] + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [D, batch, H]) for n in state_names],
+        [node],
+        "forms",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, H])]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [D, batch, H]) for n in state_names],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
         [init("W", (D, G * H, H)), init("R", (D, G * H, H)), init("B", (D, 2 * G * H))],
     )
@@ -203,7 +206,12 @@ def choose(times: dict, errors: dict, margin: float, cell_slow: bool | None = No
     ratios = {}
     for form in FORMS:
         r = times[form] / times["cell"]
-        ratios[form] = [round(float(np.median(r)), 3), round(float(np.percentile(r, 10)), 3), round(float(np.percentile(r, 90)), 3), round(float(np.mean(r < 1.0)), 2)]
+        ratios[form] = [
+            round(float(np.median(r)), 3),
+            round(float(np.percentile(r, 10)), 3),
+            round(float(np.percentile(r, 90)), 3),
+            round(float(np.mean(r < 1.0)), 2),
+        ]
     cell_slow = cell_slower(times) if cell_slow is None else cell_slow
     exact = [f for f in FORMS if errors[f] <= TOLERANCE]
     winners = [f for f in exact if f != "cell" and cell_slow and ratios[f][0] <= 1 - margin and ratios[f][3] >= 0.8]
@@ -224,7 +232,15 @@ def measure(args) -> dict:
             for H in map(int, args.hidden.split(",")):
                 for batch in map(int, args.batch.split(",")):
                     for bidirectional in {"forward": (False,), "bidirectional": (True,), "both": (False, True)}[args.directions]:
-                        path = make_node(work / f"{kind}_H{H}_B{batch}_{int(bidirectional)}.onnx", kind, args.steps, H, batch, bidirectional, states=args.stream)
+                        path = make_node(
+                            work / f"{kind}_H{H}_B{batch}_{int(bidirectional)}.onnx",
+                            kind,
+                            args.steps,
+                            H,
+                            batch,
+                            bidirectional,
+                            states=args.stream,
+                        )
                         x = np.random.default_rng(1).uniform(-1, 1, (args.steps, batch, H)).astype(np.float32)
                         chunks = [np.random.default_rng(i).uniform(-1, 1, x.shape).astype(np.float32) for i in range(8)]
                         per_thread, choices, kernel_slow = {}, [], None
@@ -246,16 +262,32 @@ def measure(args) -> dict:
                         # a form other than the cell only where it wins at every thread count
                         choice = choices[0] if len(set(choices)) == 1 else "cell"
                         first = per_thread[str(threads[0])]
-                        row = {"op": kind, "hidden": H, "batch": batch, "direction": "bidirectional" if bidirectional else "forward",
-                               "steps": args.steps, "choice": choice, "us": {f: first["us"][f] for f in FORMS}, "threads": per_thread}
+                        row = {
+                            "op": kind,
+                            "hidden": H,
+                            "batch": batch,
+                            "direction": "bidirectional" if bidirectional else "forward",
+                            "steps": args.steps,
+                            "choice": choice,
+                            "us": {f: first["us"][f] for f in FORMS},
+                            "threads": per_thread,
+                        }
                         if args.stream:
                             row["stream"] = True
                         row["rounds"], row["measured"] = args.rounds, datetime.date.today().isoformat()
                         rows.append(row)
                         print(line(row), flush=True)
     release, isa = cpu_forms.machine_key()
-    return {"openvino": release, "isa": isa, "measured": datetime.date.today().isoformat(), "rounds": args.rounds,
-            "margin": args.margin, "cpu": cpu_name(), "cores": os.cpu_count(), "rows": rows}
+    return {
+        "openvino": release,
+        "isa": isa,
+        "measured": datetime.date.today().isoformat(),
+        "rounds": args.rounds,
+        "margin": args.margin,
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        "rows": rows,
+    }
 
 
 def line(row: dict) -> str:
@@ -263,7 +295,9 @@ def line(row: dict) -> str:
     what = f"T{row.get('steps', '?')}" + (" stream" if row.get("stream") else "")
     for th, m in row["threads"].items():
         ratio = " ".join(f"{f} {m['vs_onnxruntime'][f]:.2f}" for f in FORMS)
-        parts.append(f"th{th} ÷ort: {ratio} | matmul÷cell {m['vs_cell']['matmul'][0]:.2f} ({m['vs_cell']['matmul'][1]:.2f}-{m['vs_cell']['matmul'][2]:.2f}), load {m['load']}")
+        parts.append(
+            f"th{th} ÷ort: {ratio} | matmul÷cell {m['vs_cell']['matmul'][0]:.2f} ({m['vs_cell']['matmul'][1]:.2f}-{m['vs_cell']['matmul'][2]:.2f}), load {m['load']}"
+        )
     return f"{row['op']:8} H{row['hidden']:<4} B{row['batch']} {what:10} {row['direction']:13} -> {row['choice']:6} " + "; ".join(parts)
 
 
@@ -295,7 +329,14 @@ def merge(path: Path, entry: dict) -> None:
         entry = {**old, **entry, "rows": [r for r in old.get("rows", []) if row_key(r) not in new_keys] + entry["rows"]}
     entries.append(entry)
     entries.sort(key=lambda e: (e["openvino"], e["isa"]))
-    text = json.dumps({"about": "measured by tools/measure_forms.py; read by ovrnn/device/cpu_forms.py", "entries": entries}, indent=1, ensure_ascii=False) + "\n"
+    text = (
+        json.dumps(
+            {"about": "measured by tools/measure_forms.py; read by ovrnn/device/cpu_forms.py", "entries": entries},
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
@@ -321,10 +362,18 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", default="1", help="batch sizes (default: %(default)s)")
     ap.add_argument("--directions", choices=("forward", "bidirectional", "both"), default="both")
     ap.add_argument("--steps", type=int, default=64, help="T (default: %(default)s)")
-    ap.add_argument("--stream", action="store_true", help="time each form as a stateful stream of --steps steps a call (convert --stateful), onnxruntime with the state carried by hand")
-    ap.add_argument("--threads", default="1,0", help="INFERENCE_NUM_THREADS values, 0 = OpenVINO's default (all cores) (default: %(default)s)")
+    ap.add_argument(
+        "--stream",
+        action="store_true",
+        help="time each form as a stateful stream of --steps steps a call (convert --stateful), onnxruntime with the state carried by hand",
+    )
+    ap.add_argument(
+        "--threads", default="1,0", help="INFERENCE_NUM_THREADS values, 0 = OpenVINO's default (all cores) (default: %(default)s)"
+    )
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--margin", type=float, default=0.1, help="how much faster a form must be to replace the cell chain (default: %(default)s)")
+    ap.add_argument(
+        "--margin", type=float, default=0.1, help="how much faster a form must be to replace the cell chain (default: %(default)s)"
+    )
     ap.add_argument("--quick", action="store_true", help="H 64 and 256, 7 rounds")
     ap.add_argument("--out", type=Path, default=cpu_forms.TABLE, help="the table to merge into (default: the package's)")
     ap.add_argument("--show", action="store_true", help="print this machine's entry of --out and exit")

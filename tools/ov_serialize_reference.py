@@ -42,8 +42,12 @@ def serializer_layers() -> dict[str, tuple]:
     w, r, b = c(np.ones((4, 3))), c(np.ones((4, 4))), c(np.ones(4))
     split = o1.split(x, i64(1), 2)
     cell = o3.rnn_cell(split.output(0), h, w, r, b, 4, ["tanh"], [], [], 0.0)
-    gru = o3.gru_cell(split.output(0), h, c(np.ones((12, 3))), c(np.ones((12, 4))), c(np.ones(16)), 4, ["sigmoid", "tanh"], [], [], 0.0, True)
-    lstm = o4.lstm_cell(split.output(0), h, h, c(np.ones((16, 3))), c(np.ones((16, 4))), c(np.ones(16)), 4, ["sigmoid", "tanh", "tanh"], [], [], 0.0)
+    gru = o3.gru_cell(
+        split.output(0), h, c(np.ones((12, 3))), c(np.ones((12, 4))), c(np.ones(16)), 4, ["sigmoid", "tanh"], [], [], 0.0, True
+    )
+    lstm = o4.lstm_cell(
+        split.output(0), h, h, c(np.ones((16, 3))), c(np.ones((16, 4))), c(np.ones(16)), 4, ["sigmoid", "tanh", "tanh"], [], [], 0.0
+    )
     info = ov.op.util.VariableInfo()
     info.variable_id, info.data_type, info.data_shape = "probe/H", ov.Type.f32, ov.PartialShape([-1, 4])
     variable = ov.op.util.Variable(info)

@@ -24,7 +24,9 @@ def stream_spec(model):
     from ovrnn.runtime.batching import StreamSpec
 
     shapes = {model.x: list(model.chunk)} if model.ctx else None
-    return StreamSpec.of(str(model.path), model.pairs(), context={model.x: model.ctx} if model.ctx else None, shapes=shapes, frozen=dict(model.extra) or None)
+    return StreamSpec.of(
+        str(model.path), model.pairs(), context={model.x: model.ctx} if model.ctx else None, shapes=shapes, frozen=dict(model.extra) or None
+    )
 
 
 class BatcherSide:
@@ -130,7 +132,11 @@ class BatcherSide:
     def shutdown(self) -> dict:
         stats = self.b.stats()
         self.b.shutdown()
-        return {"batcher_stats": {k: stats.get(k) for k in ("batches", "mean_rows", "batch_sizes", "queue_wait_s", "compute_s", "refused", "failed_batches")}}
+        return {
+            "batcher_stats": {
+                k: stats.get(k) for k in ("batches", "mean_rows", "batch_sizes", "queue_wait_s", "compute_s", "refused", "failed_batches")
+            }
+        }
 
 
 class SubmitSide(BatcherSide):

@@ -80,6 +80,7 @@ def ort_session(path: Path):
 
 # --------------------------------------------------------------------------- single-threaded sides
 
+
 class PerStream:
     """A batch-1 call per stream and chunk: onnxruntime (one shared session, the state kept by the
     caller) or ovrnn.Stream (one stateful request per stream). Inputs are written into one
@@ -194,6 +195,7 @@ class OrtBatched:
 
 
 # --------------------------------------------------------------------------- the schedule
+
 
 def schedule(n: int, period: float, duration: float, jitter: float, life: float, seed: int) -> dict:
     """Events of n slots over `duration` s: each slot opens a stream at a random phase; a stream lives
@@ -321,6 +323,7 @@ class Counting:
 
 # --------------------------------------------------------------------------- sides by name
 
+
 def make_side(name: str, model: Model, workers: int = 1):
     if name in ("ort_b1", "ov_stream"):
         return PerStream(model, name)
@@ -357,9 +360,17 @@ def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, 
         done = play_single(counted, ev, duration, bound)
         sizes = getattr(counted, "sizes", None)
     wall = clock() - wall0
-    used = (time.process_time() - cpu0) / wall  # cores this process used (below 1 per core: idle between arrivals, or others' jobs on its core)
+    used = (
+        time.process_time() - cpu0
+    ) / wall  # cores this process used (below 1 per core: idle between arrivals, or others' jobs on its core)
     waited = (runqueue_wait() - wait0) / wall  # threads of this process ready to run but waiting for a CPU (others' jobs), on average
-    return {"n": n, **latency_stats(ev, done, warm, duration, bound, sizes), "cores_used": round(used, 2), "runqueue_wait": round(waited, 2), "load": round(os.getloadavg()[0], 2)}
+    return {
+        "n": n,
+        **latency_stats(ev, done, warm, duration, bound, sizes),
+        "cores_used": round(used, 2),
+        "runqueue_wait": round(waited, 2),
+        "load": round(os.getloadavg()[0], 2),
+    }
 
 
 def runqueue_wait() -> float:
@@ -405,6 +416,7 @@ def search(side, model: Model, hint_us: float, duration: float, bound: float, qu
 
 # --------------------------------------------------------------------------- the cost at a fixed N
 
+
 def cost(model: Model, sides: list[str], n: int, quick: bool, timed: bool = True) -> dict:
     """µs per stream-chunk with all n streams ready each round; sides interleaved in passes; each side's
     outputs and final states from a fresh start (3 rounds) against onnxruntime per stream."""
@@ -434,7 +446,9 @@ def cost(model: Model, sides: list[str], n: int, quick: bool, timed: bool = True
             ref = (ys, st)
             diffs[s] = 0.0
             continue
-        diffs[s] = max(max(float(np.abs(a - b).max()) for a, b in zip(ys, ref[0])), max(float(np.abs(a - b).max()) for a, b in zip(st, ref[1])))
+        diffs[s] = max(
+            max(float(np.abs(a - b).max()) for a, b in zip(ys, ref[0])), max(float(np.abs(a - b).max()) for a, b in zip(st, ref[1]))
+        )
     # timing: calibrate a block per side, then interleaved passes
     block, passes = (0.15, 5) if quick else (0.3, 9)
     if not timed:
@@ -458,8 +472,14 @@ def cost(model: Model, sides: list[str], n: int, quick: bool, timed: bool = True
     for s, side in built.items():
         if hasattr(side, "shutdown"):
             extra.update(side.shutdown())
-    return {"n": n, "per_chunk_us": {s: statistics.median(v) for s, v in per.items()}, "spread_us": {s: [min(v), max(v)] for s, v in per.items()},
-            "max_abs_diff": diffs, "passes": passes, **extra}
+    return {
+        "n": n,
+        "per_chunk_us": {s: statistics.median(v) for s, v in per.items()},
+        "spread_us": {s: [min(v), max(v)] for s, v in per.items()},
+        "max_abs_diff": diffs,
+        "passes": passes,
+        **extra,
+    }
 
 
 def flat(y) -> np.ndarray:

@@ -59,16 +59,33 @@ def measure(silero_path, ns=(1, 16, 256), reps: int = 60, quick: bool = False) -
     ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        handle = serve.run(ovserve.stateless_app(str(silero_path), "state=stateN", sizes=SIZES, wait_ms=1.0, **SILERO_ARGS), name="cost", route_prefix="/cost")
+        handle = serve.run(
+            ovserve.stateless_app(str(silero_path), "state=stateN", sizes=SIZES, wait_ms=1.0, **SILERO_ARGS),
+            name="cost",
+            route_prefix="/cost",
+        )
         url = f"http://127.0.0.1:{port}/cost"
         for n in ns:
-            request = {"inputs": {"input": (rng.standard_normal((n, 512)) * 0.1).astype(np.float32)}, "states": ovserve.initial_states(spec, n)}
+            request = {
+                "inputs": {"input": (rng.standard_normal((n, 512)) * 0.1).astype(np.float32)},
+                "states": ovserve.initial_states(spec, n),
+            }
             body = ovserve.encode(request)
             local = _median_time(lambda: step.run(request["inputs"], request["states"]), reps)
             via_handle = _median_time(lambda: handle.step.remote(request).result(), reps)
-            via_http = _median_time(lambda: ovserve.decode(urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST"), timeout=60).read()), reps)
-            row = {"n": n, "in_process_ms": local * 1e3, "handle_ms": via_handle * 1e3, "http_ms": via_http * 1e3,
-                   "handle_overhead_ms": (via_handle - local) * 1e3, "http_overhead_ms": (via_http - local) * 1e3, "body_bytes": len(body)}
+            via_http = _median_time(
+                lambda: ovserve.decode(urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST"), timeout=60).read()),
+                reps,
+            )
+            row = {
+                "n": n,
+                "in_process_ms": local * 1e3,
+                "handle_ms": via_handle * 1e3,
+                "http_ms": via_http * 1e3,
+                "handle_overhead_ms": (via_handle - local) * 1e3,
+                "http_overhead_ms": (via_http - local) * 1e3,
+                "body_bytes": len(body),
+            }
             out["rows"].append(row)
         out["throughput"] = _throughput(handle, step, spec, ovserve, 2.0 if quick else 5.0)
     finally:
@@ -104,11 +121,24 @@ def _throughput(handle, step, spec, ovserve, seconds: float, clients: int = 8, n
 
 
 def render(R: dict) -> list[str]:
-    lines = ["", f"Ray Serve, silero VAD stateless deployment, one replica, requests one at a time (load average {' '.join(f'{v:.2f}' for v in R['load_before'])}):", "",
-             "| streams per request | in process (BatchedStep.run) ms | handle ms | HTTP ms | handle overhead ms | HTTP overhead ms | HTTP body bytes |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['n']} | {r['in_process_ms']:.2f} | {r['handle_ms']:.2f} | {r['http_ms']:.2f} | {r['handle_overhead_ms']:.2f} | {r['http_overhead_ms']:.2f} | {r['body_bytes']:,} |" for r in R["rows"]]
+    lines = [
+        "",
+        f"Ray Serve, silero VAD stateless deployment, one replica, requests one at a time (load average {' '.join(f'{v:.2f}' for v in R['load_before'])}):",
+        "",
+        "| streams per request | in process (BatchedStep.run) ms | handle ms | HTTP ms | handle overhead ms | HTTP overhead ms | HTTP body bytes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['n']} | {r['in_process_ms']:.2f} | {r['handle_ms']:.2f} | {r['http_ms']:.2f} | {r['handle_overhead_ms']:.2f} | {r['http_overhead_ms']:.2f} | {r['body_bytes']:,} |"
+        for r in R["rows"]
+    ]
     t = R.get("throughput")
     if t:
-        lines += ["", (f"Throughput: {t['clients']} clients × {t['rows_per_request']} streams per request through the handle: {t['ray_chunks_per_s']:,.0f} stream-chunks/s "
-                       f"(in process, batches of 256: {t['in_process_chunks_per_s_at_256']:,.0f}/s)")]
+        lines += [
+            "",
+            (
+                f"Throughput: {t['clients']} clients × {t['rows_per_request']} streams per request through the handle: {t['ray_chunks_per_s']:,.0f} stream-chunks/s "
+                f"(in process, batches of 256: {t['in_process_chunks_per_s_at_256']:,.0f}/s)"
+            ),
+        ]
     return lines

@@ -23,7 +23,18 @@ class LiGRU(torch.nn.Module):
     """speechbrain.nnet.RNN.LiGRU: input (batch, time, fea), output (batch, time, hidden) and the
     last hidden state of each layer."""
 
-    def __init__(self, hidden_size, input_shape, nonlinearity="relu", normalization="batchnorm", num_layers=1, bias=True, dropout=0.0, re_init=True, bidirectional=False):
+    def __init__(
+        self,
+        hidden_size,
+        input_shape,
+        nonlinearity="relu",
+        normalization="batchnorm",
+        num_layers=1,
+        bias=True,
+        dropout=0.0,
+        re_init=True,
+        bidirectional=False,
+    ):
         super().__init__()
         self.hidden_size = hidden_size
         self.nonlinearity = nonlinearity
@@ -47,8 +58,15 @@ class LiGRU(torch.nn.Module):
         current_dim = self.fea_dim
         for i in range(self.num_layers):
             rnn_lay = LiGRU_Layer(
-                current_dim, self.hidden_size, self.num_layers, self.batch_size, dropout=self.dropout,
-                nonlinearity=self.nonlinearity, normalization=self.normalization, bias=self.bias, bidirectional=self.bidirectional,
+                current_dim,
+                self.hidden_size,
+                self.num_layers,
+                self.batch_size,
+                dropout=self.dropout,
+                nonlinearity=self.nonlinearity,
+                normalization=self.normalization,
+                bias=self.bias,
+                bidirectional=self.bidirectional,
             )
             rnn.append(rnn_lay)
             if self.bidirectional:
@@ -86,7 +104,18 @@ class LiGRU(torch.nn.Module):
 class LiGRU_Layer(torch.nn.Module):  # noqa: N801 (speechbrain's name)
     """speechbrain.nnet.RNN.LiGRU_Layer: one Li-GRU layer."""
 
-    def __init__(self, input_size, hidden_size, num_layers, batch_size, dropout=0.0, nonlinearity="relu", normalization="batchnorm", bias=True, bidirectional=False):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers,
+        batch_size,
+        dropout=0.0,
+        nonlinearity="relu",
+        normalization="batchnorm",
+        bias=True,
+        bidirectional=False,
+    ):
         super().__init__()
         self.hidden_size = int(hidden_size)
         self.input_size = int(input_size)

@@ -64,7 +64,12 @@ _SPECIAL = {  # row label -> predicate; "relu/tanh/sigmoid" below is every case 
 
 def rows(cases: list[Case]) -> list[tuple[str, list[list[Case]]]]:
     """(label, groups): one group per row, or one per sub-column (opsets, dtypes) shown as a · b."""
-    out = [("relu/tanh/sigmoid, all directions, nothing else", [[c for c in cases if not any(p(c) for p in _SPECIAL.values()) and c.opset == 14 and c.dtype == "float32"]])]
+    out = [
+        (
+            "relu/tanh/sigmoid, all directions, nothing else",
+            [[c for c in cases if not any(p(c) for p in _SPECIAL.values()) and c.opset == 14 and c.dtype == "float32"]],
+        )
+    ]
     for label, pred in _SPECIAL.items():
         group = [c for c in cases if pred(c)]
         if group:
@@ -222,7 +227,9 @@ def batches(ops: list[str]) -> list[tuple[str, list[str]]]:
 
 
 def versions() -> str:
-    code = "import ovrnn, openvino, onnxruntime, onnx; print(openvino.get_version().split('-')[0], onnxruntime.__version__, onnx.__version__)"
+    code = (
+        "import ovrnn, openvino, onnxruntime, onnx; print(openvino.get_version().split('-')[0], onnxruntime.__version__, onnx.__version__)"
+    )
     ov_v, ort_v, onnx_v = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True).stdout.split()
     return f"openvino {ov_v}, onnxruntime {ort_v}, onnx {onnx_v}"
 

@@ -58,7 +58,9 @@ def read_arrays(path: Path, spec: str, option: str = "--input"):
                     for info in z.infolist():
                         what = f"{option} '{spec}': member '{info.filename}' of '{path}'"
                         if info.file_size > limit:
-                            raise UsageError(f"{what} is {info.file_size:,} bytes once decompressed, more than the limit of {limit:,}{raise_it}")
+                            raise UsageError(
+                                f"{what} is {info.file_size:,} bytes once decompressed, more than the limit of {limit:,}{raise_it}"
+                            )
                         with z.open(info) as member:
                             _check_npy_header(member, info.file_size, what)
                 fh.seek(0)

@@ -13,13 +13,30 @@ from .options import POSITIVE, add_lowering, add_stateful, lowering_kwargs, stat
 def add_parser(sub, common) -> None:
     c = sub.add_parser("convert", parents=[common], help="convert an ONNX model to OUT.xml + OUT.bin")
     c.add_argument("model", help="ONNX model file")
-    c.add_argument("-o", "--output", "--output_model", dest="output", help="output .xml path (the .bin goes next to it; default ./MODEL.xml, as ovc); or use --ovms-repo")
-    c.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; no name: the inputs in order; NAME[SHAPE]{TYPE}->VALUE freezes an input to a constant (sr->16000, mask[3]{i32}->[1 0 1]); repeatable")
+    c.add_argument(
+        "-o",
+        "--output",
+        "--output_model",
+        dest="output",
+        help="output .xml path (the .bin goes next to it; default ./MODEL.xml, as ovc); or use --ovms-repo",
+    )
+    c.add_argument(
+        "--input",
+        action="append",
+        metavar="[NAME][d0,d1,...]",
+        help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; no name: the inputs in order; NAME[SHAPE]{TYPE}->VALUE freezes an input to a constant (sr->16000, mask[3]{i32}->[1 0 1]); repeatable",
+    )
     c.add_argument("--ir-version", type=int, default=11, choices=(10, 11), help="IR version to write (default 11; 10 for old runtimes)")
     add_lowering(c)
-    c.add_argument("--ovms-repo", metavar="DIR", help="write DIR/NAME/VERSION/model.xml|bin and DIR/config.json for OpenVINO Model Server (with --model-name)")
+    c.add_argument(
+        "--ovms-repo",
+        metavar="DIR",
+        help="write DIR/NAME/VERSION/model.xml|bin and DIR/config.json for OpenVINO Model Server (with --model-name)",
+    )
     c.add_argument("--model-name", help="the model's name in the OVMS repository")
-    c.add_argument("--model-version", type=POSITIVE, default=None, help="the model's version in the OVMS repository, a positive integer (default 1)")
+    c.add_argument(
+        "--model-version", type=POSITIVE, default=None, help="the model's version in the OVMS repository, a positive integer (default 1)"
+    )
     add_stateful(
         c,
         "a streaming IR: every forward RNN/GRU/LSTM node carries H (and C) across calls with ReadValue/Assign; "
@@ -55,7 +72,10 @@ def _check_destination(args) -> None:
         raise UsageError("ovrnn convert: give either -o OUT.xml or --ovms-repo DIR --model-name NAME, not both")
     if not args.ovms_repo and (args.model_name or args.model_version is not None):
         given = " and ".join(f for f, v in (("--model-name", args.model_name), ("--model-version", args.model_version)) if v is not None)
-        raise UsageError(f"ovrnn convert: {given} name{'s' if ' and ' not in given else ''} the model in an OVMS repository; add --ovms-repo DIR" + (" instead of -o" if args.output else ""))
+        raise UsageError(
+            f"ovrnn convert: {given} name{'s' if ' and ' not in given else ''} the model in an OVMS repository; add --ovms-repo DIR"
+            + (" instead of -o" if args.output else "")
+        )
     if args.ovms_repo and not args.model_name:
         raise UsageError("ovrnn convert: --ovms-repo needs --model-name")
     if args.ovms_repo and args.stateful is not None:

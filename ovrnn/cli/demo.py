@@ -50,8 +50,10 @@ def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:
             print(f"  input  {name}: {value.dtype} {list(value.shape)}" + (f" = {value.tolist()}" if value.dtype == np.int32 else ""))
         for name, value in infer(compiled, feeds).items():
             print(f"  output {name}: {value.dtype} {list(value.shape)}, mean |value| {np.abs(value).mean():.4f}")
-        print(f"  executed on {', '.join(compiled.execution_devices)} at precision {compiled.precision}; runtime layers: "
-              + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
+        print(
+            f"  executed on {', '.join(compiled.execution_devices)} at precision {compiled.precision}; runtime layers: "
+            + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items()))
+        )
 
         try:
             import onnxruntime  # noqa: F401

@@ -13,9 +13,15 @@ def add_parser(sub, common) -> None:
     i = sub.add_parser("inspect", parents=[common], help="describe an IR: layers, inputs/outputs, cell chains, weights")
     i.add_argument("ir", help="IR .xml file (ours or any other)")
     i.add_argument("--json", action="store_true", help="print JSON instead of text")
-    i.add_argument("--graph", metavar="OUT.svg|OUT.png|OUT.dot", help="also draw the layer graph: always writes OUT.dot; renders .svg/.png with graphviz's dot when installed")
+    i.add_argument(
+        "--graph",
+        metavar="OUT.svg|OUT.png|OUT.dot",
+        help="also draw the layer graph: always writes OUT.dot; renders .svg/.png with graphviz's dot when installed",
+    )
     i.add_argument("--expand", action="store_true", help="with --graph: draw every layer (default: one node per cell chain)")
-    i.add_argument("--device", default="CPU", help="an IR with integer weights is compiled here to tell whether the device keeps them (default CPU)")
+    i.add_argument(
+        "--device", default="CPU", help="an IR with integer weights is compiled here to tell whether the device keeps them (default CPU)"
+    )
     i.set_defaults(func=command)
 
 

@@ -51,7 +51,11 @@ def run_in_child(argv: list[str], ir: str, output: str | None, inputs: list[Path
         which = f"signal {signum} ({signal_name(signum)})"
         if signum in CRASH_SIGNALS:
             raise IRFormatError(f"OpenVINO crashed with {which} on IR '{ir}'; the IR is malformed in a way ovrnn's checks do not catch")
-        hint = "; the kernel's out-of-memory killer sends SIGKILL: is the model too large for this machine's memory?" if signum == signal.SIGKILL else ""
+        hint = (
+            "; the kernel's out-of-memory killer sends SIGKILL: is the model too large for this machine's memory?"
+            if signum == signal.SIGKILL
+            else ""
+        )
         raise KilledError(f"the child process running OpenVINO on IR '{ir}' was killed by {which}{hint}")
     return done.returncode
 

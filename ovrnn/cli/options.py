@@ -46,18 +46,59 @@ def stateful_arg(values: list[str] | None):
 
 
 def add_lowering(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lowering", default="fastest", choices=("fastest", "cell", "matmul", "auto"), help="fastest (default): with --device CPU, each direction's exact f32 form measured fastest on this CPU (tools/measure_forms.py), else as cell; cell: RNNCell/GRUCell/LSTMCell per step; matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device")
+    p.add_argument(
+        "--lowering",
+        default="fastest",
+        choices=("fastest", "cell", "matmul", "auto"),
+        help="fastest (default): with --device CPU, each direction's exact f32 form measured fastest on this CPU (tools/measure_forms.py), else as cell; cell: RNNCell/GRUCell/LSTMCell per step; matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device",
+    )
     p.add_argument("--static", action="store_true", help="every shape static (for NPU): dynamic input dims must be fixed with --input")
-    p.add_argument("--compress-to-fp16", "--compress_to_fp16", dest="compress_to_fp16", action="store_true", help="store f32 weights as f16 with decompression Converts (off by default)")
-    p.add_argument("--chunk-steps", type=COUNT, default=None, metavar="N", help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64, 256 with --device CPU; 0: one piece)")
-    p.add_argument("--max-steps", type=COUNT, default=None, metavar="N", help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)")
+    p.add_argument(
+        "--compress-to-fp16",
+        "--compress_to_fp16",
+        dest="compress_to_fp16",
+        action="store_true",
+        help="store f32 weights as f16 with decompression Converts (off by default)",
+    )
+    p.add_argument(
+        "--chunk-steps",
+        type=COUNT,
+        default=None,
+        metavar="N",
+        help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64, 256 with --device CPU; 0: one piece)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=COUNT,
+        default=None,
+        metavar="N",
+        help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)",
+    )
     # weight compression (docs/compression.md)
-    p.add_argument("--compress-weights", choices=("int8", "int4"), default=None, help="store constant W/R as int8 (one scale per row) or int4 (experimental); B, P and states stay float")
-    p.add_argument("--group-size", type=int, default=None, metavar="N", help="int4: columns per scale, 32, 64, 128 or -1 (one scale per row, the default)")
-    p.add_argument("--max-weight-error", type=float, default=None, metavar="E", help="per-node budget of the quantization-only error measured at convert time (default 0.02): above it int4 falls back to int8, int8 to float")
+    p.add_argument(
+        "--compress-weights",
+        choices=("int8", "int4"),
+        default=None,
+        help="store constant W/R as int8 (one scale per row) or int4 (experimental); B, P and states stay float",
+    )
+    p.add_argument(
+        "--group-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="int4: columns per scale, 32, 64, 128 or -1 (one scale per row, the default)",
+    )
+    p.add_argument(
+        "--max-weight-error",
+        type=float,
+        default=None,
+        metavar="E",
+        help="per-node budget of the quantization-only error measured at convert time (default 0.02): above it int4 falls back to int8, int8 to float",
+    )
     # recurrent nodes inside If/Loop/Scan bodies (docs/bodies.md)
     p.add_argument(
-        "--allow-sequence-ops", action="store_true",
+        "--allow-sequence-ops",
+        action="store_true",
         help="a recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time: let OpenVINO's frontend convert every node of its op as a *Sequence op (default: refuse)",
     )
     if not any(a.dest == "device" for a in p._actions):

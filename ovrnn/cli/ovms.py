@@ -29,7 +29,9 @@ OURS = {"model.xml", "model.bin"}
 MAX_CONFIG_BYTES = 64 << 20  # a config.json larger than this is not a hand-written OVMS config
 
 
-def save_to_repository(ir: IR, repo: str | os.PathLike[str], name: str, version: int = 1, inputs: Iterable[str | os.PathLike[str]] = ()) -> tuple[Path, Path, str]:
+def save_to_repository(
+    ir: IR, repo: str | os.PathLike[str], name: str, version: int = 1, inputs: Iterable[str | os.PathLike[str]] = ()
+) -> tuple[Path, Path, str]:
     """Write the model and update config.json; return (model.xml, config.json, the serve command)."""
     if not name or name in (".", "..") or any(c in name for c in "/\\\0"):
         raise UsageError(f"{flag('model-name')}: expected a plain name (no '/'), got '{name}'")
@@ -115,7 +117,9 @@ def _check_version_folder(version_dir: Path) -> None:
         raise UsageError(f"'{version_dir}' exists and is not a folder; remove it or choose another {flag('model-version')}")
     others = sorted(p.name for p in version_dir.iterdir() if p.name not in OURS or not p.is_file())
     if others:
-        raise UsageError(f"'{version_dir}' already holds files ovrnn did not write ({', '.join(others[:3])}); choose another {flag('model-version')} or move them")
+        raise UsageError(
+            f"'{version_dir}' already holds files ovrnn did not write ({', '.join(others[:3])}); choose another {flag('model-version')} or move them"
+        )
 
 
 def _temp_dir(parent: Path, stem: str, staged: list[Path]) -> Path:
@@ -152,7 +156,9 @@ def _read_config(path: Path) -> dict:
         raise UsageError(f"'{path}' exists but is not a regular file; fix or remove it")
     size = path.stat().st_size
     if size > MAX_CONFIG_BYTES:
-        raise UsageError(f"'{path}' is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} an OVMS config.json may have here; fix or remove it")
+        raise UsageError(
+            f"'{path}' is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} an OVMS config.json may have here; fix or remove it"
+        )
     try:
         config = json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError) as exc:
@@ -166,8 +172,8 @@ def _read_config(path: Path) -> dict:
     for i, entry in enumerate(entries):
         where = f"'{path}': model_config_list[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
-            raise UsageError(f"{where} is not an object with a \"config\" object; fix or remove it")
+            raise UsageError(f'{where} is not an object with a "config" object; fix or remove it')
         for key in ("name", "base_path"):
             if not isinstance(entry["config"].get(key), str) or not entry["config"][key]:
-                raise UsageError(f"{where}: \"config\" has no \"{key}\" string; fix or remove it")
+                raise UsageError(f'{where}: "config" has no "{key}" string; fix or remove it')
     return config

@@ -61,7 +61,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         hint = f"; did you mean {guess[0]}?" if guess else ""
         if args.command == "convert" and flag_ == "--version":
             hint = "; the OVMS model version is --model-version (ovrnn --version prints ovrnn's own)"
-        raise UsageError(f"{sub.prog}: unrecognized argument{'s' if len(extra) > 1 else ''}: {' '.join(extra)}{hint} (see {sub.prog} --help)")
+        raise UsageError(
+            f"{sub.prog}: unrecognized argument{'s' if len(extra) > 1 else ''}: {' '.join(extra)}{hint} (see {sub.prog} --help)"
+        )
     return args
 
 

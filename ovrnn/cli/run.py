@@ -25,17 +25,46 @@ def add_parser(sub, common) -> None:
     r = sub.add_parser("run", parents=[common], help="run an IR on a device")
     r.add_argument("ir", help="IR .xml file")
     r.add_argument("--device", default="CPU", help="OpenVINO device: CPU, GPU, GPU.1, NPU, AUTO, HETERO:GPU,CPU (default CPU; any case)")
-    r.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array; or FILE.npz holding all inputs by name; repeatable")
+    r.add_argument(
+        "--input", action="append", metavar="NAME=FILE.npy", help="an input array; or FILE.npz holding all inputs by name; repeatable"
+    )
     r.add_argument("-o", "--output", help="write the outputs to this .npz")
     r.add_argument("--precision", default="f32", help="INFERENCE_PRECISION_HINT: f32 (default), f16, bf16 or default (the device's own)")
     r.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
-    r.add_argument("--repeat", type=POSITIVE, default=1, metavar="N", help="run N times: latency (median, p90) on one reused infer request, then throughput with N inferences in flight, like benchmark_app")
-    r.add_argument("--hint", choices=("latency", "throughput", "none"), default=None, help="PERFORMANCE_HINT to compile with (default: the device's own)")
-    r.add_argument("--streams", type=POSITIVE, default=None, metavar="N", help="NUM_STREAMS to compile with (default: what the hint chooses)")
-    r.add_argument("--threads", type=COUNT, default=None, metavar="N", help="CPU threads a call runs on: N, or 0 for all cores (default: ovrnn's batch-1 choice, docs/performance.md)")
+    r.add_argument(
+        "--repeat",
+        type=POSITIVE,
+        default=1,
+        metavar="N",
+        help="run N times: latency (median, p90) on one reused infer request, then throughput with N inferences in flight, like benchmark_app",
+    )
+    r.add_argument(
+        "--hint",
+        choices=("latency", "throughput", "none"),
+        default=None,
+        help="PERFORMANCE_HINT to compile with (default: the device's own)",
+    )
+    r.add_argument(
+        "--streams", type=POSITIVE, default=None, metavar="N", help="NUM_STREAMS to compile with (default: what the hint chooses)"
+    )
+    r.add_argument(
+        "--threads",
+        type=COUNT,
+        default=None,
+        metavar="N",
+        help="CPU threads a call runs on: N, or 0 for all cores (default: ovrnn's batch-1 choice, docs/performance.md)",
+    )
     # a stateful IR (convert --stateful) streams: the inputs' time axis is fed in K-step calls (docs/streaming.md)
-    r.add_argument("--reset-every", type=POSITIVE, default=None, metavar="N", help="stateful IR: reset the states every N calls (default: only at the start)")
-    r.add_argument("--initial-state", metavar="S.npz", help="stateful IR: the states' values by state id, set at the start and after every reset")
+    r.add_argument(
+        "--reset-every",
+        type=POSITIVE,
+        default=None,
+        metavar="N",
+        help="stateful IR: reset the states every N calls (default: only at the start)",
+    )
+    r.add_argument(
+        "--initial-state", metavar="S.npz", help="stateful IR: the states' values by state id, set at the start and after every reset"
+    )
     r.set_defaults(func=command)
 
 
@@ -70,7 +99,9 @@ def run_here(args) -> int:
         return _report(args, _stream(args, model, inputs))
     for given, name in ((args.reset_every, "--reset-every"), (args.initial_state, "--initial-state")):
         if given is not None:
-            raise UsageError(f"{name}: IR '{args.ir}' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a stateful IR with ovrnn convert --stateful")
+            raise UsageError(
+                f"{name}: IR '{args.ir}' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a stateful IR with ovrnn convert --stateful"
+            )
     return _report(args, _infer(args, model, inputs))
 
 
@@ -136,7 +167,9 @@ def _stream(args, model, inputs: dict) -> _Ran:
     from ..runtime.stream import Stream
 
     if args.hint == "throughput":
-        raise UsageError(f"--hint throughput: {STATE_IN_ONE_REQUEST}, so its calls cannot be spread over several requests in flight; use --hint latency or leave --hint out")
+        raise UsageError(
+            f"--hint throughput: {STATE_IN_ONE_REQUEST}, so its calls cannot be spread over several requests in flight; use --hint latency or leave --hint out"
+        )
     if args.streams is not None:
         raise UsageError(f"--streams: {STATE_IN_ONE_REQUEST}, and a stream's calls must run in order on it; leave --streams out")
     seeds = read_arrays(Path(args.initial_state), args.initial_state, "--initial-state") if args.initial_state else {}
@@ -152,7 +185,11 @@ def _stream(args, model, inputs: dict) -> _Ran:
     _check_seed_batches(stream, seeds, inputs, what)
     _narrowing_notes(stream._runner, inputs)
     if args.repeat > 1:
-        notes([f"--repeat {args.repeat}: the stream runs {args.repeat} times for latency; the throughput half (inferences in flight) is refused: {STATE_IN_ONE_REQUEST}"])
+        notes(
+            [
+                f"--repeat {args.repeat}: the stream runs {args.repeat} times for latency; the throughput half (inferences in flight) is refused: {STATE_IN_ONE_REQUEST}"
+            ]
+        )
     seconds = []
     for _ in range(args.repeat):
         counter = progress.Counter("call", 0)
@@ -160,12 +197,15 @@ def _stream(args, model, inputs: dict) -> _Ran:
         counter.close()
         seconds += result.seconds
     resets = f"reset at the start and every {args.reset_every} calls" if args.reset_every else "reset at the start"
-    how = (f": {result.chunks} calls of {result.steps} steps ({result.chunks * result.steps} steps) on one infer request, {resets}"
-           + (f", initial states from {args.initial_state}" if seeds else ""))
+    how = f": {result.chunks} calls of {result.steps} steps ({result.chunks * result.steps} steps) on one infer request, {resets}" + (
+        f", initial states from {args.initial_state}" if seeds else ""
+    )
     runs = f" ({args.repeat} runs of the stream)" if args.repeat > 1 else ""
     total = sum(seconds)
-    latency = (f"compile {compile_seconds:.3f} s; per-call latency over {len(seconds)} calls{runs}: median {np.median(seconds) * 1e3:.3f} ms, "
-               f"p90 {np.percentile(seconds, 90) * 1e3:.3f} ms; {len(seconds) * result.steps / total if total else float('inf'):,.1f} steps/s")
+    latency = (
+        f"compile {compile_seconds:.3f} s; per-call latency over {len(seconds)} calls{runs}: median {np.median(seconds) * 1e3:.3f} ms, "
+        f"p90 {np.percentile(seconds, 90) * 1e3:.3f} ms; {len(seconds) * result.steps / total if total else float('inf'):,.1f} steps/s"
+    )
     joined = {
         name: f"calls joined on axis {axis}" if axis is not None else "one per call, stacked on a new axis 0"
         for name, axis in result.joined_on.items()
@@ -177,7 +217,9 @@ def _report(args, ran: _Ran) -> int:
     """The one report of `ovrnn run`: where it ran, the runtime's layers, timings, each output's
     statistics (and a stream's final states), then the outputs written to -o."""
     compiled = ran.compiled
-    print(f"{ran.verb} {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision {compiled.precision}){ran.how}")
+    print(
+        f"{ran.verb} {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision {compiled.precision}){ran.how}"
+    )
     print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
     if compiled.layers_per_device:
         print("  layers per device: " + ", ".join(f"{d} {n}" for d, n in compiled.layers_per_device.items()))
@@ -226,7 +268,9 @@ def _check_seed_batches(stream, seeds: dict, inputs: dict, what: str) -> None:
         if info.id in seeds and info.batch_axis is not None and np.ndim(seeds[info.id]) > info.batch_axis:
             held = np.shape(seeds[info.id])[info.batch_axis]
             if held != batch:
-                raise UsageError(f"{what}: state '{info.id}' has batch {held} (axis {info.batch_axis}) but input '{name}' has batch {batch}")
+                raise UsageError(
+                    f"{what}: state '{info.id}' has batch {held} (axis {info.batch_axis}) but input '{name}' has batch {batch}"
+                )
 
 
 def _stats(value) -> str:

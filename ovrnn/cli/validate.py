@@ -13,26 +13,57 @@ def add_parser(sub, common) -> None:
     v = sub.add_parser("validate", parents=[common], help="convert, run on a device and compare with the float64 reference and onnxruntime")
     v.add_argument("model", help="ONNX model file")
     v.add_argument("--device", default="CPU", help="OpenVINO device to run the IR on, as for run (default CPU)")
-    v.add_argument("--input", action="append", metavar="[NAME][d0,d1,...]", help="fix an input's shape or freeze it to a value (as for convert); repeatable")
+    v.add_argument(
+        "--input",
+        action="append",
+        metavar="[NAME][d0,d1,...]",
+        help="fix an input's shape or freeze it to a value (as for convert); repeatable",
+    )
     v.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     v.add_argument("--seed", type=COUNT, default=0, help="seed of the random inputs, an integer >= 0 (default 0)")
     v.add_argument("--batch", type=POSITIVE, default=None, help="batch size for dynamic batch dims (default 3)")
     v.add_argument("--precision", default="f32", help="INFERENCE_PRECISION_HINT (default f32)")
     v.add_argument("--no-onnxruntime", action="store_true", help="compare with the reference only")
     v.add_argument("--cache-dir", help="OpenVINO model cache folder (CACHE_DIR)")
-    v.add_argument("--report", metavar="DIR", help="write report.json, report.md, error_per_step.png and the inputs/outputs to reproduce into DIR")
-    v.add_argument("--no-drift", action="store_true", help="leave out the drift line: each recurrent node streamed for 1024 steps at the device's default precision (compiled without a hint) against float64")
-    v.add_argument("--report-precisions", default="f32", help="inference precisions to plot the per-step error for, e.g. f32,bf16,f16 (default f32)")
+    v.add_argument(
+        "--report", metavar="DIR", help="write report.json, report.md, error_per_step.png and the inputs/outputs to reproduce into DIR"
+    )
+    v.add_argument(
+        "--no-drift",
+        action="store_true",
+        help="leave out the drift line: each recurrent node streamed for 1024 steps at the device's default precision (compiled without a hint) against float64",
+    )
+    v.add_argument(
+        "--report-precisions", default="f32", help="inference precisions to plot the per-step error for, e.g. f32,bf16,f16 (default f32)"
+    )
     # the streaming contract of convert --stateful (docs/streaming.md)
     add_stateful(
         v,
         "convert with --stateful (IN=OUT: those state pairs) and prove the stream: N calls == the whole sequence (pairs: the ONNX model call by call, "
         "the state carried by hand), final states, reset, two streams, set_state, batch, a 1000-step stream",
     )
-    v.add_argument("--chunks", type=int_at_least(2, "a number of calls >= 2"), default=None, metavar="N", help="with --stateful: the calls of K steps the stream runs (default 4); with --streams: the chunks of each stream (default 8)")
+    v.add_argument(
+        "--chunks",
+        type=int_at_least(2, "a number of calls >= 2"),
+        default=None,
+        metavar="N",
+        help="with --stateful: the calls of K steps the stream runs (default 4); with --streams: the chunks of each stream (default 8)",
+    )
     # a served model: many streams through StreamBatcher vs each alone (docs/batching.md)
-    v.add_argument("--streams", type=POSITIVE, default=None, metavar="N", help="with --stateful: serve N streams through ovrnn.StreamBatcher in a random arrival order and compare each with itself run alone (the model at batch 1, onnxruntime, the float64 reference); --input gives one stream's shapes (batch 1) and frozen inputs")
-    v.add_argument("--context", action="append", default=None, metavar="NAME=L", help="with --streams: the last L entries of input NAME (its last axis) start the next chunk's NAME, as silero's 64 samples; repeatable")
+    v.add_argument(
+        "--streams",
+        type=POSITIVE,
+        default=None,
+        metavar="N",
+        help="with --stateful: serve N streams through ovrnn.StreamBatcher in a random arrival order and compare each with itself run alone (the model at batch 1, onnxruntime, the float64 reference); --input gives one stream's shapes (batch 1) and frozen inputs",
+    )
+    v.add_argument(
+        "--context",
+        action="append",
+        default=None,
+        metavar="NAME=L",
+        help="with --streams: the last L entries of input NAME (its last axis) start the next chunk's NAME, as silero's 64 samples; repeatable",
+    )
     add_lowering(v)
     v.set_defaults(func=command)
 
@@ -60,12 +91,29 @@ def _served(args):
 
     if args.streams is None:
         raise UsageError("--context is the input context of --streams N: add --streams")
-    for flag_name, given in (("--report", args.report), ("--batch", args.batch), ("--report-precisions", args.report_precisions != "f32"), ("--static", args.static)):
+    for flag_name, given in (
+        ("--report", args.report),
+        ("--batch", args.batch),
+        ("--report-precisions", args.report_precisions != "f32"),
+        ("--static", args.static),
+    ):
         if given:
-            raise UsageError(f"{flag_name} is not available with --streams (each stream is batch 1; the batcher compiles its own static sizes)")
+            raise UsageError(
+                f"{flag_name} is not available with --streams (each stream is batch 1; the batcher compiles its own static sizes)"
+            )
     return validate_streams(
-        args.model, args.streams, stateful_arg(args.stateful), context=_contexts(args.context), input=args.input, seed=args.seed, chunks=args.chunks,
-        device=args.device, precision=args.precision, use_onnxruntime=not args.no_onnxruntime, cache_dir=args.cache_dir, lowering=args.lowering,
+        args.model,
+        args.streams,
+        stateful_arg(args.stateful),
+        context=_contexts(args.context),
+        input=args.input,
+        seed=args.seed,
+        chunks=args.chunks,
+        device=args.device,
+        precision=args.precision,
+        use_onnxruntime=not args.no_onnxruntime,
+        cache_dir=args.cache_dir,
+        lowering=args.lowering,
     )
 
 
@@ -83,9 +131,20 @@ def _validate(args):
     from ..validation.validate import validate
 
     return validate(
-        args.model, args.device, args.input, args.seed, args.batch, args.precision, not args.no_onnxruntime,
-        cache_dir=args.cache_dir, report_dir=args.report, report_precisions=_precisions(args.report_precisions), **lowering_kwargs(args),
-        stateful=stateful_arg(args.stateful), chunks=args.chunks, drift=not args.no_drift,
+        args.model,
+        args.device,
+        args.input,
+        args.seed,
+        args.batch,
+        args.precision,
+        not args.no_onnxruntime,
+        cache_dir=args.cache_dir,
+        report_dir=args.report,
+        report_precisions=_precisions(args.report_precisions),
+        **lowering_kwargs(args),
+        stateful=stateful_arg(args.stateful),
+        chunks=args.chunks,
+        drift=not args.no_drift,
     )
 
 

@@ -35,7 +35,10 @@ UNKNOWN = "unknown"
 # oneDNN's x64 ISA levels, best first, and the /proc/cpuinfo flags each needs (oneDNN's cpu_isa_t
 # names; avx512_core = F+CD+BW+DQ+VL). The level decides which RNN kernels oneDNN has.
 ISA_LEVELS = (
-    ("avx512_core_amx", ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")),
+    (
+        "avx512_core_amx",
+        ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"),
+    ),
     ("avx512_core_fp16", ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16")),
     ("avx512_core_bf16", ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512_bf16")),
     ("avx512_core_vnni", ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni")),
@@ -122,7 +125,15 @@ def op_kind(op: str, linear_before_reset: bool = False) -> str:
     return f"{op}-lbr1" if linear_before_reset else op
 
 
-def measured_form(kind: str, hidden: int, batch: int | None, bidirectional: bool, key: tuple[str, str] | None = None, table: tuple[dict, ...] | None = None, steps: int | None = None) -> FormChoice | None:
+def measured_form(
+    kind: str,
+    hidden: int,
+    batch: int | None,
+    bidirectional: bool,
+    key: tuple[str, str] | None = None,
+    table: tuple[dict, ...] | None = None,
+    steps: int | None = None,
+) -> FormChoice | None:
     """The row measured nearest to (steps, hidden, batch) for this cell kind and direction count, on
     this machine's (release, ISA); None without an entry, or where no row's hidden size is within 2x
     (no row stands for it). Steps first: the rows of the step count nearest to `steps` (log scale;

@@ -41,13 +41,45 @@ def exact_integer_weights(model, device: str, precision: str | None) -> dict[str
 # there as opset4::Range; Gather as opset8::Gather, the rest as opset1): every type
 # `--lowering matmul --static` writes is in it. RNNCell and RNNSequence are not; ShapeOf only as
 # v0 (ovrnn writes ShapeOf-3, and only for dynamic shapes, which --static removes).
-NPU_IR_TYPES = frozenset({
-    "Parameter", "Result", "Const", "Convert", "Reshape", "Split", "Concat", "MatMul", "Add", "Multiply",
-    "Divide", "Abs", "ReLU", "Tanh", "Sigmoid", "Clamp", "Elu", "HardSigmoid", "PReLU", "SoftPlus",
-    "Select", "Greater", "GreaterEqual", "Range", "Squeeze", "Unsqueeze", "Transpose", "VariadicSplit",
-    "StridedSlice", "ReverseSequence", "Gather", "Maximum", "Subtract",
-    "GRUCell", "LSTMCell",  # imported as opset3::GRUCell, opset1/opset4::LSTMCell: --lowering auto keeps them
-})
+NPU_IR_TYPES = frozenset(
+    {
+        "Parameter",
+        "Result",
+        "Const",
+        "Convert",
+        "Reshape",
+        "Split",
+        "Concat",
+        "MatMul",
+        "Add",
+        "Multiply",
+        "Divide",
+        "Abs",
+        "ReLU",
+        "Tanh",
+        "Sigmoid",
+        "Clamp",
+        "Elu",
+        "HardSigmoid",
+        "PReLU",
+        "SoftPlus",
+        "Select",
+        "Greater",
+        "GreaterEqual",
+        "Range",
+        "Squeeze",
+        "Unsqueeze",
+        "Transpose",
+        "VariadicSplit",
+        "StridedSlice",
+        "ReverseSequence",
+        "Gather",
+        "Maximum",
+        "Subtract",
+        "GRUCell",
+        "LSTMCell",  # imported as opset3::GRUCell, opset1/opset4::LSTMCell: --lowering auto keeps them
+    }
+)
 
 
 # Every device name an OpenVINO release knows, real and virtual; anything else is a typo.
@@ -68,7 +100,9 @@ def canonical_device(device: str) -> str:
         if name not in KNOWN_DEVICES:
             guess = difflib.get_close_matches(name.upper(), KNOWN_DEVICES, n=1, cutoff=0.5)
             hint = f"; did you mean {guess[0]}?" if guess else ""
-            raise UsageError(f"{flag('device')} '{device}': unknown device '{part}' (OpenVINO devices: {', '.join(KNOWN_DEVICES)}, with .N for one of several{hint})")
+            raise UsageError(
+                f"{flag('device')} '{device}': unknown device '{part}' (OpenVINO devices: {', '.join(KNOWN_DEVICES)}, with .N for one of several{hint})"
+            )
         fixed.append(name + m.group(2))
     return fixed[0] + (":" + ",".join(fixed[1:]) if sep else "")
 

@@ -25,8 +25,16 @@ class DynamicQuantizeLstmInputs(InputSlot):
 
 DYNAMIC_QUANTIZE_LSTM = register(
     OpFamily(
-        name="DynamicQuantizeLSTM", domain="com.microsoft", cell=LSTM.cell, gates=LSTM.gates, gate_order=LSTM.gate_order,
-        slots=LSTM.slots, default_activations=LSTM.default_activations, input_slots=DynamicQuantizeLstmInputs, outputs=LSTM.outputs,
-        no_cell=LSTM.no_cell, lowered_as=LSTM,
+        name="DynamicQuantizeLSTM",
+        domain="com.microsoft",
+        cell=LSTM.cell,
+        gates=LSTM.gates,
+        gate_order=LSTM.gate_order,
+        slots=LSTM.slots,
+        default_activations=LSTM.default_activations,
+        input_slots=DynamicQuantizeLstmInputs,
+        outputs=LSTM.outputs,
+        no_cell=LSTM.no_cell,
+        lowered_as=LSTM,
     )
 )

@@ -16,7 +16,15 @@ class GruInputs(InputSlot):
 
 GRU = register(
     OpFamily(
-        name="GRU", domain="", cell="GRUCell", gates=3, gate_order=(0, 1, 2), slots=("f", "g"), default_activations=("Sigmoid", "Tanh"),
-        input_slots=GruInputs, outputs=("Y", "Y_h"), own_attributes=("linear_before_reset",),
+        name="GRU",
+        domain="",
+        cell="GRUCell",
+        gates=3,
+        gate_order=(0, 1, 2),
+        slots=("f", "g"),
+        default_activations=("Sigmoid", "Tanh"),
+        input_slots=GruInputs,
+        outputs=("Y", "Y_h"),
+        own_attributes=("linear_before_reset",),
     )
 )

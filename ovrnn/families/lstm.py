@@ -18,7 +18,15 @@ class LstmInputs(InputSlot):
 
 LSTM = register(
     OpFamily(
-        name="LSTM", domain="", cell="LSTMCell", gates=4, gate_order=(2, 0, 3, 1), slots=("f", "g", "h"),
-        default_activations=("Sigmoid", "Tanh", "Tanh"), input_slots=LstmInputs, outputs=("Y", "Y_h", "Y_c"), own_attributes=("input_forget",),
+        name="LSTM",
+        domain="",
+        cell="LSTMCell",
+        gates=4,
+        gate_order=(2, 0, 3, 1),
+        slots=("f", "g", "h"),
+        default_activations=("Sigmoid", "Tanh", "Tanh"),
+        input_slots=LstmInputs,
+        outputs=("Y", "Y_h", "Y_c"),
+        own_attributes=("input_forget",),
     )
 )

@@ -17,8 +17,15 @@ class RnnInputs(InputSlot):
 
 RNN = register(
     OpFamily(
-        name="RNN", domain="", cell="RNNCell", gates=1, gate_order=(0,), slots=("f",), default_activations=("Tanh",),
-        input_slots=RnnInputs, outputs=("Y", "Y_h"),
+        name="RNN",
+        domain="",
+        cell="RNNCell",
+        gates=1,
+        gate_order=(0,),
+        slots=("f",),
+        default_activations=("Tanh",),
+        input_slots=RnnInputs,
+        outputs=("Y", "Y_h"),
         no_cell=("NPU",),  # the NPU compiler imports GRUCell-3 and LSTMCell-1/-4, not RNNCell
         loop_activations=(("Relu",),),  # tf2onnx's SimpleRNN(activation="relu")
         rt_info_op=False,  # its IRs predate the "op" entry: inspect reads an IR without it as RNN's

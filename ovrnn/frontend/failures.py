@@ -46,16 +46,22 @@ def conversion_error(view: GraphView, path: Path, exc: BaseException) -> OvrnnEr
         return UnsupportedFeatureError(f"OpenVINO's ONNX frontend cannot convert {len(failed)} op(s): {', '.join(failed)}")
     why = invalidity(view.model)
     if why is not None:
-        return InvalidModelError(f"the model is not valid ONNX (onnx.checker: {why}); OpenVINO's ONNX frontend cannot convert it either: {message}")
+        return InvalidModelError(
+            f"the model is not valid ONNX (onnx.checker: {why}); OpenVINO's ONNX frontend cannot convert it either: {message}"
+        )
     for op, detail in _failed_ops(message):
         nodes = [where for n, where in located if (_domain(n), n.op_type) == _split(op)]
         shown = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
-        return UnsupportedFeatureError(f"OpenVINO's ONNX frontend cannot convert {op} ({shown or 'no node of that op found'}) in this valid model: {detail}")
+        return UnsupportedFeatureError(
+            f"OpenVINO's ONNX frontend cannot convert {op} ({shown or 'no node of that op found'}) in this valid model: {detail}"
+        )
     validating = _VALIDATING.match(message)
     nodes = [where for n, where in located if validating and n.op_type == validating.group(1)]
     if nodes:
         shown = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
-        return UnsupportedFeatureError(f"OpenVINO's ONNX frontend cannot convert {validating.group(1)} ({shown}) in this valid model: {message}")
+        return UnsupportedFeatureError(
+            f"OpenVINO's ONNX frontend cannot convert {validating.group(1)} ({shown}) in this valid model: {message}"
+        )
     return UnsupportedFeatureError(f"OpenVINO's ONNX frontend cannot convert this model, which onnx's checker finds valid: {message}")
 
 
@@ -96,7 +102,6 @@ def _framework_ops(path: Path) -> set[tuple[str, str]]:
     """(domain, op) of every node a partial conversion leaves as a framework node, bodies included
     (the frontend keeps what it has no translator for as a node that says its ONNX type)."""
     from openvino.frontend import FrontEndManager
-
 
     kinds = set()
     try:

@@ -81,7 +81,9 @@ def assign(value, variable):
     return node
 
 
-def realize(g: LayerGraph, bindings: dict[int, object], variables: dict | None = None, sinks: list | None = None, precise: set | None = None) -> dict[int, list]:
+def realize(
+    g: LayerGraph, bindings: dict[int, object], variables: dict | None = None, sinks: list | None = None, precise: set | None = None
+) -> dict[int, list]:
     """{layer id: [ov.Output per output]}. Parameters come from `bindings` (layer id -> ov.Output);
     ReadValue/Assign share the Variables in `variables` (by id); Assign nodes go to `sinks`, for
     the model's add_sinks; the names of layers marked precise go to `precise` (OpenVINO's Python

@@ -100,7 +100,9 @@ class ModelNodes:
         for k, node in enumerate(self.nodes):
             if k in self.claimed or node.proto.op_type != op or len(node.proto.input) != len(names):
                 continue
-            if all((name in have) if name else not have for name, have in zip(node.proto.input, names)) and self._same_attributes(node.proto, attrs):
+            if all((name in have) if name else not have for name, have in zip(node.proto.input, names)) and self._same_attributes(
+                node.proto, attrs
+            ):
                 self.claimed.add(k)
                 return node
         # Not found by names (a tensor the frontend renamed): the next unclaimed node of the op.
@@ -133,11 +135,16 @@ class ContextNodes:
         k = self.count
         self.count += 1
         names = _input_names(inputs)
-        tensor_names = [sorted(have)[0] if have else ("" if out.get_node().get_type_name() == "NullNode" else f"{op.lower()}_{k}/input_{slot}") for slot, (out, have) in enumerate(zip(inputs, names))]
+        tensor_names = [
+            sorted(have)[0] if have else ("" if out.get_node().get_type_name() == "NullNode" else f"{op.lower()}_{k}/input_{slot}")
+            for slot, (out, have) in enumerate(zip(inputs, names))
+        ]
         while tensor_names and not tensor_names[-1]:
             tensor_names.pop()
         attrs = _attributes(op, context)
-        proto = onnx.helper.make_node(op, tensor_names, [f"{self.TOKEN.format(k)}:{o}" for o in named(op).outputs], name=self.TOKEN.format(k))
+        proto = onnx.helper.make_node(
+            op, tensor_names, [f"{self.TOKEN.format(k)}:{o}" for o in named(op).outputs], name=self.TOKEN.format(k)
+        )
         for name, value in attrs.items():
             proto.attribute.append(_attribute(op, name, value))
         opset = _last_schema_with(op, "output_sequence") if "output_sequence" in attrs else 22
@@ -164,7 +171,9 @@ def _has_attribute(op: str, version: int, attribute: str) -> bool:
 def _attribute(op: str, name: str, value: object) -> onnx.AttributeProto:
     if isinstance(value, (list, tuple)) and not value:  # an empty list has no type of its own
         schema = onnx.defs.get_schema(op)
-        return onnx.helper.make_attribute(name, [], attr_type=schema.attributes[name].type if name in schema.attributes else onnx.AttributeProto.FLOATS)
+        return onnx.helper.make_attribute(
+            name, [], attr_type=schema.attributes[name].type if name in schema.attributes else onnx.AttributeProto.FLOATS
+        )
     if isinstance(value, np.generic):
         value = value.item()
     return onnx.helper.make_attribute(name, value)
@@ -209,7 +218,10 @@ class RecurrentLowering:
 
         # com.microsoft's DynamicQuantizeLSTM too: OpenVINO's own conversion ignores input_forget and refuses P
         domains = {op: named(op).domain for op in ops}
-        return [OnnxConversionExtension(op, domains[op], partial(self, op)) if domains[op] else ConversionExtension(op, partial(self, op)) for op in ops]
+        return [
+            OnnxConversionExtension(op, domains[op], partial(self, op)) if domains[op] else ConversionExtension(op, partial(self, op))
+            for op in ops
+        ]
 
     @property
     def summaries(self) -> list[NodeSummary]:
@@ -238,7 +250,9 @@ class RecurrentLowering:
     def _convert(self, op: str, node: RecurrentNode, inputs: list):
         proto = node.proto
         if len(inputs) != len(proto.input):
-            raise AssertionError(f"{op} node '{proto.name}': the frontend passed {len(inputs)} inputs, the ONNX node has {len(proto.input)}")
+            raise AssertionError(
+                f"{op} node '{proto.name}': the frontend passed {len(inputs)} inputs, the ONNX node has {len(proto.input)}"
+            )
         present = {name: out for name, out in zip(proto.input, inputs) if name}
         infos = {name: tensor_info(name, out) for name, out in present.items()}
         is_context = isinstance(self.nodes, ContextNodes)
@@ -247,7 +261,12 @@ class RecurrentLowering:
         spec = normalise_node(proto, node.index, node.opset, infos.get, label)
         states = []
         if self.stateful and node.body is None:  # a body's state lives in its loop, not across infer calls
-            spec, states = plan_states(spec, self.variable_ids, lambda name: _input_read_by(present[name], f"{op} node '{node_label(proto)}'", _role_of(proto, name)), lambda name: _zeros_by_construction(present[name]))
+            spec, states = plan_states(
+                spec,
+                self.variable_ids,
+                lambda name: _input_read_by(present[name], f"{op} node '{node_label(proto)}'", _role_of(proto, name)),
+                lambda name: _zeros_by_construction(present[name]),
+            )
         if is_context:  # ovrnn.extension(): the limit over the nodes so far, as it goes
             check_steps(self.steps + spec.seq_length * len(spec.directions), len(self.converted) + 1, self.max_steps)
         filled = {rin.name: rin.shape for role in spec.family.inputs if (rin := getattr(spec, role, None)) is not None}
@@ -261,7 +280,9 @@ class RecurrentLowering:
                 if info.value is not None:
                     placeholders[name] = ops.const(g, name, info.value)
                 else:  # a body input declared without a shape (TorchScript's loop-carried h) takes the spec's
-                    placeholders[name] = ops.parameter(g, name, BY_IR[_ir_type(present[name])], info.shape if info.shape is not None else filled[name])
+                    placeholders[name] = ops.parameter(
+                        g, name, BY_IR[_ir_type(present[name])], info.shape if info.shape is not None else filled[name]
+                    )
                     bindings[placeholders[name].layer.id] = present[name]
             return placeholders[name]
 
@@ -308,7 +329,22 @@ def _role_of(proto, name: str) -> str:
     return next((family.inputs[k] for k in family.state_slots if k < len(proto.input) and proto.input[k] == name), "initial_h")
 
 
-_SAME_VALUES = {"Identity", "Slice", "StridedSlice", "Gather", "GatherElements", "Reshape", "Squeeze", "Unsqueeze", "Broadcast", "Convert", "Transpose", "Tile", "Split", "VariadicSplit"}  # input 0's values, moved
+_SAME_VALUES = {
+    "Identity",
+    "Slice",
+    "StridedSlice",
+    "Gather",
+    "GatherElements",
+    "Reshape",
+    "Squeeze",
+    "Unsqueeze",
+    "Broadcast",
+    "Convert",
+    "Transpose",
+    "Tile",
+    "Split",
+    "VariadicSplit",
+}  # input 0's values, moved
 
 
 def _zeros_by_construction(output) -> bool:

@@ -36,7 +36,9 @@ from .realize import assign as realize_assign
 _SENTINEL = 10007  # a size no real model uses: where it shows up, it came from the probed dim
 
 
-def make_stateful(model, view: GraphView, stateful, extension, path_for_probe: Callable, unfolded_probe: Callable | None = None) -> tuple[StreamInfo, list[str]]:
+def make_stateful(
+    model, view: GraphView, stateful, extension, path_for_probe: Callable, unfolded_probe: Callable | None = None
+) -> tuple[StreamInfo, list[str]]:
     """`path_for_probe`: the model file the time-axis probe converts (shapes folded); with no time
     axis found there, `unfolded_probe`'s (the model before its shape computations were folded for
     the given sizes: a Reshape target baked from T = K no longer takes the probe's other size)."""
@@ -104,7 +106,9 @@ def _remove_replaced_inputs(model, names: set[str], notes: list[str]) -> None:
         if name not in names:
             continue
         if any(t.get_node().get_name() in in_model for t in param.output(0).get_target_inputs()):
-            notes.append(f"graph input '{name}' is read by other ops too: it stays an input, and the recurrent node reads its state instead")
+            notes.append(
+                f"graph input '{name}' is read by other ops too: it stays an input, and the recurrent node reads its state instead"
+            )
             continue
         model.remove_parameter(param)
 
@@ -190,7 +194,9 @@ def first_recurrent_x(path, shapes: dict) -> tuple[int | None, ...] | None:
 
     fe = FrontEndManager().load_by_framework("onnx")
     for family in families():  # onnxruntime's quantized LSTM too: X is input 0 in every family
-        fe.add_extension(OnnxConversionExtension(family.name, family.domain, probe) if family.domain else ConversionExtension(family.name, probe))
+        fe.add_extension(
+            OnnxConversionExtension(family.name, family.domain, probe) if family.domain else ConversionExtension(family.name, probe)
+        )
     input_model = fe.load(str(path))
     for name, shape in shapes.items():
         input_model.set_partial_shape(input_model.get_place_by_tensor_name(name), partial_shape(shape))
@@ -219,7 +225,9 @@ def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info
     results = {n: r for r in model.get_results() for n in r.output(0).get_names()}
     declared = [vi.name for vi in view.model.graph.input]  # with the inputs that have an initializer (a default)
     inputs = ", ".join(declared) or "none"
-    defaults = {n: op for op in model.get_ordered_ops() if op.get_type_name() == "Constant" for n in op.output(0).get_names() if n in declared}
+    defaults = {
+        n: op for op in model.get_ordered_ops() if op.get_type_name() == "Constant" for n in op.output(0).get_names() if n in declared
+    }
     outputs = ", ".join(x.name for x in view.outputs) or "none"
     used_in, used_out, ids, states, sinks = set(), set(), set(), [], []
     for name, out in pairs:
@@ -242,7 +250,9 @@ def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info
             raise UsageError(f"{who}: output '{out}' does not depend on input '{name}', so it is not the next value of that state")
         in_shape, in_type = param.get_output_partial_shape(0), param.get_output_element_type(0)
         if value.get_element_type() != in_type:
-            raise UsageError(f"{who}: the input is {in_type.get_type_name()} and the output {value.get_element_type().get_type_name()}; a state keeps one type")
+            raise UsageError(
+                f"{who}: the input is {in_type.get_type_name()} and the output {value.get_element_type().get_type_name()}; a state keeps one type"
+            )
         out_shape = value.get_partial_shape()
         if not in_shape.compatible(out_shape) or in_shape.rank != out_shape.rank:
             raise UsageError(f"{who}: the input has shape {in_shape} and the output {out_shape}; a state keeps one shape")
@@ -253,7 +263,11 @@ def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info
         vi = o.op.util.VariableInfo()
         vi.variable_id, vi.data_type, vi.data_shape = var_id, in_type, in_shape
         variable = o.op.util.Variable(vi)
-        init = opset1.constant(np.asarray(init_value, in_type.to_dtype())) if init_value is not None else _zeros(model, view, name, in_shape, in_type, who)
+        init = (
+            opset1.constant(np.asarray(init_value, in_type.to_dtype()))
+            if init_value is not None
+            else _zeros(model, view, name, in_shape, in_type, who)
+        )
         read = opset6.read_value(init, variable)
         read.set_friendly_name(f"{var_id}/read")
         for target in list(param.output(0).get_target_inputs()):
@@ -299,7 +313,13 @@ def _zeros(model, view: GraphView, name: str, shape, etype, who: str):
             continue
         symbol = declared[axis].symbol if axis < len(declared) else None
         source = next(
-            ((i.name, a) for i in view.inputs if i.name != name and i.name in params and i.shape for a, dd in enumerate(i.shape) if symbol and dd.symbol == symbol),
+            (
+                (i.name, a)
+                for i in view.inputs
+                if i.name != name and i.name in params and i.shape
+                for a, dd in enumerate(i.shape)
+                if symbol and dd.symbol == symbol
+            ),
             None,
         )
         if source is None:
@@ -341,4 +361,3 @@ def _pair_batch_axis(view: GraphView, name: str, shape, info: StreamInfo) -> int
             layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
             return 0 if layout else 1
     return None
-

@@ -80,7 +80,9 @@ def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless
         axes = [(name, _compare(name, parts, want[name], K, chunks, *tolerance)) for name, parts in got.items() if name in want]
     except UnsupportedFeatureError as exc:
         if quantized:  # beyond quantization noise
-            raise UnsupportedFeatureError(f"{exc} (the model also quantizes activations with DynamicQuantizeLinear: differences within {QUANTIZED_RTOL:.0%} are accepted as its rounding)") from None
+            raise UnsupportedFeatureError(
+                f"{exc} (the model also quantizes activations with DynamicQuantizeLinear: differences within {QUANTIZED_RTOL:.0%} are accepted as its rounding)"
+            ) from None
         if dq:
             raise UnsupportedFeatureError(
                 f"{exc}; or the model's DynamicQuantizeLinear, which takes each call's own scale: a stream of K-step calls is not the whole "
@@ -115,7 +117,9 @@ def _max_rel(parts: list[np.ndarray], whole: np.ndarray, axis: int | None) -> fl
     return float(np.abs(g - w).max() / scale)
 
 
-def _run(stateful_model, whole_ir, feeds_whole: dict, timed: dict[str, int], K: int, chunks: int, output_names: set[str] = frozenset()) -> tuple[dict, dict]:
+def _run(
+    stateful_model, whole_ir, feeds_whole: dict, timed: dict[str, int], K: int, chunks: int, output_names: set[str] = frozenset()
+) -> tuple[dict, dict]:
     """(the whole run's outputs, each output's per-chunk values from one infer request)."""
     o = ov()
     core = o.Core()
@@ -129,7 +133,10 @@ def _run(stateful_model, whole_ir, feeds_whole: dict, timed: dict[str, int], K: 
     # names from the models as converted, the graph's own where a port has several: compiling (or a
     # Gather folded away) merges tensor names, and get_any_name() then picks an inner one
     graph_names = set(feeds_whole)
-    want = {_port_name(out, output_names): v.copy() for out, v in zip(whole_model.outputs, whole.create_infer_request().infer(feeds_whole).values())}
+    want = {
+        _port_name(out, output_names): v.copy()
+        for out, v in zip(whole_model.outputs, whole.create_infer_request().infer(feeds_whole).values())
+    }
     streaming = core.compile_model(stateful_model.clone(), "CPU", {**config, **exact_integer_weights(stateful_model, "CPU", "f32")})
     request = streaming.create_infer_request()
     request.reset_state()
@@ -171,10 +178,14 @@ def _port_name(port, wanted: set[str] = frozenset()) -> str:
     return next((n for n in sorted(names) if n in wanted), min(names) if names else "")
 
 
-def _compare(name: str, chunks_out: list[np.ndarray], whole: np.ndarray, K: int, chunks: int, atol: float = ATOL, rtol: float = RTOL) -> int | None:
+def _compare(
+    name: str, chunks_out: list[np.ndarray], whole: np.ndarray, K: int, chunks: int, atol: float = ATOL, rtol: float = RTOL
+) -> int | None:
     """The output's time axis (None: one value per call), or the refusal when chunked != whole."""
     part = chunks_out[0]
-    axis = next((a for a, (p, w) in enumerate(zip(part.shape, whole.shape)) if p == K and w == K * chunks and part.ndim == whole.ndim), None)
+    axis = next(
+        (a for a, (p, w) in enumerate(zip(part.shape, whole.shape)) if p == K and w == K * chunks and part.ndim == whole.ndim), None
+    )
     if axis is None:  # no time axis: the state after the last chunk is the whole run's
         if chunks_out[-1].shape != whole.shape:
             raise UnsupportedFeatureError(

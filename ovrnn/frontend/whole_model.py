@@ -49,8 +49,10 @@ from ..semantics.nodes import RecurrentNode, recurrent_nodes
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = "the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is"
-DYNAMO_ADVICE = ("PyTorch's dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
-                 "to get an ONNX RNN node")
+DYNAMO_ADVICE = (
+    "PyTorch's dynamo=True exporter writes nn.RNN as plain ops or a Loop: export with torch.onnx.export(..., dynamo=False) "
+    "to get an ONNX RNN node"
+)
 
 
 def no_rnn_note(producer: str) -> str:
@@ -85,7 +87,16 @@ def convert_whole_model(
     folded_model, folded = read.model, read.changed  # onnx/frontend_input.py: shapes written in, constants folded, Scan slices typed
     left = left or {}  # op -> why OpenVINO's frontend converts its nodes
     with _model_file(folded_model, source if not folded else None) as path:
-        model, lowering = _convert(view, shapes, read.conditions_hint, path, nodes, options, tuple(f.name for f in families() if f.name not in left), stateful is True)
+        model, lowering = _convert(
+            view,
+            shapes,
+            read.conditions_hint,
+            path,
+            nodes,
+            options,
+            tuple(f.name for f in families() if f.name not in left),
+            stateful is True,
+        )
     steps_note = check_steps(lowering.steps, len(lowering.converted), max_steps)
     model.set_friendly_name(view.model.graph.name or "ovrnn_model")
     _deterministic_names(model)  # before folding too: folded constants inherit these names
@@ -97,31 +108,57 @@ def convert_whole_model(
         from .stateful_model import make_stateful
 
         stream, stream_notes = make_stateful(
-            model, view, stateful, lowering, path_for_probe=lambda: _model_file(folded_model, source if not folded else None),
+            model,
+            view,
+            stateful,
+            lowering,
+            path_for_probe=lambda: _model_file(folded_model, source if not folded else None),
             unfolded_probe=(lambda: _model_file(view.model, source)) if folded else None,
         )
         if stream.timed:  # chunked == whole, or the model mixes time steps outside its recurrent nodes
             from .time_mixing import check_time_mixing
 
-            zero_inputs = {name for name, _ in stateful} if isinstance(stateful, tuple) else {st.replaces for st in lowering.states if st.replaces}
+            zero_inputs = (
+                {name for name, _ in stateful} if isinstance(stateful, tuple) else {st.replaces for st in lowering.states if st.replaces}
+            )
             with stage("checking that the chunked stream equals the whole sequence"):
                 # the whole-sequence IR runs `chunks` times the steps: no --max-steps limit for this internal
                 # one; and f32 weights, as the stateful model in memory has them (f16 comes at serialization)
-                plain = replace(options, compress_to_fp16=False, budget=_schemes_of(lowering) if options.compression is not None else options.budget)
+                plain = replace(
+                    options, compress_to_fp16=False, budget=_schemes_of(lowering) if options.compression is not None else options.budget
+                )
                 try:
-                    note = check_time_mixing(model, view, stream, lambda v, s: convert_whole_model(v, s, reread(v), recurrent_nodes(v.model), source, plain, 0, reread=reread), zero_inputs)
+                    note = check_time_mixing(
+                        model,
+                        view,
+                        stream,
+                        lambda v, s: convert_whole_model(v, s, reread(v), recurrent_nodes(v.model), source, plain, 0, reread=reread),
+                        zero_inputs,
+                    )
                 except UnsupportedFeatureError as exc:
                     raise UnsupportedFeatureError(f"{exc}{_unpaired_states(view, stateful)}") from None
                 stream_notes = list(stream_notes) + ([note] if note else [])
     if options.static and model.is_dynamic():
-        dynamic = next(f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}" for op in model.get_ordered_ops() if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic)
-        raise UsageError(f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with {flag('input')}")
+        dynamic = next(
+            f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}"
+            for op in model.get_ordered_ops()
+            if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic
+        )
+        raise UsageError(
+            f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with {flag('input')}"
+        )
     left_notes = [
         f"{op} nodes inside If/Loop/Scan bodies: every {op} node was converted by OpenVINO's ONNX frontend ({op}Sequence), not lowered to cells "
         f"({flag('allow-sequence-ops', True)}: {why})"
         for op, why in left.items()
     ]
-    notes = left_notes + list(lowering.notes) + ([] if nodes or stateful else [no_rnn_note(view.model.producer_name)]) + ([steps_note] if steps_note else []) + list(stream_notes)
+    notes = (
+        left_notes
+        + list(lowering.notes)
+        + ([] if nodes or stateful else [no_rnn_note(view.model.producer_name)])
+        + ([steps_note] if steps_note else [])
+        + list(stream_notes)
+    )
     summaries = lowering.summaries
     for summary in summaries:
         for key, value in summary.rt_info().items():
@@ -182,7 +219,16 @@ def _unpaired_states(view: GraphView, stateful) -> str:
     return ""
 
 
-def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: list[RecurrentNode], options: LoweringOptions, ops_: tuple[str, ...], stateful: bool):
+def _convert(
+    view: GraphView,
+    shapes,
+    conditions_hint: str,
+    path: Path,
+    nodes: list[RecurrentNode],
+    options: LoweringOptions,
+    ops_: tuple[str, ...],
+    stateful: bool,
+):
     """One run of the frontend with ovrnn lowering the nodes of `ops_`: (ov.Model, the lowering)."""
     from openvino.frontend import FrontEndManager
 
@@ -204,10 +250,17 @@ def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: l
     except Exception as exc:  # the frontend wraps whatever the extension raised
         error = lowering.error
         node = lowering.failed
-        if isinstance(error, UsageError) and node is not None and _in_if(node) and getattr(error, "x_name", None) not in {i.name for i in view.inputs}:
+        if (
+            isinstance(error, UsageError)
+            and node is not None
+            and _in_if(node)
+            and getattr(error, "x_name", None) not in {i.name for i in view.inputs}
+        ):
             hint = conditions_hint  # the If that stays is why X has no static shape
             if hint:
-                raise UsageError(f"{describe_node(node.proto)} is inside {_if_body(node).describe()}, where its input X '{node.proto.input[0]}' has no static shape: {hint}") from None
+                raise UsageError(
+                    f"{describe_node(node.proto)} is inside {_if_body(node).describe()}, where its input X '{node.proto.input[0]}' has no static shape: {hint}"
+                ) from None
         if isinstance(error, DynamicStepsError):
             if error.x_name in {i.name for i in view.inputs}:
                 raise error from None  # its message names the input to fix
@@ -226,12 +279,13 @@ def _convert(view: GraphView, shapes, conditions_hint: str, path: Path, nodes: l
             raise error from None
         raise conversion_error(view, path, exc) from None
     if lowering.calls != len(mine) or lowering.nodes.pending():
-        raise AssertionError(f"the ONNX frontend called the recurrent-op extension {lowering.calls} times for {len(mine)} RNN/GRU/LSTM nodes")
+        raise AssertionError(
+            f"the ONNX frontend called the recurrent-op extension {lowering.calls} times for {len(mine)} RNN/GRU/LSTM nodes"
+        )
     return model, lowering
 
 
 # --- around the conversion ----------------------------------------------------------------------
-
 
 
 @contextmanager
@@ -305,8 +359,14 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError, c
 
 
 def _no_source_error(view: GraphView, error: DynamicStepsError) -> UsageError:
-    dynamic = [f"{i.name}[{','.join(d.ir() if d.is_static else (d.symbol or '?') for d in i.shape)}]" for i in view.inputs if i.shape and not all(d.is_static for d in i.shape)]
-    return UsageError(f"{error.node_label}: the number of time steps is dynamic; fix the dynamic input dims with {flag('input')} (dynamic inputs: {', '.join(dynamic) or 'none'})")
+    dynamic = [
+        f"{i.name}[{','.join(d.ir() if d.is_static else (d.symbol or '?') for d in i.shape)}]"
+        for i in view.inputs
+        if i.shape and not all(d.is_static for d in i.shape)
+    ]
+    return UsageError(
+        f"{error.node_label}: the number of time steps is dynamic; fix the dynamic input dims with {flag('input')} (dynamic inputs: {', '.join(dynamic) or 'none'})"
+    )
 
 
 def _fold_constants(model) -> None:
@@ -380,7 +440,11 @@ def _compress_float_constants(model) -> bool:
 
 
 def _check_chain_kept(model, labels: list[str]) -> None:
-    hidden = [op.get_friendly_name() for op in all_ops(model) if op.get_type_name() in HIDDEN_STEPS and any(op.get_friendly_name().startswith(f"{lb}/") for lb in labels)]
+    hidden = [
+        op.get_friendly_name()
+        for op in all_ops(model)
+        if op.get_type_name() in HIDDEN_STEPS and any(op.get_friendly_name().startswith(f"{lb}/") for lb in labels)
+    ]
     if hidden:
         raise AssertionError(f"an RNN chain was folded back into {hidden}")
 

@@ -19,8 +19,29 @@ from ..fileio import open_regular
 
 _PARSER = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
 _ELEMENT_TYPES = {
-    "f64", "f32", "f16", "bf16", "i4", "i8", "i16", "i32", "i64", "u1", "u4", "u8", "u16", "u32", "u64",
-    "boolean", "nf4", "f8e4m3", "f8e5m2", "f4e2m1", "string", "dynamic", "undefined",
+    "f64",
+    "f32",
+    "f16",
+    "bf16",
+    "i4",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "u1",
+    "u4",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "boolean",
+    "nf4",
+    "f8e4m3",
+    "f8e5m2",
+    "f4e2m1",
+    "string",
+    "dynamic",
+    "undefined",
 }
 
 
@@ -34,7 +55,9 @@ def read_xml(path: Path) -> etree._Element:
             root = etree.parse(fh, _PARSER, base_url=str(path)).getroot()
         except etree.XMLSyntaxError as exc:
             if "Excessive depth" in str(exc):
-                raise IRFormatError(f"'{path}': elements are nested more than lxml's limit of 2048 deep, as no IR is ({exc.lineno and f'line {exc.lineno}'})") from None
+                raise IRFormatError(
+                    f"'{path}': elements are nested more than lxml's limit of 2048 deep, as no IR is ({exc.lineno and f'line {exc.lineno}'})"
+                ) from None
             raise IRFormatError(f"'{path}' is not well-formed XML: {exc}") from None
     if root.tag != "net" or root.find("layers") is None:
         raise IRFormatError(f"'{path}' is not an OpenVINO IR: expected a <net> root with <layers>, got <{root.tag}>")
@@ -71,7 +94,7 @@ def check_ir(path: str | os.PathLike[str], root: etree._Element | None = None) -
     root = read_xml(xml) if root is None else root
     where = f"IR '{xml}'"
     if root.get("version") not in ("10", "11"):
-        raise IRFormatError(f"{where}: <net version=\"{root.get('version')}\">, expected version 10 or 11")
+        raise IRFormatError(f'{where}: <net version="{root.get("version")}">, expected version 10 or 11')
     _check_graph(root, xml.with_suffix(".bin"), where)
 
 
@@ -114,7 +137,9 @@ def _layers(root, where: str) -> dict[str, etree._Element]:
         if lid in layers:
             raise IRFormatError(f"{where}: layer id {lid} is used twice ('{layers[lid].get('name')}' and '{el.get('name')}')")
         if el.get("type").lower() == "constant":
-            raise IRFormatError(f"{where}: layer '{el.get('name')}' (id {lid}) has type '{el.get('type')}', expected 'Const' (OpenVINO crashes on 'Constant')")
+            raise IRFormatError(
+                f"{where}: layer '{el.get('name')}' (id {lid}) has type '{el.get('type')}', expected 'Const' (OpenVINO crashes on 'Constant')"
+            )
         layers[lid] = el
     return layers
 
@@ -162,7 +187,9 @@ def _check_edges(root, layers: dict[str, etree._Element], where: str) -> None:
                 raise IRFormatError(f"{where}: an edge refers to layer id {lid}, which does not exist")
             if port not in ports[lid][side]:
                 kind = "output" if side else "input"
-                raise IRFormatError(f"{where}: an edge uses {kind} port {port} of layer '{layers[lid].get('name')}' (id {lid}), which has no such port")
+                raise IRFormatError(
+                    f"{where}: an edge uses {kind} port {port} of layer '{layers[lid].get('name')}' (id {lid}), which has no such port"
+                )
 
 
 # --- element types: none left undefined in an IR ovrnn writes ----------------------------------------
@@ -191,7 +218,11 @@ def undefined_element_types(xml: bytes) -> list[str]:
             data = el.find("data")
             attrs = dict(data.attrib) if data is not None else {}
             bad = [f"{k}={v}" for k, v in attrs.items() if k.endswith("type") and v.lower() in _UNDEFINED_TYPES]
-            bad += [f"output port {p.get('id')} precision {p.get('precision')}" for p in el.findall("output/port") if (p.get("precision") or "").upper() in _UNDEFINED_PRECISIONS]
+            bad += [
+                f"output port {p.get('id')} precision {p.get('precision')}"
+                for p in el.findall("output/port")
+                if (p.get("precision") or "").upper() in _UNDEFINED_PRECISIONS
+            ]
             if bad:
                 found.append(f"{el.get('type')} '{el.get('name')}'{where} ({', '.join(bad)})")
             body = el.find("body")

@@ -42,7 +42,11 @@ def emit(g: LayerGraph, ir_version: int = 11) -> tuple[bytes, bytes]:
     layers_el, edges_el, rt_el = net.find("layers"), net.find("edges"), net.find("rt_info")
     prototypes: dict[tuple, tuple[str, str, str]] = {}
     layer_text = [_layer_text(layer, prototypes, ir_version) for layer in g.layers]
-    edges = sorted((src.layer.id, len(src.layer.inputs) + src.index, layer.id, to_port) for layer in g.layers for to_port, src in enumerate(layer.inputs))
+    edges = sorted(
+        (src.layer.id, len(src.layer.inputs) + src.index, layer.id, to_port)
+        for layer in g.layers
+        for to_port, src in enumerate(layer.inputs)
+    )
     edge_text = [f'{_INDENT[2]}<edge from-layer="{a}" from-port="{b}" to-layer="{c}" to-port="{d}"/>' for a, b, c, d in edges]
     if ir_version >= 11:
         _rt_info(rt_el, g.rt_info)
@@ -80,8 +84,13 @@ def _escape_attr(text: str) -> str:
     """What lxml writes for an attribute value (checked against it in tests/test_golden.py)."""
     _check_xml_text(text, "name")
     return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-        .replace("\n", "&#10;").replace("\t", "&#9;").replace("\r", "&#13;")
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("\n", "&#10;")
+        .replace("\t", "&#9;")
+        .replace("\r", "&#13;")
     )
 
 

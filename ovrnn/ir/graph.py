@@ -46,7 +46,9 @@ def _gc_paused():
 
 
 @_gc_paused()
-def convert_graph(view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False, record: dict | None = None) -> IR:
+def convert_graph(
+    view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False, record: dict | None = None
+) -> IR:
     """A model made of RNN, GRU, LSTM and Constant nodes: spec every node, lower them into one
     LayerGraph, and emit it with ovrnn's own emitter."""
     nodes = graph_nodes(view)  # semantics stage: which nodes, and their specs
@@ -93,7 +95,9 @@ class _Builder:
             family = spec.family
             want = [getattr(spec, out) in nodes.needed for out in family.outputs]
             if not any(want):
-                self.notes.append(f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped")
+                self.notes.append(
+                    f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped"
+                )
                 continue
             self.ports.update(self.driver.lower(self.g, spec, states, self.port_of, self.ports.update, tuple(want)))
         self._results()
@@ -109,7 +113,12 @@ class _Builder:
                 if st.init == "computed":  # another node's output, per call: a stream has no value for it
                     graph = self.view.model.graph
                     behind = upstream(graph, [st.source])
-                    raise computed_state_refusal(f"{spec.family.name} node '{spec.node_name or spec.label}'", st.role, st.source, next((i.name for i in graph.input if i.name in behind), "?"))
+                    raise computed_state_refusal(
+                        f"{spec.family.name} node '{spec.node_name or spec.label}'",
+                        st.role,
+                        st.source,
+                        next((i.name for i in graph.input if i.name in behind), "?"),
+                    )
                 if st.replaces:
                     self.replaced.add(st.replaces)
         # a graph input still read by something other than the replaced initial-state slots stays an input
@@ -135,7 +144,9 @@ class _Builder:
                 self.notes.append(f"graph input '{info.name}' is read by no node and has no declared shape; left out of the IR")
                 continue
             if shape is None:
-                raise UsageError(f"graph input '{info.name}' has no declared shape; give one with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}")
+                raise UsageError(
+                    f"graph input '{info.name}' has no declared shape; give one with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}"
+                )
             etype = BY_ONNX.get(info.elem_type) if info.elem_type else None
             if etype is None:
                 got = "unknown" if not info.elem_type else onnx_type_name(info.elem_type)
@@ -160,8 +171,12 @@ class _Builder:
 def _check_declared(out: TensorInfo, port: Output) -> None:
     """A graph output's declared type must be what the RNN produces (catches layout mix-ups)."""
     if out.elem_type and out.elem_type != port.etype.onnx:
-        raise InvalidModelError(f"graph output '{out.name}': declared element type {onnx_type_name(out.elem_type)}, but the RNN produces {port.etype.onnx_name}")
+        raise InvalidModelError(
+            f"graph output '{out.name}': declared element type {onnx_type_name(out.elem_type)}, but the RNN produces {port.etype.onnx_name}"
+        )
     if out.shape is None:
         return
     if len(out.shape) != len(port.shape) or any(a.merge(b) is None for a, b in zip(out.shape, port.shape)):
-        raise InvalidModelError(f"graph output '{out.name}': declared shape {shape_text(out.shape)}, but the RNN produces {shape_text(port.shape)}")
+        raise InvalidModelError(
+            f"graph output '{out.name}': declared shape {shape_text(out.shape)}, but the RNN produces {shape_text(port.shape)}"
+        )

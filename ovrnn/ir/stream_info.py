@@ -102,7 +102,9 @@ def common_steps(specs) -> int:
     steps = {spec.seq_length for spec in specs}
     if len(steps) > 1:
         each = ", ".join(f"'{s.node_name or s.label}' {s.seq_length}" for s in specs)
-        raise UnsupportedFeatureError(f"{flag('stateful')}: the recurrent nodes run different numbers of steps per call ({each}); a stream advances them together")
+        raise UnsupportedFeatureError(
+            f"{flag('stateful')}: the recurrent nodes run different numbers of steps per call ({each}); a stream advances them together"
+        )
     return steps.pop()
 
 

@@ -105,7 +105,10 @@ class InspectReport:
                 why = f" [{c.reason}]" if c.reason else ""
                 out.append(f"  {label}{c.direction}: {c.steps} steps, {c.activation}, {kind}, hidden {c.hidden_size}{clip}{share}{why}")
         if self.body_layer_counts:
-            out.append("inside If/Loop/TensorIterator bodies: " + ", ".join(f"{t} {n}" for t, n in sorted(self.body_layer_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+            out.append(
+                "inside If/Loop/TensorIterator bodies: "
+                + ", ".join(f"{t} {n}" for t, n in sorted(self.body_layer_counts.items(), key=lambda kv: (-kv[1], kv[0])))
+            )
         if self.states:
             stream = self.ovrnn.get(RT_SECTION[1], {}) if isinstance(self.ovrnn.get(RT_SECTION[1]), dict) else {}
             how = f"; {stream['steps']} steps per call, streamed inputs {stream.get('inputs') or 'none'}" if stream.get("steps") else ""
@@ -140,7 +143,10 @@ class InspectReport:
                     out.append(f"  {label}: {info['weights']}")
             if self.compiled_weights:
                 out.append(self.compiled_weights)
-        out.append(f"weights: {self.const_layers} Const layers reference {self.const_bytes:,} distinct bytes" + ("" if self.bin_size is None else f" of the {self.bin_size:,}-byte .bin"))
+        out.append(
+            f"weights: {self.const_layers} Const layers reference {self.const_bytes:,} distinct bytes"
+            + ("" if self.bin_size is None else f" of the {self.bin_size:,}-byte .bin")
+        )
         return "\n".join(out)
 
 
@@ -157,7 +163,9 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
     graph = _Graph(layers, root.find("edges"))
     counts = Counter(el.get("type") for el in layers.values())
     bin_path = xml_path.with_suffix(".bin")
-    ranges = {(d.get("offset"), d.get("size")) for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None}
+    ranges = {
+        (d.get("offset"), d.get("size")) for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None
+    }
     ovrnn = _rt_info(root)
     chains = _cell_chains(graph) + _explicit_chains(layers)
     body_counts: Counter = Counter()
@@ -192,10 +200,20 @@ def inspect_ir(path: str | os.PathLike[str]) -> InspectReport:
         const_bytes=sum(int(s) for _, s in ranges if s and s.isdigit()),
         ovrnn=ovrnn,
         problem=problem,
-        fp16_compressed=sum(1 for el in layers.values() if el.get("type") == "Convert" and el.find("rt_info/attribute[@name='decompression']") is not None),
+        fp16_compressed=sum(
+            1 for el in layers.values() if el.get("type") == "Convert" and el.find("rt_info/attribute[@name='decompression']") is not None
+        ),
         dynamic_dims=any(d.text == "-1" for d in root.iter("dim")),
         states=_states(layers, graph, ovrnn),
-        integer_weights=dict(Counter(d.get("element_type") for el in layers.values() if el.get("type") == "Const" for d in [el.find("data")] if d is not None and d.get("element_type") in INTEGER_WEIGHTS)),
+        integer_weights=dict(
+            Counter(
+                d.get("element_type")
+                for el in layers.values()
+                if el.get("type") == "Const"
+                for d in [el.find("data")]
+                if d is not None and d.get("element_type") in INTEGER_WEIGHTS
+            )
+        ),
     )
 
 
@@ -247,7 +265,11 @@ def _parameter(el) -> TensorDesc:
     port = el.find("output/port")
     data = el.find("data")
     names = port.get("names") if port is not None else None
-    return TensorDesc(names or el.get("name"), data.get("element_type", "?") if data is not None else "?", (data.get("shape", "") if data is not None else "").replace("-1", "?"))
+    return TensorDesc(
+        names or el.get("name"),
+        data.get("element_type", "?") if data is not None else "?",
+        (data.get("shape", "") if data is not None else "").replace("-1", "?"),
+    )
 
 
 def _result(el, graph: _Graph) -> TensorDesc:
@@ -314,7 +336,7 @@ def _explicit_chains(layers: dict[str, etree._Element]) -> list[Chain]:
         if m:
             key = (m.group("rnn"), m.group("dir"))
             steps[key].add(int(m.group("t")))
-            tail = el.get("name")[m.end():].split("/")[0]
+            tail = el.get("name")[m.end() :].split("/")[0]
             if tail not in EXPLICIT_PLUMBING:
                 acts[key] = tail
     return [Chain(rnn, d, "explicit", len(ts), acts.get((rnn, d), "?")) for (rnn, d), ts in sorted(steps.items())]

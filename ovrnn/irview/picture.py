@@ -85,7 +85,9 @@ def check_out_path(out_path: str | os.PathLike[str]) -> Path:
     return out
 
 
-def write_graph(xml_path: str | os.PathLike[str], out_path: str | os.PathLike[str], expand: bool = False, *, timeout: float = RENDER_TIMEOUT) -> GraphPicture:
+def write_graph(
+    xml_path: str | os.PathLike[str], out_path: str | os.PathLike[str], expand: bool = False, *, timeout: float = RENDER_TIMEOUT
+) -> GraphPicture:
     """Write the DOT picture of an IR to OUT.dot; render OUT.svg / OUT.png too when asked and possible."""
     out = check_out_path(out_path)
     graph = build_graph(xml_path, expand)
@@ -113,7 +115,9 @@ def write_graph(xml_path: str | os.PathLike[str], out_path: str | os.PathLike[st
     except OSError as exc:
         raise RenderError(f"cannot run graphviz '{exe}': {exc.strerror or exc}; wrote {dot_path}") from None
     if proc.returncode != 0 or not proc.stdout:
-        first = next((line for line in proc.stderr.decode("utf-8", "replace").splitlines() if line.strip()), f"exit status {proc.returncode}")
+        first = next(
+            (line for line in proc.stderr.decode("utf-8", "replace").splitlines() if line.strip()), f"exit status {proc.returncode}"
+        )
         raise RenderError(f"graphviz (dot) could not render '{dot_path}' to {fmt}: {first}")
     write_atomic({out: proc.stdout}, inputs=sources)
     result.files.append(out)
@@ -123,4 +127,3 @@ def write_graph(xml_path: str | os.PathLike[str], out_path: str | os.PathLike[st
 def graph_dot(xml_path: str | os.PathLike[str], expand: bool = False) -> str:
     """The DOT text of an IR's layer graph (collapsed chains unless ``expand``)."""
     return dot_text(build_graph(xml_path, expand))
-

@@ -20,7 +20,6 @@ _STYLE = {
 }
 
 
-
 def dot_text(graph: DrawnGraph) -> str:
     """The DOT text of `graph`."""
     return _Dot(graph).dot()
@@ -148,7 +147,7 @@ class _Dot:
         fill, border = _STYLE[kind]
         attrs = [f"label=<{'<br/>'.join(lines)}>", f'fillcolor="{fill}"', f'color="{border}"', f"tooltip={_quote(chr(10).join(tip))}"]
         if kind == "const":
-            attrs += ["shape=cylinder", "fontsize=9", "height=0.3", "margin=\"0.05,0.02\""]
+            attrs += ["shape=cylinder", "fontsize=9", "height=0.3", 'margin="0.05,0.02"']
         elif kind in ("param", "result"):
             attrs.append("penwidth=1.6")
         elif kind == "sequence":
@@ -186,7 +185,7 @@ class _Dot:
         title = f"{name}: {self.g.layer_count:,} layers, {nchains} cell chain{'s' if nchains != 1 else ''}{hides} ({mode}, {self.g.node_count:,} nodes)"
         out = [
             "digraph ir {",
-            f"  graph [label=<{_text(title, 14)}>, labelloc=t, rankdir=TB, fontname=\"Helvetica\", nodesep=0.25, ranksep=0.45, newrank=true];",
+            f'  graph [label=<{_text(title, 14)}>, labelloc=t, rankdir=TB, fontname="Helvetica", nodesep=0.25, ranksep=0.45, newrank=true];',
             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, margin="0.12,0.05", height=0.35];',
             '  edge [color="#555555", arrowsize=0.6, fontname="Helvetica", fontsize=9, fontcolor="#555555"];',
         ]

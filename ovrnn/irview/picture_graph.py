@@ -41,7 +41,9 @@ class Chain:
 
 def build_graph(xml_path: str | os.PathLike[str], expand: bool = False) -> DrawnGraph:
     root = read_xml(Path(os.fspath(xml_path)))
-    layers = [Layer(i, el.get("id", ""), el.get("type", "?"), el.get("name", ""), el) for i, el in enumerate(root.find("layers").findall("layer"))]
+    layers = [
+        Layer(i, el.get("id", ""), el.get("type", "?"), el.get("name", ""), el) for i, el in enumerate(root.find("layers").findall("layer"))
+    ]
     by_id = {}
     for lay in layers:
         by_id.setdefault(lay.id, lay)  # a duplicate id (a malformed IR) keeps its first layer
@@ -111,7 +113,11 @@ class DrawnGraph:
                 steps[key][f"t{m.group('t')}"] = None
         for key, chain in named.items():
             chain.steps = list(steps[key])
-        chains = [c for c in named.values() if any(self.layers[i].type in CELL_TYPES or "/cell.explicit/" in self.layers[i].name for i in c.members)]
+        chains = [
+            c
+            for c in named.values()
+            if any(self.layers[i].type in CELL_TYPES or "/cell.explicit/" in self.layers[i].name for i in c.members)
+        ]
         in_chain = {i for c in chains for i in c.members}
         prefixes = {f"{c.rnn}/{c.direction}/": c for c in chains}
         for lay in self.layers:
@@ -177,7 +183,6 @@ class DrawnGraph:
         return len({lay.node for lay in self.layers if lay.node})
 
 
-
 def is_weight(el) -> bool:
     """A float Const with more than one element (or of unknown size): drawn, not folded."""
     data = el.find("data")
@@ -193,5 +198,3 @@ def is_weight(el) -> bool:
     except ValueError:
         return True
     return count > 1
-
-

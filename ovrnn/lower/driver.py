@@ -53,7 +53,9 @@ class NodeDriver:
         output, whether to build it (default all); `x_key` tells X tensors of one name apart;
         `spec_notes`: the spec's notes go to `notes` here (the emitter collects them itself)."""
         family = spec.family
-        options = self.guard.options_for(family.name, spec.node_name or spec.label, spec.X.name, spec.directions, self.options, self.notes, key=x_key)
+        options = self.guard.options_for(
+            family.name, spec.node_name or spec.label, spec.X.name, spec.directions, self.options, self.notes, key=x_key
+        )
         if spec_notes:
             self.notes.extend(spec.notes)
         if states:  # the state's ReadValue is the node's initial state; its final states are always made

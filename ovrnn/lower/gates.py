@@ -118,7 +118,9 @@ class GateWeights:
         parts = self.runtime_parts("B", s.B, 2 * self.G, self.H)
         return ops.reshape(self.g, name, runtime(parts[2 * self.G * d : 2 * self.G * (d + 1)], name), [width])
 
-    def per_direction_vector(self, key: str, tensor: RecurrentInput, d: int, parts: int, name: str, keep: tuple[int, ...]) -> dict[int, Output]:
+    def per_direction_vector(
+        self, key: str, tensor: RecurrentInput, d: int, parts: int, name: str, keep: tuple[int, ...]
+    ) -> dict[int, Output]:
         """Of a [D, parts*H] input (P), the vectors [H] of direction d listed in `keep`."""
         if tensor.is_constant:
             whole = self.const_slice(key, np.asarray(tensor.value), d, f"{name}/all")

@@ -67,7 +67,16 @@ class GruLowering(NodeLowering):
         def step(piece: int, x: Output, states: tuple, base: str) -> tuple:
             h = self.seq.zeros() if states[0] is None else states[0]
             w, r, b = weights(piece)
-            (cell,) = ops.cell(self.g, "GRUCell", f"{base}/cell", (x, h, w, r, b), self.H, names, s.clip or 0.0, {"linear_before_reset": bool(s.linear_before_reset)})
+            (cell,) = ops.cell(
+                self.g,
+                "GRUCell",
+                f"{base}/cell",
+                (x, h, w, r, b),
+                self.H,
+                names,
+                s.clip or 0.0,
+                {"linear_before_reset": bool(s.linear_before_reset)},
+            )
             if piece % 2:  # unequal to the neighbouring pieces' cells; relu/tanh/sigmoid take no alpha
                 cell.layer.attrs["activations_alpha"] = (0.0,)
             return (cell,)
@@ -106,8 +115,12 @@ class GruLowering(NodeLowering):
 
             if s.linear_before_reset:  # Ht-1·Rᵀ for all three gates in one MatMul (measured, docs/performance.md)
                 x_zr, x_h = ops.variadic_split(g, f"{cell}/x_gates", pre, 1, [2 * H, H])
-                h_zr, hr = ops.variadic_split(g, f"{cell}/h_gates", ops.matmul(g, f"{cell}/matmul_r", h_prev, rr[0], transpose_b=r_t), 1, [2 * H, H])
-                z, r = ops.split(g, f"{cell}/z_r", f(clip(ops.add(g, f"{cell}/zr_pre", x_zr, h_zr), f"{cell}/zr_clip"), f"{cell}/zr_f"), 1, 2)
+                h_zr, hr = ops.variadic_split(
+                    g, f"{cell}/h_gates", ops.matmul(g, f"{cell}/matmul_r", h_prev, rr[0], transpose_b=r_t), 1, [2 * H, H]
+                )
+                z, r = ops.split(
+                    g, f"{cell}/z_r", f(clip(ops.add(g, f"{cell}/zr_pre", x_zr, h_zr), f"{cell}/zr_clip"), f"{cell}/zr_f"), 1, 2
+                )
             else:  # one MatMul per gate, no Split of the gates: the CPU plugin fuses MatMul(Ht-1, Rr),
                 # the reset gate, rt ⊙ Ht-1 and its MatMul by Rh into one snippets Subgraph (measured,
                 # docs/performance.md#the-gru-linear_before_reset0-step)
@@ -121,10 +134,19 @@ class GruLowering(NodeLowering):
                     r_hr = ops.multiply(g, f"{cell}/r_hr", r, ops.add(g, f"{cell}/hr_rbh", hr, rbh))
                 h_pre = ops.add(g, f"{cell}/h_pre", x_h, r_hr)
             else:  # (rt ⊙ Ht-1)·Rhᵀ
-                h_pre = ops.add(g, f"{cell}/h_pre", x_h, ops.matmul(g, f"{cell}/matmul_r_h", ops.multiply(g, f"{cell}/r_h", r, h_prev), r_h, transpose_b=r_t))
+                h_pre = ops.add(
+                    g,
+                    f"{cell}/h_pre",
+                    x_h,
+                    ops.matmul(g, f"{cell}/matmul_r_h", ops.multiply(g, f"{cell}/r_h", r, h_prev), r_h, transpose_b=r_t),
+                )
             h_new = gg(clip(h_pre, f"{cell}/h_clip"), f"{cell}/h_g")
             # (1 - z) ⊙ h + z ⊙ Ht-1 = h + z ⊙ (Ht-1 - h)
-            return (ops.add(g, f"{cell}/H", h_new, ops.multiply(g, f"{cell}/z_keep", z, ops.subtract(g, f"{cell}/h_prev_minus_h", h_prev, h_new))),)
+            return (
+                ops.add(
+                    g, f"{cell}/H", h_new, ops.multiply(g, f"{cell}/z_keep", z, ops.subtract(g, f"{cell}/h_prev_minus_h", h_prev, h_new))
+                ),
+            )
 
         return step, self.projection(d, w, bx, w_t)
 

@@ -35,7 +35,9 @@ class Layer:
     type: str  # IR `type`; the template for this type gives `version` and the <data> attributes
     inputs: tuple[Output, ...]
     out_types: tuple[TensorType, ...]
-    attrs: dict[str, object] = field(default_factory=dict)  # typed (bool, int, float, str, ElementType, Shape, tuples); ir/emit.py writes the text
+    attrs: dict[str, object] = field(
+        default_factory=dict
+    )  # typed (bool, int, float, str, ElementType, Shape, tuples); ir/emit.py writes the text
     out_names: list[tuple[str, ...]] = field(default_factory=list)  # tensor names per output
     const: ConstData | None = None
     # rt_info `precise`: OpenVINO keeps the layer at its own precision (f32) where it would lower

@@ -73,7 +73,11 @@ class LstmLowering(NodeLowering):
         (w, w_t), b = self.matmul_operand("W", d), self.bias(d)
         rs = per_piece(lambda: self.matmul_operand("R", d), self.own_consts())
         used = (0, 1) if s.input_forget else (0, 1, 2)  # Pi, Po, Pf; coupled gates leave Pf unused
-        peep = per_piece(lambda: (self.weights.per_direction_vector("P", s.P, d, 3, self.name(d, "P"), used),), self.own_consts()) if s.P is not None else None
+        peep = (
+            per_piece(lambda: (self.weights.per_direction_vector("P", s.P, d, 3, self.name(d, "P"), used),), self.own_consts())
+            if s.P is not None
+            else None
+        )
         f, gg, hh = (ActivationOps(g, self.name(d, f"{slot}_{a.name.lower()}"), a, s.etype, self.seq.zero) for slot, a in zip("fgh", acts))
         one = ops.const(g, self.name(d, "one"), 1.0, s.etype) if s.input_forget else None
 

@@ -66,7 +66,12 @@ class LoweringOptions:
 
     def rt_info(self) -> dict[str, str]:
         """The options as the IR's rt_info records them, under ovrnn/."""
-        info = {"lowering": self.describe(), "static": str(self.static).lower(), "compress_to_fp16": str(self.compress_to_fp16).lower(), "chunk_steps": str(self.chunk)}
+        info = {
+            "lowering": self.describe(),
+            "static": str(self.static).lower(),
+            "compress_to_fp16": str(self.compress_to_fp16).lower(),
+            "chunk_steps": str(self.chunk),
+        }
         if self.compression is not None:
             info["compress_weights"] = self.compression.describe()
         if self.measured is not None:
@@ -90,7 +95,14 @@ class SharedInputGuard:
         self.walkers: dict[tuple[object, Direction], str] = {}  # (X tensor, direction) -> the node whose cells walk it
 
     def options_for(
-        self, op: str, label: str, x_name: str, directions: tuple[Direction, ...], options: LoweringOptions, notes: list[str], key: object = None
+        self,
+        op: str,
+        label: str,
+        x_name: str,
+        directions: tuple[Direction, ...],
+        options: LoweringOptions,
+        notes: list[str],
+        key: object = None,
     ) -> LoweringOptions:
         """`key` tells X tensors apart where the name does not (one outer tensor seen by two
         If/Loop bodies is two OpenVINO tensors, one per body); default: the name."""
@@ -130,7 +142,12 @@ class NodeLowering:
 
     @classmethod
     def lower(
-        cls, g: LayerGraph, spec: RecurrentSpec, port_of: Callable[[str], Output], want: tuple[bool, ...] | None = None, options: LoweringOptions = LoweringOptions()
+        cls,
+        g: LayerGraph,
+        spec: RecurrentSpec,
+        port_of: Callable[[str], Output],
+        want: tuple[bool, ...] | None = None,
+        options: LoweringOptions = LoweringOptions(),
     ) -> LoweredNode:
         """Lower one node into `g`; `port_of(tensor name)` gives an input's port. `want`: per ONNX
         output of the op (Y, Y_h[, Y_c]), whether to build it (default: all)."""
@@ -140,7 +157,19 @@ class NodeLowering:
         self.g, self.s, self.port_of, self.options = g, spec, port_of, options
         self.p, self.H = spec.label, spec.hidden_size
         lens = port_of(spec.sequence_lens.name) if needs_mask(spec.sequence_lens, spec.seq_length) else None
-        self.seq = Sequence(g, spec.label, port_of(spec.X.name), spec.layout, spec.seq_length, spec.hidden_size, spec.etype, spec.batch, lens, options.chunk, options.static)
+        self.seq = Sequence(
+            g,
+            spec.label,
+            port_of(spec.X.name),
+            spec.layout,
+            spec.seq_length,
+            spec.hidden_size,
+            spec.etype,
+            spec.batch,
+            lens,
+            options.chunk,
+            options.static,
+        )
         self.weights = GateWeights(g, spec, port_of, self.GATE_ORDER, options)
 
     # --- what a subclass adds -------------------------------------------------------------------
@@ -190,7 +219,10 @@ class NodeLowering:
 
     def cell_weights(self, d: int) -> Callable[[int], tuple]:
         """(W_d, R_d, B_d) of a native cell, per chain piece."""
-        return per_piece(lambda: self.zero_weights(d) if self.s.clip == 0 else (self.matrix("W", d), self.matrix("R", d), self.bias(d)), self.own_consts())
+        return per_piece(
+            lambda: self.zero_weights(d) if self.s.clip == 0 else (self.matrix("W", d), self.matrix("R", d), self.bias(d)),
+            self.own_consts(),
+        )
 
     def clip(self, x: Output, name: str) -> Output:
         """clip(x) = Clamp(x, -clip, clip); no layer without clip."""
@@ -230,7 +262,9 @@ class NodeLowering:
         """`want`: per ONNX output of the op (Y, Y_h[, Y_c]), whether to build it."""
         s = self.s
         integer = self.weights.integer
-        lowered = LoweredNode({}, notes=list(self.weights.notes), weights=self.weights.describe(), compression=integer.compression if integer else None)
+        lowered = LoweredNode(
+            {}, notes=list(self.weights.notes), weights=self.weights.describe(), compression=integer.compression if integer else None
+        )
         first = len(self.g.layers)
         starts = zip(*(self.initial_states(key, getattr(s, key)) for key in self.STATES))
         chains = []

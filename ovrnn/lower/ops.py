@@ -216,7 +216,9 @@ def broadcast_to(g: LayerGraph, name: str, value: Output, target: Output, out_sh
 # --- arithmetic ---------------------------------------------------------------------------------
 
 
-def _binary(g: LayerGraph, op: str, name: str, a: Output, b: Output, etype: ElementType | None = None, extra: dict[str, str] | None = None) -> Output:
+def _binary(
+    g: LayerGraph, op: str, name: str, a: Output, b: Output, etype: ElementType | None = None, extra: dict[str, str] | None = None
+) -> Output:
     typ = TensorType(etype or a.etype, broadcast(a.shape, b.shape))
     return g.add(op, name, (a, b), (typ,), {"auto_broadcast": "numpy", **(extra or {})}).out()
 

@@ -121,7 +121,15 @@ def permute_quantized(qs: list[Quantized], permute) -> list[Quantized]:
 class IntegerWeights:
     """The integer W and R of one node (per direction, rows in the cell's gate order) and their chains."""
 
-    def __init__(self, g: LayerGraph, etype: ElementType, matrices: dict[str, list[Quantized]], scale_type: ElementType, describe: str, compression: Compression | None) -> None:
+    def __init__(
+        self,
+        g: LayerGraph,
+        etype: ElementType,
+        matrices: dict[str, list[Quantized]],
+        scale_type: ElementType,
+        describe: str,
+        compression: Compression | None,
+    ) -> None:
         self.matrices, self.describe, self.compression = matrices, describe, compression
         self.chains = DecompressionChains(g, etype, scale_type)
 
@@ -148,10 +156,14 @@ class IntegerWeights:
         constant = [k for k in ("W", "R") if compression is not None and k not in given and getattr(spec, k).is_constant]
         bad = [k for k in constant if not np.all(np.isfinite(np.asarray(getattr(spec, k).value, dtype=np.float64)))]
         if bad:  # NaN or infinity has no scale, and no error budget can be measured on NaN outputs
-            notes.append(f"{who}: {' and '.join(f'{k} {getattr(spec, k).name!r}' for k in bad)} {'has' if len(bad) == 1 else 'have'} NaN or infinite values: its weights stay float")
+            notes.append(
+                f"{who}: {' and '.join(f'{k} {getattr(spec, k).name!r}' for k in bad)} {'has' if len(bad) == 1 else 'have'} NaN or infinite values: its weights stay float"
+            )
             constant = []
         if compression is not None and given:
-            notes.append(f"{who}: {' and '.join(k for k in ('W', 'R') if k in given)} come quantized in the model: stored as they are, --compress-weights does not quantize them again")
+            notes.append(
+                f"{who}: {' and '.join(k for k in ('W', 'R') if k in given)} come quantized in the model: stored as they are, --compress-weights does not quantize them again"
+            )
         budget = options.budget  # reference/budget.py's choose, given by convert
         if compression is not None and constant and spec.clip != 0 and budget is not None:
             compression, error, budget_notes = budget(spec, compression, who)
@@ -165,14 +177,20 @@ class IntegerWeights:
             elif key in constant:
                 chosen[key] = quantize_stacked(permute(np.asarray(tensor.value, dtype=np.float64)), compression)
             elif compression is not None and not tensor.is_constant:
-                notes.append(f"{who}: {key} '{tensor.name}' is a graph input (runtime weights): kept float, --compress-weights applies to constant weights only")
+                notes.append(
+                    f"{who}: {key} '{tensor.name}' is a graph input (runtime weights): kept float, --compress-weights applies to constant weights only"
+                )
         if not chosen:
             return None, notes
         if spec.clip == 0:  # every step computes from zero weights: nothing to store
             return None, notes
         scale_type = scale_etype([q.scale for qs in chosen.values() for q in qs], spec.etype, compress_to_fp16)
         if scale_type is None:
-            why = f"the model's element type is {spec.etype.onnx_name}" if spec.etype not in (F32, F16) else "a scale is outside float16's normal range"
+            why = (
+                f"the model's element type is {spec.etype.onnx_name}"
+                if spec.etype not in (F32, F16)
+                else "a scale is outside float16's normal range"
+            )
             notes.append(f"{who}: weights kept float ({why})")
             return None, notes
         if compress_to_fp16 and spec.etype == F32 and scale_type == F32:

@@ -183,13 +183,18 @@ class Sequence:
     def lens_at_least_1(self) -> Output:
         """max(L, 1): OpenVINO's CPU ReverseSequence reads out of bounds for a length of 0 (and
         reversing one step is reversing none); Y and Y_h of such an entry are masked to 0 anyway."""
-        return self._once("lens_rev", lambda: ops.maximum(self.g, f"{self.p}/mask/len_at_least_1", self.lens, ops.int_scalar(self.g, f"{self.p}/mask/one_step", 1)))
+        return self._once(
+            "lens_rev",
+            lambda: ops.maximum(self.g, f"{self.p}/mask/len_at_least_1", self.lens, ops.int_scalar(self.g, f"{self.p}/mask/one_step", 1)),
+        )
 
     def step_mask(self) -> Output:
         """t < L[b] as [T, 1, B, 1], against Y in [T, D, B, H]."""
 
         def make() -> Output:
-            steps = ops.reshape(self.g, f"{self.p}/mask/steps_col", ops.arange(self.g, f"{self.p}/mask/steps", self.T, I32), [-1, 1])  # [T, 1]
+            steps = ops.reshape(
+                self.g, f"{self.p}/mask/steps_col", ops.arange(self.g, f"{self.p}/mask/steps", self.T, I32), [-1, 1]
+            )  # [T, 1]
             valid = ops.greater(self.g, f"{self.p}/mask/t_lt_len", self.lens, steps)  # L [B] > t [T, 1]: [T, B]
             return ops.unsqueeze(self.g, f"{self.p}/mask/valid", valid, [1, 3])
 
@@ -224,7 +229,9 @@ def lower_chains(seq: Sequence, chains: list[Chain], y: str | None, finals: dict
         collect = ([0] if y is not None or 0 in finals else []) + [i for i in finals if i and masked]
         seqs, states = _walk(seq, chain, walked, collect)  # each [T, 1, B, H] in walk order
         timed = [i for i in collect if masked or (i == 0 and y is not None)]  # what Y or a masked final reads
-        in_time = {i: seqs[i] if chain.direction is Direction.FORWARD else seq.flip(f"{p}/{d}/{_key(i)}/reversed", seqs[i], 2) for i in timed}
+        in_time = {
+            i: seqs[i] if chain.direction is Direction.FORWARD else seq.flip(f"{p}/{d}/{_key(i)}/reversed", seqs[i], 2) for i in timed
+        }
         if masked:  # t >= L[b]: 0. The state after an entry's last step is then at t = L-1 (forward) or
             # t = 0 (reverse), and 0 where L = 0, as no step ran
             in_time = {i: ops.select(g, f"{p}/{d}/{_key(i)}/mask", seq.step_mask(), v, seq.zero()) for i, v in in_time.items()}
@@ -238,7 +245,11 @@ def lower_chains(seq: Sequence, chains: list[Chain], y: str | None, finals: dict
             else:
                 # the CPU plugin rebuilds an Unsqueeze as a Reshape without the precise mark, and a
                 # state read by an Assign then goes to bf16: a Reshape it keeps as it is
-                last[i].append(ops.reshape(g, name, states[i], [1, -1, states[i].shape[-1].value]) if chain.precise else ops.unsqueeze(g, name, states[i], [0]))
+                last[i].append(
+                    ops.reshape(g, name, states[i], [1, -1, states[i].shape[-1].value])
+                    if chain.precise
+                    else ops.unsqueeze(g, name, states[i], [0])
+                )
                 continue
             picked = ops.take(g, f"{name}/gather", source, ops.i64(g, f"{name}/step", step), 0)  # [1, B, H]
             last[i].append(picked)

@@ -55,7 +55,9 @@ def check_streamable(spec) -> None:
         kind = "bidirectional" if len(spec.directions) == 2 else "reverse"
         raise UnsupportedFeatureError(f"{who} is {kind}; {REVERSE}")
     if spec.etype.ir == "f64":
-        raise UnsupportedFeatureError(f"{who} computes in float64, and OpenVINO's CPU plugin keeps no float64 state (it fails at the first call); convert the model to float32")
+        raise UnsupportedFeatureError(
+            f"{who} computes in float64, and OpenVINO's CPU plugin keeps no float64 state (it fails at the first call); convert the model to float32"
+        )
     lens = spec.sequence_lens
     if lens is not None and not lens.is_constant:
         raise UnsupportedFeatureError(
@@ -103,7 +105,9 @@ class NodeState:
         return 0 if self.layout else 1
 
 
-def plan_states(spec, used: set[str], reads_input: Callable[[str], str | None], is_zeros: Callable[[str], bool] = lambda name: False) -> tuple[object, list[NodeState]]:
+def plan_states(
+    spec, used: set[str], reads_input: Callable[[str], str | None], is_zeros: Callable[[str], bool] = lambda name: False
+) -> tuple[object, list[NodeState]]:
     """The node's states and the spec the lowering gets: initial states read from the state
     tensors, final states always produced. `used` collects the variable ids given out. An initial
     state computed from a graph input's values (`reads_input(tensor)` names that input) starts
@@ -128,7 +132,9 @@ def plan_states(spec, used: set[str], reads_input: Callable[[str], str | None], 
         init = "zeros" if given is None or replaces or zeros else "constant" if given.is_constant else "computed"
         tensor = f"\ue000ovrnn-state:{var}"  # private-use characters: no ONNX tensor has this name
         out_name = getattr(spec, final)
-        states.append(NodeState(var, role, final, shape, init, None if init == "zeros" else given.name, replaces, tensor, not out_name, spec.layout))
+        states.append(
+            NodeState(var, role, final, shape, init, None if init == "zeros" else given.name, replaces, tensor, not out_name, spec.layout)
+        )
         changes[role] = _state_input(spec, tensor, shape, None if init == "zeros" else given)
         if not out_name:
             changes[final] = f"{tensor}/next"
@@ -166,7 +172,9 @@ def assign(g: LayerGraph, var: str, value: Output) -> None:
     g.add("Assign", f"{var}/assign", (value,), (value.type,), {"variable_id": var})
 
 
-def add_states(g: LayerGraph, states: list[NodeState], etype, x: Output, static: bool, port_of: Callable[[str], Output]) -> dict[str, Output]:
+def add_states(
+    g: LayerGraph, states: list[NodeState], etype, x: Output, static: bool, port_of: Callable[[str], Output]
+) -> dict[str, Output]:
     """ReadValue per state, {state tensor: its output} for the lowering to read."""
     made = {}
     for st in states:

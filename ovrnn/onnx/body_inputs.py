@@ -23,7 +23,6 @@ import onnx
 from .graphs import ONNX_DOMAINS, all_nodes, subgraphs
 
 
-
 def declare_scan_slices(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
     """(model with Scan slice declarations filled and Loop/Scan states declared where their shape is
     a fixed point, whether anything changed); the input model is not changed."""
@@ -135,6 +134,7 @@ def declare_carried(model: onnx.ModelProto) -> bool:
 def _holders(graph: onnx.GraphProto):
     """The Loop and Scan nodes of the graph and its bodies, depth first (the order all_nodes walks),
     with the shapes known in the scope holding each (outer scopes included)."""
+
     def walk(graph, outer):
         shapes = _shapes(graph, outer)
         for node in graph.node:

@@ -122,7 +122,14 @@ def _ranks(graph: onnx.GraphProto, outer: dict[str, int]) -> dict[str, int]:
     return known
 
 
-def _walk(graph: onnx.GraphProto, inferred: onnx.GraphProto, outer: dict[str, int], opset: int, typed: list[str], outer_ranks: dict[str, int] | None = None) -> None:
+def _walk(
+    graph: onnx.GraphProto,
+    inferred: onnx.GraphProto,
+    outer: dict[str, int],
+    opset: int,
+    typed: list[str],
+    outer_ranks: dict[str, int] | None = None,
+) -> None:
     """Walk `graph` and its inferred twin (same nodes, same order) together."""
     known = _elem_types(inferred, _elem_types(graph, outer))
     ranks = _ranks(inferred, _ranks(graph, outer_ranks or {}))
@@ -149,8 +156,12 @@ def _type_inputs(node: onnx.NodeProto, known: dict[str, int], opset: int, typed:
                 vi.type.tensor_type.shape.SetInParent()  # a Loop's iteration number and condition are scalars by definition
             changed = True
         declared = vi.type.tensor_type.elem_type
-        agrees = declared == (source if isinstance(source, int) else known.get(source, TensorProto.UNDEFINED) if source else TensorProto.UNDEFINED)
-        if not _lacks_elem(vi) and agrees and _lacks_rank(vi) and opset != 8:  # typed as bound, no shape at all: the rank of what it is bound to
+        agrees = declared == (
+            source if isinstance(source, int) else known.get(source, TensorProto.UNDEFINED) if source else TensorProto.UNDEFINED
+        )
+        if (
+            not _lacks_elem(vi) and agrees and _lacks_rank(vi) and opset != 8
+        ):  # typed as bound, no shape at all: the rank of what it is bound to
             rank = 0 if isinstance(source, int) else ranks.get(source) if source else None
             if rank is not None and states is not None and slot >= states:
                 rank -= 1  # a Scan slice: its scanned tensor without the scan axis

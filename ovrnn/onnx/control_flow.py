@@ -46,7 +46,9 @@ _MAX_ROUNDS = 64
 BodyCheck = Callable[[onnx.NodeProto, onnx.GraphProto], "str | None"]
 
 
-def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | None = None, max_unroll: int = MAX_UNROLL, recovered: dict | None = None) -> tuple[onnx.ModelProto, list[str]]:
+def fold_control_flow(
+    model: onnx.ModelProto, lowerable_in_body: BodyCheck | None = None, max_unroll: int = MAX_UNROLL, recovered: dict | None = None
+) -> tuple[onnx.ModelProto, list[str]]:
     """(model with constant Ifs inlined and the Loops that need it unrolled, notes). The input model
     is not changed; when nothing folds it is returned as it is."""
     if not has_control_flow(model.graph):
@@ -61,9 +63,13 @@ def fold_control_flow(model: onnx.ModelProto, lowerable_in_body: BodyCheck | Non
             work = onnx.ModelProto()
             work.CopyFrom(model)
         names = Names(work.graph)
-        done = (_inline_ifs(work.graph, names, notes) or _rewrite_time_loops(work, names, notes, max_unroll, recovered)
-                or _scans_to_loops(work, names, notes, max_unroll)
-                or _unroll_loops(work, names, check, notes) or sequences_to_concat(work.graph, names))
+        done = (
+            _inline_ifs(work.graph, names, notes)
+            or _rewrite_time_loops(work, names, notes, max_unroll, recovered)
+            or _scans_to_loops(work, names, notes, max_unroll)
+            or _unroll_loops(work, names, check, notes)
+            or sequences_to_concat(work.graph, names)
+        )
         if not done:
             _refuse_time_loops(work, max_unroll)  # with its constants folded
             break
@@ -96,7 +102,9 @@ def _inline_ifs(graph: onnx.GraphProto, names: Names, notes: list[str], root: on
     kept: list[onnx.NodeProto] = []
     inlined = False
     for node in list(graph.node):
-        cond = _scoped_constant(node.input[0], graph, scopes) if node.op_type == "If" and node.domain in ONNX_DOMAINS and node.input else None
+        cond = (
+            _scoped_constant(node.input[0], graph, scopes) if node.op_type == "If" and node.domain in ONNX_DOMAINS and node.input else None
+        )
         if cond is None or cond.size != 1:
             kept.append(node)
             continue
@@ -147,7 +155,9 @@ def _inline(graph: onnx.GraphProto, node: onnx.NodeProto, branch: onnx.GraphProt
             tails.append((out.name, target))
     new_nodes, inits, infos, mapping = copy_body(branch, prefix, names, preset, taken_names(graph, node))
     for source, target in tails:
-        new_nodes.append(helper.make_node("Identity", [mapping.get(source, source)], [target], name=names.node(f"{prefix}/{target}", prefix)))
+        new_nodes.append(
+            helper.make_node("Identity", [mapping.get(source, source)], [target], name=names.node(f"{prefix}/{target}", prefix))
+        )
     return new_nodes, inits, infos
 
 
@@ -178,7 +188,11 @@ def _unroll_loops(model: onnx.ModelProto, names: Names, check: BodyCheck, notes:
     if not candidates:
         return False
     inferred = _infer(model).graph
-    bodies = {node_label(n): _with_outer_shapes(next(a.g for a in n.attribute if a.name == "body"), inferred) for n in inferred.node if n.op_type == "Loop"}
+    bodies = {
+        node_label(n): _with_outer_shapes(next(a.g for a in n.attribute if a.name == "body"), inferred)
+        for n in inferred.node
+        if n.op_type == "Loop"
+    }
     for index, node in candidates:
         body = next(a.g for a in node.attribute if a.name == "body")
         if not any(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node):
@@ -283,7 +297,9 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
             recognise(loop, body, Outer(trial.graph, _infer(trial).graph, constant_value), opset, trips)
             why = "its body is a recognisable cell"
         except NotACell:
-            outer_reads = sorted(i for i in {i for n in scan_body.node for i in n.input if i} - defined(scan_body) if constant_value(graph, i) is None)
+            outer_reads = sorted(
+                i for i in {i for n in scan_body.node for i in n.input if i} - defined(scan_body) if constant_value(graph, i) is None
+            )
             if not outer_reads or holds_recurrent_node(scan_body):
                 continue
             why = f"its body is no recognisable cell and reads '{outer_reads[0]}' from the graph holding it, which OpenVINO's frontend cannot give a Scan"
@@ -293,7 +309,9 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
     return False
 
 
-def _time_loop_trips(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProto, outer: Outer, opset: int, limit: int) -> int | None:
+def _time_loop_trips(
+    graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProto, outer: Outer, opset: int, limit: int
+) -> int | None:
     """The iterations a Loop over time runs: its trip count when the condition stays true, else
     counted from a condition the counters decide (one past `limit` when it runs longer)."""
     most = _trip_count(graph, node) if node.input and node.input[0] else None

@@ -42,7 +42,9 @@ def trip_count_hint(graph: onnx.GraphProto, loop: onnx.NodeProto) -> str:
     parts = []
     for name in (n for n in inputs if n in by_value):
         if name in declared and declared[name].type.tensor_type.elem_type == onnx.TensorProto.BOOL:  # a condition, not a count
-            parts.append(f"the value of the condition '{name}' (freeze it with {flag('input', quoted(name + '->1'))} to run the trip count)")
+            parts.append(
+                f"the value of the condition '{name}' (freeze it with {flag('input', quoted(name + '->1'))} to run the trip count)"
+            )
         else:
             parts.append(f"the value of '{name}' (freeze it with {flag('input', quoted(name + '->N'))}, N the number of steps)")
     for name in (n for n in inputs if n in by_shape):
@@ -54,9 +56,13 @@ def trip_count_hint(graph: onnx.GraphProto, loop: onnx.NodeProto) -> str:
             else:
                 shown.append("?" if named else "T")
                 named = True
-        parts.append(f"the shape of '{name}' (fix it with {flag('input', quoted(name + '[' + ','.join(shown) + ']'))}, T the number of steps)")
+        parts.append(
+            f"the shape of '{name}' (fix it with {flag('input', quoted(name + '[' + ','.join(shown) + ']'))}, T the number of steps)"
+        )
     if not parts:
-        return "it is computed from values the graph computes, not from an input that --input can fix or freeze".replace("--input", flag("input"))
+        return "it is computed from values the graph computes, not from an input that --input can fix or freeze".replace(
+            "--input", flag("input")
+        )
     return "it depends on " + " and on ".join(parts)
 
 
@@ -70,9 +76,13 @@ def open_conditions_hint(graph: onnx.GraphProto) -> str:
     parts = []
     if by_shape:
         names = [n for n in inputs if n in by_shape]
-        parts.append(f"on the shape of {', '.join(repr(n) for n in names)} (fix {'them' if len(names) > 1 else 'it'} with {flag('input', quoted(names[0] + '[d0,d1,...]'))})")
+        parts.append(
+            f"on the shape of {', '.join(repr(n) for n in names)} (fix {'them' if len(names) > 1 else 'it'} with {flag('input', quoted(names[0] + '[d0,d1,...]'))})"
+        )
     if by_value:
         names = [n for n in inputs if n in by_value]
-        parts.append(f"on the value of {', '.join(repr(n) for n in names)} (freeze {'them' if len(names) > 1 else 'it'} with {flag('input', quoted(names[0] + '->VALUE'))})")
+        parts.append(
+            f"on the value of {', '.join(repr(n) for n in names)} (freeze {'them' if len(names) > 1 else 'it'} with {flag('input', quoted(names[0] + '->VALUE'))})"
+        )
     why = " and ".join(parts) if parts else "on values computed in the graph"
     return f"{len(ifs)} If node(s) are left, whose conditions depend {why}; OpenVINO's frontend converts both branches of an If and cannot give their outputs a static rank"

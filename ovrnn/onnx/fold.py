@@ -34,8 +34,18 @@ MAX_ELEMENTS = 1 << 16  # shapes, lengths, small tensors
 WEIGHT_MAX_ELEMENTS = 1 << 28  # weights=True: what W/R of a recurrent node are computed from (1 GiB of f32)
 _MAX_ROUNDS = 16
 _KEEP = {
-    *RECURRENT, "If", "Loop", "Scan", "SequenceMap",
-    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout",
+    *RECURRENT,
+    "If",
+    "Loop",
+    "Scan",
+    "SequenceMap",
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
+    "Multinomial",
+    "Bernoulli",
+    "Dropout",
 }
 
 
@@ -112,7 +122,16 @@ def _fold_once(model: onnx.ModelProto, copy_first: bool, weights: bool = False) 
 
 def _weight_feeders(graph: onnx.GraphProto) -> set[str]:
     """Tensors W or R of a recurrent node are computed from (themselves included)."""
-    return upstream(graph, [n.input[k] for n in graph.node if n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for k in (1, 2) if k < len(n.input) and n.input[k]])
+    return upstream(
+        graph,
+        [
+            n.input[k]
+            for n in graph.node
+            if n.op_type in RECURRENT and n.domain in ONNX_DOMAINS
+            for k in (1, 2)
+            if k < len(n.input) and n.input[k]
+        ],
+    )
 
 
 def _foldable(node: onnx.NodeProto) -> bool:
@@ -181,11 +200,24 @@ def _shape_values(graph: onnx.GraphProto, partial: dict) -> dict[str, tuple[list
                 start, end = attrs.get("start", 0), attrs.get("end", len(dims))
                 picked = dims[slice(start, end)]
                 values[out] = (picked, (len(picked),))
-            elif node.op_type == "Gather" and ins and ins[0] is not None and len(ins[0][1]) == 1 and node.input[1] in consts and attrs.get("axis", 0) in (0, -1):
+            elif (
+                node.op_type == "Gather"
+                and ins
+                and ins[0] is not None
+                and len(ins[0][1]) == 1
+                and node.input[1] in consts
+                and attrs.get("axis", 0) in (0, -1)
+            ):
                 idx = numpy_helper.to_array(consts[node.input[1]]).astype(np.int64)
                 flat = ins[0][0]
                 values[out] = ([flat[int(i)] for i in idx.reshape(-1)], tuple(idx.shape))
-            elif node.op_type == "Slice" and ins and ins[0] is not None and len(ins[0][1]) == 1 and all(n in consts for n in node.input[1:] if n):
+            elif (
+                node.op_type == "Slice"
+                and ins
+                and ins[0] is not None
+                and len(ins[0][1]) == 1
+                and all(n in consts for n in node.input[1:] if n)
+            ):
                 args = [numpy_helper.to_array(consts[n]).astype(np.int64).reshape(-1) if n else None for n in node.input[1:]] + [None] * 4
                 starts, ends, axes, steps = args[:4]
                 if (axes is None or list(axes) in ([0], [-1])) and len(starts) == 1:
@@ -212,7 +244,9 @@ def known_value(name: str, consts: dict, graph: onnx.GraphProto) -> np.ndarray |
     return graphs.constant_value(graph, name) if name in consts else None
 
 
-def _evaluate(node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.GraphProto, opset: int, limit: int = MAX_ELEMENTS) -> list[np.ndarray] | None:
+def _evaluate(
+    node: onnx.NodeProto, consts: dict, shapes: dict, graph: onnx.GraphProto, opset: int, limit: int = MAX_ELEMENTS
+) -> list[np.ndarray] | None:
     if node.op_type in ("Shape", "Size") and node.input and node.input[0] in shapes:
         shape = np.array(shapes[node.input[0]], dtype=np.int64)
         if node.op_type == "Size":

@@ -234,7 +234,9 @@ def _split_text(specs: list[str]) -> tuple[str | None, list[FrozenInput]]:
                 continue
             m = _ITEM.match(text)
             if not m or m.group("value") == "" or (m.group("value") is not None and "->" in m.group("value")):
-                raise UsageError(f"{flag('input')} '{text}': expected NAME[SHAPE]{{TYPE}}->VALUE, for example \"sr->16000\" or \"mask[3]{{i32}}->[1 0 1]\"")
+                raise UsageError(
+                    f'{flag("input")} \'{text}\': expected NAME[SHAPE]{{TYPE}}->VALUE, for example "sr->16000" or "mask[3]{{i32}}->[1 0 1]"'
+                )
             name = m.group("name").strip()
             if not name:
                 raise UsageError(f"{flag('input')} '{text}': a frozen input needs its name, as in \"sr->16000\"")
@@ -317,7 +319,9 @@ def freeze_inputs(model: onnx.ModelProto, entries: list[FrozenInput]) -> tuple[o
             raise UsageError(f"{flag('input')} '{entry.spec}': the model has no input '{entry.name}' (inputs: {known})")
         kind = vi.type.WhichOneof("value")
         if kind not in (None, "tensor_type"):  # a sequence, map or optional: no tensor value stands for it
-            raise UsageError(f"{flag('input')} '{entry.spec}': input '{entry.name}' is declared a {kind.removesuffix('_type')}, not a tensor; only a tensor input can be frozen")
+            raise UsageError(
+                f"{flag('input')} '{entry.spec}': input '{entry.name}' is declared a {kind.removesuffix('_type')}, not a tensor; only a tensor input can be frozen"
+            )
         etype, shape = _declared(vi)
         declared = f"input '{entry.name}' is declared {onnx_type_name(etype) if etype else 'without a type'} {shape_text(shape)}"
         target_type = etype or entry.type
@@ -371,6 +375,7 @@ def _elements(entry: FrozenInput) -> tuple[list, tuple[int, ...]]:
     from any array-like."""
     raw = entry.value
     if entry.text:
+
         def shape_of(x) -> tuple[int, ...]:
             if isinstance(x, str):
                 return ()
@@ -441,8 +446,12 @@ def _shaped(entry: FrozenInput, array: np.ndarray, declared_shape: Shape | None,
         against = f"does not fit {source}; {declared}" if source else f"does not fit {declared.replace(' is declared', ', declared')}"
         raise UsageError(f"{flag('input')} '{entry.spec}': value of shape {list(array.shape)} {against}")
     array = array.reshape(target)
-    if declared_shape is not None and (len(declared_shape) != array.ndim or any(d.merge(_static(n)) is None for d, n in zip(declared_shape, array.shape))):
-        raise UsageError(f"{flag('input')} '{entry.spec}': value of shape {list(array.shape)} does not fit {declared.replace(' is declared', ', declared')}")
+    if declared_shape is not None and (
+        len(declared_shape) != array.ndim or any(d.merge(_static(n)) is None for d, n in zip(declared_shape, array.shape))
+    ):
+        raise UsageError(
+            f"{flag('input')} '{entry.spec}': value of shape {list(array.shape)} does not fit {declared.replace(' is declared', ', declared')}"
+        )
     return array
 
 
@@ -461,4 +470,3 @@ def check_not_frozen_twice(frozen: list[FrozenInput], shaped_names: set[str]) ->
     for entry in frozen:
         if entry.value is not None and entry.name in shaped_names:
             raise UsageError(f"{flag('input')}: input '{entry.name}' is given twice")
-

@@ -67,11 +67,19 @@ class FrontendFix:
     exact: Callable[[Reading], str | None] = lambda r: None  # why the rewrite would not be exact for this node; None: it is
 
     def affects(self, openvino: Version) -> bool:
-        return (self.broken_after is None or openvino > _version(self.broken_after)) and (self.fixed_in is None or openvino < _version(self.fixed_in))
+        return (self.broken_after is None or openvino > _version(self.broken_after)) and (
+            self.fixed_in is None or openvino < _version(self.fixed_in)
+        )
 
     def matches(self, r: Reading) -> bool:
         last = self.opsets[1]
-        return r.node.op_type in self.ops and r.node.domain in ("", "ai.onnx") and self.opsets[0] <= r.opset and (last is None or r.opset <= last) and self.applies(r)
+        return (
+            r.node.op_type in self.ops
+            and r.node.domain in ("", "ai.onnx")
+            and self.opsets[0] <= r.opset
+            and (last is None or r.opset <= last)
+            and self.applies(r)
+        )
 
     def note(self, nodes: list[str]) -> str:
         shown = ", ".join(f"'{n}'" for n in nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
@@ -179,7 +187,9 @@ def _float_input(r: Reading) -> str | None:
     if r.elem_type is None:
         return f"the element type of its input '{r.node.input[0]}' is not known to onnx's type inference, and the rewrite computes Log/Exp in it"
     if r.elem_type not in FLOAT_TYPES:
-        return f"its input '{r.node.input[0]}' is {onnx_type_name(r.elem_type)}, and the rewrite computes Log/Exp, which take float types only"
+        return (
+            f"its input '{r.node.input[0]}' is {onnx_type_name(r.elem_type)}, and the rewrite computes Log/Exp, which take float types only"
+        )
     return None
 
 
@@ -232,8 +242,12 @@ def _hard_sigmoid(r: Reading, fresh) -> list[onnx.NodeProto]:
     alpha, beta = float(r.attrs.get("alpha", 0.2)), float(r.attrs.get("beta", 0.5))
     names = {k: fresh(k) for k in ("alpha", "beta", "scaled", "affine", "zero", "one")}
     const = lambda n, v: helper.make_node("Constant", [], [names[n]], value=helper.make_tensor(names[n], r.elem_type, [], [v]))  # noqa: E731
-    nodes = [const("alpha", alpha), const("beta", beta), helper.make_node("Mul", [x, names["alpha"]], [names["scaled"]]),
-             helper.make_node("Add", [names["scaled"], names["beta"]], [names["affine"]])]
+    nodes = [
+        const("alpha", alpha),
+        const("beta", beta),
+        helper.make_node("Mul", [x, names["alpha"]], [names["scaled"]]),
+        helper.make_node("Add", [names["scaled"], names["beta"]], [names["affine"]]),
+    ]
     if r.opset < 11:
         return [*nodes, helper.make_node("Clip", [names["affine"]], [y], min=0.0, max=1.0)]
     return [*nodes, const("zero", 0.0), const("one", 1.0), helper.make_node("Clip", [names["affine"], names["zero"], names["one"]], [y])]
@@ -254,13 +268,57 @@ _HARD_SIGMOID_WHY = (
 
 # The one list, the first match wins. Releases checked: 2024.6.0, 2025.4.1, 2026.4.1 (tests/test_frontend_fixes.py; docs/whole_models.md).
 FIXES: tuple[FrontendFix, ...] = (
-    FrontendFix("axes attribute ignored", ("ReduceL1",), (13, 17), "2024.6.0", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes, _log_exp_rewrite),
-    FrontendFix("axes attribute ignored", ("ReduceLogSum", "ReduceLogSumExp"), (13, 17), "2025.4.1", None, _AXES_ATTRIBUTE_WHY, _axes_attribute, _attribute_axes, _log_exp_rewrite),
-    FrontendFix("noop_with_empty_axes", ("ReduceL1", "ReduceL2"), (18, None), None, None, _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite),
-    FrontendFix("noop_with_empty_axes", ("ReduceLogSum",), (18, None), "2025.4.1", None, _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite),
-    FrontendFix("noop_with_empty_axes", ("ReduceLogSumExp", "ReduceSumSquare"), (18, None), None, "2025.4.1", _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite),
+    FrontendFix(
+        "axes attribute ignored",
+        ("ReduceL1",),
+        (13, 17),
+        "2024.6.0",
+        None,
+        _AXES_ATTRIBUTE_WHY,
+        _axes_attribute,
+        _attribute_axes,
+        _log_exp_rewrite,
+    ),
+    FrontendFix(
+        "axes attribute ignored",
+        ("ReduceLogSum", "ReduceLogSumExp"),
+        (13, 17),
+        "2025.4.1",
+        None,
+        _AXES_ATTRIBUTE_WHY,
+        _axes_attribute,
+        _attribute_axes,
+        _log_exp_rewrite,
+    ),
+    FrontendFix(
+        "noop_with_empty_axes", ("ReduceL1", "ReduceL2"), (18, None), None, None, _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite
+    ),
+    FrontendFix(
+        "noop_with_empty_axes", ("ReduceLogSum",), (18, None), "2025.4.1", None, _NOOP_WHY, _no_axes_noop, _empty_axes, _step_rewrite
+    ),
+    FrontendFix(
+        "noop_with_empty_axes",
+        ("ReduceLogSumExp", "ReduceSumSquare"),
+        (18, None),
+        None,
+        "2025.4.1",
+        _NOOP_WHY,
+        _no_axes_noop,
+        _empty_axes,
+        _step_rewrite,
+    ),
     FrontendFix("exp overflows", ("ReduceLogSumExp",), (1, None), None, "2026.4.1", _OVERFLOW_WHY, _float, _log_sum_exp, _float_input),
-    FrontendFix("zero alpha or beta", ("HardSigmoid",), (1, None), None, None, _HARD_SIGMOID_WHY, _zero_parameter, _hard_sigmoid, _float_hard_sigmoid),
+    FrontendFix(
+        "zero alpha or beta",
+        ("HardSigmoid",),
+        (1, None),
+        None,
+        None,
+        _HARD_SIGMOID_WHY,
+        _zero_parameter,
+        _hard_sigmoid,
+        _float_hard_sigmoid,
+    ),
 )
 FIXED_OPS = frozenset(op for fix in FIXES for op in fix.ops)
 
@@ -273,7 +331,9 @@ def installed_openvino() -> Version:
         return ()
 
 
-def apply_fixes(model: onnx.ModelProto, openvino: Version | None = None, fixes: tuple[FrontendFix, ...] | None = None) -> tuple[onnx.ModelProto, tuple[str, ...]]:
+def apply_fixes(
+    model: onnx.ModelProto, openvino: Version | None = None, fixes: tuple[FrontendFix, ...] | None = None
+) -> tuple[onnx.ModelProto, tuple[str, ...]]:
     """(model, notes): every node (bodies included) a fix for ``openvino`` (default: the installed
     release) matches, replaced by its rewrite; the caller's model is not changed. The rewrite's last
     node keeps the node's name and output, so the IR keeps both."""
@@ -332,7 +392,12 @@ def _reading(node: onnx.NodeProto, opset: int, graph: onnx.GraphProto, types: di
 
 
 def _names(graph: onnx.GraphProto) -> set[str]:
-    return {i.name for i in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output} | {n.name for n in graph.node}
+    return (
+        {i.name for i in graph.input}
+        | {t.name for t in graph.initializer}
+        | {o for n in graph.node for o in n.output}
+        | {n.name for n in graph.node}
+    )
 
 
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:

@@ -42,4 +42,6 @@ def frontend_input(view: GraphView, fold_weights: bool = False) -> FrontendInput
     folded_model, typed = type_body_inputs(folded_model)
     folded_model, declared = declare_scan_slices(folded_model)
     folded_model, fixed = apply_fixes(folded_model)
-    return FrontendInput(folded_model, bool(folded) or bool(typed) or declared or bool(fixed), open_conditions_hint(view.model.graph), fixed)
+    return FrontendInput(
+        folded_model, bool(folded) or bool(typed) or declared or bool(fixed), open_conditions_hint(view.model.graph), fixed
+    )

@@ -17,8 +17,20 @@ from ..errors import InvalidModelError, UnsupportedFeatureError
 from ..families import ONNX_DOMAINS
 
 __all__ = [
-    "FLOAT_TYPES", "ONNX_DOMAINS", "all_graphs", "all_nodes", "constant_value", "consumers", "describe_node", "fresh",
-    "node_label", "opset", "producers", "subgraphs", "upstream", "walk",
+    "FLOAT_TYPES",
+    "ONNX_DOMAINS",
+    "all_graphs",
+    "all_nodes",
+    "constant_value",
+    "consumers",
+    "describe_node",
+    "fresh",
+    "node_label",
+    "opset",
+    "producers",
+    "subgraphs",
+    "upstream",
+    "walk",
 ]
 
 # the ONNX element types of floating point numbers (float16, float, double, bfloat16: the RNN/GRU/LSTM
@@ -63,7 +75,9 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
             yield attr.name, g
 
 
-def walk(graph: onnx.GraphProto, owner: onnx.NodeProto | None = None) -> Iterator[tuple[onnx.NodeProto, onnx.GraphProto, onnx.NodeProto | None]]:
+def walk(
+    graph: onnx.GraphProto, owner: onnx.NodeProto | None = None
+) -> Iterator[tuple[onnx.NodeProto, onnx.GraphProto, onnx.NodeProto | None]]:
     """(node, the graph holding it, the node whose body that graph is; None at the top) for every
     node of `graph` and of its bodies, depth first: a node, then the nodes of its bodies."""
     for node in graph.node:
@@ -92,7 +106,7 @@ def node_label(node: onnx.NodeProto) -> str:
 
 
 def describe_node(node: onnx.NodeProto) -> str:
-    """"LSTM node 'lstm_1'": a node as messages name it."""
+    """ "LSTM node 'lstm_1'": a node as messages name it."""
     return f"{node.op_type} node '{node_label(node)}'"
 
 

@@ -72,7 +72,9 @@ def rename_inside(graph: onnx.GraphProto, mapping: dict[str, str]) -> None:
             out.name = local[out.name]
 
 
-def copy_body(body: onnx.GraphProto, prefix: str, names: Names, preset: dict[str, str], taken: tuple[set[str], set[str]]) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], list[onnx.ValueInfoProto], dict[str, str]]:
+def copy_body(
+    body: onnx.GraphProto, prefix: str, names: Names, preset: dict[str, str], taken: tuple[set[str], set[str]]
+) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], list[onnx.ValueInfoProto], dict[str, str]]:
     """A body's nodes, initializers and value_info with its own names made unique in the outer graph.
     `preset` maps some of the body's names to outer names (its inputs, or outputs renamed onto the
     node's outputs)."""

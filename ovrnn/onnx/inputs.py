@@ -78,7 +78,13 @@ def refuse_loops_without_iterations(model: onnx.ModelProto) -> None:
             continue
         values = [constant_value(graph, name) if name else None for name in list(node.input[:2]) + [""] * (2 - len(node.input[:2]))]
         trips, start = (None if v is None or v.size != 1 else v.reshape(-1)[0] for v in values)
-        why = "its trip count is 0" if trips is not None and int(trips) <= 0 else "its condition starts false" if start is not None and not bool(start) else None
+        why = (
+            "its trip count is 0"
+            if trips is not None and int(trips) <= 0
+            else "its condition starts false"
+            if start is not None and not bool(start)
+            else None
+        )
         if why:
             raise UnsupportedFeatureError(
                 f"Loop node '{node_label(node)}' runs no iteration ({why}), which OpenVINO's ONNX frontend reads wrong (its inputs or outputs "
@@ -87,7 +93,9 @@ def refuse_loops_without_iterations(model: onnx.ModelProto) -> None:
             )
 
 
-def prepare(proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False, max_steps: int = MAX_UNROLL) -> Prepared:  # noqa: A002
+def prepare(
+    proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False, max_steps: int = MAX_UNROLL
+) -> Prepared:  # noqa: A002
     """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
     flow that decides (onnx/control_flow.py). ``unroll_loops``: unroll every Loop with a constant
     trip count that holds a recurrent node, lowerable in its body or not; ``keep_loops``: unroll
@@ -161,7 +169,9 @@ def input_shapes(value: InputShapes) -> InputShapeMap:
             result[Position(unnamed)] = shape_of(item, f"input {unnamed}")
             unnamed += 1
         else:
-            raise UsageError(f"{flag('input')}: cannot read {item!r} as an input shape (expected \"X[5,?,3]\", (\"X\", [5, -1, 3]), a list of dims or an ov.PartialShape)")
+            raise UsageError(
+                f'{flag("input")}: cannot read {item!r} as an input shape (expected "X[5,?,3]", ("X", [5, -1, 3]), a list of dims or an ov.PartialShape)'
+            )
     return result
 
 
@@ -174,7 +184,10 @@ def input_specs_text(value: InputShapes) -> list[str]:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return list(value)
     rest, frozen = split_frozen(value)
-    shaped = [("" if isinstance(k, Position) else k) + ("" if shape is None else f"[{shape_ir(shape)}]") for k, shape in input_shapes(rest).items()]
+    shaped = [
+        ("" if isinstance(k, Position) else k) + ("" if shape is None else f"[{shape_ir(shape)}]")
+        for k, shape in input_shapes(rest).items()
+    ]
     return shaped + [f.spec for f in frozen if f.value is not None]
 
 
@@ -220,7 +233,12 @@ def shared_dims(view: GraphView, shapes: dict[str, Shape | None]) -> tuple[dict[
         dims = list(given) if given is not None and len(given) == len(info.shape) else list(info.shape)
         named = []
         for axis, have in enumerate(info.shape):
-            if have.symbol in fixed and not have.is_static and not dims[axis].is_static and f"dim {axis} of '{info.name}'" != where[have.symbol]:
+            if (
+                have.symbol in fixed
+                and not have.is_static
+                and not dims[axis].is_static
+                and f"dim {axis} of '{info.name}'" != where[have.symbol]
+            ):
                 dims[axis] = Dim(fixed[have.symbol], fixed[have.symbol], have.symbol)
                 named.append(f"its dim {axis} '{have.symbol}', as {where[have.symbol]}")
         if named:
@@ -257,7 +275,9 @@ def merge_shape(name: str, declared: Shape | None, given: Shape) -> Shape:
     if declared is None:
         return given
     if len(declared) != len(given):
-        raise UsageError(f"{flag('input')} '{name}': rank {len(given)} {shape_text(given)}, but the model declares rank {len(declared)} {shape_text(declared)}")
+        raise UsageError(
+            f"{flag('input')} '{name}': rank {len(given)} {shape_text(given)}, but the model declares rank {len(declared)} {shape_text(declared)}"
+        )
     out = []
     for axis, (have, want) in enumerate(zip(declared, given)):
         merged = have.merge(want)
@@ -277,7 +297,9 @@ def with_input_shapes(view: GraphView) -> onnx.ModelProto:
         if shape is None or not vi.type.HasField("tensor_type"):
             continue
         dims = vi.type.tensor_type.shape.dim
-        if len(dims) != len(shape) or any(d.is_static and not (old.HasField("dim_value") and old.dim_value == d.lo) for d, old in zip(shape, dims)):
+        if len(dims) != len(shape) or any(
+            d.is_static and not (old.HasField("dim_value") and old.dim_value == d.lo) for d, old in zip(shape, dims)
+        ):
             changes[vi.name] = shape
     if not changes:
         return view.model

@@ -45,10 +45,23 @@ from .graphs import FLOAT_TYPES, node_label
 from .loop_values import Body, Cell, Expr, Lin, NotACell, Outer, Step
 from .read import ONNX_DOMAINS, RECURRENT
 
-__all__ = ["PROBE_BATCH", "Body", "Cell", "Expr", "Lin", "NotACell", "Outer", "Step", "body_index", "evaluate", "increment", "own_names", "upstream_nodes"]
+__all__ = [
+    "PROBE_BATCH",
+    "Body",
+    "Cell",
+    "Expr",
+    "Lin",
+    "NotACell",
+    "Outer",
+    "Step",
+    "body_index",
+    "evaluate",
+    "increment",
+    "own_names",
+    "upstream_nodes",
+]
 
 PROBE_BATCH = 3  # the rows a probe has where the batch is dynamic
-
 
 
 # --- abstract evaluation -------------------------------------------------------------------------
@@ -77,7 +90,12 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
         elif out == inp.name:
             env[inp.name] = value if value is not None else Outer(initial)
             found.invariant.append(inp.name)
-        elif value is not None and value.dtype.kind in "iu" and value.size == 1 and (inc := increment(body, inp.name, out, outer_const)) is not None:
+        elif (
+            value is not None
+            and value.dtype.kind in "iu"
+            and value.size == 1
+            and (inc := increment(body, inp.name, out, outer_const)) is not None
+        ):
             found.counters[inp.name] = (int(value.reshape(-1)[0]), inc)
             env[inp.name] = Step(int(value.reshape(-1)[0]), inp.name) if inc == 1 else Expr("counter", (inp.name,))
         else:
@@ -90,8 +108,12 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             env[inp.name] = Lin({inp.name: np.eye(dims[1])}, np.zeros(dims[1]))
             found.states.append(inp.name)
     own = own_names(body) | set(env)
-    needed = upstream_nodes(body, [body.output[1 + len(body.input) - 2 + k].name for k in range(len(body.output) - len(body.input) + 1)]
-                            + [body.output[body_index(body, s) - 1].name for s in found.states] + list(found.appended.values()))
+    needed = upstream_nodes(
+        body,
+        [body.output[1 + len(body.input) - 2 + k].name for k in range(len(body.output) - len(body.input) + 1)]
+        + [body.output[body_index(body, s) - 1].name for s in found.states]
+        + list(found.appended.values()),
+    )
     batch = None
     beside_inner = beside_recurrent_node(body)
     for index, node in enumerate(body.node):
@@ -112,7 +134,13 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
                 ins.append(env[name])
             else:
                 raise NotACell(f"node '{label}' reads '{name}' before it is computed")
-        if node.op_type == "Gather" and len(ins) == 2 and node.input[0] not in own and isinstance(ins[1], Step) and _attr(node, "axis", 0) == 0:
+        if (
+            node.op_type == "Gather"
+            and len(ins) == 2
+            and node.input[0] not in own
+            and isinstance(ins[1], Step)
+            and _attr(node, "axis", 0) == 0
+        ):
             batch = per_step_read(node, ins[1], outer, found, env, batch)
             continue
         if all(isinstance(v, np.ndarray) or v is None for v in ins) and node.op_type not in ("Loop", "Scan", "If"):
@@ -150,7 +178,6 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
     return found
 
 
-
 def body_index(body: onnx.GraphProto, name: str) -> int:
     return next(k for k, i in enumerate(body.input) if i.name == name)
 
@@ -177,24 +204,48 @@ def _inner_cell(node: onnx.NodeProto, body: onnx.GraphProto, env: dict) -> "Cell
     plain = list(family.default_activations)
     acts = [a.decode() for a in attrs.get("activations", [])] or plain
     extra = set(attrs) - {"hidden_size", "activations", "direction", "linear_before_reset", "layout", "input_forget"}
-    if extra or attrs.get("direction", b"forward") != b"forward" or attrs.get("layout", 0) or attrs.get("input_forget", 0) or \
-            not (acts == plain or tuple(acts) in family.loop_activations):
-        raise NotACell(f"its {node.op_type} node '{node.name}' has attributes beyond hidden_size, linear_before_reset and the default activations")
+    if (
+        extra
+        or attrs.get("direction", b"forward") != b"forward"
+        or attrs.get("layout", 0)
+        or attrs.get("input_forget", 0)
+        or not (acts == plain or tuple(acts) in family.loop_activations)
+    ):
+        raise NotACell(
+            f"its {node.op_type} node '{node.name}' has attributes beyond hidden_size, linear_before_reset and the default activations"
+        )
     ins = list(node.input) + [""] * (8 - len(node.input))
     if any(ins[k] for k in (4, 7)):
         raise NotACell(f"its {node.op_type} node '{node.name}' has sequence_lens or peepholes")
     x, W, R = base(ins[0]), env.get(ins[1]), env.get(ins[2])
     B = env.get(ins[3]) if ins[3] else None
     h, c = base(ins[5]) if ins[5] else None, base(ins[6]) if has_c and ins[6] else None
-    if not (isinstance(x, Lin) and set(x.terms) == {"x"}) or not all(isinstance(v, np.ndarray) for v in (W, R)) or (ins[3] and not isinstance(B, np.ndarray)):
+    if (
+        not (isinstance(x, Lin) and set(x.terms) == {"x"})
+        or not all(isinstance(v, np.ndarray) for v in (W, R))
+        or (ins[3] and not isinstance(B, np.ndarray))
+    ):
         raise NotACell(f"its {node.op_type} node '{node.name}' does not read x[t] with constant weights")
     states = [v for v in (h, c) if v is not None]
-    if not all(isinstance(v, Lin) and len(v.terms) == 1 and isinstance(next(iter(v.terms)), str) for v in states) or h is None or (has_c and c is None):
+    if (
+        not all(isinstance(v, Lin) and len(v.terms) == 1 and isinstance(next(iter(v.terms)), str) for v in states)
+        or h is None
+        or (has_c and c is None)
+    ):
         raise NotACell(f"its {node.op_type} node '{node.name}' does not start from the carried states")
     G = W.shape[1]
     B = np.zeros((1, 2 * G)) if B is None else B
-    return Cell(family, W[0].astype(np.float64), R[0].astype(np.float64), B[0, :G].astype(np.float64), B[0, G:].astype(np.float64),
-                next(iter(h.terms)), next(iter(c.terms)) if c is not None else None, int(attrs.get("linear_before_reset", 0)), acts[-1])
+    return Cell(
+        family,
+        W[0].astype(np.float64),
+        R[0].astype(np.float64),
+        B[0, :G].astype(np.float64),
+        B[0, G:].astype(np.float64),
+        next(iter(h.terms)),
+        next(iter(c.terms)) if c is not None else None,
+        int(attrs.get("linear_before_reset", 0)),
+        acts[-1],
+    )
 
 
 def _dims(vi: onnx.ValueInfoProto) -> list | None:
@@ -202,7 +253,6 @@ def _dims(vi: onnx.ValueInfoProto) -> list | None:
     if not vi.type.HasField("tensor_type") or not t.HasField("shape"):
         return None
     return [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-
 
 
 def increment(body: onnx.GraphProto, state: str, out: str, outer_const=None) -> int | None:
@@ -238,8 +288,12 @@ def _run_node(node: onnx.NodeProto, ins: list, opset: int) -> list | None:
     names = [n for n in node.input if n]
     feeds = {n: v for n, v in zip(node.input, ins) if n}
     try:
-        graph = helper.make_graph([node], "c", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(feeds[n].dtype), feeds[n].shape) for n in names],
-                                  [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output if o])
+        graph = helper.make_graph(
+            [node],
+            "c",
+            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(feeds[n].dtype), feeds[n].shape) for n in names],
+            [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output if o],
+        )
         return list(ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])).run(None, feeds))
     except Exception:  # noqa: BLE001 - an op onnx.reference cannot run on constants: treated as opaque
         return None
@@ -274,7 +328,9 @@ def _columns(value: Lin, start: int, stop: int) -> Lin:
 def _abstract(node: onnx.NodeProto, ins: list, batch: int | None) -> list:
     op = node.op_type
     a = ins[0] if ins else None
-    if op in ("Identity",) or (op == "Cast" and _attr(node, "to") in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE) and isinstance(a, Lin)):
+    if op in ("Identity",) or (
+        op == "Cast" and _attr(node, "to") in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE) and isinstance(a, Lin)
+    ):
         return [a]
     if op in ("Add", "Sub"):
         return [_add(a, ins[1], 1.0 if op == "Add" else -1.0)]

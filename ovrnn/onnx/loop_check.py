@@ -79,7 +79,13 @@ def _gru(found: Body, sig: list[Lin], acts: list, h: str, F: int, H: int):
                 pair = terms[0].args
                 gate = next((p for p in pair if isinstance(p, Expr) and p.op == "Sigmoid"), None)
                 other = next((p for p in pair if p is not gate), None)
-                if gate is not None and isinstance(other, Lin) and other.terms.keys() == {h} and np.array_equal(other.terms[h], np.eye(H)) and not other.bias.any():
+                if (
+                    gate is not None
+                    and isinstance(other, Lin)
+                    and other.terms.keys() == {h}
+                    and np.array_equal(other.terms[h], np.eye(H))
+                    and not other.bias.any()
+                ):
                     r, lbr = gate.args[0], 0
                     nx = Lin({"x": arg.terms["x"]} if "x" in arg.terms else {}, arg.bias)
                     rh = arg.terms[terms[0]]
@@ -108,7 +114,9 @@ def _gru(found: Body, sig: list[Lin], acts: list, h: str, F: int, H: int):
 # --- checked against the body ---
 
 
-def body_model(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, outputs: list[str] | None = None, extra: tuple = (), fed: tuple = ()) -> onnx.ModelProto:
+def body_model(
+    loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, outputs: list[str] | None = None, extra: tuple = (), fed: tuple = ()
+) -> onnx.ModelProto:
     """The body as a model of its own: the outer tensors it reads become inputs (constants:
     initializers, but for those in `fed`), so onnx.reference can run one iteration."""
     own = {i.name for i in body.input} | {t.name for t in body.initializer} | {o for n in body.node for o in n.output}
@@ -158,12 +166,16 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, t
     mask_length = outer.shape(found.mask[0])[0] or length if found.mask else 0
     if offset < 0 or offset + steps > length or (found.mask and (found.mask[1] < 0 or found.mask[1] + steps > mask_length)):
         why = "Gather counts a negative index from the end" if offset < 0 else f"past step {length - 1}, Gather fails"
-        raise NotACell(f"its first iteration reads step {offset} of '{found.x[0]}', so its {steps} iterations are not {steps} consecutive steps "
-                       f"of '{found.x[0]}' ({length} steps) in order ({why})")
+        raise NotACell(
+            f"its first iteration reads step {offset} of '{found.x[0]}', so its {steps} iterations are not {steps} consecutive steps "
+            f"of '{found.x[0]}' ({length} steps) in order ({why})"
+        )
     cands = list(candidates(found, F))
     if not cands:
         ops = sorted({op for op, _, _ in found.activations})
-        raise NotACell(f"its activations ({', '.join(ops) or 'none'}) over affine forms of x and one state are not the LSTM, GRU or RNN gate pattern")
+        raise NotACell(
+            f"its activations ({', '.join(ops) or 'none'}) over affine forms of x and one state are not the LSTM, GRU or RNN gate pattern"
+        )
     if len(found.cuts) > 1:
         raise NotACell("it holds more than one Relu")
     extra = tuple(found.appended.values())
@@ -186,7 +198,12 @@ def _recognise(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int, t
             if cut:  # [batch, hidden]: an RNN's or a GRU's n
                 first = states[found.states[0]]
                 feeds[cut[0]] = states["@cut"] = _nonzero(rng, first.shape).astype(first.dtype)
-            got = dict(zip([o.name for o in body.output] + list(extra), runner.run(None, {k: v for k, v in feeds.items() if k in runner.input_names})))
+            got = dict(
+                zip(
+                    [o.name for o in body.output] + list(extra),
+                    runner.run(None, {k: v for k, v in feeds.items() if k in runner.input_names}),
+                )
+            )
             probes.append((feeds, states, got))
         checks.append(probes)
     for cell in cands:
@@ -259,7 +276,11 @@ def _match(cell: Cell, found: Body, checks: list, float_outs: list[str]) -> dict
     first check; the one with the Relu cut tells them apart), else None."""
     mapping: dict = {}
     for name in float_outs:
-        families = [("h", None), ("c", None)] + [(v, s) for v in ("h", "c") for s in (*found.states, "zero")] if found.mask else [("h", None), ("c", None)]
+        families = (
+            [("h", None), ("c", None)] + [(v, s) for v in ("h", "c") for s in (*found.states, "zero")]
+            if found.mask
+            else [("h", None), ("c", None)]
+        )
         for fam in families:
             if fam[0] == "c" and cell.c is None:
                 continue
@@ -280,7 +301,9 @@ def _expected(cell: Cell, found: Body, feeds: dict, states: dict, fam) -> np.nda
     step = states["@it"]
     x = np.asarray(feeds[found.x[0]][found.x[1] + step], np.float64)
     cut = np.asarray(states["@cut"], np.float64) if "@cut" in states else None
-    h_new, c_new = reference_step(cell, x, np.asarray(states[cell.h], np.float64), np.asarray(states[cell.c], np.float64) if cell.c else None, cut)
+    h_new, c_new = reference_step(
+        cell, x, np.asarray(states[cell.h], np.float64), np.asarray(states[cell.c], np.float64) if cell.c else None, cut
+    )
     value = h_new if fam[0] == "h" else c_new
     if fam[1] is None:
         return value
@@ -303,8 +326,16 @@ def reference_step(cell: Cell, x, h, c, cut=None) -> tuple[np.ndarray, np.ndarra
     if "initial_c" not in cell.kind.inputs:  # one state: the last slot makes the new h (RNN's f) or its candidate (GRU's g)
         acts[-1] = (lambda v: cut) if cut is not None else _ACTIVATIONS[cell.activation]
     own = {"linear_before_reset": cell.linear_before_reset} if "linear_before_reset" in ref.attrs else {}
-    node = SimpleNamespace(W=cell.W[None], R=cell.R[None], B=np.concatenate([cell.Wb, cell.Rb])[None], P=None, hidden_size=cell.hidden,
-                           acts=[acts], clip=lambda v: v, attrs={**ref.attrs, **own})
+    node = SimpleNamespace(
+        W=cell.W[None],
+        R=cell.R[None],
+        B=np.concatenate([cell.Wb, cell.Rb])[None],
+        P=None,
+        hidden_size=cell.hidden,
+        acts=[acts],
+        clip=lambda v: v,
+        attrs={**ref.attrs, **own},
+    )
     new = ref.step(node, 0, x, (h,) if c is None else (h, c))
     return new[0], (new[1] if len(new) > 1 else None)
 

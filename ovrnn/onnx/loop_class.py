@@ -15,14 +15,41 @@ from .read import RECURRENT
 
 # ops that may lie between the states, the step's input and the outputs: analytic ones, and the
 # Cast/Not/Where a mask select is written with (a Cast only to a float type: rounding is not analytic)
-ANALYTIC = {"Add", "Sub", "Mul", "Neg", "Sigmoid", "Tanh", "MatMul", "Gemm", "Split", "Slice", "Squeeze", "Unsqueeze",
-            "Identity", "Cast", "Not", "Where", "Gather", "Concat", "Shape"}
+ANALYTIC = {
+    "Add",
+    "Sub",
+    "Mul",
+    "Neg",
+    "Sigmoid",
+    "Tanh",
+    "MatMul",
+    "Gemm",
+    "Split",
+    "Slice",
+    "Squeeze",
+    "Unsqueeze",
+    "Identity",
+    "Cast",
+    "Not",
+    "Where",
+    "Gather",
+    "Concat",
+    "Shape",
+}
 # ops that select or reshape along an axis: on a computed value, never along the batch axis (0)
 AXIS_OPS = {"Split", "Slice", "Concat", "Gather"}
 # a Cast may only widen or keep float32/float64: a Cast to float16 rounds (not analytic; the cell would be more exact than the body)
 FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
-INTEGERS = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
-            onnx.TensorProto.UINT64, onnx.TensorProto.UINT32, onnx.TensorProto.UINT16, onnx.TensorProto.UINT8)
+INTEGERS = (
+    onnx.TensorProto.INT64,
+    onnx.TensorProto.INT32,
+    onnx.TensorProto.INT16,
+    onnx.TensorProto.INT8,
+    onnx.TensorProto.UINT64,
+    onnx.TensorProto.UINT32,
+    onnx.TensorProto.UINT16,
+    onnx.TensorProto.UINT8,
+)
 
 
 def own_names(body: onnx.GraphProto) -> set[str]:
@@ -52,14 +79,18 @@ def per_step_read(node: onnx.NodeProto, step: Step, outer, found: Body, env: dic
         return batch  # a [T, 1, 1] mask holds one bit for every row: the batch is X's
     elif len(dims) == 3 and outer.is_float(name):
         if found.x not in (None, key):
-            raise NotACell(f"it reads more than one input sequence step by step ('{found.x[0]}' and '{name}'; a float table gating the "
-                           "state is no mask unless its values are proven 0 or 1: bool, or cast from a comparison)")
+            raise NotACell(
+                f"it reads more than one input sequence step by step ('{found.x[0]}' and '{name}'; a float table gating the "
+                "state is no mask unless its values are proven 0 or 1: bool, or cast from a comparison)"
+            )
         found.x = key
         env[node.output[0]] = Lin({"x": np.eye(dims[2])}, np.zeros(dims[2]))
         return dims[1]
     else:
-        raise NotACell(f"it reads '{name}' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) "
-                       "nor a mask proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row")
+        raise NotACell(
+            f"it reads '{name}' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) "
+            "nor a mask proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row"
+        )
 
 
 def step_of(node: onnx.NodeProto, ins: list) -> Step | None:
@@ -82,14 +113,22 @@ def check_reads(node: onnx.NodeProto, ins: list, label: str) -> None:
     for name, value in zip(node.input, ins):
         if isinstance(value, Step) or (isinstance(value, Expr) and value.op == "counter"):
             source = value.source if isinstance(value, Step) else value.args[0]
-            what = f"the iteration number ('{name}')" if not source else f"the counter '{source}'" + (f" (as '{name}')" if name != source else "")
-            raise NotACell(f"{what} reaches its {node.op_type} node '{label}', beyond the per-step read of the input sequence: "
-                           "the body is not the same function at every step")
+            what = (
+                f"the iteration number ('{name}')"
+                if not source
+                else f"the counter '{source}'" + (f" (as '{name}')" if name != source else "")
+            )
+            raise NotACell(
+                f"{what} reaches its {node.op_type} node '{label}', beyond the per-step read of the input sequence: "
+                "the body is not the same function at every step"
+            )
         if isinstance(value, Expr) and value.op == "cond":
             raise NotACell(f"its {node.op_type} node '{label}' reads the loop condition '{name}'")
         if isinstance(value, Outer):
-            raise NotACell(f"its {node.op_type} node '{label}' reads '{value.name}' from outside the loop, which is neither the input "
-                           "sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it")
+            raise NotACell(
+                f"its {node.op_type} node '{label}' reads '{value.name}' from outside the loop, which is neither the input "
+                "sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it"
+            )
 
 
 def beside_recurrent_node(body: onnx.GraphProto) -> set[str]:
@@ -99,7 +138,11 @@ def beside_recurrent_node(body: onnx.GraphProto) -> set[str]:
     made = {o for n in body.node if n.op_type in RECURRENT for o in n.output if o}
     found = set()
     for n in body.node:
-        if n.op_type == "Unsqueeze" and all(r.op_type in RECURRENT for r in readers.get(n.output[0], [None]) if r is not None) and readers.get(n.output[0]):
+        if (
+            n.op_type == "Unsqueeze"
+            and all(r.op_type in RECURRENT for r in readers.get(n.output[0], [None]) if r is not None)
+            and readers.get(n.output[0])
+        ):
             found.add(n.output[0])
         if n.op_type == "Squeeze" and n.input and n.input[0] in made:
             found.add(n.output[0])
@@ -130,7 +173,11 @@ def check_rows(node: onnx.NodeProto, ins: list, label: str, batch, beside_inner:
     elif op == "Gemm" and (attr(node, "transA", 0) or not isinstance(ins[1], np.ndarray)):
         why = "multiplies by a computed value on the right, or transposes its left side"
     elif op in AXIS_OPS and (op != "Gather" or not isinstance(ins[0], np.ndarray)):
-        axes = [attr(node, "axis", 0)] if op != "Slice" else (ins[3].reshape(-1).tolist() if len(ins) > 3 and isinstance(ins[3], np.ndarray) else None)
+        axes = (
+            [attr(node, "axis", 0)]
+            if op != "Slice"
+            else (ins[3].reshape(-1).tolist() if len(ins) > 3 and isinstance(ins[3], np.ndarray) else None)
+        )
         if op == "Slice" and (axes is None or not all(isinstance(v, np.ndarray) for v in ins[1:3])):
             why = "slices with computed bounds or axes"
         elif op == "Gather" and not isinstance(ins[1], np.ndarray):

@@ -33,7 +33,6 @@ from .graphs import node_label
 from .read import ONNX_DOMAINS, RECURRENT
 
 
-
 # ops whose output values are some of their first input's values (a 0/1 tensor stays 0/1)
 _MOVES_VALUES = ("Identity", "Transpose", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Flatten", "Slice", "Gather")
 
@@ -92,13 +91,18 @@ def over_time(body: onnx.GraphProto, outer_const, opset: int) -> bool:
     if not any(i.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE) for i in body.input[2:]):
         return False
     outer_one = lambda name: np.ones(1, np.int64)  # noqa: E731 - any outer addend: is it a counter at all (evaluate reads the value)
-    steps = {body.input[0].name} | {i.name for k, i in enumerate(body.input[2:]) if increment(body, i.name, body.output[1 + k].name, outer_one) is not None}
+    steps = {body.input[0].name} | {
+        i.name for k, i in enumerate(body.input[2:]) if increment(body, i.name, body.output[1 + k].name, outer_one) is not None
+    }
     for node in body.node:  # a Cast or Identity of the index is still the index
         if node.op_type in ("Cast", "Identity") and node.input and node.input[0] in steps:
             steps.add(node.output[0])
     own = {o for n in body.node for o in n.output} | {i.name for i in body.input} | {t.name for t in body.initializer}
     read = noop_slice_sources(body, outer_const, opset)  # Slice output -> its input, for the Slices that change nothing
-    return any(n.op_type == "Gather" and len(n.input) == 2 and n.input[1] in steps and read.get(n.input[0], n.input[0]) not in own for n in body.node)
+    return any(
+        n.op_type == "Gather" and len(n.input) == 2 and n.input[1] in steps and read.get(n.input[0], n.input[0]) not in own
+        for n in body.node
+    )
 
 
 def counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None, outer: Outer, opset: int, limit: int) -> int | None:
@@ -123,7 +127,10 @@ def _counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None
         if not bool(start.reshape(-1)[0]):
             return 0
     cond = body.output[0].name
-    initial = {inp.name: outer.const(node.input[2 + k]) if 2 + k < len(node.input) and node.input[2 + k] else None for k, inp in enumerate(body.input[2:])}
+    initial = {
+        inp.name: outer.const(node.input[2 + k]) if 2 + k < len(node.input) and node.input[2 + k] else None
+        for k, inp in enumerate(body.input[2:])
+    }
     wanted, read = [cond], set()
     while True:  # the condition, and every carried value it reads, iteration after iteration
         needed = upstream_nodes(body, wanted)
@@ -157,7 +164,9 @@ def _counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None
     return bound
 
 
-def recover(graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: Outer, opset: int, fresh) -> tuple[list, list, str] | str:
+def recover(
+    graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: Outer, opset: int, fresh
+) -> tuple[list, list, str] | str:
     """(nodes, initializers, note) replacing the Loop at `index` by the cell it computes, or why
     its body is not a recognisable cell."""
     try:
@@ -171,10 +180,18 @@ def recover(graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx
         return f"it could not be rewritten ({type(exc).__name__}: {str(exc)[:120]})"
 
 
-
 class _Rewrite:
     def __init__(self, node, body, cell: Cell, found, trips: int, outer: Outer, fresh, label: str) -> None:
-        self.node, self.body, self.cell, self.found, self.trips, self.outer, self.fresh, self.label = node, body, cell, found, trips, outer, fresh, label
+        self.node, self.body, self.cell, self.found, self.trips, self.outer, self.fresh, self.label = (
+            node,
+            body,
+            cell,
+            found,
+            trips,
+            outer,
+            fresh,
+            label,
+        )
         self.nodes: list = []
         self.inits: list = []
         self.N = len(body.input) - 2
@@ -235,7 +252,9 @@ class _Rewrite:
                 seq = self.op("SequenceInsert", [seq, item], f"t{t}/append")[0]
             final[s] = seq
         self.outputs(final, scan_values)
-        detail = ([f"linear_before_reset={c.linear_before_reset}"] if "linear_before_reset" in c.kind.own_attributes else []) + ([f"activation {c.activation}"] if c.activation != "Tanh" else [])
+        detail = ([f"linear_before_reset={c.linear_before_reset}"] if "linear_before_reset" in c.kind.own_attributes else []) + (
+            [f"activation {c.activation}"] if c.activation != "Tanh" else []
+        )
         kind = c.kind.name + (f" ({', '.join(detail)})" if detail else "")
         mask = f"'{found.mask[0]}'" if found.mask else ""
         if self.single and lengths is not None:
@@ -251,10 +270,17 @@ class _Rewrite:
 
     def selected(self, outs_of: dict, mask: str) -> str:
         """How the mask selects each state, as the body does it (the note's words)."""
-        how = {s: "kept" if fam[1] == s else "zeroed" if fam[1] == "zero" else "not masked" for s, fam in ((s, self.cell.outputs[outs_of[s]]) for s in self.found.states)}
+        how = {
+            s: "kept" if fam[1] == s else "zeroed" if fam[1] == "zero" else "not masked"
+            for s, fam in ((s, self.cell.outputs[outs_of[s]]) for s in self.found.states)
+        }
         if set(how.values()) == {"kept"}:
             return f"each state then selected by the mask {mask} (Where: kept where it is 0)"
-        return f"each value then selected by the mask {mask} as the body selects it (Where: " + ", ".join(f"'{s}' {w}" + (" where it is 0" if w != "not masked" else "") for s, w in how.items()) + ")"
+        return (
+            f"each value then selected by the mask {mask} as the body selects it (Where: "
+            + ", ".join(f"'{s}' {w}" + (" where it is 0" if w != "not masked" else "") for s, w in how.items())
+            + ")"
+        )
 
     def prefix_lengths(self) -> np.ndarray | None:
         """Each sample's step count when the mask is a constant [T, batch, 1] that is on for a
@@ -284,7 +310,11 @@ class _Rewrite:
             ok = self.found.mask is None and all(fam[1] is None for fam in c.outputs.values())
         else:  # ONNX keeps Y_h/Y_c at each sample's last step and writes zeros in Y past it
             ok = all(c.outputs[outs_of[s]] == ("c", s) if s == c.c else self.tracks_h(s, outs_of) for s in self.found.states)
-            ok = ok and all(c.outputs[n] == ("h", "zero") or (c.outputs[n][0] == "h" and c.outputs[n][1] in outs_of and self.tracks_h(c.outputs[n][1], outs_of)) for n in scans)
+            ok = ok and all(
+                c.outputs[n] == ("h", "zero")
+                or (c.outputs[n][0] == "h" and c.outputs[n][1] in outs_of and self.tracks_h(c.outputs[n][1], outs_of))
+                for n in scans
+            )
             ok = ok and not self.found.appended
         ok = ok and all(c.outputs[n][0] == "h" for n in scans) and all(c.outputs[v][0] == "h" for v in self.found.appended.values())
         self.single = ok
@@ -293,7 +323,20 @@ class _Rewrite:
     def over_all_steps(self, outs_of: dict, scans: list[str], lengths):
         c, (x_name, offset) = self.cell, self.found.x
         T = self.outer.shape(x_name)[0]
-        x = x_name if (offset, T) == (0, self.trips) else self.op("Slice", [x_name, self.const("start", np.array([offset], np.int64)), self.const("end", np.array([offset + self.trips], np.int64)), self.axis0], "x")[0]
+        x = (
+            x_name
+            if (offset, T) == (0, self.trips)
+            else self.op(
+                "Slice",
+                [
+                    x_name,
+                    self.const("start", np.array([offset], np.int64)),
+                    self.const("end", np.array([offset + self.trips], np.int64)),
+                    self.axis0,
+                ],
+                "x",
+            )[0]
+        )
         lens = self.const("sequence_lens", lengths) if lengths is not None else ""
         outs = self.recurrent(x, self.initial(c.h), self.initial(c.c) if c.c else None, "all", lens)
         y = self.op("Squeeze", [outs[0], self.const("axis1", np.array([1], np.int64))], "y")[0]
@@ -309,7 +352,12 @@ class _Rewrite:
                 on = self.const("mask_on", (np.arange(self.trips)[:, None] < lengths[None, :])[:, :, None])
                 held = self.op("Unsqueeze", [last["h"], self.axis0], "h_held")[0]
                 scan_values.append(self.op("Where", [on, y, held], "y_held")[0])
-        appended = {s: [self.op("Gather", [y, self.const(f"t{t}/index", np.array(t, np.int64))], f"t{t}/item", axis=0)[0] for t in range(self.trips)] for s in self.found.appended}
+        appended = {
+            s: [
+                self.op("Gather", [y, self.const(f"t{t}/index", np.array(t, np.int64))], f"t{t}/item", axis=0)[0] for t in range(self.trips)
+            ]
+            for s in self.found.appended
+        }
         return final, scan_values, appended
 
     def per_step(self, outs_of: dict, scans: list[str]):
@@ -321,14 +369,25 @@ class _Rewrite:
         zero = None
         for t in range(self.trips):
             tag = f"t{t}"
-            x = self.op("Slice", [x_name, self.const(f"{tag}/start", np.array([offset + t], np.int64)), self.const(f"{tag}/end", np.array([offset + t + 1], np.int64)), self.axis0], f"{tag}/x")[0]
+            x = self.op(
+                "Slice",
+                [
+                    x_name,
+                    self.const(f"{tag}/start", np.array([offset + t], np.int64)),
+                    self.const(f"{tag}/end", np.array([offset + t + 1], np.int64)),
+                    self.axis0,
+                ],
+                f"{tag}/x",
+            )[0]
             outs = self.recurrent(x, prev[c.h], prev[c.c] if c.c else None, tag)
             new = {"h": self.op("Squeeze", [outs[1], self.axis0], f"{tag}/h")[0]}
             if c.c:
                 new["c"] = self.op("Squeeze", [outs[2], self.axis0], f"{tag}/c")[0]
             mask = None
             if found.mask:
-                mask = self.op("Gather", [found.mask[0], self.const(f"{tag}/index", np.array(found.mask[1] + t, np.int64))], f"{tag}/mask", axis=0)[0]
+                mask = self.op(
+                    "Gather", [found.mask[0], self.const(f"{tag}/index", np.array(found.mask[1] + t, np.int64))], f"{tag}/mask", axis=0
+                )[0]
                 if self.outer.elem_type(found.mask[0]) != onnx.TensorProto.BOOL:  # a 0/1 float (loop_cells: proven so): Where reads a bool
                     mask = self.op("Cast", [mask], f"{tag}/mask_bool", to=onnx.TensorProto.BOOL)[0]
                 if len(self.outer.shape(found.mask[0])) == 2:  # [batch] per step: one value per row, against [batch, hidden]
@@ -374,7 +433,9 @@ def holds_recurrent_node(body: onnx.GraphProto) -> bool:
     return any(n.op_type in RECURRENT and n.domain in ONNX_DOMAINS for n in body.node)
 
 
-def refusal(node: onnx.NodeProto, why: str, trips: int | None, limit: int, cell: Cell | None = None, deciding: str = "") -> UnsupportedFeatureError:
+def refusal(
+    node: onnx.NodeProto, why: str, trips: int | None, limit: int, cell: Cell | None = None, deciding: str = ""
+) -> UnsupportedFeatureError:
     """The one error for a Loop over time that stays: what its body is, why it can be neither
     rewritten nor unrolled, and what the user can do (`deciding`: what its trip count depends on)."""
     label = node_label(node)
@@ -385,9 +446,13 @@ def refusal(node: onnx.NodeProto, why: str, trips: int | None, limit: int, cell:
     else:
         count = "it runs no iteration"
     if cell is not None:
-        return UnsupportedFeatureError(f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read: its body is {'an' if cell.kind.name[0] in 'LR' else 'a'} "
-                                       f"{cell.kind.name} cell of hidden size {cell.hidden}, which ovrnn rewrites as {cell.kind.name} nodes over a known "
-                                       f"number of steps, but {count}")
-    return UnsupportedFeatureError(f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
-                                   f"its body is not a recognisable LSTM, GRU or RNN cell ({why}), and ovrnn unrolls such a body only over a known "
-                                   f"number of steps, but {count}")
+        return UnsupportedFeatureError(
+            f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read: its body is {'an' if cell.kind.name[0] in 'LR' else 'a'} "
+            f"{cell.kind.name} cell of hidden size {cell.hidden}, which ovrnn rewrites as {cell.kind.name} nodes over a known "
+            f"number of steps, but {count}"
+        )
+    return UnsupportedFeatureError(
+        f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
+        f"its body is not a recognisable LSTM, GRU or RNN cell ({why}), and ovrnn unrolls such a body only over a known "
+        f"number of steps, but {count}"
+    )

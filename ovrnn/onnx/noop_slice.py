@@ -82,6 +82,7 @@ def _constants(body: onnx.GraphProto, const: Callable, opset: int) -> dict[str, 
 def _bounds(node: onnx.NodeProto, value: Callable, opset: int):
     """(starts, ends, axes or None, steps) as int64 vectors; None when one is not a known constant
     integer vector."""
+
     def vector(array):
         if array is None or np.asarray(array).dtype.kind not in "iu" or np.asarray(array).ndim != 1:
             return None

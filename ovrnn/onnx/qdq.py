@@ -24,14 +24,15 @@ from .graphs import ONNX_DOMAINS, describe_node
 from .read import RECURRENT, GraphView, TensorInfo, constant_info
 
 
-
 def weight_readers(graph: onnx.GraphProto) -> dict[str, set[tuple[str, int]]]:
     """tensor name -> {(op_type, slot)} of every node input that reads it."""
     readers: dict[str, set[tuple[str, int]]] = {}
     for node in graph.node:
         for slot, name in enumerate(node.input):
             if name:
-                readers.setdefault(name, set()).add((node.op_type if node.domain in ONNX_DOMAINS else f"{node.domain}.{node.op_type}", slot))
+                readers.setdefault(name, set()).add(
+                    (node.op_type if node.domain in ONNX_DOMAINS else f"{node.domain}.{node.op_type}", slot)
+                )
     return readers
 
 
@@ -69,7 +70,9 @@ def absorb_dequantize_linear(view: GraphView) -> tuple[GraphView, dict[str, list
     for name, _, value in taken.values():
         model.graph.initializer.append(numpy_helper.from_array(value, name))
     # the view's tables as they are (its --input shapes applied), plus the float tensors the nodes gave
-    new_view = replace(view, model=model, constants={**view.constants, **{name: constant_info(name, value) for name, _, value in taken.values()}})
+    new_view = replace(
+        view, model=model, constants={**view.constants, **{name: constant_info(name, value) for name, _, value in taken.values()}}
+    )
     return new_view, {name: qs for name, qs, _ in taken.values()}, notes
 
 
@@ -107,7 +110,10 @@ def _quantized(node: onnx.NodeProto, view: GraphView) -> tuple[list[Quantized], 
     if out_type != onnx.TensorProto.FLOAT and out_type != scale_type(scale):
         return "an output type other than the scale's"
     symmetric = not np.any(z_rows)
-    qs = [Quantized(np.ascontiguousarray(q[d]), s_rows[d][:, None], None if symmetric else z_rows[d][:, None].astype(q.dtype), 8) for d in range(D)]
+    qs = [
+        Quantized(np.ascontiguousarray(q[d]), s_rows[d][:, None], None if symmetric else z_rows[d][:, None].astype(q.dtype), 8)
+        for d in range(D)
+    ]
     value = np.stack([x_.dequantize() for x_ in qs]).astype(np.asarray(scale.value).dtype)
     return qs, value
 

@@ -180,7 +180,23 @@ def _external_int(entries: dict[str, str], key: str, label: str) -> int | None:
     return int(text)
 
 
-_FIXED_SIZE = {TensorProto.FLOAT: 4, TensorProto.FLOAT16: 2, TensorProto.DOUBLE: 8, TensorProto.BFLOAT16: 2, TensorProto.INT8: 1, TensorProto.UINT8: 1, TensorProto.INT16: 2, TensorProto.UINT16: 2, TensorProto.INT32: 4, TensorProto.UINT32: 4, TensorProto.INT64: 8, TensorProto.UINT64: 8, TensorProto.BOOL: 1, TensorProto.COMPLEX64: 8, TensorProto.COMPLEX128: 16}
+_FIXED_SIZE = {
+    TensorProto.FLOAT: 4,
+    TensorProto.FLOAT16: 2,
+    TensorProto.DOUBLE: 8,
+    TensorProto.BFLOAT16: 2,
+    TensorProto.INT8: 1,
+    TensorProto.UINT8: 1,
+    TensorProto.INT16: 2,
+    TensorProto.UINT16: 2,
+    TensorProto.INT32: 4,
+    TensorProto.UINT32: 4,
+    TensorProto.INT64: 8,
+    TensorProto.UINT64: 8,
+    TensorProto.BOOL: 1,
+    TensorProto.COMPLEX64: 8,
+    TensorProto.COMPLEX128: 16,
+}
 
 
 def _tensor_bytes(tensor: TensorProto) -> int | None:

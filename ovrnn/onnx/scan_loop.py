@@ -79,12 +79,21 @@ def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int) -> tuple[list, li
         if axis:
             x = op("Transpose", [x], f"x{k}/time_first", perm=[axis, *[d for d in range(r) if d != axis]])
         if direction:
-            x = op("Slice", [x, const(f"x{k}/start", [-1]), const(f"x{k}/end", [-(1 << 62)]), const(f"x{k}/axis", [0]), const(f"x{k}/step", [-1])], f"x{k}/reversed")
+            x = op(
+                "Slice",
+                [x, const(f"x{k}/start", [-1]), const(f"x{k}/end", [-(1 << 62)]), const(f"x{k}/axis", [0]), const(f"x{k}/step", [-1])],
+                f"x{k}/reversed",
+            )
         moved.append(x)
     loop_body = onnx.GraphProto()
     loop_body.name = body.name or "scan_body"
     iteration, cond_in, cond_out = fresh(f"{label}/i"), fresh(f"{label}/cond_in"), fresh(f"{label}/cond_out")
-    loop_body.input.extend([helper.make_tensor_value_info(iteration, onnx.TensorProto.INT64, []), helper.make_tensor_value_info(cond_in, onnx.TensorProto.BOOL, [])])
+    loop_body.input.extend(
+        [
+            helper.make_tensor_value_info(iteration, onnx.TensorProto.INT64, []),
+            helper.make_tensor_value_info(cond_in, onnx.TensorProto.BOOL, []),
+        ]
+    )
     loop_body.input.extend(body.input[:N])
     loop_body.initializer.extend(body.initializer)
     for k, slot in enumerate(body.input[N:]):
@@ -95,8 +104,13 @@ def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int) -> tuple[list, li
     loop_body.output.extend(body.output)
     loop_body.value_info.extend(body.value_info)
     stacked = [fresh(f"{label}/stacked{k}") for k in range(K)]
-    loop = helper.make_node("Loop", [const("trips", np.array(T, np.int64)), const("true", np.array(True)), *node.input[:N]],
-                            [*node.output[:N], *stacked], name=label, body=loop_body)
+    loop = helper.make_node(
+        "Loop",
+        [const("trips", np.array(T, np.int64)), const("true", np.array(True)), *node.input[:N]],
+        [*node.output[:N], *stacked],
+        name=label,
+        body=loop_body,
+    )
     after = []
     for k, (name, axis, direction) in enumerate(zip(stacked, out_axes, out_dirs)):
         target = node.output[N + k] if N + k < len(node.output) else ""
@@ -107,11 +121,32 @@ def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int) -> tuple[list, li
             return None
         steps = []
         if direction:
-            steps.append(("Slice", lambda src, dst: helper.make_node("Slice", [src, const(f"y{k}/start", [-1]), const(f"y{k}/end", [-(1 << 62)]), const(f"y{k}/axis", [0]), const(f"y{k}/step", [-1])], [dst], name=fresh(f"{label}/y{k}/reversed"))))
+            steps.append(
+                (
+                    "Slice",
+                    lambda src, dst: helper.make_node(
+                        "Slice",
+                        [
+                            src,
+                            const(f"y{k}/start", [-1]),
+                            const(f"y{k}/end", [-(1 << 62)]),
+                            const(f"y{k}/axis", [0]),
+                            const(f"y{k}/step", [-1]),
+                        ],
+                        [dst],
+                        name=fresh(f"{label}/y{k}/reversed"),
+                    ),
+                )
+            )
         if axis % (r or 1):
             a = axis % r
             perm = list(range(1, a + 1)) + [0] + list(range(a + 1, r))
-            steps.append(("Transpose", lambda src, dst, perm=perm: helper.make_node("Transpose", [src], [dst], name=fresh(f"{label}/y{k}/axis"), perm=perm)))
+            steps.append(
+                (
+                    "Transpose",
+                    lambda src, dst, perm=perm: helper.make_node("Transpose", [src], [dst], name=fresh(f"{label}/y{k}/axis"), perm=perm),
+                )
+            )
         src = name
         for j, (_, make) in enumerate(steps):
             dst = target if j == len(steps) - 1 else fresh(f"{label}/y{k}/step{j}")

@@ -15,7 +15,6 @@ from .inline import Names
 from .read import ONNX_DOMAINS
 
 
-
 def sequences_to_concat(graph: onnx.GraphProto, names: Names) -> bool:
     """TorchScript writes ``outs.append(y)`` in a loop and ``torch.stack(outs)`` as SequenceEmpty,
     SequenceInsert per iteration and ConcatFromSequence. Once the loop is unrolled, such a chain
@@ -53,7 +52,11 @@ def sequences_to_concat(graph: onnx.GraphProto, names: Names) -> bool:
         replacement = []
         if new_axis:
             axes = names.tensor(f"{label}/axes", label, names.tensors)
-            replacement.append(helper.make_node("Constant", [], [axes], name=names.node(axes, label), value=numpy_helper.from_array(np.array([axis], np.int64))))
+            replacement.append(
+                helper.make_node(
+                    "Constant", [], [axes], name=names.node(axes, label), value=numpy_helper.from_array(np.array([axis], np.int64))
+                )
+            )
             stacked = []
             for k, element in enumerate(elements):
                 out = names.tensor(f"{label}/item{k}", label, names.tensors)

@@ -26,7 +26,9 @@ def check_static(view: GraphView, stateful: bool = False) -> None:
         dims = info.shape or ()
         dynamic = [axis for axis, d in enumerate(dims) if not d.is_static]
         if info.shape is None:
-            raise UsageError(f"{flag('static', True)}: input '{info.name}' has a dynamic rank; give every dim a number with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}")
+            raise UsageError(
+                f"{flag('static', True)}: input '{info.name}' has a dynamic rank; give every dim a number with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}"
+            )
         if dynamic:
             example = ",".join(str(d.example()) for d in dims)
             axes = " and ".join(str(a) for a in dynamic)

@@ -68,7 +68,9 @@ class Plan:
     def view(self) -> GraphView:
         return self.prepared.view
 
-    def options(self, cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None, auto: bool = False) -> LoweringOptions:
+    def options(
+        self, cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None, auto: bool = False
+    ) -> LoweringOptions:
         """`auto`: `cells`/`by_op` are --lowering auto's choice for the device (the steps' reason says so)."""
         from ..reference.budget import choose as error_budget  # measured on the float64 reference at convert time
 
@@ -76,7 +78,19 @@ class Plan:
         auto_device = canonical_device(r.device) if auto and r.device else None
         precise = bool(r.device) and canonical_device(r.device) == "CPU"  # explicit steps stay f32 under the CPU's bf16 default
         chunk = r.chunk_steps if r.chunk_steps is not None else cpu_forms.PIECE_STEPS if measured else DEFAULT_CHUNK_STEPS
-        return LoweringOptions(cells, r.static, r.compress_to_fp16, chunk, by_op, r.compression, self.given_weights, error_budget, measured, auto_device=auto_device, precise=precise)
+        return LoweringOptions(
+            cells,
+            r.static,
+            r.compress_to_fp16,
+            chunk,
+            by_op,
+            r.compression,
+            self.given_weights,
+            error_budget,
+            measured,
+            auto_device=auto_device,
+            precise=precise,
+        )
 
     def ops(self) -> tuple[str, ...]:
         """The ops whose chains the model's recurrent nodes become, bodies included, in the registry's order."""
@@ -94,16 +108,31 @@ def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan
         prepared = replace(prepared, view=view, changed=prepared.changed or bool(given_weights), notes=prepared.notes + tuple(qdq_notes))
     whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
     if stateful and request.ir_version != 11:
-        raise UsageError(f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes")
+        raise UsageError(
+            f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes"
+        )
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
         _check_every_input_is_produced(view.model.graph)
     if whole and request.ir_version != 11:
-        raise UnsupportedFeatureError(f"{flag('ir-version', 10)} is only available for models made of RNN, GRU and LSTM nodes; whole models are written by OpenVINO's serializer, as IR v11")
+        raise UnsupportedFeatureError(
+            f"{flag('ir-version', 10)} is only available for models made of RNN, GRU and LSTM nodes; whole models are written by OpenVINO's serializer, as IR v11"
+        )
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
     if not whole:
         return Plan(prepared, request, whole, source, given_weights)
-    fallbacks = ((Fallback.SEQUENCE_OPS,) if request.allow_sequence_ops else ()) + ((Fallback.UNROLL_KEPT_LOOPS,) if prepared.loops_kept and request.stateful is not True else ())
-    return Plan(prepared, request, whole, source, given_weights, frontend_input(view, request.compression is not None), tuple(recurrent_nodes(view.model)), fallbacks)
+    fallbacks = ((Fallback.SEQUENCE_OPS,) if request.allow_sequence_ops else ()) + (
+        (Fallback.UNROLL_KEPT_LOOPS,) if prepared.loops_kept and request.stateful is not True else ()
+    )
+    return Plan(
+        prepared,
+        request,
+        whole,
+        source,
+        given_weights,
+        frontend_input(view, request.compression is not None),
+        tuple(recurrent_nodes(view.model)),
+        fallbacks,
+    )
 
 
 def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
@@ -139,7 +168,9 @@ def measured_forms(lowering: str, device: str | None) -> tuple[tuple[str, str] |
         return None, ()
     key = cpu_forms.machine_key()
     if cpu_forms.entry_for(key) is None:
-        return None, (f"{flag('device')} CPU: no step forms were measured for OpenVINO {key[0]} on {key[1]} (tools/measure_forms.py); kept the cell chains",)
+        return None, (
+            f"{flag('device')} CPU: no step forms were measured for OpenVINO {key[0]} on {key[1]} (tools/measure_forms.py); kept the cell chains",
+        )
     return key, ()
 
 
@@ -157,9 +188,15 @@ def dynamic_stream_note(request: Request, xml: bytes) -> tuple[str, ...]:
     dynamic = [(i.name.split(",")[0], i.shape) for i in graph_inputs(xml) if "?" in i.shape or ".." in i.shape]
     if not dynamic:
         return ()
-    listed = ("input " if len(dynamic) == 1 else "inputs ") + ", ".join(f"'{name}' [{shape}]" for name, shape in dynamic) + (" is" if len(dynamic) == 1 else " are")
+    listed = (
+        ("input " if len(dynamic) == 1 else "inputs ")
+        + ", ".join(f"'{name}' [{shape}]" for name, shape in dynamic)
+        + (" is" if len(dynamic) == 1 else " are")
+    )
     fixed = ",".join(f"{name}[{','.join('1' if '?' in d or '..' in d else d for d in shape.split(','))}]" for name, shape in dynamic)
-    return (f"{flag('stateful')}: {listed} left dynamic: the stream runs OpenVINO's dynamic-shape path on every call (a one-step LSTM on CPU: 2.3x the time of the same stream with static shapes); fix the dims for a faster stream, e.g. {flag('input', quoted(fixed))}",)
+    return (
+        f"{flag('stateful')}: {listed} left dynamic: the stream runs OpenVINO's dynamic-shape path on every call (a one-step LSTM on CPU: 2.3x the time of the same stream with static shapes); fix the dims for a faster stream, e.g. {flag('input', quoted(fixed))}",
+    )
 
 
 def device_lacks_cells(device: str | None, xml: bytes) -> tuple[str, ...]:
@@ -168,11 +205,17 @@ def device_lacks_cells(device: str | None, xml: bytes) -> tuple[str, ...]:
     if not device:
         return ()
     device = canonical_device(device)
-    lacking = [f for f in onnx_families() if any(device == d or device.startswith(f"{d}.") for d in f.no_cell) and f'type="{f.cell}"'.encode() in xml]
+    lacking = [
+        f
+        for f in onnx_families()
+        if any(device == d or device.startswith(f"{d}.") for d in f.no_cell) and f'type="{f.cell}"'.encode() in xml
+    ]
     if not lacking:
         return ()
     cells = ", ".join(f.cell for f in lacking)
-    return (f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(f.name for f in lacking)} chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}",)
+    return (
+        f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(f.name for f in lacking)} chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}",
+    )
 
 
 def auto_device(device: str | None) -> str:
@@ -189,7 +232,10 @@ def cells_from_tables(device: str, ops: tuple[str, ...], names: list[str], avail
     ops = ops or (onnx_families()[0].name,)
     lacks = {op for op in ops if any(n.split(".")[0] in by_name(op).no_cell for n in names)}
     choice = {op: "matmul" if op in lacks else "cell" for op in ops}
-    return choice, f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose {_chosen(choice)} from what its plugin is known to import"
+    return (
+        choice,
+        f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose {_chosen(choice)} from what its plugin is known to import",
+    )
 
 
 def cells_from_query(device: str, ops: tuple[str, ...], missing: list[str]) -> tuple[dict[str, str], str]:
@@ -199,7 +245,10 @@ def cells_from_query(device: str, ops: tuple[str, ...], missing: list[str]) -> t
     ops = ops or (onnx_families()[0].name,)
     cell = {op: by_name(op).cell for op in ops}
     if not missing:
-        return dict.fromkeys(ops, "cell"), f"{flag('lowering', 'auto')}: {device} takes every op of the {'/'.join(cell.values())} chain{'s' if len(ops) > 1 else ''} (query_model); chose 'cell'"
+        return (
+            dict.fromkeys(ops, "cell"),
+            f"{flag('lowering', 'auto')}: {device} takes every op of the {'/'.join(cell.values())} chain{'s' if len(ops) > 1 else ''} (query_model); chose 'cell'",
+        )
     cells_only = set(missing) <= {f.cell for f in onnx_families()}
     choice = {op: "matmul" if not cells_only or cell[op] in missing else "cell" for op in ops}
     return choice, f"{flag('lowering', 'auto')}: {device} does not take {', '.join(missing)} (query_model); chose {_chosen(choice)}"

@@ -54,7 +54,7 @@ def state_request(value) -> bool | tuple[tuple[str, str], ...]:
         return True
     items = [value] if isinstance(value, str) else list(value)
     if not all(isinstance(v, str) for v in items):
-        raise UsageError(f"{flag('stateful')}: expected True or IN=OUT pairs such as \"state=stateN\", got {value!r}")
+        raise UsageError(f'{flag("stateful")}: expected True or IN=OUT pairs such as "state=stateN", got {value!r}')
     pairs = []
     for text in (p.strip() for v in items for p in v.split(",")):
         if not text:

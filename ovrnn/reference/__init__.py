@@ -92,31 +92,45 @@ def _older_opsets(model: onnx.ModelProto) -> list:
     from onnx.reference.ops.op_dequantize_linear import DequantizeLinear_19
 
     opset = graphs.opset(model)
+
     def _run(self, x, x_scale, x_zero_point=None, axis=1, **_later):  # block_size, output_dtype: opset 21's, absent before
         return DequantizeLinear_19._run(self, x, x_scale, x_zero_point, axis)
 
     return [type("DequantizeLinear", (DequantizeLinear_19,), {"op_domain": "", "_run": _run})] if opset < 19 else []
 
 
-def _run_with_onnx_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], fallback_notes: list[str] | None) -> dict[str, np.ndarray]:
+def _run_with_onnx_reference(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], fallback_notes: list[str] | None
+) -> dict[str, np.ndarray]:
     names = [o.name for o in model.graph.output]
-    from .control import Loop, Scan  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly; its Scan takes axis 0 forward only
+    from .control import (
+        Loop,
+        Scan,
+    )  # onnx.reference's own Loop misreads an absent cond and stacks scan outputs wrongly; its Scan takes axis 0 forward only
     from .corrections import BatchNormalization, GatherElements  # where onnx.reference misreads the spec
 
-    own = [_plugged_op(op) for op in OPS] + [Loop, _dequantized_weights_op(), *_older_opsets(model)] + ([Scan] if graphs.opset(model) >= 9 else [])  # Scan-8 is batched: another op
+    own = (
+        [_plugged_op(op) for op in OPS]
+        + [Loop, _dequantized_weights_op(), *_older_opsets(model)]
+        + ([Scan] if graphs.opset(model) >= 9 else [])
+    )  # Scan-8 is batched: another op
     new_ops = [*own, BatchNormalization, GatherElements]  # the corrections are guarded as onnx.reference's ops are
     fallback = NodeFallback(model, fallback_notes is not None)
     evaluator_cls = evaluator_class(fallback, {(c.op_domain, c.__name__) for c in own})
     try:  # the evaluator loads every node's implementation (bodies included) as it is made
         evaluator = evaluator_cls(_named_outputs(model), new_ops=new_ops)
     except (NotImplementedError, RuntimeError) as exc:  # not an op: a malformed graph, say
-        raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: {str(exc).strip().splitlines()[0]}") from None
+        raise ReferenceUnavailable(
+            f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model: {str(exc).strip().splitlines()[0]}"
+        ) from None
     try:
         values = evaluator.run(names, feeds)
     except ReferenceUnavailable:
         raise
     except Exception as exc:  # noqa: BLE001 - a node outside the guard (control flow, a context-dependent function): never a crash
-        raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})") from None
+        raise ReferenceUnavailable(
+            f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})"
+        ) from None
     if fallback_notes is not None:
         fallback_notes.extend(n for n in fallback.notes() if n not in fallback_notes)
     return {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, values)}

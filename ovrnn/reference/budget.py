@@ -41,7 +41,15 @@ def reference_inputs(spec, steps: int, seed: int = 0) -> tuple[list, dict]:
     x = rng.uniform(-1, 1, (steps, batch, spec.input_size))
     k = 1 / np.sqrt(spec.hidden_size)  # a runtime W/R: a stand-in in PyTorch's init range
     stand_in = lambda t: value(t) if t.is_constant else rng.uniform(-k, k, tuple(d.value for d in t.shape))  # noqa: E731
-    given = {"X": x, "W": stand_in(spec.W), "R": stand_in(spec.R), "B": value(spec.B), "sequence_lens": None, "initial_h": h0, "initial_c": c0}
+    given = {
+        "X": x,
+        "W": stand_in(spec.W),
+        "R": stand_in(spec.R),
+        "B": value(spec.B),
+        "sequence_lens": None,
+        "initial_h": h0,
+        "initial_c": c0,
+    }
     inputs = [given[name] if name in given else value(getattr(spec, name)) for name in spec.family.inputs]  # in slot order (LSTM: and P)
     flat = [a for direction in spec.activations for a in (direction if isinstance(direction, tuple) else (direction,))]
     attrs: dict[str, object] = {

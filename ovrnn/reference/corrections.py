@@ -30,7 +30,9 @@ class BatchNormalization(OpRun):
         if training and opset >= 14:  # not an inference graph: onnx.reference's own code
             from onnx.reference.ops.op_batch_normalization import BatchNormalization_14
 
-            return BatchNormalization_14._run(self, x, scale, bias, mean, var, epsilon=epsilon, momentum=momentum, training_mode=training_mode)
+            return BatchNormalization_14._run(
+                self, x, scale, bias, mean, var, epsilon=epsilon, momentum=momentum, training_mode=training_mode
+            )
         if training:  # the reference's guard hands the node to onnxruntime (fallback.py)
             raise NotImplementedError(f"BatchNormalization-{opset} in training mode")
         # Y = scale * (X - mean) / sqrt(var + epsilon) + bias, per channel (axis 1)

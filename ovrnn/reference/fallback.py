@@ -35,17 +35,24 @@ class NodeFallback:
         self.used: dict[str, str] = {}
 
     def notes(self) -> list[str]:
-        return [f"the float64 reference cannot compute node {label}, {why}: onnxruntime computed that node, the reference the rest" for label, why in self.used.items()]
+        return [
+            f"the float64 reference cannot compute node {label}, {why}: onnxruntime computed that node, the reference the rest"
+            for label, why in self.used.items()
+        ]
 
     def run(self, node: onnx.NodeProto, inputs: tuple, why: str) -> tuple[np.ndarray, ...]:
         label = f"'{node_label(node)}' ({f'{node.domain}.' if node.domain not in ('', 'ai.onnx') else ''}{node.op_type})"
         if not self.allowed:
-            raise ReferenceUnavailable(f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot compute node {label}, {why}")
+            raise ReferenceUnavailable(
+                f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot compute node {label}, {why}"
+            )
         try:
             values = _run_on_onnxruntime(node, inputs, self.opsets, self.ir_version)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            raise ReferenceUnavailable(f"the float64 reference cannot compute node {label}, {why}; and onnxruntime cannot run it alone either ({first})") from None
+            raise ReferenceUnavailable(
+                f"the float64 reference cannot compute node {label}, {why}; and onnxruntime cannot run it alone either ({first})"
+            ) from None
         self.used.setdefault(label, why)
         return values
 
@@ -72,7 +79,9 @@ def evaluator_class(fallback: NodeFallback, own: set[tuple[str, str]]):
                 raise
             except Exception:  # noqa: BLE001 (NotImplementedError, RuntimeError: an op onnx.reference has no code for)
                 why = "which onnx.reference has no implementation of"
-                return type(node.op_type, (OpRun,), {"op_domain": key[0], "_run": lambda self, *args, **_: fallback.run(self.onnx_node, args, why)})
+                return type(
+                    node.op_type, (OpRun,), {"op_domain": key[0], "_run": lambda self, *args, **_: fallback.run(self.onnx_node, args, why)}
+                )
             if key in own or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
                 return impl  # ovrnn's own ops, and control flow: a failure inside a body is its node's
             return _guarded(impl, fallback)

@@ -1,10 +1,10 @@
 """Float64 reference of ONNX GRU (gate order z, r, h; f = activations[0], g = activations[1]):
 
-    zt = f(clip(Xt Wz^T + Ht-1 Rz^T + Wbz + Rbz))
-    rt = f(clip(Xt Wr^T + Ht-1 Rr^T + Wbr + Rbr))
-    ht = g(clip(Xt Wh^T + (rt (.) Ht-1) Rh^T + Rbh + Wbh))      linear_before_reset = 0
-    ht = g(clip(Xt Wh^T + rt (.) (Ht-1 Rh^T + Rbh) + Wbh))      linear_before_reset != 0
-    Ht = (1 - zt) (.) ht + zt (.) Ht-1
+zt = f(clip(Xt Wz^T + Ht-1 Rz^T + Wbz + Rbz))
+rt = f(clip(Xt Wr^T + Ht-1 Rr^T + Wbr + Rbr))
+ht = g(clip(Xt Wh^T + (rt (.) Ht-1) Rh^T + Rbh + Wbh))      linear_before_reset = 0
+ht = g(clip(Xt Wh^T + rt (.) (Ht-1 Rh^T + Rbh) + Wbh))      linear_before_reset != 0
+Ht = (1 - zt) (.) ht + zt (.) Ht-1
 """
 
 from __future__ import annotations

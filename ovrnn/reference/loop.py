@@ -166,5 +166,7 @@ def reference(
         clipper(clip),
         {**cell.attrs, **own},
     )
-    Y, finals = run(X, [initial_h, initial_c][: cell.states], sequence_lens, direction, layout, H, lambda d, x, st: cell.step(node, d, x, st))
+    Y, finals = run(
+        X, [initial_h, initial_c][: cell.states], sequence_lens, direction, layout, H, lambda d, x, st: cell.step(node, d, x, st)
+    )
     return (Y, *finals)

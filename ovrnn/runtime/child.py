@@ -65,7 +65,14 @@ def run(argv: list[str], env: dict[str, str] | None = None, pass_fds: tuple[int,
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, forward) for s in TERMINATING} if main_thread else {}
     try:
-        proc = subprocess.Popen(command(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {}), CHILD_ENV: "1"}, pass_fds=pass_fds)
+        proc = subprocess.Popen(
+            command(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {}), CHILD_ENV: "1"},
+            pass_fds=pass_fds,
+        )
         if received:  # arrived while the child was being started
             proc.send_signal(received[0])
         deadline = None

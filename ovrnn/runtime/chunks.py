@@ -31,9 +31,13 @@ def split_inputs(inputs: dict[str, np.ndarray], contract) -> list[dict[str, np.n
     (views where the cut is contiguous, else one copy made here, before any call is timed); the
     others given whole to every call. A last chunk shorter than the others is refused."""
     if contract.steps is None:
-        raise UsageError("the IR has states but no ovrnn/stateful rt_info saying which inputs carry the time axis, so it cannot be split into calls; make the IR with ovrnn convert --stateful")
+        raise UsageError(
+            "the IR has states but no ovrnn/stateful rt_info saying which inputs carry the time axis, so it cannot be split into calls; make the IR with ovrnn convert --stateful"
+        )
     if not contract.inputs:
-        raise UsageError("the stateful IR lists no graph input that carries the time axis (rt_info ovrnn/stateful 'inputs' is empty): its recurrent nodes read no time steps from a graph input, so there is no sequence to split into calls; feed it call by call")
+        raise UsageError(
+            "the stateful IR lists no graph input that carries the time axis (rt_info ovrnn/stateful 'inputs' is empty): its recurrent nodes read no time steps from a graph input, so there is no sequence to split into calls; feed it call by call"
+        )
     counts = {}
     for t in contract.inputs:
         if t.name not in inputs:
@@ -53,7 +57,9 @@ def split_inputs(inputs: dict[str, np.ndarray], contract) -> list[dict[str, np.n
         counts[t.name] = whole
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"'{n}' {c}" for n, c in counts.items())
-        raise UsageError(f"the inputs that carry the time axis split into different numbers of calls ({listed}): they must cover the same stretch of the stream")
+        raise UsageError(
+            f"the inputs that carry the time axis split into different numbers of calls ({listed}): they must cover the same stretch of the stream"
+        )
     n = next(iter(counts.values()), 1)
     cut = {t.name: t for t in contract.inputs if t.name in counts}
     chunks = []
@@ -71,7 +77,9 @@ def split_inputs(inputs: dict[str, np.ndarray], contract) -> list[dict[str, np.n
     return chunks
 
 
-def join_outputs(per_chunk: list[dict[str, np.ndarray]], contract, input_rank: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
+def join_outputs(
+    per_chunk: list[dict[str, np.ndarray]], contract, input_rank: int | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
     """Outputs with the chunk's K steps on the streamed input's time axis (an RNN's Y) are joined
     along it, so a stream's Y reads like the whole sequence's; the others (a final state, one
     value per chunk) are stacked on a new leading axis, one entry per call. The IR says which is

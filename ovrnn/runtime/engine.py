@@ -23,7 +23,10 @@ from ..device.plugins import device_names, is_available
 
 DEFAULT_PRECISION = "f32"
 
-_SHAPE_MISMATCH = re.compile(r"shape infer|mismatch|not matched|incompatible|Dimension .* is not|cannot broadcast|Broadcast|conflicts with the reshape pattern", re.IGNORECASE)
+_SHAPE_MISMATCH = re.compile(
+    r"shape infer|mismatch|not matched|incompatible|Dimension .* is not|cannot broadcast|Broadcast|conflicts with the reshape pattern",
+    re.IGNORECASE,
+)
 
 
 def available_devices() -> list[str]:
@@ -105,7 +108,9 @@ class Compiled:
         return Counter(op.get_rt_info()["layerType"].astype(str) for op in runtime.get_ordered_ops())
 
 
-def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None) -> Compiled:
+def compile_ir(
+    model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None
+) -> Compiled:
     """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"}."""
     from ..progress import stage
     from ..device.plugins import canonical_device
@@ -132,7 +137,17 @@ def compile_ir(model, device: str = "CPU", precision: str | None = DEFAULT_PRECI
     from .weight_precision import compiled_verdict
 
     kept = compiled_verdict(model, compiled, device)
-    return Compiled(compiled, device, actual, used, length_limits(model), names, _layers_per_device(model, device), kept, index_limits=index_limits(model))
+    return Compiled(
+        compiled,
+        device,
+        actual,
+        used,
+        length_limits(model),
+        names,
+        _layers_per_device(model, device),
+        kept,
+        index_limits=index_limits(model),
+    )
 
 
 def output_names(model) -> list[str]:
@@ -230,7 +245,9 @@ def check_indices(inputs: dict[str, np.ndarray], limits: dict[str, list[tuple[in
         for size, what in checks:
             if low < -size or high >= size:
                 where = np.argwhere((values < -size) | (values >= size))[0]
-                raise UsageError(f"input '{name}': value {int(values[tuple(where)])} at index {where.tolist()} is out of range for {what}, expected {-size} <= index <= {size - 1}")
+                raise UsageError(
+                    f"input '{name}': value {int(values[tuple(where)])} at index {where.tolist()} is out of range for {what}, expected {-size} <= index <= {size - 1}"
+                )
 
 
 def check_lengths(inputs: dict[str, np.ndarray], limits: dict[str, int]) -> None:
@@ -242,7 +259,9 @@ def check_lengths(inputs: dict[str, np.ndarray], limits: dict[str, int]) -> None
         bad = np.flatnonzero((lens < 0) | (lens > steps))
         if bad.size:
             b = int(bad[0])
-            raise UsageError(f"input '{name}': value {int(lens[b])} at batch index {b} is out of range, expected 0 <= length <= {steps} (the sequence length)")
+            raise UsageError(
+                f"input '{name}': value {int(lens[b])} at batch index {b} is out of range, expected 0 <= length <= {steps} (the sequence length)"
+            )
 
 
 # --- inputs and outputs -------------------------------------------------------------------------
@@ -321,7 +340,9 @@ def inference_error(device: str, exc: RuntimeError, inputs: dict[str, np.ndarray
                 f"the model does not run at input shape {shapes}: a size inside it does not fit (an exporter may have fixed a dim "
                 f"the input leaves dynamic, e.g. a Reshape traced at one sequence length); OpenVINO: {message}"
             )
-        return UsageError(f"the input shapes do not fit together ({shapes}): the batch (or another dynamic dim) must be the same in every input; OpenVINO: {message}")
+        return UsageError(
+            f"the input shapes do not fit together ({shapes}): the batch (or another dynamic dim) must be the same in every input; OpenVINO: {message}"
+        )
     return DeviceError(f"inference on {device} failed: {message}")
 
 
@@ -331,7 +352,16 @@ def _check_kind(have: np.dtype, want: np.dtype, name: str) -> None:
     wanted = "booleans" if want.kind == "b" else "integers" if want.kind in "iu" else "real numbers"
     ok = have.kind == "b" if want.kind == "b" else have.kind in "iu" if want.kind in "iu" else have.kind in "fiu" or have.name == "bfloat16"
     if not ok:
-        kinds = {"b": "booleans", "c": "complex numbers", "U": "strings", "S": "byte strings", "O": "Python objects", "M": "datetimes", "m": "timedeltas", "V": "raw records"}
+        kinds = {
+            "b": "booleans",
+            "c": "complex numbers",
+            "U": "strings",
+            "S": "byte strings",
+            "O": "Python objects",
+            "M": "datetimes",
+            "m": "timedeltas",
+            "V": "raw records",
+        }
         raise UsageError(f"{name}: expected {wanted} ({want.name}), got {have} ({kinds.get(have.kind, have.kind)})")
 
 

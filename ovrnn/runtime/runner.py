@@ -53,7 +53,22 @@ import numpy as np
 from ..errors import DeviceError, OvrnnError, UsageError, flag
 from ..families import families
 from ..families.rnn import RNN
-from .engine import DEFAULT_PRECISION, Compiled, _port_name, check_indices, check_lengths, compile_ir, dim_bounds, fits, inference_error, make_tensor, ov, ov_message, read_model, shape_check
+from .engine import (
+    DEFAULT_PRECISION,
+    Compiled,
+    _port_name,
+    check_indices,
+    check_lengths,
+    compile_ir,
+    dim_bounds,
+    fits,
+    inference_error,
+    make_tensor,
+    ov,
+    ov_message,
+    read_model,
+    shape_check,
+)
 
 
 # A call runs on all cores when it reads many recurrent weights (at least ALL_CORES_FROM a call:
@@ -127,7 +142,11 @@ def thread_properties(device: str, threads: int | None, properties: dict | None,
         raise UsageError(f"{flag('threads')}: expected a number of CPU threads, 1 or more, or 0 for all cores, got {threads!r}")
     if properties and "INFERENCE_NUM_THREADS" in properties:
         return {}, "asked with the INFERENCE_NUM_THREADS property"
-    if threads is None and properties and (str(properties.get("PERFORMANCE_HINT", "")).upper().endswith("THROUGHPUT") or "NUM_STREAMS" in properties):
+    if (
+        threads is None
+        and properties
+        and (str(properties.get("PERFORMANCE_HINT", "")).upper().endswith("THROUGHPUT") or "NUM_STREAMS" in properties)
+    ):
         return {}, "OpenVINO's default for several streams"  # throughput asked for: the latency default does not apply
     device = canonical_device(device)
     if device != "CPU":
@@ -146,7 +165,9 @@ def thread_properties(device: str, threads: int | None, properties: dict | None,
 
 def compiled_threads(c: Compiled, chosen_by: str) -> Threads:
     try:
-        return Threads(int(c.compiled.get_property("INFERENCE_NUM_THREADS")), chosen_by, bool(c.compiled.get_property("ENABLE_CPU_PINNING")))
+        return Threads(
+            int(c.compiled.get_property("INFERENCE_NUM_THREADS")), chosen_by, bool(c.compiled.get_property("ENABLE_CPU_PINNING"))
+        )
     except (RuntimeError, TypeError, ValueError):
         return Threads(None, chosen_by)
 
@@ -156,7 +177,14 @@ def infer(c: Compiled, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return Runner.from_compiled(c)(inputs)
 
 
-def run(ir, inputs: dict[str, np.ndarray], device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, threads: int | None = None) -> dict[str, np.ndarray]:
+def run(
+    ir,
+    inputs: dict[str, np.ndarray],
+    device: str = "CPU",
+    precision: str | None = DEFAULT_PRECISION,
+    cache_dir=None,
+    threads: int | None = None,
+) -> dict[str, np.ndarray]:
     """Compile `ir` (any of engine.IR_FORMS) on `device` and run it once; the outputs are the caller's own arrays."""
     return Runner(ir, device, precision, cache_dir, threads=threads)(inputs)
 
@@ -170,7 +198,15 @@ class Runner:
 
     COPY_BELOW = 32768  # bytes: a static input up to this size is copied into the request's own buffer
 
-    def __init__(self, ir, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        ir,
+        device: str = "CPU",
+        precision: str | None = DEFAULT_PRECISION,
+        cache_dir=None,
+        properties: dict | None = None,
+        threads: int | None = None,
+    ) -> None:
         """`threads`: CPU threads a call runs on; None: ovrnn's batch-1 default (latency_threads:
         one thread, all cores for a large recurrence), 0: all cores. ``self.threads`` says what was
         chosen and why."""
@@ -209,7 +245,11 @@ class Runner:
         for port in self.ports:
             pshape = port.get_partial_shape()
             exact = port.get_element_type() != o.Type.bf16
-            self.fast.append((np.dtype(port.get_element_type().to_dtype()), tuple(d.get_length() for d in pshape) if pshape.is_static else None) if exact else None)
+            self.fast.append(
+                (np.dtype(port.get_element_type().to_dtype()), tuple(d.get_length() for d in pshape) if pshape.is_static else None)
+                if exact
+                else None
+            )
         self._bounds = [dim_bounds(p.get_partial_shape()) for p in self.ports]  # a dynamic input's shape, checked in Python
         self._held: list = [None] * len(self.ports)  # the caller's array each input tensor shares now
         self._own: list = [None] * len(self.ports)  # a dynamic input's small chunk: copied here while its shape stays
@@ -239,7 +279,9 @@ class Runner:
                 self._views[name] = _read_only(buffer)
             else:
                 self._dynamic.append((name, index))
-        self._dynamic_special = any(port.get_element_type() in (o.Type.bf16, o.Type.string) for _, port in self.outputs)  # read from the tensors
+        self._dynamic_special = any(
+            port.get_element_type() in (o.Type.bf16, o.Type.string) for _, port in self.outputs
+        )  # read from the tensors
         self._order = list(c.output_names)
         self._proven: list | None = None  # the input shapes of the last call that ran (see _call)
         # Every input static and copied into the request's buffer: a call's shapes cannot disagree
@@ -308,7 +350,9 @@ class Runner:
         """Point the request's input tensors at `inputs` (checked; shared where they can be)."""
         if type(inputs) is not dict and not isinstance(inputs, Mapping):
             kind = type(inputs).__name__
-            raise UsageError(f"inputs: expected a dict {{input name: array}}, got {kind} (inputs: {', '.join(_port_name(p) for p in self.ports)})")
+            raise UsageError(
+                f"inputs: expected a dict {{input name: array}}, got {kind} (inputs: {', '.join(_port_name(p) for p in self.ports)})"
+            )
         if len(inputs) != len(self.ports):
             self._explain(inputs)
         held, by_name = self._held, self.by_name
@@ -366,7 +410,16 @@ class Runner:
             own = np.array(value, order="C")
             tensor, keep = self._tensor(own, shared_memory=True), None
             self._own[position] = own
-        elif plain and value.flags.c_contiguous and value.flags.writeable and (value.shape == fast[1] if fast[1] is not None else fits(self._bounds[position], value.shape) or shape_check(port.get_partial_shape(), value.shape, f"input '{name}'")):
+        elif (
+            plain
+            and value.flags.c_contiguous
+            and value.flags.writeable
+            and (
+                value.shape == fast[1]
+                if fast[1] is not None
+                else fits(self._bounds[position], value.shape) or shape_check(port.get_partial_shape(), value.shape, f"input '{name}'")
+            )
+        ):
             tensor, keep = self._tensor(value, shared_memory=True), value
             self._own[position] = None
         else:

@@ -38,6 +38,7 @@ ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
 
 # --------------------------------------------------------------------------- the request format
 
+
 def check_request(spec, request) -> tuple[int, dict, dict]:
     """(rows, inputs, states) of one request, each array of the model's dtype and shape; states
     omitted are the initial ones. Raises UsageError naming what is wrong."""
@@ -74,7 +75,9 @@ def check_request(spec, request) -> tuple[int, dict, dict]:
 def _rows_of(what: str, value: np.ndarray, shape: tuple, axis: int, dtype, n: int | None) -> np.ndarray:
     want = shape[:axis] + (n,) + shape[axis + 1 :]
     if n is None or value.shape != want:
-        raise UsageError(f"{what}: expected shape {list(want) if n else list(shape[:axis]) + ['n'] + list(shape[axis + 1:])} (streams on axis {axis}), got {list(value.shape)}")
+        raise UsageError(
+            f"{what}: expected shape {list(want) if n else list(shape[:axis]) + ['n'] + list(shape[axis + 1 :])} (streams on axis {axis}), got {list(value.shape)}"
+        )
     if value.dtype != dtype:
         if not np.can_cast(value.dtype, dtype, "same_kind"):
             raise UsageError(f"{what}: expected {np.dtype(dtype)}, got {value.dtype}")
@@ -104,7 +107,9 @@ def split(spec, counts: list[int], outputs: dict, states: dict) -> list[dict]:
     oaxis = {p.name: p.batch_axis for p in spec.outputs}
     per_out = {k: np.split(v, cuts, axis=oaxis[k]) for k, v in outputs.items()}
     per_state = {k: np.split(v, cuts, axis=spec.state_port(k).batch_axis) for k, v in states.items()}
-    return [{"outputs": {k: v[i] for k, v in per_out.items()}, "states": {k: v[i] for k, v in per_state.items()}} for i in range(len(counts))]
+    return [
+        {"outputs": {k: v[i] for k, v in per_out.items()}, "states": {k: v[i] for k, v in per_state.items()}} for i in range(len(counts))
+    ]
 
 
 def encode(message: dict) -> bytes:
@@ -130,6 +135,7 @@ def decode(data: bytes) -> dict:
 
 
 # --------------------------------------------------------------------------- the caller's side
+
 
 class Gateway:
     """The caller's side of the stateless deployment: it keeps its streams' states (one slab per
@@ -225,7 +231,20 @@ class StickyClient:
 
 # --------------------------------------------------------------------------- the applications
 
-def stateless_app(model, state, *, context=None, shapes=None, frozen=None, sizes=None, max_rows: int = 1024, wait_ms: float = 2.0, device: str = "CPU", **deployment_options):
+
+def stateless_app(
+    model,
+    state,
+    *,
+    context=None,
+    shapes=None,
+    frozen=None,
+    sizes=None,
+    max_rows: int = 1024,
+    wait_ms: float = 2.0,
+    device: str = "CPU",
+    **deployment_options,
+):
     """The stateless deployment, bound (give it to ``serve.run``). `model`, `state`, `context`,
     `shapes`, `frozen`: ``StreamSpec.of``'s (a path must exist on every node; ONNX bytes travel
     with the deployment). `sizes`: BatchedStep's compiled batch sizes. ``@serve.batch`` merges
@@ -233,10 +252,14 @@ def stateless_app(model, state, *, context=None, shapes=None, frozen=None, sizes
     ``Deployment.options`` (num_replicas, ray_actor_options, ...)."""
     from . import serve_ray
 
-    return serve_ray.StatelessStreams.options(**deployment_options).bind(model, state, context=context, shapes=shapes, frozen=frozen, sizes=sizes, max_rows=max_rows, wait_ms=wait_ms, device=device)
+    return serve_ray.StatelessStreams.options(**deployment_options).bind(
+        model, state, context=context, shapes=shapes, frozen=frozen, sizes=sizes, max_rows=max_rows, wait_ms=wait_ms, device=device
+    )
 
 
-def sticky_app(model, state, *, context=None, shapes=None, frozen=None, batcher_options: dict | None = None, strict: bool = True, **deployment_options):
+def sticky_app(
+    model, state, *, context=None, shapes=None, frozen=None, batcher_options: dict | None = None, strict: bool = True, **deployment_options
+):
     """The sticky deployment, bound: a StreamBatcher per replica (`batcher_options`: its keyword
     arguments: sizes, max_wait_ms, max_streams, ...), routed by stream id with Ray's consistent-hash
     router. `strict`: never fall back to another replica when the stream's replica is busy (that
@@ -247,7 +270,9 @@ def sticky_app(model, state, *, context=None, shapes=None, frozen=None, batcher_
 
     router = RequestRouterConfig(request_router_class=ROUTER, request_router_kwargs={"num_fallback_replicas": 0 if strict else 2})
     options = {"request_router_config": router, **deployment_options}
-    return serve_ray.StickyStreams.options(**options).bind(model, state, context=context, shapes=shapes, frozen=frozen, batcher_options=batcher_options or {})
+    return serve_ray.StickyStreams.options(**options).bind(
+        model, state, context=context, shapes=shapes, frozen=frozen, batcher_options=batcher_options or {}
+    )
 
 
 def build_stateless(args: dict):

@@ -33,7 +33,18 @@ def _error_reply(exc: Exception):
 class StatelessStreams:
     """Any replica serves any stream: each request brings its streams' states (serve.py's format)."""
 
-    def __init__(self, model, state, context=None, shapes=None, frozen=None, sizes=None, max_rows: int = MAX_ROWS, wait_ms: float = 2.0, device: str = "CPU") -> None:
+    def __init__(
+        self,
+        model,
+        state,
+        context=None,
+        shapes=None,
+        frozen=None,
+        sizes=None,
+        max_rows: int = MAX_ROWS,
+        wait_ms: float = 2.0,
+        device: str = "CPU",
+    ) -> None:
         from .batching import BatchedStep, StreamSpec
         from .batching.step import DEFAULT_SIZES
 
@@ -73,8 +84,13 @@ class StatelessStreams:
 
     def info(self) -> dict:
         spec = self.spec
-        return {"inputs": {p.name: list(spec.chunk_shape(p.name)) for p in spec.inputs}, "states": {s: list(spec.state_port(s).shape) for s in spec.state_names},
-                "outputs": [p.name for p in spec.outputs], "sizes": list(self.step_fn.sizes), "max_rows": self.max_rows}
+        return {
+            "inputs": {p.name: list(spec.chunk_shape(p.name)) for p in spec.inputs},
+            "states": {s: list(spec.state_port(s).shape) for s in spec.state_names},
+            "outputs": [p.name for p in spec.outputs],
+            "sizes": list(self.step_fn.sizes),
+            "max_rows": self.max_rows,
+        }
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=1000)
@@ -92,8 +108,10 @@ class StickyStreams:
     def _stream(self, stream_id: str):
         handle = self.streams.get(stream_id)
         if handle is None:
-            raise UsageError(f"stream {stream_id!r} is not open on this replica ({self.replica}): it was never opened, was closed, "
-                             "or its replica restarted or the replica set changed since; open it again (it starts from the initial state)")
+            raise UsageError(
+                f"stream {stream_id!r} is not open on this replica ({self.replica}): it was never opened, was closed, "
+                "or its replica restarted or the replica set changed since; open it again (it starts from the initial state)"
+            )
         return handle
 
     async def open(self, stream_id: str, state: dict | None = None) -> str:

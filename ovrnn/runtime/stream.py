@@ -141,7 +141,15 @@ class Stream:
     passed to OpenVINO without a copy.
     """
 
-    def __init__(self, ir, device: str = "CPU", precision: str | None = engine.DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        ir,
+        device: str = "CPU",
+        precision: str | None = engine.DEFAULT_PRECISION,
+        cache_dir=None,
+        properties: dict | None = None,
+        threads: int | None = None,
+    ) -> None:
         """`properties`: more compile properties (e.g. {"PERFORMANCE_HINT": "LATENCY"}); `threads`:
         as Runner's (None: ovrnn's batch-1 default, 0: all cores); ``self.threads`` says which."""
         from ..device.plugins import canonical_device
@@ -165,7 +173,9 @@ class Stream:
         self._setup(compiled, contract, traits, seeds, types, chosen_by)
         self.notes = [note] if note else []
 
-    def _setup(self, compiled: engine.Compiled, contract: StreamContract, traits: DeviceTraits, seeds: dict, types: dict, chosen_by: str) -> None:
+    def _setup(
+        self, compiled: engine.Compiled, contract: StreamContract, traits: DeviceTraits, seeds: dict, types: dict, chosen_by: str
+    ) -> None:
         self.contract, self.traits, self._seeds, self._types = contract, traits, seeds, types
         self._runner = Runner.from_compiled(compiled, chosen_by)  # creates this stream's infer request
         self._lock = self._runner._lock  # one lock for the request: the stream's calls and its runner's
@@ -240,7 +250,9 @@ class Stream:
                     runner._set_inputs(inputs)  # its UsageError: inputs are a dict {input name: array}
                 batch = self._check_inputs(inputs) if self._checks else None
                 # the runner tries its exact path too: the states may be dynamic
-                outputs = runner._infer_set(share_outputs, inputs) if runner._copied_exactly(inputs) else runner._call(inputs, share_outputs)
+                outputs = (
+                    runner._infer_set(share_outputs, inputs) if runner._copied_exactly(inputs) else runner._call(inputs, share_outputs)
+                )
                 if batch is not None and self._batch_held != batch:
                     self._batches = dict.fromkeys(self._batches, batch)
                     self._batch_held = batch
@@ -307,7 +319,13 @@ class Stream:
             except UsageError as exc:
                 raise UsageError(f"{what}: {exc}") from None
 
-    def run(self, inputs: dict[str, np.ndarray], reset_every: int | None = None, initial_state: dict[str, np.ndarray] | None = None, on_chunk=None) -> StreamRun:
+    def run(
+        self,
+        inputs: dict[str, np.ndarray],
+        reset_every: int | None = None,
+        initial_state: dict[str, np.ndarray] | None = None,
+        on_chunk=None,
+    ) -> StreamRun:
         """Stream whole inputs: split their time axis into K-step chunks, feed them in order on this
         stream's infer request (reset at the start, and every `reset_every` chunks; after each
         reset the states in `initial_state` are set), and join the outputs. Needs the rt_info."""
@@ -351,7 +369,9 @@ class Stream:
                 value = inputs[t.name]
                 shape = value.shape if type(value) is np.ndarray else np.shape(value)
                 if len(shape) > t.axis and shape[t.axis] != t.length:
-                    raise UsageError(f"input '{t.name}': one call takes {t.length} steps on axis {t.axis}, got {shape[t.axis]} (shape {list(shape)}); split a longer input into {t.length}-step chunks")
+                    raise UsageError(
+                        f"input '{t.name}': one call takes {t.length} steps on axis {t.axis}, got {shape[t.axis]} (shape {list(shape)}); split a longer input into {t.length}-step chunks"
+                    )
         batch, first = None, None
         for name, axis in self.contract.batch.items():
             if name not in inputs:
@@ -363,7 +383,9 @@ class Stream:
             if batch is None:
                 batch, first = shape[axis], name
             elif shape[axis] != batch:
-                raise UsageError(f"input '{name}' has batch {shape[axis]} (axis {axis}) but input '{first}' has batch {batch}: every input of a call has the same batch")
+                raise UsageError(
+                    f"input '{name}' has batch {shape[axis]} (axis {axis}) but input '{first}' has batch {batch}: every input of a call has the same batch"
+                )
         if batch is None or batch == self._batch_held:
             return batch
         for vid, held in self._batches.items():
@@ -393,11 +415,13 @@ def _check_static(model, device: str) -> None:
         if port.get_partial_shape().is_dynamic:
             raise UsageError(
                 f"{device} runs static shapes only, and input '{engine._port_name(port)}' is {port.get_partial_shape()}: "
-                "convert with --static and fix the batch with --input (e.g. \"X[16,1,64]\")"
+                'convert with --static and fix the batch with --input (e.g. "X[16,1,64]")'
             )
     for v in model.get_variables():
         if v.info.data_shape.is_dynamic:
-            raise UsageError(f"{device} runs static shapes only, and state '{v.info.variable_id}' is {v.info.data_shape}: convert with --static and fix the batch with --input")
+            raise UsageError(
+                f"{device} runs static shapes only, and state '{v.info.variable_id}' is {v.info.data_shape}: convert with --static and fix the batch with --input"
+            )
 
 
 def initial_values(model) -> dict[str, np.ndarray]:
@@ -427,5 +451,7 @@ def _nonzero_initial_values(model) -> dict[str, np.ndarray]:
     try:
         values = initial_values(model)
     except RuntimeError as exc:
-        raise DeviceError(f"computing the states' initial values on CPU failed (needed to seed them after a reset): {engine.ov_message(exc)}") from None
+        raise DeviceError(
+            f"computing the states' initial values on CPU failed (needed to seed them after a reset): {engine.ov_message(exc)}"
+        ) from None
     return {vid: v for vid, v in values.items() if np.any(v)}

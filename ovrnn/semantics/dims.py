@@ -75,7 +75,9 @@ def unify_dims(n: Normaliser, infos: list[TensorInfo | None], num_dir: int, layo
                 raise UnknownRankError(message, n.who, info.name, 1 if layout else 0)
             continue
         if len(info.shape) != len(role_list):
-            raise n.fail(f"input {name} '{info.name}': expected rank {len(role_list)} [{', '.join(role_list)}], got rank {len(info.shape)} {shape_text(info.shape)}")
+            raise n.fail(
+                f"input {name} '{info.name}': expected rank {len(role_list)} [{', '.join(role_list)}], got rank {len(info.shape)} {shape_text(info.shape)}"
+            )
         for axis, (label, dim) in enumerate(zip(role_list, info.shape)):
             role, factor = _factor(label)
             if factor > 1:
@@ -92,7 +94,9 @@ def unify_dims(n: Normaliser, infos: list[TensorInfo | None], num_dir: int, layo
             if merged is None:
                 expected = have.value * factor if have.is_static else have.describe()
                 actual = dim.value * factor if dim.is_static else dim.describe()
-                raise n.fail(f"{here} has shape {shape_text(info.shape)}: dim {axis} ({label}) is {actual}, expected {expected} from {source}")
+                raise n.fail(
+                    f"{here} has shape {shape_text(info.shape)}: dim {axis} ({label}) is {actual}, expected {expected} from {source}"
+                )
             known[role] = (merged, source if have.is_static or not merged.is_static else f"{here} dim {axis}")
     return {k: v[0] for k, v in known.items()} | {k: Dim() for k in ("batch", "seq_length", "input_size", "hidden_size") if k not in known}
 

@@ -65,9 +65,13 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
             got = "unknown" if info.elem_type is None else onnx.helper.tensor_dtype_to_np_dtype(info.elem_type).name
             raise fail(f"input {role} '{info.name}': expected element type int8 or uint8, got {got}")
         if not info.is_constant:
-            raise UnsupportedFeatureError(f"{who}: input {role} '{info.name}' is a graph input; {OP} weights must be initializers (constant)")
+            raise UnsupportedFeatureError(
+                f"{who}: input {role} '{info.name}' is a graph input; {OP} weights must be initializers (constant)"
+            )
         if info.value.ndim != 3:
-            raise fail(f"input {role} '{info.name}': expected rank 3 [num_directions, {'input_size' if role == 'W' else 'hidden_size'}, 4*hidden_size], got shape {list(info.value.shape)}")
+            raise fail(
+                f"input {role} '{info.name}': expected rank 3 [num_directions, {'input_size' if role == 'W' else 'hidden_size'}, 4*hidden_size], got shape {list(info.value.shape)}"
+            )
     if W.elem_type != R.elem_type:
         raise fail(f"inputs W '{W.name}' and R '{R.name}' have different element types")
     D, I, G = W.value.shape
@@ -75,7 +79,9 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
         raise fail(f"input W '{W.name}' has shape {list(W.value.shape)}: dim 2 must be 4*hidden_size, got {G}, not a multiple of 4")
     H = G // 4
     if R.value.shape != (D, H, G):
-        raise fail(f"input R '{R.name}' has shape {list(R.value.shape)}, expected [{D}, {H}, {G}] (num_directions, hidden_size, 4*hidden_size) from W '{W.name}' {list(W.value.shape)}")
+        raise fail(
+            f"input R '{R.name}' has shape {list(R.value.shape)}, expected [{D}, {H}, {G}] (num_directions, hidden_size, 4*hidden_size) from W '{W.name}' {list(W.value.shape)}"
+        )
 
     quantized: dict[str, list[Quantized]] = {}
     floats: dict[str, np.ndarray] = {}
@@ -84,14 +90,14 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
         scale, zero_point = _per_row(fail, who, role, info, scale_info, zp_info, D, G)
         rows = np.transpose(info.value, (0, 2, 1))  # [D, K, 4H] -> [D, 4H, K]: the ONNX LSTM's W/R
         symmetric = not np.any(zero_point)
-        quantized[role] = [Quantized(np.ascontiguousarray(rows[d]), scale[d][:, None], None if symmetric else zero_point[d][:, None], 8) for d in range(D)]
+        quantized[role] = [
+            Quantized(np.ascontiguousarray(rows[d]), scale[d][:, None], None if symmetric else zero_point[d][:, None], 8) for d in range(D)
+        ]
         floats[role] = np.stack([q.dequantize() for q in quantized[role]])
 
     float_type = required(SLOT["X"]).elem_type
     np_float = onnx.helper.tensor_dtype_to_np_dtype(float_type) if float_type else np.float32
-    dequantized = {
-        names[SLOT[role]]: TensorInfo(names[SLOT[role]], float_type, None, floats[role].astype(np_float)) for role in ("W", "R")
-    }
+    dequantized = {names[SLOT[role]]: TensorInfo(names[SLOT[role]], float_type, None, floats[role].astype(np_float)) for role in ("W", "R")}
     dequantized = {k: TensorInfo(v.name, v.elem_type, _shape(v.value), v.value) for k, v in dequantized.items()}
     as_lstm = onnx.NodeProto()
     as_lstm.CopyFrom(node)
@@ -118,21 +124,31 @@ def _shape(value: np.ndarray):
 FAMILY.attach("normalise", normalise_dynamic_quantize_lstm)
 
 
-def _per_row(fail, who: str, role: str, weights: TensorInfo, scale: TensorInfo, zero_point: TensorInfo, D: int, G: int) -> tuple[np.ndarray, np.ndarray]:
+def _per_row(
+    fail, who: str, role: str, weights: TensorInfo, scale: TensorInfo, zero_point: TensorInfo, D: int, G: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Scale and zero point as [D, 4H] float64 / int, from per-tensor [D] or per-row [D, 4H] inputs."""
     for info, what in ((scale, "scale"), (zero_point, "zero point")):
         if not info.is_constant:
-            raise UnsupportedFeatureError(f"{who}: input {role}_{what.replace(' ', '_')} '{info.name}' is a graph input; {OP} {what}s must be initializers (constant)")
+            raise UnsupportedFeatureError(
+                f"{who}: input {role}_{what.replace(' ', '_')} '{info.name}' is a graph input; {OP} {what}s must be initializers (constant)"
+            )
     s, z = np.asarray(scale.value), np.asarray(zero_point.value)
     if scale.elem_type not in (TensorProto.FLOAT, TensorProto.FLOAT16):
-        raise fail(f"input {role}_scale '{scale.name}': expected element type float, got {onnx.helper.tensor_dtype_to_np_dtype(scale.elem_type).name if scale.elem_type else 'unknown'}")
+        raise fail(
+            f"input {role}_scale '{scale.name}': expected element type float, got {onnx.helper.tensor_dtype_to_np_dtype(scale.elem_type).name if scale.elem_type else 'unknown'}"
+        )
     if zero_point.elem_type != weights.elem_type:
-        raise fail(f"input {role}_zero_point '{zero_point.name}': expected the element type of {role} ({np.dtype(_INT_TYPES[weights.elem_type]).name}), got {np.asarray(z).dtype.name}")
+        raise fail(
+            f"input {role}_zero_point '{zero_point.name}': expected the element type of {role} ({np.dtype(_INT_TYPES[weights.elem_type]).name}), got {np.asarray(z).dtype.name}"
+        )
     allowed = ((D,), (D, G))
     if s.shape not in allowed:
         raise fail(f"input {role}_scale '{scale.name}' has shape {list(s.shape)}, expected [{D}] (per tensor) or [{D}, {G}] (per row)")
     if z.shape != s.shape:
-        raise fail(f"input {role}_zero_point '{zero_point.name}' has shape {list(z.shape)}, expected the shape of {role}_scale {list(s.shape)}")
+        raise fail(
+            f"input {role}_zero_point '{zero_point.name}' has shape {list(z.shape)}, expected the shape of {role}_scale {list(s.shape)}"
+        )
     if not np.all(np.isfinite(s)) or np.any(s < 0):
         raise fail(f"input {role}_scale '{scale.name}': expected finite scales >= 0")
     s = np.broadcast_to(s.astype(np.float64).reshape(D, -1), (D, G)).copy()

@@ -37,7 +37,7 @@ class Body:
     outer: Body | None = None
 
     def describe(self) -> str:
-        """"the body of Loop node 'loop'", "the then_branch of If node 'if1'"."""
+        """ "the body of Loop node 'loop'", "the then_branch of If node 'if1'"."""
         what = "the body" if self.attribute == "body" else f"the {self.attribute}"
         return f"{what} of {describe_node(self.holder)}"
 

@@ -296,7 +296,9 @@ class Normaliser:
             kinds = kinds[:k]
         if len(kinds) != want and not (num_directions == 2 and len(kinds) == len(slots)):
             per = f" ({', '.join(slots)} per direction)" if len(slots) > 1 else ""
-            raise self.fail(f"attribute 'activations': expected {want} activation(s) for {num_directions} direction(s){per}, got {len(kinds)} ({', '.join(names)})")
+            raise self.fail(
+                f"attribute 'activations': expected {want} activation(s) for {num_directions} direction(s){per}, got {len(kinds)} ({', '.join(names)})"
+            )
         # alpha/beta are consumed in order by the activations that take them; defaults after that.
         alphas = [float(a) for a in self.attrs.get("activation_alpha", [])]
         betas = [float(b) for b in self.attrs.get("activation_beta", [])]
@@ -313,7 +315,9 @@ class Normaliser:
             resolved.append(acts.Activation(kind, alpha, beta))
         for attr, given, used in (("activation_alpha", alphas, used_a), ("activation_beta", betas, used_b)):
             if len(given) > used:
-                self.notes.append(f"{self.who}: attribute '{attr}' has {len(given)} value(s), the activations use {min(used, len(given))}; the rest are ignored")
+                self.notes.append(
+                    f"{self.who}: attribute '{attr}' has {len(given)} value(s), the activations use {min(used, len(given))}; the rest are ignored"
+                )
         if len(resolved) == len(slots) and num_directions == 2:
             listed = ", ".join(k.name for k in kinds)
             what = f"one activation ({listed})" if len(slots) == 1 else f"one direction's activations ({listed})"
@@ -331,7 +335,9 @@ class Normaliser:
             return None
         info = self.lookup(names[slot])
         if info is None:
-            raise self.fail(f"input '{self.family.inputs[slot]}' is tensor '{names[slot]}', which no graph input, initializer or earlier node provides")
+            raise self.fail(
+                f"input '{self.family.inputs[slot]}' is tensor '{names[slot]}', which no graph input, initializer or earlier node provides"
+            )
         return info
 
 
@@ -361,7 +367,9 @@ def normalise(family: OpFamily, node: onnx.NodeProto, index: int, opset: int, lo
     if not H.is_static:
         raise n.fail("cannot tell hidden_size: no 'hidden_size' attribute and W/R/B have dynamic shapes")
     if not I.is_static:
-        raise UsageError(f"{n.who}: input_size of X '{x_name}' (its last dim) is dynamic and W's shape does not fix it; fix it with {flag('input')}")
+        raise UsageError(
+            f"{n.who}: input_size of X '{x_name}' (its last dim) is dynamic and W's shape does not fix it; fix it with {flag('input')}"
+        )
     if not T.is_static:
         t_axis = 1 if layout else 0
         suggestion = _suggest(infos[0].shape, t_axis, layout)
@@ -383,7 +391,9 @@ def normalise(family: OpFamily, node: onnx.NodeProto, index: int, opset: int, lo
     }
     ins["sequence_lens"] = _sequence_lens(n, ins["sequence_lens"], T.value)
     if etype.ir == "bf16" and n.version < 22:
-        n.notes.append(f"{n.who}: bfloat16 is in {family.name}'s type list only from opset 22 (this node is {family.name}-{n.version}); converted anyway")
+        n.notes.append(
+            f"{n.who}: bfloat16 is in {family.name}'s type list only from opset 22 (this node is {family.name}-{n.version}); converted anyway"
+        )
     outs = list(node.output) + [""] * len(family.outputs)
     common = Common(
         schema_version=n.version,
@@ -429,7 +439,9 @@ def _sequence_lens(n: Normaliser, lens: RecurrentInput | None, T: int) -> Recurr
     values = lens.value.reshape(-1)
     for b, v in enumerate(values):
         if not 0 <= int(v) <= T:
-            raise n.fail(f"input sequence_lens '{lens.name}': value {int(v)} at batch index {b} is out of range, expected 0 <= length <= {T} (the sequence length)")
+            raise n.fail(
+                f"input sequence_lens '{lens.name}': value {int(v)} at batch index {b} is out of range, expected 0 <= length <= {T} (the sequence length)"
+            )
     if values.size and (values == T).all():
         n.notes.append(f"{n.who}: sequence_lens '{lens.name}' equals the sequence length ({T}) everywhere; no masking needed")
         return None

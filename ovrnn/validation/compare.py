@@ -66,9 +66,21 @@ def run_facts(source, proto: onnx.ModelProto, compiled: runtime.Compiled, seed: 
     """What both reports fill the same way: the RunHead fields, the runtime graph's layer types,
     the compile time and the versions."""
     return dict(
-        model=_model_label(source, proto), device=compiled.device, precision=compiled.precision, execution_devices=compiled.execution_devices, seed=seed, batch=batch,
-        runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())), compile_seconds=round(compile_seconds, 4),
-        versions={"ovrnn": __version__, "onnx": onnx.__version__, "numpy": np.__version__, "python": platform.python_version(), **runtime.versions()},
+        model=_model_label(source, proto),
+        device=compiled.device,
+        precision=compiled.precision,
+        execution_devices=compiled.execution_devices,
+        seed=seed,
+        batch=batch,
+        runtime_layer_types=dict(sorted(compiled.runtime_layer_types().items())),
+        compile_seconds=round(compile_seconds, 4),
+        versions={
+            "ovrnn": __version__,
+            "onnx": onnx.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+            **runtime.versions(),
+        },
     )
 
 
@@ -83,7 +95,9 @@ class ValidationReport(RunHead):
     versions: dict[str, str] = field(default_factory=dict)
     options: dict = field(default_factory=dict)  # lowering, static, compress_to_fp16, cache_dir
     frozen_inputs: dict[str, str] = field(default_factory=dict)  # name -> 'int64 [] 16000': constants, fed to onnxruntime too
-    first_departure: dict = field(default_factory=dict)  # on a FAIL: the first ONNX node whose output departs from onnxruntime (departure.py)
+    first_departure: dict = field(
+        default_factory=dict
+    )  # on a FAIL: the first ONNX node whose output departs from onnxruntime (departure.py)
     drift: list = field(default_factory=list)  # drift.Drift per recurrent node: the device's default precision over a stream
 
     @property
@@ -109,7 +123,9 @@ class ValidationReport(RunHead):
             tol = f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
             if c.oracle == "quantization" and not c.counted:  # a figure, not a test
                 verdict, tol = "shown, not counted", "-"
-            lines.append(f"{c.output:<16}{c.oracle:<13}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
+            lines.append(
+                f"{c.output:<16}{c.oracle:<13}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}"
+            )
         if self.first_departure:
             lines.append(self.first_departure["summary"])
         if self.layers_per_device:
@@ -117,7 +133,10 @@ class ValidationReport(RunHead):
         if self.onnxruntime != "used":
             lines.append(f"onnxruntime: {self.onnxruntime}")
         if self.frozen_inputs:
-            lines.append("frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items()))
+            lines.append(
+                "frozen inputs (constants in the IR, fed to onnxruntime as such): "
+                + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items())
+            )
         lines += drift_lines(self.drift)
         lines += [f"note: {n}" for n in self.notes]
         lines.append("PASS" if self.passed else "FAIL")
@@ -177,7 +196,9 @@ def random_inputs(compiled: runtime.Compiled, ir: IR, seed: int, batch: int, gra
     feeds = {}
     for port in compiled.compiled.inputs:
         # OpenVINO may merge tensor names (state * ones keeps both): feed the ONNX input's own
-        name = next((n for n in sorted(port.get_names()) if n in graph_inputs), port.get_any_name()) if graph_inputs else port.get_any_name()
+        name = (
+            next((n for n in sorted(port.get_names()) if n in graph_inputs), port.get_any_name()) if graph_inputs else port.get_any_name()
+        )
         shape = [d.get_length() if d.is_static else batch for d in port.get_partial_shape()]
         check_input_size(shape, np.dtype(_numpy_type(port.get_element_type())).itemsize, f"--batch {batch}: input '{name}'")
         role, rnn = roles.get(name, (None, None))
@@ -223,7 +244,9 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, oracle: str, precision
     atol, rtol = tolerance(from_numpy(got.dtype).ir, precision, floor)
     g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     if g.shape != w.shape:
-        return Comparison(name, oracle, list(g.shape), float("inf"), float("inf"), atol, rtol, False, f"shape {list(g.shape)} != {list(w.shape)}")
+        return Comparison(
+            name, oracle, list(g.shape), float("inf"), float("inf"), atol, rtol, False, f"shape {list(g.shape)} != {list(w.shape)}"
+        )
     diff = np.array(np.abs(g - w), dtype=np.float64, ndmin=1)  # an array even for 0-d outputs (numpy gives a scalar)
     diff[np.isnan(g) != np.isnan(w)] = np.inf
     diff[np.isnan(g) & np.isnan(w)] = 0.0

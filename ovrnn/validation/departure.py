@@ -48,7 +48,16 @@ class Departure:
         return {**asdict(self), "summary": self.text()}
 
 
-def first_departure(proto: onnx.ModelProto, ir, feeds: dict[str, np.ndarray], ort_feeds: dict[str, np.ndarray], device: str, precision: str, floor: str | None, cache_dir=None) -> tuple[Departure | None, str]:
+def first_departure(
+    proto: onnx.ModelProto,
+    ir,
+    feeds: dict[str, np.ndarray],
+    ort_feeds: dict[str, np.ndarray],
+    device: str,
+    precision: str,
+    floor: str | None,
+    cache_dir=None,
+) -> tuple[Departure | None, str]:
     """(the first departing node, or None and why none was found)."""
     order = [(node, [o for o in node.output if o]) for node in proto.graph.node]
     tensors = [o for _, outs in order for o in outs]
@@ -79,7 +88,10 @@ def first_departure(proto: onnx.ModelProto, ir, feeds: dict[str, np.ndarray], or
             c = compare(name, g, w, "onnxruntime", compiled.precision, floor)
             if not c.passed:
                 return Departure(node.name or name, node.op_type, name, c.max_abs, c.max_rel, c.atol, c.rtol, note), ""
-    return None, f"no ONNX node's output departs from onnxruntime where the IR keeps its name ({len(kept)} of {len(tensors)} tensors compared): the departure is in a tensor OpenVINO folded or fused away"
+    return (
+        None,
+        f"no ONNX node's output departs from onnxruntime where the IR keeps its name ({len(kept)} of {len(tensors)} tensors compared): the departure is in a tensor OpenVINO folded or fused away",
+    )
 
 
 def _onnxruntime_values(proto: onnx.ModelProto, tensors: list[str], feeds: dict[str, np.ndarray]) -> tuple[dict | None, str]:

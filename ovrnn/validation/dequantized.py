@@ -24,7 +24,12 @@ WEIGHTS_DOMAIN, WEIGHTS_OP = DEQUANTIZED_WEIGHTS  # the reference's own op: W/R 
 FLOAT_NODE = "float_node"  # a family part: (node, initializer values, k) -> (the float node it computes, its new initializers)
 
 
-def dequantized_model(model: onnx.ModelProto, compression: Compression, nodes: dict[str | int, Compression | None] | None = None, runtime: dict[str, set[str]] | None = None) -> onnx.ModelProto:
+def dequantized_model(
+    model: onnx.ModelProto,
+    compression: Compression,
+    nodes: dict[str | int, Compression | None] | None = None,
+    runtime: dict[str, set[str]] | None = None,
+) -> onnx.ModelProto:
     """A copy of `model` whose recurrent nodes read their W/R through the reference's
     ``ai.ovrnn.DequantizedWeights`` op (q * scale of the value, ``quantization.quantize``): every
     recurrent node with `compression` (its constant W/R), or the nodes `nodes` names (an int key k:

@@ -35,7 +35,9 @@ DRIFT_STEPS = 1024
 CHUNK = 64  # steps per call
 SHOWN_STEPS = (1, 64, 256, 1000)  # 1-based: the first step, one call, a longer stream
 # what keeps a recurrence f32 under a bf16 default: a folded cell chain cannot (docs/performance.md#bf16)
-EXACT_UNDER_BF16 = "f32 under this default: convert --device CPU --lowering matmul for float weights, or compile at INFERENCE_PRECISION_HINT=f32"
+EXACT_UNDER_BF16 = (
+    "f32 under this default: convert --device CPU --lowering matmul for float weights, or compile at INFERENCE_PRECISION_HINT=f32"
+)
 # per ai.onnx family (ovrnn/families/): the W, R, B (, P) input slots, and its states (h; LSTM: h, c)
 WEIGHTS = {f.name: tuple(f.slot(n) for n in ("W", "R", "B", "P") if n in f.inputs) for f in onnx_families()}
 STATES = {f.name: tuple(f.inputs[k].removeprefix("initial_") for k in f.state_slots) for f in onnx_families()}
@@ -57,10 +59,16 @@ class Drift:
 
     def format(self) -> str:
         shown = ", ".join(f"{k} {v:.1e}" for k, v in self.at_step.items())
-        return f"'{self.node}' at {self.precision}: step {shown}; worst {self.worst:.1e} at step {self.worst_step}" + (f"; at f32 worst {self.f32_worst:.1e}" if self.f32_worst is not None else "") + (f" ({self.note})" if self.note else "")
+        return (
+            f"'{self.node}' at {self.precision}: step {shown}; worst {self.worst:.1e} at step {self.worst_step}"
+            + (f"; at f32 worst {self.f32_worst:.1e}" if self.f32_worst is not None else "")
+            + (f" ({self.note})" if self.note else "")
+        )
 
 
-def default_precision_drift(view: GraphView, ir: IR, request: Request, device: str, seed: int, cache_dir=None) -> tuple[list[Drift], list[str]]:
+def default_precision_drift(
+    view: GraphView, ir: IR, request: Request, device: str, seed: int, cache_dir=None
+) -> tuple[list[Drift], list[str]]:
     """One Drift per recurrent node of `view.model` (the prepared model the IR was made from), and
     a note for each node it could not measure (why)."""
     drifts, notes = [], []
@@ -94,8 +102,21 @@ def _stream(node: onnx.NodeProto, opset: int, view: GraphView, rnn, request: Req
         notes.append(EXACT_UNDER_BF16)
     errors = _errors(compiled, xs, carried, states, want)
     worst = int(np.argmax(errors))
-    f32 = None if compiled.precision == "f32" else max(_errors(runtime.compile_ir(model, device, "f32", cache_dir), xs, carried, states, want))
-    return Drift(rnn.label, compiled.precision, len(errors), {str(s): errors[s - 1] for s in SHOWN_STEPS if s <= len(errors)}, errors[worst], worst + 1, f32, note="; ".join(notes))
+    f32 = (
+        None
+        if compiled.precision == "f32"
+        else max(_errors(runtime.compile_ir(model, device, "f32", cache_dir), xs, carried, states, want))
+    )
+    return Drift(
+        rnn.label,
+        compiled.precision,
+        len(errors),
+        {str(s): errors[s - 1] for s in SHOWN_STEPS if s <= len(errors)},
+        errors[worst],
+        worst + 1,
+        f32,
+        note="; ".join(notes),
+    )
 
 
 def _errors(compiled, xs: np.ndarray, carried: dict[str, np.ndarray], states: tuple[str, ...], want: np.ndarray) -> list[float]:
@@ -134,7 +155,9 @@ def _forward_weights(node: onnx.NodeProto, view: GraphView, rnn, rng, dtype) -> 
     return weights, notes
 
 
-def _lone_model(node: onnx.NodeProto, opset: int, rnn, weights: dict[int, np.ndarray], steps: int, etype) -> tuple[onnx.ModelProto, tuple[str, ...]]:
+def _lone_model(
+    node: onnx.NodeProto, opset: int, rnn, weights: dict[int, np.ndarray], steps: int, etype
+) -> tuple[onnx.ModelProto, tuple[str, ...]]:
     """The node's first direction alone over `steps` steps at batch 1, time-major, with its
     initial states as inputs (no sequence_lens)."""
     states = STATES[node.op_type]
@@ -155,9 +178,12 @@ def _lone_model(node: onnx.NodeProto, opset: int, rnn, weights: dict[int, np.nda
         lone.attribute.append(helper.make_attribute(a.name, value))
     h = rnn.hidden_size
     graph = helper.make_graph(
-        [lone], "drift",
-        [helper.make_tensor_value_info("X", etype.onnx, [steps, 1, rnn.input_size])] + [helper.make_tensor_value_info(f"initial_{s}", etype.onnx, [1, 1, h]) for s in states],
-        [helper.make_tensor_value_info("Y", etype.onnx, [steps, 1, 1, h])] + [helper.make_tensor_value_info(f"Y_{s}", etype.onnx, [1, 1, h]) for s in states],
+        [lone],
+        "drift",
+        [helper.make_tensor_value_info("X", etype.onnx, [steps, 1, rnn.input_size])]
+        + [helper.make_tensor_value_info(f"initial_{s}", etype.onnx, [1, 1, h]) for s in states],
+        [helper.make_tensor_value_info("Y", etype.onnx, [steps, 1, 1, h])]
+        + [helper.make_tensor_value_info(f"Y_{s}", etype.onnx, [1, 1, h]) for s in states],
         [numpy_helper.from_array(w, f"w{i}") for i, w in weights.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])

@@ -78,10 +78,16 @@ def validate_stream(
     result = _report(setup, checks, seed, chunks, ort_status, cache_dir)
     if report_dir is not None:
         got = first.outputs
-        time_axes = {name: axis for name, axis in first.joined_on.items() if axis is not None and name in want and np.shape(got[name]) == np.shape(want[name])}
+        time_axes = {
+            name: axis
+            for name, axis in first.joined_on.items()
+            if axis is not None and name in want and np.shape(got[name]) == np.shape(want[name])
+        }
         steps = {setup.stream.compiled.precision: report_module.per_step_errors(got, want, time_axes)}
         rerun = _rerun(result, input, precision, use_onnxruntime, report_dir)
-        report_module.write_report(report_dir, result, setup.oracle.feeds(feeds), got, {k: v for k, v in want.items() if k in got}, steps, rerun)
+        report_module.write_report(
+            report_dir, result, setup.oracle.feeds(feeds), got, {k: v for k, v in want.items() if k in got}, steps, rerun
+        )
     return result
 
 
@@ -111,7 +117,11 @@ def _set_up(model, device, input, batch, precision, request: Request, cache_dir)
     conversion = convert(model, input, request)  # the model is read once
     proto, ir = conversion.proto, conversion.ir
     stateless_request = replace(request, stateful=False)
-    if request.compress_weights is not None and ir.rnns and all(s.compression is not None and s.compression.mode == request.compress_weights for s in ir.rnns):
+    if (
+        request.compress_weights is not None
+        and ir.rnns
+        and all(s.compression is not None and s.compression.mode == request.compress_weights for s in ir.rnns)
+    ):
         # every node got the scheme asked for: the whole-sequence IR gets it too, not a budget measured over more steps
         stateless_request = replace(stateless_request, max_weight_error=float("inf"))
     oracle_input = input
@@ -131,16 +141,26 @@ def _set_up(model, device, input, batch, precision, request: Request, cache_dir)
     # integer weights (--compress-weights, DynamicQuantizeLSTM, QDQ): the float64 reference runs the
     # dequantized model, as validate does; onnxruntime and the stateless IR run the model as given
     quant = compressed_reference(proto, ir)
-    oracle = stream_oracle(pairs, proto, ir, stream, batch_run, None if quant is None else quant.model, None if quant is None else quant.original)
+    oracle = stream_oracle(
+        pairs, proto, ir, stream, batch_run, None if quant is None else quant.model, None if quant is None else quant.original
+    )
     unmatched = oracle.unmatched()
     if unmatched:  # the rows that read a state's ONNX node are left out: say so rather than pass quietly
-        notes.append(f"state {', '.join(unmatched)}: no ONNX node of the model matched it, so its final-state and set_state checks did not run")
+        notes.append(
+            f"state {', '.join(unmatched)}: no ONNX node of the model matched it, so its final-state and set_state checks did not run"
+        )
     if stream.compiled.integer_weights:
         notes.append(stream.compiled.integer_weights)
     if quant is not None:
-        shown = "; 'quantization' is float64 with the original weights against it (what compression costs, not counted)" if quant.has_original else ""
+        shown = (
+            "; 'quantization' is float64 with the original weights against it (what compression costs, not counted)"
+            if quant.has_original
+            else ""
+        )
         notes.append(f"integer weights ({quant.what}): 'reference' is float64 with the dequantized weights{shown}")
-    return _Setup(model, proto, ir, request, stateless_request, oracle_input, stream, compile_seconds, static_batch, batch_run, notes, quant, oracle)
+    return _Setup(
+        model, proto, ir, request, stateless_request, oracle_input, stream, compile_seconds, static_batch, batch_run, notes, quant, oracle
+    )
 
 
 # --- the checks ---------------------------------------------------------------------------------
@@ -187,7 +207,11 @@ class _Checks:
         s, oracle = self.setup, self.oracle
         first = self.stream.run(feeds)
         want, finals = oracle.reference(feeds)
-        ort_status, ort = oracle.onnxruntime(feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if _cli() else 'use_onnxruntime=False'})", None)
+        ort_status, ort = (
+            oracle.onnxruntime(feeds)
+            if use_onnxruntime
+            else (f"not asked for ({'--no-onnxruntime' if _cli() else 'use_onnxruntime=False'})", None)
+        )
         deviation = ort_known_deviation(s.proto) or (s.quant.ort_deviation if s.quant is not None else "")
         stateless = oracle.stateless(feeds, s.oracle_input, s.stateless_request, precision, cache_dir, s.notes)
         for oracle_name, result in (("reference", (want, finals)), ("onnxruntime", ort), ("stateless IR", stateless)):
@@ -208,13 +232,26 @@ class _Checks:
             if result is not None:
                 counted = not (oracle_name == "onnxruntime" and deviation)
                 for sid, value in result[1].items():
-                    self.row("final state", sid, final[sid], value, f"{oracle_name} {oracle.final_name(sid)}", None, counted, "" if counted else _ort_note(s.proto, deviation))
+                    self.row(
+                        "final state",
+                        sid,
+                        final[sid],
+                        value,
+                        f"{oracle_name} {oracle.final_name(sid)}",
+                        None,
+                        counted,
+                        "" if counted else _ort_note(s.proto, deviation),
+                    )
         if s.quant is not None and s.quant.has_original:  # the quantization-only error, shown beside the counted rows
             original = oracle.original_reference(feeds)
             for name, value in want.items():
                 if name in original and np.shape(value) == np.shape(original[name]):
                     c = compare(name, value, original[name], "quantization", "f32")
-                    self.rows.append(StreamComparison(**{**asdict(c), "counted": False, "passed": True, "note": "quantization-only error"}, check=oracle.check))
+                    self.rows.append(
+                        StreamComparison(
+                            **{**asdict(c), "counted": False, "passed": True, "note": "quantization-only error"}, check=oracle.check
+                        )
+                    )
         return first, want, ort_status
 
     def reset(self, feeds: dict, got: dict) -> None:
@@ -253,7 +290,11 @@ class _Checks:
         """5. batch: 1, a reset, then another; and a batch change without a reset. Said in a note
         when the IR's batch cannot change."""
         stream, contract, batch, static_batch = self.stream, self.contract, self.setup.batch, self.setup.static_batch
-        dynamic = any(contract.batch) and static_batch is None and any(s.batch_axis is not None and stream._static_batch(s.id) is None for s in contract.states)
+        dynamic = (
+            any(contract.batch)
+            and static_batch is None
+            and any(s.batch_axis is not None and stream._static_batch(s.id) is None for s in contract.states)
+        )
         if not dynamic:
             fixed = f"the IR's batch is static ({static_batch})" if static_batch is not None else "the IR has no dynamic batch axis"
             self.setup.notes.append(f"batch: {fixed}, so a stream cannot change it; not checked")
@@ -283,8 +324,14 @@ def _report(setup: _Setup, checks: _Checks, seed: int, chunks: int, ort_status: 
         onnxruntime=ort_status,
         notes=setup.notes + (setup.oracle.handed or []),
         options={
-            "lowering": request.lowering, "static": request.static, "compress_to_fp16": request.compress_to_fp16, "chunk_steps": request.chunk_steps,
-            "compress_weights": request.compress_weights, "max_weight_error": request.max_weight_error, "group_size": request.group_size, "cache_dir": None if cache_dir is None else str(cache_dir),
+            "lowering": request.lowering,
+            "static": request.static,
+            "compress_to_fp16": request.compress_to_fp16,
+            "chunk_steps": request.chunk_steps,
+            "compress_weights": request.compress_weights,
+            "max_weight_error": request.max_weight_error,
+            "group_size": request.group_size,
+            "cache_dir": None if cache_dir is None else str(cache_dir),
         },
         states={s.id: f"{s.shape} {s.type} ({s.init or 'initializer'})" for s in contract.states},
         oracle=setup.oracle.description,

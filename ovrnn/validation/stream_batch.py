@@ -55,11 +55,20 @@ class StreamsValidationReport(RunHead):
             "states: " + ", ".join(f"{k} {v}" for k, v in self.states.items()),
             "batches (real rows: count): " + ", ".join(f"{k}: {v}" for k, v in sorted(self.batches.items())),
         ]
-        w = [max([n, *(len(x) + 2 for x in xs)]) for n, xs in ((16, [c.check for c in self.comparisons]), (18, [c.output for c in self.comparisons]), (22, [c.oracle for c in self.comparisons]))]
+        w = [
+            max([n, *(len(x) + 2 for x in xs)])
+            for n, xs in (
+                (16, [c.check for c in self.comparisons]),
+                (18, [c.output for c in self.comparisons]),
+                (22, [c.oracle for c in self.comparisons]),
+            )
+        ]
         lines.append(f"{'check':<{w[0]}}{'output':<{w[1]}}{'oracle':<{w[2]}}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result")
         for c in self.comparisons:
             tol = "identical" if c.atol == 0 and c.rtol == 0 else f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
-            lines.append(f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{'PASS' if c.passed else 'FAIL'}{f'  ({c.note})' if c.note else ''}")
+            lines.append(
+                f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{'PASS' if c.passed else 'FAIL'}{f'  ({c.note})' if c.note else ''}"
+            )
         if self.frozen_inputs:
             lines.append("frozen inputs: " + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items()))
         if self.onnxruntime != "used":
@@ -69,7 +78,21 @@ class StreamsValidationReport(RunHead):
         return "\n".join(lines)
 
 
-def validate_streams(model, streams: int, stateful, *, context=None, input=None, seed: int = 0, chunks: int | None = None, device: str = "CPU", precision: str = "f32", use_onnxruntime: bool = True, cache_dir=None, lowering: str = "fastest") -> StreamsValidationReport:
+def validate_streams(
+    model,
+    streams: int,
+    stateful,
+    *,
+    context=None,
+    input=None,
+    seed: int = 0,
+    chunks: int | None = None,
+    device: str = "CPU",
+    precision: str = "f32",
+    use_onnxruntime: bool = True,
+    cache_dir=None,
+    lowering: str = "fastest",
+) -> StreamsValidationReport:
     """Serve `model` with `stateful` (IN=OUT pairs, or True: a lone node's states) and `context`
     ({input: L}) to `streams` streams and prove each against the per-stream oracles (the module
     docstring). `input`: convert's ``--input`` strings: per-stream shapes (batch 1) and frozen
@@ -86,7 +109,9 @@ def validate_streams(model, streams: int, stateful, *, context=None, input=None,
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         raise UsageError(f"{flag('chunks')}: expected a number of chunks of 1 or more, got {chunks!r}")
     if not stateful:
-        raise UsageError(f"{flag('streams')} serves a stream's states: give them with {flag('stateful')} (IN=OUT pairs, or alone for a lone recurrent node's)")
+        raise UsageError(
+            f"{flag('streams')} serves a stream's states: give them with {flag('stateful')} (IN=OUT pairs, or alone for a lone recurrent node's)"
+        )
     proto, frozen, shapes = _model_and_inputs(load_model(model), input)
     spec = StreamSpec.of(proto, stateful, context=context, shapes=shapes, lowering=lowering)
     sizes = tuple(sorted({1, *(s for s in DEFAULT_SIZES if s < streams), min(streams, DEFAULT_SIZES[-1])}))
@@ -94,7 +119,17 @@ def validate_streams(model, streams: int, stateful, *, context=None, input=None,
     alone = BatchedStep(spec, (1,), device, precision, threads=None if device != "CPU" else 1, cache_dir=cache_dir)
     rng = np.random.default_rng(seed)
     feeds = [[_chunk(spec, rng) for _ in range(chunks)] for _ in range(streams)]
-    with StreamBatcher(spec, sizes=sizes, device=device, precision=precision, cache_dir=cache_dir, max_pending=chunks + 1, max_streams=streams + 1, max_wait_ms=1.0, check_rows=False) as batcher:
+    with StreamBatcher(
+        spec,
+        sizes=sizes,
+        device=device,
+        precision=precision,
+        cache_dir=cache_dir,
+        max_pending=chunks + 1,
+        max_streams=streams + 1,
+        max_wait_ms=1.0,
+        check_rows=False,
+    ) as batcher:
         compile_seconds = time.perf_counter() - started
         handles = [batcher.open() for _ in range(streams)]
         got = _random_arrivals(batcher, handles, feeds, rng)
@@ -112,7 +147,9 @@ def validate_streams(model, streams: int, stateful, *, context=None, input=None,
     exposed = [s.input for s in spec.states if s.input not in {vi.name for vi in proto.graph.input}]
     if exposed:  # the pairs name a lone node's own states: the oracle runs the model as given, on each stream's whole sequence
         opened, oracle = _whole_sequence_model(proto, spec)
-        notes.append(f"{', '.join(exposed)}: the recurrent node's own state{'s' if len(exposed) > 1 else ''}; each stream is compared with the model as given on its whole {chunks}-chunk sequence")
+        notes.append(
+            f"{', '.join(exposed)}: the recurrent node's own state{'s' if len(exposed) > 1 else ''}; each stream is compared with the model as given on its whole {chunks}-chunk sequence"
+        )
         carry = lambda run, part: _whole(spec, oracle, part, run)
         model_for = opened
     else:
@@ -126,7 +163,9 @@ def validate_streams(model, streams: int, stateful, *, context=None, input=None,
     handed: list[str] = []
     _, by_oracle["reference"] = carry(lambda f: ("used", reference.run_model(model_for, f, handed)), feeds[:reference_streams])
     if reference_streams < streams:
-        notes.append(f"the float64 reference ran the first {reference_streams} streams ({REFERENCE_CALLS} calls at most); onnxruntime and batch 1 ran all {streams}")
+        notes.append(
+            f"the float64 reference ran the first {reference_streams} streams ({REFERENCE_CALLS} calls at most); onnxruntime and batch 1 ran all {streams}"
+        )
     notes += sorted(set(handed))
     for oracle, result in by_oracle.items():
         if result is None:
@@ -135,7 +174,9 @@ def validate_streams(model, streams: int, stateful, *, context=None, input=None,
         k = len(outs)
         for port in spec.outputs:
             got_all = np.concatenate([np.concatenate([o[port.name] for o in got[i]], port.batch_axis) for i in range(k)], port.batch_axis)
-            want_all = np.concatenate([np.concatenate([np.asarray(o[port.name]) for o in outs[i]], port.batch_axis) for i in range(k)], port.batch_axis)
+            want_all = np.concatenate(
+                [np.concatenate([np.asarray(o[port.name]) for o in outs[i]], port.batch_axis) for i in range(k)], port.batch_axis
+            )
             rows.append(_row("batched == alone", port.name, oracle, got_all, want_all, precision))
         for name in spec.state_names:
             axis = spec.state_port(name).batch_axis
@@ -144,13 +185,24 @@ def validate_streams(model, streams: int, stateful, *, context=None, input=None,
             rows.append(_row("final state", name, oracle, got_all, want_all, precision))
     for port in spec.outputs:
         c = compare(port.name, again[port.name], got[0][0][port.name], "its first output", precision)
-        rows.append(StreamComparison(port.name, "its first output", c.shape, c.max_abs, c.max_rel, 0.0, 0.0, c.max_abs == 0.0, check="reset"))
+        rows.append(
+            StreamComparison(port.name, "its first output", c.shape, c.max_abs, c.max_rel, 0.0, 0.0, c.max_abs == 0.0, check="reset")
+        )
     states_text = {s.input: f"{list(s.port.shape)} {s.port.dtype} (-> {s.output}, batch axis {s.port.batch_axis})" for s in spec.states}
     states_text |= {c.state: f"the last {c.length} of '{c.input}' on axis {c.axis}" for c in spec.contexts}
     facts = run_facts(model, proto, compiled, seed, streams, compile_seconds)
     return StreamsValidationReport(
-        **facts, streams=streams, chunks=chunks, comparisons=rows, onnxruntime=status, notes=notes, states=states_text, batches=batches, sizes=list(sizes),
-        options={"lowering": lowering, "cache_dir": str(cache_dir) if cache_dir else None}, frozen_inputs={f.name: f"{f.value.dtype} {list(f.value.shape)} {f.value.tolist()}" for f in frozen},
+        **facts,
+        streams=streams,
+        chunks=chunks,
+        comparisons=rows,
+        onnxruntime=status,
+        notes=notes,
+        states=states_text,
+        batches=batches,
+        sizes=list(sizes),
+        options={"lowering": lowering, "cache_dir": str(cache_dir) if cache_dir else None},
+        frozen_inputs={f.name: f"{f.value.dtype} {list(f.value.shape)} {f.value.tolist()}" for f in frozen},
     )
 
 
@@ -165,11 +217,13 @@ def _model_and_inputs(proto, input):
     specs = [rest] if isinstance(rest, str) else list(rest or [])
     for name, shape in parse_input_specs(specs).items():
         if isinstance(name, Position):
-            raise UsageError(f"{flag('input')}: with {flag('streams')} name the input of each shape (\"input[1,576]\")")
+            raise UsageError(f'{flag("input")}: with {flag("streams")} name the input of each shape ("input[1,576]")')
         if shape is None:
             continue
         if not all(d.is_static for d in shape):
-            raise UsageError(f"{flag('input')}: with {flag('streams')} give one stream's shape, every dim a number (batch 1): '{name}' has a dynamic dim")
+            raise UsageError(
+                f"{flag('input')}: with {flag('streams')} give one stream's shape, every dim a number (batch 1): '{name}' has a dynamic dim"
+            )
         shapes[name] = [d.lo for d in shape]
     return proto, frozen, shapes
 
@@ -294,7 +348,10 @@ def _whole(spec, oracle, feeds, run) -> tuple[str, tuple[list, list] | None]:
     """Each stream's chunks joined on X's time axis, run once; Y cut back into chunks."""
     x, x_axis, y, y_axis, finals = oracle
     if [p.name for p in spec.inputs] != [x] or [p.name for p in spec.outputs] not in ([y], []):
-        return f"not compared: the whole-sequence oracle takes the node's X alone and gives its Y (inputs {', '.join(p.name for p in spec.inputs)})", None
+        return (
+            f"not compared: the whole-sequence oracle takes the node's X alone and gives its Y (inputs {', '.join(p.name for p in spec.inputs)})",
+            None,
+        )
     outs, states = [], []
     for stream in feeds:
         status, result = run({x: np.concatenate([c[x] for c in stream], axis=x_axis)})

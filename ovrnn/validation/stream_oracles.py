@@ -70,7 +70,9 @@ class StreamOracle(ABC):
         """ovrnn's stateless IR of the model; None (and a note) when it cannot be made."""
 
 
-def stream_oracle(pairs: bool, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None, original: onnx.ModelProto | None) -> StreamOracle:
+def stream_oracle(
+    pairs: bool, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None, original: onnx.ModelProto | None
+) -> StreamOracle:
     """The oracle for the IR's states: pairs (IN=OUT) carried by hand, else the whole sequence."""
     if pairs:
         return CarriedByHand(proto, ir, stream, batch, dequantized, original)
@@ -152,7 +154,9 @@ class WholeSequence(StreamOracle):
     check = "chunked == whole"
     description = "the ONNX model on the whole sequence at once"
 
-    def __init__(self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None, original: onnx.ModelProto | None = None) -> None:
+    def __init__(
+        self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None, original: onnx.ModelProto | None = None
+    ) -> None:
         super().__init__(proto, ir, stream, batch)
         self.original = original
         self.sources = state_sources(proto, ir, self.contract)
@@ -220,7 +224,9 @@ class CarriedByHand(StreamOracle):
     check = "chunked == by hand"
     description = "the ONNX model call by call, each state carried by hand from its output to its input"
 
-    def __init__(self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None, original: onnx.ModelProto | None = None) -> None:
+    def __init__(
+        self, proto, ir, stream: Stream, batch: int, dequantized: onnx.ModelProto | None = None, original: onnx.ModelProto | None = None
+    ) -> None:
         super().__init__(proto, ir, stream, batch)
         self.ref_proto = proto if dequantized is None else dequantized  # the float64 reference's model
         self.original = proto if original is None else original  # float weights, before --compress-weights

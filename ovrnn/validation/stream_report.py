@@ -39,22 +39,44 @@ class StreamValidationReport(RunHead):
         lines = [
             f"validate {self.model} --stateful on {self.device} (ran on {', '.join(self.execution_devices)}), inference precision {self.precision}, "
             f"seed {self.seed}, batch {self.batch}: {self.chunks} calls of {self.steps} steps on one infer request vs "
-            + (f"the ONNX model call by call, the states {', '.join(self.pairs)} carried by hand" if self.pairs else f"the whole {self.chunks * self.steps}-step sequence"),
+            + (
+                f"the ONNX model call by call, the states {', '.join(self.pairs)} carried by hand"
+                if self.pairs
+                else f"the whole {self.chunks * self.steps}-step sequence"
+            ),
             "states: " + ", ".join(f"{k} {v}" for k, v in self.states.items()),
         ]
-        w = [max([n, *(len(x) + 2 for x in xs)]) for n, xs in ((20, [c.check for c in self.comparisons]), (22, [c.output for c in self.comparisons]), (26, [c.oracle for c in self.comparisons]))]
+        w = [
+            max([n, *(len(x) + 2 for x in xs)])
+            for n, xs in (
+                (20, [c.check for c in self.comparisons]),
+                (22, [c.output for c in self.comparisons]),
+                (26, [c.oracle for c in self.comparisons]),
+            )
+        ]
         lines.append(f"{'check':<{w[0]}}{'output':<{w[1]}}{'oracle':<{w[2]}}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result")
         for c in self.comparisons:
             verdict = ("PASS" if c.passed else "FAIL") if c.counted else ("agrees" if c.passed else "differs, not counted")
-            tol = "an error" if c.check == "batch, no reset" else "identical" if c.atol == 0 and c.rtol == 0 else f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
+            tol = (
+                "an error"
+                if c.check == "batch, no reset"
+                else "identical"
+                if c.atol == 0 and c.rtol == 0
+                else f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
+            )
             if c.oracle == "quantization":  # a figure, not a test
                 verdict, tol = "shown, not counted", "-"
-            lines.append(f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}")
+            lines.append(
+                f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}"
+            )
         for c in self.comparisons:
             if c.per_call and c.oracle == "reference" and c.check in ("chunked == whole", "chunked == by hand", "long stream"):
                 lines.append(f"{c.check}: {c.output} error per call {_drift(c.per_call)}")
         if self.frozen_inputs:
-            lines.append("frozen inputs (constants in the IR, fed to the oracles as such): " + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items()))
+            lines.append(
+                "frozen inputs (constants in the IR, fed to the oracles as such): "
+                + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items())
+            )
         if self.onnxruntime != "used":
             lines.append(f"onnxruntime: {self.onnxruntime}")
         lines += [f"note: {n}" for n in self.notes]

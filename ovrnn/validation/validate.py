@@ -83,19 +83,41 @@ def validate(
     if chunks is not None and not stateful:
         raise UsageError(f"{flag('chunks')} is the number of calls of {flag('stateful')}: add {flag('stateful')}")
     request = Request(  # convert's options, as convert_model takes them
-        lowering=lowering, device=device, static=static, compress_to_fp16=compress_to_fp16, max_steps=max_steps, chunk_steps=chunk_steps,
-        compress_weights=compress_weights, group_size=group_size, max_weight_error=max_weight_error, allow_sequence_ops=allow_sequence_ops,
+        lowering=lowering,
+        device=device,
+        static=static,
+        compress_to_fp16=compress_to_fp16,
+        max_steps=max_steps,
+        chunk_steps=chunk_steps,
+        compress_weights=compress_weights,
+        group_size=group_size,
+        max_weight_error=max_weight_error,
+        allow_sequence_ops=allow_sequence_ops,
     )
     if stateful:
         if ir is not None:
             raise UsageError("validate(stateful=True) converts the model itself: leave ir out")
         if list(report_precisions) != ["f32"]:
-            raise UsageError(f"{flag('report-precisions')} is not available with {flag('stateful')}: the stream runs at {flag('precision')}")
+            raise UsageError(
+                f"{flag('report-precisions')} is not available with {flag('stateful')}: the stream runs at {flag('precision')}"
+            )
         from .stream import DEFAULT_CHUNKS, validate_stream
 
-        stream_request = replace(request, stateful=stateful, allow_sequence_ops=False)  # the stream converts without --allow-sequence-ops, as it always has
+        stream_request = replace(
+            request, stateful=stateful, allow_sequence_ops=False
+        )  # the stream converts without --allow-sequence-ops, as it always has
         return validate_stream(
-            model, device, input, seed, batch, precision, use_onnxruntime, stream_request, chunks=DEFAULT_CHUNKS if chunks is None else chunks, cache_dir=cache_dir, report_dir=report_dir,
+            model,
+            device,
+            input,
+            seed,
+            batch,
+            precision,
+            use_onnxruntime,
+            stream_request,
+            chunks=DEFAULT_CHUNKS if chunks is None else chunks,
+            cache_dir=cache_dir,
+            report_dir=report_dir,
         )
 
     device = canonical_device(device)
@@ -135,12 +157,20 @@ def validate(
     quant = compressed_reference(judged, ir)
     if quant is not None and judged is not proto:  # 'quantization' against the original graph, not the rewritten one
         quant = replace(quant, original=proto)
-    ort_status, ort_out = run_onnxruntime(proto, ref_feeds) if use_onnxruntime else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
+    ort_status, ort_out = (
+        run_onnxruntime(proto, ref_feeds)
+        if use_onnxruntime
+        else (f"not asked for ({'--no-onnxruntime' if cli_spelling() else 'use_onnxruntime=False'})", None)
+    )
     deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
     no_reference = ""
     handed = [] if ort_out is not None else None  # nodes the reference hands to onnxruntime (reference/fallback.py)
     try:
-        original = reference.run_model(judged if quant is None else quant.original, ref_feeds, handed) if quant is None or quant.has_original else {}
+        original = (
+            reference.run_model(judged if quant is None else quant.original, ref_feeds, handed)
+            if quant is None or quant.has_original
+            else {}
+        )
         want = original if quant is None else reference.run_model(quant.model, ref_feeds, handed)
     except reference.ReferenceUnavailable as exc:
         if ort_out is None or deviation or quant is not None:  # nothing else to judge by
@@ -161,7 +191,11 @@ def validate(
         notes.append(compiled.integer_weights)
     comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floors.get(name, floor)) for name in want]
     if quant is not None:
-        shown = "; 'quantization' is that reference against float64 with the original weights (what compression costs, not counted)" if quant.has_original else ""
+        shown = (
+            "; 'quantization' is that reference against float64 with the original weights (what compression costs, not counted)"
+            if quant.has_original
+            else ""
+        )
         if quant.has_original and judged is not proto:
             shown = "; 'quantization' is that reference against the original graph in float64 with the original weights (counted within --max-weight-error)"
         notes.append(f"integer weights ({quant.what}): 'reference' is float64 with the dequantized weights and decides PASS/FAIL{shown}")
@@ -180,7 +214,10 @@ def validate(
     for name, value in (ort_out or {}).items():
         c = compare(name, got[name], value, "onnxruntime", compiled.precision, floors.get(name, floor))
         if deviation:
-            c.counted, c.note = False, f"onnxruntime deviates from the spec: {deviation}" if quant is None or ort_known_deviation(proto) else deviation
+            c.counted, c.note = (
+                False,
+                f"onnxruntime deviates from the spec: {deviation}" if quant is None or ort_known_deviation(proto) else deviation,
+            )
         comparisons.append(c)
     result = ValidationReport(
         **run_facts(model, proto, compiled, seed, batch_run, compile_seconds),
@@ -209,7 +246,20 @@ def validate(
         result.drift, drift_notes = default_precision_drift(prepared.view, ir, request, device, seed, cache_dir)
         result.notes += drift_notes
     if report_dir is not None:
-        steps = _per_step_errors(judged if quant is None else quant.model, ir, ov_model, got, want or ort_out, feeds, ref_feeds, device, compiled.precision, report_precisions, cache_dir, result)
+        steps = _per_step_errors(
+            judged if quant is None else quant.model,
+            ir,
+            ov_model,
+            got,
+            want or ort_out,
+            feeds,
+            ref_feeds,
+            device,
+            compiled.precision,
+            report_precisions,
+            cache_dir,
+            result,
+        )
         rerun = _rerun_command(result, input, precision, use_onnxruntime, report_dir, report_precisions)
         report_module.write_report(report_dir, result, feeds, got, want, steps, rerun)
     return result
@@ -257,7 +307,9 @@ def _count_within_budget(c, dequantized, original, budget: float) -> None:
     d, o = np.asarray(dequantized, np.float64), np.asarray(original, np.float64)
     c.atol = c.rtol = budget
     c.counted, c.passed = True, bool(np.all(np.abs(d - o) <= budget * (1 + np.abs(o))))
-    c.note = "quantization-only error, counted: the reference ran the rewritten graph, the original graph judges it within --max-weight-error"
+    c.note = (
+        "quantization-only error, counted: the reference ran the rewritten graph, the original graph judges it within --max-weight-error"
+    )
 
 
 def _computes_note(computes: dict[str, tuple[str | None, str]]) -> str:
@@ -269,10 +321,16 @@ def _computes_note(computes: dict[str, tuple[str | None, str]]) -> str:
     if len(loosened) == len(computes) and len(groups) == 1:
         return groups[0]
     quoted = lambda names: ", ".join(f"'{n}'" for n in names)  # noqa: E731
-    parts = [f"output{'s' if len(names) > 1 else ''} {quoted(names)}: {note}" for note in groups for names in [[n for n, v in loosened.items() if v == note]]]
+    parts = [
+        f"output{'s' if len(names) > 1 else ''} {quoted(names)}: {note}"
+        for note in groups
+        for names in [[n for n, v in loosened.items() if v == note]]
+    ]
     others = [n for n in computes if n not in loosened]
     if others:
-        parts.append(f"output{'s' if len(others) > 1 else ''} {quoted(others)} never read{'' if len(others) > 1 else 's'} a narrower float: judged at {'their' if len(others) > 1 else 'its'} own tolerance")
+        parts.append(
+            f"output{'s' if len(others) > 1 else ''} {quoted(others)} never read{'' if len(others) > 1 else 's'} a narrower float: judged at {'their' if len(others) > 1 else 'its'} own tolerance"
+        )
     return "; ".join(parts)
 
 
@@ -287,7 +345,10 @@ def _name_first_departure(result: ValidationReport, proto, ir, feeds, ort_feeds,
     try:
         departure, why = first_departure(proto, ir, feeds, ort_feeds, device, precision, floor, cache_dir)
     except Exception as exc:  # noqa: BLE001 - the FAIL stands either way
-        departure, why = None, f"the node-by-node comparison with onnxruntime could not run ({type(exc).__name__}: {str(exc).strip()[:200]})"
+        departure, why = (
+            None,
+            f"the node-by-node comparison with onnxruntime could not run ({type(exc).__name__}: {str(exc).strip()[:200]})",
+        )
     if departure is not None:
         result.first_departure = departure.to_dict()
     else:
@@ -320,7 +381,9 @@ def _per_step_errors(proto, ir, ov_model, got, want, feeds, ref_feeds, device, p
     made = {o for n in proto.graph.node for o in n.output if o}
     unseen = [k for k in time_axes if k not in want and k not in made]
     if unseen:
-        result.notes.append(f"no per-step error for {', '.join(repr(k) for k in unseen)}: ovrnn made that Y (a recurrence recovered from a Loop), the original graph has no such tensor")
+        result.notes.append(
+            f"no per-step error for {', '.join(repr(k) for k in unseen)}: ovrnn made that Y (a recurrence recovered from a Loop), the original graph has no such tensor"
+        )
     time_axes = {k: v for k, v in time_axes.items() if k in want or k in made}
     inner = [name for name in time_axes if name not in want]
     if inner:

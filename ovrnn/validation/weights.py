@@ -97,7 +97,10 @@ def _precision(model: onnx.ModelProto, tops: list, reached: set[str] | None) -> 
     if floor in casts:
         names = casts[floor]
         why.append(f"{_count(len(names), 'Cast node', 'converts', 'convert')} to {NAMES[floor]} (e.g. '{names[0]}')")
-    return floor, f"the model computes in {NAMES[floor]}: {' and '.join(why)}; onnxruntime and the reference round to {NAMES[floor]} where the graph does: judged at {NAMES[floor]} tolerance"
+    return (
+        floor,
+        f"the model computes in {NAMES[floor]}: {' and '.join(why)}; onnxruntime and the reference round to {NAMES[floor]} where the graph does: judged at {NAMES[floor]} tolerance",
+    )
 
 
 def _count(n: int, noun: str, verb: str, verbs: str) -> str:

@@ -42,7 +42,9 @@ def audio_chunks(seed: int, count: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     t = np.arange(count * SILERO_CHUNK) / 16000
     f = 150 + 300 * rng.random()
-    audio = (0.3 * np.sin(2 * np.pi * f * t) * (np.sin(2 * np.pi * (0.3 + rng.random()) * t) > 0) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+    audio = (
+        0.3 * np.sin(2 * np.pi * f * t) * (np.sin(2 * np.pi * (0.3 + rng.random()) * t) > 0) + 0.05 * rng.standard_normal(t.size)
+    ).astype(np.float32)
     return [audio[k * SILERO_CHUNK : (k + 1) * SILERO_CHUNK].reshape(1, SILERO_CHUNK) for k in range(count)]
 
 

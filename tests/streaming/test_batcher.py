@@ -444,7 +444,9 @@ def test_a_callback_that_would_wait_for_its_own_worker_is_refused(batcher):
         if any(name.startswith("ovrnn-batcher-") for name, _ in seen):
             break
     on_worker = [text for name, text in seen if name.startswith("ovrnn-batcher-")]
-    assert on_worker and set(on_worker) == {"feed() waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"}
+    assert on_worker and set(on_worker) == {
+        "feed() waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"
+    }
     assert all(text == "fed" for name, text in seen if not name.startswith("ovrnn-batcher-"))
     batcher.close(stream)
 
@@ -461,4 +463,8 @@ def test_stats_report_each_streams_lag_behind_real_time(silero_spec):
             stats = b.stats()
             assert stats["chunk_seconds"] == seconds and set(stats["lag_s"]) == {stream.id}
             assert stats["lag"]["behind"] == behind and (stats["lag_s"][stream.id] > 0) == bool(behind)
-            assert stats["chunks"] == 20 and stats["batch_sizes"] == {1: stats["batches"]} and stats["queue_wait_s"]["p99"] >= stats["queue_wait_s"]["p50"] >= 0
+            assert (
+                stats["chunks"] == 20
+                and stats["batch_sizes"] == {1: stats["batches"]}
+                and stats["queue_wait_s"]["p99"] >= stats["queue_wait_s"]["p50"] >= 0
+            )

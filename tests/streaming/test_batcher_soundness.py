@@ -62,10 +62,20 @@ def test_independent_rows_still_serve_and_batch_1_alone_needs_no_proof():
     outputs, _ = step.run({"X": x, "action": np.array([[1], [6]])}, {n: np.zeros((1, 2, 8), np.float32) for n in spec.state_names})
     oracle = session(policy_model())
     for i, a in enumerate((1, 6)):
-        want = oracle.run(None, {"X": x[:, i : i + 1], "action": np.array([[a]]), "initial_h": np.zeros((1, 1, 8), np.float32), "initial_c": np.zeros((1, 1, 8), np.float32)})[0]
+        want = oracle.run(
+            None,
+            {
+                "X": x[:, i : i + 1],
+                "action": np.array([[a]]),
+                "initial_h": np.zeros((1, 1, 8), np.float32),
+                "initial_c": np.zeros((1, 1, 8), np.float32),
+            },
+        )[0]
         np.testing.assert_allclose(outputs["picked"][i : i + 1], want, atol=1e-6, rtol=1e-5)
     BatchedStep(StreamSpec.of(_mixing_policy("output"), POLICY_STATE), (1,))  # one row a call: nothing to mix
-    ovrnn.StreamBatcher(StreamSpec.of(_mixing_policy("output"), POLICY_STATE), sizes=(1, 4), check_rows=False).shutdown()  # validate --streams' own
+    ovrnn.StreamBatcher(
+        StreamSpec.of(_mixing_policy("output"), POLICY_STATE), sizes=(1, 4), check_rows=False
+    ).shutdown()  # validate --streams' own
 
 
 def test_one_streams_bad_index_is_refused_alone_at_the_default_one_thread():
@@ -76,7 +86,10 @@ def test_one_streams_bad_index_is_refused_alone_at_the_default_one_thread():
     rng = np.random.default_rng(11)
     x = [[rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32) for _ in range(4)] for _ in range(3)]
     oracle = session(model)
-    with ovrnn.StreamBatcher(model, POLICY_STATE, sizes=(1, 4), max_wait_ms=50) as b, ovrnn.StreamBatcher(model, POLICY_STATE, sizes=(1, 4), max_wait_ms=50) as clean:
+    with (
+        ovrnn.StreamBatcher(model, POLICY_STATE, sizes=(1, 4), max_wait_ms=50) as b,
+        ovrnn.StreamBatcher(model, POLICY_STATE, sizes=(1, 4), max_wait_ms=50) as clean,
+    ):
         streams, twins = [b.open() for _ in range(4)], [clean.open() for _ in range(4)]
         b.feed_many([(s, {"X": xi, "action": np.array([[1]])}) for s, xi in zip(streams, x[0])])
         clean.feed_many([(s, {"X": xi, "action": np.array([[1]])}) for s, xi in zip(twins, x[0])])
@@ -107,17 +120,35 @@ def test_one_streams_bad_index_is_refused_alone_at_the_default_one_thread():
         assert b.feed(streams[1], {"X": x[2][1], "action": np.array([[-8]])})["picked"].shape == (1, 1)  # -8: ONNX's from-the-end index
     step = BatchedStep(StreamSpec.of(model, POLICY_STATE), (1, 4))
     with pytest.raises(UsageError, match=r"^input 'action': value 8 at index \[1, 0\] is out of range"):
-        step.run({"X": np.zeros((1, 2, 3), np.float32), "action": np.array([[0], [8]])}, {n: np.zeros((1, 2, 8), np.float32) for n in step.spec.state_names})
+        step.run(
+            {"X": np.zeros((1, 2, 3), np.float32), "action": np.array([[0], [8]])},
+            {n: np.zeros((1, 2, 8), np.float32) for n in step.spec.state_names},
+        )
 
 
 def test_an_output_that_is_a_graph_input_is_refused_and_a_state_passed_through_is_served():
     f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 3])
-    nodes = [helper.make_node("Relu", ["X"], ["r"]), helper.make_node("Add", ["r", "s"], ["Y"]), helper.make_node("Add", ["s", "X"], ["s_new"])]
-    echo = helper.make_model(helper.make_graph(nodes, "echo", [f("X"), f("s")], [f("Y"), f("X"), f("s_new")]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    with pytest.raises(UnsupportedFeatureError, match=r"^output 'X' is the graph input 'X' itself \(ONNX allows an input listed as an output\): a stream batcher does not serve it; "):
+    nodes = [
+        helper.make_node("Relu", ["X"], ["r"]),
+        helper.make_node("Add", ["r", "s"], ["Y"]),
+        helper.make_node("Add", ["s", "X"], ["s_new"]),
+    ]
+    echo = helper.make_model(
+        helper.make_graph(nodes, "echo", [f("X"), f("s")], [f("Y"), f("X"), f("s_new")]),
+        opset_imports=[helper.make_opsetid("", 17)],
+        ir_version=8,
+    )
+    with pytest.raises(
+        UnsupportedFeatureError,
+        match=r"^output 'X' is the graph input 'X' itself \(ONNX allows an input listed as an output\): a stream batcher does not serve it; ",
+    ):
         ovrnn.StreamBatcher(echo, "s=s_new", sizes=(1, 4))
     nodes = [helper.make_node("Add", ["X", "s"], ["out"]), helper.make_node("Identity", ["s"], ["s_new"])]
-    keep = helper.make_model(helper.make_graph(nodes, "keep", [f("X"), f("s")], [f("out"), f("s_new")]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    keep = helper.make_model(
+        helper.make_graph(nodes, "keep", [f("X"), f("s")], [f("out"), f("s_new")]),
+        opset_imports=[helper.make_opsetid("", 17)],
+        ir_version=8,
+    )
     seed = np.array([[1.0, 2.0, 3.0]], np.float32)
     with ovrnn.StreamBatcher(keep, "s=s_new", sizes=(1, 4), max_wait_ms=5) as b:
         streams = [b.open(state={"s": seed * (k + 1)}) for k in range(3)]
@@ -141,8 +172,10 @@ def test_the_stateless_ray_deployment_refuses_a_bad_index_before_merging_request
     bad = {"inputs": {"X": x, "action": np.array([[0], [99], [1]], np.int64)}}
     with pytest.raises(UsageError) as info:
         asyncio.run(deployment.step(bad))
-    assert str(info.value) == ("a request: input 'action': value 99 at index [1, 0] is out of range for GatherElements 'picked' "
-                               "(axis 1 of its data, size 8), expected -8 <= index <= 7")
+    assert str(info.value) == (
+        "a request: input 'action': value 99 at index [1, 0] is out of range for GatherElements 'picked' "
+        "(axis 1 of its data, size 8), expected -8 <= index <= 7"
+    )
     good = protocol.check_request(deployment.spec, {"inputs": {"X": x, "action": np.array([[0], [5], [1]], np.int64)}})
     (reply,) = deployment._run([good])  # what run_batch does with it inside a replica
     assert reply["outputs"]["picked"].shape == (3, 1) and np.isfinite(reply["outputs"]["picked"]).all()

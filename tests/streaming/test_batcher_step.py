@@ -51,7 +51,10 @@ def test_the_silero_contract_is_read_from_the_model(silero):
     assert spec.state_names == ("state", "input/context")
     assert [(s.input, s.output, s.port.shape, s.port.batch_axis) for s in spec.states] == [("state", "stateN", (2, 1, 128), 1)]
     assert [(p.name, p.shape, p.batch_axis) for p in spec.outputs] == [("output", (1, 1), 0)]
-    assert {k: (v.shape, float(np.abs(v).max())) for k, v in spec.initial_state().items()} == {"state": ((2, 1, 128), 0.0), "input/context": ((1, 64), 0.0)}
+    assert {k: (v.shape, float(np.abs(v).max())) for k, v in spec.initial_state().items()} == {
+        "state": ((2, 1, 128), 0.0),
+        "input/context": ((1, 64), 0.0),
+    }
     assert step.sizes == (1, 8) and step.size_for(3) == 8 and step.size_for(1) == 1 and step.size_for(20) == 8
 
 
@@ -242,12 +245,18 @@ def test_a_stateless_ir_is_served_like_its_onnx_model():
 
     from_ir = StreamSpec.of(ovrnn.convert_model(policy_model()), "initial_h=Y_h,initial_c=Y_c")
     from_onnx = StreamSpec.of(policy_model(), "initial_h=Y_h,initial_c=Y_c")
-    assert [(p.name, p.shape, p.batch_axis) for p in from_ir.inputs] == [(p.name, p.shape, p.batch_axis) for p in from_onnx.inputs] == [("X", (1, 1, 3), 1), ("action", (1, 1), 0)]
+    assert (
+        [(p.name, p.shape, p.batch_axis) for p in from_ir.inputs]
+        == [(p.name, p.shape, p.batch_axis) for p in from_onnx.inputs]
+        == [("X", (1, 1, 3), 1), ("action", (1, 1), 0)]
+    )
     rng = np.random.default_rng(9)
     x = {"X": rng.uniform(-1, 1, (1, 3, 3)).astype(np.float32), "action": np.array([[1], [2], [7]])}
     states = {k: rng.uniform(-1, 1, (1, 3, 8)).astype(np.float32) for k in ("initial_h", "initial_c")}
     a = BatchedStep(from_ir, sizes=(1, 4), threads=2).run(x, states)
     b = BatchedStep(from_onnx, sizes=(1, 4), threads=2).run(x, states)
     assert all(np.array_equal(a[0][k], b[0][k]) for k in a[0]) and all(np.array_equal(a[1][k], b[1][k]) for k in a[1])
-    with pytest.raises(UsageError, match=r"^state=True names a recurrent node's states, which an IR no longer has: give the IR's IN=OUT pairs$"):
+    with pytest.raises(
+        UsageError, match=r"^state=True names a recurrent node's states, which an IR no longer has: give the IR's IN=OUT pairs$"
+    ):
         StreamSpec.of(ovrnn.convert_model(policy_model()), True)

@@ -26,7 +26,9 @@ def test_the_demo_lstm_passes_on_the_command_line(tmp_path):
     proc = ovrnn_cli("validate", STREAM_MODEL, "--stateful", "--streams", 6, "--chunks", 3, "--json", out)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].endswith("--streams 6 on CPU (ran on CPU), inference precision f32, seed 0: 6 streams x 3 chunks through StreamBatcher (sizes 1, 6) in a random arrival order vs each stream alone")
+    assert lines[0].endswith(
+        "--streams 6 on CPU (ran on CPU), inference precision f32, seed 0: 6 streams x 3 chunks through StreamBatcher (sizes 1, 6) in a random arrival order vs each stream alone"
+    )
     assert lines[1] == "states: initial_h [1, 1, 8] float32 (-> Y_h, batch axis 1), initial_c [1, 1, 8] float32 (-> Y_c, batch axis 1)"
     rows = [ln.split() for ln in lines if ln.startswith(("batched == alone", "final state", "reset"))]
     assert len(rows) == 10 and all("PASS" in r for r in rows)
@@ -38,11 +40,17 @@ def test_the_demo_lstm_passes_on_the_command_line(tmp_path):
     assert lines[-1] == "PASS"
     report = json.loads(out.read_text())
     assert report["passed"] is True and report["streams"] == 6 and report["chunks"] == 3
-    assert {(c["check"], c["oracle"]) for c in report["comparisons"]} >= {("batched == alone", "onnxruntime"), ("final state", "reference"), ("reset", "its first output")}
+    assert {(c["check"], c["oracle"]) for c in report["comparisons"]} >= {
+        ("batched == alone", "onnxruntime"),
+        ("final state", "reference"),
+        ("reset", "its first output"),
+    }
 
 
 def test_silero_with_its_context_passes():
-    report = validate_streams(str(silero_path()), 10, "state=stateN", context={"input": 64}, input=["input[1,576],sr->16000"], chunks=3, seed=2)
+    report = validate_streams(
+        str(silero_path()), 10, "state=stateN", context={"input": 64}, input=["input[1,576],sr->16000"], chunks=3, seed=2
+    )
     assert report.passed, report.format()
     worst = {(c.check, c.output, c.oracle): c.max_abs for c in report.comparisons}
     assert worst[("batched == alone", "output", "batch 1")] == 0.0 and worst[("final state", "state", "batch 1")] == 0.0
@@ -73,10 +81,19 @@ def test_a_model_whose_rows_mix_fails_with_exit_1(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--streams", "4"], "error: --streams serves a stream's states: give them with --stateful (IN=OUT pairs, or alone for a lone recurrent node's)"),
+        (
+            ["--streams", "4"],
+            "error: --streams serves a stream's states: give them with --stateful (IN=OUT pairs, or alone for a lone recurrent node's)",
+        ),
         (["--stateful", "--context", "X=2"], "error: --context is the input context of --streams N: add --streams"),
-        (["--stateful", "--streams", "4", "--context", "X"], "error: --context: expected NAME=L with L a number of entries >= 1, such as \"input=64\", got 'X'"),
-        (["--stateful", "--streams", "4", "--batch", "2"], "error: --batch is not available with --streams (each stream is batch 1; the batcher compiles its own static sizes)"),
+        (
+            ["--stateful", "--streams", "4", "--context", "X"],
+            "error: --context: expected NAME=L with L a number of entries >= 1, such as \"input=64\", got 'X'",
+        ),
+        (
+            ["--stateful", "--streams", "4", "--batch", "2"],
+            "error: --batch is not available with --streams (each stream is batch 1; the batcher compiles its own static sizes)",
+        ),
         (["--stateful", "--streams", "0"], None),
     ],
     ids=["no-states", "context-alone", "context-syntax", "batch", "zero-streams"],

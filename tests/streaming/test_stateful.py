@@ -89,7 +89,9 @@ def _stream(case: Case, lowering: str = "cell"):
     np_dtype = DTYPES[case.dtype][0]
     rng = np.random.default_rng(7)
     T, B = case.T, case.batch
-    x_long = (rng.uniform(-1, 1, (B, T * CHUNKS, case.input_size) if case.layout else (T * CHUNKS, B, case.input_size)) * 2).astype(np_dtype)
+    x_long = (rng.uniform(-1, 1, (B, T * CHUNKS, case.input_size) if case.layout else (T * CHUNKS, B, case.input_size)) * 2).astype(
+        np_dtype
+    )
     inputs, attrs = _node_inputs(model, feeds)
     slots = {"initial_h": 5, "initial_c": 6}
     states = {}  # the float64 reference state per slot, [1, B, H] / [B, 1, H]
@@ -213,11 +215,24 @@ def test_ir_states_rt_info_and_inputs(tmp_path):
     assert assigns == ["lstm/C", "lstm/H"]
     assert [el.get("name") for el in root.iter("layer") if el.get("type") == "Parameter"] == ["X"]
     info = {el.get("name"): el.get("value") for el in root.find("rt_info").iter("info") if el.getparent().get("name") == "stateful"}
-    assert info == {"steps": "3", "inputs": "X:1:3", "batch": "X:0", "state_batch": "lstm/H:0;lstm/C:0", "states": "lstm/H=zeros;lstm/C=zeros"}
+    assert info == {
+        "steps": "3",
+        "inputs": "X:1:3",
+        "batch": "X:0",
+        "state_batch": "lstm/H:0;lstm/C:0",
+        "states": "lstm/H=zeros;lstm/C=zeros",
+    }
     ir2 = ovrnn.convert_model(make_model(_case("y", h0=True, h0_const=True))[0], stateful=True)
-    info2 = {el.get("name"): el.get("value") for el in etree.fromstring(ir2.xml).find("rt_info").iter("info") if el.getparent().get("name") == "stateful"}
+    info2 = {
+        el.get("name"): el.get("value")
+        for el in etree.fromstring(ir2.xml).find("rt_info").iter("info")
+        if el.getparent().get("name") == "stateful"
+    }
     assert info2["states"] == "rnn/H=constant" and info2["inputs"] == "X:0:3" and info2["state_batch"] == "rnn/H:1"
-    assert ovrnn.convert_model(make_model(_case("z"))[0], stateful=True).xml == ovrnn.convert_model(make_model(_case("z"))[0], stateful=True).xml
+    assert (
+        ovrnn.convert_model(make_model(_case("z"))[0], stateful=True).xml
+        == ovrnn.convert_model(make_model(_case("z"))[0], stateful=True).xml
+    )
 
 
 def test_variable_ids_are_ascii_and_unique():
@@ -236,7 +251,10 @@ def test_variable_ids_are_ascii_and_unique():
 # --- refusals --------------------------------------------------------------------------------------
 
 REFUSALS = [
-    (_case("rev", direction="reverse"), "error: --stateful: RNN node 'rnn' is reverse; a stream needs forward nodes: the reverse direction reads each chunk back to front"),
+    (
+        _case("rev", direction="reverse"),
+        "error: --stateful: RNN node 'rnn' is reverse; a stream needs forward nodes: the reverse direction reads each chunk back to front",
+    ),
     (
         _case("bidir", op="LSTM", direction="bidirectional"),
         "error: --stateful: LSTM node 'lstm' is bidirectional; a stream needs forward nodes: the reverse direction reads each chunk back to front",
@@ -307,5 +325,7 @@ def test_static_stateful_ir_has_no_dead_layers(op):
 
 def test_ir_version_10_is_refused():
     model, _, _ = make_model(_case("v10"))
-    with pytest.raises(ovrnn.errors.UsageError, match=r"^stateful needs IR v11: ir_version=10 has no rt_info to record the stream's steps and time axes$"):
+    with pytest.raises(
+        ovrnn.errors.UsageError, match=r"^stateful needs IR v11: ir_version=10 has no rt_info to record the stream's steps and time axes$"
+    ):
         ovrnn.convert_model(model, ir_version=10, stateful=True)

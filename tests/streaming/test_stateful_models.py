@@ -41,7 +41,12 @@ def _whole_model(op="LSTM", layout=0, T="T", batch="B"):
         "whole",
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, x_shape), helper.make_tensor_value_info("h0", TensorProto.FLOAT, h_shape)],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, None), helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.float32(0.5), "half"), init("W", (1, G * H, I)), init("R", (1, G * H, H)), init("Bias", (1, 2 * G * H))],
+        [
+            numpy_helper.from_array(np.float32(0.5), "half"),
+            init("W", (1, G * H, I)),
+            init("R", (1, G * H, H)),
+            init("Bias", (1, 2 * G * H)),
+        ],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
@@ -97,7 +102,13 @@ def _pair_model():
         helper.make_node("Cast", ["y"], ["i"], to=TensorProto.INT32),
     ]
     inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("starts", [0]), ("ends", [3]), ("axes", [1]))]
-    graph = helper.make_graph(nodes, "pairs", [f("x", [2, 4]), f("s", [2, 4])], [f("y", [2, 4]), f("sn", [2, 4]), f("z", [2, 4]), f("w", [2, 3]), f("i", [2, 4], TensorProto.INT32)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "pairs",
+        [f("x", [2, 4]), f("s", [2, 4])],
+        [f("y", [2, 4]), f("sn", [2, 4]), f("z", [2, 4]), f("w", [2, 3]), f("i", [2, 4], TensorProto.INT32)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
@@ -123,7 +134,10 @@ PAIR_REFUSALS = [
     ("s=i", "error: --stateful 's=i': the input is f32 and the output i32; a state keeps one type"),
     ("s=z", "error: --stateful 's=z': output 'z' does not depend on input 's', so it is not the next value of that state"),
     ("s=sn,s=y", "error: --stateful 's=y': 's' is already in another pair"),
-    ("s", "error: ovrnn convert: argument --stateful: expected IN=OUT pairs such as state=stateN, got 's' (to make every recurrent node stateful, put --stateful alone after the model file) (see ovrnn convert --help)"),
+    (
+        "s",
+        "error: ovrnn convert: argument --stateful: expected IN=OUT pairs such as state=stateN, got 's' (to make every recurrent node stateful, put --stateful alone after the model file) (see ovrnn convert --help)",
+    ),
 ]
 
 
@@ -157,8 +171,17 @@ def _chained_state_model(h0_of_b: str):
         helper.make_node("Tanh", ["e"], ["te"]),
         helper.make_node("GRU", ["ya", "Wb", "Rb", "", "", h0_of_b], ["y"], hidden_size=4, name="b"),
     ]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 3]), helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 1, 4])]
-    inits = [w("Wa", 1, 12, 3), w("Ra", 1, 12, 4), w("Wb", 1, 12, 4), w("Rb", 1, 12, 4), numpy_helper.from_array(np.array([1], np.int64), "ax1")]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 3]),
+        helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 1, 4]),
+    ]
+    inits = [
+        w("Wa", 1, 12, 3),
+        w("Ra", 1, 12, 4),
+        w("Wb", 1, 12, 4),
+        w("Rb", 1, 12, 4),
+        numpy_helper.from_array(np.array([1], np.int64), "ax1"),
+    ]
     graph = helper.make_graph(nodes, "chained", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
@@ -224,14 +247,31 @@ def _mixing_model(tail: str):
     rng = np.random.default_rng(1)
     H = 4
     init = lambda n, shape: numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), n)  # noqa: E731
-    nodes = [helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y"], hidden_size=H, name="enc"), helper.make_node("Squeeze", ["Y", "one"], ["Ys"])]
-    inits = [init("W", (1, 4 * H, 3)), init("R", (1, 4 * H, H)), init("B", (1, 8 * H)), numpy_helper.from_array(np.array([1], np.int64), "one")]
+    nodes = [
+        helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y"], hidden_size=H, name="enc"),
+        helper.make_node("Squeeze", ["Y", "one"], ["Ys"]),
+    ]
+    inits = [
+        init("W", (1, 4 * H, 3)),
+        init("R", (1, 4 * H, H)),
+        init("B", (1, 8 * H)),
+        numpy_helper.from_array(np.array([1], np.int64), "one"),
+    ]
     if tail == "conv":
-        nodes += [helper.make_node("Transpose", ["Ys"], ["Yt"], perm=[1, 2, 0]), helper.make_node("Conv", ["Yt", "K"], ["out"], pads=[1, 1])]
+        nodes += [
+            helper.make_node("Transpose", ["Ys"], ["Yt"], perm=[1, 2, 0]),
+            helper.make_node("Conv", ["Yt", "K"], ["out"], pads=[1, 1]),
+        ]
         inits.append(init("K", (H, H, 3)))
     else:
         nodes.append(helper.make_node("ReduceMean", ["Ys"], ["out"], axes=[0], keepdims=0))
-    graph = helper.make_graph(nodes, "mix", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["T", 2, 3])], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "mix",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["T", 2, 3])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
@@ -289,7 +329,13 @@ def _torch_two_layer_gru(path):
     rng = np.random.default_rng(5)
     H, I = 4, 3
     c = lambda name, value: numpy_helper.from_array(np.asarray(value), name)  # noqa: E731
-    inits = [c("one", np.int64(1)), c("two", np.array([2], np.int64)), c("hs", np.array([H], np.int64)), c("ax", np.array([0], np.int64)), c("ax1", np.array([1], np.int64))]
+    inits = [
+        c("one", np.int64(1)),
+        c("two", np.array([2], np.int64)),
+        c("hs", np.array([H], np.int64)),
+        c("ax", np.array([0], np.int64)),
+        c("ax1", np.array([1], np.int64)),
+    ]
     inits += [c(f"s{k}", np.array([k], np.int64)) for k in range(3)]
     nodes = [
         helper.make_node("Shape", ["x"], ["shape"]),
@@ -300,14 +346,29 @@ def _torch_two_layer_gru(path):
     ]
     y = "x"
     for layer in range(2):
-        inits += [c(f"W{layer}", (rng.standard_normal((1, 3 * H, I if layer == 0 else H)) * 0.4).astype(np.float32)), c(f"R{layer}", (rng.standard_normal((1, 3 * H, H)) * 0.4).astype(np.float32))]
+        inits += [
+            c(f"W{layer}", (rng.standard_normal((1, 3 * H, I if layer == 0 else H)) * 0.4).astype(np.float32)),
+            c(f"R{layer}", (rng.standard_normal((1, 3 * H, H)) * 0.4).astype(np.float32)),
+        ]
         nodes += [
             helper.make_node("Slice", ["h0", f"s{layer}", f"s{layer + 1}", "ax"], [f"h0_{layer}"]),
-            helper.make_node("GRU", [y, f"W{layer}", f"R{layer}", "", "", f"h0_{layer}"], [f"Y{layer}", f"Yh{layer}"], hidden_size=H, name=f"/g/GRU_{layer}"),
+            helper.make_node(
+                "GRU",
+                [y, f"W{layer}", f"R{layer}", "", "", f"h0_{layer}"],
+                [f"Y{layer}", f"Yh{layer}"],
+                hidden_size=H,
+                name=f"/g/GRU_{layer}",
+            ),
             helper.make_node("Squeeze", [f"Y{layer}", "ax1"], [f"y{layer}"]),
         ]
         y = f"y{layer}"
-    graph = helper.make_graph(nodes, "gru2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "B", I])], [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "gru2",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "B", I])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, path)
@@ -345,15 +406,22 @@ def test_a_model_pinned_to_k_steps_converts_with_a_note():
     init = lambda n, s: numpy_helper.from_array(rng.uniform(-0.5, 0.5, s).astype(np.float32), n)  # noqa: E731
     nodes = [helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=4), helper.make_node("Reshape", ["Y", "shape"], ["out"])]
     graph = helper.make_graph(
-        nodes, "pinned", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 2, 3])], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        nodes,
+        "pinned",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 2, 3])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
         [init("W", (1, 16, 3)), init("R", (1, 16, 4)), numpy_helper.from_array(np.array([4, 8], np.int64), "shape")],
     )
     ir = ovrnn.convert_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), stateful=True)
-    assert ir.notes[-1].startswith("could not check that the chunked stream equals the whole sequence: the model does not convert with 12 steps (")
+    assert ir.notes[-1].startswith(
+        "could not check that the chunked stream equals the whole sequence: the model does not convert with 12 steps ("
+    )
     assert ir.notes[-1].endswith("); the stream is not proven") and b'type="ReadValue"' in ir.xml
 
 
-@pytest.mark.parametrize("kw", [{"compress_to_fp16": True}, {"lowering": "matmul"}, {"static": True}], ids=["fp16-weights", "matmul", "static"])
+@pytest.mark.parametrize(
+    "kw", [{"compress_to_fp16": True}, {"lowering": "matmul"}, {"static": True}], ids=["fp16-weights", "matmul", "static"]
+)
 def test_whole_model_options_pass_the_chunked_check(kw):
     """The convert-time check compares like with like: f16-compressed weights, the matmul lowering
     and static shapes stream without a false time-mixing refusal."""
@@ -366,7 +434,9 @@ def test_a_pair_input_with_an_initializer_starts_from_it():
     after a reset; zeros only when there is none."""
     f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 4])  # noqa: E731
     nodes = [helper.make_node("Add", ["x", "s"], ["y"]), helper.make_node("Tanh", ["y"], ["sn"])]
-    graph = helper.make_graph(nodes, "default", [f("x"), f("s")], [f("y"), f("sn")], [numpy_helper.from_array(np.full((2, 4), 0.5, np.float32), "s")])
+    graph = helper.make_graph(
+        nodes, "default", [f("x"), f("s")], [f("y"), f("sn")], [numpy_helper.from_array(np.full((2, 4), 0.5, np.float32), "s")]
+    )
     ir = ovrnn.convert_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), stateful="s=sn")
     model, compiled = _compile(ir)
     assert [i.get_any_name() for i in model.inputs] == ["x"] and [o.get_any_name() for o in model.outputs] == ["y"]
@@ -396,7 +466,9 @@ def test_inspect_names_a_state_without_initializer(tmp_path):
     ov.save_model(model, tmp_path / "foreign.xml")
     r = ovrnn_cli("inspect", tmp_path / "foreign.xml")
     assert r.returncode == 0, r.stderr
-    assert "  ssn                  f32      [1,3]  initial: none (empty after a reset)" in r.stdout.splitlines()  # MakeStateful: id = in + out
+    assert (
+        "  ssn                  f32      [1,3]  initial: none (empty after a reset)" in r.stdout.splitlines()
+    )  # MakeStateful: id = in + out
 
 
 def test_pair_stream_of_a_node_inside_an_if_body_cuts_x_on_its_time_axis():

@@ -49,7 +49,13 @@ def test_silero_openvino_16k_streams_with_a_state_pair(frames):
     ir = ovrnn.convert_model(path, stateful="state=stateN")
     model, compiled = _compile(ir)
     assert [i.get_any_name() for i in model.inputs] == ["input"] and [o.get_any_name() for o in model.outputs] == ["output"]
-    assert _stream_info(model) == {"steps": "576", "inputs": "input:1:576", "batch": "input:0", "state_batch": "state:1", "states": "state=pair:state=stateN"}
+    assert _stream_info(model) == {
+        "steps": "576",
+        "inputs": "input:1:576",
+        "batch": "input:0",
+        "state_batch": "state:1",
+        "states": "state=pair:state=stateN",
+    }
     request = compiled.create_infer_request()
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     state = np.zeros((2, 1, 128), np.float32)
@@ -71,7 +77,11 @@ def test_silero_16k_sequence_streams(frames, stateful):
     model, compiled = _compile(ir)
     info = _stream_info(model)
     if stateful is True:
-        assert info["states"] == "/recurrent/LSTM/H=zeros;/recurrent/LSTM/C=zeros" and [o.get_any_name() for o in model.outputs] == ["speech_probs", "hn", "cn"]
+        assert info["states"] == "/recurrent/LSTM/H=zeros;/recurrent/LSTM/C=zeros" and [o.get_any_name() for o in model.outputs] == [
+            "speech_probs",
+            "hn",
+            "cn",
+        ]
     else:
         assert info["states"] == "h=pair:h=hn;c=pair:c=cn" and [o.get_any_name() for o in model.outputs] == ["speech_probs"]
         assert info["state_batch"] == "h:1;c:1"

@@ -164,7 +164,10 @@ def test_exact_chunks_of_a_static_stream_skip_the_checks_others_are_checked(irs,
     close(got, whole(proto, case, x)["Y"], "exact chunks")
     with pytest.raises(ovrnn.UsageError) as e:
         exact.feed({"X": np.zeros((K + 1, case.batch, case.input_size), np.float32)})
-    assert str(e.value) == f"input 'X': one call takes {K} steps on axis 0, got {K + 1} (shape [{K + 1}, 2, 3]); split a longer input into {K}-step chunks"
+    assert (
+        str(e.value)
+        == f"input 'X': one call takes {K} steps on axis 0, got {K + 1} (shape [{K + 1}, 2, 3]); split a longer input into {K}-step chunks"
+    )
 
 
 @pytest.mark.parametrize(
@@ -173,9 +176,18 @@ def test_exact_chunks_of_a_static_stream_skip_the_checks_others_are_checked(irs,
         (lambda s, c: s.set_state("lstm/X", np.zeros((1, 2, 6), np.float32)), "'lstm/X' is not a state of the IR (states: lstm/H, lstm/C)"),
         (lambda s, c: s.set_state("lstm/H", np.zeros((1, 2, 5), np.float32)), "state 'lstm/H': dim 2 must be 6, got 5 (shape [1, 2, 5])"),
         (lambda s, c: s.set_state("lstm/H", np.zeros((2, 6), np.float32)), "state 'lstm/H': expected rank 3 [1,?,6], got shape [2, 6]"),
-        (lambda s, c: s.feed({"X": np.zeros((5, 2, c.input_size), np.float32)}), "input 'X': one call takes 4 steps on axis 0, got 5 (shape [5, 2, 3]); split a longer input into 4-step chunks"),
-        (lambda s, c: s.run({"X": np.zeros((8, 2, c.input_size), np.float32)}, reset_every=0), "reset_every: expected a positive number of calls, got 0"),
-        (lambda s, c: s.run({"X": np.zeros((8, 2, c.input_size), np.float32)}, initial_state={"lstm/Q": 0}), "initial_state: 'lstm/Q' is not a state of the IR (states: lstm/H, lstm/C)"),
+        (
+            lambda s, c: s.feed({"X": np.zeros((5, 2, c.input_size), np.float32)}),
+            "input 'X': one call takes 4 steps on axis 0, got 5 (shape [5, 2, 3]); split a longer input into 4-step chunks",
+        ),
+        (
+            lambda s, c: s.run({"X": np.zeros((8, 2, c.input_size), np.float32)}, reset_every=0),
+            "reset_every: expected a positive number of calls, got 0",
+        ),
+        (
+            lambda s, c: s.run({"X": np.zeros((8, 2, c.input_size), np.float32)}, initial_state={"lstm/Q": 0}),
+            "initial_state: 'lstm/Q' is not a state of the IR (states: lstm/H, lstm/C)",
+        ),
     ],
     ids=["unknown-state", "state-wrong-hidden", "state-wrong-rank", "chunk-too-long", "reset-every-0", "run-unknown-seed"],
 )
@@ -208,7 +220,13 @@ def test_device_traits_by_name(device, npu):
 
 @pytest.mark.parametrize(
     "device, precision, noted",
-    [("GPU", "f16", "here f16"), ("GPU.1", "default", "here the device's default (f16 on GPU)"), ("HETERO:GPU,CPU", "bf16", "here bf16"), ("GPU", "f32", None), ("CPU", "f16", None)],
+    [
+        ("GPU", "f16", "here f16"),
+        ("GPU.1", "default", "here the device's default (f16 on GPU)"),
+        ("HETERO:GPU,CPU", "bf16", "here bf16"),
+        ("GPU", "f32", None),
+        ("CPU", "f16", None),
+    ],
 )
 def test_gpu_state_precision_is_noted_by_name(device, precision, noted):
     note = plugins.precision_note(device, precision)
@@ -218,7 +236,10 @@ def test_gpu_state_precision_is_noted_by_name(device, precision, noted):
 def test_npu_refuses_a_dynamic_batch_before_compiling(irs):
     with pytest.raises(ovrnn.UsageError) as e:
         ovrnn.Stream(irs[STREAM_CASES[2].id][0], device="npu")
-    assert str(e.value) == "NPU runs static shapes only, and input 'X' is [4,?,3]: convert with --static and fix the batch with --input (e.g. \"X[16,1,64]\")"
+    assert (
+        str(e.value)
+        == "NPU runs static shapes only, and input 'X' is [4,?,3]: convert with --static and fix the batch with --input (e.g. \"X[16,1,64]\")"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -276,8 +297,25 @@ CPU_FORM_CASES = [
     (Case("lstm-T1-H64-I32-stream-cpu-measured-explicit", op="LSTM", T=1, batch=1, input_size=32, hidden=64, h0=True, c0=True), "explicit"),
     (Case("lstm-T16-H128-stream-cpu-measured-cell", op="LSTM", T=16, batch=1, input_size=128, hidden=128, h0=True, c0=True), "cell"),
     (Case("lstm-T1-H512-stream-cpu-measured-cell", op="LSTM", T=1, batch=1, input_size=64, hidden=512, h0=True, c0=True), "cell"),
-    (Case("gru-lbr1-T1-H64-stream-cpu-measured-explicit", op="GRU", T=1, batch=1, input_size=16, hidden=64, linear_before_reset=1, h0=True), "explicit"),
-    (Case("gru-lbr1-T16-H128-stream-cpu-measured-explicit", op="GRU", T=16, batch=1, input_size=32, hidden=128, linear_before_reset=1, h0=True), "explicit"),
+    (
+        Case(
+            "gru-lbr1-T1-H64-stream-cpu-measured-explicit", op="GRU", T=1, batch=1, input_size=16, hidden=64, linear_before_reset=1, h0=True
+        ),
+        "explicit",
+    ),
+    (
+        Case(
+            "gru-lbr1-T16-H128-stream-cpu-measured-explicit",
+            op="GRU",
+            T=16,
+            batch=1,
+            input_size=32,
+            hidden=128,
+            linear_before_reset=1,
+            h0=True,
+        ),
+        "explicit",
+    ),
     (Case("rnn-T1-H128-stream-cpu-measured-explicit", op="RNN", T=1, batch=1, input_size=32, hidden=128, h0=True), "explicit"),
     (Case("rnn-T16-H128-stream-cpu-measured-cell", op="RNN", T=16, batch=1, input_size=32, hidden=128, h0=True), "cell"),
 ]
@@ -318,8 +356,10 @@ def test_a_dynamic_stream_for_cpu_is_told_its_cost_and_the_fix():
     ir = ovrnn.convert_model(proto, flags, stateful=True, device="CPU")
     assert ir.notes[-1] == (
         "stateful: input 'X' [1,?,3] is left dynamic: the stream runs OpenVINO's dynamic-shape path on every call "
-        "(a one-step LSTM on CPU: 2.3x the time of the same stream with static shapes); fix the dims for a faster stream, e.g. input=\"X[1,1,3]\""
+        '(a one-step LSTM on CPU: 2.3x the time of the same stream with static shapes); fix the dims for a faster stream, e.g. input="X[1,1,3]"'
     )
     fixed = ovrnn.convert_model(proto, "X[1,1,3]", stateful=True, device="CPU")
     assert not any("left dynamic" in n for n in fixed.notes) and b'variable_shape="1,1,4"' in fixed.xml
-    assert not any("left dynamic" in n for n in ovrnn.convert_model(proto, flags, stateful=True).notes)  # no device: nothing measured to say
+    assert not any(
+        "left dynamic" in n for n in ovrnn.convert_model(proto, flags, stateful=True).notes
+    )  # no device: nothing measured to say

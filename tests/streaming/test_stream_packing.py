@@ -57,7 +57,11 @@ def test_what_is_not_packed():
     model = engine.read_model(ir)
     names = engine.output_names(model)
     layout = pack_outputs(model, names).layout
-    assert [(n, off, shape) for n, off, shape in layout.parts] == [("Y", 0, (1, 1, 1, 32)), ("Y_h", 32, (1, 1, 32)), ("Y_c", 64, (1, 1, 32))]
+    assert [(n, off, shape) for n, off, shape in layout.parts] == [
+        ("Y", 0, (1, 1, 1, 32)),
+        ("Y_h", 32, (1, 1, 32)),
+        ("Y_c", 64, (1, 1, 32)),
+    ]
     assert layout.size == 96 and layout.dtype == np.float32
     assert len(model.outputs) == 3  # the model given is left as it is
     only_y = stateful(Case("lstm-only-Y", op="LSTM", T=1, batch=1, hidden=4, outputs=("Y",), h0=True, c0=True))

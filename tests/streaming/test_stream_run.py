@@ -37,7 +37,10 @@ def work(tmp_path_factory):
     np.save(folder / "x_batch1.npy", rng.uniform(-2, 2, (3 * K, 1, 3)).astype(np.float32))
     np.save(folder / "x_layout1.npy", rng.uniform(-2, 2, (2, 3 * K, 3)).astype(np.float32))
     np.save(folder / "x_short.npy", rng.uniform(-2, 2, (3 * K + 3, 2, 3)).astype(np.float32))
-    np.savez(folder / "seed.npz", **{"lstm/H": rng.uniform(-1, 1, (1, 2, H)).astype(np.float32), "lstm/C": rng.uniform(-1, 1, (1, 2, H)).astype(np.float32)})
+    np.savez(
+        folder / "seed.npz",
+        **{"lstm/H": rng.uniform(-1, 1, (1, 2, H)).astype(np.float32), "lstm/C": rng.uniform(-1, 1, (1, 2, H)).astype(np.float32)},
+    )
     np.savez(folder / "seed_unknown.npz", **{"lstm/Q": np.zeros((1, 2, H), np.float32)})
     np.savez(folder / "seed_shape.npz", **{"lstm/H": np.zeros((1, 2, H + 1), np.float32)})
     ovrnn.convert_model(make_model(Case("plain", T=K))[0]).save(folder / "stateless.xml")
@@ -79,7 +82,9 @@ def test_run_streams_a_long_input_in_calls_of_k_steps(work):
 
 def test_reset_every_n_calls_restarts_the_stream(work, monkeypatch, capsys, tmp_path):
     folder, models = work
-    code, out, _ = run_here(monkeypatch, capsys, folder / "lstm.xml", "--input", f"X={folder / 'x.npy'}", "--reset-every", 4, "-o", tmp_path / "o.npz")
+    code, out, _ = run_here(
+        monkeypatch, capsys, folder / "lstm.xml", "--input", f"X={folder / 'x.npy'}", "--reset-every", 4, "-o", tmp_path / "o.npz"
+    )
     assert code == 0 and "reset at the start and every 4 calls" in out
     x = np.load(folder / "x.npy")
     want = np.concatenate([whole(models["LSTM"], part)["Y"] for part in np.split(x, 3)])
@@ -88,40 +93,86 @@ def test_reset_every_n_calls_restarts_the_stream(work, monkeypatch, capsys, tmp_
 
 def test_initial_state_seeds_the_stream_by_state_id(work, monkeypatch, capsys, tmp_path):
     folder, models = work
-    code, out, _ = run_here(monkeypatch, capsys, folder / "lstm.xml", "--input", f"X={folder / 'x.npy'}", "--initial-state", folder / "seed.npz", "-o", tmp_path / "o.npz")
+    code, out, _ = run_here(
+        monkeypatch,
+        capsys,
+        folder / "lstm.xml",
+        "--input",
+        f"X={folder / 'x.npy'}",
+        "--initial-state",
+        folder / "seed.npz",
+        "-o",
+        tmp_path / "o.npz",
+    )
     assert code == 0 and "initial states from" in out
     seed = np.load(folder / "seed.npz")
-    close(np.load(tmp_path / "o.npz")["Y"], whole(models["LSTM"], np.load(folder / "x.npy"), 0, seed["lstm/H"], seed["lstm/C"])["Y"], "seeded Y")
+    close(
+        np.load(tmp_path / "o.npz")["Y"],
+        whole(models["LSTM"], np.load(folder / "x.npy"), 0, seed["lstm/H"], seed["lstm/C"])["Y"],
+        "seeded Y",
+    )
 
 
 def test_layout1_streams_on_axis_1_and_repeat_runs_latency_only(work, monkeypatch, capsys, tmp_path):
     folder, models = work
-    code, out, err = run_here(monkeypatch, capsys, folder / "gru.xml", "--input", f"X={folder / 'x_layout1.npy'}", "--repeat", 3, "-o", tmp_path / "o.npz")
+    code, out, err = run_here(
+        monkeypatch, capsys, folder / "gru.xml", "--input", f"X={folder / 'x_layout1.npy'}", "--repeat", 3, "-o", tmp_path / "o.npz"
+    )
     assert code == 0
     assert "per-call latency over 9 calls (3 runs of the stream)" in out and "(calls joined on axis 1)" in out
-    assert "note: --repeat 3: the stream runs 3 times for latency; the throughput half (inferences in flight) is refused: a stateful IR keeps its states in one infer request" in err
+    assert (
+        "note: --repeat 3: the stream runs 3 times for latency; the throughput half (inferences in flight) is refused: a stateful IR keeps its states in one infer request"
+        in err
+    )
     close(np.load(tmp_path / "o.npz")["Y"], whole(models["GRU"], np.load(folder / "x_layout1.npy"), layout=1)["Y"], "layout-1 Y")
 
 
 REFUSALS = [
-    ("short-last-chunk", ["lstm.xml", "--input", "X=x_short.npy"],
-     "input 'X': 15 steps on axis 0 do not split into 4-step calls: 3 full chunks and a last chunk of 3 steps; every call runs exactly 4 steps, so trim or pad the input to a multiple of 4"),
-    ("hint-throughput", ["lstm.xml", "--input", "X=x.npy", "--hint", "throughput"],
-     "--hint throughput: a stateful IR keeps its states in one infer request, so its calls cannot be spread over several requests in flight; use --hint latency or leave --hint out"),
-    ("streams", ["lstm.xml", "--input", "X=x.npy", "--streams", "1"],
-     "--streams: a stateful IR keeps its states in one infer request, and a stream's calls must run in order on it; leave --streams out"),
-    ("unknown-state", ["lstm.xml", "--input", "X=x.npy", "--initial-state", "seed_unknown.npz"],
-     "--initial-state 'seed_unknown.npz': 'lstm/Q' is not a state of the IR (states: lstm/H, lstm/C)"),
-    ("state-wrong-shape", ["lstm.xml", "--input", "X=x.npy", "--initial-state", "seed_shape.npz"],
-     "--initial-state 'seed_shape.npz': state 'lstm/H': dim 2 must be 6, got 7 (shape [1, 2, 7])"),
-    ("state-other-batch", ["lstm.xml", "--input", "X=x_batch1.npy", "--initial-state", "seed.npz"],
-     "--initial-state 'seed.npz': state 'lstm/H' has batch 2 (axis 1) but input 'X' has batch 1"),
-    ("initial-state-npy", ["lstm.xml", "--input", "X=x.npy", "--initial-state", "x.npy"],
-     "--initial-state 'x.npy': expected a .npz holding the states by id (see ovrnn inspect)"),
-    ("initial-state-missing", ["lstm.xml", "--input", "X=x.npy", "--initial-state", "none.npz"],
-     "--initial-state 'none.npz': file 'none.npz' does not exist"),
-    ("reset-every-stateless", ["stateless.xml", "--input", "X=x.npy", "--reset-every", "2"],
-     "--reset-every: IR 'stateless.xml' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a stateful IR with ovrnn convert --stateful"),
+    (
+        "short-last-chunk",
+        ["lstm.xml", "--input", "X=x_short.npy"],
+        "input 'X': 15 steps on axis 0 do not split into 4-step calls: 3 full chunks and a last chunk of 3 steps; every call runs exactly 4 steps, so trim or pad the input to a multiple of 4",
+    ),
+    (
+        "hint-throughput",
+        ["lstm.xml", "--input", "X=x.npy", "--hint", "throughput"],
+        "--hint throughput: a stateful IR keeps its states in one infer request, so its calls cannot be spread over several requests in flight; use --hint latency or leave --hint out",
+    ),
+    (
+        "streams",
+        ["lstm.xml", "--input", "X=x.npy", "--streams", "1"],
+        "--streams: a stateful IR keeps its states in one infer request, and a stream's calls must run in order on it; leave --streams out",
+    ),
+    (
+        "unknown-state",
+        ["lstm.xml", "--input", "X=x.npy", "--initial-state", "seed_unknown.npz"],
+        "--initial-state 'seed_unknown.npz': 'lstm/Q' is not a state of the IR (states: lstm/H, lstm/C)",
+    ),
+    (
+        "state-wrong-shape",
+        ["lstm.xml", "--input", "X=x.npy", "--initial-state", "seed_shape.npz"],
+        "--initial-state 'seed_shape.npz': state 'lstm/H': dim 2 must be 6, got 7 (shape [1, 2, 7])",
+    ),
+    (
+        "state-other-batch",
+        ["lstm.xml", "--input", "X=x_batch1.npy", "--initial-state", "seed.npz"],
+        "--initial-state 'seed.npz': state 'lstm/H' has batch 2 (axis 1) but input 'X' has batch 1",
+    ),
+    (
+        "initial-state-npy",
+        ["lstm.xml", "--input", "X=x.npy", "--initial-state", "x.npy"],
+        "--initial-state 'x.npy': expected a .npz holding the states by id (see ovrnn inspect)",
+    ),
+    (
+        "initial-state-missing",
+        ["lstm.xml", "--input", "X=x.npy", "--initial-state", "none.npz"],
+        "--initial-state 'none.npz': file 'none.npz' does not exist",
+    ),
+    (
+        "reset-every-stateless",
+        ["stateless.xml", "--input", "X=x.npy", "--reset-every", "2"],
+        "--reset-every: IR 'stateless.xml' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a stateful IR with ovrnn convert --stateful",
+    ),
 ]
 
 
@@ -158,7 +209,11 @@ def test_the_streaming_commands_of_the_docs_run_as_written(tmp_path):
     for page in (root / "README.md", root / "docs" / "streaming.md"):
         for block in page.read_text().split("```sh\n")[1:]:
             # vad.onnx: the silero VAD, proved through the API by test_stream_validate.py
-            lines += [ln.split("  #")[0].strip() for ln in block.split("```")[0].splitlines() if ("stream" in ln or "--stateful" in ln) and "vad.onnx" not in ln]
+            lines += [
+                ln.split("  #")[0].strip()
+                for ln in block.split("```")[0].splitlines()
+                if ("stream" in ln or "--stateful" in ln) and "vad.onnx" not in ln
+            ]
     assert len(lines) >= 6, lines
     for line in dict.fromkeys(lines):  # the convert line first: the others use its stream.xml
         proc = ovrnn_cli(*shlex.split(line)[1:], cwd=tmp_path)

@@ -58,7 +58,10 @@ def test_state_pairs_are_proved_against_the_model_run_call_by_call(models):
     assert report.passed, report.format()
     assert {c.check for c in report.comparisons} == ALL_CHECKS - {"chunked == whole"} | {"chunked == by hand"}
     assert report.pairs == ["initial_h=Y_h", "initial_c=Y_c"]
-    assert {(c.output, c.oracle) for c in report.comparisons if c.check == "final state"} >= {("initial_h", "reference Y_h"), ("initial_c", "onnxruntime Y_c")}
+    assert {(c.output, c.oracle) for c in report.comparisons if c.check == "final state"} >= {
+        ("initial_h", "reference Y_h"),
+        ("initial_c", "onnxruntime Y_c"),
+    }
     assert "the states initial_h=Y_h, initial_c=Y_c carried by hand" in report.format().splitlines()[0]
 
 
@@ -72,7 +75,11 @@ def test_the_silero_vad_streams_with_its_state_pair(tmp_path):
     model = spec.submodule_search_locations[0] + "/data/silero_vad_openvino_16k.onnx"
     report = ovrnn.validate(model, stateful="state=stateN", chunks=3)
     assert report.passed, report.format()
-    assert report.steps == 576 and {c.oracle for c in report.comparisons if c.check == "chunked == by hand"} == {"reference", "onnxruntime", "stateless IR"}
+    assert report.steps == 576 and {c.oracle for c in report.comparisons if c.check == "chunked == by hand"} == {
+        "reference",
+        "onnxruntime",
+        "stateless IR",
+    }
 
 
 def test_cli_text_json_and_report_carry_the_same_rows(models, tmp_path):
@@ -87,7 +94,13 @@ def test_cli_text_json_and_report_carry_the_same_rows(models, tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0].endswith("3 calls of 4 steps on one infer request vs the whole 12-step sequence")
     for row in data["comparisons"]:  # every JSON row is a text row, with the same figures
-        assert any(line.split()[: len(row["check"].split())] == row["check"].split() and f"  {row['output']}  " in line and f"  {row['oracle']}  " in line and f"{row['max_abs']:.2e}" in line for line in lines), row
+        assert any(
+            line.split()[: len(row["check"].split())] == row["check"].split()
+            and f"  {row['output']}  " in line
+            and f"  {row['oracle']}  " in line
+            and f"{row['max_abs']:.2e}" in line
+            for line in lines
+        ), row
     assert "chunked == whole: Y error per call 0: " in proc.stdout and lines[-2:] == ["PASS", f"wrote the report to {tmp_path / 'rep'}"]
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "| check | output | oracle |" in md and "| batch, no reset | batch 1 -> 3 | ovrnn's own error |" in md
@@ -134,8 +147,14 @@ def test_without_ovrnns_batch_check_the_plugin_error_fails_the_check(models, mon
     "argv, message",
     [
         (["--chunks", "3"], "error: --chunks is the number of calls of --stateful: add --stateful"),
-        (["--stateful", "--chunks", "1"], "error: ovrnn validate: argument --chunks: expected a number of calls >= 2, got 1 (see ovrnn validate --help)"),
-        (["--stateful", "--report-precisions", "f32,bf16"], "error: --report-precisions is not available with --stateful: the stream runs at --precision"),
+        (
+            ["--stateful", "--chunks", "1"],
+            "error: ovrnn validate: argument --chunks: expected a number of calls >= 2, got 1 (see ovrnn validate --help)",
+        ),
+        (
+            ["--stateful", "--report-precisions", "f32,bf16"],
+            "error: --report-precisions is not available with --stateful: the stream runs at --precision",
+        ),
     ],
     ids=["chunks-without-stateful", "one-call", "report-precisions"],
 )
@@ -170,7 +189,10 @@ def _gru_with_a_gain_input(path):
     from onnx import helper as h
 
     rng = np.random.default_rng(3)
-    w = [onnx.numpy_helper.from_array((rng.standard_normal(s) * 0.4).astype(np.float32), n) for n, s in (("W", (1, 12, 3)), ("R", (1, 12, 4)))]
+    w = [
+        onnx.numpy_helper.from_array((rng.standard_normal(s) * 0.4).astype(np.float32), n)
+        for n, s in (("W", (1, 12, 3)), ("R", (1, 12, 4)))
+    ]
     nodes = [
         h.make_node("GRU", ["X", "W", "R", "", "", "h0"], ["Y", "Y_h"], hidden_size=4, name="gru"),
         h.make_node("Cast", ["sr"], ["srf"], to=TP.FLOAT),
@@ -178,7 +200,11 @@ def _gru_with_a_gain_input(path):
         h.make_node("Mul", ["Y", "gain"], ["out"]),
     ]
     k = onnx.numpy_helper.from_array(np.array(16000, np.float32), "k")
-    inputs = [h.make_tensor_value_info("X", TP.FLOAT, [3, 1, 3]), h.make_tensor_value_info("h0", TP.FLOAT, [1, 1, 4]), h.make_tensor_value_info("sr", TP.INT64, [])]
+    inputs = [
+        h.make_tensor_value_info("X", TP.FLOAT, [3, 1, 3]),
+        h.make_tensor_value_info("h0", TP.FLOAT, [1, 1, 4]),
+        h.make_tensor_value_info("sr", TP.INT64, []),
+    ]
     outputs = [h.make_tensor_value_info("out", TP.FLOAT, None), h.make_tensor_value_info("Y_h", TP.FLOAT, None)]
     model = h.make_model(h.make_graph(nodes, "gain", inputs, outputs, [*w, k]), opset_imports=[h.make_opsetid("", 14)])
     model.ir_version = 8

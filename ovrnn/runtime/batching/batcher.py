@@ -87,7 +87,9 @@ class StreamBatcher:
             _seconds("chunk_seconds", chunk_seconds)
         if isinstance(model, StreamSpec):
             if state is not None or context or shapes or frozen or batch:
-                raise UsageError("a StreamSpec already says the states, context, shapes, frozen inputs and batch axes: give them to StreamSpec.of, not here")
+                raise UsageError(
+                    "a StreamSpec already says the states, context, shapes, frozen inputs and batch axes: give them to StreamSpec.of, not here"
+                )
             spec = model
         else:
             spec = StreamSpec.of(
@@ -161,7 +163,9 @@ class StreamBatcher:
         worker = self._workers[sid % count]
         with worker.cond:
             worker.recorder.refused_streams += 1
-        raise OverloadedError(f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); close one, or make the batcher with a larger max_streams")
+        raise OverloadedError(
+            f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); close one, or make the batcher with a larger max_streams"
+        )
 
     def feed(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
         """One chunk of `stream` ({input: one stream's chunk}), blocking until its batch ran:
@@ -349,7 +353,7 @@ class StreamBatcher:
     def _enqueue(self, items: list, claim: bool = False) -> bool:
         """Queue [(stream, chunk, sink, index)], every stream on one worker: all, or none when a
         stream is closed or would pass ``max_pending``. `claim`: a blocking caller that runs the
-        batches itself when the worker is idle (``Worker.run_here``): True when it must.""" 
+        batches itself when the worker is idle (``Worker.run_here``): True when it must."""
         worker = self._worker(items[0][0])
         with worker.cond:
             counts: dict[int, int] = {}
@@ -414,7 +418,9 @@ class StreamBatcher:
         """A call that waits for a batch, made on a worker's own thread (a Future's callback runs
         there), would wait for itself for ever."""
         if threading.current_thread() in self._threads or any(w.claimed == threading.get_ident() for w in self._workers):
-            raise UsageError(f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there")
+            raise UsageError(
+                f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"
+            )
 
     def _chunks(self, group: list) -> list[dict[str, np.ndarray]]:
         """Many streams' chunks, checked and copied: when each is exactly {input: array of its
@@ -484,5 +490,10 @@ def _count(name: str, value) -> None:
 
 
 def _seconds(name: str, value, zero: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 if zero else value > 0) or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (value >= 0 if zero else value > 0)
+        or not math.isfinite(value)
+    ):
         raise UsageError(f"{name}: expected a finite number {'of 0' if zero else 'above 0'}{' or more' if zero else ''}, got {value!r}")

@@ -154,7 +154,9 @@ def _stacked(spec, inputs: dict, n: int) -> dict[str, np.ndarray]:
         shape = spec.chunk_shape(port.name)
         want = shape[: port.batch_axis] + (n,) + shape[port.batch_axis + 1 :]
         if array.shape != want:
-            raise UsageError(f"input '{port.name}': {n} streams' chunks stacked on axis {port.batch_axis} are shape {list(want)}, got {list(array.shape)}")
+            raise UsageError(
+                f"input '{port.name}': {n} streams' chunks stacked on axis {port.batch_axis} are shape {list(want)}, got {list(array.shape)}"
+            )
         if array.dtype != port.dtype and not np.can_cast(array.dtype, port.dtype, "same_kind"):
             raise UsageError(f"input '{port.name}': expected {port.dtype}, got {array.dtype}")
         out[port.name] = array if array.dtype == port.dtype else array.astype(port.dtype)

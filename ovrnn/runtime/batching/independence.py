@@ -64,7 +64,9 @@ def check_rows_independent(step, bucket) -> None:
         for row, alone in ((0, first[name]), (1, second[name])):
             got = _pick(both[name], axis, row)
             if not np.allclose(got, alone, rtol=RTOL, atol=ATOL, equal_nan=True):
-                diff = float(np.nanmax(np.abs(got.astype(np.float64) - alone.astype(np.float64)))) if got.dtype.kind == "f" else float("nan")
+                diff = (
+                    float(np.nanmax(np.abs(got.astype(np.float64) - alone.astype(np.float64)))) if got.dtype.kind == "f" else float("nan")
+                )
                 raise UnsupportedFeatureError(
                     f"the model mixes batch rows: output '{name}' of a stream changes with the other rows of its batch "
                     f"(row {row} at batch {bucket.size}: {diff:.3g} off with another row beside it); a batcher would serve each stream "

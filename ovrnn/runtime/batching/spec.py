@@ -158,7 +158,9 @@ class StreamSpec:
         except RuntimeError as exc:
             from ...device.ov import ov_message
 
-            raise UsageError(f"the IR does not take batch {n}: {ov_message(exc)}; convert the ONNX model instead (the batcher converts it at each batch size)") from None
+            raise UsageError(
+                f"the IR does not take batch {n}: {ov_message(exc)}; convert the ONNX model instead (the batcher converts it at each batch size)"
+            ) from None
         return model
 
     # -- building one
@@ -192,7 +194,9 @@ class StreamSpec:
 
         pairs = state_request(state)
         if pairs is False:
-            raise UsageError('state: expected IN=OUT pairs such as "state=stateN" or "initial_h=Y_h,initial_c=Y_c" (True: a lone recurrent node\'s own states)')
+            raise UsageError(
+                'state: expected IN=OUT pairs such as "state=stateN" or "initial_h=Y_h,initial_c=Y_c" (True: a lone recurrent node\'s own states)'
+            )
         from .spec_read import read_source
 
         source, onnx_source, declared, outputs, pairs = read_source(model, pairs)
@@ -230,7 +234,9 @@ def _resolve(
             raise UsageError(f"'{name}' is not an input of the model (inputs: {', '.join(declared)})")
     frozen_values = {n: np.asarray(v, declared[n][0]) for n, v in frozen.items()}
     if not onnx_source and frozen_values:
-        raise UsageError('frozen: an IR\'s inputs are frozen when it is converted (ovrnn convert --input "sr->16000"); give the ONNX model, or an IR converted that way')
+        raise UsageError(
+            'frozen: an IR\'s inputs are frozen when it is converted (ovrnn convert --input "sr->16000"); give the ONNX model, or an IR converted that way'
+        )
     state_inputs = {i for i, _ in pairs}
     for name, out in pairs:
         if name in frozen_values:
@@ -268,7 +274,9 @@ def _resolve(
         if initial is None:
             initial = np.zeros(port.shape, port.dtype)
         elif tuple(np.shape(initial)) != port.shape:
-            raise UnsupportedFeatureError(f"state '{name}': its constant initial value has shape {list(np.shape(initial))}, one stream's state is {list(port.shape)}")
+            raise UnsupportedFeatureError(
+                f"state '{name}': its constant initial value has shape {list(np.shape(initial))}, one stream's state is {list(port.shape)}"
+            )
         states.append(StatePair(name, out, port, np.asarray(initial, port.dtype).copy()))
     inputs = tuple(p for n, p in ports.items() if n not in state_inputs)
     contexts = tuple(_context(name, spec, {n: p for n, p in ports.items() if n not in state_inputs}) for name, spec in context.items())
@@ -318,7 +326,9 @@ def _batch_axis(name: str, dims: list, given, explicit, symbols: set) -> int:
     if len(dynamic) == 1:
         return dynamic[0]
     if given is not None:
-        ones = [i for i in (dynamic or range(len(dims))) if i < len(given) and given[i] == 1 and (not isinstance(dims[i], int) or dims[i] == 1)]
+        ones = [
+            i for i in (dynamic or range(len(dims))) if i < len(given) and given[i] == 1 and (not isinstance(dims[i], int) or dims[i] == 1)
+        ]
         if len(ones) == 1:
             return ones[0]
     if not dynamic:
@@ -337,7 +347,9 @@ def _context(name: str, spec, ports: dict[str, Port]) -> Context:
     if axis == port.batch_axis:
         raise UsageError(f"context['{name}']: axis {axis} is the batch axis; a context runs along the input's time axis")
     if not isinstance(length, (int, np.integer)) or not 0 < length < port.shape[axis]:
-        raise UsageError(f"context['{name}']: expected a length from 1 to {port.shape[axis] - 1} (the input has {port.shape[axis]} on axis {axis}), got {length!r}")
+        raise UsageError(
+            f"context['{name}']: expected a length from 1 to {port.shape[axis] - 1} (the input has {port.shape[axis]} on axis {axis}), got {length!r}"
+        )
     return Context(name, int(length), axis)
 
 

@@ -54,7 +54,9 @@ def _node_pairs(proto) -> tuple[tuple[str, str], ...]:
 
     nodes = [n for n in proto.graph.node if family_of(n) is not None]
     if len(nodes) != 1:
-        raise UsageError(f"state=True carries a lone recurrent node's states, and the model has {len(nodes) or 'no'} recurrent node{'s' if len(nodes) != 1 else ''}: give its IN=OUT pairs")
+        raise UsageError(
+            f"state=True carries a lone recurrent node's states, and the model has {len(nodes) or 'no'} recurrent node{'s' if len(nodes) != 1 else ''}: give its IN=OUT pairs"
+        )
     family = family_of(nodes[0])
     return tuple((family.inputs[slot], family.outputs[1 + k]) for k, slot in enumerate(family.state_slots))
 
@@ -116,7 +118,9 @@ def _expose_node_states(proto, pairs):
     direction = direction.decode() if isinstance(direction, bytes) else direction
     label = describe_node(node)
     if direction != "forward":
-        raise UnsupportedFeatureError(f"{label} is {direction}: a stream carries a forward node's state (the reverse direction reads each chunk back to front)")
+        raise UnsupportedFeatureError(
+            f"{label} is {direction}: a stream carries a forward node's state (the reverse direction reads each chunk back to front)"
+        )
     if "hidden_size" not in attrs:
         raise UnsupportedFeatureError(f"{label} has no hidden_size attribute: the state's shape is not known")
     proto = onnx.ModelProto.FromString(proto.SerializeToString())  # the caller's model is left as it was
@@ -156,7 +160,9 @@ def _expose_node_states(proto, pairs):
             proto.graph.input.append(onnx.helper.make_tensor_value_info(name, elem, dims))
         if out not in outputs:
             if out not in family.outputs:
-                raise UsageError(f"state pair {name}={out}: '{out}' is neither a graph output nor an output of {label} ({', '.join(family.outputs)})")
+                raise UsageError(
+                    f"state pair {name}={out}: '{out}' is neither a graph output nor an output of {label} ({', '.join(family.outputs)})"
+                )
             index = family.outputs.index(out)
             while len(node.output) <= index:
                 node.output.append("")
@@ -178,7 +184,14 @@ def output_ports(spec, outputs: list[str], state_outputs: set[str], batch: dict)
     two = None
     try:
         two = one.clone()
-        two.reshape({p.get_any_name(): [2 if i == _axis_of(spec, p.get_any_name()) else d.get_length() for i, d in enumerate(p.get_partial_shape())] for p in one.inputs})
+        two.reshape(
+            {
+                p.get_any_name(): [
+                    2 if i == _axis_of(spec, p.get_any_name()) else d.get_length() for i, d in enumerate(p.get_partial_shape())
+                ]
+                for p in one.inputs
+            }
+        )
     except RuntimeError:
         two = spec.model_at(2)
     ports, states = [], {}
@@ -224,4 +237,6 @@ def _output(model, name: str):
             f"output '{name}' is the graph input '{name}' itself (ONNX allows an input listed as an output): a stream batcher does not serve it; "
             "leave it out of the model's outputs (the caller already has each chunk it feeds)"
         )
-    raise UsageError(f"output '{name}' is not an output of the converted model (outputs: {', '.join(p.get_any_name() for p in model.outputs)})")
+    raise UsageError(
+        f"output '{name}' is not an output of the converted model (outputs: {', '.join(p.get_any_name() for p in model.outputs)})"
+    )

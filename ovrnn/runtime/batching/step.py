@@ -74,7 +74,12 @@ class _Bucket:
                 self.request.set_output_tensor(i, o.Tensor(buffer, shared_memory=True))
             for name in port.get_names():
                 self.outputs[name] = buffer
-        for name in [p.name for p in spec.inputs] + [s.input for s in spec.states] + [p.name for p in spec.outputs] + [s.output for s in spec.states]:
+        for name in (
+            [p.name for p in spec.inputs]
+            + [s.input for s in spec.states]
+            + [p.name for p in spec.outputs]
+            + [s.output for s in spec.states]
+        ):
             if name not in self.inputs and name not in self.outputs:
                 raise UsageError(f"'{name}' is not an input or output of the model compiled at batch {size}")
         self.infer = _bare_infer(self.request)
@@ -192,7 +197,9 @@ class BatchedStep:
         saxis = {name: spec.state_port(name).batch_axis for name in spec.state_names}
         return outputs, {k: new[0][k] if len(new) == 1 else np.concatenate([s[k] for s in new], saxis[k]) for k in saxis}
 
-    def run_rows(self, streams: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]) -> list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
+    def run_rows(
+        self, streams: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]
+    ) -> list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
         """The same, one (inputs, states) per stream, each at batch 1; returns one (outputs,
         states) per stream (views of one new array per output: each stream's rows are its own)."""
         spec = self.spec
@@ -350,7 +357,9 @@ def _rows(spec: StreamSpec, inputs: dict, states: dict) -> int:
             raise UsageError(f"state '{name}' is missing (states: {', '.join(spec.state_names)})")
     for name in [*inputs, *states]:
         if name not in {p.name for p in spec.inputs} and name not in spec.state_names:
-            raise UsageError(f"'{name}' is not an input or state of the stream (inputs: {', '.join(p.name for p in spec.inputs)}; states: {', '.join(spec.state_names)})")
+            raise UsageError(
+                f"'{name}' is not an input or state of the stream (inputs: {', '.join(p.name for p in spec.inputs)}; states: {', '.join(spec.state_names)})"
+            )
     for what, name, shape, port in [("input", p.name, spec.chunk_shape(p.name), p) for p in spec.inputs] + [
         ("state", s, spec.state_port(s).shape, spec.state_port(s)) for s in spec.state_names
     ]:
@@ -361,7 +370,9 @@ def _rows(spec: StreamSpec, inputs: dict, states: dict) -> int:
             n = got[axis]
         want = shape[:axis] + (n,) + shape[axis + 1 :]
         if got != want:
-            raise UsageError(f"{what} '{name}': expected {n if n is not None else 'n'} rows stacked on axis {axis}, shape {list(want)}, got {list(got)}")
+            raise UsageError(
+                f"{what} '{name}': expected {n if n is not None else 'n'} rows stacked on axis {axis}, shape {list(want)}, got {list(got)}"
+            )
         if np.asarray(value).dtype != port.dtype and not np.can_cast(np.asarray(value).dtype, port.dtype, "same_kind"):
             raise UsageError(f"{what} '{name}': expected {port.dtype}, got {np.asarray(value).dtype}")
     if not n:

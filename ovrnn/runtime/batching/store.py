@@ -62,7 +62,9 @@ class StateStore:
         array = np.asarray(value)
         bare = port.shape[: port.batch_axis] + port.shape[port.batch_axis + 1 :]
         if array.shape not in (port.shape, bare):
-            raise UsageError(f"state '{name}': expected one stream's value, shape {list(port.shape)} (or {list(bare)}), got {list(array.shape)}")
+            raise UsageError(
+                f"state '{name}': expected one stream's value, shape {list(port.shape)} (or {list(bare)}), got {list(array.shape)}"
+            )
         if array.dtype != port.dtype and not np.can_cast(array.dtype, port.dtype, "same_kind"):
             raise UsageError(f"state '{name}': expected {port.dtype}, got {array.dtype}")
         return array.astype(port.dtype, copy=False).reshape(port.shape)

@@ -192,7 +192,9 @@ class Worker:
             return
         stream.open, stream.why = False, why
         for item in stream.queue:
-            self.outbox.append((item.sink, item.index, None, StreamClosedError(f"stream {stream.id} was closed ({why}) before this call ran")))
+            self.outbox.append(
+                (item.sink, item.index, None, StreamClosedError(f"stream {stream.id} was closed ({why}) before this call ran"))
+            )
         had_ready = stream.queue and type(stream.queue[0]) is _Chunk and not stream.in_flight
         stream.queue.clear()
         stream.pending = 0
