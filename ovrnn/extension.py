@@ -19,13 +19,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from .errors import OvrnnError
-from .lower.summary import NodeSummary
-from .lower.node import CELL_MODES, LoweringOptions
+from .errors import OvrnnError, UsageError, flag
 from .families import onnx_op_names
-from .plan.request import DEFAULT_CHUNK_STEPS, check_step_counts
-from .errors import UsageError, flag
 from .frontend.recurrent_extension import ContextNodes, Converted, RecurrentLowering
+from .lower.node import CELL_MODES, LoweringOptions
+from .lower.summary import NodeSummary
+from .plan.request import DEFAULT_CHUNK_STEPS, check_step_counts
 
 _TOKEN = re.compile(ContextNodes.TOKEN.format(r"(\d+)"))
 

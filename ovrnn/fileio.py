@@ -14,8 +14,8 @@
 from __future__ import annotations
 
 import fcntl
-import stat
 import os
+import stat
 from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path

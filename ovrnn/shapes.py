@@ -217,7 +217,7 @@ def _is_ov_shape(value: object) -> bool:
 
 
 def is_shape(value: object) -> bool:
-    if hasattr(value, "rank") and hasattr(value, "is_static") or _is_ov_shape(value):  # ov.PartialShape, ov.Shape
+    if (hasattr(value, "rank") and hasattr(value, "is_static")) or _is_ov_shape(value):  # ov.PartialShape, ov.Shape
         return True
     return isinstance(value, (list, tuple)) and all(_is_dim(d) for d in value)
 

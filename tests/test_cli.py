@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 import json
+import os
 
 import numpy as np
 import onnx
@@ -14,8 +14,7 @@ from cases import Case, make_model
 from conftest import ovrnn_cli
 
 import ovrnn
-from ovrnn import cli
-from ovrnn import reference
+from ovrnn import cli, reference
 
 
 @pytest.fixture()

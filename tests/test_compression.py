@@ -20,11 +20,11 @@ from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
+from ovrnn import reference
 from ovrnn.quantization import Compression, quantize
 from ovrnn.runtime import engine as runtime
 from ovrnn.runtime.runner import infer
 from ovrnn.runtime.weight_precision import verdict
-from ovrnn import reference
 from ovrnn.validation.dequantized import compressed_reference, dequantized_model
 
 G = {"RNN": 1, "GRU": 3, "LSTM": 4}

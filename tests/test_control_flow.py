@@ -15,8 +15,8 @@ from conftest import layer_counts, ovrnn_cli
 from onnx import TensorProto, helper
 
 import ovrnn
-from ovrnn.onnx.inputs import prepare
 from ovrnn.errors import UsageError
+from ovrnn.onnx.inputs import prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "control_flow"

@@ -13,8 +13,8 @@ from conftest import dead_layers, layer_counts, run_ir
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from ovrnn.device import cpu_forms
 from ovrnn import reference
+from ovrnn.device import cpu_forms
 
 AVX512 = {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma", "avx", "sse4_1"}
 

@@ -10,8 +10,8 @@ from cases import CASES, DTYPES, TOL, Case, make_model
 from conftest import HIDDEN_STEPS, assert_close, dead_layers, layer_counts, run_ir
 
 import ovrnn
-from ovrnn.device.plugins import NPU_IR_TYPES
 from ovrnn import reference
+from ovrnn.device.plugins import NPU_IR_TYPES
 
 CELL = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}
 DYNAMIC_ONLY = {"ShapeOf", "Gather", "Broadcast"}  # what a dynamic shape adds to the ops NPU imports

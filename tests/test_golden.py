@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 import onnx
+import pytest
 from conftest import run_ir
 
 import ovrnn

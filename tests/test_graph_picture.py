@@ -15,9 +15,9 @@ from conftest import ovrnn_cli
 from lxml import etree
 
 import ovrnn
+from ovrnn.errors import UsageError
 from ovrnn.irview import picture as graph_picture
 from ovrnn.irview import picture_graph
-from ovrnn.errors import UsageError
 from ovrnn.irview.picture import graph_dot, write_graph
 
 HAVE_DOT = shutil.which("dot") is not None

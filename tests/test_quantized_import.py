@@ -23,11 +23,11 @@ from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
+from ovrnn import reference
 from ovrnn.errors import InvalidModelError, UnsupportedFeatureError
 from ovrnn.onnx.fold import fold_constants
 from ovrnn.runtime import engine as runtime
 from ovrnn.runtime.runner import infer
-from ovrnn import reference
 from ovrnn.validation.dequantized import dequantize_linear_weights, lstm_from_dynamic_quantize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "quantized"

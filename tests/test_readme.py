@@ -179,13 +179,12 @@ def test_cli_page_names_every_flag():
                 assert any(re.search(re.escape(o) + r"(?![\w-])", page) for o in spellings), (
                     f"docs/cli.md does not name `ovrnn {command} {spellings[-1]}`"
                 )
+    from ovrnn.device.cpu_forms import PIECE_STEPS
+    from ovrnn.plan.request import DEFAULT_CHUNK_STEPS
     from ovrnn.quantization import DEFAULT_MAX_ERROR
     from ovrnn.semantics.limits import DEFAULT_MAX_STEPS
     from ovrnn.validation.compare import DEFAULT_BATCH
     from ovrnn.validation.stream import DEFAULT_CHUNKS
-
-    from ovrnn.device.cpu_forms import PIECE_STEPS
-    from ovrnn.plan.request import DEFAULT_CHUNK_STEPS
 
     assert {a.dest: a.default for a in cli.subparser(parser, "convert")._actions}["chunk_steps"] is None  # resolved by plan
     for default in (

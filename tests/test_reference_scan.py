@@ -13,7 +13,7 @@ import ovrnn
 from ovrnn import reference
 
 
-def _scan(in_axis: int, in_dir: int, out_axis: int, out_dir: int) -> "onnx.ModelProto":  # noqa: F821
+def _scan(in_axis: int, in_dir: int, out_axis: int, out_dir: int) -> onnx.ModelProto:  # noqa: F821
     """s_T, ys = Scan(s0, X): s <- tanh(s + x_t * w), y_t = s * 2 (X [B, T, F] or [T, B, F] by in_axis)."""
     vi = helper.make_tensor_value_info
     body = helper.make_graph(

@@ -9,12 +9,11 @@ import sys
 
 import numpy as np
 import onnx
-import pytest
 from cases import Case, make_model
 from conftest import ovrnn_cli
+from test_whole_models import MANIFEST, fixture
 
 import ovrnn
-from test_whole_models import MANIFEST, fixture
 
 
 def test_whole_model_report_has_the_per_step_error_and_the_plot(tmp_path):
@@ -88,8 +87,9 @@ def test_without_matplotlib_the_report_is_written_without_the_plot(tmp_path, mon
 
 
 def test_demo_cross_checks_with_onnxruntime_after_a_plain_install(capsys):
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     from ovrnn.cli.demo import run_demo
 

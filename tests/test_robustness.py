@@ -4,7 +4,6 @@ valid input, IR v10."""
 from __future__ import annotations
 
 import os
-import textwrap
 
 import numpy as np
 import onnx

@@ -13,8 +13,8 @@ import pytest
 from cases import TOL, Case, make_model
 
 import ovrnn
-from ovrnn.examples import DEMO_MODEL
 from ovrnn import reference
+from ovrnn.examples import DEMO_MODEL
 
 THREADS, CALLS = 4, 300
 ATOL, RTOL = TOL["float32"]

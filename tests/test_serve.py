@@ -117,7 +117,7 @@ def test_stateless_handle_serves_streams_that_come_and_go_like_onnxruntime(clust
     gateway = ovserve.Gateway(spec(), cluster["stateless"])
     lives = {f"s{i}": (rng.integers(0, 4), rng.integers(8, 14)) for i in range(7)}  # open at tick a, close at b
     data = {s: audio(i, 14) for i, s in enumerate(lives)}
-    refs, fed, compared = {}, {s: 0 for s in lives}, 0
+    refs, fed, compared = {}, dict.fromkeys(lives, 0), 0
     with ThreadPoolExecutor(2) as pool:
         for tick in range(14):
             for s, (a, b) in lives.items():

@@ -109,7 +109,6 @@ def test_stateful_silero_streams_10_s_like_onnxruntime_with_the_state_carried_by
     goes, over noise), 312 chunks."""
     import numpy as np
     import onnxruntime as ort
-
     from conftest import assert_close
 
     ir = ovrnn.convert_model(DATA / "silero_vad.onnx", input="input[1,512],state[2,1,128],sr->16000", stateful="state=stateN")

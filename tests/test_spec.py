@@ -13,7 +13,7 @@ from onnx import TensorProto
 
 from ovrnn.errors import InvalidModelError, UsageError
 from ovrnn.onnx.read import graph_view
-from ovrnn.semantics.graph import normalise_all, graph_nodes
+from ovrnn.semantics.graph import graph_nodes, normalise_all
 
 OPS = ("RNN", "GRU", "LSTM")
 

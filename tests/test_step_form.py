@@ -9,12 +9,12 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 from onnx import numpy_helper as nh
+from test_shared_input import _model as shared_x_model
 
 import ovrnn
 from ovrnn.irview.inspect import inspect_ir
 from ovrnn.lower.node import LoweringOptions
 from ovrnn.lower.step_form import Form, Reason, StepForm, decide_step_form
-from test_shared_input import _model as shared_x_model
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
@@ -93,7 +93,7 @@ def test_the_decision_reads_back_from_rt_info():
 
 def test_the_order_of_the_rules():
     from ovrnn.onnx.read import graph_view
-    from ovrnn.semantics.graph import normalise_all, graph_nodes
+    from ovrnn.semantics.graph import graph_nodes, normalise_all
 
     view = graph_view(_node_model("LSTM", peepholes=True, activations=["Sigmoid", "Softsign", "Tanh"]))
     (spec,) = normalise_all(view, graph_nodes(view))

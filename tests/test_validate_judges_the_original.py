@@ -20,9 +20,9 @@ from conftest import run_ir
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
+from ovrnn import reference
 from ovrnn.families import family_of
 from ovrnn.onnx import inputs as prepare_stage
-from ovrnn import reference
 from ovrnn.validation.weights import computed_precision, output_precisions
 
 LOOPS = Path(__file__).parent / "fixtures" / "loops"

@@ -17,10 +17,9 @@ import pytest
 from cases import make_model
 from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import ovrnn
-from ovrnn import reference
 from ovrnn.errors import UnsupportedFeatureError, UsageError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -173,7 +172,7 @@ def test_model_without_rnn_converts_with_a_note(tmp_path):
 
 
 def _rnn_then(op_node, extra_opset=None):
-    from cases import Case, make_model
+    from cases import Case
 
     model, _, _ = make_model(Case("w", outputs=("Y_h",)))
     model.graph.node.append(op_node)

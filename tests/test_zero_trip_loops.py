@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from conftest import ovrnn_cli
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from conftest import ovrnn_cli
 
 
 def _loop(dtype: int, trips: int | None, start: bool) -> onnx.ModelProto:

@@ -785,11 +785,11 @@ def s_compression(tmp: Path, n: int) -> dict:
     import openvino as ov
 
     import ovrnn
-    from ovrnn.semantics.graph import normalise_all, graph_nodes
-    from ovrnn.quantization import Compression, quantize
-    from ovrnn.onnx.read import graph_view
     from ovrnn import reference
+    from ovrnn.onnx.read import graph_view
+    from ovrnn.quantization import Compression, quantize
     from ovrnn.reference.budget import reference_inputs
+    from ovrnn.semantics.graph import graph_nodes, normalise_all
 
     out: dict = {}
     bins: dict = {"int8": {}, "int4": {}, "int4 group 32": {}}

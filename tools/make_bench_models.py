@@ -389,7 +389,7 @@ def available() -> dict:
     try:
         out.update({k: ("torch", *v) for k, v in _torch_models().items()})
     except ImportError:
-        out.update({k: ("torch", None, "", "torch") for k in TORCH_NAMES})
+        out.update(dict.fromkeys(TORCH_NAMES, ("torch", None, "", "torch")))
     out.update({k: ("keras", *v) for k, v in _keras_models().items()})
     out.update({k: ("shipped", *v) for k, v in _shipped_models().items()})
     return out

@@ -77,9 +77,9 @@ def graph_pictures(folder: Path) -> list[Path]:
 def error_plot(folder: Path) -> list[Path]:
     """error_per_step.png: `ovrnn validate --report` on a 64-step bidirectional RNN, at f32 and bf16:
     where error builds up along the recurrence."""
-    import ovrnn
-
     from onnx import save
+
+    import ovrnn
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bidirectional_T64.onnx"

@@ -63,7 +63,8 @@ def float_model(op: str, seed: int, direction="forward", input_forget=0, peephol
 
 
 def quantize_dynamic(model: onnx.ModelProto, per_channel: bool) -> onnx.ModelProto:
-    from onnxruntime.quantization import QuantType, quantize_dynamic as ort_quantize
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic as ort_quantize
 
     logging.getLogger().setLevel(logging.ERROR)  # its "consider pre-processing" warning
     with tempfile.TemporaryDirectory() as tmp:

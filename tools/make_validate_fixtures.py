@@ -118,8 +118,8 @@ def doctr(manifest: dict) -> None:
 def paddle(manifest: dict) -> None:
     """A PaddleOCR-style CRNN (rec_mv3_none_bilstm_ctc) in paddlepaddle, through paddle2onnx."""
     import paddle as pd
-    import paddle2onnx
     import paddle.nn.functional as F
+    import paddle2onnx
     from paddle import nn
 
     class ConvBN(nn.Layer):

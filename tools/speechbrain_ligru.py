@@ -13,8 +13,6 @@ ONNX Loop whose body reads ``w`` through ``Slice(w, 0, INT64_MAX, axis 0)`` then
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import nn
 
@@ -75,14 +73,14 @@ class LiGRU(torch.nn.Module):
                 current_dim = self.hidden_size
         return rnn
 
-    def forward(self, x, hx: Optional[torch.Tensor] = None):
+    def forward(self, x, hx: torch.Tensor | None = None):
         if self.reshape:
             if x.ndim == 4:
                 x = x.reshape(x.shape[0], x.shape[1], x.shape[2] * x.shape[3])
         output, hh = self._forward_ligru(x, hx=hx)
         return output, hh
 
-    def _forward_ligru(self, x, hx: Optional[torch.Tensor]):
+    def _forward_ligru(self, x, hx: torch.Tensor | None):
         h = []
         if hx is not None:
             if self.bidirectional:
@@ -151,7 +149,7 @@ class LiGRU_Layer(torch.nn.Module):  # noqa: N801 (speechbrain's name)
         else:
             self.act = torch.nn.ReLU()
 
-    def forward(self, x: torch.Tensor, hx: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hx: torch.Tensor | None = None) -> torch.Tensor:
         if self.bidirectional:
             x_flip = x.flip(1)
             x = torch.cat([x, x_flip], dim=0)

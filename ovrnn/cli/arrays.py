@@ -44,8 +44,8 @@ def read_arrays(path: Path, spec: str, option: str = "--input"):
 
     import numpy as np
 
-    from ..shapes import max_input_bytes
     from ..fileio import open_regular
+    from ..shapes import max_input_bytes
 
     limit = max_input_bytes()
     raise_it = "; raise the limit with OVRNN_MAX_INPUT_BYTES=<bytes>"

@@ -23,10 +23,10 @@ def command(args) -> int:
 
 
 def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:
-    from ..runtime import engine as runtime
-    from ..runtime.runner import infer
     from ..convert import convert_model
     from ..irview.inspect import inspect_ir
+    from ..runtime import engine as runtime
+    from ..runtime.runner import infer
     from ..validation.compare import random_inputs
     from ..validation.validate import validate
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .. import progress
 from ..errors import UsageError
@@ -122,8 +122,6 @@ class _Ran:
 def _infer(args, model, inputs: dict) -> _Ran:
     """One inference, or --repeat N: latency on one reused request, then throughput."""
     import numpy as np
-
-    from ..runtime import engine as runtime
 
     properties = {}
     if args.hint:

@@ -22,7 +22,6 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-
 TABLE = Path(__file__).resolve().parent.parent / "data" / "cpu_forms.json"
 # Steps per folded cell-chain piece where convert reads this table (--device CPU, chunk_steps not
 # given), instead of 64: each piece is its own RNNSeq with its own copy of the weights, so every

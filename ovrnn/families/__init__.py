@@ -155,4 +155,4 @@ def onnx_op_names() -> tuple[str, ...]:
 
 
 # The family modules register themselves on import (order: the order of every table over the families).
-from . import rnn, gru, lstm, dynamic_quantize_lstm  # noqa: E402,F401
+from . import dynamic_quantize_lstm, gru, lstm, rnn  # noqa: E402,F401

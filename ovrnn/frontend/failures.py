@@ -21,10 +21,10 @@ from pathlib import Path
 
 import onnx
 
+from ..device.ov import ov_message
 from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError
 from ..onnx.graphs import node_label, subgraphs
 from ..onnx.read import GraphView, invalidity
-from ..device.ov import ov_message
 from .ov_model import all_ops
 
 _NO_RULE = re.compile(r"No conversion rule found for operations:\s*(.+?)(?=\s+--|\s+Summary:|$)")

@@ -7,15 +7,15 @@ attributes as the lowering typed them (the emitter alone writes them as text).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
-from ..lower.layer_graph import LayerGraph, Layer
-from ..dtypes import ElementType
-from ..shapes import Dim, Shape
 from ..device.ov import opset, ov, ov_submodule
+from ..dtypes import ElementType
 from ..ir.templates import template
+from ..lower.layer_graph import Layer, LayerGraph
+from ..shapes import Dim, Shape
 
 # op type in the IR -> op class name in OpenVINO's opset tables, where they differ
 _CLASS_NAMES = {"PReLU": "PRelu"}
@@ -32,7 +32,7 @@ def typed(key: str, value: object):
     return value
 
 
-@lru_cache(maxsize=None)
+@cache
 def _factory(version: str):
     NodeFactory = ov_submodule("utils.node_factory").NodeFactory
 

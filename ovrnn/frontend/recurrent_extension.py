@@ -32,24 +32,23 @@ import onnx
 import onnx.defs
 
 from ..dtypes import BY_IR
-from ..errors import BodyStepsUnknownError, OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..lower.summary import NodeSummary
+from ..errors import BodyStepsUnknownError, OvrnnError, UsageError, flag, quoted
 from ..families import named, onnx_op_names
 from ..lower import ops
-from ..lower.layer_graph import LayerGraph
 from ..lower.driver import NodeDriver
+from ..lower.layer_graph import LayerGraph
 from ..lower.node import LoweringOptions
 from ..lower.state import computed_state_refusal, plan_states
+from ..lower.summary import NodeSummary
 from ..onnx.graphs import node_label, upstream
 from ..onnx.read import TensorInfo
 from ..semantics import normalise_node
-from ..semantics.limits import check_steps
-from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES
 from ..semantics.dims import DynamicStepsError
+from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES
+from ..semantics.limits import check_steps
 from ..semantics.nodes import Body, RecurrentNode, unique_label
 from ..signals import native_callback
 from .realize import dim_of, realize
-
 
 # --- which node a call is for -----------------------------------------------------------------
 

@@ -22,16 +22,16 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..device.ov import opset, ov
 from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
+from ..families import families, named, onnx_op_names
+from ..ir.stream_info import StreamInfo, StreamState, common_steps
 from ..lower.state import safe_id, unique_id
 from ..onnx.graphs import describe_node, subgraphs
 from ..onnx.read import GraphView
 from ..shapes import Dim
-from ..families import families, named, onnx_op_names
-from ..ir.stream_info import StreamInfo, StreamState, common_steps
-from ..device.ov import opset, ov
-from .realize import partial_shape
 from .realize import assign as realize_assign
+from .realize import partial_shape
 
 _SENTINEL = 10007  # a size no real model uses: where it shows up, it came from the probed dim
 

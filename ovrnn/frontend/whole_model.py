@@ -24,28 +24,28 @@ from pathlib import Path
 import onnx
 
 from .. import __version__
+from ..device.ov import ov, ov_submodule
+from ..device.plugins import INTEGER_WEIGHTS
 from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
+from ..families import families, family_of, named, onnx_families
 from ..ir.emit import mark_precise
 from ..ir.model import IR
 from ..ir.stream_info import RT_SECTION
-from ..semantics.limits import check_steps
 from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
 from ..onnx.frontend_input import FrontendInput
+from ..onnx.graphs import describe_node
 from ..onnx.read import GraphView
+from ..progress import stage
+from ..semantics.dims import DynamicStepsError, UnknownRankError
+from ..semantics.limits import check_steps
+from ..semantics.nodes import RecurrentNode, recurrent_nodes
+from ..shapes import Dim, Shape
+from ..signals import kept_across_native
 from .failures import conversion_error
 from .ov_model import all_ops, bodies, graphs
 from .realize import partial_shape
-from ..progress import stage
-from ..device.ov import ov, ov_submodule
-from ..device.plugins import INTEGER_WEIGHTS
 from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
-from ..shapes import Dim, Shape
-from ..signals import kept_across_native
-from ..families import families, family_of, named, onnx_families
-from ..semantics.dims import DynamicStepsError, UnknownRankError
-from ..onnx.graphs import describe_node
-from ..semantics.nodes import RecurrentNode, recurrent_nodes
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = "the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from lxml import etree
 
-from ..shapes import max_ir_layers
 from ..errors import IRFormatError, UnsupportedFeatureError
 from ..fileio import open_regular
+from ..shapes import max_ir_layers
 
 _PARSER = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
 _ELEMENT_TYPES = {

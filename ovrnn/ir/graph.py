@@ -14,22 +14,22 @@ from .. import __version__
 from ..dtypes import BY_ONNX, onnx_type_name
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..lower import ops
+from ..lower.driver import NodeDriver
 from ..lower.layer_graph import LayerGraph, Output
 from ..lower.node import LoweringOptions
 from ..lower.state import NodeState, computed_state_refusal, plan_states
-from ..onnx.inputs import merge_shape
+from ..lower.summary import NodeSummary
 from ..onnx.graphs import upstream
+from ..onnx.inputs import merge_shape
 from ..onnx.read import GraphView, TensorInfo
 from ..progress import stage
-from ..shapes import Shape, shape_text
 from ..semantics import Spec
-from ..semantics.graph import GraphNodes, normalise_all, graph_nodes
+from ..semantics.graph import GraphNodes, graph_nodes, normalise_all
 from ..semantics.limits import check_steps
-from .stream_info import RT_SECTION, node_stream
-from ..lower.driver import NodeDriver
+from ..shapes import Shape, shape_text
 from .emit import emit
-from ..lower.summary import NodeSummary
 from .model import IR
+from .stream_info import RT_SECTION, node_stream
 
 
 @contextmanager

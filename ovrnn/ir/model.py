@@ -8,8 +8,8 @@ from functools import cached_property
 from pathlib import Path
 
 from ..fileio import ir_paths, write_atomic
-from .check import require_defined_element_types
 from ..lower.summary import NodeSummary
+from .check import require_defined_element_types
 
 
 @dataclass(frozen=True, eq=False)

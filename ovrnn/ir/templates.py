@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from lxml import etree
@@ -19,7 +19,7 @@ def template_dir() -> Path:
     raise FileNotFoundError(f"ir_templates not found next to {here}; the installation is incomplete")
 
 
-@lru_cache(maxsize=None)
+@cache
 def template(layer_type: str) -> etree._Element:
     """The `<layer>` element for one op type (read-only: callers deep-copy it)."""
     path = template_dir() / f"{layer_type}.xml"
@@ -32,7 +32,7 @@ def available() -> list[str]:
     return sorted(p.stem for p in template_dir().glob("*.xml") if not p.stem.startswith("_"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def placeholders(layer_type: str) -> tuple[str, ...]:
     """Attribute names a layer of this type must supply, in template order."""
     root = template(layer_type)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from lxml import etree
 
-from ..errors import IRFormatError
 from ..device.plugins import INTEGER_WEIGHTS
-from ..ir.stream_info import RT_SECTION, read_states
+from ..errors import IRFormatError
 from ..ir.check import _PARSER, check_ir, read_xml, require_layer_attributes
+from ..ir.stream_info import RT_SECTION, read_states
 
 SEQUENCE_TYPES = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 CELL_TYPES = ("RNNCell", "GRUCell", "LSTMCell")

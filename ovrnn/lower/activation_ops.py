@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import ops
 from ..semantics.activations import Activation
+from . import ops
 from .layer_graph import LayerGraph, Output
 
 

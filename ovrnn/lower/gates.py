@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import ops
 from ..dtypes import F16
 from ..semantics.recurrent import RecurrentInput
+from . import ops
 from .layer_graph import LayerGraph, Output, array_bytes
 from .quantized import IntegerWeights
 

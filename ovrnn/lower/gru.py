@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..families.gru import GRU
+from ..semantics.gru import GruActivations, GruSpec
 from . import ops
 from .activation_ops import ActivationOps
 from .layer_graph import Output
 from .node import NodeLowering
-from ..families.gru import GRU
 from .recurrent import per_piece
-from ..semantics.gru import GruActivations, GruSpec
 
 
 class GruLowering(NodeLowering):

@@ -25,13 +25,13 @@ This module and ``reference/lstm.py`` are the only two places with LSTM math.
 
 from __future__ import annotations
 
+from ..families.lstm import LSTM
+from ..semantics.lstm import LstmActivations, LstmSpec
 from . import ops
 from .activation_ops import ActivationOps
 from .layer_graph import Output
 from .node import NodeLowering
-from ..families.lstm import LSTM
 from .recurrent import per_piece
-from ..semantics.lstm import LstmActivations, LstmSpec
 
 
 class LstmLowering(NodeLowering):

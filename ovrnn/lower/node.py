@@ -22,13 +22,13 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..families import OpFamily
+from ..quantization import Compression
+from ..semantics.recurrent import Direction, RecurrentInput, RecurrentSpec
 from . import ops
 from .gates import GateWeights
-from ..quantization import Compression
 from .layer_graph import LayerGraph, Output
 from .recurrent import Chain, Sequence, StepFn, lower_chains, needs_mask, per_piece
-from ..families import OpFamily
-from ..semantics.recurrent import Direction, RecurrentInput, RecurrentSpec
 from .step_form import Reason, StepForm, decide_step_form
 
 CELL_MODES = ("cell", "matmul")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import BOOL, I32, I64, ElementType, byte_size, from_numpy
-from .layer_graph import ConstData, LayerGraph, Output, TensorType, array_bytes
 from ..shapes import Dim, Shape
+from .layer_graph import ConstData, LayerGraph, Output, TensorType, array_bytes
 
 # --- shape helpers ------------------------------------------------------------------------------
 

@@ -23,12 +23,11 @@ keeps the weights in int8.
 
 from __future__ import annotations
 
-
 import numpy as np
 
-from . import ops
 from ..dtypes import F16, F32, ElementType
 from ..quantization import Compression, Quantized, pack_int4, quantize_stacked
+from . import ops
 from .layer_graph import LayerGraph, Output, array_bytes
 
 QUANTIZED_SUFFIX = "/quantized"  # name of the integer Const of a chain (the whole-model path keeps it unfolded)

@@ -47,10 +47,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import ops
 from ..dtypes import I32, ElementType
-from ..shapes import Dim
 from ..semantics.recurrent import Direction, RecurrentInput
+from ..shapes import Dim
+from . import ops
 from .layer_graph import LayerGraph, Output
 
 # (piece, x_t [B, K], states before the step, step name) -> states after it; states[0] is H_t (Y).

@@ -23,14 +23,14 @@ This module and ``reference.py`` (the float64 oracle) are the only two places wi
 
 from __future__ import annotations
 
-from . import ops
+from ..families.rnn import RNN
 from ..semantics.activations import Activation
+from ..semantics.rnn import RnnSpec
+from . import ops
 from .activation_ops import ActivationOps
 from .layer_graph import Output
 from .node import NodeLowering
-from ..families.rnn import RNN
 from .recurrent import per_piece
-from ..semantics.rnn import RnnSpec
 
 
 class RnnLowering(NodeLowering):

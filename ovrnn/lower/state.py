@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import ops
 from ..errors import UnsupportedFeatureError, flag, quoted
-from ..shapes import Dim, Shape
 from ..semantics.recurrent import Direction, RecurrentInput
+from ..shapes import Dim, Shape
+from . import ops
 from .layer_graph import LayerGraph, Output, TensorType
 from .recurrent import needs_mask
 

@@ -12,12 +12,13 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ..families import onnx_families
 from ..onnx import graphs
 from ..onnx.graphs import all_nodes
-from ..quantization import DEQUANTIZED_WEIGHTS as WEIGHTS, dequantized_weights
-from .fallback import NodeFallback, ReferenceUnavailable, evaluator_class
-from ..families import onnx_families
+from ..quantization import DEQUANTIZED_WEIGHTS as WEIGHTS
+from ..quantization import dequantized_weights
 from . import gru, lstm, rnn  # noqa: F401 (each attaches its cell to its family)
+from .fallback import NodeFallback, ReferenceUnavailable, evaluator_class
 from .loop import reference
 
 __all__ = ["OPS", "ReferenceUnavailable", "run_model", "run_node"]

@@ -20,8 +20,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..quantization import Compression, quantize
 from .. import reference
+from ..quantization import Compression, quantize
 
 MIN_STEPS = 256
 

@@ -16,10 +16,9 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from ..errors import DeviceError, IRFormatError, UsageError, flag
 from ..device.ov import core, ov, ov_message, read_ir_bytes
-from ..device.plugins import exact_integer_weights
-from ..device.plugins import device_names, is_available
+from ..device.plugins import device_names, exact_integer_weights, is_available
+from ..errors import DeviceError, IRFormatError, UsageError, flag
 
 DEFAULT_PRECISION = "f32"
 
@@ -112,8 +111,8 @@ def compile_ir(
     model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None
 ) -> Compiled:
     """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"}."""
-    from ..progress import stage
     from ..device.plugins import canonical_device
+    from ..progress import stage
 
     device = canonical_device(device)  # cpu -> CPU; a typo is a usage error with a suggestion
     check_device(device)

@@ -48,14 +48,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import DeviceError, UsageError
-from . import engine
-from .runner import Runner
-from .chunks import StreamRun, join_outputs, split_inputs  # noqa: F401  (validation imports them from here)
-
-from ..ir.stream_info import RT_SECTION, read_stream_info
 from ..device.plugins import DeviceTraits, device_traits, precision_note
-
+from ..errors import DeviceError, UsageError
+from ..ir.stream_info import RT_SECTION, read_stream_info
+from . import engine
+from .chunks import StreamRun, join_outputs, split_inputs  # noqa: F401  (validation imports them from here)
+from .runner import Runner
 
 # --- what the IR says ---------------------------------------------------------------------------
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import onnx
 
 from ..families import family_of
+from . import dynamic_quantize_lstm  # noqa: F401 (registers its normaliser)
 from .gru import GruSpec, normalise_gru
 from .lstm import LstmSpec, normalise_lstm
 from .rnn import RnnSpec, normalise_rnn
-from . import dynamic_quantize_lstm  # noqa: F401 (registers its normaliser)
 
 Spec = RnnSpec | GruSpec | LstmSpec
 

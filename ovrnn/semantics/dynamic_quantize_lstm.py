@@ -28,11 +28,11 @@ import onnx
 from onnx import TensorProto
 
 from ..errors import InvalidModelError, UnsupportedFeatureError
-from ..quantization import Quantized
-from ..onnx.read import TensorInfo
-from .lstm import LstmSpec
 from ..families.dynamic_quantize_lstm import DYNAMIC_QUANTIZE_LSTM as FAMILY
 from ..onnx.graphs import describe_node
+from ..onnx.read import TensorInfo
+from ..quantization import Quantized
+from .lstm import LstmSpec
 
 OP = FAMILY.name
 INPUTS = FAMILY.inputs

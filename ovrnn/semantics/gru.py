@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from . import activations as acts
 from ..families.gru import GRU
+from . import activations as acts
 from .recurrent import Normaliser, RecurrentSpec
 
 

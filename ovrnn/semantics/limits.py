@@ -7,8 +7,8 @@ cost grows faster than linearly, so some 8000 cells take over half a minute and 
 
 from __future__ import annotations
 
-from ..shapes import max_ir_bytes
 from ..errors import UsageError, flag
+from ..shapes import max_ir_bytes
 
 NOTE_ABOVE = 2048  # unrolled steps (time steps x directions, over all RNN nodes)
 DEFAULT_MAX_STEPS = 8192

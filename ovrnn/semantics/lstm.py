@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from . import activations as acts
 from ..families.lstm import LSTM
+from . import activations as acts
 from .recurrent import Normaliser, RecurrentInput, RecurrentSpec
 
 

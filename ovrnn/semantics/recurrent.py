@@ -28,15 +28,14 @@ import numpy as np
 import onnx
 import onnx.defs
 
-from . import activations as acts
 from ..dtypes import BY_ONNX, ElementType, onnx_type_name
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..families import OpFamily
+from ..onnx.graphs import describe_node
 from ..onnx.read import TensorInfo
 from ..shapes import Dim, Shape
+from . import activations as acts
 from .dims import DynamicStepsError, filled_shapes, unify_dims
-from ..onnx.graphs import describe_node
-
 
 # Inputs of the X element type (all but X itself and sequence_lens).
 _FLOAT_INPUTS = ("W", "R", "B", "initial_h", "initial_c", "P")

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import activations as acts
 from ..families.rnn import RNN
+from . import activations as acts
 from .dims import DynamicStepsError
 from .nodes import unique_label
-from .recurrent import DIRECTIONS, Direction, RecurrentInput, RecurrentSpec
+from .recurrent import DIRECTIONS, Direction, RecurrentSpec
 
 __all__ = ["DIRECTIONS", "Direction", "DynamicStepsError", "RnnSpec", "normalise_rnn", "unique_label"]
 

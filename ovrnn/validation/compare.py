@@ -20,14 +20,12 @@ import numpy as np
 import onnx
 
 from .. import __version__
-from ..shapes import check_input_size
-from ..semantics import activations
-from .. import reference
-from ..runtime import engine as runtime
 from ..dtypes import from_numpy
-from ..errors import UsageError, flag
 from ..families import onnx_op_names
 from ..ir.model import IR
+from ..runtime import engine as runtime
+from ..semantics import activations
+from ..shapes import check_input_size
 
 # (atol, rtol) by element type; f64 admits f32 internals (OpenVINO CPU computes f64 in f32).
 TOLERANCES = {"f64": (1e-6, 1e-6), "f32": (2e-5, 2e-5), "f16": (1e-2, 1e-2), "bf16": (6e-2, 3e-2)}

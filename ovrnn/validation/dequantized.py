@@ -14,11 +14,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..quantization import DEQUANTIZED_WEIGHTS, Compression
-from ..onnx.graphs import all_nodes, subgraphs
 from ..families import family_of, onnx_op_names
 from ..families.dynamic_quantize_lstm import DYNAMIC_QUANTIZE_LSTM
-
+from ..onnx.graphs import all_nodes, subgraphs
+from ..quantization import DEQUANTIZED_WEIGHTS, Compression
 
 WEIGHTS_DOMAIN, WEIGHTS_OP = DEQUANTIZED_WEIGHTS  # the reference's own op: W/R as the IR stores them
 FLOAT_NODE = "float_node"  # a family part: (node, initializer values, k) -> (the float node it computes, its new initializers)

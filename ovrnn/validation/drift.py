@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .. import reference
 from ..convert import convert
 from ..dtypes import BY_IR, F32
 from ..errors import OvrnnError, UnsupportedFeatureError
@@ -28,7 +29,6 @@ from ..plan.request import Request
 from ..runtime import engine as runtime
 from ..runtime.runner import Runner
 from ..semantics.nodes import recurrent_nodes
-from .. import reference
 from .report import per_step_errors
 
 DRIFT_STEPS = 1024

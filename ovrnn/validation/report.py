@@ -127,7 +127,7 @@ def _markdown(report, steps_by_precision, rerun: str) -> str:
         + ", ".join(f"{k} {v}" for k, v in report.runtime_layer_types.items()),
         f"- seed {report.seed}, batch {report.batch}; onnxruntime: {report.onnxruntime}",
         *(
-            [f"- frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"`{k}` = {v}" for k, v in frozen.items())]
+            ["- frozen inputs (constants in the IR, fed to onnxruntime as such): " + ", ".join(f"`{k}` = {v}" for k, v in frozen.items())]
             if (frozen := getattr(report, "frozen_inputs", {}))
             else []
         ),

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from .. import reference
 from ..errors import OvrnnError
 from ..families import is_recurrent, named
 from ..onnx.graphs import FLOAT_TYPES
 from ..runtime import engine as runtime
 from ..runtime.runner import infer
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
-from .. import reference
 from .compare import _numpy_type, ort_session, run_onnxruntime
 
 FINAL_OUTPUTS = {"initial_h": (1, "Y_h"), "initial_c": (2, "Y_c")}  # ONNX input -> (output index, name)

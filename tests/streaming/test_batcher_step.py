@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ovrnn.examples import STREAM_MODEL
 from ovrnn.errors import DeviceError, UnsupportedFeatureError, UsageError
+from ovrnn.examples import STREAM_MODEL
 from ovrnn.runtime.batching import BatchedStep, StreamSpec
 
 from .batcher_models import (

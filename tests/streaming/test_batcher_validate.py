@@ -12,8 +12,8 @@ import pytest
 from conftest import ovrnn_cli
 from onnx import TensorProto, helper
 
-from ovrnn.examples import STREAM_MODEL
 from ovrnn.errors import UsageError
+from ovrnn.examples import STREAM_MODEL
 from ovrnn.validation.stream_batch import validate_streams
 
 from .batcher_models import policy_model, silero_path

@@ -120,8 +120,9 @@ def test_inspect_lists_the_states(tmp_path, frames):
         "  h                    f32      [1,1,128]  initial: pair:h=hn, batch axis 1",
         "  c                    f32      [1,1,128]  initial: pair:c=cn, batch axis 1",
     ]
-    from .test_stateful import _case
     from cases import make_model
+
+    from .test_stateful import _case
 
     lone, _, _ = make_model(_case("insp", op="LSTM", h0=True, h0_const=True, c0=True, layout=1))
     ovrnn.convert_model(lone, stateful=True).save(tmp_path / "lone.xml")

@@ -9,10 +9,10 @@ from cases import TOL, Case, make_model
 from conftest import assert_close
 
 import ovrnn
+from ovrnn import reference
 from ovrnn.device import plugins
 from ovrnn.device.plugins import DeviceTraits
 from ovrnn.runtime import stream as stream_module
-from ovrnn import reference
 
 K, CHUNKS = 4, 3
 STREAM_CASES = [  # initial_h (and initial_c) graph inputs: replaced by the states

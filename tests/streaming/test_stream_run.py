@@ -10,9 +10,8 @@ from cases import TOL, Case, make_model
 from conftest import assert_close, ovrnn_cli
 
 import ovrnn
-from ovrnn import cli
+from ovrnn import cli, reference
 from ovrnn.runtime import child
-from ovrnn import reference
 
 K, H = 4, 6
 LSTM = Case("lstm-dyn-batch", op="LSTM", T=K, batch=2, hidden=H, dyn_batch=True, h0=True, c0=True)
@@ -195,8 +194,8 @@ def test_a_refusal_from_the_real_cli_is_one_line(work):
 def test_the_streaming_commands_of_the_docs_run_as_written(tmp_path):
     """README's and docs/streaming.md's streaming command lines, run as written on the bundled
     streaming example (X [4, batch, 3]) standing in for lstm.onnx."""
-    import shutil
     import shlex
+    import shutil
     from pathlib import Path
 
     from ovrnn.examples import STREAM_MODEL
