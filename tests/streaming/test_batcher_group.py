@@ -157,3 +157,66 @@ def test_a_bad_direct_index_refuses_the_group_before_it_runs():
         for s, st in zip(streams, before):
             assert all(np.array_equal(v, st[k]) for k, v in b.state(s).items())
         assert b.stats()["failed_batches"] == 0 and b.stats()["chunks"] == 3
+
+
+def _no_queue(*_a, **_k):
+    raise AssertionError("feed_many queued chunks where its direct path should run them")
+
+
+@pytest.mark.parametrize("n", [1, 5, 20], ids=["one-stream", "one-call", "two-calls-past-the-largest-size"])
+def test_feed_many_of_idle_streams_runs_as_one_group_and_equals_each_stream_alone(silero_spec, alone, n, monkeypatch):
+    """feed_many's direct path (every stream idle, listed once, its worker idle): no queue, each
+    stream's own rows, bit for bit as it alone; outputs the caller's (a later call leaves them)."""
+    audio = [audio_chunks(900 + i, 4) for i in range(n)]
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4, 16)) as b:
+        streams = [b.open() for _ in range(n)]
+        monkeypatch.setattr(b, "_enqueue_many", _no_queue)
+        got = [b.feed_many([(s, {"input": audio[i][k]}) for i, s in enumerate(streams)]) for k in range(4)]
+        kept = [[r["output"].copy() for r in outs] for outs in got]
+        assert [sorted(r) for r in got[0]] == [["output"]] * n and got[0][0]["output"].shape == (1, 1)
+        assert b.stats()["chunks"] == 4 * n and b.stats()["queue_wait_s"]["max"] == 0.0
+        for i, s in enumerate(streams):
+            outs, state = _alone(alone, silero_spec, audio[i])
+            assert all(np.array_equal(got[k][i]["output"], outs[k]) and np.array_equal(kept[k][i], outs[k]) for k in range(4)), i
+            assert all(np.array_equal(v, state[name]) for name, v in b.state(s).items()), i
+
+
+def test_feed_many_with_a_stream_twice_or_one_busy_takes_the_queue_and_keeps_order(silero_spec, alone):
+    """Not direct: a stream listed twice (its chunks in list order), or one with a chunk
+    submitted just before (pending, unless the worker ran it already); each stream gets its rows
+    as it alone."""
+    audio = [audio_chunks(950 + i, 4) for i in range(3)]
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4), max_pending=8) as b:
+        a, c, d = (b.open() for _ in range(3))
+        twice = b.feed_many([(a, {"input": audio[0][0]}), (c, {"input": audio[1][0]}), (a, {"input": audio[0][1]})])
+        pending = b.submit(d, {"input": audio[2][0]})
+        busy = b.feed_many([(d, {"input": audio[2][1]}), (c, {"input": audio[1][1]})])
+        pending.result(timeout=30)
+        for stream, chunks, outs in (
+            (a, audio[0][:2], [twice[0], twice[2]]),
+            (c, audio[1][:2], [twice[1], busy[1]]),
+            (d, audio[2][1:2], [busy[0]]),
+        ):
+            want, _ = _alone(alone, silero_spec, chunks if stream is not d else audio[2][:2])
+            assert all(np.array_equal(o["output"], w) for o, w in zip(outs, want[-len(outs) :]))
+        assert b.stats()["chunks"] == 6
+
+
+def test_feed_many_direct_failure_changes_no_state_and_fails_every_chunk():
+    """A failed direct group (an index computed in the graph, OpenVINO's check at 2 threads):
+    every chunk gets its own DeviceError (return_exceptions) or the first is raised; no state moves."""
+    model = policy_model(computed_index=True)
+    rng = np.random.default_rng(4)
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2) as b:
+        streams = [b.open() for _ in range(3)]
+        x = [rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32) for _ in streams]
+        b.feed_many([(s, {"X": x[i], "action": np.array([[1]])}) for i, s in enumerate(streams)])
+        before = [b.state(s) for s in streams]
+        bad = [(s, {"X": x[i], "action": np.array([[99 if i == 1 else 2]])}) for i, s in enumerate(streams)]
+        got = b.feed_many(bad, return_exceptions=True)
+        assert all(isinstance(e, DeviceError) for e in got) and len({id(e) for e in got}) == 3
+        with pytest.raises(DeviceError, match="indices values of GatherElement exceed data size"):
+            b.feed_many(bad)
+        for s, st in zip(streams, before):
+            assert all(np.array_equal(v, st[k]) for k, v in b.state(s).items())
+        assert b.stats()["failed_chunks"] == 6 and b.stats()["chunks"] == 3

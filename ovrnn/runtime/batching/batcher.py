@@ -191,7 +191,14 @@ class StreamBatcher:
         worker's). A failed chunk raises its error, or with `return_exceptions` stands in the
         list as the exception (the others' results kept)."""
         self._not_on_a_worker("feed_many()")
-        waiters, claimed = self._enqueue_many(chunks, lambda n: Waiter(n), claim=True)
+        stacked = self._stack([inputs for _, inputs in chunks])
+        if stacked is not None and not self._index_limits:  # every stream idle, and its worker: one direct run
+            from .group import feed_rows
+
+            direct = feed_rows(self, chunks, stacked, return_exceptions)
+            if direct is not None:
+                return direct
+        waiters, claimed = self._enqueue_many(chunks, lambda n: Waiter(n), claim=True, stacked=stacked)
         waited = None
         if len(waiters) == 1 and len(waiters[0][1]) == len(chunks):  # one worker: its results are the list
             waited = waiters[0][0]
@@ -376,13 +383,14 @@ class StreamBatcher:
             worker.wake()
         return False
 
-    def _enqueue_many(self, chunks: list, make_sink, claim: bool = False) -> tuple[list, bool]:
+    def _enqueue_many(self, chunks: list, make_sink, claim: bool = False, stacked: list | None = None) -> tuple[list, bool]:
         """[(sink, [place in `chunks` of its k-th chunk])], one sink per worker; and whether the
-        caller claimed the only worker (`claim`, see ``_enqueue``)."""
+        caller claimed the only worker (`claim`, see ``_enqueue``). `stacked`: ``_stack``'s copy
+        of the chunks, when the caller made it."""
         if not chunks:
             return [], False
         streams = [stream for stream, _ in chunks]
-        copies = self._chunks([inputs for _, inputs in chunks])
+        copies = self._chunks([inputs for _, inputs in chunks], stacked)
         for stream, copy in zip(streams, copies):
             if type(stream) is not StreamHandle or stream.owner is not self:
                 self._worker(stream)  # raises the error
@@ -422,10 +430,10 @@ class StreamBatcher:
                 f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"
             )
 
-    def _chunks(self, group: list) -> list[dict[str, np.ndarray]]:
-        """Many streams' chunks, checked and copied: when each is exactly {input: array of its
-        chunk shape and dtype}, one copy per input for the whole group (np.stack) and each chunk
-        a view of its row of that copy (nobody else holds it); else each one through ``_chunk``."""
+    def _stack(self, group: list) -> list[np.ndarray] | None:
+        """Many streams' chunks copied by one np.stack per input (in ``spec.inputs`` order, each
+        [len(group), *chunk shape]) when each is exactly {input: array of its chunk shape and
+        dtype}; else None (each one is then checked through ``_chunk``)."""
         ports = self._chunk_ports
         n = len(ports)
         if group and all(type(d) is dict and len(d) == n for d in group):
@@ -434,17 +442,25 @@ class StreamBatcher:
                 for name, (shape, _, dtype) in ports.items():
                     array = np.stack([d[name] for d in group])
                     if array.dtype != dtype or array.shape[1:] != shape:
-                        break
+                        return None
                     stacked.append(array)
-                else:
-                    if n == 1:
-                        name = next(iter(ports))
-                        return [{name: row} for row in stacked[0]]
-                    names = list(ports)
-                    return [dict(zip(names, row)) for row in zip(*stacked)]
-            except (KeyError, ValueError, TypeError):  # a missing input, shapes that differ: each one checked below
-                pass
-        return [self._chunk(inputs) for inputs in group]
+                return stacked
+            except (KeyError, ValueError, TypeError):  # a missing input, shapes that differ: each one checked by _chunk
+                return None
+        return None
+
+    def _chunks(self, group: list, stacked: list | None = None) -> list[dict[str, np.ndarray]]:
+        """Many streams' chunks, checked and copied: one copy per input for the whole group
+        (``_stack``, or `stacked` it made) and each chunk a view of its row of that copy (nobody
+        else holds it); else each one through ``_chunk``."""
+        stacked = stacked if stacked is not None else self._stack(group)
+        if stacked is None:
+            return [self._chunk(inputs) for inputs in group]
+        names = list(self._chunk_ports)
+        if len(names) == 1:
+            name = names[0]
+            return [{name: row} for row in stacked[0]]
+        return [dict(zip(names, row)) for row in zip(*stacked)]
 
     def _checked(self, stream, chunk: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """`chunk` with its index inputs checked (``BatchedStep.check_indices``) before it may join

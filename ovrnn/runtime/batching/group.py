@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import UsageError
 from .step import rows, take
-from .worker import StreamHandle
+from .worker import StreamHandle, _copy
 
 
 def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
@@ -50,11 +50,61 @@ def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
     try:
         return _run(worker, streams, stacked, n)
     finally:
-        with worker.cond:
-            worker.claimed = 0
-            worker.idle = not worker.heap
-            if worker.heap or worker.controls or worker.outbox or worker.stopping:
-                worker.cond.notify()
+        _release(worker)
+
+
+def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> list | None:
+    """``feed_many``'s direct path: `chunks` [(stream, inputs)] whose inputs ``_stack`` copied
+    into `stacked` (one array per input, [n, *chunk shape]). Taken when ``feed_group``'s would be
+    (every stream distinct, on one worker, open, nothing waiting or running, the worker idle):
+    the group runs at once on this thread and each stream gets its rows as ``feed_many`` gives
+    them; a failed group changes no state and every chunk gets the error. Else None: nothing
+    was taken, and ``feed_many`` queues the chunks."""
+    streams = [stream for stream, _ in chunks]
+    first = streams[0]
+    if type(first) is not StreamHandle or first.owner is not batcher:
+        return None
+    worker = batcher._workers[first.worker]
+    with worker.cond:
+        taken = _take(worker, streams, batcher)
+        direct = taken and worker.claim()
+        if taken and not direct:  # the worker is busy: the streams go back as they were
+            for stream in streams:
+                stream.in_flight = False
+    if not direct:
+        return None
+    n = len(streams)
+    inputs = {}
+    for port, array in zip(batcher.spec.inputs, stacked):  # [n, ..., 1 at the batch axis, ...] -> n on the batch axis (a view)
+        axis = port.batch_axis
+        inputs[port.name] = (
+            array.reshape(array.shape[:1] + array.shape[axis + 2 :]) if axis == 0 else np.moveaxis(array.squeeze(axis + 1), 0, axis)
+        )
+    try:
+        try:
+            outputs = _run(worker, streams, inputs, n)
+        finally:
+            _release(worker)
+    except Exception as exc:  # the group failed as one: every chunk gets the error, as feed_many hands them over
+        if not return_exceptions:
+            raise
+        return [_copy(exc) for _ in range(n)]
+    # each stream's rows: views of one new array per output, made by iterating the array in C
+    names = [name for name, _ in worker._outputs]
+    each = [list(np.moveaxis(np.expand_dims(outputs[name], axis + 1), axis, 0)) for name, axis in worker._outputs]
+    if len(names) == 1:
+        name = names[0]
+        return [{name: r} for r in each[0]]
+    return [dict(zip(names, rs)) for rs in zip(*each)]
+
+
+def _release(worker) -> None:
+    """The worker back from this thread (see ``Worker.run_here``)."""
+    with worker.cond:
+        worker.claimed = 0
+        worker.idle = not worker.heap
+        if worker.heap or worker.controls or worker.outbox or worker.stopping:
+            worker.cond.notify()
 
 
 def _take(worker, streams: list, owner) -> bool:
@@ -77,11 +127,14 @@ def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
     start = monotonic()
     outputs, error = None, None
     try:
-        states = {name: np.take(store.slabs[name], slots, axis=spec.state_port(name).batch_axis) for name in spec.state_names}
-        outputs, new = step.run(stacked, states)
-        for name, value in new.items():
-            slab = store.slabs[name]
-            slab[take(slab, spec.state_port(name).batch_axis, slots)] = value
+        if n <= step.largest:  # one call: gathered into the request's buffers, scattered from them on success
+            outputs = step.run_slots(store.slabs, slots, stacked)
+        else:  # several calls: every one must succeed before any state is written
+            states = {name: np.take(store.slabs[name], slots, axis=spec.state_port(name).batch_axis) for name in spec.state_names}
+            outputs, new = step.run(stacked, states)
+            for name, value in new.items():
+                slab = store.slabs[name]
+                slab[take(slab, spec.state_port(name).batch_axis, slots)] = value
     except Exception as exc:  # noqa: BLE001 - raised below, after the streams are released; no state was written
         error = exc
     end = monotonic()

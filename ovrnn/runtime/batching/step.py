@@ -248,23 +248,24 @@ class BatchedStep:
         self,
         slabs: dict[str, np.ndarray],
         slots: np.ndarray,
-        chunks: dict[str, list[np.ndarray]],
+        chunks: dict[str, list[np.ndarray] | np.ndarray],
     ) -> dict[str, np.ndarray]:
         """One chunk of len(slots) <= largest streams whose states live in `slabs` ({state: array
         holding every slot on the state's batch axis}): gathered by slot, run, and scattered
         back only when the call succeeds (a failed call leaves every slab as it was). `chunks`:
         {input: one per-stream chunk per slot, exactly ``spec.chunk_shape`` and the input's
-        dtype}. Returns {output: len(slots) rows stacked}, new arrays."""
+        dtype; or one array, the chunks stacked on the input's batch axis}. Returns {output:
+        len(slots) rows stacked}, new arrays."""
         spec = self.spec
         m = len(slots)
         with self._lock:
             bucket = self._buckets[self.size_for(m)]
             for port in spec.inputs:
-                np.concatenate(
-                    chunks[port.name],
-                    port.batch_axis,
-                    out=self._chunk_region(bucket, port.name, m),
-                )
+                given, region = chunks[port.name], self._chunk_region(bucket, port.name, m)
+                if type(given) is np.ndarray:  # stacked already: one copy into the request's buffer
+                    np.copyto(region, given)
+                else:
+                    np.concatenate(given, port.batch_axis, out=region)
             for name in spec.state_names:
                 axis = spec.state_port(name).batch_axis
                 np.take(
