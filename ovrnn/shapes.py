@@ -234,7 +234,8 @@ def shape_of(value: object, who: str) -> Shape | None:
         value = [int(d) for d in value]
     if not isinstance(value, (list, tuple)) or not all(_is_dim(d) for d in value):
         raise UsageError(
-            f"{flag('input')} '{who}': cannot read {value!r} as a shape (a list of ints, -1/None for dynamic, (lo, hi) ranges or ov.Dimension)"
+            f"{flag('input')} '{who}': cannot read {value!r} as a shape (a list of ints, -1/None for dynamic, (lo, hi) ranges "
+            "or ov.Dimension)"
         )
     dims = []
     for d in value:
@@ -290,5 +291,6 @@ def check_input_size(shape, itemsize: int, what: str) -> None:
     limit = max_input_bytes()
     if nbytes > limit:
         raise UsageError(
-            f"{what}: shape {list(shape)} is {nbytes:,} bytes, more than the limit of {limit:,}; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>"
+            f"{what}: shape {list(shape)} is {nbytes:,} bytes, more than the limit of {limit:,}; raise it with "
+            "OVRNN_MAX_INPUT_BYTES=<bytes>"
         )

@@ -54,7 +54,8 @@ MUTATIONS = {
         Mutation("mask_rank2", True, "a bool mask [T, B] read per step, unsqueezed to [B, 1] in the body"),
         Mutation("mask_zero_state", True, "a bool mask that zeroes h where it is 0 (c kept)"),
         Mutation("scan_c", True, "the stacked output is c, not h", ("lstm",)),
-        # (not an RNN with Relu: onnx.reference, which runs the body's probes, knows no Relu RNN; that Loop stays, its node lowered in the body)
+        # (not an RNN with Relu: onnx.reference, which runs the body's probes, knows no Relu RNN; that Loop stays, its node lowered
+        # in the body)
         Mutation(
             "inner_node",
             True,

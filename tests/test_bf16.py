@@ -164,7 +164,8 @@ def test_validate_shows_the_default_precision_drift_over_a_1024_step_stream():
         assert (
             drift.note
             == EXACT_UNDER_BF16
-            == "f32 under this default: convert --device CPU --lowering matmul for float weights, or compile at INFERENCE_PRECISION_HINT=f32"
+            == "f32 under this default: convert --device CPU --lowering matmul for float weights, or compile at "
+            "INFERENCE_PRECISION_HINT=f32"
         )
     else:
         assert drift.worst < 2e-5 and drift.f32_worst is None and drift.note == ""

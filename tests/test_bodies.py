@@ -49,7 +49,8 @@ REFUSAL = (
     "GRU node 'body_gru' is inside the body of Loop node 'loop', and its sequence length (dim 0 of X 'x_in') is not known at "
     "conversion time: X is computed from 'x_in', a value the Loop carries from one iteration to the next, so its length can "
     "change from iteration to iteration; a GRUCell chain needs a fixed number of steps, and ovrnn does not leave the node to "
-    "OpenVINO's GRUSequence, which reads parts of the GRU spec differently; {flag} lets OpenVINO's ONNX frontend convert every GRU node instead"
+    "OpenVINO's GRUSequence, which reads parts of the GRU spec differently; {flag} lets OpenVINO's ONNX frontend convert every "
+    "GRU node instead"
 )
 
 
@@ -173,7 +174,8 @@ def test_allow_sequence_ops_leaves_the_op_to_openvino_with_a_note(tmp_path):
     assert inner["GRUSequence"] == 1 and not inner["GRUCell"] and ir.rnns == ()
     (note,) = ir.notes
     assert note.startswith(
-        "GRU nodes inside If/Loop/Scan bodies: every GRU node was converted by OpenVINO's ONNX frontend (GRUSequence), not lowered to cells "
+        "GRU nodes inside If/Loop/Scan bodies: every GRU node was converted by OpenVINO's ONNX frontend (GRUSequence), not "
+        "lowered to cells "
         "(allow_sequence_ops=True: GRU node 'body_gru' is inside the body of Loop node 'loop', and its sequence length"
     )
     want = run_model(onnx.load(path), feeds)
@@ -225,8 +227,10 @@ def test_a_scan_slice_of_a_dynamic_input_names_the_input():
     with pytest.raises(ovrnn.UsageError) as info:
         ovrnn.convert_model(model)
     assert str(info.value) == (
-        "GRU node 'body_gru' is inside the body of Scan node 'scan' and reads X 'x_t', a slice of input 'XS': its sequence length comes from "
-        "dim 1 of 'XS', which is dynamic ('t'), and the GRUCell chain needs a fixed number of steps; fix it with input=\"XS[3,T,2,3]\" (T = number of time steps)"
+        "GRU node 'body_gru' is inside the body of Scan node 'scan' and reads X 'x_t', a slice of input 'XS': its sequence "
+        "length comes from "
+        "dim 1 of 'XS', which is dynamic ('t'), and the GRUCell chain needs a fixed number of steps; fix it with "
+        'input="XS[3,T,2,3]" (T = number of time steps)'
     )
     assert _layers(ovrnn.convert_model(model, input="XS[3,4,2,3]").xml)[1]["GRUCell"] == 4
 

@@ -104,15 +104,24 @@ def test_run_unknown_device_lists_available(tmp_path, model_file):
     [
         (
             "FOO",
-            "error: --device 'FOO': unknown device 'FOO' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several)\n",
+            (
+                "error: --device 'FOO': unknown device 'FOO' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N "
+                "for one of several)\n"
+            ),
         ),
         (
             "CPUU",
-            "error: --device 'CPUU': unknown device 'CPUU' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean CPU?)\n",
+            (
+                "error: --device 'CPUU': unknown device 'CPUU' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with "
+                ".N for one of several; did you mean CPU?)\n"
+            ),
         ),
         (
             "hetero:cpu,gpx",
-            "error: --device 'hetero:cpu,gpx': unknown device 'gpx' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean GPU?)\n",
+            (
+                "error: --device 'hetero:cpu,gpx': unknown device 'gpx' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, "
+                "BATCH, with .N for one of several; did you mean GPU?)\n"
+            ),
         ),
     ],
 )

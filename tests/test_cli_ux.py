@@ -82,8 +82,11 @@ def test_ovc_spellings_and_default_output(tmp_path, dyn_model):
         (["validate", "M", "--precision", "fp16"], "--precision: expected f32, f16, bf16 or default, got 'fp16'; did you mean f16?"),
         (
             ["convert", "M", "--input", "X[1..10,?,3]"],
-            "RNN node 'rnn': the sequence length (dim 0 of X 'X') is dynamic (1..10, as given in --input 'X[1..10,?,3]'), and the RNNCell chain "
-            'needs a fixed number of steps; fix it with --input "X[T,?,3]" (T = number of time steps)',
+            (
+                "RNN node 'rnn': the sequence length (dim 0 of X 'X') is dynamic (1..10, as given in --input 'X[1..10,?,3]'), and "
+                "the RNNCell chain "
+                'needs a fixed number of steps; fix it with --input "X[T,?,3]" (T = number of time steps)'
+            ),
         ),
         (["convert", "M", "--input", "[5,?,3],[2]"], "--input: 2 unnamed shapes for 1 model input(s) (X)"),
         (
@@ -195,7 +198,10 @@ def test_python_errors_name_parameters_not_flags(dyn_model):
         (dict(), 'fix it with input="X[T,?,3]" (T = number of time steps)'),
         (
             dict(input="X[5,?,3]", max_steps=2),
-            "more than max_steps=2: compiling that many cells takes OpenVINO minutes; raise max_steps to convert anyway (0 = no limit), or fix a shorter sequence with input",
+            (
+                "more than max_steps=2: compiling that many cells takes OpenVINO minutes; raise max_steps to convert anyway (0 = "
+                "no limit), or fix a shorter sequence with input"
+            ),
         ),
         (dict(input="X[5,?,3]", static=True), "static=True: input 'X' has a dynamic dim 1"),
         (dict(input="X[5,?,3]", lowering="auto"), "lowering=auto needs device (the device the IR is for, e.g. CPU, GPU, NPU)"),
@@ -212,7 +218,10 @@ def test_python_errors_name_parameters_not_flags(dyn_model):
         (dict(precision="fp32"), "precision: expected f32, f16, bf16 or default, got 'fp32'; did you mean f32?"),
         (
             dict(device="CPUU"),
-            "device 'CPUU': unknown device 'CPUU' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for one of several; did you mean CPU?)",
+            (
+                "device 'CPUU': unknown device 'CPUU' (OpenVINO devices: CPU, GPU, NPU, AUTO, HETERO, MULTI, BATCH, with .N for "
+                "one of several; did you mean CPU?)"
+            ),
         ),
     ]:
         with pytest.raises(ovrnn.UsageError) as info:

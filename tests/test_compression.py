@@ -580,7 +580,8 @@ def test_budget_falls_back_per_node():
     assert ir.rnns[0].compression == Compression("int8", -1, e4 * 0.8)
     (note,) = ir.notes
     assert re.fullmatch(
-        rf"LSTM node 'lstm_node': int4 quantization-only error \d\.\d\de-\d\d over 256 steps is above --max-weight-error {e4 * 0.8:g}: kept at int8",
+        r"LSTM node 'lstm_node': int4 quantization-only error \d\.\d\de-\d\d over 256 steps is above --max-weight-error "
+        rf"{e4 * 0.8:g}: kept at int8",
         note,
     ), note
     wild, _ = model("RNN", scale=1.5, seed=2)

@@ -126,7 +126,10 @@ BAD = [
     (
         "unknown-type",
         "sr{int}->1",
-        "input 'sr{int}->1': unknown element type 'int' (expected one of f32, f16, f64, bf16, i8, i16, i32, i64, u8, u16, u32, u64, boolean)",
+        (
+            "input 'sr{int}->1': unknown element type 'int' (expected one of f32, f16, f64, bf16, i8, i16, i32, i64, u8, u16, u32, "
+            "u64, boolean)"
+        ),
     ),
     (
         "python-value",
@@ -300,7 +303,8 @@ def test_inlined_names_stay_unique():
 def test_loop_whose_steps_change_per_iteration_is_unrolled_to_cells():
     ir = ovrnn.convert_model(FIXTURES / "loop_gru_chunks.onnx")
     assert ir.notes[0] == (
-        "Loop node 'passes': trip count 3 and condition are constants, and the input X 'x_chunk' of its GRU node 'gru' has a shape (step count) "
+        "Loop node 'passes': trip count 3 and condition are constants, and the input X 'x_chunk' of its GRU node 'gru' has a "
+        "shape (step count) "
         "known only per iteration; unrolled into 3 copies of its body, so that its GRU 'gru' can be lowered to cells"
     )
     counts = layer_counts(ir.xml)
@@ -407,7 +411,8 @@ def test_loop_kept_by_onnx_shapes_but_refused_inside_is_unrolled_after_all(monke
     monkeypatch.setattr(inputs, "lowerable_in_body", lambda loop, body: None)  # "static": the Loop stays
     ir = ovrnn.convert_model(FIXTURES / "loop_gru_chunks.onnx")
     assert ir.notes[0] == (
-        "Loop node 'passes': trip count 3 and condition are constants, and OpenVINO's shape inference leaves the step count of its body's recurrent "
+        "Loop node 'passes': trip count 3 and condition are constants, and OpenVINO's shape inference leaves the step count of "
+        "its body's recurrent "
         "node dynamic; unrolled into 3 copies of its body, so that its GRU 'gru' can be lowered to cells"
     )
     assert layer_counts(ir.xml)["GRUCell"] == 12 and "Loop" not in layer_counts(ir.xml)

@@ -134,7 +134,10 @@ def test_convert_for_cpu_takes_the_measured_form_and_says_why(this_machine_table
     counts = layer_counts(ir.xml)
     assert counts["GRUCell"] == 0 and counts["MatMul"] > 0 and dead_layers(ir.xml) == []
     release, isa = cpu_forms.machine_key()
-    why = f"measured: faster than the cell chain, measured on {isa} with OpenVINO {release}, GRU H=16 batch 1 {direction}: cell 300 µs, matmul 100 µs"
+    why = (
+        f"measured: faster than the cell chain, measured on {isa} with OpenVINO {release}, GRU H=16 batch 1 {direction}: cell 300 "
+        "µs, matmul 100 µs"
+    )
     assert all(c.form == "explicit" and c.activation == "f=Sigmoid g=Tanh" for c in ir.rnns[0].chains)
     for d in [c.direction for c in ir.rnns[0].chains]:  # the node's rt_info, per direction: the form, and why
         assert f'<info name="{d}" value="f=Sigmoid g=Tanh explicit"/>'.encode() in ir.xml
@@ -190,12 +193,12 @@ def test_inspect_names_the_table(this_machine_table, tmp_path):
     text = inspect.inspect_ir(path).format()
     release, isa = cpu_forms.machine_key()
     assert (
-        f"step forms: measured on CPU {isa} with OpenVINO {release} (ovrnn/data/cpu_forms.json) (each chain above says which it took and why)"
-        in text
+        f"step forms: measured on CPU {isa} with OpenVINO {release} (ovrnn/data/cpu_forms.json) (each chain above says which "
+        "it took and why)" in text
     )
     assert (
-        "gru fwd: 6 steps, f=Sigmoid g=Tanh, explicit MatMul/Add/activation ops, hidden 16 [measured: faster than the cell chain, measured on"
-        in text
+        "gru fwd: 6 steps, f=Sigmoid g=Tanh, explicit MatMul/Add/activation ops, hidden 16 [measured: faster than the cell "
+        "chain, measured on" in text
     )
 
 

@@ -59,7 +59,8 @@ def test_static_refuses_a_dynamic_dim():
     # a Python caller is told about Python parameters, with a value it can paste
     assert (
         str(info.value)
-        == "static=True: input 'X' has a dynamic dim 1 ('batch'); give every dim a number, for example input=\"X[4,1,3]\" (dim 1 set to a guess: use your real sizes)"
+        == "static=True: input 'X' has a dynamic dim 1 ('batch'); give every dim a number, for example input=\"X[4,1,3]\" (dim 1 "
+        "set to a guess: use your real sizes)"
     )
     ovrnn.convert_model(model, input=["X[4,1,3]", "sequence_lens[1]"], static=True)
 
@@ -70,8 +71,8 @@ def test_static_suggestion_is_pasteable_on_the_command_line(tmp_path):
     proc = ovrnn_cli("convert", tmp_path / "m.onnx", "-o", tmp_path / "m.xml", "--static")
     assert proc.returncode == 2
     assert (
-        proc.stderr
-        == "error: --static: input 'X' has a dynamic dim 0 ('seq'); give every dim a number, for example --input \"X[1,1,3]\" (dims 0 and 1 set to guesses: use your real sizes)\n"
+        proc.stderr == "error: --static: input 'X' has a dynamic dim 0 ('seq'); give every dim a number, for example --input \"X[1,1,3]\" "
+        "(dims 0 and 1 set to guesses: use your real sizes)\n"
     )
     pasted = proc.stderr.split("for example ")[1].split(" (dims")[0]
     flag, value = pasted.split(" ", 1)
@@ -122,7 +123,10 @@ def test_device_lacking_a_cell_of_the_ir_is_a_note(tmp_path):
     """--device without --lowering auto does not choose the lowering; naming a plugin that cannot
     import a cell the IR holds says so (NPU: RNNCell) instead of writing an IR it refuses silently."""
     rnn, _, _ = make_model(Case("npu_cell"))
-    note = "device NPU: its compiler does not import RNNCell, which this IR's RNN chains are made of; convert with lowering=auto to lower them to MatMul steps for NPU"
+    note = (
+        "device NPU: its compiler does not import RNNCell, which this IR's RNN chains are made of; convert with lowering=auto to "
+        "lower them to MatMul steps for NPU"
+    )
     assert note in ovrnn.convert_model(rnn, device="npu").notes
     for quiet in (dict(device="CPU"), dict(device="NPU", lowering="matmul"), dict()):
         assert not [n for n in ovrnn.convert_model(rnn, **quiet).notes if "does not import" in n], quiet
@@ -132,8 +136,8 @@ def test_device_lacking_a_cell_of_the_ir_is_a_note(tmp_path):
     proc = ovrnn_cli("convert", tmp_path / "rnn.onnx", "-o", tmp_path / "out" / "rnn.xml", "--device", "NPU")
     assert proc.returncode == 0, proc.stderr
     assert (
-        "note: --device NPU: its compiler does not import RNNCell, which this IR's RNN chains are made of; convert with --lowering auto to lower them to MatMul steps for NPU"
-        in proc.stderr + proc.stdout
+        "note: --device NPU: its compiler does not import RNNCell, which this IR's RNN chains are made of; convert with "
+        "--lowering auto to lower them to MatMul steps for NPU" in proc.stderr + proc.stdout
     )
 
 
@@ -275,7 +279,10 @@ def test_ovms_repository_layout(tmp_path):
         ),
         (
             ["--ovms-repo", "R", "--model-name", "m", "--version", "2"],
-            "ovrnn convert: unrecognized arguments: --version 2; the OVMS model version is --model-version (ovrnn --version prints ovrnn's own) (see ovrnn convert --help)",
+            (
+                "ovrnn convert: unrecognized arguments: --version 2; the OVMS model version is --model-version (ovrnn --version "
+                "prints ovrnn's own) (see ovrnn convert --help)"
+            ),
         ),
         (
             ["-o", "R", "--model-name", "m"],

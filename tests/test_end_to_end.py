@@ -209,8 +209,8 @@ def test_inspect_and_convert_say_which_directions_are_cells_and_why_not(tmp_path
     report = ovrnn.inspect(ir.save(tmp_path / "m.xml")).format()
     assert "  lstm fwd: 6 steps, f=Sigmoid g=Tanh h=Tanh, LSTMCell, hidden 5, W shared by 6 cells" in report
     assert (
-        "  lstm rev: 6 steps, f=HardSigmoid(alpha=0.2, beta=0.5) g=Tanh h=Softsign [explicit: HardSigmoid, Softsign], explicit MatMul/Add/activation ops, hidden 5"
-        in report
+        "  lstm rev: 6 steps, f=HardSigmoid(alpha=0.2, beta=0.5) g=Tanh h=Softsign [explicit: HardSigmoid, Softsign], explicit "
+        "MatMul/Add/activation ops, hidden 5" in report
     )
     peep, _, _ = make_model(Case("say-p", op="GRU", T=3))
     import onnx

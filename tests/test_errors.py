@@ -28,7 +28,10 @@ BAD = [
         lambda: _mutated(lambda m: set_attr(m, "activations", ["Swish"])),
         None,
         InvalidModelError,
-        f"{NODE}: attribute 'activations': unknown activation 'Swish' (expected one of: Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)",
+        (
+            f"{NODE}: attribute 'activations': unknown activation 'Swish' (expected one of: Relu, Tanh, Sigmoid, Affine, "
+            "LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)"
+        ),
     ),
     (
         "unknown-direction",
@@ -154,14 +157,20 @@ BAD = [
         lambda: _mutated(lambda m: set_attr(m, "foo", 1)),
         None,
         InvalidModelError,
-        f"{NODE}: attribute 'foo' is not an attribute of RNN-14 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size, layout)",
+        (
+            f"{NODE}: attribute 'foo' is not an attribute of RNN-14 (expected one of: activation_alpha, activation_beta, "
+            "activations, clip, direction, hidden_size, layout)"
+        ),
     ),
     (
         "layout-before-opset-14",
         lambda: _mutated(lambda m: set_attr(m, "layout", 0), opset=7),
         None,
         InvalidModelError,
-        f"{NODE}: attribute 'layout' is not an attribute of RNN-7 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size)",
+        (
+            f"{NODE}: attribute 'layout' is not an attribute of RNN-7 (expected one of: activation_alpha, activation_beta, "
+            "activations, clip, direction, hidden_size)"
+        ),
     ),
     (
         "negative-clip",
@@ -182,14 +191,20 @@ BAD = [
         lambda: _mutated(lambda m: None, lens=(5, 2), lens_const=True),
         None,
         InvalidModelError,
-        f"{NODE}: input sequence_lens 'sequence_lens': value 5 at batch index 0 is out of range, expected 0 <= length <= 4 (the sequence length)",
+        (
+            f"{NODE}: input sequence_lens 'sequence_lens': value 5 at batch index 0 is out of range, expected 0 <= length <= 4 "
+            "(the sequence length)"
+        ),
     ),
     (
         "lens-negative",
         lambda: _mutated(lambda m: None, lens=(3, -1), lens_const=True),
         None,
         InvalidModelError,
-        f"{NODE}: input sequence_lens 'sequence_lens': value -1 at batch index 1 is out of range, expected 0 <= length <= 4 (the sequence length)",
+        (
+            f"{NODE}: input sequence_lens 'sequence_lens': value -1 at batch index 1 is out of range, expected 0 <= length <= 4 "
+            "(the sequence length)"
+        ),
     ),
     (
         "lens-int64",
@@ -210,7 +225,10 @@ BAD = [
         lambda: _mutated(lambda m: setattr(m.opset_import[0], "version", 99)),
         None,
         UnsupportedFeatureError,
-        f"model opset_import: ai.onnx opset 99 is newer than the newest this onnx {onnx.__version__} knows ({onnx.defs.onnx_opset_version()}); expected an opset between 1 and {onnx.defs.onnx_opset_version()}",
+        (
+            f"model opset_import: ai.onnx opset 99 is newer than the newest this onnx {onnx.__version__} knows "
+            f"({onnx.defs.onnx_opset_version()}); expected an opset between 1 and {onnx.defs.onnx_opset_version()}"
+        ),
     ),
     (
         "no-opset",
@@ -224,7 +242,10 @@ BAD = [
         lambda: _mutated(lambda m: None, dyn_seq=True),
         None,
         UsageError,
-        f"{NODE}: the sequence length (dim 0 of X 'X') is dynamic ('seq'), and the RNNCell chain needs a fixed number of steps; fix it with --input \"X[T,2,3]\" (T = number of time steps)",
+        (
+            f"{NODE}: the sequence length (dim 0 of X 'X') is dynamic ('seq'), and the RNNCell chain needs a fixed number of "
+            'steps; fix it with --input "X[T,2,3]" (T = number of time steps)'
+        ),
     ),
     # the README's "Not supported": zero time steps or a batch of 0 (a sequence_lens entry of 0 is supported)
     (
@@ -333,12 +354,18 @@ def _write(tmp_path, name, data: bytes):
         (
             "text",
             lambda t: _write(t, "text.onnx", b"not a model\n" * 8),
-            "'{path}' is not an ONNX model (protobuf parse failed: Error parsing message with type 'onnx.ModelProto': Wire format was corrupt)",
+            (
+                "'{path}' is not an ONNX model (protobuf parse failed: Error parsing message with type 'onnx.ModelProto': Wire "
+                "format was corrupt)"
+            ),
         ),
         (
             "truncated",
             lambda t: _write(t, "trunc.onnx", make_model(Case("t"))[0].SerializeToString()[:150]),
-            "'{path}' is not an ONNX model (protobuf parse failed: Error parsing message with type 'onnx.ModelProto': Wire format was corrupt)",
+            (
+                "'{path}' is not an ONNX model (protobuf parse failed: Error parsing message with type 'onnx.ModelProto': Wire "
+                "format was corrupt)"
+            ),
         ),
         ("missing", lambda t: t / "missing.onnx", "model file '{path}' does not exist"),
         ("folder", lambda t: t, "model path '{path}' is a folder, expected an .onnx file"),

@@ -55,8 +55,10 @@ def test_mx2onnx_swapaxes_shapes_fold_and_full_lengths_need_no_mask():
 def test_spox_default_activations_on_a_forward_node_are_read_with_a_note():
     ir = ovrnn.convert_model(FIXTURES / "spox_rnn.onnx")
     assert ir.notes == (
-        "RNN node 'RNN_0': attribute 'activations' has 2 entries (Tanh, Tanh) for one direction; "
-        "used the first (Tanh) as onnxruntime and OpenVINO do, and ignored 'Tanh'",
+        (
+            "RNN node 'RNN_0': attribute 'activations' has 2 entries (Tanh, Tanh) for one direction; "
+            "used the first (Tanh) as onnxruntime and OpenVINO do, and ignored 'Tanh'"
+        ),
     )
     assert [c.activation for c in ir.rnns[0].chains] == ["Tanh"]
 
@@ -94,9 +96,11 @@ def test_two_directions_of_activations_on_a_one_direction_gru_lstm_use_the_first
     ir = ovrnn.convert_model(model)
     node = model.graph.node[-1].name
     assert ir.notes == (
-        f"{op} node '{node}': attribute 'activations' has {2 * k} entries ({', '.join(acts)}) for one direction; "
-        f"used the first {k} ({', '.join(acts[:k])}) as OpenVINO does (onnxruntime refuses such a node), "
-        f"and ignored {', '.join(repr(a) for a in acts[k:])}",
+        (
+            f"{op} node '{node}': attribute 'activations' has {2 * k} entries ({', '.join(acts)}) for one direction; "
+            f"used the first {k} ({', '.join(acts[:k])}) as OpenVINO does (onnxruntime refuses such a node), "
+            f"and ignored {', '.join(repr(a) for a in acts[k:])}"
+        ),
     )
     with pytest.raises(Exception, match=f"num_directions_\\) \\* {k}"):  # onnxruntime refuses the node as written
         ort.InferenceSession(model.SerializeToString())
@@ -112,8 +116,8 @@ def test_dangling_tensor_is_an_invalid_model_named():
     proc = ovrnn_cli("convert", FIXTURES / "paddle2onnx_dangling.onnx", "-o", "/nonexistent/never.xml")
     assert (proc.returncode, proc.stdout) == (2, "")
     assert (
-        proc.stderr
-        == "error: RNN node 'rnn_0': input 'initial_h' is tensor 'fill_constant_1.tmp_0', which no graph input, initializer or node provides\n"
+        proc.stderr == "error: RNN node 'rnn_0': input 'initial_h' is tensor 'fill_constant_1.tmp_0', which no graph input, initializer or "
+        "node provides\n"
     )
     with pytest.raises(ovrnn.InvalidModelError, match="fill_constant_1.tmp_0"):
         ovrnn.validate(FIXTURES / "paddle2onnx_dangling.onnx")

@@ -145,7 +145,8 @@ def test_invalidity_is_no_verdict_on_what_onnx_cannot_check():
     model.ir_version = 8
     assert (
         invalidity(model)
-        == "Nodes in a graph must be topologically sorted, however input 'nowhere' of node: name: pad OpType: Pad is not output of any previous nodes."
+        == "Nodes in a graph must be topologically sorted, however input 'nowhere' of node: name: pad OpType: Pad is not output "
+        "of any previous nodes."
     )
 
 

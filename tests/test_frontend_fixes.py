@@ -109,7 +109,8 @@ def test_rewrites_exactly_what_openvino_misreads(opset):
         wrong = [label for label, g, w in zip(labels, _openvino(fixed, feeds), want) if not _same(g, w)]
         assert not wrong, f"still wrong after the rewrite (inputs ~{scale}): {wrong}"
     assert rewritten == misread, (
-        f"OpenVINO {installed_openvino()}: misread but not rewritten {sorted(misread - rewritten)}; rewritten but read right {sorted(rewritten - misread)}"
+        f"OpenVINO {installed_openvino()}: misread but not rewritten {sorted(misread - rewritten)}; rewritten but read right "
+        f"{sorted(rewritten - misread)}"
     )
 
 
@@ -323,7 +324,8 @@ def test_a_log_sum_exp_of_unknown_type_is_refused_not_taken_for_float():
     with pytest.raises(ovrnn.UnsupportedFeatureError) as refused:
         apply_fixes(model, openvino=(2025, 4, 1))
     assert str(refused.value).endswith(
-        "and ovrnn cannot rewrite it exactly: the element type of its input 'x' is not known to onnx's type inference, and the rewrite computes Log/Exp in it"
+        "and ovrnn cannot rewrite it exactly: the element type of its input 'x' is not known to onnx's type inference, and the "
+        "rewrite computes Log/Exp in it"
     )
     assert str(refused.value).startswith("ReduceLogSumExp node 'r': OpenVINO's ONNX frontend reads it wrong (exp overflows: ")
 

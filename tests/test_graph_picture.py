@@ -234,7 +234,10 @@ def test_cli_without_graphviz(tmp_path):
     res = ovrnn_cli("inspect", xml, "--graph", tmp_path / "p.png", env=env)
     assert res.returncode == 0, res.stderr
     assert res.stderr.splitlines() == [
-        f"note: graphviz (dot) is not installed; wrote {tmp_path / 'p.dot'} only (render it elsewhere with: dot -Tpng {tmp_path / 'p.dot'} -o {tmp_path / 'p.png'})"
+        (
+            f"note: graphviz (dot) is not installed; wrote {tmp_path / 'p.dot'} only (render it elsewhere with: dot -Tpng "
+            f"{tmp_path / 'p.dot'} -o {tmp_path / 'p.png'})"
+        )
     ]
     assert (tmp_path / "p.dot").is_file() and not (tmp_path / "p.png").exists()
 

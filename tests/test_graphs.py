@@ -60,8 +60,10 @@ def test_opset_reads_the_default_domain(nodes, opsets, expected):
         (
             lambda: _model(RELU, [("", NEWEST + 1)]),
             UnsupportedFeatureError,
-            f"model opset_import: ai.onnx opset {NEWEST + 1} is newer than the newest this onnx {onnx.__version__} knows ({NEWEST}); "
-            f"expected an opset between 1 and {NEWEST}",
+            (
+                f"model opset_import: ai.onnx opset {NEWEST + 1} is newer than the newest this onnx {onnx.__version__} knows ({NEWEST}); "
+                f"expected an opset between 1 and {NEWEST}"
+            ),
         ),
     ],
     ids=["ai-onnx-node-without-import", "ai-onnx-node-only-in-a-body", "opset-zero", "future-opset"],

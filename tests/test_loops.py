@@ -154,7 +154,8 @@ def test_a_body_that_is_no_cell_is_unrolled(tmp_path):
     note = next(n for n in ir.notes if n.startswith("Loop node"))
     assert note == (
         "Loop node 'sequential_2_1/gru_1/while_loop': its body is not a recognisable LSTM, GRU or RNN cell "
-        "(it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs); unrolled into its 5 iterations (their number is a constant once the shapes are known)"
+        "(it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs); unrolled into "
+        "its 5 iterations (their number is a constant once the shapes are known)"
     )
     x = _data("keras_gru_reset_after")[0]
     want = ort.InferenceSession(str(path)).run(None, x)[0]
@@ -194,8 +195,10 @@ def test_a_loop_it_can_neither_rewrite_nor_unroll_is_one_error_line(tmp_path):
     with pytest.raises(UnsupportedFeatureError) as err:
         ovrnn.convert_model(path)
     assert str(err.value) == (
-        "Loop node 'sequential_2_1/gru_1/while_loop' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
-        "its body is not a recognisable LSTM, GRU or RNN cell (it holds a Sin node ('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs), "
+        "Loop node 'sequential_2_1/gru_1/while_loop' computes a recurrence that OpenVINO's ONNX frontend cannot read, and "
+        "ovrnn cannot rewrite it: "
+        "its body is not a recognisable LSTM, GRU or RNN cell (it holds a Sin node "
+        "('sequential_2_1/gru_1/while/gru_cell_1/Tanh') between its states and outputs), "
         "and ovrnn unrolls such a body only over a known number of steps, but its trip count is not a constant: "
         "it depends on the value of 'steps' (freeze it with input=\"steps->N\", N the number of steps)"
     )
@@ -236,7 +239,8 @@ def test_a_recognised_cell_with_a_runtime_trip_count_is_refused_with_the_input_t
     onnx.save(model, path)
     run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml")
     assert run.returncode == 2 and run.stderr == (
-        "error: Loop node 'loop' computes a recurrence that OpenVINO's ONNX frontend cannot read: its body is an LSTM cell of hidden size 4, "
+        "error: Loop node 'loop' computes a recurrence that OpenVINO's ONNX frontend cannot read: its body is an LSTM cell of "
+        "hidden size 4, "
         f"which ovrnn rewrites as LSTM nodes over a known number of steps, but its trip count is not a constant: it depends on {hint}\n"
     )
     run = ovrnn_cli("convert", path, "-o", tmp_path / "out.xml", "--input", fix)
@@ -289,7 +293,8 @@ def test_a_constant_prefix_mask_becomes_sequence_lens(hole):
     note = next(n for n in ir.notes if n.startswith("Loop node"))
     if hole:
         assert note.endswith(
-            "rewritten as 5 one-step LSTM nodes, each state then selected by the mask 'sequential_6_1/lstm_2_1/transpose_1:0' (Where: kept where it is 0)"
+            "rewritten as 5 one-step LSTM nodes, each state then selected by the mask 'sequential_6_1/lstm_2_1/transpose_1:0' "
+            "(Where: kept where it is 0)"
         )
     else:
         assert note.endswith(
@@ -409,53 +414,63 @@ FOOLS = {
         "rnn_tanh",
         "index_term_y",
         4,
-    ): "the iteration number ('i') reaches its Cast node 'b/Cast7', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    ): "the iteration number ('i') reaches its Cast node 'b/Cast7', beyond the per-step read of the input sequence: the body is "
+    "not the same function at every step",
     (
         "gru_lbr1",
         "index_term_h",
         5,
-    ): "the iteration number ('i') reaches its Cast node 'b/Cast19', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    ): "the iteration number ('i') reaches its Cast node 'b/Cast19', beyond the per-step read of the input sequence: the body is "
+    "not the same function at every step",
     (
         "lstm",
         "index_gate",
         6,
-    ): "the iteration number ('i') reaches its Equal node 'b/Equal16', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    ): "the iteration number ('i') reaches its Equal node 'b/Equal16', beyond the per-step read of the input sequence: the body "
+    "is not the same function at every step",
     (
         "lstm",
         "int_counter_scale",
         7,
-    ): "the counter 'k' reaches its Cast node 'b/Cast16', beyond the per-step read of the input sequence: the body is not the same function at every step",
+    ): "the counter 'k' reaches its Cast node 'b/Cast16', beyond the per-step read of the input sequence: the body is not the "
+    "same function at every step",
     ("gru_lbr0", "counter_scale", 7): "its carried value 's' is not a [batch, hidden] tensor of known hidden size",
     (
         "lstm",
         "cond_vector",
         6,
-    ): "its Add node 'b/Add16' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
+    ): "its Add node 'b/Add16' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a "
+    "carried state: no input of a recurrent node can hold it",
     (
         "gru_lbr1",
         "film",
         7,
-    ): "its Add node 'b/Add19' reads 'G' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
+    ): "its Add node 'b/Add19' reads 'G' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a "
+    "carried state: no input of a recurrent node can hold it",
     (
         "rnn_tanh",
         "outer_pre",
         5,
-    ): "its Add node 'b/Add2' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it",
+    ): "its Add node 'b/Add2' reads 'V' from outside the loop, which is neither the input sequence, a 0/1 mask, a constant nor a "
+    "carried state: no input of a recurrent node can hold it",
     (
         "lstm",
         "float_table",
         4,
-    ): "it reads more than one input sequence step by step ('X' and 'S'; a float table gating the state is no mask unless its values are proven 0 or 1: bool, or cast from a comparison)",
+    ): "it reads more than one input sequence step by step ('X' and 'S'; a float table gating the state is no mask unless its "
+    "values are proven 0 or 1: bool, or cast from a comparison)",
     (
         "gru_lbr0",
         "float_table_rank2",
         5,
-    ): "it reads 'S' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) nor a mask proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row",
+    ): "it reads 'S' step by step, which is neither the input sequence (a float [steps, batch, features] tensor) nor a mask "
+    "proven 0 or 1 (bool, or a float cast from a comparison) with one value per batch row",
     (
         "lstm",
         "counter_minus1",
         6,
-    ): "its first iteration reads step -1 of 'X', so its 6 iterations are not 6 consecutive steps of 'X' (6 steps) in order (Gather counts a negative index from the end)",
+    ): "its first iteration reads step -1 of 'X', so its 6 iterations are not 6 consecutive steps of 'X' (6 steps) in order "
+    "(Gather counts a negative index from the end)",
 }
 
 

@@ -131,7 +131,8 @@ def test_validate_when_the_reference_cannot_run_an_op(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert (
         proc.stderr
-        == f"error: the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot compute {node}; and no other oracle can judge it (onnxruntime: not asked for (--no-onnxruntime))\n"
+        == f"error: the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot compute {node}; and no other oracle "
+        "can judge it (onnxruntime: not asked for (--no-onnxruntime))\n"
     )
 
 
@@ -292,7 +293,8 @@ def test_if_on_a_static_dim_of_a_shape_with_a_dynamic_batch(tmp_path):
     proc = ovrnn_cli("convert", path, "--input", "x[4,?,3]", "-o", tmp_path / "m.xml")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith(
-        "note: If node '/If': its condition '/Cast_output_0' is the constant True once the frozen inputs and input shapes are known; inlined its then branch"
+        "note: If node '/If': its condition '/Cast_output_0' is the constant True once the frozen inputs and input shapes are "
+        "known; inlined its then branch"
     )
     counts = layer_counts((tmp_path / "m.xml").read_bytes())
     assert not counts["If"] and counts["GRUCell"] == 2 * 4
@@ -437,7 +439,8 @@ def test_a_size_fixed_inside_the_model_is_not_blamed_on_other_inputs(tmp_path):
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
     proc = ovrnn_cli("validate", tmp_path / "m.onnx", "--no-onnxruntime")
     assert proc.returncode == 2 and proc.stderr.startswith(
-        "error: the model does not run at input shape x [3, 3, 3]: a size inside it does not fit (an exporter may have fixed a dim the input leaves dynamic"
+        "error: the model does not run at input shape x [3, 3, 3]: a size inside it does not fit (an exporter may have fixed a "
+        "dim the input leaves dynamic"
     ), proc.stderr
 
 
@@ -518,5 +521,6 @@ def test_pair_stream_refusal_names_a_bidirectional_node(tmp_path):
     proc = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "h=hn", "-o", tmp_path / "m.xml")
     assert proc.returncode == 2 and not (tmp_path / "m.xml").exists()
     assert proc.stderr.rstrip().endswith(
-        "; or rather, GRU node 'bigru' is bidirectional: its reverse direction reads each chunk back to front, so no carried state makes the calls equal the whole sequence"
+        "; or rather, GRU node 'bigru' is bidirectional: its reverse direction reads each chunk back to front, so no carried "
+        "state makes the calls equal the whole sequence"
     ), proc.stderr

@@ -243,7 +243,10 @@ def _dq_node(**changes):
         (
             dict(W_scale=np.ones((1, 3), np.float32)),
             InvalidModelError,
-            "DynamicQuantizeLSTM node 'lstm0_quant': input W_scale 'W_scale' has shape [1, 3], expected [1] (per tensor) or [1, 64] (per row)",
+            (
+                "DynamicQuantizeLSTM node 'lstm0_quant': input W_scale 'W_scale' has shape [1, 3], expected [1] (per tensor) or "
+                "[1, 64] (per row)"
+            ),
         ),
         (
             dict(R_zero_point=np.zeros((1,), np.uint8)),
@@ -253,7 +256,10 @@ def _dq_node(**changes):
         (
             dict(R_quantized=np.zeros((1, 8, 64), np.int8)),
             InvalidModelError,
-            "DynamicQuantizeLSTM node 'lstm0_quant': input R 'R_quantized' has shape [1, 8, 64], expected [1, 16, 64] (num_directions, hidden_size, 4*hidden_size) from W 'W_quantized' [1, 8, 64]",
+            (
+                "DynamicQuantizeLSTM node 'lstm0_quant': input R 'R_quantized' has shape [1, 8, 64], expected [1, 16, 64] "
+                "(num_directions, hidden_size, 4*hidden_size) from W 'W_quantized' [1, 8, 64]"
+            ),
         ),
     ],
     ids=["float-weights", "scale-shape", "zero-point-type", "r-shape"],

@@ -235,7 +235,8 @@ def test_onnx_reference_alone_misreads_the_inference_batch_norm():
 RANDOM = {"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Dropout"}
 # op -> why the reference cannot compute its first backend case (then validate judges by onnxruntime alone, with a note)
 UNAVAILABLE = {
-    "Scan": "test_scan_sum is Scan-8 (a batch axis, an empty sequence_lens): onnx.reference runs its body with no type for it, onnxruntime refuses the body's Add alone"
+    "Scan": "test_scan_sum is Scan-8 (a batch axis, an empty sequence_lens): onnx.reference runs its body with no type for it, "
+    "onnxruntime refuses the body's Add alone"
 }
 
 

@@ -78,7 +78,10 @@ def test_without_matplotlib_the_report_is_written_without_the_plot(tmp_path, mon
     report = ovrnn.validate(model, report_dir=out)
     assert report.passed
     assert sorted(p.name for p in out.iterdir()) == ["inputs.npz", "outputs.npz", "reference.npz", "report.json", "report.md"]
-    note = "matplotlib is not installed, so error_per_step.png was not drawn (pip install 'ovrnn[report]'); the per-step errors are in report.json"
+    note = (
+        "matplotlib is not installed, so error_per_step.png was not drawn (pip install 'ovrnn[report]'); the per-step errors are "
+        "in report.json"
+    )
     assert note in report.notes and note in report.format()
     data = json.loads((out / "report.json").read_text())
     assert len(data["per_step_error"]["f32"]["Y"]) == 4 and note in data["notes"]

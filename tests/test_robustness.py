@@ -217,7 +217,8 @@ def test_ir_version_10(tmp_path):
     with pytest.raises(ovrnn.UnsupportedFeatureError) as exc:
         ovrnn.convert_model(whole, ir_version=10)
     assert str(exc.value) == (
-        "ir_version=10 is only available for models made of RNN, GRU and LSTM nodes; whole models are written by OpenVINO's serializer, as IR v11"
+        "ir_version=10 is only available for models made of RNN, GRU and LSTM nodes; whole models are written by OpenVINO's "
+        "serializer, as IR v11"
     )
 
 
@@ -276,7 +277,10 @@ def test_step_limit_refuses_with_a_way_out():
     assert str(info.value).endswith("fix a shorter sequence with input, or raise the limit with OVRNN_MAX_IR_BYTES=<bytes>"), info.value
     note = ovrnn.convert_model(make_model(Case("steps", T=1500, direction="bidirectional", hidden=4, input_size=2))[0]).notes
     assert note == (
-        "the model unrolls to 3000 steps (time steps x directions, over 1 RNN node): OpenVINO will take a while to compile it (tens of seconds on CPU); cache_dir makes later compiles faster",
+        (
+            "the model unrolls to 3000 steps (time steps x directions, over 1 RNN node): OpenVINO will take a while to compile it "
+            "(tens of seconds on CPU); cache_dir makes later compiles faster"
+        ),
     )
 
 

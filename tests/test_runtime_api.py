@@ -236,7 +236,10 @@ def test_an_index_input_out_of_range_is_a_usage_error(op, axis, idx_shape):
         idx = np.zeros(idx_shape, np.int64)
         idx.reshape(-1)[-1] = value
         where = [i - 1 for i in idx_shape]
-        message = f"input 'idx': value {value} at index {where} is out of range for {op} 'Y' (axis {axis} of its data, size {size}), expected {-size} <= index <= {size - 1}"
+        message = (
+            f"input 'idx': value {value} at index {where} is out of range for {op} 'Y' (axis {axis} of its data, size {size}), "
+            f"expected {-size} <= index <= {size - 1}"
+        )
         for call in (runner, lambda f: ovrnn.run(ir, f)):
             with pytest.raises(ovrnn.UsageError) as caught:
                 call({"idx": idx})

@@ -291,7 +291,10 @@ def test_a_child_killed_by_a_signal_is_reported_as_such(slow_ir, tmp_path, sig):
     _, err = proc.communicate(timeout=60)
     name = signal.Signals(sig).name
     if sig == signal.SIGSEGV:
-        expected = f"error: OpenVINO crashed with signal {int(sig)} ({name}) on IR '{xml}'; the IR is malformed in a way ovrnn's checks do not catch\n"
+        expected = (
+            f"error: OpenVINO crashed with signal {int(sig)} ({name}) on IR '{xml}'; the IR is malformed in a way ovrnn's checks "
+            "do not catch\n"
+        )
     else:
         expected = (
             f"error: the child process running OpenVINO on IR '{xml}' was killed by signal 9 (SIGKILL); the kernel's out-of-memory killer "
@@ -534,7 +537,8 @@ def test_dimensions_and_their_products_are_bounded(tmp_path, dyn_model):
     )
     _one_error_line(
         ovrnn_cli("validate", dyn_model, "--input", "X[4,?,3]", "--batch", "2000000000"),
-        "--batch 2000000000: input 'X': shape [4, 2000000000, 3] is 96,000,000,000 bytes, more than the limit of 2,147,483,648; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>",
+        "--batch 2000000000: input 'X': shape [4, 2000000000, 3] is 96,000,000,000 bytes, more than the limit of "
+        "2,147,483,648; raise it with OVRNN_MAX_INPUT_BYTES=<bytes>",
     )
     model = onnx.load(dyn_model)  # a model that declares such dims itself
     model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 2**62
@@ -674,7 +678,8 @@ def test_batch_mismatch_at_run_time_is_a_usage_error(tmp_path):
     np.savez(tmp_path / "in.npz", **feeds)
     _one_error_line(
         ovrnn_cli("run", tmp_path / "m.xml", "--input", tmp_path / "in.npz"),
-        "the input shapes do not fit together (X [4, 2, 3], sequence_lens [3], initial_h [1, 2, 5]): the batch (or another dynamic dim) must be the same in every input",
+        "the input shapes do not fit together (X [4, 2, 3], sequence_lens [3], initial_h [1, 2, 5]): the batch (or another "
+        "dynamic dim) must be the same in every input",
     )
 
 

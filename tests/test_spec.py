@@ -337,19 +337,28 @@ BAD = [
         "lstm-bidir-four-activations",
         lambda: _mutated(lambda m: set_attr(m, "activations", ["Sigmoid", "Tanh", "Tanh", "Relu"]), "LSTM", direction="bidirectional"),
         InvalidModelError,
-        f"{L}: attribute 'activations': expected 6 activation(s) for 2 direction(s) (f, g, h per direction), got 4 (Sigmoid, Tanh, Tanh, Relu)",
+        (
+            f"{L}: attribute 'activations': expected 6 activation(s) for 2 direction(s) (f, g, h per direction), got 4 (Sigmoid, "
+            "Tanh, Tanh, Relu)"
+        ),
     ),
     (
         "lstm-unknown-activation",
         lambda: _mutated(lambda m: set_attr(m, "activations", ["Sigmoid", "Gelu", "Tanh"]), "LSTM"),
         InvalidModelError,
-        f"{L}: attribute 'activations': unknown activation 'Gelu' (expected one of: Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)",
+        (
+            f"{L}: attribute 'activations': unknown activation 'Gelu' (expected one of: Relu, Tanh, Sigmoid, Affine, LeakyRelu, "
+            "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)"
+        ),
     ),
     (
         "gru-lbr-before-opset-3",
         lambda: _mutated(lambda m: set_attr(m, "linear_before_reset", 1), "GRU", opset=1),
         InvalidModelError,
-        f"{G}: attribute 'linear_before_reset' is not an attribute of GRU-1 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size, output_sequence)",
+        (
+            f"{G}: attribute 'linear_before_reset' is not an attribute of GRU-1 (expected one of: activation_alpha, "
+            "activation_beta, activations, clip, direction, hidden_size, output_sequence)"
+        ),
     ),
     (
         "gru-lbr-wrong-type",
@@ -361,7 +370,10 @@ BAD = [
         "gru-input-forget",
         lambda: _mutated(lambda m: set_attr(m, "input_forget", 1), "GRU"),
         InvalidModelError,
-        f"{G}: attribute 'input_forget' is not an attribute of GRU-14 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size, layout, linear_before_reset)",
+        (
+            f"{G}: attribute 'input_forget' is not an attribute of GRU-14 (expected one of: activation_alpha, activation_beta, "
+            "activations, clip, direction, hidden_size, layout, linear_before_reset)"
+        ),
     ),
     (
         "lstm-input-forget-wrong-type",
@@ -373,7 +385,10 @@ BAD = [
         "lstm-layout-before-opset-14",
         lambda: _mutated(lambda m: set_attr(m, "layout", 0), "LSTM", opset=7),
         InvalidModelError,
-        f"{L}: attribute 'layout' is not an attribute of LSTM-7 (expected one of: activation_alpha, activation_beta, activations, clip, direction, hidden_size, input_forget)",
+        (
+            f"{L}: attribute 'layout' is not an attribute of LSTM-7 (expected one of: activation_alpha, activation_beta, "
+            "activations, clip, direction, hidden_size, input_forget)"
+        ),
     ),
     (
         "lstm-output-sequence-2",
@@ -409,13 +424,19 @@ BAD = [
         "gru-lens-too-long",
         lambda: _mutated(lambda m: None, "GRU", lens=(5, 2), lens_const=True),
         InvalidModelError,
-        f"{G}: input sequence_lens 'sequence_lens': value 5 at batch index 0 is out of range, expected 0 <= length <= 4 (the sequence length)",
+        (
+            f"{G}: input sequence_lens 'sequence_lens': value 5 at batch index 0 is out of range, expected 0 <= length <= 4 (the "
+            "sequence length)"
+        ),
     ),
     (
         "lstm-dynamic-seq",
         lambda: _mutated(lambda m: None, "LSTM", dyn_seq=True),
         UsageError,
-        f"{L}: the sequence length (dim 0 of X 'X') is dynamic ('seq'), and the LSTMCell chain needs a fixed number of steps; fix it with input=\"X[T,2,3]\" (T = number of time steps)",
+        (
+            f"{L}: the sequence length (dim 0 of X 'X') is dynamic ('seq'), and the LSTMCell chain needs a fixed number of steps; "
+            'fix it with input="X[T,2,3]" (T = number of time steps)'
+        ),
     ),
     (
         "gru-X-integer",

@@ -35,9 +35,15 @@ CASES = {
     "lstm_lm_fp16_keep_io.onnx": (["logits"], F16, 2e-3),  # float16 rounding: above f32's tolerance, within f16's
 }
 IDS = {
-    "doctr_crnn_mobilenet_v3_small.torchscript.onnx": "docTR CRNN MobileNetV3-small, torch.onnx dynamo=False (HardSwish: was a metaclass conflict)",
-    "doctr_crnn_mobilenet_v3_small.dynamo.onnx": "docTR CRNN MobileNetV3-small, torch.onnx dynamo=True (HardSwish: was a metaclass conflict)",
-    "paddleocr_crnn.opset11.onnx": "PaddleOCR-style CRNN (paddle layers) by paddle2onnx opset 11 (BatchNormalization momentum: was a false FAIL)",
+    "doctr_crnn_mobilenet_v3_small.torchscript.onnx": (
+        "docTR CRNN MobileNetV3-small, torch.onnx dynamo=False (HardSwish: was a metaclass conflict)"
+    ),
+    "doctr_crnn_mobilenet_v3_small.dynamo.onnx": (
+        "docTR CRNN MobileNetV3-small, torch.onnx dynamo=True (HardSwish: was a metaclass conflict)"
+    ),
+    "paddleocr_crnn.opset11.onnx": (
+        "PaddleOCR-style CRNN (paddle layers) by paddle2onnx opset 11 (BatchNormalization momentum: was a false FAIL)"
+    ),
     "paddleocr_crnn.opset14.onnx": "PaddleOCR-style CRNN (paddle layers) by paddle2onnx opset 14 (HardSwish: was a metaclass conflict)",
     "lstm_energy_0d.onnx": "LSTM with a 0-d output (was an item assignment TypeError)",
     "lstm_lm_fp16_keep_io.onnx": "LSTM LM with float16 weights behind float32 io, keep_io_types (was a FAIL at f32 tolerance)",
@@ -92,8 +98,10 @@ def test_the_float16_model_says_why_it_is_judged_at_float16():
     report = ovrnn.validate(FIXTURES / "lstm_lm_fp16_keep_io.onnx", drift=False)
     why = [n for n in report.notes if n.startswith("the model computes in float16: ")]
     assert why == [
-        "the model computes in float16: 9 weights are float16 (e.g. 'emb.weight'); onnxruntime and the reference round to float16 "
-        "where the graph does: judged at float16 tolerance"
+        (
+            "the model computes in float16: 9 weights are float16 (e.g. 'emb.weight'); onnxruntime and the reference round to float16 "
+            "where the graph does: judged at float16 tolerance"
+        )
     ]
     assert max(c.max_abs for c in report.comparisons) > F32[0]  # the looser tolerance is needed, not a formality
 

@@ -5,8 +5,9 @@ no rewrite can check itself; and its tolerance follows the precision the model c
 
 The rewrite is made wrong on purpose here: the Loop recovery is wrapped so that the recurrent node
 it recovers loses its recurrent term H_{t-1} R^T (R multiplied by 0: a term dropped, as the unsound
-recoveries of issue 30 dropped ``0.1*i`` or a conditioning vector; exact at the first step). With onnxruntime switched off the reference row alone must
-FAIL it; the reference of the rewritten graph, what validate ran before, agrees with the wrong IR.
+recoveries of issue 30 dropped ``0.1*i`` or a conditioning vector; exact at the first step). With
+onnxruntime switched off the reference row alone must FAIL it; the reference of the rewritten graph,
+what validate ran before, agrees with the wrong IR.
 """
 
 from __future__ import annotations
@@ -263,8 +264,12 @@ def test_compressed_weights_of_a_recovered_node_say_what_the_reference_ran(monke
     right = ovrnn.validate(model, use_onnxruntime=False, drift=False, compress_weights="int8")
     note = [n for n in right.notes if n.startswith("the compressed node(s) ")]
     assert note == [
-        "the compressed node(s) 'sequential_8_1/gru_3_1/while_loop', 'sequential_8_1/gru_4_1/while_loop' were recovered from a Loop: the dequantized "
-        "reference runs ovrnn's rewritten graph, and the 'quantization' row, the original graph in float64 against it, counts within --max-weight-error"
+        (
+            "the compressed node(s) 'sequential_8_1/gru_3_1/while_loop', 'sequential_8_1/gru_4_1/while_loop' were recovered from a "
+            "Loop: the dequantized "
+            "reference runs ovrnn's rewritten graph, and the 'quantization' row, the original graph in float64 against it, counts "
+            "within --max-weight-error"
+        )
     ]
     rows = {c.oracle: c for c in right.comparisons}
     assert (
@@ -360,7 +365,8 @@ def test_each_output_is_judged_at_the_precision_on_its_own_path(tmp_path):
     assert tol[("Z", "reference")] == tol[("Z", "onnxruntime")] == (1e-2, 1e-2)
     why = (
         "output 'Z': the model computes in float16: 1 weight is float16 (e.g. 'w16') and 1 Cast node converts to float16 (e.g. 'x16'); "
-        "onnxruntime and the reference round to float16 where the graph does: judged at float16 tolerance; output 'Y_h' never reads a narrower float: judged at its own tolerance"
+        "onnxruntime and the reference round to float16 where the graph does: judged at float16 tolerance; output 'Y_h' never "
+        "reads a narrower float: judged at its own tolerance"
     )
     assert why in report.notes
 

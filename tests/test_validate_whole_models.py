@@ -138,7 +138,10 @@ def test_reference_hands_a_node_it_has_no_code_for_to_onnxruntime_inside_a_body_
     out = reference.run_model(model, {"x": x, "c": np.array(True)}, notes)
     np.testing.assert_allclose(out["y"], [[[5.0], [3.0]]], rtol=1e-6)  # sqrt(9 + 16), sqrt(1 + 4 + 4)
     assert notes == [
-        "the float64 reference cannot compute node 'pool' (GlobalLpPool), which onnx.reference has no implementation of: onnxruntime computed that node, the reference the rest"
+        (
+            "the float64 reference cannot compute node 'pool' (GlobalLpPool), which onnx.reference has no implementation of: "
+            "onnxruntime computed that node, the reference the rest"
+        )
     ]
     with pytest.raises(reference.ReferenceUnavailable, match="cannot compute node 'pool' \\(GlobalLpPool\\)"):
         reference.run_model(model, {"x": x, "c": np.array(True)})

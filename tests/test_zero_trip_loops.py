@@ -47,7 +47,8 @@ def _loop(dtype: int, trips: int | None, start: bool) -> onnx.ModelProto:
 def _message(why: str) -> str:
     return (
         f"Loop node 'loop' runs no iteration ({why}), which OpenVINO's ONNX frontend reads wrong (its inputs or outputs are lost, or the "
-        "compiled model crashes); its outputs would be its initial values and empty scan outputs: remove the Loop, or give it a trip count of at least 1"
+        "compiled model crashes); its outputs would be its initial values and empty scan outputs: remove the Loop, or give it "
+        "a trip count of at least 1"
     )
 
 

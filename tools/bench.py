@@ -83,11 +83,17 @@ TARGETS["int8_error_rows_vs_tensor"] = (1.0, "int8 quantization-only error at T=
 for _k in (1, 16):
     TARGETS[f"stream_K{_k}_vs_ir"] = (
         0.9,
-        f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ ovrnn.Runner on the stateless IR, state carried by the host",
+        (
+            f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ ovrnn.Runner on the stateless IR, state "
+            "carried by the host"
+        ),
     )
     TARGETS[f"stream_K{_k}_vs_ort"] = (
         1.0,
-        f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ onnxruntime run (faster of 1 and all threads), state carried by hand",
+        (
+            f"ovrnn.Stream.feed, LSTM H=128, {_k} step{'s' if _k > 1 else ''} per call ÷ onnxruntime run (faster of 1 and all "
+            "threads), state carried by hand"
+        ),
     )
 for _key, _what in (
     ("stream_K1", "LSTM H=128, 1 step"),
@@ -354,7 +360,8 @@ def s_latency(tmp: Path, quick: bool) -> dict:
             }
         )
         log(
-            f"latency T={T} H={H} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO {rows[-1]['vs_openvino']:.2f}, ÷ onnxruntime {rows[-1]['vs_onnxruntime']:.2f}"
+            f"latency T={T} H={H} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO {rows[-1]['vs_openvino']:.2f}, ÷ "
+            f"onnxruntime {rows[-1]['vs_onnxruntime']:.2f}"
         )
     lens_rows = []
     for direction in ("forward", "reverse", "bidirectional"):
@@ -372,7 +379,8 @@ def s_latency(tmp: Path, quick: bool) -> dict:
             }
         )
         log(
-            f"lengths {direction}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, OpenVINO {t['openvino'] * 1e6:.0f}, onnxruntime {t['onnxruntime'] * 1e6:.0f}"
+            f"lengths {direction}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, OpenVINO {t['openvino'] * 1e6:.0f}, onnxruntime "
+            f"{t['onnxruntime'] * 1e6:.0f}"
         )
     gl_rows = []
     for op in ("GRU", "LSTM"):
@@ -397,7 +405,8 @@ def s_latency(tmp: Path, quick: bool) -> dict:
                 }
             )
             log(
-                f"{op} latency T={T} H={H} {direction} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO {gl_rows[-1]['vs_openvino']:.2f}, ÷ onnxruntime {gl_rows[-1]['vs_onnxruntime']:.2f}"
+                f"{op} latency T={T} H={H} {direction} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO "
+                f"{gl_rows[-1]['vs_openvino']:.2f}, ÷ onnxruntime {gl_rows[-1]['vs_onnxruntime']:.2f}"
             )
     gl = lambda op, B, key: statistics.median(r[key] for r in gl_rows if r["op"] == op and r["batch"] == B)  # noqa: E731
     return {
@@ -604,10 +613,12 @@ def s_stream(tmp: Path, quick: bool) -> dict:
         figures[f"{key}_vs_ort"] = {"ratio": row["vs_ort"]}
         rows.append(row)
         log(
-            f"stream {label}: safe default {row['safe_us']:.1f} µs, share_outputs=True {row['shared_us']:.1f} µs, before issue 30 {row['previous_us']:.1f} µs: ÷ shared {row['safe_vs_shared']:.3f}, ÷ before {row['safe_vs_previous']:.3f}"
+            f"stream {label}: safe default {row['safe_us']:.1f} µs, share_outputs=True {row['shared_us']:.1f} µs, before issue "
+            f"30 {row['previous_us']:.1f} µs: ÷ shared {row['safe_vs_shared']:.3f}, ÷ before {row['safe_vs_previous']:.3f}"
         )
         log(
-            f"stream {label}: Stream.feed {row['stream']:.0f} µs, ÷ onnxruntime + host state (its faster of 1 and all threads) {row['vs_ort']:.2f}, ÷ OpenVINO's floor {row['vs_floor']:.2f}"
+            f"stream {label}: Stream.feed {row['stream']:.0f} µs, ÷ onnxruntime + host state (its faster of 1 and all threads) "
+            f"{row['vs_ort']:.2f}, ÷ OpenVINO's floor {row['vs_floor']:.2f}"
             + (f", ÷ stateless IR + host state {row['vs_ir']:.2f}" if "vs_ir" in row else "")
         )
     return {"rows": rows, **figures}
@@ -654,18 +665,26 @@ def render(R: dict) -> str:
     if g:
         lines += [
             "",
-            f"Every piece folds into RNNSeq (no cell, no TensorIterator), static and dynamic batch: {g['dynamic_batch_folds']}; not counted: {KNOWN}",
+            (
+                "Every piece folds into RNNSeq (no cell, no TensorIterator), static and dynamic batch: "
+                f"{g['dynamic_batch_folds']}; not counted: {KNOWN}"
+            ),
             "",
             "| op | batch | direction | lengths | Y_c read | folds | leftovers per step | runtime layer types, T=264 |",
             "|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['op']} | {r['batch']} | {r['direction']} | {r['lens']} | {'' if r['Y_c'] is None else r['Y_c']} | {r['folded']}{' (known: see above)' if r['known_not_to_fold'] else ''} | {r['per_step']:.3f} | {r['types_T264']} |"
+            f"| {r['op']} | {r['batch']} | {r['direction']} | {r['lens']} | {'' if r['Y_c'] is None else r['Y_c']} | "
+            f"{r['folded']}{' (known: see above)' if r['known_not_to_fold'] else ''} | {r['per_step']:.3f} | {r['types_T264']} "
+            "|"
             for r in g["rows"]
         ]
         lines += [
             "",
-            f"Runtime layer types, T=256 forward H=128: ovrnn {g['types_T256']['ovrnn']}; OpenVINO import {g['types_T256']['openvino_import']}",
+            (
+                f"Runtime layer types, T=256 forward H=128: ovrnn {g['types_T256']['ovrnn']}; OpenVINO import "
+                f"{g['types_T256']['openvino_import']}"
+            ),
         ]
     lat = R.get("latency")
     if lat:
@@ -675,29 +694,41 @@ def render(R: dict) -> str:
             "|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['T']} | {r['H']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |"
+            f"| {r['T']} | {r['H']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | "
+            f"{r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |"
             for r in lat["rows"]
         ]
         lines += [
             "",
-            f"Median ÷ onnxruntime: batch 1 {lat['latency_batch1_vs_onnxruntime']:.2f}, batch 16 {lat['latency_batch16_vs_onnxruntime']:.2f}",
+            (
+                f"Median ÷ onnxruntime: batch 1 {lat['latency_batch1_vs_onnxruntime']:.2f}, batch 16 "
+                f"{lat['latency_batch16_vs_onnxruntime']:.2f}"
+            ),
             "",
         ]
         lines += [
-            "| runtime sequence_lens, T=64 H=128 batch 1 | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |",
+            (
+                "| runtime sequence_lens, T=64 H=128 batch 1 | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ "
+                "onnxruntime | max abs diff |"
+            ),
             "|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['direction']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |"
+            f"| {r['direction']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | "
+            f"{r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |"
             for r in lat["lens_rows"]
         ]
         lines += [
             "",
-            "| GRU/LSTM (default activations, no P) | T | H | direction | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ OpenVINO | ÷ onnxruntime | max abs diff |",
+            (
+                "| GRU/LSTM (default activations, no P) | T | H | direction | batch | ovrnn µs | OpenVINO µs | onnxruntime µs | ÷ "
+                "OpenVINO | ÷ onnxruntime | max abs diff |"
+            ),
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['op']} | {r['T']} | {r['H']} | {r['direction']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | {r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |"
+            f"| {r['op']} | {r['T']} | {r['H']} | {r['direction']} | {r['batch']} | {r['ovrnn']:.0f} | {r['openvino']:.0f} | "
+            f"{r['onnxruntime']:.0f} | {r['vs_openvino']:.2f} | {r['vs_onnxruntime']:.2f} | {r['max_abs_diff']:.1e} |"
             for r in lat["gl_rows"]
         ]
         lines += [
@@ -709,20 +740,29 @@ def render(R: dict) -> str:
     if st:
         lines += [
             "",
-            "| stream, batch 1, per call | ovrnn.Stream.feed µs | OpenVINO floor µs | stateless IR + host state µs | onnxruntime + host state µs (all / 1 thread) | ÷ floor | ÷ stateless IR | ÷ onnxruntime | steps/s | max abs diff |",
+            (
+                "| stream, batch 1, per call | ovrnn.Stream.feed µs | OpenVINO floor µs | stateless IR + host state µs | "
+                "onnxruntime + host state µs (all / 1 thread) | ÷ floor | ÷ stateless IR | ÷ onnxruntime | steps/s | max abs diff |"
+            ),
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['case']} | {r['stream']:.0f} | {r['openvino_floor']:.0f} | {r.get('stateless_host', float('nan')):.0f} | {r['onnxruntime_host']:.0f} / {r['onnxruntime_host_1t']:.0f} | {r['vs_floor']:.2f} | {r.get('vs_ir', float('nan')):.2f} | {r['vs_ort']:.2f} | {r['steps_per_second']:,.0f} | {r['max_abs_diff']:.1e} |"
+            f"| {r['case']} | {r['stream']:.0f} | {r['openvino_floor']:.0f} | {r.get('stateless_host', float('nan')):.0f} | "
+            f"{r['onnxruntime_host']:.0f} / {r['onnxruntime_host_1t']:.0f} | {r['vs_floor']:.2f} | "
+            f"{r.get('vs_ir', float('nan')):.2f} | {r['vs_ort']:.2f} | {r['steps_per_second']:,.0f} | {r['max_abs_diff']:.1e} |"
             for r in st["rows"]
         ]
         lines += [
             "",
-            "| safe outputs, batch 1, per call | default: copies + lock µs | share_outputs=True: lock µs | before issue 30: views, no lock µs | ÷ share_outputs | ÷ before |",
+            (
+                "| safe outputs, batch 1, per call | default: copies + lock µs | share_outputs=True: lock µs | before issue 30: "
+                "views, no lock µs | ÷ share_outputs | ÷ before |"
+            ),
             "|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['case']} | {r['safe_us']:.1f} | {r['shared_us']:.1f} | {r['previous_us']:.1f} | {r['safe_vs_shared']:.3f} | {r['safe_vs_previous']:.3f} |"
+            f"| {r['case']} | {r['safe_us']:.1f} | {r['shared_us']:.1f} | {r['previous_us']:.1f} | {r['safe_vs_shared']:.3f} | "
+            f"{r['safe_vs_previous']:.3f} |"
             for r in st["rows"]
         ]
     comp = R.get("compression")
@@ -738,7 +778,11 @@ def render(R: dict) -> str:
         ]
         lines += [
             "",
-            f".bin ÷ f32 IR: int8 {comp['int8_bin']['each']}, int4 {comp['int4_bin']['each']}, int4 group 32 {comp['int4_bin']['group_32']}; peak RSS growth {comp['int8_rss']['ours_mib']:.0f} MiB (int8) vs {comp['int8_rss']['anchor_mib']:.0f} MiB (f32)",
+            (
+                f".bin ÷ f32 IR: int8 {comp['int8_bin']['each']}, int4 {comp['int4_bin']['each']}, int4 group 32 "
+                f"{comp['int4_bin']['group_32']}; peak RSS growth {comp['int8_rss']['ours_mib']:.0f} MiB (int8) vs "
+                f"{comp['int8_rss']['anchor_mib']:.0f} MiB (f32)"
+            ),
         ]
     lines += bench_real.render({**R["figures"], **{k: R[k] for k in EXTRA if k in R and k != "serve"}})
     if "serve" in R:
@@ -859,7 +903,8 @@ def s_compression(tmp: Path, n: int) -> dict:
         }
     out["int8_error_rows_vs_tensor"] = {"ratio": errors["int8 per row"]["all"] / errors["int8 per tensor"]["all"], "errors": errors}
     log(
-        f"compression: bin int8 {out['int8_bin']['ratio']:.3f}, int4 {out['int4_bin']['ratio']:.3f}; compile {out['int8_compile']['ratio']:.2f}; latency {out['int8_latency']['ratio']:.2f}; rss {out['int8_rss']['ratio']:.2f}"
+        f"compression: bin int8 {out['int8_bin']['ratio']:.3f}, int4 {out['int4_bin']['ratio']:.3f}; compile "
+        f"{out['int8_compile']['ratio']:.2f}; latency {out['int8_latency']['ratio']:.2f}; rss {out['int8_rss']['ratio']:.2f}"
     )
     return out
 

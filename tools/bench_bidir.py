@@ -370,7 +370,8 @@ def report(title: str, times: dict, checks: dict | None = None) -> None:
             ratio = per / times["onnxruntime 1"]
             check = f"; max |Y - onnxruntime| {checks[name]:.1e}" if checks else ""
             print(
-                f"  {name:22s} ÷ onnxruntime 1 thread {np.median(ratio):.2f} ({np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}){check}"
+                f"  {name:22s} ÷ onnxruntime 1 thread {np.median(ratio):.2f} "
+                f"({np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}){check}"
             )
 
 

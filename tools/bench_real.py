@@ -253,7 +253,8 @@ def s_arch(tmp: Path, rounds: int) -> dict:
         rows.append({"model": name, "description": spec["description"], "recurrent": spec["recurrent"], **row})
         v = row["vs_onnxruntime"]
         log(
-            f"{name}: ovrnn {row['ovrnn_us']:.0f} µs, ÷ onnxruntime {v['ratio']:.2f} ({v['p10']:.2f}-{v['p90']:.2f}), ÷ OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}"
+            f"{name}: ovrnn {row['ovrnn_us']:.0f} µs, ÷ onnxruntime {v['ratio']:.2f} ({v['p10']:.2f}-{v['p90']:.2f}), ÷ "
+            f"OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}"
         )
     timed = [r["vs_onnxruntime"]["ratio"] for r in rows if "vs_onnxruntime" in r]
     out = {
@@ -334,7 +335,8 @@ def s_streams(tmp: Path, directory: Path, manifest: dict, rounds: int) -> dict:
                 "max_diff_5_calls": diff,
             }
             log(
-                f"{key}: ovrnn {out[key]['ovrnn_us']:.1f} µs, onnxruntime {out[key]['onnxruntime_us']:.1f} µs, ratio {out[key]['vs_onnxruntime']['ratio']:.2f}, max diff {diff:.1e}"
+                f"{key}: ovrnn {out[key]['ovrnn_us']:.1f} µs, onnxruntime {out[key]['onnxruntime_us']:.1f} µs, ratio "
+                f"{out[key]['vs_onnxruntime']['ratio']:.2f}, max diff {diff:.1e}"
             )
         except Exception as e:  # noqa: BLE001
             out[key + "_error"] = brief(e)
@@ -415,7 +417,8 @@ def s_kernels(tmp: Path, rounds: int) -> dict:
         row = three_sides(path, x, None, {"X": [T, 1, H]}, rounds, tmp, tag)
         rows.append({"op": kernel_name(op, lbr), "H": H, "T": T, "direction": direction, **row})
         log(
-            f"{kernel_name(op, lbr)} H={H} T={T} {direction}: ÷ onnxruntime {row['vs_onnxruntime']['ratio']:.2f}, ÷ OpenVINO {row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}"
+            f"{kernel_name(op, lbr)} H={H} T={T} {direction}: ÷ onnxruntime {row['vs_onnxruntime']['ratio']:.2f}, ÷ OpenVINO "
+            f"{row.get('vs_openvino', {}).get('ratio', float('nan')):.2f}, max diff {row['max_diff']:.1e}"
         )
     pick = lambda **kw: [r for r in rows if all(r[k] == v for k, v in kw.items())]  # noqa: E731
     out = {
@@ -462,16 +465,26 @@ def render(R: dict) -> list[str]:
             failed = f"; not converted: {', '.join(s['failed'])} (their rows say why)" if s["failed"] else ""
             lines += [
                 "",
-                f"Whole models: {s['models']} timed, {s['at_or_below_1']} at or below 1.0 ÷ onnxruntime; median ÷ OpenVINO's import {s['median_vs_openvino']:.2f}{failed}.",
+                (
+                    f"Whole models: {s['models']} timed, {s['at_or_below_1']} at or below 1.0 ÷ onnxruntime; median ÷ OpenVINO's "
+                    f"import {s['median_vs_openvino']:.2f}{failed}."
+                ),
             ]
         if arch["missing"]:
             lines += [
                 "",
-                f"Not built (so not timed): {', '.join(arch['missing'])}. Build them with a Python that has torch / tensorflow+tf2onnx+tf-keras: `python tools/make_bench_models.py --out {arch['models_dir']}` (or set OVRNN_BENCH_TORCH_PYTHON / OVRNN_BENCH_TF_PYTHON).",
+                (
+                    f"Not built (so not timed): {', '.join(arch['missing'])}. Build them with a Python that has torch / "
+                    f"tensorflow+tf2onnx+tf-keras: `python tools/make_bench_models.py --out {arch['models_dir']}` (or set "
+                    "OVRNN_BENCH_TORCH_PYTHON / OVRNN_BENCH_TF_PYTHON)."
+                ),
             ]
         lines += [
             "",
-            "| model | ovrnn forms (directions) | ovrnn µs | OpenVINO import µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | OpenVINO ÷ onnxruntime | max abs diff (ovrnn / OpenVINO vs onnxruntime) |",
+            (
+                "| model | ovrnn forms (directions) | ovrnn µs | OpenVINO import µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn "
+                "÷ OpenVINO | OpenVINO ÷ onnxruntime | max abs diff (ovrnn / OpenVINO vs onnxruntime) |"
+            ),
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in arch["rows"]:
@@ -481,7 +494,9 @@ def render(R: dict) -> list[str]:
             ov_us = f"{r['openvino_us']:.0f}" if "openvino_us" in r else r.get("openvino_error", "")
             ov_diff = f"{r['openvino_max_diff']:.1e}" if "openvino_max_diff" in r else "-"
             lines.append(
-                f"| {r['model']}: {r['description']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {ov_us} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {_r(r.get('openvino_vs_onnxruntime'))} | {r['max_diff']:.1e} / {ov_diff} |"
+                f"| {r['model']}: {r['description']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {ov_us} | "
+                f"{r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | "
+                f"{_r(r.get('openvino_vs_onnxruntime'))} | {r['max_diff']:.1e} / {ov_diff} |"
             )
         st = arch.get("streams", {})
         if st:
@@ -511,16 +526,22 @@ def render(R: dict) -> list[str]:
         ]
         lines += [
             "",
-            "oneDNN primitives ovrnn's IR runs (ONEDNN_VERBOSE=1, H=128, T=16 forward; none: no oneDNN primitive, e.g. an explicit MatMul chain on MLAS FullyConnected): "
+            "oneDNN primitives ovrnn's IR runs (ONEDNN_VERBOSE=1, H=128, T=16 forward; none: no oneDNN primitive, e.g. an "
+            "explicit MatMul chain on MLAS FullyConnected): "
             + "; ".join(f"{op}: {', '.join(k) or 'none'}" for op, k in ker.get("onednn", {}).items()),
         ]
         lines += [
             "",
-            "| op | H | T | direction | ovrnn form | ovrnn µs | OpenVINO µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ OpenVINO | max abs diff |",
+            (
+                "| op | H | T | direction | ovrnn form | ovrnn µs | OpenVINO µs | onnxruntime µs | ovrnn ÷ onnxruntime | ovrnn ÷ "
+                "OpenVINO | max abs diff |"
+            ),
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['op']} | {r['H']} | {r['T']} | {r['direction']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | {r.get('openvino_us', float('nan')):.0f} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | {_r(r.get('vs_openvino'))} | {r['max_diff']:.1e} |"
+            f"| {r['op']} | {r['H']} | {r['T']} | {r['direction']} | {r.get('forms', '')} | {r['ovrnn_us']:.0f} | "
+            f"{r.get('openvino_us', float('nan')):.0f} | {r['onnxruntime_us']:.0f} | **{_r(r['vs_onnxruntime'])}** | "
+            f"{_r(r.get('vs_openvino'))} | {r['max_diff']:.1e} |"
             for r in ker["rows"]
         ]
     return lines

@@ -193,8 +193,10 @@ def main(argv=None) -> int:
             rows.append(row)
             lo, hi = row["ovrnn_all_vs_1_spread"]
             print(
-                f"{label}: ovrnn 1 thread {row['ovrnn_1']:.0f} µs, all cores {row['ovrnn_all']:.0f} µs, all ÷ 1 = {row['ovrnn_all_vs_1']:.2f} ({lo:.2f}-{hi:.2f}); "
-                f"onnxruntime 1 thread {row['ort_1']:.0f} µs, all {row['ort_all']:.0f} µs, all ÷ 1 = {row['ort_all_vs_1']:.2f}; load {row['load']:.1f}",
+                f"{label}: ovrnn 1 thread {row['ovrnn_1']:.0f} µs, all cores {row['ovrnn_all']:.0f} µs, all ÷ 1 = "
+                f"{row['ovrnn_all_vs_1']:.2f} ({lo:.2f}-{hi:.2f}); "
+                f"onnxruntime 1 thread {row['ort_1']:.0f} µs, all {row['ort_all']:.0f} µs, all ÷ 1 = "
+                f"{row['ort_all_vs_1']:.2f}; load {row['load']:.1f}",
                 flush=True,
             )
     args.out.parent.mkdir(parents=True, exist_ok=True)

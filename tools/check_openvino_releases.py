@@ -81,7 +81,11 @@ WRAPPER = ("Exception from ", "Check '")
 def message(exc):
     """The informative lines of an OpenVINO error, without the C++ file:line wrapper lines."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    useful = [ln for ln in lines if not ln.startswith(WRAPPER) and not ln.endswith((".cpp:", ".hpp:")) and ln not in ("[ GENERAL_ERROR ]", "[GENERAL_ERROR]")]
+    useful = [
+        ln
+        for ln in lines
+        if not ln.startswith(WRAPPER) and not ln.endswith((".cpp:", ".hpp:")) and ln not in ("[ GENERAL_ERROR ]", "[GENERAL_ERROR]")
+    ]
     return " | ".join(useful or lines) or type(exc).__name__
 
 
@@ -147,7 +151,13 @@ def run_one(core, m, config):
             ran = sorted({str(op.get_rt_info()["layerType"].astype(str)) for op in compiled.get_runtime_model().get_ordered_ops()})
         except Exception:  # informative only
             ran = []
-        result.update(status="PASS" if ok else "FAIL", read_s=round(t1 - t0, 4), compile_s=round(t2 - t1, 4), infer_s=round(t3 - t2, 4), runtime_layer_types=ran)
+        result.update(
+            status="PASS" if ok else "FAIL",
+            read_s=round(t1 - t0, 4),
+            compile_s=round(t2 - t1, 4),
+            infer_s=round(t3 - t2, 4),
+            runtime_layer_types=ran,
+        )
         try:
             result["precision"] = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
         except Exception:
@@ -449,7 +459,8 @@ def run_runner(
     missing = [n for n in names if n not in results]
     if missing:
         notes.append(
-            f"runner exited {proc.returncode} with {len(missing)} model(s) unreported; retrying them one per process. stderr tail: {proc.stderr.strip()[-800:]}"
+            f"runner exited {proc.returncode} with {len(missing)} model(s) unreported; retrying them one per process. stderr "
+            f"tail: {proc.stderr.strip()[-800:]}"
         )
         for name in missing:
             p = once([name])
@@ -596,14 +607,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nFAIL {r['model']} on {label}:")
             if r["status"] == "FAIL" and "SoftSign-opset9" in layer_types.get(r["model"], ()):
                 print(
-                    "  (the model has SoftSign: matches openvinotoolkit/openvino#31252, SoftSign fused into a CPU Eltwise chain, fixed in 2025.4)"
+                    "  (the model has SoftSign: matches openvinotoolkit/openvino#31252, SoftSign fused into a CPU Eltwise "
+                    "chain, fixed in 2025.4)"
                 )
             if r["status"] == "ERROR":
                 print(f"  {r.get('stage')}: {r.get('error')}")
             for out, o in r.get("outputs", {}).items():
                 if not o.get("passed"):
                     print(
-                        f"  output {out}: {o.get('error') or ''} max abs err {o.get('max_abs_err')}, {o.get('bad')} element(s) out of tolerance"
+                        f"  output {out}: {o.get('error') or ''} max abs err {o.get('max_abs_err')}, {o.get('bad')} element(s) "
+                        "out of tolerance"
                     )
         for n in notes:
             print(f"\nnote: {n}")
@@ -626,7 +639,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\nsetup failed:\n" + "\n".join(setup_errors), file=sys.stderr)
             return 2
         print(
-            f"\n{'FAILED' if failures else 'OK'}: {len(names)} models x {len(columns)} OpenVINO runs ({', '.join(label for label, _ in columns)}), {len(failures)} failure(s)"
+            f"\n{'FAILED' if failures else 'OK'}: {len(names)} models x {len(columns)} OpenVINO runs "
+            f"({', '.join(label for label, _ in columns)}), {len(failures)} failure(s)"
         )
         return 1 if failures else 0
     finally:

@@ -260,7 +260,8 @@ def _keras_models() -> dict:
     def rnnoise():
         import tf_keras as keras
 
-        # RNNoise (Valin 2018, its Keras training script): 42 features, Dense 24 tanh, GRU 24 / 48 / 96 with relu and reset_after=False, Dense 22 gains
+        # RNNoise (Valin 2018, its Keras training script): 42 features, Dense 24 tanh, GRU 24 / 48 / 96 with relu and
+        # reset_after=False, Dense 22 gains
         x = keras.Input((100, 42), batch_size=1, name="features")
         d = keras.layers.Dense(24, activation="tanh")(x)
         vad = keras.layers.GRU(24, activation="relu", reset_after=False, return_sequences=True)(d)

@@ -133,7 +133,8 @@ def keras_fixtures() -> None:
             layers.Embedding(10, 6, mask_zero=True), layers.LSTM(8), layers.Dense(3, activation="softmax"), dtype="int32", shape=(T,)
         ),
         tokens,
-        "Keras text classifier: Embedding(10, 6, mask_zero=True), LSTM(8), Dense(3, softmax); token 0 is padding (sample 1 has a 0 mid-sequence)",
+        "Keras text classifier: Embedding(10, 6, mask_zero=True), LSTM(8), Dense(3, softmax); token 0 is padding (sample 1 has "
+        "a 0 mid-sequence)",
         8,
     )
     export(

@@ -258,7 +258,10 @@ def fp16_lm(manifest: dict) -> None:
             dynamo=False,
         )
         half = float16.convert_float_to_float16(onnx.load(path), keep_io_types=True)
-    made_by = f"torch.onnx (dynamo=False) {torch.__version__}, onnxconverter-common {onnxconverter_common.__version__} convert_float_to_float16(keep_io_types=True)"
+    made_by = (
+        f"torch.onnx (dynamo=False) {torch.__version__}, onnxconverter-common {onnxconverter_common.__version__} "
+        "convert_float_to_float16(keep_io_types=True)"
+    )
     _save(half, "lstm_lm_fp16_keep_io.onnx", made_by, manifest)
 
 

@@ -296,7 +296,8 @@ def line(row: dict) -> str:
     for th, m in row["threads"].items():
         ratio = " ".join(f"{f} {m['vs_onnxruntime'][f]:.2f}" for f in FORMS)
         parts.append(
-            f"th{th} ÷ort: {ratio} | matmul÷cell {m['vs_cell']['matmul'][0]:.2f} ({m['vs_cell']['matmul'][1]:.2f}-{m['vs_cell']['matmul'][2]:.2f}), load {m['load']}"
+            f"th{th} ÷ort: {ratio} | matmul÷cell {m['vs_cell']['matmul'][0]:.2f} "
+            f"({m['vs_cell']['matmul'][1]:.2f}-{m['vs_cell']['matmul'][2]:.2f}), load {m['load']}"
         )
     return f"{row['op']:8} H{row['hidden']:<4} B{row['batch']} {what:10} {row['direction']:13} -> {row['choice']:6} " + "; ".join(parts)
 

@@ -118,7 +118,8 @@ def _check_version_folder(version_dir: Path) -> None:
     others = sorted(p.name for p in version_dir.iterdir() if p.name not in OURS or not p.is_file())
     if others:
         raise UsageError(
-            f"'{version_dir}' already holds files ovrnn did not write ({', '.join(others[:3])}); choose another {flag('model-version')} or move them"
+            f"'{version_dir}' already holds files ovrnn did not write ({', '.join(others[:3])}); choose another "
+            f"{flag('model-version')} or move them"
         )
 
 

@@ -36,7 +36,8 @@ def add_parser(sub, common) -> None:
         type=POSITIVE,
         default=1,
         metavar="N",
-        help="run N times: latency (median, p90) on one reused infer request, then throughput with N inferences in flight, like benchmark_app",
+        help="run N times: latency (median, p90) on one reused infer request, then throughput with N inferences in flight, like "
+        "benchmark_app",
     )
     r.add_argument(
         "--hint",
@@ -100,7 +101,8 @@ def run_here(args) -> int:
     for given, name in ((args.reset_every, "--reset-every"), (args.initial_state, "--initial-state")):
         if given is not None:
             raise UsageError(
-                f"{name}: IR '{args.ir}' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a stateful IR with ovrnn convert --stateful"
+                f"{name}: IR '{args.ir}' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a "
+                "stateful IR with ovrnn convert --stateful"
             )
     return _report(args, _infer(args, model, inputs))
 
@@ -150,9 +152,15 @@ def _infer(args, model, inputs: dict) -> _Ran:
         fps, requests = runner.throughput(inputs, args.repeat, counter.step)
         counter.close()
         return [
-            f"compile {compile_seconds:.3f} s; latency over {len(times)} runs: median {np.median(times) * 1e3:.3f} ms, p90 {np.percentile(times, 90) * 1e3:.3f} ms",
-            f"throughput: {fps:.1f} inferences/s ({args.repeat} inferences on {requests} infer requests, {_property(runner.compiled, 'NUM_STREAMS')} streams, "
-            f"hint {_property(runner.compiled, 'PERFORMANCE_HINT').split('.')[-1]})",
+            (
+                f"compile {compile_seconds:.3f} s; latency over {len(times)} runs: median {np.median(times) * 1e3:.3f} ms, p90 "
+                f"{np.percentile(times, 90) * 1e3:.3f} ms"
+            ),
+            (
+                f"throughput: {fps:.1f} inferences/s ({args.repeat} inferences on {requests} infer requests, "
+                f"{_property(runner.compiled, 'NUM_STREAMS')} streams, "
+                f"hint {_property(runner.compiled, 'PERFORMANCE_HINT').split('.')[-1]})"
+            ),
         ]
 
     return _Ran("ran", runner.compiled, outputs, timing, threads=runner.threads)
@@ -166,7 +174,8 @@ def _stream(args, model, inputs: dict) -> _Ran:
 
     if args.hint == "throughput":
         raise UsageError(
-            f"--hint throughput: {STATE_IN_ONE_REQUEST}, so its calls cannot be spread over several requests in flight; use --hint latency or leave --hint out"
+            f"--hint throughput: {STATE_IN_ONE_REQUEST}, so its calls cannot be spread over several requests in flight; use "
+            "--hint latency or leave --hint out"
         )
     if args.streams is not None:
         raise UsageError(f"--streams: {STATE_IN_ONE_REQUEST}, and a stream's calls must run in order on it; leave --streams out")
@@ -185,7 +194,10 @@ def _stream(args, model, inputs: dict) -> _Ran:
     if args.repeat > 1:
         notes(
             [
-                f"--repeat {args.repeat}: the stream runs {args.repeat} times for latency; the throughput half (inferences in flight) is refused: {STATE_IN_ONE_REQUEST}"
+                (
+                    f"--repeat {args.repeat}: the stream runs {args.repeat} times for latency; the throughput half (inferences in "
+                    f"flight) is refused: {STATE_IN_ONE_REQUEST}"
+                )
             ]
         )
     seconds = []
@@ -216,7 +228,8 @@ def _report(args, ran: _Ran) -> int:
     statistics (and a stream's final states), then the outputs written to -o."""
     compiled = ran.compiled
     print(
-        f"{ran.verb} {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision {compiled.precision}){ran.how}"
+        f"{ran.verb} {args.ir} on {args.device} (executed on {', '.join(compiled.execution_devices)}, precision "
+        f"{compiled.precision}){ran.how}"
     )
     print("  runtime layers: " + ", ".join(f"{t} {n}" for t, n in sorted(compiled.runtime_layer_types().items())))
     if compiled.layers_per_device:

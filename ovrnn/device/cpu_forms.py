@@ -162,4 +162,7 @@ def measured_form(
 def _why(entry: dict, kind: str, row: dict, directions: str) -> str:
     times = ", ".join(f"{form} {us:.0f} µs" for form, us in row["us"].items())
     steps = f" T={row['steps']}" + (" stream" if row.get("stream") else "") if row.get("steps") else ""
-    return f"measured on {entry['isa']} with OpenVINO {entry['openvino']}, {kind} H={row['hidden']}{steps} batch {row['batch']} {directions}: {times}"
+    return (
+        f"measured on {entry['isa']} with OpenVINO {entry['openvino']}, {kind} H={row['hidden']}{steps} batch {row['batch']} "
+        f"{directions}: {times}"
+    )

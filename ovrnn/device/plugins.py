@@ -101,7 +101,8 @@ def canonical_device(device: str) -> str:
             guess = difflib.get_close_matches(name.upper(), KNOWN_DEVICES, n=1, cutoff=0.5)
             hint = f"; did you mean {guess[0]}?" if guess else ""
             raise UsageError(
-                f"{flag('device')} '{device}': unknown device '{part}' (OpenVINO devices: {', '.join(KNOWN_DEVICES)}, with .N for one of several{hint})"
+                f"{flag('device')} '{device}': unknown device '{part}' (OpenVINO devices: {', '.join(KNOWN_DEVICES)}, with .N "
+                f"for one of several{hint})"
             )
         fixed.append(name + m.group(2))
     return fixed[0] + (":" + ",".join(fixed[1:]) if sep else "")
@@ -143,5 +144,8 @@ def precision_note(device: str, precision: str | None) -> str | None:
     names = [n.split(".")[0] for n in device_names(device)]
     if "GPU" in names and precision != "f32":
         asked = "the device's default (f16 on GPU)" if precision in (None, "default") else precision
-        return f"{device} keeps the states in its inference precision, here {asked}: error builds up call after call along the stream (f32, the default, avoids it)"
+        return (
+            f"{device} keeps the states in its inference precision, here {asked}: error builds up call after call along the stream "
+            "(f32, the default, avoids it)"
+        )
     return None

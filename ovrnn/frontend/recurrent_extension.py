@@ -427,7 +427,8 @@ def scan_slice_error(node: RecurrentNode, error: DynamicStepsError, inputs: dict
     cell = named(node.proto.op_type).cell
     return UsageError(
         f"{error.node_label} is inside {body.describe()} and reads X '{error.x_name}', a slice of input '{outer}': its sequence length "
-        f"comes from dim {axis} of '{outer}', which is dynamic ({shape[axis].describe()}), and the {cell} chain needs a fixed number of steps; "
+        f"comes from dim {axis} of '{outer}', which is dynamic ({shape[axis].describe()}), and the {cell} chain needs a fixed "
+        "number of steps; "
         f"fix it with {flag('input', quoted(f'{outer}[{suggestion}]'))} (T = number of time steps)"
     )
 
@@ -439,14 +440,20 @@ def _why_dynamic(body: Body, x_name: str) -> str:
     if holder.op_type == "Loop":
         carried = [s for s in sources if s in inputs[2:]]
         if carried:
-            return f"X is computed from '{carried[0]}', a value the Loop carries from one iteration to the next, so its length can change from iteration to iteration"
+            return (
+                f"X is computed from '{carried[0]}', a value the Loop carries from one iteration to the next, so its length can "
+                "change from iteration to iteration"
+            )
         if inputs and inputs[0] in sources:
             return f"X's length depends on the iteration number '{inputs[0]}'"
     if holder.op_type == "Scan":
         states = len(holder.input) - next((a.i for a in holder.attribute if a.name == "num_scan_inputs"), 0)
         carried = [s for s in sources if s in inputs[:states]]
         if carried:
-            return f"X is computed from '{carried[0]}', a state the Scan carries from one iteration to the next, so its length can change from iteration to iteration"
+            return (
+                f"X is computed from '{carried[0]}', a state the Scan carries from one iteration to the next, so its length can "
+                "change from iteration to iteration"
+            )
     return f"X has no static shape inside {body.describe()}"
 
 

@@ -67,7 +67,8 @@ def make_stateful(
         info.inputs, info.timed = [(name, axis, steps) for name, axis in timed], True
     elif extension.specs and stateful is True:
         notes.append(
-            f"no graph input carries the recurrent nodes' time axis one to one ({steps} steps per call); every input is fed whole on each call"
+            f"no graph input carries the recurrent nodes' time axis one to one ({steps} steps per call); every input is fed "
+            "whole on each call"
         )
     else:  # a pair-only model without a time mapping: its own chunk, along each input's last axis
         inputs = [i for i in view.inputs if i.name not in skip and i.shape]
@@ -91,7 +92,8 @@ def refuse_nodes_in_bodies(graph, inside: str = "") -> None:
         if inside and node.op_type in onnx_op_names():
             raise UnsupportedFeatureError(
                 f"{flag('stateful')}: {describe_node(node)} is inside {inside}; a state is carried only for the "
-                f"recurrent nodes of the main graph (if the model passes its state through graph inputs and outputs, name them: {flag('stateful', quoted('IN=OUT'))})"
+                "recurrent nodes of the main graph (if the model passes its state through graph inputs and outputs, name "
+                f"them: {flag('stateful', quoted('IN=OUT'))})"
             )
         for attribute, sub in subgraphs(node):
             refuse_nodes_in_bodies(sub, f"the {attribute} of {describe_node(node)}")
@@ -251,7 +253,8 @@ def _make_pairs(model, view: GraphView, pairs: tuple[tuple[str, str], ...], info
         in_shape, in_type = param.get_output_partial_shape(0), param.get_output_element_type(0)
         if value.get_element_type() != in_type:
             raise UsageError(
-                f"{who}: the input is {in_type.get_type_name()} and the output {value.get_element_type().get_type_name()}; a state keeps one type"
+                f"{who}: the input is {in_type.get_type_name()} and the output {value.get_element_type().get_type_name()}; a "
+                "state keeps one type"
             )
         out_shape = value.get_partial_shape()
         if not in_shape.compatible(out_shape) or in_shape.rank != out_shape.rank:

@@ -63,7 +63,10 @@ def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless
     try:
         whole_ir = convert_stateless(long_view, long_shapes)
     except OvrnnError as exc:  # e.g. a Reshape fixed to K steps: the model runs K steps and no other count
-        return f"could not check that the chunked stream equals the whole sequence: the model does not convert with {K * chunks} steps ({str(exc)[:200]}); the stream is not proven"
+        return (
+            f"could not check that the chunked stream equals the whole sequence: the model does not convert with {K * chunks} "
+            f"steps ({str(exc)[:200]}); the stream is not proven"
+        )
     try:
         want, got = _run(stateful_model, whole_ir, feeds_whole, timed, K, chunks, {o.name for o in view.outputs})
     except RuntimeError as exc:  # an OpenVINO failure, not the model's
@@ -81,12 +84,15 @@ def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless
     except UnsupportedFeatureError as exc:
         if quantized:  # beyond quantization noise
             raise UnsupportedFeatureError(
-                f"{exc} (the model also quantizes activations with DynamicQuantizeLinear: differences within {QUANTIZED_RTOL:.0%} are accepted as its rounding)"
+                f"{exc} (the model also quantizes activations with DynamicQuantizeLinear: differences within "
+                f"{QUANTIZED_RTOL:.0%} are accepted as its rounding)"
             ) from None
         if dq:
             raise UnsupportedFeatureError(
-                f"{exc}; or the model's DynamicQuantizeLinear, which takes each call's own scale: a stream of K-step calls is not the whole "
-                f"sequence; if the model passes its states through inputs and outputs, stream it with {flag('stateful', quoted('IN=OUT'))} pairs"
+                f"{exc}; or the model's DynamicQuantizeLinear, which takes each call's own scale: a stream of K-step calls is "
+                "not the whole "
+                "sequence; if the model passes its states through inputs and outputs, stream it with "
+                f"{flag('stateful', quoted('IN=OUT'))} pairs"
             ) from None
         raise
     stream.outputs = axes  # recorded in the IR: a caller joins these along time (K = 1 cannot show which)
@@ -94,7 +100,8 @@ def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless
         worst = max((_max_rel(parts, want[name], axis) for (name, axis), parts in zip(axes, (got[n] for n, _ in axes))), default=0.0)
         return (
             f"the model quantizes activations with DynamicQuantizeLinear (one scale per call, from that call's values), so a stream "
-            f"of {K}-step calls differs from the whole sequence by its rounding: at most {worst:.2g} relative here (accepted up to {QUANTIZED_RTOL:.0%})"
+            f"of {K}-step calls differs from the whole sequence by its rounding: at most {worst:.2g} relative here (accepted "
+            f"up to {QUANTIZED_RTOL:.0%})"
         )
     return None
 
@@ -189,7 +196,8 @@ def _compare(
     if axis is None:  # no time axis: the state after the last chunk is the whole run's
         if chunks_out[-1].shape != whole.shape:
             raise UnsupportedFeatureError(
-                f"{flag('stateful')}: output '{name}' has shape {list(whole.shape)} on the whole sequence but {list(chunks_out[-1].shape)} per chunk; "
+                f"{flag('stateful')}: output '{name}' has shape {list(whole.shape)} on the whole sequence but "
+                f"{list(chunks_out[-1].shape)} per chunk; "
                 "the ops outside the recurrent nodes mix time steps, so the model cannot stream chunk by chunk"
             )
         bad = _first_bad(chunks_out[-1], whole, atol, rtol)
@@ -205,8 +213,10 @@ def _compare(
         bad = _first_bad(np.take(joined, t, axis=axis), np.take(whole, t, axis=axis), atol, rtol)
         if bad is not None:
             raise UnsupportedFeatureError(
-                f"{flag('stateful')}: output '{name}' differs at step {t} (chunk {t // K}, step {t % K} of {K}) between the chunked stream and the whole "
-                f"sequence ({bad[1]:.6g} vs {bad[2]:.6g}); the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, "
+                f"{flag('stateful')}: output '{name}' differs at step {t} (chunk {t // K}, step {t % K} of {K}) between the "
+                "chunked stream and the whole "
+                f"sequence ({bad[1]:.6g} vs {bad[2]:.6g}); the ops outside the recurrent nodes mix time steps (a Conv or "
+                "pooling over time, "
                 "a reduction over T, attention), so the model cannot stream chunk by chunk"
             )
     return axis

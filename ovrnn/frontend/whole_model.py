@@ -145,10 +145,12 @@ def convert_whole_model(
             if op.get_output_size() and op.get_output_partial_shape(0).is_dynamic
         )
         raise UsageError(
-            f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes with {flag('input')}"
+            f"{flag('static', True)}: the converted model still has dynamic shapes (first: {dynamic}); fix the input shapes "
+            f"with {flag('input')}"
         )
     left_notes = [
-        f"{op} nodes inside If/Loop/Scan bodies: every {op} node was converted by OpenVINO's ONNX frontend ({op}Sequence), not lowered to cells "
+        f"{op} nodes inside If/Loop/Scan bodies: every {op} node was converted by OpenVINO's ONNX frontend ({op}Sequence), not "
+        "lowered to cells "
         f"({flag('allow-sequence-ops', True)}: {why})"
         for op, why in left.items()
     ]
@@ -214,7 +216,8 @@ def _unpaired_states(view: GraphView, stateful) -> str:
             start = f"from graph input '{given}', which no pair carries" if given else "from zeros (it has no initial state)"
             return (
                 f"; or rather, {describe_node(node)} starts its {role[8:].upper()} on every call {start} "
-                f"(the pairs are {', '.join(f'{i}={o}' for i, o in stateful)}): pair that state too, or use {flag('stateful')} without pairs to carry every node's state"
+                f"(the pairs are {', '.join(f'{i}={o}' for i, o in stateful)}): pair that state too, or use {flag('stateful')} "
+                "without pairs to carry every node's state"
             )
     return ""
 
@@ -259,7 +262,8 @@ def _convert(
             hint = conditions_hint  # the If that stays is why X has no static shape
             if hint:
                 raise UsageError(
-                    f"{describe_node(node.proto)} is inside {_if_body(node).describe()}, where its input X '{node.proto.input[0]}' has no static shape: {hint}"
+                    f"{describe_node(node.proto)} is inside {_if_body(node).describe()}, where its input X "
+                    f"'{node.proto.input[0]}' has no static shape: {hint}"
                 ) from None
         if isinstance(error, DynamicStepsError):
             if error.x_name in {i.name for i in view.inputs}:
@@ -365,7 +369,8 @@ def _no_source_error(view: GraphView, error: DynamicStepsError) -> UsageError:
         if i.shape and not all(d.is_static for d in i.shape)
     ]
     return UsageError(
-        f"{error.node_label}: the number of time steps is dynamic; fix the dynamic input dims with {flag('input')} (dynamic inputs: {', '.join(dynamic) or 'none'})"
+        f"{error.node_label}: the number of time steps is dynamic; fix the dynamic input dims with {flag('input')} (dynamic "
+        f"inputs: {', '.join(dynamic) or 'none'})"
     )
 
 

@@ -56,7 +56,8 @@ def read_xml(path: Path) -> etree._Element:
         except etree.XMLSyntaxError as exc:
             if "Excessive depth" in str(exc):
                 raise IRFormatError(
-                    f"'{path}': elements are nested more than lxml's limit of 2048 deep, as no IR is ({exc.lineno and f'line {exc.lineno}'})"
+                    f"'{path}': elements are nested more than lxml's limit of 2048 deep, as no IR is "
+                    f"({exc.lineno and f'line {exc.lineno}'})"
                 ) from None
             raise IRFormatError(f"'{path}' is not well-formed XML: {exc}") from None
     if root.tag != "net" or root.find("layers") is None:
@@ -138,7 +139,8 @@ def _layers(root, where: str) -> dict[str, etree._Element]:
             raise IRFormatError(f"{where}: layer id {lid} is used twice ('{layers[lid].get('name')}' and '{el.get('name')}')")
         if el.get("type").lower() == "constant":
             raise IRFormatError(
-                f"{where}: layer '{el.get('name')}' (id {lid}) has type '{el.get('type')}', expected 'Const' (OpenVINO crashes on 'Constant')"
+                f"{where}: layer '{el.get('name')}' (id {lid}) has type '{el.get('type')}', expected 'Const' (OpenVINO crashes "
+                "on 'Constant')"
             )
         layers[lid] = el
     return layers

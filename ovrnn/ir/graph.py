@@ -96,7 +96,8 @@ class _Builder:
             want = [getattr(spec, out) in nodes.needed for out in family.outputs]
             if not any(want):
                 self.notes.append(
-                    f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads {' or '.join(family.outputs)}; skipped"
+                    f"{family.name} node '{spec.node_name or spec.label}': no graph output or node reads "
+                    f"{' or '.join(family.outputs)}; skipped"
                 )
                 continue
             self.ports.update(self.driver.lower(self.g, spec, states, self.port_of, self.ports.update, tuple(want)))

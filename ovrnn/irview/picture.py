@@ -105,7 +105,10 @@ def write_graph(
         return result
     if graph.node_count > MAX_RENDER_NODES:
         hint = "; drop --expand for the collapsed picture" if expand else ""
-        result.note = f"the graph has {graph.node_count:,} nodes, more than the {MAX_RENDER_NODES:,} graphviz lays out in reasonable time; wrote {dot_path} only, {out} was not rendered{hint}"
+        result.note = (
+            f"the graph has {graph.node_count:,} nodes, more than the {MAX_RENDER_NODES:,} graphviz lays out in reasonable time; "
+            f"wrote {dot_path} only, {out} was not rendered{hint}"
+        )
         return result
     try:
         proc = subprocess.run([exe, f"-T{fmt}"], input=text.encode("utf-8"), capture_output=True, timeout=timeout)

@@ -160,7 +160,10 @@ class _Dot:
         fill, border = _STYLE["chain"]
         first = self.g.layers[chain.members[0]].name
         tip = f"{len(chain.members)} layers, first {first}"
-        return f'  {chain.node} [label=<{"<br/>".join(lines)}>, shape=box3d, fillcolor="{fill}", color="{border}", penwidth=1.8, tooltip={_quote(tip)}];'
+        return (
+            f'  {chain.node} [label=<{"<br/>".join(lines)}>, shape=box3d, fillcolor="{fill}", color="{border}", penwidth=1.8, '
+            f"tooltip={_quote(tip)}];"
+        )
 
     def _result_name(self, lay: Layer) -> str:
         names = lay.el.get("output_names")
@@ -182,10 +185,16 @@ class _Dot:
         nchains = len(self.g.chains)
         hidden = Counter(lay.type for lay in self.g.layers if lay.type in SEQUENCE_TYPES)
         hides = "".join(f", {n} {t}" for t, n in sorted(hidden.items()))
-        title = f"{name}: {self.g.layer_count:,} layers, {nchains} cell chain{'s' if nchains != 1 else ''}{hides} ({mode}, {self.g.node_count:,} nodes)"
+        title = (
+            f"{name}: {self.g.layer_count:,} layers, {nchains} cell chain{'s' if nchains != 1 else ''}{hides} ({mode}, "
+            f"{self.g.node_count:,} nodes)"
+        )
         out = [
             "digraph ir {",
-            f'  graph [label=<{_text(title, 14)}>, labelloc=t, rankdir=TB, fontname="Helvetica", nodesep=0.25, ranksep=0.45, newrank=true];',
+            (
+                f'  graph [label=<{_text(title, 14)}>, labelloc=t, rankdir=TB, fontname="Helvetica", nodesep=0.25, ranksep=0.45, '
+                "newrank=true];"
+            ),
             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, margin="0.12,0.05", height=0.35];',
             '  edge [color="#555555", arrowsize=0.6, fontname="Helvetica", fontsize=9, fontcolor="#555555"];',
         ]
@@ -233,7 +242,10 @@ class _Dot:
         label = _b(head) + (f"<br/>{_text(details, 10)}" if details else "")
         out = [
             f"  subgraph cluster_{chain.node} {{",
-            f'    label=<{label}>; style="rounded,filled"; fillcolor="#fff6e6"; color="{border}"; penwidth=1.5; fontname="Helvetica"; fontsize=12;',
+            (
+                f'    label=<{label}>; style="rounded,filled"; fillcolor="#fff6e6"; color="{border}"; penwidth=1.5; '
+                'fontname="Helvetica"; fontsize=12;'
+            ),
         ]
         for i in chain.extra:
             if self.g.layers[i].node == f"L{i}":  # not folded, and not a second Const over the same bytes

@@ -2,8 +2,8 @@
 
 ``NodeLowering`` sets up the node's ``Sequence`` (layout, lengths, pieces; ``recurrent.py``) and its
 ``GateWeights`` (``gates.py``), and per direction asks ``decide_step_form`` (``step_form.py``) for the
-step form (a native cell chain or explicit ops, and why), builds that direction's chain through the op's ``native_chain`` / ``explicit_chain`` and hands
-the chains to ``lower_chains``. A subclass (``rnn.py``, ``gru.py``, ``lstm.py``) adds:
+step form (a native cell chain or explicit ops, and why), builds that direction's chain through the op's ``native_chain`` /
+``explicit_chain`` and hands the chains to ``lower_chains``. A subclass (``rnn.py``, ``gru.py``, ``lstm.py``) adds:
 
     family, GATE_ORDER   its family in the registry (ovrnn/families/) and the family's gate order
     bias(d)              the cell's bias B_d from Wb_d and Rb_d

@@ -156,12 +156,14 @@ class IntegerWeights:
         bad = [k for k in constant if not np.all(np.isfinite(np.asarray(getattr(spec, k).value, dtype=np.float64)))]
         if bad:  # NaN or infinity has no scale, and no error budget can be measured on NaN outputs
             notes.append(
-                f"{who}: {' and '.join(f'{k} {getattr(spec, k).name!r}' for k in bad)} {'has' if len(bad) == 1 else 'have'} NaN or infinite values: its weights stay float"
+                f"{who}: {' and '.join(f'{k} {getattr(spec, k).name!r}' for k in bad)} {'has' if len(bad) == 1 else 'have'} "
+                "NaN or infinite values: its weights stay float"
             )
             constant = []
         if compression is not None and given:
             notes.append(
-                f"{who}: {' and '.join(k for k in ('W', 'R') if k in given)} come quantized in the model: stored as they are, --compress-weights does not quantize them again"
+                f"{who}: {' and '.join(k for k in ('W', 'R') if k in given)} come quantized in the model: stored as they are, "
+                "--compress-weights does not quantize them again"
             )
         budget = options.budget  # reference/budget.py's choose, given by convert
         if compression is not None and constant and spec.clip != 0 and budget is not None:
@@ -177,7 +179,8 @@ class IntegerWeights:
                 chosen[key] = quantize_stacked(permute(np.asarray(tensor.value, dtype=np.float64)), compression)
             elif compression is not None and not tensor.is_constant:
                 notes.append(
-                    f"{who}: {key} '{tensor.name}' is a graph input (runtime weights): kept float, --compress-weights applies to constant weights only"
+                    f"{who}: {key} '{tensor.name}' is a graph input (runtime weights): kept float, --compress-weights applies "
+                    "to constant weights only"
                 )
         if not chosen:
             return None, notes

@@ -56,7 +56,8 @@ def check_streamable(spec) -> None:
         raise UnsupportedFeatureError(f"{who} is {kind}; {REVERSE}")
     if spec.etype.ir == "f64":
         raise UnsupportedFeatureError(
-            f"{who} computes in float64, and OpenVINO's CPU plugin keeps no float64 state (it fails at the first call); convert the model to float32"
+            f"{who} computes in float64, and OpenVINO's CPU plugin keeps no float64 state (it fails at the first call); "
+            "convert the model to float32"
         )
     lens = spec.sequence_lens
     if lens is not None and not lens.is_constant:

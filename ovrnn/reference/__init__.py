@@ -1,9 +1,9 @@
 """The oracle: float64 numpy implementations of the whole ONNX RNN, GRU and LSTM specs.
 
 One module per op holds its cell equations (rnn.py, gru.py, lstm.py: a ``Cell``, the step and what
-it needs); ``loop.py`` holds the one recurrent loop and the one signature they share. Deliberately independent of ``ovrnn.semantics`` and ``ovrnn.lower``: the
-references read raw ONNX attributes themselves, so a mistake in the normaliser cannot hide in both
-places. ``run_model`` computes whole models.
+it needs); ``loop.py`` holds the one recurrent loop and the one signature they share. Deliberately
+independent of ``ovrnn.semantics`` and ``ovrnn.lower``: the references read raw ONNX attributes
+themselves, so a mistake in the normaliser cannot hide in both places. ``run_model`` computes whole models.
 """
 
 from __future__ import annotations
@@ -130,7 +130,8 @@ def _run_with_onnx_reference(
         raise
     except Exception as exc:  # noqa: BLE001 - a node outside the guard (control flow, a context-dependent function): never a crash
         raise ReferenceUnavailable(
-            f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})"
+            f"the float64 reference (onnx.reference, with ovrnn's RNN/GRU/LSTM) cannot run this model ({type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})"
         ) from None
     if fallback_notes is not None:
         fallback_notes.extend(n for n in fallback.notes() if n not in fallback_notes)

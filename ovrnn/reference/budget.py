@@ -102,7 +102,8 @@ def choose(spec, compression: Compression, who: str) -> tuple[Compression | None
         fallback = replace(tried, mode="int8", group_size=-1) if tried.mode == "int4" else None
         then = "kept at int8" if fallback is not None else "its weights stay float"
         notes.append(
-            f"{who}: {tried.mode} quantization-only error {error:.2e} over {steps} steps is above --max-weight-error {tried.max_error:g}: {then}"
+            f"{who}: {tried.mode} quantization-only error {error:.2e} over {steps} steps is above --max-weight-error "
+            f"{tried.max_error:g}: {then}"
         )
         tried = fallback
     return None, None, notes

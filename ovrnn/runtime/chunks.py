@@ -32,11 +32,14 @@ def split_inputs(inputs: dict[str, np.ndarray], contract) -> list[dict[str, np.n
     others given whole to every call. A last chunk shorter than the others is refused."""
     if contract.steps is None:
         raise UsageError(
-            "the IR has states but no ovrnn/stateful rt_info saying which inputs carry the time axis, so it cannot be split into calls; make the IR with ovrnn convert --stateful"
+            "the IR has states but no ovrnn/stateful rt_info saying which inputs carry the time axis, so it cannot be split "
+            "into calls; make the IR with ovrnn convert --stateful"
         )
     if not contract.inputs:
         raise UsageError(
-            "the stateful IR lists no graph input that carries the time axis (rt_info ovrnn/stateful 'inputs' is empty): its recurrent nodes read no time steps from a graph input, so there is no sequence to split into calls; feed it call by call"
+            "the stateful IR lists no graph input that carries the time axis (rt_info ovrnn/stateful 'inputs' is empty): its "
+            "recurrent nodes read no time steps from a graph input, so there is no sequence to split into calls; feed it call "
+            "by call"
         )
     counts = {}
     for t in contract.inputs:
@@ -51,14 +54,17 @@ def split_inputs(inputs: dict[str, np.ndarray], contract) -> list[dict[str, np.n
             raise UsageError(f"input '{t.name}' has no time steps (shape {list(shape)}): a call runs {t.length} steps on axis {t.axis}")
         if left:
             raise UsageError(
-                f"input '{t.name}': {steps} steps on axis {t.axis} do not split into {t.length}-step calls: {whole} full chunk{'s' if whole != 1 else ''} "
-                f"and a last chunk of {left} step{'s' if left != 1 else ''}; every call runs exactly {t.length} steps, so trim or pad the input to a multiple of {t.length}"
+                f"input '{t.name}': {steps} steps on axis {t.axis} do not split into {t.length}-step calls: {whole} full "
+                f"chunk{'s' if whole != 1 else ''} "
+                f"and a last chunk of {left} step{'s' if left != 1 else ''}; every call runs exactly {t.length} steps, so trim "
+                f"or pad the input to a multiple of {t.length}"
             )
         counts[t.name] = whole
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"'{n}' {c}" for n, c in counts.items())
         raise UsageError(
-            f"the inputs that carry the time axis split into different numbers of calls ({listed}): they must cover the same stretch of the stream"
+            f"the inputs that carry the time axis split into different numbers of calls ({listed}): they must cover the same "
+            "stretch of the stream"
         )
     n = next(iter(counts.values()), 1)
     cut = {t.name: t for t in contract.inputs if t.name in counts}

@@ -245,7 +245,8 @@ def check_indices(inputs: dict[str, np.ndarray], limits: dict[str, list[tuple[in
             if low < -size or high >= size:
                 where = np.argwhere((values < -size) | (values >= size))[0]
                 raise UsageError(
-                    f"input '{name}': value {int(values[tuple(where)])} at index {where.tolist()} is out of range for {what}, expected {-size} <= index <= {size - 1}"
+                    f"input '{name}': value {int(values[tuple(where)])} at index {where.tolist()} is out of range for {what}, "
+                    f"expected {-size} <= index <= {size - 1}"
                 )
 
 
@@ -259,7 +260,8 @@ def check_lengths(inputs: dict[str, np.ndarray], limits: dict[str, int]) -> None
         if bad.size:
             b = int(bad[0])
             raise UsageError(
-                f"input '{name}': value {int(lens[b])} at batch index {b} is out of range, expected 0 <= length <= {steps} (the sequence length)"
+                f"input '{name}': value {int(lens[b])} at batch index {b} is out of range, expected 0 <= length <= {steps} "
+                "(the sequence length)"
             )
 
 
@@ -340,7 +342,8 @@ def inference_error(device: str, exc: RuntimeError, inputs: dict[str, np.ndarray
                 f"the input leaves dynamic, e.g. a Reshape traced at one sequence length); OpenVINO: {message}"
             )
         return UsageError(
-            f"the input shapes do not fit together ({shapes}): the batch (or another dynamic dim) must be the same in every input; OpenVINO: {message}"
+            f"the input shapes do not fit together ({shapes}): the batch (or another dynamic dim) must be the same in every "
+            f"input; OpenVINO: {message}"
         )
     return DeviceError(f"inference on {device} failed: {message}")
 

@@ -368,7 +368,8 @@ class Stream:
                 shape = value.shape if type(value) is np.ndarray else np.shape(value)
                 if len(shape) > t.axis and shape[t.axis] != t.length:
                     raise UsageError(
-                        f"input '{t.name}': one call takes {t.length} steps on axis {t.axis}, got {shape[t.axis]} (shape {list(shape)}); split a longer input into {t.length}-step chunks"
+                        f"input '{t.name}': one call takes {t.length} steps on axis {t.axis}, got {shape[t.axis]} (shape "
+                        f"{list(shape)}); split a longer input into {t.length}-step chunks"
                     )
         batch, first = None, None
         for name, axis in self.contract.batch.items():
@@ -382,7 +383,8 @@ class Stream:
                 batch, first = shape[axis], name
             elif shape[axis] != batch:
                 raise UsageError(
-                    f"input '{name}' has batch {shape[axis]} (axis {axis}) but input '{first}' has batch {batch}: every input of a call has the same batch"
+                    f"input '{name}' has batch {shape[axis]} (axis {axis}) but input '{first}' has batch {batch}: every input "
+                    "of a call has the same batch"
                 )
         if batch is None or batch == self._batch_held:
             return batch
@@ -418,7 +420,8 @@ def _check_static(model, device: str) -> None:
     for v in model.get_variables():
         if v.info.data_shape.is_dynamic:
             raise UsageError(
-                f"{device} runs static shapes only, and state '{v.info.variable_id}' is {v.info.data_shape}: convert with --static and fix the batch with --input"
+                f"{device} runs static shapes only, and state '{v.info.variable_id}' is {v.info.data_shape}: convert with "
+                "--static and fix the batch with --input"
             )
 
 

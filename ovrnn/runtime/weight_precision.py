@@ -61,7 +61,10 @@ def verdict(model_consts: list[tuple[str, tuple[int, ...]]], runtime_consts: lis
     if kept_total >= total:
         return f"integer weights kept {types} on {device}: {total:,} weight values stay compressed in memory"
     share = 100.0 * kept_total / total
-    return f"integer weights partly kept on {device}: {share:.0f}% of the {total:,} weight values stay {types}, the rest folded to {folded_to} (saved on disk only)"
+    return (
+        f"integer weights partly kept on {device}: {share:.0f}% of the {total:,} weight values stay {types}, the rest folded to "
+        f"{folded_to} (saved on disk only)"
+    )
 
 
 def compiled_verdict(model, compiled, device: str) -> str:

@@ -76,7 +76,8 @@ def unify_dims(n: Normaliser, infos: list[TensorInfo | None], num_dir: int, layo
             continue
         if len(info.shape) != len(role_list):
             raise n.fail(
-                f"input {name} '{info.name}': expected rank {len(role_list)} [{', '.join(role_list)}], got rank {len(info.shape)} {shape_text(info.shape)}"
+                f"input {name} '{info.name}': expected rank {len(role_list)} [{', '.join(role_list)}], got rank "
+                f"{len(info.shape)} {shape_text(info.shape)}"
             )
         for axis, (label, dim) in enumerate(zip(role_list, info.shape)):
             role, factor = _factor(label)

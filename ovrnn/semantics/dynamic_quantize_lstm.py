@@ -70,7 +70,8 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
             )
         if info.value.ndim != 3:
             raise fail(
-                f"input {role} '{info.name}': expected rank 3 [num_directions, {'input_size' if role == 'W' else 'hidden_size'}, 4*hidden_size], got shape {list(info.value.shape)}"
+                f"input {role} '{info.name}': expected rank 3 [num_directions, "
+                f"{'input_size' if role == 'W' else 'hidden_size'}, 4*hidden_size], got shape {list(info.value.shape)}"
             )
     if W.elem_type != R.elem_type:
         raise fail(f"inputs W '{W.name}' and R '{R.name}' have different element types")
@@ -80,7 +81,8 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
     H = G // 4
     if R.value.shape != (D, H, G):
         raise fail(
-            f"input R '{R.name}' has shape {list(R.value.shape)}, expected [{D}, {H}, {G}] (num_directions, hidden_size, 4*hidden_size) from W '{W.name}' {list(W.value.shape)}"
+            f"input R '{R.name}' has shape {list(R.value.shape)}, expected [{D}, {H}, {G}] (num_directions, hidden_size, "
+            f"4*hidden_size) from W '{W.name}' {list(W.value.shape)}"
         )
 
     quantized: dict[str, list[Quantized]] = {}
@@ -136,11 +138,13 @@ def _per_row(
     s, z = np.asarray(scale.value), np.asarray(zero_point.value)
     if scale.elem_type not in (TensorProto.FLOAT, TensorProto.FLOAT16):
         raise fail(
-            f"input {role}_scale '{scale.name}': expected element type float, got {onnx.helper.tensor_dtype_to_np_dtype(scale.elem_type).name if scale.elem_type else 'unknown'}"
+            f"input {role}_scale '{scale.name}': expected element type float, got "
+            f"{onnx.helper.tensor_dtype_to_np_dtype(scale.elem_type).name if scale.elem_type else 'unknown'}"
         )
     if zero_point.elem_type != weights.elem_type:
         raise fail(
-            f"input {role}_zero_point '{zero_point.name}': expected the element type of {role} ({np.dtype(_INT_TYPES[weights.elem_type]).name}), got {np.asarray(z).dtype.name}"
+            f"input {role}_zero_point '{zero_point.name}': expected the element type of {role} "
+            f"({np.dtype(_INT_TYPES[weights.elem_type]).name}), got {np.asarray(z).dtype.name}"
         )
     allowed = ((D,), (D, G))
     if s.shape not in allowed:

@@ -36,5 +36,8 @@ def check_steps(total: int, nodes: int, max_steps: int | None) -> str | None:
             f"OpenVINO minutes; raise {flag('max-steps')} to convert anyway (0 = no limit), or fix a shorter sequence with {flag('input')}"
         )
     if total > NOTE_ABOVE:
-        return f"the model unrolls to {where}: OpenVINO will take a while to compile it (tens of seconds on CPU); {flag('cache-dir')} makes later compiles faster"
+        return (
+            f"the model unrolls to {where}: OpenVINO will take a while to compile it (tens of seconds on CPU); {flag('cache-dir')} "
+            "makes later compiles faster"
+        )
     return None

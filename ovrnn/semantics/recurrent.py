@@ -145,7 +145,10 @@ class RecurrentSpec:
     def describe(self) -> str:
         dirs = ", ".join(f"{d.value} {a.describe()}" for d, a in zip(self.directions, self.activations))
         extra = "".join(f", {what}" for what in self.features())
-        return f"{self.family.name} '{self.node_name}': T={self.seq_length}, batch={self.batch.describe()}, I={self.input_size}, H={self.hidden_size}, {dirs}{extra}"
+        return (
+            f"{self.family.name} '{self.node_name}': T={self.seq_length}, batch={self.batch.describe()}, I={self.input_size}, "
+            f"H={self.hidden_size}, {dirs}{extra}"
+        )
 
     def features(self) -> tuple[str, ...]:
         """The op-specific switches that are on, for describe()."""
@@ -296,7 +299,8 @@ class Normaliser:
         if len(kinds) != want and not (num_directions == 2 and len(kinds) == len(slots)):
             per = f" ({', '.join(slots)} per direction)" if len(slots) > 1 else ""
             raise self.fail(
-                f"attribute 'activations': expected {want} activation(s) for {num_directions} direction(s){per}, got {len(kinds)} ({', '.join(names)})"
+                f"attribute 'activations': expected {want} activation(s) for {num_directions} direction(s){per}, got "
+                f"{len(kinds)} ({', '.join(names)})"
             )
         # alpha/beta are consumed in order by the activations that take them; defaults after that.
         alphas = [float(a) for a in self.attrs.get("activation_alpha", [])]
@@ -315,7 +319,8 @@ class Normaliser:
         for attr, given, used in (("activation_alpha", alphas, used_a), ("activation_beta", betas, used_b)):
             if len(given) > used:
                 self.notes.append(
-                    f"{self.who}: attribute '{attr}' has {len(given)} value(s), the activations use {min(used, len(given))}; the rest are ignored"
+                    f"{self.who}: attribute '{attr}' has {len(given)} value(s), the activations use {min(used, len(given))}; "
+                    "the rest are ignored"
                 )
         if len(resolved) == len(slots) and num_directions == 2:
             listed = ", ".join(k.name for k in kinds)
@@ -374,7 +379,8 @@ def normalise(family: OpFamily, node: onnx.NodeProto, index: int, opset: int, lo
         suggestion = _suggest(infos[0].shape, t_axis, layout)
         raise DynamicStepsError(
             f"{n.who}: the sequence length (dim {t_axis} of X '{x_name}') is dynamic ({T.describe()}), "
-            f"and the {family.cell} chain needs a fixed number of steps; fix it with {flag('input', quoted(f'{x_name}[{suggestion}]'))} (T = number of time steps)",
+            f"and the {family.cell} chain needs a fixed number of steps; fix it with "
+            f"{flag('input', quoted(f'{x_name}[{suggestion}]'))} (T = number of time steps)",
             n.who,
             x_name,
             t_axis,
@@ -391,7 +397,8 @@ def normalise(family: OpFamily, node: onnx.NodeProto, index: int, opset: int, lo
     ins["sequence_lens"] = _sequence_lens(n, ins["sequence_lens"], T.value)
     if etype.ir == "bf16" and n.version < 22:
         n.notes.append(
-            f"{n.who}: bfloat16 is in {family.name}'s type list only from opset 22 (this node is {family.name}-{n.version}); converted anyway"
+            f"{n.who}: bfloat16 is in {family.name}'s type list only from opset 22 (this node is {family.name}-{n.version}); "
+            "converted anyway"
         )
     outs = list(node.output) + [""] * len(family.outputs)
     common = Common(
@@ -439,7 +446,8 @@ def _sequence_lens(n: Normaliser, lens: RecurrentInput | None, T: int) -> Recurr
     for b, v in enumerate(values):
         if not 0 <= int(v) <= T:
             raise n.fail(
-                f"input sequence_lens '{lens.name}': value {int(v)} at batch index {b} is out of range, expected 0 <= length <= {T} (the sequence length)"
+                f"input sequence_lens '{lens.name}': value {int(v)} at batch index {b} is out of range, expected 0 <= length "
+                f"<= {T} (the sequence length)"
             )
     if values.size and (values == T).all():
         n.notes.append(f"{n.who}: sequence_lens '{lens.name}' equals the sequence length ({T}) everywhere; no masking needed")

@@ -112,8 +112,10 @@ class ValidationReport(RunHead):
 
     def format(self) -> str:
         lines = [
-            f"validate {self.model} on {self.device} (ran on {', '.join(self.execution_devices)}), "
-            f"inference precision {self.precision}, seed {self.seed}, batch {self.batch}",
+            (
+                f"validate {self.model} on {self.device} (ran on {', '.join(self.execution_devices)}), "
+                f"inference precision {self.precision}, seed {self.seed}, batch {self.batch}"
+            ),
             f"{'output':<16}{'oracle':<13}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result",
         ]
         for c in self.comparisons:
@@ -146,7 +148,10 @@ def drift_lines(drifts: list) -> list[str]:
     if not drifts:
         return []
     d = drifts[0]
-    head = f"drift at the device's default precision (compiled without a hint), a {d.steps}-step stream at batch 1 in calls of {d.chunk} steps, max |Y - float64| (not counted):"
+    head = (
+        f"drift at the device's default precision (compiled without a hint), a {d.steps}-step stream at batch 1 in calls of "
+        f"{d.chunk} steps, max |Y - float64| (not counted):"
+    )
     return [head] + [f"  {d.format()}" for d in drifts]
 
 

@@ -90,7 +90,10 @@ def first_departure(
                 return Departure(node.name or name, node.op_type, name, c.max_abs, c.max_rel, c.atol, c.rtol, note), ""
     return (
         None,
-        f"no ONNX node's output departs from onnxruntime where the IR keeps its name ({len(kept)} of {len(tensors)} tensors compared): the departure is in a tensor OpenVINO folded or fused away",
+        (
+            f"no ONNX node's output departs from onnxruntime where the IR keeps its name ({len(kept)} of {len(tensors)} tensors "
+            "compared): the departure is in a tensor OpenVINO folded or fused away"
+        ),
     )
 
 

@@ -158,7 +158,8 @@ def _markdown(report, steps_by_precision, rerun: str) -> str:
             for name, errors in outputs.items():
                 worst = int(np.argmax(errors))
                 lines.append(
-                    f"- {name} at {precision}: largest error {max(errors):.2e} at step {worst} of {len(errors)}; first step {errors[0]:.2e}, last {errors[-1]:.2e}"
+                    f"- {name} at {precision}: largest error {max(errors):.2e} at step {worst} of {len(errors)}; first step "
+                    f"{errors[0]:.2e}, last {errors[-1]:.2e}"
                 )
     if getattr(report, "drift", None):
         head, *rows = drift_lines(report.drift)

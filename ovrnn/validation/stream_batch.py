@@ -49,8 +49,10 @@ class StreamsValidationReport(RunHead):
     def format(self) -> str:
         lines = [
             (
-                f"validate {self.model} --streams {self.streams} on {self.device} (ran on {', '.join(self.execution_devices)}), inference precision {self.precision}, seed {self.seed}: "
-                f"{self.streams} streams x {self.chunks} chunks through StreamBatcher (sizes {', '.join(map(str, self.sizes))}) in a random arrival order vs each stream alone"
+                f"validate {self.model} --streams {self.streams} on {self.device} (ran on "
+                f"{', '.join(self.execution_devices)}), inference precision {self.precision}, seed {self.seed}: "
+                f"{self.streams} streams x {self.chunks} chunks through StreamBatcher (sizes "
+                f"{', '.join(map(str, self.sizes))}) in a random arrival order vs each stream alone"
             ),
             "states: " + ", ".join(f"{k} {v}" for k, v in self.states.items()),
             "batches (real rows: count): " + ", ".join(f"{k}: {v}" for k, v in sorted(self.batches.items())),
@@ -67,7 +69,8 @@ class StreamsValidationReport(RunHead):
         for c in self.comparisons:
             tol = "identical" if c.atol == 0 and c.rtol == 0 else f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
             lines.append(
-                f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{'PASS' if c.passed else 'FAIL'}{f'  ({c.note})' if c.note else ''}"
+                f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  "
+                f"{tol:<22}{'PASS' if c.passed else 'FAIL'}{f'  ({c.note})' if c.note else ''}"
             )
         if self.frozen_inputs:
             lines.append("frozen inputs: " + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items()))
@@ -110,7 +113,8 @@ def validate_streams(
         raise UsageError(f"{flag('chunks')}: expected a number of chunks of 1 or more, got {chunks!r}")
     if not stateful:
         raise UsageError(
-            f"{flag('streams')} serves a stream's states: give them with {flag('stateful')} (IN=OUT pairs, or alone for a lone recurrent node's)"
+            f"{flag('streams')} serves a stream's states: give them with {flag('stateful')} (IN=OUT pairs, or alone for a lone "
+            "recurrent node's)"
         )
     proto, frozen, shapes = _model_and_inputs(load_model(model), input)
     spec = StreamSpec.of(proto, stateful, context=context, shapes=shapes, lowering=lowering)
@@ -148,7 +152,8 @@ def validate_streams(
     if exposed:  # the pairs name a lone node's own states: the oracle runs the model as given, on each stream's whole sequence
         opened, oracle = _whole_sequence_model(proto, spec)
         notes.append(
-            f"{', '.join(exposed)}: the recurrent node's own state{'s' if len(exposed) > 1 else ''}; each stream is compared with the model as given on its whole {chunks}-chunk sequence"
+            f"{', '.join(exposed)}: the recurrent node's own state{'s' if len(exposed) > 1 else ''}; each stream is compared "
+            f"with the model as given on its whole {chunks}-chunk sequence"
         )
         carry = lambda run, part: _whole(spec, oracle, part, run)
         model_for = opened
@@ -164,7 +169,8 @@ def validate_streams(
     _, by_oracle["reference"] = carry(lambda f: ("used", reference.run_model(model_for, f, handed)), feeds[:reference_streams])
     if reference_streams < streams:
         notes.append(
-            f"the float64 reference ran the first {reference_streams} streams ({REFERENCE_CALLS} calls at most); onnxruntime and batch 1 ran all {streams}"
+            f"the float64 reference ran the first {reference_streams} streams ({REFERENCE_CALLS} calls at most); onnxruntime "
+            f"and batch 1 ran all {streams}"
         )
     notes += sorted(set(handed))
     for oracle, result in by_oracle.items():
@@ -349,7 +355,10 @@ def _whole(spec, oracle, feeds, run) -> tuple[str, tuple[list, list] | None]:
     x, x_axis, y, y_axis, finals = oracle
     if [p.name for p in spec.inputs] != [x] or [p.name for p in spec.outputs] not in ([y], []):
         return (
-            f"not compared: the whole-sequence oracle takes the node's X alone and gives its Y (inputs {', '.join(p.name for p in spec.inputs)})",
+            (
+                "not compared: the whole-sequence oracle takes the node's X alone and gives its Y (inputs "
+                f"{', '.join(p.name for p in spec.inputs)})"
+            ),
             None,
         )
     outs, states = [], []

@@ -37,7 +37,8 @@ class StreamValidationReport(RunHead):
 
     def format(self) -> str:
         lines = [
-            f"validate {self.model} --stateful on {self.device} (ran on {', '.join(self.execution_devices)}), inference precision {self.precision}, "
+            f"validate {self.model} --stateful on {self.device} (ran on {', '.join(self.execution_devices)}), inference "
+            f"precision {self.precision}, "
             f"seed {self.seed}, batch {self.batch}: {self.chunks} calls of {self.steps} steps on one infer request vs "
             + (
                 f"the ONNX model call by call, the states {', '.join(self.pairs)} carried by hand"
@@ -67,7 +68,8 @@ class StreamValidationReport(RunHead):
             if c.oracle == "quantization":  # a figure, not a test
                 verdict, tol = "shown, not counted", "-"
             lines.append(
-                f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  {tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}"
+                f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  "
+                f"{tol:<22}{verdict}{f'  ({c.note})' if c.note else ''}"
             )
         for c in self.comparisons:
             if c.per_call and c.oracle == "reference" and c.check in ("chunked == whole", "chunked == by hand", "long stream"):

@@ -99,7 +99,10 @@ def _precision(model: onnx.ModelProto, tops: list, reached: set[str] | None) -> 
         why.append(f"{_count(len(names), 'Cast node', 'converts', 'convert')} to {NAMES[floor]} (e.g. '{names[0]}')")
     return (
         floor,
-        f"the model computes in {NAMES[floor]}: {' and '.join(why)}; onnxruntime and the reference round to {NAMES[floor]} where the graph does: judged at {NAMES[floor]} tolerance",
+        (
+            f"the model computes in {NAMES[floor]}: {' and '.join(why)}; onnxruntime and the reference round to {NAMES[floor]} "
+            f"where the graph does: judged at {NAMES[floor]} tolerance"
+        ),
     )
 
 

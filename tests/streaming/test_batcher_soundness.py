@@ -48,7 +48,10 @@ def _mixing_policy(where: str) -> onnx.ModelProto:
 )
 def test_a_model_whose_rows_mix_is_refused_at_start(where, sizes, output):
     spec = StreamSpec.of(_mixing_policy(where), POLICY_STATE)
-    message = rf"^the model mixes batch rows: output '{output}' of a stream changes with the other rows of its batch \(row [01] at batch {sizes[0] if sizes[0] > 1 else sizes[1]}: "
+    message = (
+        rf"^the model mixes batch rows: output '{output}' of a stream changes with the other rows of its batch \(row [01] at batch "
+        rf"{sizes[0] if sizes[0] > 1 else sizes[1]}: "
+    )
     with pytest.raises(UnsupportedFeatureError, match=message):
         BatchedStep(spec, sizes)
     with pytest.raises(UnsupportedFeatureError, match=message):
@@ -94,7 +97,10 @@ def test_one_streams_bad_index_is_refused_alone_at_the_default_one_thread():
         b.feed_many([(s, {"X": xi, "action": np.array([[1]])}) for s, xi in zip(streams, x[0])])
         clean.feed_many([(s, {"X": xi, "action": np.array([[1]])}) for s, xi in zip(twins, x[0])])
         before = [b.state(s) for s in streams]
-        message = r"^stream 2: input 'action': value 99 at index \[0, 0\] is out of range for GatherElements '.*' \(axis 1 of its data, size 8\), expected -8 <= index <= 7$"
+        message = (
+            r"^stream 2: input 'action': value 99 at index \[0, 0\] is out of range for GatherElements '.*' \(axis 1 of its data, "
+            r"size 8\), expected -8 <= index <= 7$"
+        )
         futures = []
         for i, (s, xi) in enumerate(zip(streams, x[1])):
             if i == 2:
@@ -140,7 +146,8 @@ def test_an_output_that_is_a_graph_input_is_refused_and_a_state_passed_through_i
     )
     with pytest.raises(
         UnsupportedFeatureError,
-        match=r"^output 'X' is the graph input 'X' itself \(ONNX allows an input listed as an output\): a stream batcher does not serve it; ",
+        match=r"^output 'X' is the graph input 'X' itself \(ONNX allows an input listed as an output\): a stream batcher does not "
+        r"serve it; ",
     ):
         ovrnn.StreamBatcher(echo, "s=s_new", sizes=(1, 4))
     nodes = [helper.make_node("Add", ["X", "s"], ["out"]), helper.make_node("Identity", ["s"], ["s_new"])]

@@ -27,7 +27,8 @@ def test_the_demo_lstm_passes_on_the_command_line(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].endswith(
-        "--streams 6 on CPU (ran on CPU), inference precision f32, seed 0: 6 streams x 3 chunks through StreamBatcher (sizes 1, 6) in a random arrival order vs each stream alone"
+        "--streams 6 on CPU (ran on CPU), inference precision f32, seed 0: 6 streams x 3 chunks through StreamBatcher (sizes "
+        "1, 6) in a random arrival order vs each stream alone"
     )
     assert lines[1] == "states: initial_h [1, 1, 8] float32 (-> Y_h, batch axis 1), initial_c [1, 1, 8] float32 (-> Y_c, batch axis 1)"
     rows = [ln.split() for ln in lines if ln.startswith(("batched == alone", "final state", "reset"))]

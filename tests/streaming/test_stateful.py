@@ -257,24 +257,39 @@ REFUSALS = [
     ),
     (
         _case("bidir", op="LSTM", direction="bidirectional"),
-        "error: --stateful: LSTM node 'lstm' is bidirectional; a stream needs forward nodes: the reverse direction reads each chunk back to front",
+        (
+            "error: --stateful: LSTM node 'lstm' is bidirectional; a stream needs forward nodes: the reverse direction reads each "
+            "chunk back to front"
+        ),
     ),
     (
         _case("lens", op="GRU", lens=(3, 1)),
-        "error: --stateful: GRU node 'gru' has a runtime sequence_lens input 'sequence_lens'; a length of 0 gives a zero Y_h under ONNX semantics, "
-        "which would reset the stream (convert without sequence_lens: every call runs all its steps)",
+        (
+            "error: --stateful: GRU node 'gru' has a runtime sequence_lens input 'sequence_lens'; a length of 0 gives a zero Y_h "
+            "under ONNX semantics, "
+            "which would reset the stream (convert without sequence_lens: every call runs all its steps)"
+        ),
     ),
     (
         _case("lens-const-0", lens=(3, 0), lens_const=True),
-        "error: --stateful: RNN node 'rnn' has constant sequence_lens [3, 0] shorter than its 3 steps; a length of 0 gives a zero Y_h under ONNX semantics, which would reset the stream",
+        (
+            "error: --stateful: RNN node 'rnn' has constant sequence_lens [3, 0] shorter than its 3 steps; a length of 0 gives a "
+            "zero Y_h under ONNX semantics, which would reset the stream"
+        ),
     ),
     (
         _case("f64", op="GRU", dtype="float64"),
-        "error: --stateful: GRU node 'gru' computes in float64, and OpenVINO's CPU plugin keeps no float64 state (it fails at the first call); convert the model to float32",
+        (
+            "error: --stateful: GRU node 'gru' computes in float64, and OpenVINO's CPU plugin keeps no float64 state (it fails at "
+            "the first call); convert the model to float32"
+        ),
     ),
     (
         _case("lens-const-short", lens=(3, 2), lens_const=True),
-        "error: --stateful: RNN node 'rnn' has constant sequence_lens [3, 2] shorter than its 3 steps; each call would carry the state of step L-1, not of the chunk's last step 2",
+        (
+            "error: --stateful: RNN node 'rnn' has constant sequence_lens [3, 2] shorter than its 3 steps; each call would carry "
+            "the state of step L-1, not of the chunk's last step 2"
+        ),
     ),
 ]
 
@@ -299,7 +314,8 @@ def test_ovms_repo_is_refused(tmp_path):
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "--ovms-repo", tmp_path / "repo", "--model-name", "m")
     assert r.returncode == 2 and r.stderr.strip() == (
         "error: ovrnn convert: --stateful cannot go with --ovms-repo: OpenVINO Model Server removed stateful models in 2026.3 "
-        "(a ReadValue IR served there shares one state between all clients); write the IR with -o and stream it with ovrnn.Stream or OpenVINO"
+        "(a ReadValue IR served there shares one state between all clients); write the IR with -o and stream it with "
+        "ovrnn.Stream or OpenVINO"
     )
     assert not (tmp_path / "repo").exists()
 

@@ -136,7 +136,10 @@ PAIR_REFUSALS = [
     ("s=sn,s=y", "error: --stateful 's=y': 's' is already in another pair"),
     (
         "s",
-        "error: ovrnn convert: argument --stateful: expected IN=OUT pairs such as state=stateN, got 's' (to make every recurrent node stateful, put --stateful alone after the model file) (see ovrnn convert --help)",
+        (
+            "error: ovrnn convert: argument --stateful: expected IN=OUT pairs such as state=stateN, got 's' (to make every "
+            "recurrent node stateful, put --stateful alone after the model file) (see ovrnn convert --help)"
+        ),
     ),
 ]
 
@@ -154,8 +157,10 @@ def test_node_states_need_a_recurrent_node(tmp_path):
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "-o", tmp_path / "out.xml")
     assert (r.returncode, r.stderr.strip()) == (
         2,
-        "error: --stateful: the model has no forward RNN, GRU or LSTM node whose state a stream could carry; "
-        'if it passes its state through graph inputs and outputs, name them: --stateful "IN=OUT"',
+        (
+            "error: --stateful: the model has no forward RNN, GRU or LSTM node whose state a stream could carry; "
+            'if it passes its state through graph inputs and outputs, name them: --stateful "IN=OUT"'
+        ),
     )
 
 
@@ -202,8 +207,10 @@ def test_an_initial_state_computed_on_every_call_is_refused(tmp_path, h0, reason
     r = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "-o", tmp_path / "out.xml")
     assert (r.returncode, r.stderr.strip()) == (
         2,
-        f"error: --stateful: {reason}; a stream carries the node's own state instead: give it a constant or graph-input initial state "
-        '(if the model passes its state through graph inputs and outputs, name them: --stateful "IN=OUT")',
+        (
+            f"error: --stateful: {reason}; a stream carries the node's own state instead: give it a constant or graph-input initial state "
+            '(if the model passes its state through graph inputs and outputs, name them: --stateful "IN=OUT")'
+        ),
     )
     assert not (tmp_path / "out.xml").exists()
 
@@ -278,13 +285,20 @@ def _mixing_model(tail: str):
 MIXING = [
     (
         "conv-over-time",
-        "error: --stateful: output 'out' differs at step 3 (chunk 0, step 3 of 4) between the chunked stream and the whole sequence (A vs B); "
-        "the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, a reduction over T, attention), so the model cannot stream chunk by chunk",
+        (
+            "error: --stateful: output 'out' differs at step 3 (chunk 0, step 3 of 4) between the chunked stream and the whole "
+            "sequence (A vs B); "
+            "the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, a reduction over T, attention), so "
+            "the model cannot stream chunk by chunk"
+        ),
     ),
     (
         "mean-over-time",
-        "error: --stateful: output 'out' after the last of 3 chunks differs from the whole sequence's (A vs B); "
-        "the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, a reduction over T, attention), so the model cannot stream chunk by chunk",
+        (
+            "error: --stateful: output 'out' after the last of 3 chunks differs from the whole sequence's (A vs B); "
+            "the ops outside the recurrent nodes mix time steps (a Conv or pooling over time, a reduction over T, attention), so "
+            "the model cannot stream chunk by chunk"
+        ),
     ),
 ]
 
@@ -393,8 +407,11 @@ def test_recurrent_nodes_in_bodies_are_refused(tmp_path):
     r = ovrnn_cli("convert", path, "--stateful", "-o", tmp_path / "out.xml")
     assert (r.returncode, r.stderr.strip()) == (
         2,
-        "error: --stateful: GRU node 'grushort' is inside the else_branch of If node 'if_long'; a state is carried only for the recurrent nodes of the main graph "
-        '(if the model passes its state through graph inputs and outputs, name them: --stateful "IN=OUT")',
+        (
+            "error: --stateful: GRU node 'grushort' is inside the else_branch of If node 'if_long'; a state is carried only for "
+            "the recurrent nodes of the main graph "
+            '(if the model passes its state through graph inputs and outputs, name them: --stateful "IN=OUT")'
+        ),
     )
     assert not (tmp_path / "out.xml").exists()
 

@@ -237,8 +237,8 @@ def test_npu_refuses_a_dynamic_batch_before_compiling(irs):
     with pytest.raises(ovrnn.UsageError) as e:
         ovrnn.Stream(irs[STREAM_CASES[2].id][0], device="npu")
     assert (
-        str(e.value)
-        == "NPU runs static shapes only, and input 'X' is [4,?,3]: convert with --static and fix the batch with --input (e.g. \"X[16,1,64]\")"
+        str(e.value) == "NPU runs static shapes only, and input 'X' is [4,?,3]: convert with --static and fix the batch with --input (e.g. "
+        '"X[16,1,64]")'
     )
 
 
@@ -356,7 +356,8 @@ def test_a_dynamic_stream_for_cpu_is_told_its_cost_and_the_fix():
     ir = ovrnn.convert_model(proto, flags, stateful=True, device="CPU")
     assert ir.notes[-1] == (
         "stateful: input 'X' [1,?,3] is left dynamic: the stream runs OpenVINO's dynamic-shape path on every call "
-        '(a one-step LSTM on CPU: 2.3x the time of the same stream with static shapes); fix the dims for a faster stream, e.g. input="X[1,1,3]"'
+        "(a one-step LSTM on CPU: 2.3x the time of the same stream with static shapes); fix the dims for a faster stream, e.g. "
+        'input="X[1,1,3]"'
     )
     fixed = ovrnn.convert_model(proto, "X[1,1,3]", stateful=True, device="CPU")
     assert not any("left dynamic" in n for n in fixed.notes) and b'variable_shape="1,1,4"' in fixed.xml

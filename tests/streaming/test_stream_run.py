@@ -120,8 +120,8 @@ def test_layout1_streams_on_axis_1_and_repeat_runs_latency_only(work, monkeypatc
     assert code == 0
     assert "per-call latency over 9 calls (3 runs of the stream)" in out and "(calls joined on axis 1)" in out
     assert (
-        "note: --repeat 3: the stream runs 3 times for latency; the throughput half (inferences in flight) is refused: a stateful IR keeps its states in one infer request"
-        in err
+        "note: --repeat 3: the stream runs 3 times for latency; the throughput half (inferences in flight) is refused: a "
+        "stateful IR keeps its states in one infer request" in err
     )
     close(np.load(tmp_path / "o.npz")["Y"], whole(models["GRU"], np.load(folder / "x_layout1.npy"), layout=1)["Y"], "layout-1 Y")
 
@@ -130,12 +130,18 @@ REFUSALS = [
     (
         "short-last-chunk",
         ["lstm.xml", "--input", "X=x_short.npy"],
-        "input 'X': 15 steps on axis 0 do not split into 4-step calls: 3 full chunks and a last chunk of 3 steps; every call runs exactly 4 steps, so trim or pad the input to a multiple of 4",
+        (
+            "input 'X': 15 steps on axis 0 do not split into 4-step calls: 3 full chunks and a last chunk of 3 steps; every call "
+            "runs exactly 4 steps, so trim or pad the input to a multiple of 4"
+        ),
     ),
     (
         "hint-throughput",
         ["lstm.xml", "--input", "X=x.npy", "--hint", "throughput"],
-        "--hint throughput: a stateful IR keeps its states in one infer request, so its calls cannot be spread over several requests in flight; use --hint latency or leave --hint out",
+        (
+            "--hint throughput: a stateful IR keeps its states in one infer request, so its calls cannot be spread over several "
+            "requests in flight; use --hint latency or leave --hint out"
+        ),
     ),
     (
         "streams",
@@ -170,7 +176,10 @@ REFUSALS = [
     (
         "reset-every-stateless",
         ["stateless.xml", "--input", "X=x.npy", "--reset-every", "2"],
-        "--reset-every: IR 'stateless.xml' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a stateful IR with ovrnn convert --stateful",
+        (
+            "--reset-every: IR 'stateless.xml' has no states (no ReadValue/Assign), so there is no stream to reset or seed; make a "
+            "stateful IR with ovrnn convert --stateful"
+        ),
     ),
 ]
 
