@@ -15,7 +15,7 @@ The caller saves the IR (``IR.save``, atomic).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from .lower.node import LoweringOptions
 from .onnx.frontend_input import frontend_input
 from .onnx.inputs import InputShapes, Prepared, prepare
 from .onnx.read import ModelSource, load_model
+from .plan.options import ConversionOptions, options_doc, parameters, takes
 from .plan.request import Request
 from .plan.decide import (
     Fallback,
@@ -45,67 +46,26 @@ from .semantics.limits import DEFAULT_MAX_STEPS
 from . import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loop_check.py)
 
 
-def convert_model(
-    model: ModelSource,
-    input: InputShapes = None,  # noqa: A002 (ovc's name)
-    ir_version: int = 11,
-    *,
-    lowering: str = "fastest",
-    device: str | None = None,
-    static: bool = False,
-    compress_to_fp16: bool = False,
-    max_steps: int | None = None,
-    chunk_steps: int | None = None,
-    stateful: bool | str | Sequence[str] = False,
-    compress_weights: str | None = None,
-    group_size: int | None = None,
-    allow_sequence_ops: bool = False,
-    max_weight_error: float | None = None,
-) -> IR:
-    """Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
+_MODEL_AND_INPUT = [
+    inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="ModelSource"),
+    inspect.Parameter("input", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="InputShapes"),
+]
+
+
+@takes(_MODEL_AND_INPUT + parameters(ConversionOptions, positional=("ir_version",)))  # the options' keywords; ir_version third, as ovc
+def convert_model(model: ModelSource, input: InputShapes = None, **options) -> IR:  # noqa: A002 (ovc's name)
+    return convert(model, input, Request(**options)).ir
+
+
+convert_model.__doc__ = f"""Convert an ONNX model: a lone RNN graph, or a whole model with RNN nodes in it.
 
     * ``input`` fixes input shapes as ``ov.convert_model`` takes them: ovc's syntax
       (``"X[5,?,3]"``, ``"[5,?,3]"``, several strings or one comma-separated string),
-      ``[("X", [5, -1, 3])]``, ``{"X": [5, None, 3]}``, an ``ov.PartialShape`` or a list of shapes
+      ``[("X", [5, -1, 3])]``, ``{{"X": [5, None, 3]}}``, an ``ov.PartialShape`` or a list of shapes
       (matched to the inputs by position). A dim is an int, ``-1``/``None`` (dynamic), an
       ``ov.Dimension`` or a ``(lo, hi)`` range.
-    * ``lowering``: ``"fastest"`` (the default: for ``device="CPU"``, each direction takes the
-      exact f32 form measured fastest on this CPU and OpenVINO release, ovrnn/data/cpu_forms.json;
-      otherwise as ``"cell"``), ``"cell"`` (RNNCell/GRUCell/LSTMCell per step wherever the cell
-      expresses the node), ``"matmul"`` (MatMul/Add/activation per step, for plugins without
-      RNNCell such as NPU) or ``"auto"`` (chosen for ``device``'s op set).
-    * ``static``: every shape static (NPU); ``compress_to_fp16``: f32 weights stored as f16.
-    * ``ir_version`` 10 is offered for old runtimes (models made of RNN nodes only).
-    * ``max_steps``: refuse models that unroll to more steps than this (default 8192; 0: no limit).
-    * ``chunk_steps``: cut each cell chain into pieces of this many steps, which OpenVINO's CPU
-      plugin compiles up to 2.7x faster (default 64; 256 where ``device="CPU"`` reads the measured
-      forms: fewer pieces run faster there, docs/performance.md; 0: one piece, strictly one layer per step).
-    * ``stateful``: ``True``: every forward RNN/GRU/LSTM node carries H (and C) across infer calls
-      with ReadValue/Assign; ``"state=stateN"`` or a list of ``"IN=OUT"``: those graph input/output
-      pairs become states instead (docs/stateful_ir.md).
-    * ``compress_weights``: ``"int8"`` (symmetric, one scale per row) or ``"int4"`` (experimental,
-      ``group_size`` 32, 64, 128 or -1 = per row) for constant W/R; ``max_weight_error``: the per-node
-      budget of the quantization-only error (default 0.02); see docs/compression.md.
-    * ``allow_sequence_ops``: a recurrent node inside an If/Loop/Scan body whose step count is not
-      known at conversion time is refused unless this is set; then OpenVINO's frontend converts
-      every node of its op as an RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted
-      (docs/bodies.md).
-    """
-    request = Request(
-        ir_version,
-        lowering,
-        device,
-        static,
-        compress_to_fp16,
-        max_steps,
-        chunk_steps,
-        stateful,
-        compress_weights,
-        group_size,
-        allow_sequence_ops,
-        max_weight_error=max_weight_error,
-    )
-    return convert(model, input, request).ir
+{options_doc()}
+"""
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..families import named
+from ..plan.options import NAMES
 from .messages import notes
-from .options import POSITIVE, add_lowering, add_stateful, lowering_kwargs, stateful_arg
+from .options import POSITIVE, add_option_flags, options_from_args
 
 
 def add_parser(sub, common) -> None:
@@ -26,8 +27,7 @@ def add_parser(sub, common) -> None:
         metavar="[NAME][d0,d1,...]",
         help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; no name: the inputs in order; NAME[SHAPE]{TYPE}->VALUE freezes an input to a constant (sr->16000, mask[3]{i32}->[1 0 1]); repeatable",
     )
-    c.add_argument("--ir-version", type=int, default=11, choices=(10, 11), help="IR version to write (default 11; 10 for old runtimes)")
-    add_lowering(c)
+    add_option_flags(c, [n for n in NAMES if n != "stateful"])  # every conversion option (plan/options.py); --stateful below
     c.add_argument(
         "--ovms-repo",
         metavar="DIR",
@@ -37,11 +37,7 @@ def add_parser(sub, common) -> None:
     c.add_argument(
         "--model-version", type=POSITIVE, default=None, help="the model's version in the OVMS repository, a positive integer (default 1)"
     )
-    add_stateful(
-        c,
-        "a streaming IR: every forward RNN/GRU/LSTM node carries H (and C) across calls with ReadValue/Assign; "
-        "with IN=OUT (repeatable, comma-separated), a graph input and output pair becomes one state instead (docs/stateful_ir.md)",
-    )
+    add_option_flags(c, ["stateful"])
     c.set_defaults(func=command)
 
 
@@ -49,8 +45,7 @@ def command(args) -> int:
     from ..convert import convert_model
 
     _check_destination(args)
-    stateful = stateful_arg(args.stateful)
-    ir = convert_model(args.model, args.input, args.ir_version, device=args.device, stateful=stateful, **lowering_kwargs(args))
+    ir = convert_model(args.model, args.input, **options_from_args(args))
     if args.ovms_repo:
         from .ovms import save_to_repository
 

@@ -1,5 +1,6 @@
 """Argument types and argument groups that several commands share: numbers checked when the
-command line is read, --stateful's pairs, and the lowering options of convert and validate."""
+command line is read, --stateful's pairs, and the conversion's flags of convert and validate (made
+from ConversionOptions, plan/options.py, where each option is declared once)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,6 @@ def state_pairs(text: str) -> str:
     return text
 
 
-def add_stateful(p: argparse.ArgumentParser, help: str) -> None:  # noqa: A002 - argparse's own word
-    p.add_argument("--stateful", action="append", nargs="?", const="", metavar="IN=OUT", type=state_pairs, help=help)
-
-
 def stateful_arg(values: list[str] | None):
     """--stateful: True (every recurrent node), or its IN=OUT pairs (comma-separated, repeatable)."""
     if values is None:
@@ -45,75 +42,43 @@ def stateful_arg(values: list[str] | None):
     return pairs or True
 
 
-def add_lowering(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--lowering",
-        default="fastest",
-        choices=("fastest", "cell", "matmul", "auto"),
-        help="fastest (default): with --device CPU, each direction's exact f32 form measured fastest on this CPU (tools/measure_forms.py), else as cell; cell: RNNCell/GRUCell/LSTMCell per step; matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device",
-    )
-    p.add_argument("--static", action="store_true", help="every shape static (for NPU): dynamic input dims must be fixed with --input")
-    p.add_argument(
-        "--compress-to-fp16",
-        "--compress_to_fp16",
-        dest="compress_to_fp16",
-        action="store_true",
-        help="store f32 weights as f16 with decompression Converts (off by default)",
-    )
-    p.add_argument(
-        "--chunk-steps",
-        type=COUNT,
-        default=None,
-        metavar="N",
-        help="cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64, 256 with --device CPU; 0: one piece)",
-    )
-    p.add_argument(
-        "--max-steps",
-        type=COUNT,
-        default=None,
-        metavar="N",
-        help="refuse models that unroll to more than N steps (time steps x directions; default 8192; 0: no limit)",
-    )
-    # weight compression (docs/compression.md)
-    p.add_argument(
-        "--compress-weights",
-        choices=("int8", "int4"),
-        default=None,
-        help="store constant W/R as int8 (one scale per row) or int4 (experimental); B, P and states stay float",
-    )
-    p.add_argument(
-        "--group-size",
-        type=int,
-        default=None,
-        metavar="N",
-        help="int4: columns per scale, 32, 64, 128 or -1 (one scale per row, the default)",
-    )
-    p.add_argument(
-        "--max-weight-error",
-        type=float,
-        default=None,
-        metavar="E",
-        help="per-node budget of the quantization-only error measured at convert time (default 0.02): above it int4 falls back to int8, int8 to float",
-    )
-    # recurrent nodes inside If/Loop/Scan bodies (docs/bodies.md)
-    p.add_argument(
-        "--allow-sequence-ops",
-        action="store_true",
-        help="a recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time: let OpenVINO's frontend convert every node of its op as a *Sequence op (default: refuse)",
-    )
-    if not any(a.dest == "device" for a in p._actions):
-        p.add_argument("--device", help="target device for --lowering fastest and auto (e.g. CPU, GPU, NPU)")
+# --- the conversion's flags, made from ConversionOptions (plan/options.py) ---------------------------
+
+_READERS = {"count": COUNT, "int": int, "float": float, "pairs": state_pairs}
+_FROM_ARGS = {"pairs": stateful_arg}  # the parsed value -> the option's value, where they differ
 
 
-def lowering_kwargs(args) -> dict:
+def add_option_flags(p: argparse.ArgumentParser, names=None, **own: dict) -> None:
+    """One flag per conversion option (`names`: those, in the declaration's order; default all), as
+    its field declares it; `own`: per option, argparse keywords this command gives it instead
+    (validate's --device runs the IR, with a default)."""
+    from ..plan.options import OPTIONS, flag_of
+
+    for f in OPTIONS:
+        if names is not None and f.name not in names:
+            continue
+        spec = flag_of(f)
+        kwargs: dict = {"dest": f.name, "help": spec.help}
+        if spec.parse == "pairs":  # --stateful alone, or with IN=OUT pairs; repeatable
+            kwargs.update(action="append", nargs="?", const="", type=state_pairs)
+        elif f.type in ("bool", bool):
+            kwargs.update(action="store_true")
+        else:
+            kwargs["default"] = f.default
+            if spec.parse:
+                kwargs["type"] = _READERS[spec.parse]
+        if spec.choices:
+            kwargs["choices"] = spec.choices
+        if spec.metavar:
+            kwargs["metavar"] = spec.metavar
+        kwargs.update(own.get(f.name, {}))
+        p.add_argument(f"--{f.name.replace('_', '-')}", *spec.aliases, **kwargs)
+
+
+def options_from_args(args, names=None) -> dict:
+    """{option: value} of the conversion options the command line gave (`names`: those; default all)."""
+    from ..plan.options import OPTIONS, flag_of
+
     return {
-        "lowering": args.lowering,
-        "static": args.static,
-        "compress_to_fp16": args.compress_to_fp16,
-        "max_steps": args.max_steps,
-        "chunk_steps": args.chunk_steps,
-        "compress_weights": args.compress_weights,
-        "group_size": args.group_size,
-        "max_weight_error": args.max_weight_error,
-        "allow_sequence_ops": args.allow_sequence_ops,
+        f.name: _FROM_ARGS.get(flag_of(f).parse, lambda v: v)(getattr(args, f.name)) for f in OPTIONS if names is None or f.name in names
     }

@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UsageError
-from .options import COUNT, POSITIVE, add_lowering, add_stateful, int_at_least, lowering_kwargs, stateful_arg
+from ..validation.options import CONVERSION
+from .options import COUNT, POSITIVE, add_option_flags, int_at_least, options_from_args, stateful_arg
 
 
 def add_parser(sub, common) -> None:
     v = sub.add_parser("validate", parents=[common], help="convert, run on a device and compare with the float64 reference and onnxruntime")
     v.add_argument("model", help="ONNX model file")
-    v.add_argument("--device", default="CPU", help="OpenVINO device to run the IR on, as for run (default CPU)")
+    add_option_flags(v, ["device"], device={"default": "CPU", "help": "OpenVINO device to run the IR on, as for run (default CPU)"})
     v.add_argument(
         "--input",
         action="append",
@@ -37,10 +38,13 @@ def add_parser(sub, common) -> None:
         "--report-precisions", default="f32", help="inference precisions to plot the per-step error for, e.g. f32,bf16,f16 (default f32)"
     )
     # the streaming contract of convert --stateful (docs/streaming.md)
-    add_stateful(
+    add_option_flags(
         v,
-        "convert with --stateful (IN=OUT: those state pairs) and prove the stream: N calls == the whole sequence (pairs: the ONNX model call by call, "
-        "the state carried by hand), final states, reset, two streams, set_state, batch, a 1000-step stream",
+        ["stateful"],
+        stateful={
+            "help": "convert with --stateful (IN=OUT: those state pairs) and prove the stream: N calls == the whole sequence (pairs: the ONNX "
+            "model call by call, the state carried by hand), final states, reset, two streams, set_state, batch, a 1000-step stream"
+        },
     )
     v.add_argument(
         "--chunks",
@@ -64,7 +68,7 @@ def add_parser(sub, common) -> None:
         metavar="NAME=L",
         help="with --streams: the last L entries of input NAME (its last axis) start the next chunk's NAME, as silero's 64 samples; repeatable",
     )
-    add_lowering(v)
+    add_option_flags(v, [n for n in CONVERSION if n not in ("device", "stateful")])  # the conversion's other options (plan/options.py)
     v.set_defaults(func=command)
 
 
@@ -132,17 +136,15 @@ def _validate(args):
 
     return validate(
         args.model,
-        args.device,
-        args.input,
-        args.seed,
-        args.batch,
-        args.precision,
-        not args.no_onnxruntime,
+        input=args.input,
+        seed=args.seed,
+        batch=args.batch,
+        precision=args.precision,
+        use_onnxruntime=not args.no_onnxruntime,
         cache_dir=args.cache_dir,
         report_dir=args.report,
         report_precisions=_precisions(args.report_precisions),
-        **lowering_kwargs(args),
-        stateful=stateful_arg(args.stateful),
+        **options_from_args(args, CONVERSION),
         chunks=args.chunks,
         drift=not args.no_drift,
     )

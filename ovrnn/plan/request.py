@@ -1,40 +1,31 @@
-"""The conversion's options: ``Request`` holds every option of ``convert_model`` (``convert_model``
-and ``ovrnn.validate`` make one), and ``checked()`` checks each value before the model is read
-(usage errors first) and resolves stateful and the weight compression."""
+"""The conversion's options checked: ``Request`` is a ``ConversionOptions`` (plan/options.py, where
+each option is declared once) plus what ``checked()`` resolves from them; ``checked()`` checks each
+value before the model is read (usage errors first) and resolves stateful and the weight compression."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import UsageError, flag
-from ..ir.emit import IR_VERSIONS
 from ..quantization import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
-
-
-LOWERINGS = ("fastest", "cell", "matmul", "auto")  # what --lowering takes; fastest is the default
+from .options import IR_VERSIONS, LOWERINGS, ConversionOptions
 
 DEFAULT_CHUNK_STEPS = 64  # steps per cell-chain piece: caps the plugin's passes that are quadratic in a piece's length
 
 
 @dataclass(frozen=True)
-class Request:
-    """convert_model's options as the caller gave them; ``checked()`` checks every value (usage
-    errors, before the model is read) and resolves stateful and the weight compression."""
+class Request(ConversionOptions):
+    """convert_model's options as the caller gave them (every field of ``ConversionOptions``);
+    ``checked()`` checks every value (usage errors, before the model is read), resolves ``stateful``
+    (True, or the (input, output) pairs that become states) and sets ``compression``. A None
+    ``chunk_steps`` is DEFAULT_CHUNK_STEPS, or cpu_forms.PIECE_STEPS where the CPU's forms are measured."""
 
-    ir_version: int = 11
-    lowering: str = "fastest"
-    device: str | None = None
-    static: bool = False
-    compress_to_fp16: bool = False
-    max_steps: int | None = None
-    chunk_steps: int | None = None  # None: DEFAULT_CHUNK_STEPS, or cpu_forms.PIECE_STEPS where the CPU's forms are measured
-    stateful: bool | str | Sequence[str] | tuple = False  # checked: True, or the (input, output) pairs that become states
-    compress_weights: str | None = None
-    group_size: int | None = None
-    allow_sequence_ops: bool = False  # a body node whose steps are not known goes to OpenVINO's sequence op
     compression: Compression | None = None  # checked: from compress_weights, group_size and max_weight_error
-    max_weight_error: float | None = None  # the per-node budget of the quantization-only error (reference/budget.py)
+
+    @classmethod
+    def of(cls, options: ConversionOptions) -> Request:
+        """The request for `options` (every field copied)."""
+        return cls(**{f: getattr(options, f) for f in ConversionOptions.__dataclass_fields__})
 
     def checked(self) -> Request:
         if self.ir_version not in IR_VERSIONS:

@@ -38,6 +38,7 @@ from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import report as report_module
 from .compare import DEFAULT_BATCH, _numpy_type, compare, ort_known_deviation, random_inputs, run_facts
 from .dequantized import CompressedReference, compressed_reference
+from .options import reported
 from .stream_oracles import StreamOracle, state_at, stream_oracle
 from .stream_report import StreamComparison, StreamValidationReport
 
@@ -323,16 +324,7 @@ def _report(setup: _Setup, checks: _Checks, seed: int, chunks: int, ort_status: 
         comparisons=checks.rows,
         onnxruntime=ort_status,
         notes=setup.notes + (setup.oracle.handed or []),
-        options={
-            "lowering": request.lowering,
-            "static": request.static,
-            "compress_to_fp16": request.compress_to_fp16,
-            "chunk_steps": request.chunk_steps,
-            "compress_weights": request.compress_weights,
-            "max_weight_error": request.max_weight_error,
-            "group_size": request.group_size,
-            "cache_dir": None if cache_dir is None else str(cache_dir),
-        },
+        options=reported(request, cache_dir),
         states={s.id: f"{s.shape} {s.type} ({s.init or 'initializer'})" for s in contract.states},
         oracle=setup.oracle.description,
         pairs=[s.init.removeprefix("pair:") for s in contract.states if s.init.startswith("pair:")],

@@ -30,6 +30,7 @@ from ..runtime import engine as runtime
 from ..runtime.runner import infer
 from .. import reference
 from .departure import add_output, first_departure
+from .options import reported
 from .weights import LOOSER, output_precisions
 from . import report as report_module
 from .compare import (
@@ -225,17 +226,7 @@ def validate(
         onnxruntime=ort_status,
         notes=notes,
         layers_per_device=compiled.layers_per_device,
-        options={
-            "lowering": lowering,
-            "static": static,
-            "compress_to_fp16": compress_to_fp16,
-            "chunk_steps": chunk_steps,
-            "compress_weights": compress_weights,
-            "max_weight_error": max_weight_error,
-            "group_size": group_size,
-            "allow_sequence_ops": allow_sequence_ops,
-            "cache_dir": None if cache_dir is None else str(cache_dir),
-        },
+        options=reported(request, cache_dir),
         frozen_inputs={f.name: f.describe() for f in ir.frozen},
     )
     if any(c.oracle == "onnxruntime" and c.counted and not c.passed for c in comparisons) and quant is None:  # where does it go wrong?
