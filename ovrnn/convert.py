@@ -21,6 +21,7 @@ from pathlib import Path
 
 import onnx
 
+from .device.ov import available_devices, core
 from .device.plugins import device_names, is_available
 from .errors import BodyStepsUnknownError, InvalidModelError, UnsupportedFeatureError
 from .ir.model import IR
@@ -179,14 +180,12 @@ def _auto_cells(plan: Plan, build) -> tuple[dict[str, str], str]:
     """--lowering auto: ({op: cells}, note) for the device, which the plan chooses from what the
     device imports: query_model on the all-cell IR when the device is on this machine, else the
     plugin tables."""
-    from .runtime import engine as runtime
-
     device, ops = auto_device(plan.request.device), plan.ops()
-    available = runtime.available_devices()
+    available = available_devices()
     names = device_names(device)
     if not all(is_available(n, available) for n in names):
         return cells_from_tables(device, ops, names, available)
-    model = runtime.read_model(build("cell"))
-    supported = runtime.core().query_model(model, device)
+    model = build("cell").model  # the all-cell IR as an openvino.Model, read from its bytes
+    supported = core().query_model(model, device)
     missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
     return cells_from_query(device, ops, missing)

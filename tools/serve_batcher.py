@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from serve_play import CHUNK, CLOSE, OPEN
+from serve_events import CHUNK, CLOSE, OPEN
 
 clock = time.perf_counter
 MAX_STREAMS = 16384

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 import make_serve_models
+from serve_events import CHUNK, CLOSE, OPEN
 
-OPEN, CHUNK, CLOSE = 0, 1, 2
 POOL = 97  # distinct chunks per model; a stream's chunk k is POOL entry (slot * 31 + k) % POOL
 NEVER = 1e12  # ms: the latency of a chunk never served
 ORT_MAX_BATCH = 1024  # onnxruntime batched by hand: one call takes up to this many ready streams

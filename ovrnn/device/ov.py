@@ -64,6 +64,11 @@ def core():
     return ov().Core()
 
 
+def available_devices() -> list[str]:
+    """The devices OpenVINO sees on this machine (``CPU``, ``GPU.0``...)."""
+    return list(core().available_devices)
+
+
 def read_ir_bytes(xml: bytes, weights: bytes):
     """An ``openvino.Model`` from IR bytes held in memory (the weights copied once into a tensor
     the model's constants then point into)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from ..device.ov import core, ov, ov_message, read_ir_bytes
+from ..device.ov import available_devices, core, ov, ov_message, read_ir_bytes
 from ..device.plugins import device_names, exact_integer_weights, is_available
 from ..errors import DeviceError, IRFormatError, UsageError, flag
 
@@ -26,10 +26,6 @@ _SHAPE_MISMATCH = re.compile(
     r"shape infer|mismatch|not matched|incompatible|Dimension .* is not|cannot broadcast|Broadcast|conflicts with the reshape pattern",
     re.IGNORECASE,
 )
-
-
-def available_devices() -> list[str]:
-    return list(core().available_devices)
 
 
 def check_device(device: str) -> None:

@@ -2,7 +2,7 @@
 
 StatelessStreams: requests carry states; ``@serve.batch`` stacks many requests' rows into one
 BatchedStep call. StickyStreams: a StreamBatcher per replica holds the states; calls are routed by
-stream id (serve.sticky_app sets the consistent-hash router).
+stream id (serve.py's sticky_app sets the consistent-hash router).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 from ray import serve
 
 from ..errors import OvrnnError, UsageError
-from . import serve as protocol
+from . import serve_protocol as protocol
 
 MAX_ROWS = 1024  # @serve.batch's default limit in rows (streams); StatelessStreams(max_rows=...) sets it
 
@@ -31,7 +31,7 @@ def _error_reply(exc: Exception):
 
 @serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=2048)
 class StatelessStreams:
-    """Any replica serves any stream: each request brings its streams' states (serve.py's format)."""
+    """Any replica serves any stream: each request brings its streams' states (serve_protocol.py's format)."""
 
     def __init__(
         self,
@@ -73,7 +73,7 @@ class StatelessStreams:
         return protocol.split(self.spec, [item[0] for item in items], outputs, new)
 
     async def __call__(self, http_request):
-        """HTTP: POST an npz body (serve.encode); the reply is npz, or 400 with one `error:` line."""
+        """HTTP: POST an npz body (serve_protocol.encode); the reply is npz, or 400 with one `error:` line."""
         from starlette.responses import Response
 
         try:

@@ -18,7 +18,6 @@ rows compare one to one with the ONNX model run alone at batch 1.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -227,8 +226,6 @@ def _resolve(
     lowering,
 ) -> StreamSpec:
     """declared: {input: (dtype, dims: int | str symbol | None, initial value or None)}."""
-    from .spec_read import output_ports
-
     for name in [*shapes, *frozen]:
         if name not in declared:
             raise UsageError(f"'{name}' is not an input of the model (inputs: {', '.join(declared)})")
@@ -357,5 +354,66 @@ def _text(dims) -> str:
     return "[" + ",".join(str(d) if isinstance(d, int) else (d or "?") for d in dims) + "]"
 
 
-def is_ir_path(model) -> bool:
-    return isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".xml")
+def output_ports(spec, outputs: list[str], state_outputs: set[str], batch: dict):
+    """((Port of each output a chunk returns), {state output: Port}): dtypes and per-stream shapes
+    from the model at batch 1, batch axes from where batch 1 and batch 2 differ."""
+    one = spec.model_at(1)
+    two = None
+    try:
+        two = one.clone()
+        two.reshape(
+            {
+                p.get_any_name(): [
+                    2 if i == _axis_of(spec, p.get_any_name()) else d.get_length() for i, d in enumerate(p.get_partial_shape())
+                ]
+                for p in one.inputs
+            }
+        )
+    except RuntimeError:
+        two = spec.model_at(2)
+    ports, states = [], {}
+    for name in outputs:
+        a, b = _output(one, name), _output(two, name)
+        s1 = [d.get_length() for d in a.get_partial_shape()]
+        s2 = [d.get_length() for d in b.get_partial_shape()]
+        axis = batch.get(name)
+        if axis is None:
+            moved = [i for i, (x, y) in enumerate(zip(s1, s2)) if x == 1 and y == 2]
+            if len(moved) != 1 or len(s1) != len(s2) or any(x != y for i, (x, y) in enumerate(zip(s1, s2)) if i not in moved):
+                raise UnsupportedFeatureError(
+                    f"output '{name}' is {s1} at batch 1 and {s2} at batch 2: no one batch axis to split it per stream by"
+                    + (f"; give it, e.g. batch={{'{name}': 0}}" if len(moved) > 1 else "")
+                )
+            axis = moved[0]
+        port = Port(name, np.dtype(a.get_element_type().to_dtype()), tuple(s1), int(axis))
+        if name in state_outputs:
+            states[name] = port
+        else:
+            ports.append(port)
+    return tuple(ports), states
+
+
+def _axis_of(spec, name: str) -> int | None:
+    for p in spec.inputs:
+        if p.name == name:
+            return p.batch_axis
+    for s in spec.states:
+        if s.input == name:
+            return s.port.batch_axis
+    return None
+
+
+def _output(model, name: str):
+    for port in model.outputs:
+        if name in port.get_names():
+            return port
+    if any(name in port.get_names() for port in model.inputs):
+        # ONNX lets a graph input be an output as it is; served, OpenVINO 2026.4.1 returns zeros for
+        # it when its output buffer is bound (runner._outputs_on_inputs), and a caller has it already
+        raise UnsupportedFeatureError(
+            f"output '{name}' is the graph input '{name}' itself (ONNX allows an input listed as an output): a stream batcher does not serve it; "
+            "leave it out of the model's outputs (the caller already has each chunk it feeds)"
+        )
+    raise UsageError(
+        f"output '{name}' is not an output of the converted model (outputs: {', '.join(p.get_any_name() for p in model.outputs)})"
+    )

@@ -1,7 +1,9 @@
-"""Reading a stream's model: its inputs as declared, a lone recurrent node's states made graph
-inputs/outputs, and the outputs' batch axes (read from the model converted at batch 1 and 2)."""
+"""Reading a stream's model: its inputs as declared and a lone recurrent node's states made graph
+inputs/outputs (the outputs' batch axes are read in spec.py, from the model converted at batch 1 and 2)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -12,8 +14,6 @@ def read_source(model, pairs):
     """(source, is ONNX, {input: (dtype, dims, initial value or None)}, [output names], pairs)
     with every pair's IN a graph input and OUT a graph output (pairs True: the lone recurrent
     node's own states)."""
-    from .spec import is_ir_path
-
     if is_ir_path(model) or not _onnx_like(model):
         from ..engine import read_model
 
@@ -46,6 +46,10 @@ def read_source(model, pairs):
     for name, value in initials.items():  # the constant a lone node's initial state had
         declared[name] = (declared[name][0], declared[name][1], value)
     return proto, True, declared, outputs, pairs
+
+
+def is_ir_path(model) -> bool:
+    return isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".xml")
 
 
 def _node_pairs(proto) -> tuple[tuple[str, str], ...]:
@@ -173,70 +177,3 @@ def _expose_node_states(proto, pairs):
             elem = x.type.tensor_type.elem_type if x is not None else onnx.TensorProto.FLOAT
             proto.graph.output.append(onnx.helper.make_tensor_value_info(out, elem, None))
     return proto, initials
-
-
-def output_ports(spec, outputs: list[str], state_outputs: set[str], batch: dict):
-    """((Port of each output a chunk returns), {state output: Port}): dtypes and per-stream shapes
-    from the model at batch 1, batch axes from where batch 1 and batch 2 differ."""
-    from .spec import Port
-
-    one = spec.model_at(1)
-    two = None
-    try:
-        two = one.clone()
-        two.reshape(
-            {
-                p.get_any_name(): [
-                    2 if i == _axis_of(spec, p.get_any_name()) else d.get_length() for i, d in enumerate(p.get_partial_shape())
-                ]
-                for p in one.inputs
-            }
-        )
-    except RuntimeError:
-        two = spec.model_at(2)
-    ports, states = [], {}
-    for name in outputs:
-        a, b = _output(one, name), _output(two, name)
-        s1 = [d.get_length() for d in a.get_partial_shape()]
-        s2 = [d.get_length() for d in b.get_partial_shape()]
-        axis = batch.get(name)
-        if axis is None:
-            moved = [i for i, (x, y) in enumerate(zip(s1, s2)) if x == 1 and y == 2]
-            if len(moved) != 1 or len(s1) != len(s2) or any(x != y for i, (x, y) in enumerate(zip(s1, s2)) if i not in moved):
-                raise UnsupportedFeatureError(
-                    f"output '{name}' is {s1} at batch 1 and {s2} at batch 2: no one batch axis to split it per stream by"
-                    + (f"; give it, e.g. batch={{'{name}': 0}}" if len(moved) > 1 else "")
-                )
-            axis = moved[0]
-        port = Port(name, np.dtype(a.get_element_type().to_dtype()), tuple(s1), int(axis))
-        if name in state_outputs:
-            states[name] = port
-        else:
-            ports.append(port)
-    return tuple(ports), states
-
-
-def _axis_of(spec, name: str) -> int | None:
-    for p in spec.inputs:
-        if p.name == name:
-            return p.batch_axis
-    for s in spec.states:
-        if s.input == name:
-            return s.port.batch_axis
-    return None
-
-
-def _output(model, name: str):
-    for port in model.outputs:
-        if name in port.get_names():
-            return port
-    if any(name in port.get_names() for port in model.inputs):
-        # ONNX lets a graph input be an output as it is; served, OpenVINO 2026.4.1 returns zeros for
-        # it when its output buffer is bound (runner._outputs_on_inputs), and a caller has it already
-        raise UnsupportedFeatureError(
-            f"output '{name}' is the graph input '{name}' itself (ONNX allows an input listed as an output): a stream batcher does not serve it; "
-            "leave it out of the model's outputs (the caller already has each chunk it feeds)"
-        )
-    raise UsageError(
-        f"output '{name}' is not an output of the converted model (outputs: {', '.join(p.get_any_name() for p in model.outputs)})"
-    )
