@@ -21,10 +21,20 @@ Sides, each single-threaded where it computes (onnxruntime intra = inter = 1, no
   ov_stream    ovrnn.Stream per stream (a stateful IR at batch 1, one infer request per stream)
   step         ovrnn's BatchedStep driven by the serving thread like onnxruntime by hand (no queue, no
                worker thread): what OpenVINO batched costs without the batcher's plumbing
-  batcher      ovrnn.StreamBatcher, 1 worker on 1 core
-  batcher_w2   ovrnn.StreamBatcher, 2 workers on 2 cores (figure: streams ÷ the 1-worker figure)
-  (cost only, with batcher) batcher_submit: submit_many, a Future per chunk; batcher_group: feed_group,
-               the same per-stream chunks stacked by the side in the timed call, one stacked result
+  batcher      ovrnn.StreamBatcher, 1 worker on 1 core, fed as a gateway feeds it: the serving thread
+               hands every arrived chunk over in one blocking feed_many per wake-up (the same play loop
+               as onnxruntime by hand); on an idle worker it runs on that thread (docs/batching.md)
+  batcher_submit  the same batcher fed without blocking: one feeder thread, submit_many per wake-up
+               (a Future per chunk), the worker thread runs the batches
+  batcher_w2   ovrnn.StreamBatcher, 2 workers on 2 cores, a feeding thread per worker (its streams
+               opened with open(worker=k)), feed_many (figure: streams ÷ the 1-worker figure)
+  (cost only, with batcher) batcher_group: feed_group, the same per-stream chunks stacked by the side
+               in the timed call, one stacked result
+The batcher sides time OpenVINO's infer in CPU seconds: a trial reports the cores spent there and
+the rest (Python and numpy, the GIL held), which bounds what threads of one process can add.
+
+Every done-when figure of issue 31 in one run (< 10 min on the 2-core VM):
+    python tools/bench_serve.py --quick --ray
 
 Writes DIR/bench_serve.json and DIR/bench_serve.md (DIR defaults to bench_results/). Asserts nothing.
 """
@@ -43,7 +53,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-SIDES = ("ort_b1", "ort_batched", "ov_stream", "step", "batcher", "batcher_w2")
+SIDES = ("ort_b1", "ort_batched", "ov_stream", "step", "batcher", "batcher_submit", "batcher_w2")
 MODEL_ORDER = ("silero", "lstm128", "lstm512", "nsnet", "rl_policy")
 COST_N = 256
 TARGETS = {  # figure: (target, ">=" or "<=", what)
@@ -96,8 +106,17 @@ def pick_cores(count: int) -> list[int]:
 
 
 def run(
-    models: list[str], sides: list[str], quick: bool, bound_ms: float, cost_n: int, duration: float, model_dir: Path, streams: bool = True
+    models: list[str],
+    sides: list[str],
+    quick: bool,
+    bound_ms: float,
+    cost_n: int,
+    duration: float,
+    model_dir: Path,
+    streams: bool = True,
+    stream_models: tuple = (),
 ) -> dict:
+    """Every model's cost; the streams-per-core search for each side of `stream_models` (all when empty)."""
     import make_serve_models
 
     paths = make_serve_models.build(model_dir)
@@ -121,12 +140,14 @@ def run(
             str(duration),
         ] + (["--quick"] if quick else [])
         log(f"{name}: cost at N={cost_n}")
-        cost_sides = [s for s in sides if s != "batcher_w2"] + (["batcher_submit", "batcher_group"] if "batcher" in sides else [])
+        cost_sides = [s for s in sides if s != "batcher_w2"]
+        cost_sides += [s for s in ("batcher_submit", "batcher_group") if "batcher" in sides and s not in cost_sides]
         cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(cost_sides)], pick_cores(1), 1200)
         entry = {"cost": cost, "streams": {}}
-        for side in sides if streams else ():
+        for side in sides if streams and (name in stream_models or not stream_models) else ():
             workers = 2 if side == "batcher_w2" else 1
-            hint = (cost.get("per_chunk_us") or {}).get("batcher" if side.startswith("batcher") else side)
+            per_chunk = cost.get("per_chunk_us") or {}
+            hint = per_chunk.get(side) or per_chunk.get("batcher" if side.startswith("batcher") else side)
             log(f"{name}: streams per core, {side}")
             entry["streams"][side] = child(
                 common + ["--task", "streams", "--side", side, "--hint-us", str(hint or 0)], pick_cores(workers), 1800
@@ -184,6 +205,8 @@ def figures(R: dict) -> dict:
             "one_worker": one,
             "two_workers": two,
             "cores_used": [at("batcher").get("cores_used"), at("batcher_w2").get("cores_used")],
+            "gil_cores": [at("batcher").get("gil_cores"), at("batcher_w2").get("gil_cores")],
+            "runqueue_wait": [at("batcher").get("runqueue_wait"), at("batcher_w2").get("runqueue_wait")],
         }
     for key, f in out.items():
         target, sense, _ = TARGETS[key]
@@ -218,10 +241,10 @@ LABELS = {
     "ort_b1": "onnxruntime batch 1 per stream (deployed)",
     "ort_batched": "onnxruntime batched by hand",
     "ov_stream": "ovrnn.Stream per stream",
-    "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core (cost: feed_many; play: submit_many)",
-    "batcher_submit": "ovrnn.StreamBatcher, cost through submit_many (a Future per chunk)",
+    "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core: feed_many from the serving thread",
+    "batcher_submit": "ovrnn.StreamBatcher, 1 worker, 1 core: submit_many from a feeder thread (a Future per chunk)",
     "batcher_group": "ovrnn.StreamBatcher, cost through feed_group (the chunks stacked in the timed call)",
-    "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores",
+    "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores: feed_many from a thread per worker",
     "step": "ovrnn BatchedStep by hand (serving thread, no queue)",
 }
 
@@ -244,7 +267,7 @@ def render(R: dict) -> list[str]:
                 lines.append(f"| {what} | **{f['value']:.3g}** | {sense} {target} | {'met' if f['met'] else 'NOT met'} |")
     lines += [
         "",
-        f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that N | mean batch | cores used / waiting for a CPU |",
+        f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that N | mean batch | cores used / waiting for a CPU (in OpenVINO + Python holding the GIL) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, entry in R["models"].items():
@@ -267,9 +290,11 @@ def render(R: dict) -> list[str]:
             at = s.get("at") or {}
             lines.append(
                 f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | {s.get('streams', '')} | {s.get('streams_per_core', '')} | "
-                f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} / {at.get('runqueue_wait', '')} |"
+                f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} / {at.get('runqueue_wait', '')}"
+                + (f" ({at['infer_cores']} + {at['gil_cores']})" if "gil_cores" in at else "")
+                + " |"
             )
-        for extra in ("batcher_submit", "batcher_group"):
+        for extra in [s for s in ("batcher_submit", "batcher_group") if s not in entry["streams"]]:
             if cost.get("per_chunk_us", {}).get(extra):
                 lines.append(
                     f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |"
@@ -303,7 +328,12 @@ def fmt_diff(v) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "bench_results")
-    p.add_argument("--quick", action="store_true", help="silero VAD and the LSTM H=128 only, short trials, a coarse search (a few minutes)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="every done-when figure of issue 31 in one run: silero VAD (cost and streams per core) and the LSTM H=128 (cost), short trials, a coarse search",
+    )
+    p.add_argument("--stream-models", default=None, help="models whose streams per core are searched (default: all; silero with --quick)")
     p.add_argument("--models", default=None, help=f"comma-separated, of {','.join(MODEL_ORDER)}")
     p.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {','.join(SIDES)}")
     p.add_argument("--bound-ms", type=float, default=25.0, help="p99 added latency a side must keep (ms)")
@@ -327,7 +357,18 @@ def main(argv=None) -> int:
         return 2
     duration = args.duration or (2.0 if args.quick else 4.0)
     with tempfile.TemporaryDirectory(prefix="bench_serve_") as tmp:
-        R = run(models, sides, args.quick, args.bound_ms, args.cost_n, duration, Path(tmp), streams=not args.no_streams)
+        stream_models = tuple(args.stream_models.split(",")) if args.stream_models else (("silero",) if args.quick else ())
+        R = run(
+            models,
+            sides,
+            args.quick,
+            args.bound_ms,
+            args.cost_n,
+            duration,
+            Path(tmp),
+            streams=not args.no_streams,
+            stream_models=stream_models,
+        )
     if args.ray:
         R["ray"] = ray_cost(args.quick)
     args.out.mkdir(parents=True, exist_ok=True)

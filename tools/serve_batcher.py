@@ -9,6 +9,7 @@ being refused) and max_streams covers the largest N searched.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from serve_events import CHUNK, CLOSE, OPEN
 
 clock = time.perf_counter
+cpu = time.thread_time
 MAX_STREAMS = 16384
 TICK = 0.0005  # s: the feeder's shortest sleep (a server's event loop wakes per arrival burst, it does not spin)
 
@@ -30,20 +32,34 @@ def stream_spec(model):
 
 
 class BatcherSide:
-    """ovrnn.StreamBatcher with `workers` workers; slot -> the stream handle open in it."""
+    """ovrnn.StreamBatcher with `workers` workers, fed the way a gateway feeds it: the streams of each
+    worker by one thread (the serving thread itself with one worker; with two, one thread per worker,
+    each opening its streams on its worker with ``open(worker=k)``), every chunk that has arrived (at
+    most one a stream) in one blocking ``feed_many`` per wake-up: the loop onnxruntime by hand and
+    BatchedStep by hand are played with (serve_play.play_single). With the worker idle, feed_many
+    runs on the calling thread (its direct path, docs/batching.md). Each compiled request's infer is
+    timed in CPU seconds (OpenVINO releases the GIL in it): what is left of the process's CPU time is
+    Python and numpy, holding the GIL."""
 
     batched = True
-    threaded = True
-    max_batch = 256
+    max_batch = 1024  # chunks one wake-up hands over at most (as onnxruntime by hand)
 
     def __init__(self, model, workers: int = 1):
         import ovrnn
 
-        self.m = model
+        self.m, self.workers = model, workers
+        self.threaded = workers > 1
         spec = stream_spec(model)
         self.b = ovrnn.StreamBatcher(spec, workers=workers, max_streams=MAX_STREAMS, max_pending=1000, chunk_seconds=model.period)
         self.h: dict[int, object] = {}
         self.pool = model.pool.reshape(len(model.pool), *spec.chunk_shape(model.x))  # views: a chunk exactly as the batcher takes it
+        self.infer_s = [0.0] * workers
+        for k, worker in enumerate(self.b._workers):  # instrumentation only: the same call, timed
+            for bucket in worker.step._buckets.values():
+                bucket.infer = _timed(bucket.infer, self.infer_s, k)
+
+    def infer_seconds(self) -> float:
+        return sum(self.infer_s)
 
     def resize(self, capacity: int) -> None:
         for handle in self.h.values():
@@ -53,19 +69,85 @@ class BatcherSide:
     def open(self, slot: int) -> None:
         if slot in self.h:
             self.b.close(self.h[slot])
-        self.h[slot] = self.b.open()
+        self.h[slot] = self.b.open(worker=slot % self.workers)
 
     def close(self, slot: int) -> None:
         self.b.close(self.h.pop(slot))
 
     def batch(self, slots, cids):
-        """Every stream's chunk at once (the cost at a fixed N): one feed_many, a gateway's tick;
-        [each stream's output]."""
-        x, y, pool = self.m.x, self.m.y, self.pool
-        return [r[y] for r in self.b.feed_many([(self.h[s], {x: pool[c]}) for s, c in zip(slots.tolist(), cids.tolist())])]
+        """Every listed stream's chunk at once: one feed_many, a gateway's tick; [each stream's output]."""
+        x, y, pool, h = self.m.x, self.m.y, self.pool, self.h
+        return [r[y] for r in self.b.feed_many([(h[s], {x: pool[c]}) for s, c in zip(slots.tolist(), cids.tolist())])]
 
     def state_of(self, slot: int) -> dict:
         return self.b.state(self.h[slot])
+
+    def play(self, ev: dict, duration: float, bound: float):
+        """Several workers: slot s's streams live on worker s mod workers, and thread k plays the
+        events of worker k's slots (serve_play.play_single, one shared clock)."""
+        from serve_play import Counting, play_single
+
+        done = np.full(len(ev["t"]), np.nan)
+        parts, threads = [], []
+        start = clock() + 0.05
+        for k in range(self.workers):
+            index = np.nonzero(ev["slot"] % self.workers == k)[0]
+            part = {key: value[index] for key, value in ev.items()}
+            counted = Counting(self)
+            parts.append((index, np.full(len(index), np.nan), counted))
+            threads.append(
+                threading.Thread(target=play_single, args=(counted, part, duration, bound, start, parts[-1][1]), name=f"gateway-{k}")
+            )
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        sizes = []
+        for index, got, counted in parts:
+            done[index] = got
+            sizes += counted.sizes
+        return done, sizes
+
+    def shutdown(self) -> dict:
+        stats = self.b.stats()
+        self.b.shutdown()
+        return {
+            "batcher_stats": {
+                k: stats.get(k) for k in ("batches", "mean_rows", "batch_sizes", "queue_wait_s", "compute_s", "refused", "failed_batches")
+            }
+        }
+
+
+def _timed(infer, totals: list, k: int):
+    """`infer`, its CPU time added to totals[k] (OpenVINO at one thread runs it on the calling
+    thread: measured, thread CPU time == process CPU time across a call)."""
+
+    def timed():
+        t0 = cpu()
+        try:
+            return infer()
+        finally:
+            totals[k] += cpu() - t0
+
+    return timed
+
+
+class SubmitSide(BatcherSide):
+    """The StreamBatcher fed without blocking: one feeder thread hands each wake-up's chunks over
+    with submit_many (a Future per chunk, the worker threads run every batch), streams placed by
+    open()'s default. The cost at a fixed N: submit_many of all N, then every result."""
+
+    threaded = True
+
+    def open(self, slot: int) -> None:
+        if slot in self.h:
+            self.b.close(self.h[slot])
+        self.h[slot] = self.b.open()
+
+    def batch(self, slots, cids):
+        x, y, pool = self.m.x, self.m.y, self.pool
+        futures = self.b.submit_many([(self.h[s], {x: pool[c]}) for s, c in zip(slots.tolist(), cids.tolist())])
+        return [f.result()[y] for f in futures]
 
     def play(self, ev: dict, duration: float, bound: float):
         """Feed the schedule from this thread at its arrival times (opens, chunks by submit_many per
@@ -128,24 +210,6 @@ class BatcherSide:
         for e, f in zip(ids, futures):
             f.add_done_callback(mark(e))
             last[slot[e]] = f
-
-    def shutdown(self) -> dict:
-        stats = self.b.stats()
-        self.b.shutdown()
-        return {
-            "batcher_stats": {
-                k: stats.get(k) for k in ("batches", "mean_rows", "batch_sizes", "queue_wait_s", "compute_s", "refused", "failed_batches")
-            }
-        }
-
-
-class SubmitSide(BatcherSide):
-    """The cost at a fixed N through submit_many: a Future per chunk (what the real-time play uses)."""
-
-    def batch(self, slots, cids):
-        x, y, pool = self.m.x, self.m.y, self.pool
-        futures = self.b.submit_many([(self.h[s], {x: pool[c]}) for s, c in zip(slots.tolist(), cids.tolist())])
-        return [f.result()[y] for f in futures]
 
 
 class GroupSide(BatcherSide):

@@ -225,19 +225,21 @@ def schedule(n: int, period: float, duration: float, jitter: float, life: float,
     return {"t": pick(ts, np.float64), "slot": pick(slots, np.int64), "kind": pick(kinds, np.int8), "cid": pick(cids, np.int64)}
 
 
-def play_single(side, ev: dict, duration: float, bound: float) -> np.ndarray:
+def play_single(side, ev: dict, duration: float, bound: float, start: float | None = None, done: np.ndarray | None = None) -> np.ndarray:
     """Serve the schedule on this thread: admit everything that has arrived, serve it (per stream:
     in arrival order; batched: one chunk per stream per call, every other event of a stream in that
     call waits for the next), repeat; sleep when nothing is pending. Returns each event's done time
-    (NaN: never served); stops early when a chunk has waited 20 bounds (the trial has failed)."""
+    (NaN: never served); stops early when a chunk has waited 20 bounds (the trial has failed).
+    `start` (clock time of t = 0) and `done` (filled in place): a gateway thread of several
+    playing their parts of one schedule."""
     t, slot, kind, cid = ev["t"].tolist(), ev["slot"].tolist(), ev["kind"].tolist(), ev["cid"].tolist()
     tt = ev["t"]
     n = len(t)
-    done = np.full(n, np.nan)
+    done = np.full(n, np.nan) if done is None else done
     pending: list[int] = []
     give_up = max(20 * bound, 0.5)
     i = 0
-    start = clock() + 0.02
+    start = clock() + 0.02 if start is None else start
     while True:
         now = clock() - start
         j = bisect.bisect_right(t, now, i)
@@ -333,10 +335,10 @@ def make_side(name: str, model: Model, workers: int = 1):
         import serve_batcher
 
         return serve_batcher.BatcherSide(model, 2 if name == "batcher_w2" else workers)
-    if name == "batcher_submit":
+    if name in ("batcher_submit", "batcher_submit_w2"):
         import serve_batcher
 
-        return serve_batcher.SubmitSide(model, workers)
+        return serve_batcher.SubmitSide(model, 2 if name == "batcher_submit_w2" else workers)
     if name == "batcher_group":
         import serve_batcher
 
@@ -353,6 +355,8 @@ def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, 
     ev = schedule(n, model.period, duration, jitter=min(0.005, model.period / 2), life=max(1.0, duration / 2), seed=seed)
     side.resize(n)
     counted = Counting(side) if side.batched and not getattr(side, "threaded", False) else side
+    timed = getattr(side, "infer_seconds", None)  # the batcher sides time OpenVINO's infer (the GIL released)
+    infer0 = timed() if timed else 0.0
     cpu0, wall0, wait0 = time.process_time(), clock(), runqueue_wait()
     if getattr(side, "threaded", False):
         done, sizes = side.play(ev, duration, bound)
@@ -364,13 +368,17 @@ def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, 
         time.process_time() - cpu0
     ) / wall  # cores this process used (below 1 per core: idle between arrivals, or others' jobs on its core)
     waited = (runqueue_wait() - wait0) / wall  # threads of this process ready to run but waiting for a CPU (others' jobs), on average
-    return {
+    out = {
         "n": n,
         **latency_stats(ev, done, warm, duration, bound, sizes),
         "cores_used": round(used, 2),
         "runqueue_wait": round(waited, 2),
         "load": round(os.getloadavg()[0], 2),
     }
+    if timed:  # cores in OpenVINO's infer, and the rest: Python and numpy, the GIL held (at most one core's worth)
+        infer = (timed() - infer0) / wall
+        out["infer_cores"], out["gil_cores"] = round(infer, 2), round(used - infer, 2)
+    return out
 
 
 def runqueue_wait() -> float:
@@ -510,7 +518,7 @@ def main(argv: list[str], cores: list[int]) -> dict:
     if a.task == "cost":
         result.update(cost(model, a.sides.split(","), a.cost_n, a.quick))
         return result
-    workers = 2 if a.side == "batcher_w2" else 1
+    workers = 2 if a.side.endswith("_w2") else 1
     side = make_side(a.side, model, workers)
     found = search(side, model, a.hint_us, a.duration, a.bound_ms / 1000, a.quick)
     if hasattr(side, "shutdown"):

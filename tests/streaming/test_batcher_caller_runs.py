@@ -86,3 +86,49 @@ def test_idle_worker_runs_on_the_callers_thread_one_runner_at_a_time():
             assert len(fed[i]) == 12 and all(np.array_equal(g, w) for g, w in zip(fed[i], want)), f"feeder {i}"
         want, _ = alone_outputs(alone, spec, side_audio)
         assert all(np.array_equal(g, w) for g, w in zip(side_got, want))
+
+
+def test_a_thread_per_worker_feeds_its_own_streams_on_its_own_thread():
+    """open(worker=k) places a stream on worker k; a gateway thread per worker then runs its
+    streams' groups (feed_many, direct) on itself, both at once, each stream as it alone. A full
+    worker and a bad index are refused with one clear error."""
+    spec = StreamSpec.of(silero_path(), **silero_spec_args())
+    alone = BatchedStep(spec, sizes=(1,))
+    with ovrnn.StreamBatcher(spec, sizes=(1, 4), workers=2, max_streams=8) as b:
+        streams = [[b.open(worker=k) for _ in range(3)] for k in (0, 1)]
+        assert [[s.worker for s in mine] for mine in streams] == [[0, 0, 0], [1, 1, 1]]
+        audio = [[audio_chunks(600 + 10 * k + i, 5) for i in range(3)] for k in (0, 1)]
+        got = [[[] for _ in range(3)] for _ in (0, 1)]
+        ran_on: dict[int, set] = {0: set(), 1: set()}
+        for k, worker in enumerate(b._workers):
+            real = worker.step.run_slots
+
+            def recording(*args, _real=real, _k=k):
+                ran_on[_k].add(threading.current_thread().name)
+                return _real(*args)
+
+            worker.step.run_slots = recording
+
+        def gateway(k):
+            for c in range(5):
+                outs = b.feed_many([(s, {"input": audio[k][i][c]}) for i, s in enumerate(streams[k])])
+                for i, out in enumerate(outs):
+                    got[k][i].append(out["output"])
+
+        threads = [threading.Thread(target=gateway, args=(k,), name=f"gateway-{k}") for k in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert ran_on == {0: {"gateway-0"}, 1: {"gateway-1"}}
+        for k in (0, 1):
+            for i in range(3):
+                want, _ = alone_outputs(alone, spec, audio[k][i])
+                assert all(np.array_equal(g, w) for g, w in zip(got[k][i], want)), (k, i)
+        b.open(worker=0)
+        with pytest.raises(ovrnn.errors.OverloadedError, match=r"^open\(worker=0\): its 4 slots are held \(max_streams=8 over 2 workers\)"):
+            b.open(worker=0)
+        for bad in (2, -1, True, "0"):
+            with pytest.raises(ovrnn.errors.UsageError, match=r"^open\(worker=\.\.\.\): expected a worker index from 0 to 1, got "):
+                b.open(worker=bad)
+        assert b.open().worker == 1 and b.stats()["refused"]["max_streams"] == 1

@@ -137,32 +137,43 @@ class StreamBatcher:
 
     # -- streams
 
-    def open(self, state: dict | None = None) -> StreamHandle:
+    def open(self, state: dict | None = None, *, worker: int | None = None) -> StreamHandle:
         """A new stream, at the initial state, or with the states `state` gives ({name: value},
-        one stream's value; ``spec.state_names``). ``OverloadedError`` when ``max_streams`` are open."""
+        one stream's value; ``spec.state_names``). ``OverloadedError`` when ``max_streams`` are open.
+        `worker`: place it on that worker (0 .. workers-1), for a gateway that feeds each worker's
+        streams from its own thread (``feed_group``/``feed_many`` then run on that thread);
+        ``OverloadedError`` when that worker's slots are all held. Default: the stream's id modulo
+        ``workers``, the next worker with room when that one is full."""
         store = self._workers[0].store
         seeds = {name: store.checked(name, value) for name, value in (state or {}).items()}
+        count = len(self._workers)
+        if worker is not None and (isinstance(worker, bool) or not isinstance(worker, (int, np.integer)) or not 0 <= worker < count):
+            raise UsageError(f"open(worker=...): expected a worker index from 0 to {count - 1}, got {worker!r}")
         with self._lock:  # one open() at a time: the stream count and the placement agree
             if self._shut:
                 raise StreamClosedError("the batcher is shut down: open() takes no new streams")
             sid = next(self._ids)
-            count = len(self._workers)
             if sum(len(w.streams) for w in self._workers) < self.max_streams:
-                for k in range(count):
-                    worker = self._workers[(sid + k) % count]
-                    with worker.cond:
-                        slot = worker.store.take()
+                for index in [(sid + k) % count for k in range(count)] if worker is None else [int(worker)]:
+                    place = self._workers[index]
+                    with place.cond:
+                        slot = place.store.take()
                         if slot is None:
                             continue
-                        worker.store.reset(slot)
+                        place.store.reset(slot)
                         for name, value in seeds.items():
-                            worker.store.write(slot, name, value)
-                        stream = StreamHandle(sid, worker.index, slot, self, monotonic())
-                        worker.streams[sid] = stream
+                            place.store.write(slot, name, value)
+                        stream = StreamHandle(sid, place.index, slot, self, monotonic())
+                        place.streams[sid] = stream
                         return stream
-        worker = self._workers[sid % count]
-        with worker.cond:
-            worker.recorder.refused_streams += 1
+        chosen = self._workers[sid % count if worker is None else int(worker)]
+        with chosen.cond:
+            chosen.recorder.refused_streams += 1
+        if worker is not None and sum(len(w.streams) for w in self._workers) < self.max_streams:
+            raise OverloadedError(
+                f"open(worker={int(worker)}): its {chosen.store.capacity} slots are held (max_streams={self.max_streams} over {count} workers); "
+                "close one of its streams, or open without worker="
+            )
         raise OverloadedError(
             f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); close one, or make the batcher with a larger max_streams"
         )
