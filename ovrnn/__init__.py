@@ -37,7 +37,7 @@ hygiene.install()  # no telemetry, no writes under ~, no network lookups (hygien
 _LAZY = {
     "convert_model": ("convert", "convert_model"),
     "IR": ("ir.model", "IR"),
-    "InputCutInfo": ("onnx.freeze", "InputCutInfo"),
+    "InputCutInfo": ("onnx.reading.freeze", "InputCutInfo"),
     "RnnSpec": ("semantics.rnn", "RnnSpec"),
     "GruSpec": ("semantics.gru", "GruSpec"),
     "LstmSpec": ("semantics.lstm", "LstmSpec"),

@@ -26,9 +26,9 @@ from .device.plugins import device_names, is_available
 from .errors import BodyStepsUnknownError, InvalidModelError, UnsupportedFeatureError
 from .ir.model import IR
 from .lower.node import LoweringOptions
-from .onnx.frontend_input import frontend_input
-from .onnx.inputs import InputShapes, Prepared, prepare
-from .onnx.read import ModelSource, load_model
+from .onnx.for_frontend.input import frontend_input
+from .onnx.prepare import InputShapes, Prepared, prepare
+from .onnx.reading.read import ModelSource, load_model
 from .plan.options import ConversionOptions, options_doc, parameters, takes
 from .plan.request import Request
 from .plan.decide import (
@@ -44,7 +44,7 @@ from .plan.decide import (
     plan_conversion,
 )
 from .semantics.limits import DEFAULT_MAX_STEPS
-from . import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loop_check.py)
+from . import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loops/)
 
 
 _MODEL_AND_INPUT = [

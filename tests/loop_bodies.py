@@ -1,5 +1,5 @@
 """Recurrences written out as Loop (or Scan) bodies, and seeded mutations of them: the models the
-Loop recovery (ovrnn/onnx/loop_cells.py, loop_check.py, loop_rewrite.py) must recover when they
+Loop recovery (ovrnn/onnx/loops/: cells.py, check.py, rewrite.py) must recover when they
 are a cell and must never take for one when they are not (tests/test_loop_fuzz.py, tests/test_loops.py,
 tools/fuzz_loops.py).
 

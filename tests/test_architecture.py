@@ -102,6 +102,39 @@ def test_stage_keeps_its_import_rules(stage, banned):
     assert offending == []
 
 
+def onnx_layers() -> list[tuple[str, str]]:
+    """The read stage's layers in the order of the doc's table ("| layer | `ovrnn/onnx/<folder or module>` | ...")."""
+    return [(m.group(1), m.group(2)) for ln in DOC.splitlines() if (m := re.match(r"\| ([^|`]+?) \| `(ovrnn/onnx/[\w./]+)` \|", ln))]
+
+
+def onnx_layer_of(path: Path) -> int:
+    """The index of the layer a module of ovrnn/onnx/ belongs to (its folder's, or its own row)."""
+    rel = str(path.relative_to(ROOT))
+    return next(k for k, (_, where) in enumerate(onnx_layers()) if rel == where or (where.endswith("/") and rel.startswith(where)))
+
+
+def test_the_read_stage_is_folders_in_layers():
+    """Every module of ovrnn/onnx/ (but its empty __init__.py) is in one row of the doc's table of the
+    read stage, and imports only the toolkit and the rows above its own (no folder calls back up)."""
+    layers = onnx_layers()
+    assert [name for name, _ in layers] == ["toolkit", "reading", "Loop recovery", "control flow", "prepare", "for the frontend"]
+    modules = sorted(p for p in (PACKAGE / "onnx").rglob("*.py") if p != PACKAGE / "onnx" / "__init__.py")
+    unplaced = [
+        str(p.relative_to(ROOT))
+        for p in modules
+        if not any(str(p.relative_to(ROOT)) == w or (w.endswith("/") and str(p.relative_to(ROOT)).startswith(w)) for _, w in layers)
+    ]
+    assert unplaced == []
+    module_of = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p for p in modules}
+    upward = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in modules
+        for name in imports(path)
+        if name in module_of and onnx_layer_of(module_of[name]) > onnx_layer_of(path)
+    )
+    assert upward == []
+
+
 def test_openvino_is_imported_by_the_frontend_and_runtime_stages_only():
     """and by ov.py, the one deferred import (the command line asks it for --version's OpenVINO build)."""
     outside = sorted(

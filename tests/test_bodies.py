@@ -213,7 +213,7 @@ def _scan_with_dynamic_slice(outer_dynamic: bool) -> onnx.ModelProto:
 
 def test_a_scan_slice_declared_dynamic_takes_the_outer_inputs_dims():
     """OpenVINO's frontend types a Scan body's inputs from their declarations; ovrnn fills the
-    dims the scanned input fixes (onnx/body_inputs.py)."""
+    dims the scanned input fixes (onnx/control_flow/body_inputs.py)."""
     _, feeds = _fixture("scan_gru")
     model = _scan_with_dynamic_slice(False)
     ir = ovrnn.convert_model(model)

@@ -1,4 +1,4 @@
-"""Loop/Scan body inputs declared without an element type (onnx/body_types.py), and the guarantee
+"""Loop/Scan body inputs declared without an element type (onnx/control_flow/body_types.py), and the guarantee
 that no IR ovrnn makes holds an element type left undefined (ir/check.py): the ONNX backend's own
 expanded LinearAttention cases are in tests/test_onnx_backend.py; here the small cases, the
 look-alikes the typing must leave alone, and the refusal when nothing can tell a type."""
@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ovrnn
 from ovrnn.errors import UnsupportedFeatureError
 from ovrnn.ir.check import undefined_element_types
-from ovrnn.onnx.body_types import type_body_inputs
+from ovrnn.onnx.control_flow.body_types import type_body_inputs
 
 T, B, D = 5, 2, 3
 
@@ -205,7 +205,7 @@ MORE = 2  # the layers after x_t that inherit its undefined type (a Squeeze, the
 @pytest.fixture
 def no_typing(monkeypatch):
     """The ONNX-stage typing switched off: what OpenVINO's frontend makes of untyped body inputs."""
-    import ovrnn.onnx.frontend_input as frontend_input
+    import ovrnn.onnx.for_frontend.input as frontend_input
 
     monkeypatch.setattr(frontend_input, "type_body_inputs", lambda model: (model, []))
 
@@ -240,7 +240,7 @@ def test_the_cli_writes_no_ir_with_an_undefined_type(tmp_path):
     model_path = tmp_path / "scan.onnx"
     onnx.save(scan_model(), model_path)
     script = (
-        "import sys, ovrnn.onnx.frontend_input as f; f.type_body_inputs = lambda m: (m, []); "
+        "import sys, ovrnn.onnx.for_frontend.input as f; f.type_body_inputs = lambda m: (m, []); "
         "from ovrnn.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     proc = subprocess.run(

@@ -417,7 +417,7 @@ def _unsqueezed_w(hidden=8):
 
 
 def _per_column_qdq():
-    """W/R from DequantizeLinear with one scale per column (axis 2), a form onnx/qdq.py does not
+    """W/R from DequantizeLinear with one scale per column (axis 2), a form onnx/reading/qdq.py does not
     keep: folded to float, then --compress-weights quantizes it per row."""
     m = onnx.load(FIXTURES / "quantized" / "lstm_fwd.f32.onnx")
     inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}

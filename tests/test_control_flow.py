@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 
 import ovrnn
 from ovrnn.errors import UsageError
-from ovrnn.onnx.inputs import prepare
+from ovrnn.onnx.prepare import prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "control_flow"
@@ -278,7 +278,7 @@ def _two_ifs_reusing_names() -> onnx.ModelProto:
 
 
 def test_inlined_names_stay_unique():
-    from ovrnn.onnx.control_flow import fold_control_flow
+    from ovrnn.onnx.control_flow.passes import fold_control_flow
     from ovrnn.reference import run_model
 
     model = _two_ifs_reusing_names()
@@ -315,7 +315,7 @@ def test_loop_whose_steps_change_per_iteration_is_unrolled_to_cells():
 
 
 def test_loop_whose_body_is_lowerable_in_place_stays():
-    from ovrnn.onnx.control_flow import fold_control_flow
+    from ovrnn.onnx.control_flow.passes import fold_control_flow
 
     model = onnx.load(FIXTURES / "loop_gru_refine.onnx")
     asked = []
@@ -356,7 +356,7 @@ def _no_recurrent_node(g):
     ids=["runtime-trip-count", "condition-from-the-body", "no-recurrent-node"],
 )
 def test_loops_that_are_not_unrolled(change):
-    from ovrnn.onnx.control_flow import fold_control_flow
+    from ovrnn.onnx.control_flow.passes import fold_control_flow
 
     model = _loop_variant(change)
     folded, notes = fold_control_flow(model, lambda loop, body: "never lowerable")
@@ -406,7 +406,7 @@ def test_loop_whose_body_fixes_the_step_count_stays_and_is_lowered_inside():
 def test_loop_kept_by_onnx_shapes_but_refused_inside_is_unrolled_after_all(monkeypatch):
     """Should onnx's shape inference call a body's step count static where OpenVINO's does not, the
     body lowering refuses the node and convert_model unrolls the Loop instead."""
-    import ovrnn.onnx.inputs as inputs
+    import ovrnn.onnx.prepare as inputs
 
     monkeypatch.setattr(inputs, "lowerable_in_body", lambda loop, body: None)  # "static": the Loop stays
     ir = ovrnn.convert_model(FIXTURES / "loop_gru_chunks.onnx")

@@ -14,7 +14,7 @@ from conftest import layer_counts, ovrnn_cli
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from ovrnn.onnx.fold import fold_constants
+from ovrnn.onnx.reading.fold import fold_constants
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "exporters"

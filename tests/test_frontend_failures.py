@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 from ovrnn.errors import InvalidModelError, UnsupportedFeatureError
-from ovrnn.onnx.read import invalidity
+from ovrnn.onnx.reading.read import invalidity
 
 F = TensorProto.FLOAT
 

@@ -1,4 +1,4 @@
-"""The ops OpenVINO's ONNX frontend reads wrong (ovrnn/onnx/frontend_fixes.py): every Reduce op,
+"""The ops OpenVINO's ONNX frontend reads wrong (ovrnn/onnx/for_frontend/fixes.py): every Reduce op,
 at opsets 7, 11, 13, 17, 18 and 20, with axes absent, as an attribute or as an input, keepdims absent/0/1
 and noop_with_empty_axes absent/0/1, read by the installed OpenVINO with and without the rewrites.
 A rewrite must apply exactly where OpenVINO misreads (so a release that reads a node right gets
@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import ovrnn
-from ovrnn.onnx import frontend_fixes
-from ovrnn.onnx.frontend_fixes import apply_fixes, installed_openvino
+from ovrnn.onnx.for_frontend import fixes as frontend_fixes
+from ovrnn.onnx.for_frontend.fixes import apply_fixes, installed_openvino
 
 REDUCE_OPS = (
     "ReduceL1",

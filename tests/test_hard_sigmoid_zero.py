@@ -1,6 +1,6 @@
 """HardSigmoid with an alpha or beta of exactly 0: OpenVINO 2026.4.1's CPU plugin takes such a
 parameter for its default (0.2 / 0.5), so ovrnn writes the equation, Clip(alpha*x + beta, 0, 1),
-in recurrent nodes' explicit steps and in whole models (frontend_fixes.py). Checked against
+in recurrent nodes' explicit steps and in whole models (onnx/for_frontend/fixes.py). Checked against
 onnxruntime and, for the recurrent ops, ovrnn's float64 reference."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Recurrences written as Loops over time (tf2onnx's Keras RNNs, scripted PyTorch cells): the cell
-recovered from the body (onnx/loop_cells.py, loop_rewrite.py), lowered to a cell chain, and
+recovered from the body (onnx/loops/cells.py, rewrite.py), lowered to a cell chain, and
 checked against the framework's own outputs stored beside each fixture (tools/make_loop_fixtures.py)."""
 
 from __future__ import annotations

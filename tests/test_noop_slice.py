@@ -1,6 +1,6 @@
 """A scripted loop over a custom cell (speechbrain's LiGRU under torch.jit.script) reads each step
-through a Slice that changes nothing, then a Gather: onnx/noop_slice.py proves such Slices no-ops,
-and loop_rewrite.over_time looks through them, so the Loop is unrolled (or its cell recovered)
+through a Slice that changes nothing, then a Gather: onnx/loops/noop_slice.py proves such Slices no-ops,
+and rewrite.over_time looks through them, so the Loop is unrolled (or its cell recovered)
 instead of staying a Loop. The look-alikes, Slices that do change something, are not looked through.
 Fixture: tests/fixtures/loops/torch_ligru_scripted.*, made by tools/make_loop_fixtures.py torch."""
 
@@ -16,8 +16,8 @@ from conftest import assert_close, layer_counts, run_ir
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
-from ovrnn.onnx.loop_rewrite import over_time
-from ovrnn.onnx.noop_slice import INT_MAX, noop_slice_sources
+from ovrnn.onnx.loops.noop_slice import INT_MAX, noop_slice_sources
+from ovrnn.onnx.loops.rewrite import over_time
 
 LIGRU = Path(__file__).parent / "fixtures" / "loops" / "torch_ligru_scripted"
 HIDING = {"Loop", "TensorIterator"}

@@ -54,7 +54,7 @@ def test_backend_case(case):
 
 def linear_attention_cases() -> list:
     """ONNX's backend cases of LinearAttention (opset 27) as their function bodies expand it: a
-    Scan whose body declares its inputs with no type (onnx/body_types.py types them)."""
+    Scan whose body declares its inputs with no type (onnx/control_flow/body_types.py types them)."""
     import importlib
 
     from onnx.backend.test.case import node

@@ -14,8 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 from ovrnn.errors import UsageError
-from ovrnn.onnx.fold import fold_constants
-from ovrnn.onnx.scan_loop import as_loop
+from ovrnn.onnx.control_flow.scan_loop import as_loop
+from ovrnn.onnx.reading.fold import fold_constants
 
 vi = helper.make_tensor_value_info
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
 
 import ovrnn
-from ovrnn.onnx.body_inputs import declare_scan_slices
+from ovrnn.onnx.control_flow.body_inputs import declare_scan_slices
 from ovrnn.runtime.engine import read_model
 from ovrnn.runtime.stream import stateful_rt_info
 

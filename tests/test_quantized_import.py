@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ovrnn
 from ovrnn import reference
 from ovrnn.errors import InvalidModelError, UnsupportedFeatureError
-from ovrnn.onnx.fold import fold_constants
+from ovrnn.onnx.reading.fold import fold_constants
 from ovrnn.runtime import engine as runtime
 from ovrnn.runtime.runner import infer
 from ovrnn.validation.dequantized import dequantize_linear_weights, lstm_from_dynamic_quantize
@@ -206,7 +206,7 @@ def test_qdq_weights_stay_integer(name):
 
 
 def test_fold_no_longer_folds_dequantize_linear_into_weights():
-    """onnx/fold.py used to turn DequantizeLinear(int8 initializer) -> W into a float initializer."""
+    """onnx/reading/fold.py used to turn DequantizeLinear(int8 initializer) -> W into a float initializer."""
     m = load("lstm_qdq_rows")
     folded, names = fold_constants(m)
     assert names == [] and [n.op_type for n in folded.graph.node].count("DequantizeLinear") == 2

@@ -12,7 +12,7 @@ from conftest import replace_init, set_attr
 from onnx import TensorProto
 
 from ovrnn.errors import InvalidModelError, UsageError
-from ovrnn.onnx.read import graph_view
+from ovrnn.onnx.reading.read import graph_view
 from ovrnn.semantics.graph import graph_nodes, normalise_all
 
 OPS = ("RNN", "GRU", "LSTM")

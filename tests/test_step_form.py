@@ -92,7 +92,7 @@ def test_the_decision_reads_back_from_rt_info():
 
 
 def test_the_order_of_the_rules():
-    from ovrnn.onnx.read import graph_view
+    from ovrnn.onnx.reading.read import graph_view
     from ovrnn.semantics.graph import graph_nodes, normalise_all
 
     view = graph_view(_node_model("LSTM", peepholes=True, activations=["Sigmoid", "Softsign", "Tanh"]))

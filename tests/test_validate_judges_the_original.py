@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ovrnn
 from ovrnn import reference
 from ovrnn.families import family_of
-from ovrnn.onnx import inputs as prepare_stage
+from ovrnn.onnx import prepare as prepare_stage
 from ovrnn.validation.weights import computed_precision, output_precisions
 
 LOOPS = Path(__file__).parent / "fixtures" / "loops"
@@ -36,7 +36,7 @@ RECOVERED = {
 
 
 def _drop_the_recurrent_term_of_recovered_nodes(monkeypatch) -> list[str]:
-    """Wrap the Loop recovery (control_flow.fold_control_flow, as onnx/inputs.py calls it) so that
+    """Wrap the Loop recovery (control_flow.fold_control_flow, as onnx/prepare.py calls it) so that
     each recurrent node it makes at the top level reads R * 0: a rewrite that drops a term."""
     dropped: list[str] = []
     real = prepare_stage.fold_control_flow
@@ -228,7 +228,7 @@ def test_a_fold_that_loses_half_a_value_fails_through_the_reference_row_alone(tm
     """The other prepare-stage rewrite: constant folding (with the frozen sr, the If's condition and
     B = Bh + Bh fold to initializers). Wrapped so that every float value it folds is halved, the
     IR is wrong; the reference of the original graph (the If run as an If, B computed) FAILs it."""
-    from ovrnn.onnx import control_flow
+    from ovrnn.onnx.control_flow import passes as control_flow
 
     path = tmp_path / "sr_if.onnx"
     onnx.save(_lstm_behind_an_if_on_sr(), path)
@@ -288,7 +288,7 @@ import sys
 import numpy as np
 from onnx import helper, numpy_helper
 from ovrnn.families import family_of
-from ovrnn.onnx import inputs as prepare_stage
+from ovrnn.onnx import prepare as prepare_stage
 
 real = prepare_stage.fold_control_flow
 

@@ -61,11 +61,11 @@ def test_validate_stateful_without_onnxruntime_is_judged_by_the_reference_alone(
 
 
 def test_a_misread_op_is_named_on_the_recurrent_ppo_policy(monkeypatch):
-    """With the rewrites of frontend_fixes.py switched off, the
+    """With the rewrites of onnx/for_frontend/fixes.py switched off, the
     IR's log_prob is wrong on 2026.4.1, and validate names the node where the IR first departs
     from onnxruntime: the ReduceLogSumExp, reduced to [1, 1] instead of [4, 1]. The LSTMs and Gemms
     before it agree."""
-    from ovrnn.onnx import frontend_fixes
+    from ovrnn.onnx.for_frontend import fixes as frontend_fixes
 
     if frontend_fixes.installed_openvino()[:2] != (2026, 4):
         pytest.skip("OpenVINO 2026.4 misreads ReduceLogSumExp-17")

@@ -830,7 +830,7 @@ def s_compression(tmp: Path, n: int) -> dict:
 
     import ovrnn
     from ovrnn import reference
-    from ovrnn.onnx.read import graph_view
+    from ovrnn.onnx.reading.read import graph_view
     from ovrnn.quantization import Compression, quantize
     from ovrnn.reference.budget import reference_inputs
     from ovrnn.semantics.graph import graph_nodes, normalise_all

@@ -1,4 +1,4 @@
-"""Check ovrnn/onnx/frontend_fixes.py's list against older OpenVINO releases.
+"""Check ovrnn/onnx/for_frontend/fixes.py's list against older OpenVINO releases.
 
     python tools/check_frontend_fixes.py [--releases 2024.6.0 2025.4.1] [--venv-cache DIR]
 

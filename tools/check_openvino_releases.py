@@ -8,7 +8,7 @@
    expected outputs with ovrnn's float64 oracle (``ovrnn.reference.run_model``).
    Inputs and expected outputs are saved as ``NAME.inputs.npz`` / ``NAME.expected.npz`` next to
    the IR. One whole model joins them: the sb3-contrib RecurrentPPO policy (tests/fixtures/rl/),
-   written by OpenVINO's serializer with ovrnn/onnx/frontend_fixes.py's rewrite in it, judged
+   written by OpenVINO's serializer with ovrnn/onnx/for_frontend/fixes.py's rewrite in it, judged
    against the policy's own outputs.
 2. For each release, create a throwaway venv, ``pip install openvino==X numpy`` into it (pip
    picks a numpy that openvino's own metadata allows) and run a standalone runner script there.
@@ -319,7 +319,7 @@ def prepare_models(workdir: Path) -> dict:
 def _whole_model_entry(workdir: Path) -> dict:
     """The sb3-contrib RecurrentPPO policy (tests/fixtures/rl/, tools/make_rl_fixtures.py), a whole
     model written by OpenVINO's serializer, with its ReduceLogSumExp rewritten where this OpenVINO
-    misreads it (ovrnn/onnx/frontend_fixes.py); judged against the policy's own outputs."""
+    misreads it (ovrnn/onnx/for_frontend/fixes.py); judged against the policy's own outputs."""
     import numpy as np
 
     import ovrnn
@@ -338,7 +338,7 @@ def _whole_model_entry(workdir: Path) -> dict:
         "dtype": "float32",
         "atol": atol,
         "rtol": rtol,
-        "covers": "whole model (OpenVINO's serializer), LSTMCell chains, frontend_fixes.py's ReduceLogSumExp rewrite",
+        "covers": "whole model (OpenVINO's serializer), LSTMCell chains, onnx/for_frontend/fixes.py's ReduceLogSumExp rewrite",
         "layer_types": sorted(set(re.findall(r'type="([A-Za-z]+)" version', ir.xml.decode()))),
     }
 

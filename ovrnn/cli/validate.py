@@ -161,7 +161,7 @@ def _refuse_overwriting_the_model(args) -> None:
 
 def source_files(model: str) -> list[Path]:
     """The model file and its external data files."""
-    from ..onnx.read import load_model
+    from ..onnx.reading.read import load_model
 
     files: list[Path] = []
     load_model(model, files)

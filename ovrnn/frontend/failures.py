@@ -24,7 +24,7 @@ import onnx
 from ..device.ov import ov_message
 from ..errors import InvalidModelError, OvrnnError, UnsupportedFeatureError
 from ..onnx.graphs import node_label, subgraphs
-from ..onnx.read import GraphView, invalidity
+from ..onnx.reading.read import GraphView, invalidity
 from .ov_model import all_ops
 
 _NO_RULE = re.compile(r"No conversion rule found for operations:\s*(.+?)(?=\s+--|\s+Summary:|$)")

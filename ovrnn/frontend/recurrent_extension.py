@@ -41,7 +41,7 @@ from ..lower.node import LoweringOptions
 from ..lower.state import computed_state_refusal, plan_states
 from ..lower.summary import NodeSummary
 from ..onnx.graphs import node_label, upstream
-from ..onnx.read import TensorInfo
+from ..onnx.reading.read import TensorInfo
 from ..semantics import normalise_node
 from ..semantics.dims import DynamicStepsError
 from ..semantics.dynamic_quantize_lstm import ATTRIBUTES as DQ_ATTRIBUTES

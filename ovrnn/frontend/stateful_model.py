@@ -28,7 +28,7 @@ from ..families import families, named, onnx_op_names
 from ..ir.stream_info import StreamInfo, StreamState, common_steps
 from ..lower.state import safe_id, unique_id
 from ..onnx.graphs import describe_node, subgraphs
-from ..onnx.read import GraphView
+from ..onnx.reading.read import GraphView
 from ..shapes import Dim
 from .realize import assign as realize_assign
 from .realize import partial_shape

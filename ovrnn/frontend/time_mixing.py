@@ -21,7 +21,7 @@ import numpy as np
 from ..device.ov import ov
 from ..dtypes import BY_ONNX
 from ..errors import OvrnnError, UnsupportedFeatureError, flag, quoted
-from ..onnx.read import GraphView
+from ..onnx.reading.read import GraphView
 from ..shapes import Dim
 
 ATOL, RTOL = 1e-4, 1e-3  # both sides OpenVINO CPU at f32: rounding only, far below any real mixing

@@ -33,9 +33,9 @@ from ..ir.model import IR
 from ..ir.stream_info import RT_SECTION
 from ..lower.node import LoweringOptions
 from ..lower.quantized import QUANTIZED_SUFFIX
-from ..onnx.frontend_input import FrontendInput
+from ..onnx.for_frontend.input import FrontendInput
 from ..onnx.graphs import describe_node
-from ..onnx.read import GraphView
+from ..onnx.reading.read import GraphView
 from ..progress import stage
 from ..semantics.dims import DynamicStepsError, UnknownRankError
 from ..semantics.limits import check_steps
@@ -84,7 +84,7 @@ def convert_whole_model(
         from .stateful_model import refuse_nodes_in_bodies
 
         refuse_nodes_in_bodies(view.model.graph)
-    folded_model, folded = read.model, read.changed  # onnx/frontend_input.py: shapes written in, constants folded, Scan slices typed
+    folded_model, folded = read.model, read.changed  # onnx/for_frontend/input.py: shapes written in, constants folded, Scan slices typed
     left = left or {}  # op -> why OpenVINO's frontend converts its nodes
     with _model_file(folded_model, source if not folded else None) as path:
         model, lowering = _convert(

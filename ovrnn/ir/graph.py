@@ -20,8 +20,8 @@ from ..lower.node import LoweringOptions
 from ..lower.state import NodeState, computed_state_refusal, plan_states
 from ..lower.summary import NodeSummary
 from ..onnx.graphs import upstream
-from ..onnx.inputs import merge_shape
-from ..onnx.read import GraphView, TensorInfo
+from ..onnx.prepare import merge_shape
+from ..onnx.reading.read import GraphView, TensorInfo
 from ..progress import stage
 from ..semantics import Spec
 from ..semantics.graph import GraphNodes, graph_nodes, normalise_all

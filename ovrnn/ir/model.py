@@ -25,7 +25,7 @@ class IR:
     notes: tuple[str, ...] = ()
     rnns: tuple[NodeSummary, ...] = ()
     sources: tuple[Path, ...] = ()  # the files it was converted from (model, external data): never overwritten
-    frozen: tuple = ()  # onnx.freeze.Frozen: the inputs --input gave values, now constants
+    frozen: tuple = ()  # onnx.reading.freeze.Frozen: the inputs --input gave values, now constants
 
     def __post_init__(self) -> None:
         # Every IR ovrnn makes passes here: none holds an element type OpenVINO cannot compile.

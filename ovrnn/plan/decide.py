@@ -28,13 +28,13 @@ import onnx
 
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..lower.node import LoweringOptions
-from ..onnx.qdq import absorb_dequantize_linear
-from ..onnx.static_check import check_static
-from ..onnx.control_flow import open_conditions_hint
-from ..onnx.frontend_input import FrontendInput, frontend_input
+from ..onnx.reading.qdq import absorb_dequantize_linear
+from ..onnx.reading.static_check import check_static
+from ..onnx.control_flow.hints import open_conditions_hint
+from ..onnx.for_frontend.input import FrontendInput, frontend_input
 from ..onnx.graphs import describe_node
-from ..onnx.inputs import Prepared
-from ..onnx.read import GraphView
+from ..onnx.prepare import Prepared
+from ..onnx.reading.read import GraphView
 from ..device import cpu_forms
 from ..families import by_name, family_of, onnx_families
 from ..device.plugins import canonical_device
@@ -59,8 +59,8 @@ class Plan:
     request: Request
     whole: bool  # OpenVINO's frontend converts the model, with ovrnn's lowering plugged in
     source: Path | None  # the file the frontend may read (external data stays next to it)
-    given_weights: dict = field(default_factory=dict, compare=False)  # QDQ W/R kept integer (onnx/qdq.py): name -> Quantized per direction
-    read: FrontendInput | None = field(default=None, compare=False)  # whole models: what the frontend reads (onnx/frontend_input.py)
+    given_weights: dict = field(default_factory=dict, compare=False)  # QDQ W/R kept integer (onnx/reading/qdq.py): name -> Quantized each dir
+    read: FrontendInput | None = field(default=None, compare=False)  # whole models: what the frontend reads (onnx/for_frontend/input.py)
     nodes: tuple = field(default=(), compare=False)  # whole models: the recurrent nodes, bodies included, in the frontend's order
     fallbacks: tuple[Fallback, ...] = ()
 

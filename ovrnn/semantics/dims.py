@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import UsageError, flag, quoted
 from ..families import OpFamily
-from ..onnx.read import TensorInfo
+from ..onnx.reading.read import TensorInfo
 from ..shapes import Dim, Shape, shape_text
 
 

@@ -30,7 +30,7 @@ from onnx import TensorProto
 from ..errors import InvalidModelError, UnsupportedFeatureError
 from ..families.dynamic_quantize_lstm import DYNAMIC_QUANTIZE_LSTM as FAMILY
 from ..onnx.graphs import describe_node
-from ..onnx.read import TensorInfo
+from ..onnx.reading.read import TensorInfo
 from ..quantization import Quantized
 from .lstm import LstmSpec
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from ..onnx.read import GraphView, TensorInfo
+from ..onnx.reading.read import GraphView, TensorInfo
 from ..shapes import Dim, Shape
 from . import Spec, normalise_node
 from .nodes import recurrent_nodes_of, unique_label

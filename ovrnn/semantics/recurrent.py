@@ -32,7 +32,7 @@ from ..dtypes import BY_ONNX, ElementType, onnx_type_name
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..families import OpFamily
 from ..onnx.graphs import describe_node
-from ..onnx.read import TensorInfo
+from ..onnx.reading.read import TensorInfo
 from ..shapes import Dim, Shape
 from . import activations as acts
 from .dims import DynamicStepsError, filled_shapes, unify_dims

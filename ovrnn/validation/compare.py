@@ -160,7 +160,7 @@ def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, 
     `leading`: flags that go first (validate --stateful's)."""
     import shlex
 
-    from ..onnx.inputs import input_specs_text
+    from ..onnx.prepare import input_specs_text
 
     flags = [*leading, "--device", report.device, "--seed", str(report.seed), "--batch", str(report.batch)]
     for spec in input_specs_text(input):

@@ -195,8 +195,8 @@ def dequantize_linear_weights(proto: onnx.ModelProto) -> onnx.ModelProto | None:
     """The model with each DequantizeLinear that feeds W/R replaced by its float value (what the
     lowering keeps as integers); None when there is none. onnx.reference has no DequantizeLinear
     before opset 19, so the float64 reference reads the float values."""
-    from ..onnx.qdq import absorb_dequantize_linear
-    from ..onnx.read import graph_view
+    from ..onnx.reading.qdq import absorb_dequantize_linear
+    from ..onnx.reading.read import graph_view
 
     view, taken, _ = absorb_dequantize_linear(graph_view(proto))
     return view.model if taken else None

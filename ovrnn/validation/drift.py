@@ -24,7 +24,7 @@ from ..dtypes import BY_IR, F32
 from ..errors import OvrnnError, UnsupportedFeatureError
 from ..families import onnx_families
 from ..ir.model import IR
-from ..onnx.read import GraphView
+from ..onnx.reading.read import GraphView
 from ..plan.request import Request
 from ..runtime import engine as runtime
 from ..runtime.runner import Runner

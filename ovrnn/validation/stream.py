@@ -30,8 +30,8 @@ import numpy as np
 import onnx
 
 from ..errors import OvrnnError, UsageError, flag
-from ..onnx.control_flow import has_control_flow
-from ..onnx.freeze import FrozenInput, freeze_inputs, split_frozen
+from ..onnx.control_flow.passes import has_control_flow
+from ..onnx.reading.freeze import FrozenInput, freeze_inputs, split_frozen
 from ..plan.request import Request
 from ..runtime import engine as runtime
 from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
@@ -392,7 +392,7 @@ def _control_flow_folded(proto: onnx.ModelProto, ir, contract: StreamContract) -
     TorchScript ``if x.shape[2] == 5`` around the recurrent nodes): the oracles find each state's
     node at the top level, to seed its initial state and read its final one. The streamed inputs'
     time axis stays open (the whole sequence runs N calls of K steps)."""
-    from ..onnx.inputs import prepare
+    from ..onnx.prepare import prepare
 
     timed = {t.name: t.axis for t in contract.inputs}
     shapes = {}

@@ -102,7 +102,7 @@ def validate_streams(
     inputs (``"input[1,576],sr->16000"``)."""
     import time
 
-    from ..onnx.read import load_model
+    from ..onnx.reading.read import load_model
     from ..runtime.batching import StreamBatcher, StreamSpec
     from ..runtime.batching.step import DEFAULT_SIZES, BatchedStep
 
@@ -214,7 +214,7 @@ def validate_streams(
 
 def _model_and_inputs(proto, input):
     """(the model with frozen inputs applied, the frozen inputs, {input: per-stream shape})."""
-    from ..onnx.freeze import freeze_inputs, split_frozen
+    from ..onnx.reading.freeze import freeze_inputs, split_frozen
     from ..shapes import Position, parse_input_specs
 
     rest, entries = split_frozen(input)

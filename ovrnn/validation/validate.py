@@ -22,8 +22,8 @@ from ..shapes import MAX_DIM
 from ..convert import convert
 from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
-from ..onnx.inputs import InputShapes, prepare
-from ..onnx.read import ModelSource, load_model
+from ..onnx.prepare import InputShapes, prepare
+from ..onnx.reading.read import ModelSource, load_model
 from ..plan.request import Request
 from ..quantization import DEFAULT_MAX_ERROR
 from ..runtime import engine as runtime
@@ -349,7 +349,7 @@ def _name_first_departure(result: ValidationReport, proto, ir, feeds, ort_feeds,
 def _with_frozen(input, frozen) -> object:  # noqa: A002
     """`input`, plus the values the IR was converted with when a caller passes the IR (``ir=``)
     but not the values."""
-    from ..onnx.freeze import InputCutInfo, split_frozen
+    from ..onnx.reading.freeze import InputCutInfo, split_frozen
 
     given = {f.name for f in split_frozen(input)[1]}
     extra = [InputCutInfo(f.name, None, None, f.value) for f in frozen if f.name not in given]

@@ -139,7 +139,7 @@ class StreamSpec:
         shapes = {p.name: list(p.at(n)) for p in self.inputs} | {s.input: list(s.port.at(n)) for s in self.states}
         if self.onnx:
             from ...convert import convert_model
-            from ...onnx.freeze import InputCutInfo
+            from ...onnx.reading.freeze import InputCutInfo
 
             cut = [InputCutInfo(name, shape) for name, shape in shapes.items()]
             cut += [InputCutInfo(name, list(value.shape), None, value) for name, value in self.frozen.items()]

@@ -33,7 +33,7 @@ def read_source(model, pairs):
             raise UsageError("state=True names a recurrent node's states, which an IR no longer has: give the IR's IN=OUT pairs")
         _check_pairs(pairs, declared, outputs)
         return ir, False, declared, outputs, pairs
-    from ...onnx.read import load_model
+    from ...onnx.reading.read import load_model
 
     proto = load_model(model)
     if pairs is True:

@@ -1,4 +1,4 @@
-"""What the abstract evaluation of a Loop body (loop_cells.py) knows of each tensor, and what it
+"""What the abstract evaluation of a Loop body (cells.py) knows of each tensor, and what it
 finds: affine forms, opaque terms, the step index, outer tensors; the body, the candidate cell."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..families import OpFamily
+from ...families import OpFamily
 
 
 @dataclass(eq=False)
@@ -40,7 +40,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Outer:
+class OuterTensor:
     """An outer-scope tensor the body reads that is not a constant (X, the mask)."""
 
     name: str

@@ -29,9 +29,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..errors import UnsupportedFeatureError
-from . import graphs
-from .graphs import FLOAT_TYPES, all_nodes, fresh, node_label
+from ...errors import UnsupportedFeatureError
+from .. import graphs
+from ..graphs import FLOAT_TYPES, all_nodes, fresh, node_label
 
 Version = tuple[int, ...]
 
@@ -182,7 +182,7 @@ def _axes_attribute(r: Reading) -> bool:
 def _float_input(r: Reading) -> str | None:
     """Why x's type does not allow a rewrite that computes Log/Exp in it and writes constants of
     its type (those take float types only); None when x is known to be float."""
-    from ..dtypes import onnx_type_name
+    from ...dtypes import onnx_type_name
 
     if r.elem_type is None:
         return f"the element type of its input '{r.node.input[0]}' is not known to onnx's type inference, and the rewrite computes Log/Exp in it"

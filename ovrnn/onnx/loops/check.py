@@ -1,7 +1,7 @@
 """Which cell a Loop body computes: the gate assignments its activations allow (which sigmoid is
 i, f or o; GRU's z, r and z's sign; which state is c), each checked against the body it came from.
 
-loop_cells.evaluate has proven the body in the class where probes prove an identity (docs/
+cells.evaluate has proven the body in the class where probes prove an identity (docs/
 control_flow.md, "Loop recovery: when a probe proves it": X, a 0/1 mask, constants and states
 are all it reads; the step index reaches only the reads; analytic row-wise ops). The body then
 runs (onnx.reference) at iterations 0, 1, a middle one and the last, with x, the states and every
@@ -20,10 +20,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..families.gru import GRU
-from ..families.lstm import LSTM
-from ..families.rnn import RNN
-from .loop_cells import PROBE_BATCH, Body, Cell, Expr, Lin, NotACell, body_index, evaluate, own_names
+from ...families.gru import GRU
+from ...families.lstm import LSTM
+from ...families.rnn import RNN
+from .cells import PROBE_BATCH, Body, Cell, Expr, Lin, NotACell, body_index, evaluate, own_names
 
 
 def _gate_lin(value, h: str | None) -> bool:
@@ -308,7 +308,7 @@ def _expected(cell: Cell, found: Body, feeds: dict, states: dict, fam) -> np.nda
     if fam[1] is None:
         return value
     m = np.asarray(feeds[found.mask[0]][found.mask[1] + step]).astype(bool)
-    m = m.reshape(m.shape[0], 1)  # one value per batch row (loop_cells checked it)
+    m = m.reshape(m.shape[0], 1)  # one value per batch row (loops/cells.py checked it)
     other = 0.0 if fam[1] == "zero" else np.asarray(states[fam[1]], np.float64)
     return np.where(m, value, other)
 

@@ -1,4 +1,4 @@
-"""Loops over time without a recurrent node: the cell recovered (loop_cells.py), else unrolled.
+"""Loops over time without a recurrent node: the cell recovered (cells.py), else unrolled.
 
 tf2onnx writes a Keras LSTM under a mask, a GRU, a SimpleRNN as a Loop whose body computes the
 cell with MatMul/Split/Sigmoid/Tanh; OpenVINO's ONNX frontend cannot read those bodies ("The
@@ -11,7 +11,7 @@ constant, and such a Loop becomes:
     a mask read step by step         T one-step nodes, each state then Where(mask_t, new, kept):
                                      exact for every mask, prefix or not (Keras keeps the state,
                                      and the output or zeros, where the mask is 0)
-    no recognisable cell             unrolled (control_flow._unrolled), within the step limit
+    no recognisable cell             unrolled (control_flow/passes._unrolled), within the step limit
 
 How many iterations a Loop runs is known when its condition is a constant true passed on, or
 computed from the counters and constants alone (tf2onnx's ``i < T and counter < max``, or a
@@ -24,20 +24,19 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..errors import UnsupportedFeatureError, flag
-from .loop_cells import NotACell, increment, body_index, upstream_nodes
-from .loop_check import Cell, body_model, recognise
+from ...errors import UnsupportedFeatureError, flag
+from .. import graphs
+from ..graphs import node_label
+from ..reading.read import ONNX_DOMAINS, RECURRENT
+from .cells import NotACell, body_index, increment, upstream_nodes
+from .check import Cell, body_model, recognise
 from .noop_slice import noop_slice_sources
-from . import graphs
-from .graphs import node_label
-from .read import ONNX_DOMAINS, RECURRENT
-
 
 # ops whose output values are some of their first input's values (a 0/1 tensor stays 0/1)
 _MOVES_VALUES = ("Identity", "Transpose", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Flatten", "Slice", "Gather")
 
 
-class Outer:
+class EnclosingGraph:
     """What a Loop body may ask of the graph holding it (shapes from onnx's inference)."""
 
     def __init__(self, graph: onnx.GraphProto, inferred: onnx.GraphProto, constant_value) -> None:
@@ -105,7 +104,9 @@ def over_time(body: onnx.GraphProto, outer_const, opset: int) -> bool:
     )
 
 
-def counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None, outer: Outer, opset: int, limit: int) -> int | None:
+def counted_trips(
+    node: onnx.NodeProto, body: onnx.GraphProto, most: int | None, outer: EnclosingGraph, opset: int, limit: int
+) -> int | None:
     """_counted_trips, None when the condition cannot be evaluated (an op onnx.reference lacks)."""
     try:
         return _counted_trips(node, body, most, outer, opset, limit)
@@ -113,7 +114,9 @@ def counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None,
         return None
 
 
-def _counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None, outer: Outer, opset: int, limit: int) -> int | None:
+def _counted_trips(
+    node: onnx.NodeProto, body: onnx.GraphProto, most: int | None, outer: EnclosingGraph, opset: int, limit: int
+) -> int | None:
     """How many iterations the Loop runs when its condition is computed from the iteration number,
     integer counters and constants only (tf2onnx's ``i < T and counter < max``, or a while loop
     with no trip count at all): evaluated iteration by iteration, up to `most` (the trip count
@@ -165,7 +168,7 @@ def _counted_trips(node: onnx.NodeProto, body: onnx.GraphProto, most: int | None
 
 
 def recover(
-    graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: Outer, opset: int, fresh
+    graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: EnclosingGraph, opset: int, fresh
 ) -> tuple[list, list, str] | str:
     """(nodes, initializers, note) replacing the Loop at `index` by the cell it computes, or why
     its body is not a recognisable cell."""
@@ -181,7 +184,7 @@ def recover(
 
 
 class _Rewrite:
-    def __init__(self, node, body, cell: Cell, found, trips: int, outer: Outer, fresh, label: str) -> None:
+    def __init__(self, node, body, cell: Cell, found, trips: int, outer: EnclosingGraph, fresh, label: str) -> None:
         self.node, self.body, self.cell, self.found, self.trips, self.outer, self.fresh, self.label = (
             node,
             body,
@@ -388,7 +391,7 @@ class _Rewrite:
                 mask = self.op(
                     "Gather", [found.mask[0], self.const(f"{tag}/index", np.array(found.mask[1] + t, np.int64))], f"{tag}/mask", axis=0
                 )[0]
-                if self.outer.elem_type(found.mask[0]) != onnx.TensorProto.BOOL:  # a 0/1 float (loop_cells: proven so): Where reads a bool
+                if self.outer.elem_type(found.mask[0]) != onnx.TensorProto.BOOL:  # a 0/1 float (cells.py: proven so): Where reads a bool
                     mask = self.op("Cast", [mask], f"{tag}/mask_bool", to=onnx.TensorProto.BOOL)[0]
                 if len(self.outer.shape(found.mask[0])) == 2:  # [batch] per step: one value per row, against [batch, hidden]
                     mask = self.op("Unsqueeze", [mask, self.const(f"{tag}/axis1", np.array([1], np.int64))], f"{tag}/mask_row")[0]

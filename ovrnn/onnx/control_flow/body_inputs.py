@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import onnx
 
-from .graphs import ONNX_DOMAINS, all_nodes, subgraphs
+from ..graphs import ONNX_DOMAINS, all_nodes, subgraphs
 
 
 def declare_scan_slices(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:

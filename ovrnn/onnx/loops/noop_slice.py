@@ -3,7 +3,7 @@ reading ``x`` step by step.
 
 TorchScript writes ``w[:, k]`` inside a scripted loop (speechbrain's LiGRU) as
 ``Gather(Slice(w, starts=[0], ends=[INT64_MAX], axes=[0], steps=[1]), k, axis=1)``: the Slice is
-the ``:``, a no-op, and the Gather the step read. loop_rewrite.over_time asks this module which
+the ``:``, a no-op, and the Gather the step read. rewrite.over_time asks this module which
 Slices it may look through.
 
 Precondition, every part checked (anything not proven is not a no-op, and the Slice stays what
@@ -28,8 +28,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .fold import evaluate_node, known_value
-from .graphs import ONNX_DOMAINS
+from ..graphs import ONNX_DOMAINS
+from ..reading.fold import evaluate_node, known_value
 
 INT_MAX = (1 << 31) - 1
 _BOUND_OPS = {"Identity", "Unsqueeze", "Squeeze", "Cast", "Reshape", "Concat"}  # what exporters compute Slice bounds with

@@ -3,8 +3,8 @@ numbers (NPU compiles static shapes only), but for the inputs a --stateful state
 
 from __future__ import annotations
 
-from ..errors import UsageError, flag, quoted
-from ..families import state_slots_of
+from ...errors import UsageError, flag, quoted
+from ...families import state_slots_of
 from .read import GraphView
 
 

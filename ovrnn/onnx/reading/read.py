@@ -15,12 +15,12 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, numpy_helper
 
-from ..families import ONNX_DOMAINS, onnx_op_names
-from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError
-from ..fileio import open_regular, read_regular
-from ..shapes import Dim, Shape
-from . import graphs
-from .graphs import describe_node
+from ...errors import InvalidModelError, UnsupportedFeatureError, UsageError
+from ...families import ONNX_DOMAINS, onnx_op_names
+from ...fileio import open_regular, read_regular
+from ...shapes import Dim, Shape
+from .. import graphs
+from ..graphs import describe_node
 
 # the ai.onnx recurrent ops, from the op registry (ovrnn/families/); `ovrnn.families.is_recurrent`
 # also knows the other domains' (com.microsoft's DynamicQuantizeLSTM)
@@ -211,7 +211,7 @@ def _tensor_bytes(tensor: TensorProto) -> int | None:
 
 
 def _type_and_dims(tensor: TensorProto) -> str:
-    from ..dtypes import onnx_type_name
+    from ...dtypes import onnx_type_name
 
     return f"{onnx_type_name(tensor.data_type)} {list(tensor.dims)}"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import onnx
 
-from ..errors import flag, quoted
-from . import graphs
-from .read import ONNX_DOMAINS
+from ...errors import flag, quoted
+from .. import graphs
+from ..reading.read import ONNX_DOMAINS
 
 
 def _deciding_inputs(graph: onnx.GraphProto, names: list[str]) -> tuple[list[str], set[str], set[str]]:

@@ -5,7 +5,7 @@ frontend stage (ovrnn/frontend/) takes one value and never calls back into onnx/
     fold_constants      Shape/Size of static tensors and constant subexpressions folded
     type_body_inputs    Loop/Scan body inputs declared without an element type typed from what they are bound to
     declare_scan_slices Scan body slices typed from the outer input
-    apply_fixes         the ops OpenVINO's frontend reads wrong, rewritten (frontend_fixes.py)
+    apply_fixes         the ops OpenVINO's frontend reads wrong, rewritten (onnx/for_frontend/fixes.py)
     open_conditions_hint for an error from the frontend: the inputs the Ifs that stay read
 """
 
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import onnx
 
-from .body_inputs import declare_scan_slices
-from .body_types import type_body_inputs
-from .control_flow import open_conditions_hint
-from .fold import fold_constants
-from .frontend_fixes import apply_fixes
-from .inputs import with_input_shapes
-from .read import GraphView
+from ..control_flow.body_inputs import declare_scan_slices
+from ..control_flow.body_types import type_body_inputs
+from ..control_flow.hints import open_conditions_hint
+from ..prepare import with_input_shapes
+from ..reading.fold import fold_constants
+from ..reading.read import GraphView
+from .fixes import apply_fixes
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class FrontendInput:
     model: onnx.ModelProto
     changed: bool
     conditions_hint: str  # why If nodes are left ('' without Ifs): the graph inputs their conditions read
-    notes: tuple[str, ...] = ()  # the rewrites of frontend_fixes.py that were made
+    notes: tuple[str, ...] = ()  # the rewrites of onnx/for_frontend/fixes.py that were made
 
 
 def frontend_input(view: GraphView, fold_weights: bool = False) -> FrontendInput:

@@ -25,9 +25,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .. import graphs
+from ..graphs import ONNX_DOMAINS, upstream
 from .qdq import feeds_recurrent_weights, weight_readers
-from . import graphs
-from .graphs import ONNX_DOMAINS, upstream
 from .read import RECURRENT
 
 MAX_ELEMENTS = 1 << 16  # shapes, lengths, small tensors
@@ -52,7 +52,7 @@ _KEEP = {
 def fold_constants(model: onnx.ModelProto, weights: bool = False) -> tuple[onnx.ModelProto, list[str]]:
     """(model with the foldable nodes replaced by initializers, names of the tensors folded).
 
-    ``weights`` (--compress-weights, after the QDQ weights were taken, onnx/qdq.py): W and R of the
+    ``weights`` (--compress-weights, after the QDQ weights were taken, onnx/reading/qdq.py): W and R of the
     recurrent nodes are folded whatever their size (an Unsqueeze or Transpose of an initializer, a
     DequantizeLinear of a form qdq.py does not keep), so the lowering sees constants it can quantize.
     The input model is not changed; when nothing folds it is returned as it is."""

@@ -25,9 +25,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..dtypes import onnx_type_name
-from ..errors import UsageError, flag
-from ..shapes import Shape, _split_top_level, parse_input_specs, shape_text
+from ...dtypes import onnx_type_name
+from ...errors import UsageError, flag
+from ...shapes import Shape, _split_top_level, parse_input_specs, shape_text
 
 
 class InputCutInfo(NamedTuple):
@@ -191,7 +191,7 @@ def _from_cut_info(item, name: str | None) -> tuple[tuple, FrozenInput | None]:
         raise UsageError(f"{flag('input')} '{spec}': a frozen input needs its name")
     if value is None and etype is None:
         return (n, shape), None
-    from ..shapes import shape_of as _shape_of  # the shape forms ov.convert_model takes
+    from ...shapes import shape_of as _shape_of  # the shape forms ov.convert_model takes
 
     given = None if shape is None else _shape_of(shape, n)
     return (n, shape), FrozenInput(n, spec, given, _type_from_python(etype, spec), value)
@@ -456,7 +456,7 @@ def _shaped(entry: FrozenInput, array: np.ndarray, declared_shape: Shape | None,
 
 
 def _static(n: int):
-    from ..shapes import Dim
+    from ...shapes import Dim
 
     return Dim.of(n)
 

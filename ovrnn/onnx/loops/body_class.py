@@ -1,5 +1,5 @@
 """The class of Loop bodies a few probes can prove equal to a cell, checked node by node while
-loop_cells.evaluate walks the body (docs/control_flow.md, "Loop recovery: when a probe proves
+cells.evaluate walks the body (docs/control_flow.md, "Loop recovery: when a probe proves
 it"): what the step index may reach, which outer tensors may be read, what a mask is, which ops
 keep batch rows apart. Each check raises NotACell naming the node and the rule it breaks."""
 
@@ -9,9 +9,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .loop_values import Body, Expr, Lin, NotACell, Outer, Step
-from . import graphs
-from .read import RECURRENT
+from .. import graphs
+from ..reading.read import RECURRENT
+from .values import Body, Expr, Lin, NotACell, OuterTensor, Step
 
 # ops that may lie between the states, the step's input and the outputs: analytic ones, and the
 # Cast/Not/Where a mask select is written with (a Cast only to a float type: rounding is not analytic)
@@ -124,7 +124,7 @@ def check_reads(node: onnx.NodeProto, ins: list, label: str) -> None:
             )
         if isinstance(value, Expr) and value.op == "cond":
             raise NotACell(f"its {node.op_type} node '{label}' reads the loop condition '{name}'")
-        if isinstance(value, Outer):
+        if isinstance(value, OuterTensor):
             raise NotACell(
                 f"its {node.op_type} node '{label}' reads '{value.name}' from outside the loop, which is neither the input "
                 "sequence, a 0/1 mask, a constant nor a carried state: no input of a recurrent node can hold it"

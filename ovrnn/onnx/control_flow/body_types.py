@@ -32,8 +32,8 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto
 
-from . import graphs
-from .graphs import ONNX_DOMAINS, all_nodes, node_label, subgraphs
+from .. import graphs
+from ..graphs import ONNX_DOMAINS, all_nodes, node_label, subgraphs
 
 
 def type_body_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:

@@ -1,6 +1,6 @@
 """Read stage, last step: the model as it is lowered. ``prepare`` freezes the inputs ``input`` gives
-values (freeze.py), fixes the shapes it gives, once, and folds the control flow that decides
-(control_flow.py). ``input`` takes every form ``ov.convert_model(input=...)`` takes.
+values (reading/freeze.py), fixes the shapes it gives, once, and folds the control flow that decides
+(control_flow/passes.py). ``input`` takes every form ``ov.convert_model(input=...)`` takes.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Union
 import onnx
 
 from ..errors import UnsupportedFeatureError, UsageError, flag
-from ..shapes import Dim, InputShapeMap, check_shape, Position, Shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
-from .control_flow import MAX_UNROLL, dynamic_steps_in_body, fold_control_flow, has_control_flow
-from .freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
+from ..shapes import Dim, InputShapeMap, Position, Shape, check_shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
+from .control_flow.passes import MAX_UNROLL, dynamic_steps_in_body, fold_control_flow, has_control_flow
 from .graphs import ONNX_DOMAINS, constant_value, node_label, walk
-from .read import GraphView, TensorInfo, graph_view
+from .reading.freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
+from .reading.read import GraphView, TensorInfo, graph_view
 
 # ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
 # [("X", [5, -1, 3])], an ov.PartialShape or a list of them (by position), [5, -1, 3].
@@ -97,11 +97,11 @@ def prepare(
     proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False, max_steps: int = MAX_UNROLL
 ) -> Prepared:  # noqa: A002
     """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
-    flow that decides (onnx/control_flow.py). ``unroll_loops``: unroll every Loop with a constant
+    flow that decides (onnx/control_flow/passes.py). ``unroll_loops``: unroll every Loop with a constant
     trip count that holds a recurrent node, lowerable in its body or not; ``keep_loops``: unroll
     none (``--stateful`` per node: each unrolled copy would carry a state of its own where the Loop
     hands one value from iteration to iteration). ``max_steps``: the most iterations a Loop over time
-    (a recurrence written out, onnx/loop_rewrite.py) is rewritten or unrolled for. The caller's
+    (a recurrence written out, onnx/loops/rewrite.py) is rewritten or unrolled for. The caller's
     model is not changed."""
     rest, entries = split_frozen(input)
     shape_map = input_shapes(rest)

@@ -19,8 +19,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..quantization import Quantized
-from .graphs import ONNX_DOMAINS, describe_node
+from ...quantization import Quantized
+from ..graphs import ONNX_DOMAINS, describe_node
 from .read import RECURRENT, GraphView, TensorInfo, constant_info
 
 

@@ -1,6 +1,6 @@
 """TorchScript writes ``outs.append(y)`` in a loop and ``torch.stack(outs)`` as SequenceEmpty,
 SequenceInsert per iteration and ConcatFromSequence; once the loop is unrolled (or rewritten as a
-cell, loop_rewrite.py), the chain becomes a Concat OpenVINO's frontend converts with static shapes.
+cell, loops/rewrite.py), the chain becomes a Concat OpenVINO's frontend converts with static shapes.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from . import graphs
-from .graphs import all_graphs, node_label
+from .. import graphs
+from ..graphs import all_graphs, node_label
+from ..reading.read import ONNX_DOMAINS
 from .inline import Names
-from .read import ONNX_DOMAINS
 
 
 def sequences_to_concat(graph: onnx.GraphProto, names: Names) -> bool:

@@ -8,7 +8,7 @@ plus a constant), an affine form ``Lin`` of the step's input x, the carried stat
 columns keep it affine), or an opaque ``Expr`` (an activation, a product of two non-constants).
 The gate pre-activations are the ``Lin`` arguments of the Sigmoid/Tanh nodes; their matrices are
 the weights, exactly as the body holds them. Which gate is which is then decided by checking each
-assignment against the body itself (loop_check.py).
+assignment against the body itself (check.py).
 
 The walk is also the structural half of the proof (docs/control_flow.md, "Loop recovery: when a
 probe proves it"): on the path to the body's float outputs
@@ -16,7 +16,7 @@ probe proves it"): on the path to the body's float outputs
 * the step index and the counters reach only the per-step reads ``Gather(X, i)`` of the input
   sequence and of a mask (and ``Cast``/``Identity``/``+ constant`` on their way there);
 * the only tensors from outside the body are the input sequence, a 0/1 mask (bool, or a float the
-  outer graph casts from a comparison or a bool, or a constant of 0s and 1s: ``Outer.binary``) with
+  outer graph casts from a comparison or a bool, or a constant of 0s and 1s: ``EnclosingGraph.binary``) with
   one value per batch row, constants, and the carried states;
 * every op is analytic (the ANALYTIC set; a Relu is cut out and checked apart) and keeps the batch
   rows apart: a MatMul/Gemm multiplies by a constant on the right, no Split/Slice/Concat/Gather
@@ -33,17 +33,17 @@ Anything else raises NotACell, naming the node: the Loop is then unrolled or ref
 
 from __future__ import annotations
 
-
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..families import family_of
-from .loop_class import ANALYTIC, FLOATS, attr as _attr, check_reads, check_rows, beside_recurrent_node, own_names, per_step_read, step_of
-from . import graphs
-from .graphs import FLOAT_TYPES, node_label
-from .loop_values import Body, Cell, Expr, Lin, NotACell, Outer, Step
-from .read import ONNX_DOMAINS, RECURRENT
+from ...families import family_of
+from .. import graphs
+from ..graphs import FLOAT_TYPES, node_label
+from ..reading.read import ONNX_DOMAINS, RECURRENT
+from .body_class import ANALYTIC, FLOATS, beside_recurrent_node, check_reads, check_rows, own_names, per_step_read, step_of
+from .body_class import attr as _attr
+from .values import Body, Cell, Expr, Lin, NotACell, OuterTensor, Step
 
 __all__ = [
     "PROBE_BATCH",
@@ -52,7 +52,7 @@ __all__ = [
     "Expr",
     "Lin",
     "NotACell",
-    "Outer",
+    "OuterTensor",
     "Step",
     "body_index",
     "evaluate",
@@ -88,7 +88,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             found.appended[inp.name] = appended
             env[inp.name] = Expr("sequence")
         elif out == inp.name:
-            env[inp.name] = value if value is not None else Outer(initial)
+            env[inp.name] = value if value is not None else OuterTensor(initial)
             found.invariant.append(inp.name)
         elif (
             value is not None
@@ -118,7 +118,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
     beside_inner = beside_recurrent_node(body)
     for index, node in enumerate(body.node):
         if index not in needed:
-            continue  # the condition and counters: checked apart (loop_rewrite.runs_exactly)
+            continue  # the condition and counters: checked apart (rewrite.runs_exactly)
         label = node_label(node)
         if node.domain not in ONNX_DOMAINS:
             raise NotACell(f"it holds a {node.domain}.{node.op_type} node")
@@ -130,7 +130,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
                 ins.append(env[name])
             elif name not in own:
                 value = outer_const(name)
-                env[name] = value if value is not None else Outer(name)
+                env[name] = value if value is not None else OuterTensor(name)
                 ins.append(env[name])
             else:
                 raise NotACell(f"node '{label}' reads '{name}' before it is computed")
@@ -159,7 +159,7 @@ def evaluate(loop: onnx.NodeProto, body: onnx.GraphProto, outer, opset: int) -> 
             found.inner = _inner_cell(node, body, env)
             env.update({o: Expr(f"{node.op_type}:{k}") for k, o in enumerate(node.output) if o})
             continue
-        if node.op_type == "Relu":  # the one piecewise activation: cut out for the check (loop_check.py)
+        if node.op_type == "Relu":  # the one piecewise activation: cut out for the check (check.py)
             found.cuts.append(node.output[0])
             env[node.output[0]] = Expr("Relu", (ins[0],))
             found.activations.append(("Relu", ins[0], env[node.output[0]]))

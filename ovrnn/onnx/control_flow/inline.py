@@ -1,5 +1,5 @@
 """Copy a graph's body into the graph holding it with its names kept unique: what inlining an If
-branch and unrolling a Loop share (control_flow.py, loop_rewrite.py). A body's tensor or node
+branch and unrolling a Loop share (control_flow/passes.py, loops/rewrite.py). A body's tensor or node
 keeps its name unless another graph of the model uses it; then it is prefixed with the inlining
 node's name (``choose_sr/...``, ``loop/iter2/...``).
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import onnx
 
-from . import graphs
-from .graphs import all_graphs, subgraphs
+from .. import graphs
+from ..graphs import all_graphs, subgraphs
 
 
 def defined(graph: onnx.GraphProto) -> set[str]:

@@ -26,15 +26,15 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .fold import fold_constants
-from . import graphs
-from .graphs import all_graphs, constant_value, node_label, subgraphs
+from .. import graphs
+from ..graphs import all_graphs, constant_value, node_label, subgraphs
+from ..loops.cells import NotACell
+from ..loops.check import recognise
+from ..loops.rewrite import EnclosingGraph, counted_trips, holds_recurrent_node, over_time, recover, refusal
+from ..reading.fold import fold_constants
+from ..reading.read import ONNX_DOMAINS, RECURRENT
+from .hints import trip_count_hint
 from .inline import Names, copy_body, defined, taken_names
-from .loop_cells import NotACell
-from .loop_check import recognise
-from .control_hints import open_conditions_hint, trip_count_hint  # noqa: F401 (open_conditions_hint: asked for by plan/decide.py, frontend_input.py)
-from .loop_rewrite import Outer, counted_trips, holds_recurrent_node, over_time, recover, refusal
-from .read import ONNX_DOMAINS, RECURRENT
 from .scan_loop import as_loop, scans
 from .sequences import sequences_to_concat
 
@@ -228,11 +228,11 @@ def _time_loops(model: onnx.ModelProto):
 
 def _rewrite_time_loops(model: onnx.ModelProto, names: Names, notes: list[str], limit: int, recovered: dict | None) -> bool:
     """The first Loop over time (no recurrent node in its body, a float carried value) that runs
-    a constant trip count: rewritten as the cell it computes, else unrolled (loop_rewrite.py)."""
+    a constant trip count: rewritten as the cell it computes, else unrolled (loops/rewrite.py)."""
     loops = list(_time_loops(model))
     if not loops:
         return False
-    outer = Outer(model.graph, _infer(model).graph, constant_value)
+    outer = EnclosingGraph(model.graph, _infer(model).graph, constant_value)
     opset = graphs.opset(model)
     graph = model.graph
     for index, node, body in loops:
@@ -272,7 +272,7 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
     if not found:
         return False
     inferred = _infer(model).graph
-    outer = Outer(graph, inferred, constant_value)
+    outer = EnclosingGraph(graph, inferred, constant_value)
     opset = graphs.opset(model)
     for index, node in found:
         try:
@@ -294,7 +294,7 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
             continue
         scan_body = next(a.g for a in node.attribute if a.name == "body")
         try:
-            recognise(loop, body, Outer(trial.graph, _infer(trial).graph, constant_value), opset, trips)
+            recognise(loop, body, EnclosingGraph(trial.graph, _infer(trial).graph, constant_value), opset, trips)
             why = "its body is a recognisable cell"
         except NotACell:
             outer_reads = sorted(
@@ -310,7 +310,7 @@ def _scans_to_loops(model: onnx.ModelProto, names: Names, notes: list[str], limi
 
 
 def _time_loop_trips(
-    graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProto, outer: Outer, opset: int, limit: int
+    graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProto, outer: EnclosingGraph, opset: int, limit: int
 ) -> int | None:
     """The iterations a Loop over time runs: its trip count when the condition stays true, else
     counted from a condition the counters decide (one past `limit` when it runs longer)."""
@@ -327,7 +327,7 @@ def _refuse_time_loops(model: onnx.ModelProto, limit: int) -> None:
     for _, node, body in _time_loops(model):
         if holds_recurrent_node(body):
             continue  # the frontend reads these; their recurrent node is lowered in the body (bodies.md)
-        outer = Outer(model.graph, _infer(model).graph, constant_value)
+        outer = EnclosingGraph(model.graph, _infer(model).graph, constant_value)
         opset = graphs.opset(model)
         trips = _time_loop_trips(model.graph, node, body, outer, opset, limit)
         cell = None

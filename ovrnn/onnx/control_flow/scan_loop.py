@@ -1,4 +1,4 @@
-"""A Scan over time, written as the Loop it is, so that loop_rewrite.py can recover its cell.
+"""A Scan over time, written as the Loop it is, so that loops/rewrite.py can recover its cell.
 
 ONNX's Scan slices each scan input along its axis (forward or reversed), hands the body one slice
 per iteration with the states, and stacks each scan output along its axis. The same computation
@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .graphs import ONNX_DOMAINS, node_label
+from ..graphs import ONNX_DOMAINS, node_label
 
 
 def scans(graph: onnx.GraphProto):
