@@ -59,7 +59,7 @@ class Plan:
     request: Request
     whole: bool  # OpenVINO's frontend converts the model, with ovrnn's lowering plugged in
     source: Path | None  # the file the frontend may read (external data stays next to it)
-    given_weights: dict = field(default_factory=dict, compare=False)  # QDQ W/R kept integer (onnx/reading/qdq.py): name -> Quantized each dir
+    given_weights: dict = field(default_factory=dict, compare=False)  # QDQ W/R kept integer (onnx/reading/qdq.py): name -> Quantized
     read: FrontendInput | None = field(default=None, compare=False)  # whole models: what the frontend reads (onnx/for_frontend/input.py)
     nodes: tuple = field(default=(), compare=False)  # whole models: the recurrent nodes, bodies included, in the frontend's order
     fallbacks: tuple[Fallback, ...] = ()
