@@ -155,4 +155,6 @@ def onnx_op_names() -> tuple[str, ...]:
 
 
 # The family modules register themselves on import (order: the order of every table over the families).
-from . import dynamic_quantize_lstm, gru, lstm, rnn  # noqa: E402,F401
+# isort: off
+from . import rnn, gru, lstm, dynamic_quantize_lstm  # noqa: E402,F401
+# isort: on
