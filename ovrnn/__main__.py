@@ -8,6 +8,6 @@ import sys
 if not sys.flags.safe_path and sys.path and os.path.realpath(sys.path[0] or os.curdir) == os.path.realpath(os.curdir):
     del sys.path[0]
 
-from .cli import main  # noqa: E402
+from .cli import main
 
 sys.exit(main())

@@ -23,7 +23,7 @@ _stream = None
 
 
 def set_mode(mode: str) -> None:
-    global _mode
+    global _mode  # noqa: PLW0603 (one process-wide mode, set once by the CLI)
     _mode = mode
 
 
@@ -34,7 +34,7 @@ def quiet() -> bool:
 
 def _out():
     """The parent's stderr when this is `ovrnn run`'s child, else this process's own."""
-    global _stream
+    global _stream  # noqa: PLW0603 (opened once, on first use)
     fd = os.environ.get(FD_ENV)
     if not fd:
         return sys.stderr

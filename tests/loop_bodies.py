@@ -342,11 +342,15 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
             inits["M"] = numpy_helper.from_array((np.arange(T)[:, None] < lengths[None, :])[:, :, None], "M")
             bit = g.op("Gather", ["M", index], axis=0)
             if m == "mask_const_prefix":
-                select = lambda new, old: g.op("Where", [bit, new, old])
+
+                def select(new, old):
+                    return g.op("Where", [bit, new, old])
             else:
                 inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
                 y = g.op("Where", [bit, h_new, "zero"])
-                select = lambda new, old: new
+
+                def select(new, old):
+                    return new
         elif m in ("mask_bool", "mask_rank2", "mask_zero_state", "mask_inverted", "data_gate", "mask_shared"):
             if m == "data_gate":
                 for name, v in (("zero_i", [0]), ("one_i", [1]), ("axis1", [1])):
@@ -365,9 +369,12 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
                 bit = g.op("Unsqueeze", [bit, "axes1"])
             if m == "mask_zero_state":
                 inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
-            select = lambda new, old: g.op(
-                "Where", [bit, old, new] if m == "mask_inverted" else [bit, new, "zero" if m == "mask_zero_state" and old == "h" else old]
-            )
+
+            def select(new, old):
+                return g.op(
+                    "Where",
+                    [bit, old, new] if m == "mask_inverted" else [bit, new, "zero" if m == "mask_zero_state" and old == "h" else old],
+                )
         else:
             if m == "mask_cast":  # Keras's Masking: the step counts where some feature is not 0
                 inits["zero"] = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
@@ -383,7 +390,10 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
                 inits["axes1"] = numpy_helper.from_array(np.array([1], np.int64), "axes1")
                 bit = g.op("Unsqueeze", [bit, "axes1"])
             off = g.op("Sub", ["one", bit])
-            select = lambda new, old: g.op("Add", [g.op("Mul", [bit, new]), g.op("Mul", [off, old])])
+
+            def select(new, old):
+                return g.op("Add", [g.op("Mul", [bit, new]), g.op("Mul", [off, old])])
+
         h_new = select(h_new, "h")
         if lstm:
             c_new = select(c_new, "c")
@@ -433,7 +443,7 @@ def _build(spec: BodySpec) -> onnx.ModelProto:
         g.nodes.append(helper.make_node("Identity", [c_new], ["c_out"], name="b/c_out"))
         body_out.append(helper.make_tensor_value_info("c_out", F32, [batch, H]))
         loop_out.append("c_T")
-    for name, vi, target in extra_out:
+    for _name, vi, target in extra_out:
         body_out.append(vi)
         loop_out.append(target)
     body_out.append(helper.make_tensor_value_info("y_out", F32, [batch, H]))

@@ -25,7 +25,7 @@ STAGES = stage_table()
 def imports(path: Path) -> set[str]:
     """Every module a file imports, absolute (relative imports resolved against the package)."""
     module = path.relative_to(ROOT).with_suffix("").parts
-    package = module[:-1] if path.name != "__init__.py" else module[:-1]
+    package = module[:-1]  # a package's own __init__ too: its parts end with "__init__"
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):

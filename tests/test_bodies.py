@@ -170,7 +170,7 @@ def test_steps_from_the_loops_own_state_are_refused(tmp_path):
 def test_allow_sequence_ops_leaves_the_op_to_openvino_with_a_note(tmp_path):
     path, feeds = _fixture("loop_growing_gru")
     ir = ovrnn.convert_model(path, allow_sequence_ops=True)
-    top, inner = _layers(ir.xml)
+    _top, inner = _layers(ir.xml)
     assert inner["GRUSequence"] == 1 and not inner["GRUCell"] and ir.rnns == ()
     (note,) = ir.notes
     assert note.startswith(

@@ -133,7 +133,7 @@ def test_quiet_drops_notes_verbose_shows_progress(tmp_path):
 
 
 def test_run_repeat_reports_latency_and_throughput(tmp_path, dyn_model):
-    path, feeds = dyn_model
+    path, _feeds = dyn_model
     xml = tmp_path / "m.xml"
     assert ovrnn_cli("convert", path, "-o", xml, "--input", "X[5,2,3]").returncode == 0
     np.save(tmp_path / "x.npy", np.ones((5, 2, 3), np.float32))

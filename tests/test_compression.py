@@ -52,9 +52,10 @@ def model(
     D = 2 if direction == "bidirectional" else 1
     rng = np.random.default_rng(seed)
     rows = rng.lognormal(0, 1, (D, G[op] * hidden, 1))  # uneven rows, as trained gates are
-    arr = lambda shape, s=scale: (rng.uniform(-s, s, shape) * (rows if shape[1] == G[op] * hidden and len(shape) == 3 else 1)).astype(
-        np.float32
-    )  # noqa: E731
+
+    def arr(shape, s=scale):
+        return (rng.uniform(-s, s, shape) * (rows if shape[1] == G[op] * hidden and len(shape) == 3 else 1)).astype(np.float32)
+
     W, R, B = arr((D, G[op] * hidden, inputs)), arr((D, G[op] * hidden, hidden)), arr((D, 2 * G[op] * hidden))
     inits = [numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B")]
     graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, batch, inputs])]
@@ -138,7 +139,7 @@ def converted():
 @pytest.mark.parametrize("case", list(CASES))
 def test_int8_matches_the_dequantized_reference(case, converted):
     mk, ck, on_cpu = CASES[case]
-    m, W, ir, f32 = converted[case]
+    m, _W, ir, f32 = converted[case]
     T = mk.get("T", 5)
     feeds = feeds_of(m, T)
     c = compiled_of(ir)
@@ -548,7 +549,7 @@ def test_int4_matches_the_dequantized_reference(case):
     """int4 with no budget (inf): per row or per group of columns, cells and MatMul steps, and a
     whole model; at f32 the CPU's MatMuls run without their dynamic activation quantization."""
     mk, ck, expect = INT4[case]
-    m, W = model(**mk, hidden=64, inputs=64, scale=0.2)
+    m, _W = model(**mk, hidden=64, inputs=64, scale=0.2)
     ir = ovrnn.convert_model(m, compress_weights="int4", max_weight_error=float("inf"), **ck)
     int8 = ovrnn.convert_model(
         m, compress_weights="int8", max_weight_error=float("inf"), **{k: v for k, v in ck.items() if k != "group_size"}

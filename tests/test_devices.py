@@ -155,7 +155,8 @@ def _mixed_model():
     for case in parts:
         model, part_feeds, _ = make_model(case)
         g = model.graph
-        rename = lambda n, tag=case.id.split("-")[1]: n and f"{tag}_{n}"  # noqa: E731
+        tag = case.id.split("-")[1]
+        rename = lambda n, tag=tag: n and f"{tag}_{n}"  # noqa: E731
         node = g.node[0]
         node.name = case.id.split("-")[1]
         node.input[:] = [rename(n) for n in node.input]

@@ -215,7 +215,7 @@ BAD = [
     ),
     (
         "lens-wrong-batch",
-        lambda: _lens_batch_mismatch(),
+        lambda: _lens_batch_mismatch(),  # noqa: PLW0108 (defined below)
         None,
         InvalidModelError,
         f"{NODE}: input sequence_lens 'sequence_lens' has shape [3]: dim 0 (batch) is 3, expected 2 from input X 'X' dim 1",

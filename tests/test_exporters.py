@@ -3,6 +3,7 @@ tools/make_exporter_fixtures.py): they convert, run, and match onnxruntime and t
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +67,7 @@ def test_spox_default_activations_on_a_forward_node_are_read_with_a_note():
 def test_two_activations_on_a_forward_node_use_the_first(tmp_path):
     from cases import Case, make_model
 
-    model, feeds, _ = make_model(Case("two", activations=("Relu", "Tanh")))
+    model, _feeds, _ = make_model(Case("two", activations=("Relu", "Tanh")))
     ir = ovrnn.convert_model(model)
     assert ir.notes[-1].endswith("used the first (Relu) as onnxruntime and OpenVINO do, and ignored 'Tanh'")
     report = ovrnn.validate(model, ir=ir)
@@ -119,7 +120,7 @@ def test_dangling_tensor_is_an_invalid_model_named():
         proc.stderr == "error: RNN node 'rnn_0': input 'initial_h' is tensor 'fill_constant_1.tmp_0', which no graph input, initializer or "
         "node provides\n"
     )
-    with pytest.raises(ovrnn.InvalidModelError, match="fill_constant_1.tmp_0"):
+    with pytest.raises(ovrnn.InvalidModelError, match=re.escape("fill_constant_1.tmp_0")):
         ovrnn.validate(FIXTURES / "paddle2onnx_dangling.onnx")
 
 
@@ -135,7 +136,7 @@ def test_whole_model_inspect_shows_the_lone_node_table(tmp_path):
 
     def table(text):
         lines = text.splitlines()
-        return [ln for ln in lines if ln.startswith("  rnn ") or ln.startswith("lowering:")]
+        return [ln for ln in lines if ln.startswith(("  rnn ", "lowering:"))]
 
     assert table(lone) == [
         "  rnn fwd: 4 steps, LeakyRelu(alpha=0.3), explicit MatMul/Add/activation ops, hidden 5",

@@ -85,7 +85,7 @@ def test_collapsed_bidirectional(tmp_path):
     # no step layer is drawn on its own
     assert not re.search(r"<b>(RNNCell|Select)</b><br/><font point-size=\"9\">rnn/(fwd|rev)/t\d", dot)
     n = nodes(dot)
-    labels = {k: v for k, v in n.items()}
+    labels = dict(n.items())
     params = [v for v in labels.values() if "Parameter ·" in v]
     results = [v for v in labels.values() if "Result ·" in v]
     assert [re.search(r"<b>(.*?)</b>", p).group(1) for p in params] == ["X", "sequence_lens", "initial_h"]

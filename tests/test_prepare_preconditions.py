@@ -137,5 +137,5 @@ def test_a_graph_inputs_values_are_never_folded():
         helper.make_node("Add", ["sf", "t"], ["y"]),
     ]
     model = model_of(nodes, [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [1])], opset=11)
-    folded, names = fold_constants(model)
+    _folded, names = fold_constants(model)
     assert "s" in names and "t" not in names and "y" not in names

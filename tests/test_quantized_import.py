@@ -190,7 +190,7 @@ def test_qdq_weights_stay_integer(name):
     ir = ovrnn.convert_model(m)
     kind = "u8" if "u8" in name else "i8"
     consts = int_consts(ir.xml)
-    assert ("%s" % kind, "64, 8") in consts and (kind, "64, 16") in consts, consts
+    assert (kind, "64, 8") in consts and (kind, "64, 16") in consts, consts
     feeds = x_feed()
     got = run(ir, feeds)
     want = reference.run_model(dequantize_linear_weights(m), feeds)

@@ -50,7 +50,7 @@ def ovrnn_commands() -> list[str]:
                 if part.startswith("ovrnn "):
                     found.append(part)
     for text in PAGES.values():
-        found += [span for span in re.findall(r"`(ovrnn [^`]+)`", text)]
+        found += list(re.findall(r"`(ovrnn [^`]+)`", text))
     return found
 
 

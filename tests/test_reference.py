@@ -56,7 +56,7 @@ def test_onnxruntime_refuses_what_the_table_says(case):
     """Keeps `ort_supported` honest: every float32/float16 layout-0 case it excludes, ORT refuses
     (opset 1 and GRU-3, clip=0, a missing hidden_size, one direction's activations for two)."""
     model, feeds, _ = make_model(case)
-    with pytest.raises(Exception):  # noqa: B017, PT011 (onnxruntime raises its own exception types)
+    with pytest.raises(Exception):  # noqa: B017 (onnxruntime raises its own exception types)
         run_ort(model, feeds)
 
 

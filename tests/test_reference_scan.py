@@ -51,7 +51,7 @@ def _scan(in_axis: int, in_dir: int, out_axis: int, out_dir: int) -> onnx.ModelP
 CASES = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, 0), (1, 1, 1, 1), (0, 0, 1, 0), (0, 0, 0, 1), (1, 1, 0, 1)]
 
 
-@pytest.mark.parametrize("in_axis, in_dir, out_axis, out_dir", CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("in_axis, in_dir, out_axis, out_dir", CASES, ids=str)
 def test_the_reference_runs_every_scan_axis_and_direction(in_axis, in_dir, out_axis, out_dir):
     model = _scan(in_axis, in_dir, out_axis, out_dir)
     rng = np.random.default_rng(in_axis * 8 + in_dir * 4 + out_axis * 2 + out_dir)

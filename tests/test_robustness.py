@@ -115,7 +115,7 @@ def _external(tmp_path, whole=False):
 
 @pytest.mark.parametrize("whole", [False, True], ids=["rnn-only", "whole-model"])
 def test_external_data_loads_relative_to_the_model(tmp_path, whole):
-    path, model, feeds = _external(tmp_path, whole)
+    path, _model, feeds = _external(tmp_path, whole)
     os.chdir(tmp_path)  # not the model's folder
     got = run_ir(ovrnn.convert_model(path), feeds)
     want = reference.run_model(onnx.load(path), feeds)

@@ -150,11 +150,14 @@ def test_collecting_outputs_call_after_call_keeps_every_call(demo_ir):
 def test_share_outputs_is_the_only_spelling(demo_ir, entry):
     """The old `copy=` keyword is gone (the default now copies): passing it is a TypeError, never a silent view."""
     if entry == "runner":
-        call = lambda **kw: ovrnn.Runner(demo_ir)(FEEDS, **kw)
+
+        def call(**kw):
+            return ovrnn.Runner(demo_ir)(FEEDS, **kw)
     else:
-        call = lambda **kw: ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True)).feed(
-            {"X": np.zeros((4, 2, 3), np.float32)}, **kw
-        )
+
+        def call(**kw):
+            return ovrnn.Stream(ovrnn.convert_model(STREAM_MODEL, stateful=True)).feed({"X": np.zeros((4, 2, 3), np.float32)}, **kw)
+
     for value in (True, False):
         with pytest.raises(TypeError, match="copy"):
             call(copy=value)

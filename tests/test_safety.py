@@ -520,7 +520,7 @@ def test_external_data_inside_a_loop_body_is_confined(tmp_path):
 @pytest.fixture()
 def dyn_model(tmp_path):
     """X [seq, batch, 3] with both dims symbolic."""
-    model, feeds, _ = make_model(Case("d", dyn_batch=True, dyn_seq=True, lens=(4, 2)))
+    model, _feeds, _ = make_model(Case("d", dyn_batch=True, dyn_seq=True, lens=(4, 2)))
     onnx.save(model, tmp_path / "dyn.onnx")
     return tmp_path / "dyn.onnx"
 
@@ -575,7 +575,7 @@ def _fifo(tmp_path, name):
 
 
 def test_non_regular_files_are_refused(tmp_path, ir):
-    xml, inputs = ir
+    xml, _inputs = ir
     cases = [
         (["convert", "/dev/zero", "-o", tmp_path / "o.xml"], "model file '/dev/zero' is a device, expected a regular file"),
         (["convert", _fifo(tmp_path, "f.onnx"), "-o", tmp_path / "o.xml"], "model file '{tmp}/f.onnx' is a FIFO, expected a regular file"),
@@ -598,7 +598,7 @@ def test_external_data_reads_only_the_tensor_bytes(tmp_path):
 
     folder = tmp_path / "model"
     folder.mkdir()
-    model, feeds, _ = make_model(Case("ext", hidden=8, input_size=4))
+    model, _feeds, _ = make_model(Case("ext", hidden=8, input_size=4))
     inline = model.SerializeToString()
     onnx.save(model, folder / "m.onnx", save_as_external_data=True, location="w.data", size_threshold=0)
     with open(folder / "w.data", "r+b") as fh:
@@ -713,7 +713,7 @@ def _nest_rt_info(depth):
 
 
 def test_odd_irs_get_one_clear_line(ir):
-    xml, inputs = ir
+    _xml, inputs = ir
     cases = [
         (_edit_ir(ir, "deep", _nest_rt_info(10_000)), "elements are nested more than lxml's limit of 2048 deep"),
         (_edit_ir(ir, "notype", lambda t: t.replace(' type="Parameter"', "", 1)), "a <layer> has no 'type' attribute (layer X)"),

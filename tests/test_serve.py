@@ -22,7 +22,7 @@ from ovrnn.runtime import serve as ovserve
 
 _SPEC = importlib.util.find_spec("silero_vad")
 SILERO = (
-    Path(list(_SPEC.submodule_search_locations)[0]) / "data" / "silero_vad.onnx" if _SPEC and _SPEC.submodule_search_locations else None
+    Path(next(iter(_SPEC.submodule_search_locations))) / "data" / "silero_vad.onnx" if _SPEC and _SPEC.submodule_search_locations else None
 )
 pytestmark = pytest.mark.skipif(
     SILERO is None or not SILERO.is_file(), reason="the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)"

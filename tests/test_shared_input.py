@@ -40,7 +40,7 @@ def _model(ops: tuple[str, str], whole: bool) -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("whole", [False, True], ids=["lone_nodes", "whole_model"])
-@pytest.mark.parametrize("ops", [("RNN", "RNN"), ("GRU", "LSTM"), ("LSTM", "LSTM")], ids=lambda o: "_".join(o))
+@pytest.mark.parametrize("ops", [("RNN", "RNN"), ("GRU", "LSTM"), ("LSTM", "LSTM")], ids="_".join)
 def test_nodes_sharing_x_match_the_reference(ops, whole):
     model = _model(ops, whole)
     x = np.random.default_rng(5).standard_normal((6, 2, 3)).astype(np.float32)

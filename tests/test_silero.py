@@ -37,14 +37,14 @@ CASES = [
 
 @pytest.fixture(scope="module", params=CASES, ids=[c[0] for c in CASES])
 def converted(request):
-    case_id, file, given, lstm_nodes, has_ifs = request.param
+    _case_id, file, given, _lstm_nodes, _has_ifs = request.param
     ir = ovrnn.convert_model(DATA / file, input=given)
     report = ovrnn.validate(DATA / file, input=given, ir=ir)
     return request.param, ir, report
 
 
 def test_converts_and_matches_onnxruntime(converted):
-    (case_id, file, given, _, _), ir, report = converted
+    (case_id, _file, given, _, _), ir, report = converted
     assert report.onnxruntime == "used", report.format()
     assert {c.oracle for c in report.comparisons} == {"reference", "onnxruntime"}
     if case_id == "half":  # float16 weights and activations inside: judged at float16 tolerance
@@ -57,7 +57,7 @@ def test_converts_and_matches_onnxruntime(converted):
 
 
 def test_every_lstm_is_a_cell_chain_and_no_if_is_left(converted):
-    (case_id, file, given, lstm_nodes, has_ifs), ir, report = converted
+    (_case_id, _file, _given, lstm_nodes, has_ifs), ir, _report = converted
     counts = layer_counts(ir.xml)
     assert not [t for t in HIDDEN_STEPS if counts.get(t)], counts
     assert len(ir.rnns) == lstm_nodes

@@ -63,7 +63,7 @@ def test_each_reason_reaches_the_summary_and_rt_info(tmp_path):
     ]
     for k, (model, kwargs, (form, why), written) in enumerate(cases):
         ir = ovrnn.convert_model(model, **kwargs)
-        ((_, direction, got_form, got_why),) = _forms(ir)
+        ((_, _direction, got_form, got_why),) = _forms(ir)
         assert (got_form, got_why) == (form, why), (k, kwargs)
         path = ir.save(tmp_path / f"m{k}.xml")
         report = inspect_ir(path)

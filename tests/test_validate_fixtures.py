@@ -75,7 +75,7 @@ def test_validate_passes_with_both_oracles_close(name):
 @pytest.mark.parametrize("name", sorted(CASES), ids=[IDS[k] for k in sorted(CASES)])
 def test_the_reference_alone_passes_them_too(name):
     """With onnxruntime switched off nothing is handed to it: the reference computes every node."""
-    outputs, tolerance, bound = CASES[name]
+    outputs, _tolerance, bound = CASES[name]
     report = ovrnn.validate(FIXTURES / name, use_onnxruntime=False, drift=False)
     assert report.passed and [c.output for c in report.comparisons] == outputs
     assert all(c.oracle == "reference" and c.max_abs <= bound for c in report.comparisons)

@@ -139,7 +139,7 @@ def test_validate_whole_model_uses_onnxruntime(tmp_path):
 def test_validate_cli_on_gru_lstm_exports(tmp_path, name):
     """`ovrnn validate` on each GRU/LSTM export: the IR against onnxruntime and the float64
     reference, on every output, on seeded random inputs of the stored inputs' shapes."""
-    path, inputs, torch_out = fixture(name)
+    path, _inputs, torch_out = fixture(name)
     flags = [a for f in MANIFEST[name]["input_flags"] for a in ("--input", f)]
     proc = ovrnn_cli("validate", path, *flags, "--json", tmp_path / "r.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr

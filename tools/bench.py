@@ -231,7 +231,7 @@ def s_compile(tmp: Path, n: int) -> dict:
         onnx_path = make_rnn(tmp / f"{key}.onnx", T, H, H, direction)
         xml = convert(onnx_path)
         compile_time(xml), compile_time(onnx_path)  # warm the page cache and the plugin's shared libraries
-        out[key] = paired(lambda: compile_time(xml), lambda: compile_time(onnx_path), n)
+        out[key] = paired(lambda xml=xml: compile_time(xml), lambda p=onnx_path: compile_time(p), n)
         log(f"{key}: ours {out[key]['ours']:.3f} s, OpenVINO import {out[key]['anchor']:.3f} s, ratio {out[key]['ratio']:.2f}")
     onnx_path = tmp / "compile_T256.onnx"
     xml = onnx_path.with_suffix(".xml")
@@ -285,9 +285,10 @@ def s_graph(tmp: Path) -> dict:
                     )
     anchor = make_rnn(tmp / "g_anchor.onnx", 256, 128, 128)
     ours = convert(anchor)
-    worst = lambda op, batch: {
-        "ratio": max(r["per_step"] for r in rows if r["op"] == op and r["batch"] == batch and not r["known_not_to_fold"])
-    }  # noqa: E731
+
+    def worst(op, batch):
+        return {"ratio": max(r["per_step"] for r in rows if r["op"] == op and r["batch"] == batch and not r["known_not_to_fold"])}
+
     return {
         "rows": rows,
         **{f"{'' if op == 'RNN' else op + '_'}leftovers_{b}": worst(op, b) for op in GATES for b in ("static", "dynamic")},
@@ -330,7 +331,7 @@ def contenders(onnx_path: Path, xml: Path) -> tuple[dict, callable]:
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # its idle threads would spin into OpenVINO's turn
     session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-    fns = {name: (lambda r: lambda inputs: r.infer(inputs, share_inputs=True))(r) for name, r in requests.items()}
+    fns = {name: (lambda inputs, r=r: r.infer(inputs, share_inputs=True)) for name, r in requests.items()}
     fns["onnxruntime"] = lambda inputs: session.run(None, inputs)
 
     def max_diff(inputs) -> float:
@@ -492,7 +493,7 @@ def stream_sides(
     sides["stream_shared"] = (lambda nxt: lambda: next(iter(shared.feed({x_name: nxt()}, share_outputs=True).values())))(_rotating(chunks))
     previous = ovrnn.Stream(stateful_xml)
 
-    def previous_call(nxt=_rotating(chunks), r=previous._runner):
+    def previous_call(nxt=_rotating(chunks), r=previous._runner):  # noqa: B008 (bound once, on purpose)
         inputs = {x_name: nxt()}
         out = r._infer_set(True, inputs) if previous._static and r._copied_exactly(inputs) else r._call(inputs, True)
         return next(iter(out.values()))
@@ -512,7 +513,7 @@ def stream_sides(
     if stateless_xml is not None:
         runner, nxt = ovrnn.Runner(stateless_xml), _rotating(chunks)
         host = {name: np.zeros(shape, np.float32) for name, (_, shape) in carried.items()}
-        outs = [n for n in runner.compiled.output_names]
+        outs = list(runner.compiled.output_names)
 
         def carried_ir():
             out = runner({x_name: nxt(), **host})
@@ -587,7 +588,7 @@ def s_stream(tmp: Path, quick: bool) -> dict:
     for label, key, K, make in cases:
         diff = stream_check(make)
         t = time_contenders(
-            {k: (lambda fn: lambda _: fn())(fn) for k, fn in make().items()}, None, 0.05 if quick else 0.2, rounds=5 if quick else 9
+            {k: (lambda _, fn=fn: fn()) for k, fn in make().items()}, None, 0.05 if quick else 0.2, rounds=5 if quick else 9
         )
         ort_best = min(t["onnxruntime_host"], t["onnxruntime_host_1t"])
         row = {
@@ -856,7 +857,7 @@ def s_compression(tmp: Path, n: int) -> dict:
     core = ov.Core()
     reqs = {k: core.compile_model(str(p), "CPU", F32).create_infer_request() for k, p in (("int8", xml8), ("f32", xml32))}
     x = {"X": np.random.default_rng(0).uniform(-1, 1, (256, 1, 256)).astype(np.float32)}
-    t = time_contenders({k: (lambda r: lambda inputs: r.infer(inputs, share_inputs=True))(r) for k, r in reqs.items()}, x, 0.3)
+    t = time_contenders({k: (lambda inputs, r=r: r.infer(inputs, share_inputs=True)) for k, r in reqs.items()}, x, 0.3)
     out["int8_latency"] = {"ours": t["int8"], "anchor": t["f32"], "ratio": t["int8"] / t["f32"]}
     rss: dict = {"int8": [], "f32": []}
     for _ in range(max(2, n // 2)):

@@ -313,7 +313,7 @@ def s_streams(tmp: Path, directory: Path, manifest: dict, rounds: int) -> dict:
             extra = {"sr": np.array(16000, np.int64)} if key == "stream_silero" else {}
             out_names = [o.name for o in session.get_outputs()]
 
-            def ort_call():
+            def ort_call(session=session, out_names=out_names, x=x, state=state, extra=extra, carried=carried):
                 result = dict(zip(out_names, session.run(None, {**x, **state, **extra})))
                 for n, o in carried.items():
                     state[n] = result[o]

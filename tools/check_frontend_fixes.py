@@ -23,7 +23,7 @@ from pathlib import Path
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_openvino_releases import DEFAULT_RELEASES, ROOT, pip_cmd, setup_venv  # noqa: E402
+from check_openvino_releases import DEFAULT_RELEASES, ROOT, pip_cmd, setup_venv
 
 TESTS = "exactly or stable or element_type or follow"
 EXTRA = [f"onnx=={onnx.__version__}", "onnxruntime", "lxml", "ml_dtypes", "pytest"]

@@ -627,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
                     {
                         "releases": releases,
                         "models": manifest["models"],
-                        "results": {label: res for label, res in columns},
+                        "results": dict(columns),
                         "timings": dict(timings),
                     },
                     indent=1,

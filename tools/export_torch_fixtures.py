@@ -176,7 +176,7 @@ FIXTURES = [
         "rnn_embedding_classifier",
         "Embedding(50,16) -> 2-layer tanh nn.RNN(16, 24, batch_first=True) -> last time step -> "
         "Linear(24,5) -> Softmax(-1); static int64 tokens [2,12]; output probs [2,5]",
-        lambda: Classifier(),
+        Classifier,
         lambda rng: [rng.integers(0, 50, (2, 12)).astype(np.int64)],
         ["tokens"],
         ["probs"],
@@ -202,7 +202,7 @@ FIXTURES = [
         "gru_classifier",
         "Embedding(40,12) -> 2-layer nn.GRU(12, 16, batch_first=True) -> last time step -> Linear(16,4); "
         "static int64 tokens [3,10]; output logits [3,4]",
-        lambda: GruClassifier(),
+        GruClassifier,
         lambda rng: [rng.integers(0, 40, (3, 10)).astype(np.int64)],
         ["tokens"],
         ["logits"],
@@ -228,7 +228,7 @@ FIXTURES = [
     Fixture(
         "gru_lstm_stack",
         "nn.GRU(8, 16) -> nn.LSTM(16, 12), seq-first, static x [5,2,8]; outputs the LSTM's output [5,2,12], h_n and c_n [1,2,12]",
-        lambda: GruLstmStack(),
+        GruLstmStack,
         uniform((5, 2, 8)),
         ["x"],
         ["output", "h_n", "c_n"],

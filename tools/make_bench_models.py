@@ -66,7 +66,7 @@ def package_file(package: str, relative: str) -> Path:
     spec = importlib.util.find_spec(package)
     if spec is None:
         raise ImportError(f"{package} is not installed", name=package)
-    return Path(list(spec.submodule_search_locations)[0]) / relative
+    return Path(next(iter(spec.submodule_search_locations))) / relative
 
 
 def _torch_models() -> dict:

@@ -24,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
-def bidirectional_rnn(T: int, batch: int, I: int, H: int, seed: int, w_divisor: float):  # noqa: E741
+def bidirectional_rnn(T: int, batch: int, I: int, H: int, seed: int, w_divisor: float):
     """Bidirectional RNN, Tanh forward and Relu reverse, with sequence_lens as a graph input.
     W and R are uniform in ±1/w_divisor, B in ±0.2."""
     rng = np.random.default_rng(seed)

@@ -91,7 +91,7 @@ def keras_fixtures() -> None:
         keras.utils.set_random_seed(seed)
         model = build()
         spec = [tf.TensorSpec([None, *data.shape[1:]] if flags else data.shape, tf.as_dtype(data.dtype), name="x")]
-        fn = tf.function(lambda v: model(v))
+        fn = tf.function(lambda v: model(v))  # noqa: PLW0108 (a traced function, not the Keras model itself)
         proto, _ = tf2onnx.convert.from_function(fn, input_signature=spec, opset=OPSET)
         want = model(data)
         outs = want if isinstance(want, (list, tuple)) else [want]
@@ -244,7 +244,7 @@ def torch_fixtures() -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import speechbrain_ligru
 
-        LiGRU = speechbrain_ligru.LiGRU  # noqa: N806
+        LiGRU = speechbrain_ligru.LiGRU
 
         where = "speechbrain 1.1.2's LiGRU code (tools/speechbrain_ligru.py)"
 

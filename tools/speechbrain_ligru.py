@@ -54,7 +54,7 @@ class LiGRU(torch.nn.Module):
     def _init_layers(self):
         rnn = torch.nn.ModuleList([])
         current_dim = self.fea_dim
-        for i in range(self.num_layers):
+        for _ in range(self.num_layers):
             rnn_lay = LiGRU_Layer(
                 current_dim,
                 self.hidden_size,
@@ -74,17 +74,15 @@ class LiGRU(torch.nn.Module):
         return rnn
 
     def forward(self, x, hx: torch.Tensor | None = None):
-        if self.reshape:
-            if x.ndim == 4:
-                x = x.reshape(x.shape[0], x.shape[1], x.shape[2] * x.shape[3])
+        if self.reshape and x.ndim == 4:
+            x = x.reshape(x.shape[0], x.shape[1], x.shape[2] * x.shape[3])
         output, hh = self._forward_ligru(x, hx=hx)
         return output, hh
 
     def _forward_ligru(self, x, hx: torch.Tensor | None):
         h = []
-        if hx is not None:
-            if self.bidirectional:
-                hx = hx.reshape(self.num_layers, self.batch_size * 2, self.hidden_size)
+        if hx is not None and self.bidirectional:  # TorchScript refines Optional through `and`
+            hx = hx.reshape(self.num_layers, self.batch_size * 2, self.hidden_size)
         for i, ligru_lay in enumerate(self.rnn):
             if hx is not None:
                 x = ligru_lay(x, hx=hx[i])
@@ -99,7 +97,7 @@ class LiGRU(torch.nn.Module):
         return x, h
 
 
-class LiGRU_Layer(torch.nn.Module):  # noqa: N801 (speechbrain's name)
+class LiGRU_Layer(torch.nn.Module):
     """speechbrain.nnet.RNN.LiGRU_Layer: one Li-GRU layer."""
 
     def __init__(

@@ -203,7 +203,7 @@ def _stream(args, model, inputs: dict) -> _Ran:
     seconds = []
     for _ in range(args.repeat):
         counter = progress.Counter("call", 0)
-        result = stream.run(inputs, args.reset_every, seeds, lambda done, total: (setattr(counter, "total", total), counter.step(done)))
+        result = stream.run(inputs, args.reset_every, seeds, lambda done, total, c=counter: (setattr(c, "total", total), c.step(done)))
         counter.close()
         seconds += result.seconds
     resets = f"reset at the start and every {args.reset_every} calls" if args.reset_every else "reset at the start"

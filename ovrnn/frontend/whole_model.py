@@ -67,7 +67,7 @@ def convert_whole_model(
     read: FrontendInput,
     nodes: list[RecurrentNode],
     source: Path | None,
-    options: LoweringOptions = LoweringOptions(),
+    options: LoweringOptions = LoweringOptions(),  # noqa: B008 (frozen: one shared default is safe)
     max_steps: int | None = None,
     stateful: bool | tuple[tuple[str, str], ...] = False,
     record: dict | None = None,
@@ -250,7 +250,7 @@ def _convert(
     try:
         with kept_across_native():  # a signal inside the extension: raised as itself, not as the frontend's error
             model = fe.convert(input_model)
-    except Exception as exc:  # the frontend wraps whatever the extension raised
+    except Exception as exc:  # noqa: BLE001 (the frontend wraps whatever the extension raised)
         error = lowering.error
         node = lowering.failed
         if (
@@ -347,7 +347,7 @@ def _steps_source_error(view: GraphView, path: Path, error: DynamicStepsError, c
     try:
         with kept_across_native():  # a signal inside the probe: raised as itself, not swallowed here
             fe.convert(input_model)
-    except Exception:
+    except Exception:  # noqa: BLE001 (the probe always stops the conversion; the sentinels say where)
         pass
     hit = sentinels.get(found.get(call, -1))
     if hit is None:

@@ -296,7 +296,7 @@ def _cell_chains(graph: _Graph) -> list[Chain]:
             members.append(nxt[members[-1]])
         first = cells[head]
         data = first.find("data")
-        attr = (lambda k: data.get(k, "")) if data is not None else (lambda k: "")
+        attr = (lambda k, data=data: data.get(k, "")) if data is not None else (lambda k: "")
         match = re.match(r"^(?P<rnn>.*)/(?P<dir>fwd|rev)/t\d+/cell$", first.get("name", ""))
         w_port = 3 if first.get("type") == "LSTMCell" else 2  # X, H[, C], W
         w = _weight_key(graph.source(head, w_port, through=("Convert",)))

@@ -237,8 +237,8 @@ class _Dot:
         return []
 
     def _cluster(self, chain: Chain) -> list[str]:
-        head, details, per_step = self._chain_text(chain)
-        fill, border = _STYLE["chain"]
+        head, details, _per_step = self._chain_text(chain)
+        _fill, border = _STYLE["chain"]
         label = _b(head) + (f"<br/>{_text(details, 10)}" if details else "")
         out = [
             f"  subgraph cluster_{chain.node} {{",

@@ -118,7 +118,7 @@ class LayerGraph:
 
     def add(
         self,
-        type: str,
+        type: str,  # noqa: A002 (the IR layer attribute)
         name: str,
         inputs: tuple[Output, ...] | list[Output],
         out_types: tuple[TensorType, ...] | list[TensorType],
@@ -138,5 +138,5 @@ class LayerGraph:
         self.layers.append(layer)
         return layer
 
-    def count(self, type: str) -> int:
+    def count(self, type: str) -> int:  # noqa: A002 (the IR layer attribute)
         return sum(1 for layer in self.layers if layer.type == type)

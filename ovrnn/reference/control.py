@@ -24,7 +24,7 @@ from onnx.reference.ops.op_scan import Scan as _OnnxScan
 class Loop(_OnnxLoop):
     op_domain = ""
 
-    def _run(self, M, cond, *args, context=None, body=None, attributes=None, bindings=None):  # noqa: ARG002
+    def _run(self, M, cond, *args, context=None, body=None, attributes=None, bindings=None):
         body = self.body
         names_in, names_out = body.input_names, body.output_names
         carried = len(names_in) - 2

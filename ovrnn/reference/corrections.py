@@ -24,7 +24,7 @@ from onnx.reference.op_run import OpRun
 class BatchNormalization(OpRun):
     op_domain = ""
 
-    def _run(self, x, scale, bias, mean, var, epsilon=None, momentum=None, training_mode=None, **_older):  # noqa: ARG002
+    def _run(self, x, scale, bias, mean, var, epsilon=None, momentum=None, training_mode=None, **_older):
         opset = self.run_params["opsets"].get("", 1)
         training = bool(training_mode) if opset >= 14 else sum(1 for o in self.onnx_node.output if o) > 1
         if training and opset >= 14:  # not an inference graph: onnx.reference's own code

@@ -52,7 +52,7 @@ from ..device.plugins import DeviceTraits, device_traits, precision_note
 from ..errors import DeviceError, UsageError
 from ..ir.stream_info import RT_SECTION, read_stream_info
 from . import engine
-from .chunks import StreamRun, join_outputs, split_inputs  # noqa: F401  (validation imports them from here)
+from .chunks import StreamRun, join_outputs, split_inputs  # validation imports them from here
 from .runner import Runner
 
 # --- what the IR says ---------------------------------------------------------------------------

@@ -11,10 +11,15 @@ each input holds which dimension, in ONNX terms:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import UsageError, flag, quoted
 from ..families import OpFamily
 from ..onnx.reading.read import TensorInfo
 from ..shapes import Dim, Shape, shape_text
+
+if TYPE_CHECKING:  # recurrent.py imports this module
+    from .recurrent import Normaliser
 
 
 class DynamicStepsError(UsageError):

@@ -75,7 +75,7 @@ def normalise_dynamic_quantize_lstm(node: onnx.NodeProto, index: int, opset: int
             )
     if W.elem_type != R.elem_type:
         raise fail(f"inputs W '{W.name}' and R '{R.name}' have different element types")
-    D, I, G = W.value.shape
+    D, _I, G = W.value.shape
     if G % 4:
         raise fail(f"input W '{W.name}' has shape {list(W.value.shape)}: dim 2 must be 4*hidden_size, got {G}, not a multiple of 4")
     H = G // 4

@@ -155,7 +155,7 @@ def drift_lines(drifts: list) -> list[str]:
     return [head] + [f"  {d.format()}" for d in drifts]
 
 
-def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, report_dir, report_precisions, leading=()) -> str:
+def _rerun_command(report: ValidationReport, input, precision, use_onnxruntime, report_dir, report_precisions, leading=()) -> str:  # noqa: A002
     """The command that reproduces this run: every flag that changed it, paths quoted for a shell.
     `leading`: flags that go first (validate --stateful's)."""
     import shlex
@@ -280,7 +280,7 @@ def ort_session(proto: onnx.ModelProto):
         # with a segfault on an fp16 Transpose feeding a MatMul (a half-precision batch_first model's head).
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         return "used", ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # onnxruntime raises its own exception types for unsupported cases
+    except Exception as exc:  # noqa: BLE001 (onnxruntime raises its own exception types for unsupported cases)
         return _unsupported(exc), None
 
 

@@ -87,7 +87,7 @@ def validate_streams(
     stateful,
     *,
     context=None,
-    input=None,
+    input=None,  # noqa: A002 (the --input flag)
     seed: int = 0,
     chunks: int | None = None,
     device: str = "CPU",
@@ -155,10 +155,16 @@ def validate_streams(
             f"{', '.join(exposed)}: the recurrent node's own state{'s' if len(exposed) > 1 else ''}; each stream is compared "
             f"with the model as given on its whole {chunks}-chunk sequence"
         )
-        carry = lambda run, part: _whole(spec, oracle, part, run)
+
+        def carry(run, part):
+            return _whole(spec, oracle, part, run)
+
         model_for = opened
     else:
-        carry = lambda run, part: _carried(spec, part, run)
+
+        def carry(run, part):
+            return _carried(spec, part, run)
+
         model_for = proto
     if use_onnxruntime:
         status, session = ort_session(model_for)
@@ -212,7 +218,7 @@ def validate_streams(
     )
 
 
-def _model_and_inputs(proto, input):
+def _model_and_inputs(proto, input):  # noqa: A002 (the --input flag)
     """(the model with frozen inputs applied, the frozen inputs, {input: per-stream shape})."""
     from ..onnx.reading.freeze import freeze_inputs, split_frozen
     from ..shapes import Position, parse_input_specs

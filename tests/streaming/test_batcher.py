@@ -72,7 +72,7 @@ def test_random_arrivals_equal_each_stream_alone(batcher, silero_spec, alone):
     nxt = [0] * n
     futures = [[] for _ in range(n)]
     before = batcher.stats()["batch_rows"]
-    for j, i in enumerate(order):
+    for i in order:
         futures[i].append(batcher.submit(streams[i], {"input": audio[i][nxt[i]]}))
         nxt[i] += 1
         if rng.random() < 0.1:

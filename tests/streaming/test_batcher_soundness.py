@@ -133,7 +133,9 @@ def test_one_streams_bad_index_is_refused_alone_at_the_default_one_thread():
 
 
 def test_an_output_that_is_a_graph_input_is_refused_and_a_state_passed_through_is_served():
-    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 3])
+    def f(n):
+        return helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 3])
+
     nodes = [
         helper.make_node("Relu", ["X"], ["r"]),
         helper.make_node("Add", ["r", "s"], ["Y"]),

@@ -112,7 +112,7 @@ def _stream(case: Case, lowering: str = "cell"):
     ids=lambda v: v.id if isinstance(v, Case) else v,
 )
 def test_chunks_equal_the_reference_with_the_state_carried(case, lowering):
-    model, ir, compiled, request, x_long, inputs, attrs, states = _stream(case, lowering)
+    _model, _ir, compiled, request, x_long, inputs, attrs, states = _stream(case, lowering)
     T, op = case.T, case.op
     atol, rtol = TOL[case.dtype]
     names = [o.get_any_name() for o in compiled.outputs]

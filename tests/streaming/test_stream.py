@@ -261,7 +261,7 @@ def zero_filling_reset(self):
 def test_npu_reset_seeds_a_constant_initial_state(constant_init_ir, monkeypatch, npu_rules):
     """On NPU a reset zero-fills; the stream seeds the constant initial state again. Emulated on CPU:
     with NPU's rules the stream is right, with CPU's rules (no seeding) a zero-filling reset is wrong."""
-    import ovrnn.runtime.engine  # noqa: F401
+    import ovrnn.runtime.engine
 
     case, path, proto = constant_init_ir
     monkeypatch.setattr(stream_module.Stream, "_reset_request", zero_filling_reset)

@@ -188,7 +188,7 @@ REFUSALS = [
 def test_what_a_stream_cannot_do_is_refused(work, monkeypatch, capsys, argv, message):
     folder, _ = work
     monkeypatch.chdir(folder)
-    code, out, err = run_here(monkeypatch, capsys, *argv, "-o", "refused.npz")
+    code, _out, err = run_here(monkeypatch, capsys, *argv, "-o", "refused.npz")
     assert (code, err.strip().splitlines()[-1]) == (2, f"error: {message}")
     assert not (folder / "refused.npz").exists()
 
