@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import UsageError, flag
 from .compare import RunHead, ValidationReport, compare, ort_session, run_facts
-from .stream_report import StreamComparison
+from .stream_report import StreamComparison, columns, footer
 
 DEFAULT_CHUNKS = 8
 REFERENCE_CALLS = 256  # float64 reference calls at most (60 ms each on silero): the first streams only above
@@ -57,27 +57,15 @@ class StreamsValidationReport(RunHead):
             "states: " + ", ".join(f"{k} {v}" for k, v in self.states.items()),
             "batches (real rows: count): " + ", ".join(f"{k}: {v}" for k, v in sorted(self.batches.items())),
         ]
-        w = [
-            max([n, *(len(x) + 2 for x in xs)])
-            for n, xs in (
-                (16, [c.check for c in self.comparisons]),
-                (18, [c.output for c in self.comparisons]),
-                (22, [c.oracle for c in self.comparisons]),
-            )
-        ]
-        lines.append(f"{'check':<{w[0]}}{'output':<{w[1]}}{'oracle':<{w[2]}}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result")
+        w, head = columns(self.comparisons, (16, 18, 22))
+        lines.append(head)
         for c in self.comparisons:
             tol = "identical" if c.atol == 0 and c.rtol == 0 else f"{c.atol:.0e}+{c.rtol:.0e}*|ref|"
             lines.append(
                 f"{c.check:<{w[0]}}{c.output:<{w[1]}}{c.oracle:<{w[2]}}{c.max_abs:>10.2e}{c.max_rel:>10.2e}  "
                 f"{tol:<22}{'PASS' if c.passed else 'FAIL'}{f'  ({c.note})' if c.note else ''}"
             )
-        if self.frozen_inputs:
-            lines.append("frozen inputs: " + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items()))
-        if self.onnxruntime != "used":
-            lines.append(f"onnxruntime: {self.onnxruntime}")
-        lines += [f"note: {n}" for n in self.notes]
-        lines.append("PASS" if self.passed else "FAIL")
+        lines += footer(self, "frozen inputs")
         return "\n".join(lines)
 
 

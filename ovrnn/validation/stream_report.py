@@ -47,15 +47,8 @@ class StreamValidationReport(RunHead):
             ),
             "states: " + ", ".join(f"{k} {v}" for k, v in self.states.items()),
         ]
-        w = [
-            max([n, *(len(x) + 2 for x in xs)])
-            for n, xs in (
-                (20, [c.check for c in self.comparisons]),
-                (22, [c.output for c in self.comparisons]),
-                (26, [c.oracle for c in self.comparisons]),
-            )
-        ]
-        lines.append(f"{'check':<{w[0]}}{'output':<{w[1]}}{'oracle':<{w[2]}}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result")
+        w, head = columns(self.comparisons, (20, 22, 26))
+        lines.append(head)
         for c in self.comparisons:
             verdict = ("PASS" if c.passed else "FAIL") if c.counted else ("agrees" if c.passed else "differs, not counted")
             tol = (
@@ -74,16 +67,31 @@ class StreamValidationReport(RunHead):
         for c in self.comparisons:
             if c.per_call and c.oracle == "reference" and c.check in ("chunked == whole", "chunked == by hand", "long stream"):
                 lines.append(f"{c.check}: {c.output} error per call {_drift(c.per_call)}")
-        if self.frozen_inputs:
-            lines.append(
-                "frozen inputs (constants in the IR, fed to the oracles as such): "
-                + ", ".join(f"{k} = {v}" for k, v in self.frozen_inputs.items())
-            )
-        if self.onnxruntime != "used":
-            lines.append(f"onnxruntime: {self.onnxruntime}")
-        lines += [f"note: {n}" for n in self.notes]
-        lines.append("PASS" if self.passed else "FAIL")
+        lines += footer(self, "frozen inputs (constants in the IR, fed to the oracles as such)")
         return "\n".join(lines)
+
+
+def columns(comparisons: list, least: tuple[int, int, int]) -> tuple[list[int], str]:
+    """The widths of a stream report's check, output and oracle columns (at least `least`, each
+    wide enough for its longest entry) and its header line."""
+    w = [
+        max([n, *(len(x) + 2 for x in xs)])
+        for n, xs in zip(least, ([c.check for c in comparisons], [c.output for c in comparisons], [c.oracle for c in comparisons]))
+    ]
+    return w, f"{'check':<{w[0]}}{'output':<{w[1]}}{'oracle':<{w[2]}}{'max_abs':>10}{'max_rel':>10}  {'tolerance':<22}result"
+
+
+def footer(report, frozen: str) -> list[str]:
+    """The lines that end a stream report (``validate --stateful`` and ``--streams``): the frozen
+    inputs under the label `frozen`, onnxruntime when it was not used, the notes, the verdict."""
+    lines = []
+    if report.frozen_inputs:
+        lines.append(f"{frozen}: " + ", ".join(f"{k} = {v}" for k, v in report.frozen_inputs.items()))
+    if report.onnxruntime != "used":
+        lines.append(f"onnxruntime: {report.onnxruntime}")
+    lines += [f"note: {n}" for n in report.notes]
+    lines.append("PASS" if report.passed else "FAIL")
+    return lines
 
 
 def _drift(errors: list[float]) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 from ...errors import OverloadedError, StreamClosedError, UsageError
 from .. import engine
 from .spec import StreamSpec
-from .stats import summary
+from .stats import collect
 from .step import DEFAULT_SIZES, BatchedStep
 from .worker import AsyncSink, StreamHandle, Waiter, Worker, _Control
 
@@ -316,33 +316,7 @@ class StreamBatcher:
         max_streams}, ``idle_closed``; with ``chunk_seconds``: ``lag_s`` {stream id: seconds its
         last result came after real time} and ``lag`` {p50, p99, max, behind: streams more than a
         chunk behind}."""
-        from .stats import Recorder
-
-        copies, lags, streams, pending = [], {} if self.chunk_seconds else None, 0, 0
-        for worker in self._workers:
-            with worker.cond:
-                r, c = worker.recorder, Recorder()
-                c.rows, c.sizes, c.waits, c.computes = (
-                    r.rows.copy(),
-                    r.sizes.copy(),
-                    list(r.waits),
-                    list(r.computes),
-                )
-                for key in (
-                    "chunks",
-                    "failed_batches",
-                    "failed_chunks",
-                    "refused_pending",
-                    "refused_streams",
-                    "idle_closed",
-                ):
-                    setattr(c, key, getattr(r, key))
-                copies.append(c)
-                streams += len(worker.streams)
-                pending += sum(s.pending for s in worker.streams.values())
-                if lags is not None:
-                    lags.update({s.id: s.lag for s in worker.streams.values()})
-        return summary(copies, lags, self.chunk_seconds, streams, pending)
+        return collect(self._workers, self.chunk_seconds)
 
     def shutdown(self) -> None:
         """Close every stream (waiting chunks fail with ``StreamClosedError``), let a running

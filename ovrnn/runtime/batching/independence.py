@@ -44,7 +44,7 @@ def check_rows_independent(step, bucket) -> None:
                 index = (slice(None),) * axis + (slice(row, row + 1),)
                 buffer[index] = real_rows[which][name]
         step._infer(bucket)
-        return {name: _row(bucket.outputs[name], _out_axis(spec, name), list(real)) for name in watched}
+        return {name: _row(bucket.outputs[name], spec.batch_axis(name), list(real)) for name in watched}
 
     real_rows = []
     for _ in range(2):
@@ -60,7 +60,7 @@ def check_rows_independent(step, bucket) -> None:
     both = fill({0: 0, 1: 1})
     bucket.filled = bucket.size
     for name in watched:
-        axis = _out_axis(spec, name)
+        axis = spec.batch_axis(name)
         for row, alone in ((0, first[name]), (1, second[name])):
             got = _pick(both[name], axis, row)
             if not np.allclose(got, alone, rtol=RTOL, atol=ATOL, equal_nan=True):
@@ -72,16 +72,6 @@ def check_rows_independent(step, bucket) -> None:
                     f"(row {row} at batch {bucket.size}: {diff:.3g} off with another row beside it); a batcher would serve each stream "
                     "a result that depends on its neighbours (a mean or a normalisation over the batch axis?). Serve it one stream a call (ovrnn.Stream)"
                 )
-
-
-def _out_axis(spec, name: str) -> int:
-    for p in spec.outputs:
-        if p.name == name:
-            return p.batch_axis
-    for s in spec.states:
-        if s.output == name:
-            return s.port.batch_axis
-    raise KeyError(name)
 
 
 def _row(array: np.ndarray, axis: int, rows: list[int]) -> np.ndarray:

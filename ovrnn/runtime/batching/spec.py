@@ -115,6 +115,20 @@ class StreamSpec:
                 return Port(name, port.dtype, tuple(shape), port.batch_axis)
         raise UsageError(f"'{name}' is not a state of the stream (states: {', '.join(self.state_names)})")
 
+    def batch_axis(self, name: str) -> int | None:
+        """The axis the streams are stacked on in tensor `name`: a per-chunk input, a state's input
+        or output, or an output a chunk returns; None when it is none of them."""
+        for port in self.inputs:
+            if port.name == name:
+                return port.batch_axis
+        for s in self.states:
+            if name in (s.input, s.output):
+                return s.port.batch_axis
+        for port in self.outputs:
+            if port.name == name:
+                return port.batch_axis
+        return None
+
     def initial_state(self) -> dict[str, np.ndarray]:
         """{state: one stream's initial value} (copies): the pairs' initial values, zero contexts."""
         out = {s.input: s.initial.copy() for s in self.states}
@@ -364,7 +378,7 @@ def output_ports(spec, outputs: list[str], state_outputs: set[str], batch: dict)
         two.reshape(
             {
                 p.get_any_name(): [
-                    2 if i == _axis_of(spec, p.get_any_name()) else d.get_length() for i, d in enumerate(p.get_partial_shape())
+                    2 if i == spec.batch_axis(p.get_any_name()) else d.get_length() for i, d in enumerate(p.get_partial_shape())
                 ]
                 for p in one.inputs
             }
@@ -391,16 +405,6 @@ def output_ports(spec, outputs: list[str], state_outputs: set[str], batch: dict)
         else:
             ports.append(port)
     return tuple(ports), states
-
-
-def _axis_of(spec, name: str) -> int | None:
-    for p in spec.inputs:
-        if p.name == name:
-            return p.batch_axis
-    for s in spec.states:
-        if s.input == name:
-            return s.port.batch_axis
-    return None
 
 
 def _output(model, name: str):

@@ -77,3 +77,21 @@ def summary(
         out["lag_s"] = lags
         out["lag"] = percentiles(values) | {"behind": sum(v > chunk_seconds for v in values) if chunk_seconds else 0}
     return out
+
+
+def collect(workers: list, chunk_seconds: float | None) -> dict:
+    """``summary`` of `workers`' counts, each copied under its worker's lock (a consistent view of
+    each worker; the workers one after the other)."""
+    copies, lags, streams, pending = [], {} if chunk_seconds else None, 0, 0
+    for worker in workers:
+        with worker.cond:
+            r, c = worker.recorder, Recorder()
+            c.rows, c.sizes, c.waits, c.computes = r.rows.copy(), r.sizes.copy(), list(r.waits), list(r.computes)
+            for key in ("chunks", "failed_batches", "failed_chunks", "refused_pending", "refused_streams", "idle_closed"):
+                setattr(c, key, getattr(r, key))
+            copies.append(c)
+            streams += len(worker.streams)
+            pending += sum(s.pending for s in worker.streams.values())
+            if lags is not None:
+                lags.update({s.id: s.lag for s in worker.streams.values()})
+    return summary(copies, lags, chunk_seconds, streams, pending)
