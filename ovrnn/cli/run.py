@@ -118,7 +118,7 @@ class _Ran:
     how: str = ""  # after the header's "(executed on ...)"
     joined: dict = field(default_factory=dict)  # output name -> how its calls were joined
     states: dict = field(default_factory=dict)  # the final states by id
-    threads: object = None  # runtime.runner.Threads: the CPU threads a call ran on, and who chose them
+    threads: object = None  # runtime.threads.Threads: the CPU threads a call ran on, and who chose them
 
 
 def _infer(args, model, inputs: dict) -> _Ran:

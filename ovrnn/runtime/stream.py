@@ -151,7 +151,7 @@ class Stream:
         """`properties`: more compile properties (e.g. {"PERFORMANCE_HINT": "LATENCY"}); `threads`:
         as Runner's (None: ovrnn's batch-1 default, 0: all cores); ``self.threads`` says which."""
         from ..device.plugins import canonical_device
-        from .runner import thread_properties
+        from .threads import thread_properties
 
         device = canonical_device(device)
         model = engine.read_model(ir)  # an ov.Model as it is
