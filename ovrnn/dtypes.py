@@ -38,7 +38,7 @@ BY_ONNX = {t.onnx: t for t in _TABLE}
 BY_IR = {t.ir: t for t in _TABLE}
 BY_NUMPY = {t.numpy: t for t in _TABLE}
 
-F32, F16, F64, BF16, I32, I64, BOOL = (BY_IR[k] for k in ("f32", "f16", "f64", "bf16", "i32", "i64", "boolean"))
+F32, F16, I32, I64, BOOL = (BY_IR[k] for k in ("f32", "f16", "i32", "i64", "boolean"))
 
 # Integer weight types (compressed W/R only; never graph inputs). i4 is packed two per byte, low
 # nibble first; its numpy type is what one unpacked value is held in.

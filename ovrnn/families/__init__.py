@@ -70,10 +70,6 @@ class OpFamily:
     def slot(self, name: str) -> int:
         return self.input_slots[name].slot
 
-    def input_at(self, slot: int) -> str | None:
-        """The ONNX name of input `slot`, None past the last one."""
-        return self.inputs[slot] if 0 <= slot < len(self.inputs) else None
-
     @property
     def state_slots(self) -> tuple[int, ...]:
         """The slots of the initial states (initial_h; LSTM: and initial_c)."""

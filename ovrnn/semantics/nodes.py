@@ -31,7 +31,6 @@ class Body:
     """The If/Loop/Scan body a node sits in."""
 
     holder: onnx.NodeProto  # the If, Loop or Scan node
-    holder_index: int
     attribute: str  # then_branch | else_branch | body
     graph: onnx.GraphProto
     outer: Body | None = None
@@ -62,7 +61,7 @@ def recurrent_nodes(model: onnx.ModelProto) -> list[RecurrentNode]:
 def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[RecurrentNode]:
     for index, node in enumerate(graph.node):
         for attribute, sub in subgraphs(node):
-            yield from _walk(sub, opset, Body(node, index, attribute, sub, body))
+            yield from _walk(sub, opset, Body(node, attribute, sub, body))
         if is_recurrent(node):
             yield RecurrentNode(node, index, opset, body)
 

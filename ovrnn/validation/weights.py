@@ -54,14 +54,9 @@ def output_precisions(model: onnx.ModelProto) -> dict[str, tuple[str | None, str
     return out
 
 
-def computed_precision(model: onnx.ModelProto) -> tuple[str | None, str]:
-    """(``"f16"``, ``"bf16"`` or None, a note saying why): the tolerance floor of the whole model."""
-    return _precision(model, list(model.graph.node), None)
-
-
-def _precision(model: onnx.ModelProto, tops: list, reached: set[str] | None) -> tuple[str | None, str]:
+def _precision(model: onnx.ModelProto, tops: list, reached: set[str]) -> tuple[str | None, str]:
     """The floor of the computation made of the main-graph nodes `tops` (their bodies included) and
-    the main graph's initializers in `reached` (None: all of them)."""
+    the main graph's initializers in `reached`."""
     nested = [n for top in tops for _, sub in subgraphs(top) for n in all_nodes(sub)]
     nodes = tops + nested + [n for f in model.functions for n in f.node]  # model-local functions too
     graphs = [sub for top in tops for _, sub in subgraphs(top)]
@@ -69,7 +64,7 @@ def _precision(model: onnx.ModelProto, tops: list, reached: set[str] | None) -> 
     widened = _only_widened(nodes)
     weights: dict[str, list[str]] = {}  # "f16" -> weight names
     for t in model.graph.initializer:
-        if t.data_type in NARROW and t.name not in widened and (reached is None or t.name in reached):
+        if t.data_type in NARROW and t.name not in widened and t.name in reached:
             weights.setdefault(NARROW[t.data_type], []).append(t.name)
     for graph in graphs:
         for t in graph.initializer:
