@@ -1,0 +1,1 @@
+"""ovrnn/cli: the command line's contract, its errors and its safety."""

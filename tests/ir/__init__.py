@@ -1,0 +1,1 @@
+"""ovrnn/ir: the IR's bytes (golden IR) and its templates."""

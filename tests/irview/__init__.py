@@ -1,0 +1,1 @@
+"""ovrnn/irview: reading and drawing IRs (inspect, --graph pictures)."""

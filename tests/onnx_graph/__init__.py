@@ -1,0 +1,1 @@
+"""ovrnn/onnx: reading, freezing and folding ONNX, control flow, Loop recovery, the frontend fixes, bodies."""

@@ -1,0 +1,1 @@
+"""ovrnn/plan: the conversion options declared once and read back everywhere."""

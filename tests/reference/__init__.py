@@ -1,0 +1,1 @@
+"""ovrnn/reference: the float64 references and their evaluator."""

@@ -1,0 +1,1 @@
+"""ovrnn/runtime: the runner and its API, threads, serving; streaming/ and batching/ below."""

@@ -1,0 +1,1 @@
+"""ovrnn/runtime/batching: StreamBatcher, the batched step, validate --streams."""

@@ -1,0 +1,1 @@
+"""ovrnn/semantics: the normaliser of every op family (attributes, inputs, readings, errors)."""

@@ -1,0 +1,1 @@
+"""tools/: the bench and tool scripts, checked without timing."""

@@ -1,0 +1,1 @@
+"""ovrnn/validation: validate's judgement and its report."""
