@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 from lxml import etree
@@ -12,6 +13,11 @@ from onnx import helper, numpy_helper
 
 from ovrnn.runtime import engine as runtime
 from ovrnn.runtime.runner import infer
+
+# The checkout and the test data, wherever a test file sits below tests/ (tests/README.md).
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_DIR = ROOT / "tests" / "fixtures"
+GOLDEN_DIR = ROOT / "tests" / "golden"
 
 # Layer types that would hide the unrolled steps: an IR of ours never holds one.
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")

@@ -1,6 +1,6 @@
 """Recurrences written out as Loop (or Scan) bodies, and seeded mutations of them: the models the
 Loop recovery (ovrnn/onnx/loops/: cells.py, check.py, rewrite.py) must recover when they
-are a cell and must never take for one when they are not (tests/test_loop_fuzz.py, tests/test_loops.py,
+are a cell and must never take for one when they are not (tests/onnx_graph/test_loop_fuzz.py, tests/onnx_graph/test_loops.py,
 tools/fuzz_loops.py).
 
 A body is written the way tf2onnx and scripted PyTorch write one: ``x_t = Gather(X, i)``,

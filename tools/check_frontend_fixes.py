@@ -4,7 +4,7 @@
 
 For each release, a venv made as tools/check_openvino_releases.py makes them (openvino==X and
 numpy; reused from ``--venv-cache``), with onnx (this interpreter's version), onnxruntime, lxml,
-ml_dtypes and pytest added, runs the OpenVINO-only tests of tests/test_frontend_fixes.py with this
+ml_dtypes and pytest added, runs the OpenVINO-only tests of tests/onnx_graph/test_frontend_fixes.py with this
 checkout on its path: the Reduce matrix (every Reduce op x opsets 7-20 x axes x keepdims x
 noop_with_empty_axes x inputs ~1 and ~300: the fixes apply exactly where that release misreads,
 and the rewritten nodes match onnxruntime there), the ReduceLogSumExp stability cases and the

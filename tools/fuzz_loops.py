@@ -1,4 +1,4 @@
-"""The Loop recovery's differential fuzzer, bigger than the CI run (tests/test_loop_fuzz.py): seeded
+"""The Loop recovery's differential fuzzer, bigger than the CI run (tests/onnx_graph/test_loop_fuzz.py): seeded
 bodies that are a cell and bodies that only look like one (tests/loop_bodies.py), each converted
 by ovrnn, run on OpenVINO's CPU at f32 and compared with onnxruntime running the original Loop or
 Scan. Prints each body that is wrong, not recovered though it is a cell, or crashed, then a count

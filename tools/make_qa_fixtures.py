@@ -1,5 +1,5 @@
 """Write tests/fixtures/qa/*.onnx: small PyTorch exports of real architectures that a QA pass found
-ovrnn getting wrong (tests/test_qa_models.py runs them through convert and validate).
+ovrnn getting wrong (tests/end_to_end/test_qa_models.py runs them through convert and validate).
 
 torch is used only here, never at runtime or in the tests: the exported files are committed.
 

@@ -1,5 +1,5 @@
 """Write tests/fixtures/rl/: an sb3-contrib RecurrentPPO policy exported by torch.onnx, the whole
-model tests/test_frontend_fixes.py converts and validates.
+model tests/onnx_graph/test_frontend_fixes.py converts and validates.
 
 * ``recurrent_ppo.onnx``: ``RecurrentPPO("MlpLstmPolicy", CartPole-v1)`` with a tiny net
   (``net_arch=dict(pi=[8], vf=[8])``, ``lstm_hidden_size=8``) and its random initial weights

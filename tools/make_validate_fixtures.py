@@ -1,5 +1,5 @@
 """Write tests/fixtures/validate/*.onnx: the models that crashed or misjudged ``validate``'s float64
-reference (issue 30), small, made by the real exporters (tests/test_validate_whole_models.py).
+reference (issue 30), small, made by the real exporters (tests/validation/test_validate_whole_models.py).
 
 * ``doctr_crnn_mobilenet_v3_small.torchscript.onnx`` / ``.dynamo.onnx``: docTR's
   ``crnn_mobilenet_v3_small`` (python-doctr's own ``_crnn`` and ``mobilenet_v3_small_r`` backbone,

@@ -1,7 +1,7 @@
 """What OpenVINO's own serializer writes for each op ovrnn emits: type, version, <data> attributes.
 
 Builds one instance of every op with the OpenVINO Python API, serializes it with
-ov.save_model(compress_to_fp16=False), and reads the XML back. tests/test_templates.py compares the
+ov.save_model(compress_to_fp16=False), and reads the XML back. tests/ir/test_templates.py compares the
 result with ir_templates/; run this file to print the table and any difference.
 
     python tools/ov_serialize_reference.py

@@ -81,7 +81,7 @@ def _check_xml_text(text: str, what: str) -> None:
 
 
 def _escape_attr(text: str) -> str:
-    """What lxml writes for an attribute value (checked against it in tests/test_golden.py)."""
+    """What lxml writes for an attribute value (checked against it in tests/ir/test_golden.py)."""
     _check_xml_text(text, "name")
     return (
         text.replace("&", "&amp;")

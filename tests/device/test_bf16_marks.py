@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from lxml import etree
-from test_bf16 import _core, _default_compile, _gru, _marked, _y, needs_bf16
 
 import ovrnn
 import ovrnn.device.ov
 from ovrnn import reference
+
+from .test_bf16 import _core, _default_compile, _gru, _marked, _y, needs_bf16
 
 
 def _with_runtime_options(xml: bytes, options: dict[str, str]) -> bytes:

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import onnx
 import pytest
-from conftest import dead_layers, layer_counts, run_ir
+from conftest import ROOT, dead_layers, layer_counts, run_ir
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
@@ -215,9 +215,8 @@ def test_the_committed_table_is_well_formed():
 
 def _tool():
     import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("measure_forms", Path(__file__).resolve().parent.parent / "tools" / "measure_forms.py")
+    spec = importlib.util.spec_from_file_location("measure_forms", ROOT / "tools" / "measure_forms.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -316,7 +315,7 @@ def test_convert_for_cpu_folds_longer_pieces(this_machine_table, given, pieces):
     """Where --device CPU reads a measured table, a cell chain is cut into PIECE_STEPS-step pieces
     (fewer RNNSeq calls, each piece's weights cold at its start), unless --chunk-steps says
     otherwise; the outputs stay exact. Without a device the default stays 64 (goldens)."""
-    from test_fold import compiled, runtime_types
+    from lower.test_fold import compiled, runtime_types
 
     model = gru(16, lbr=1, T=300)
     kwargs = {} if given is None else {"chunk_steps": given}

@@ -14,7 +14,7 @@ import onnx
 import openvino as ov
 import pytest
 from cases import CASES, GRU_CASES, TOL, Case, make_model
-from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
+from conftest import ROOT, assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 
 import ovrnn
@@ -81,7 +81,7 @@ def test_static_suggestion_is_pasteable_on_the_command_line(tmp_path):
 
 
 def test_static_whole_model(tmp_path):
-    from test_whole_models import fixture
+    from frontend.test_whole_models import fixture
 
     path, inputs, torch_out = fixture("rnn_relu_2layer_bidir_dynamic")
     ir = ovrnn.convert_model(path, ["x[4,9,6]"], lowering="matmul", static=True)
@@ -379,8 +379,7 @@ def test_hetero_and_auto_report_where_they_ran(tmp_path):
 def test_docs_npu_op_list_is_the_table():
     """docs/devices.md's NPU op list names exactly the types the NPU table holds."""
     import re
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "docs" / "devices.md").read_text()
+    text = (ROOT / "docs" / "devices.md").read_text()
     para = " ".join(text.split("**The NPU op set.**")[1].split("Every\n")[0].split())
     assert set(re.findall(r"\b[A-Z][A-Za-z]+\b", para)) - {"IR", "NPU", "GRU", "LSTM"} == NPU_IR_TYPES

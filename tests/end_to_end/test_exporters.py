@@ -6,18 +6,16 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import layer_counts, ovrnn_cli
+from conftest import ROOT, layer_counts, ovrnn_cli
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 from ovrnn.onnx.reading.fold import fold_constants
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "exporters"
 EXPORTERS = ["mx2onnx_rnn_tanh", "onnxmltools_coreml_rnn", "onnxscript_rnn", "spox_rnn"]
 

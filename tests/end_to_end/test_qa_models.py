@@ -10,14 +10,14 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
+from conftest import FIXTURE_DIR, assert_close, layer_counts, ovrnn_cli, run_ir
 
 import ovrnn
 from ovrnn.onnx.control_flow.body_inputs import declare_scan_slices
 from ovrnn.runtime.engine import read_model
 from ovrnn.runtime.stream import stateful_rt_info
 
-QA = Path(__file__).parent / "fixtures" / "qa"
+QA = FIXTURE_DIR / "qa"
 
 
 def _loop_body(model: onnx.ModelProto) -> onnx.GraphProto:

@@ -10,7 +10,7 @@ import onnx
 import openvino as ov
 import pytest
 from cases import Case, make_model
-from conftest import layer_counts, ovrnn_cli, run_ir
+from conftest import FIXTURE_DIR, layer_counts, ovrnn_cli, run_ir
 from onnx import TensorProto, helper
 
 import ovrnn
@@ -213,7 +213,7 @@ def test_ir_version_10(tmp_path):
         ovrnn.convert_model(model, ir_version=9)
     lstm, _, _ = make_model(Case("v10-lstm", op="LSTM"))
     assert b'version="10"' in ovrnn.convert_model(lstm, ir_version=10).xml  # lone GRU/LSTM nodes too (docs/robustness.md)
-    whole = onnx.load(os.path.join(os.path.dirname(__file__), "fixtures", "rnn_embedding_classifier.onnx"))
+    whole = onnx.load(FIXTURE_DIR / "rnn_embedding_classifier.onnx")
     with pytest.raises(ovrnn.UnsupportedFeatureError) as exc:
         ovrnn.convert_model(whole, ir_version=10)
     assert str(exc.value) == (

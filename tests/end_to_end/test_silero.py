@@ -11,7 +11,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from conftest import layer_counts
+from conftest import ROOT, layer_counts
 
 import ovrnn
 
@@ -90,7 +90,7 @@ def test_readme_silero_commands_run_as_written(tmp_path):
 
     from conftest import ovrnn_cli
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     lines = [ln.strip() for ln in re.findall(r"^ovrnn \w+ silero_vad[^\n]*", readme, re.M)]
     assert len(lines) >= 3
     for f in DATA.glob("*.onnx"):

@@ -17,12 +17,12 @@ import numpy as np
 import onnx
 import openvino as ov
 import pytest
-from conftest import assert_close, run_ir
+from conftest import FIXTURE_DIR, ROOT, assert_close, run_ir
 
 import ovrnn
 from ovrnn.reference import run_model
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bodies"
+FIXTURES = FIXTURE_DIR / "bodies"
 TOL = (2e-5, 2e-5)
 CASES = ["ext_lstm_peepholes", "ext_gru_bidir_acts", "if_gru", "loop_rnn", "scan_lstm"]
 IDS = ["lstm-peepholes-top-level", "gru-bidir-own-activations-top-level", "gru-in-if-bodies", "rnn-in-loop-body", "lstm-in-scan-body"]
@@ -168,7 +168,7 @@ def test_the_docs_examples_print_what_their_comments_say(tmp_path):
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     blocks = _python_blocks(root / "docs" / "extension.md") + [b for b in _python_blocks(root / "README.md") if "ovrnn.extension()" in b]
     assert len(blocks) == 3
     for code in blocks:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import assert_close
+from conftest import FIXTURE_DIR, assert_close
 from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
 
@@ -30,7 +29,7 @@ from ovrnn.runtime import engine as runtime
 from ovrnn.runtime.runner import infer
 from ovrnn.validation.dequantized import dequantize_linear_weights, lstm_from_dynamic_quantize
 
-FIXTURES = Path(__file__).parent / "fixtures" / "quantized"
+FIXTURES = FIXTURE_DIR / "quantized"
 DQ = sorted(p.stem for p in FIXTURES.glob("*.dq_*.onnx"))
 QDQ = sorted(p.stem for p in FIXTURES.glob("*_qdq_*.onnx"))
 T, BATCH, I = 6, 2, 8

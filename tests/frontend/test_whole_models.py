@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import onnx
 import openvino as ov
 import pytest
 from cases import make_model
-from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
+from conftest import FIXTURE_DIR, assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 from onnx import TensorProto, helper
 
 import ovrnn
 from ovrnn.errors import UnsupportedFeatureError, UsageError
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = FIXTURE_DIR
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 CELLS = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}

@@ -6,18 +6,16 @@ import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import run_ir
+from conftest import GOLDEN_DIR, ROOT, run_ir
 
 import ovrnn
 from ovrnn import reference
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = ROOT / "tests" / "golden"
+GOLDEN = GOLDEN_DIR
 
 
 def _tool():

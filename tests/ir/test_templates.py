@@ -14,12 +14,11 @@ from pathlib import Path
 import openvino as ov
 import pytest
 from cases import Case, make_model
+from conftest import ROOT
 from lxml import etree
 
 import ovrnn
 from ovrnn.ir.templates import available, placeholders, template, template_dir
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tool(name):

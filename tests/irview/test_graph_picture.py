@@ -11,7 +11,7 @@ import time
 import onnx
 import pytest
 from cases import Case, make_model
-from conftest import ovrnn_cli
+from conftest import FIXTURE_DIR, ovrnn_cli
 from lxml import etree
 
 import ovrnn
@@ -301,9 +301,8 @@ def test_chains_found_through_the_graph_when_names_are_not_ours(tmp_path):
 
 def test_whole_model_chains(tmp_path):
     """A 2-layer bidirectional PyTorch export, written by OpenVINO's serializer: 4 chains."""
-    from pathlib import Path
 
-    fixture = Path(__file__).parent / "fixtures" / "rnn_relu_2layer_bidir_dynamic.onnx"
+    fixture = FIXTURE_DIR / "rnn_relu_2layer_bidir_dynamic.onnx"
     xml = ovrnn.convert_model(str(fixture), ["x[4,9,6]"]).save(tmp_path / "w.xml")
     chains = chain_nodes(graph_dot(xml))
     assert len(chains) == 4 and all("9 × RNNCell" in c and "relu, hidden 12" in c for c in chains)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_close, layer_counts, ovrnn_cli
+from conftest import FIXTURE_DIR, assert_close, layer_counts, ovrnn_cli
 from lxml import etree
 from onnx import TensorProto, helper, numpy_helper
 
@@ -28,7 +27,7 @@ from ovrnn.runtime.weight_precision import verdict
 from ovrnn.validation.dequantized import compressed_reference, dequantized_model
 
 G = {"RNN": 1, "GRU": 3, "LSTM": 4}
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = FIXTURE_DIR
 ATOL = RTOL = 2e-5
 
 
@@ -399,9 +398,8 @@ def test_quantize_is_symmetric_narrow_and_per_row():
 def test_fixtures_validate_compressed(name):
     """The float fixtures of tools/make_quantized_fixtures.py, compressed: PASS against the
     dequantized reference, with the quantization-only error shown."""
-    from pathlib import Path
 
-    report = ovrnn.validate(Path(__file__).parent / "fixtures" / "quantized" / f"{name}.onnx", compress_weights="int8")
+    report = ovrnn.validate(FIXTURE_DIR / "quantized" / f"{name}.onnx", compress_weights="int8")
     assert report.passed, report.format()
     q = [c for c in report.comparisons if c.oracle == "quantization"]
     assert q and all(0 < c.max_abs < 0.05 and not c.counted for c in q)

@@ -9,12 +9,13 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 from onnx import numpy_helper as nh
-from test_shared_input import _model as shared_x_model
 
 import ovrnn
 from ovrnn.irview.inspect import inspect_ir
 from ovrnn.lower.node import LoweringOptions
 from ovrnn.lower.step_form import Form, Reason, StepForm, decide_step_form
+
+from .test_shared_input import _model as shared_x_model
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 

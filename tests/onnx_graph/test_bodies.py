@@ -10,19 +10,18 @@ Fixtures: tools/make_body_fixtures.py (T=4, batch 2, input 3, hidden 4).
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import assert_close, ovrnn_cli, run_ir
+from conftest import FIXTURE_DIR, ROOT, assert_close, ovrnn_cli, run_ir
 from lxml import etree
 
 import ovrnn
 from ovrnn.reference import run_model
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bodies"
+FIXTURES = FIXTURE_DIR / "bodies"
 TOL = (2e-5, 2e-5)
 CELLS = {"RNN": "RNNCell", "GRU": "GRUCell", "LSTM": "LSTMCell"}
 SEQUENCE_OPS = {"RNNSequence", "GRUSequence", "LSTMSequence"}
@@ -103,7 +102,7 @@ def test_inspect_shows_the_chains_inside_bodies(tmp_path):
 
 def test_rnn_in_an_if_on_a_runtime_bool_from_the_control_flow_fixtures():
     """tools/make_control_flow_fixtures.py's if_rnn_runtime: an RNN per branch, the If stays."""
-    path = Path(__file__).parent / "fixtures" / "control_flow" / "if_rnn_runtime.onnx"
+    path = FIXTURE_DIR / "control_flow" / "if_rnn_runtime.onnx"
     model = onnx.load(path)
     ir = ovrnn.convert_model(path)
     top, inner = _layers(ir.xml)
@@ -123,7 +122,7 @@ def test_fixtures_are_what_the_tool_writes():
     import subprocess
     import sys
 
-    tool = Path(__file__).resolve().parent.parent / "tools" / "make_body_fixtures.py"
+    tool = ROOT / "tools" / "make_body_fixtures.py"
     proc = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -1,6 +1,6 @@
 """Loop/Scan body inputs declared without an element type (onnx/control_flow/body_types.py), and the guarantee
 that no IR ovrnn makes holds an element type left undefined (ir/check.py): the ONNX backend's own
-expanded LinearAttention cases are in tests/test_onnx_backend.py; here the small cases, the
+expanded LinearAttention cases are in tests/end_to_end/test_onnx_backend.py; here the small cases, the
 look-alikes the typing must leave alone, and the refusal when nothing can tell a type."""
 
 from __future__ import annotations

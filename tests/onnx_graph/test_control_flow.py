@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import layer_counts, ovrnn_cli
+from conftest import ROOT, layer_counts, ovrnn_cli
 from onnx import TensorProto, helper
 
 import ovrnn
 from ovrnn.errors import UsageError
 from ovrnn.onnx.prepare import prepare
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "control_flow"
 
 

@@ -7,12 +7,11 @@ the model untouched) and give onnxruntime's values; then the RecurrentPPO policy
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from conftest import FIXTURE_DIR
 from onnx import TensorProto, helper
 
 import ovrnn
@@ -33,7 +32,7 @@ REDUCE_OPS = (
 )
 AXES = (None, [-1], [1], [0, 2], [-2, -1], [])
 SHAPE = (2, 3, 4)
-RL = Path(__file__).resolve().parent / "fixtures" / "rl"
+RL = FIXTURE_DIR / "rl"
 
 
 def _cases(opset: int):

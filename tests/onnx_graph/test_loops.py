@@ -5,14 +5,13 @@ checked against the framework's own outputs stored beside each fixture (tools/ma
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import openvino as ov
 import pytest
-from conftest import assert_close, layer_counts, ovrnn_cli, run_ir
+from conftest import FIXTURE_DIR, assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 from onnx import helper
 
@@ -20,7 +19,7 @@ import ovrnn
 from ovrnn.errors import UnsupportedFeatureError
 from ovrnn.irview.inspect import _rt_info
 
-FIXTURES = Path(__file__).parent / "fixtures" / "loops"
+FIXTURES = FIXTURE_DIR / "loops"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
 HIDING = {"Loop", "TensorIterator", "RNNSequence", "GRUSequence", "LSTMSequence"}
 

@@ -6,20 +6,18 @@ Fixture: tests/fixtures/loops/torch_ligru_scripted.*, made by tools/make_loop_fi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import assert_close, layer_counts, run_ir
+from conftest import FIXTURE_DIR, assert_close, layer_counts, run_ir
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 from ovrnn.onnx.loops.noop_slice import INT_MAX, noop_slice_sources
 from ovrnn.onnx.loops.rewrite import over_time
 
-LIGRU = Path(__file__).parent / "fixtures" / "loops" / "torch_ligru_scripted"
+LIGRU = FIXTURE_DIR / "loops" / "torch_ligru_scripted"
 HIDING = {"Loop", "TensorIterator"}
 INT64_MAX = np.iinfo(np.int64).max
 

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import openvino as ov
 import pytest
+from conftest import FIXTURE_DIR
 
 import ovrnn
 from ovrnn.examples import DEMO_MODEL, STREAM_MODEL
@@ -413,9 +414,8 @@ def test_run_says_which_threads_it_used(demo_ir, tmp_path):
 def test_a_port_with_several_names_takes_the_exact_path_once():
     """The RecurrentPPO policy's obs port also answers to two folded tensors' names: exact arrays
     are copied with no other check; the same port given under two names is still refused."""
-    from pathlib import Path
 
-    fixture = Path(__file__).parent / "fixtures" / "rl"
+    fixture = FIXTURE_DIR / "rl"
     feeds = dict(np.load(fixture / "recurrent_ppo.inputs.npz"))
     ir = ovrnn.convert_model(str(fixture / "recurrent_ppo.onnx"), input={k: list(v.shape) for k, v in feeds.items()})
     runner = ovrnn.Runner(ir)

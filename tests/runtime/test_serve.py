@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from ovrnn.errors import UsageError
 from ovrnn.runtime import serve as ovserve
@@ -228,7 +229,7 @@ def test_the_docs_serve_config_builds_the_application():
 
     from ovrnn.runtime.batching import StreamSpec
 
-    text = (Path(__file__).resolve().parent.parent / "docs" / "serving.md").read_text()
+    text = (ROOT / "docs" / "serving.md").read_text()
     app = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, re.S).group(1))["applications"][0]
     args = dict(app["args"], model=str(SILERO))  # the page's /models/silero_vad.onnx, here
     module, name = app["import_path"].split(":")

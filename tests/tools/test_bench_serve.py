@@ -4,12 +4,11 @@ it reports, the search and the table. Seconds; no figure is asserted."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import bench_serve  # noqa: E402
 import make_serve_models  # noqa: E402

@@ -11,12 +11,10 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
 
 needs_bench = pytest.mark.skipif(os.environ.get("OVRNN_TEST_BENCH") != "1", reason="set OVRNN_TEST_BENCH=1 to run the benchmark smoke test")
 

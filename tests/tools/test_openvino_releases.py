@@ -10,11 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "check_openvino_releases.py"
 
 pytestmark = pytest.mark.skipif(

@@ -6,11 +6,10 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import support_matrix as tool  # noqa: E402

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import onnx
 from cases import Case, make_model
-from conftest import ovrnn_cli
-from test_whole_models import MANIFEST, fixture
+from conftest import ROOT, ovrnn_cli
+from frontend.test_whole_models import MANIFEST, fixture
 
 import ovrnn
 
@@ -90,13 +90,12 @@ def test_without_matplotlib_the_report_is_written_without_the_plot(tmp_path, mon
 
 
 def test_demo_cross_checks_with_onnxruntime_after_a_plain_install(capsys):
-    from pathlib import Path
 
     import tomllib
 
     from ovrnn.cli.demo import run_demo
 
-    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("onnxruntime") for d in project["dependencies"])  # `pip install .` brings it
     assert run_demo() == 0
     out = capsys.readouterr().out

@@ -11,16 +11,15 @@ object does not support item assignment``; the float16-weight LM FAILed at float
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import ovrnn_cli
+from conftest import FIXTURE_DIR, ovrnn_cli
 
 import ovrnn
 
-FIXTURES = Path(__file__).parent / "fixtures" / "validate"
+FIXTURES = FIXTURE_DIR / "validate"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
 F32 = (2e-5, 2e-5)
 F16 = (1e-2, 1e-2)

@@ -12,12 +12,10 @@ what validate ran before, agrees with the wrong IR.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
-from conftest import run_ir
+from conftest import FIXTURE_DIR, run_ir
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
@@ -26,7 +24,7 @@ from ovrnn.families import family_of
 from ovrnn.onnx import prepare as prepare_stage
 from ovrnn.validation.weights import output_precisions
 
-LOOPS = Path(__file__).parent / "fixtures" / "loops"
+LOOPS = FIXTURE_DIR / "loops"
 # fixture -> the output names (each one a reference row)
 RECOVERED = {
     "torch_lstmcell_loop": "an LSTMCell loop (torch.jit.script): a one-step LSTM node in the body, recovered as one LSTM node",

@@ -5,17 +5,16 @@ output departs from onnxruntime."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import ovrnn_cli
+from conftest import FIXTURE_DIR, ovrnn_cli
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 
-RL = Path(__file__).resolve().parent / "fixtures" / "rl"
+RL = FIXTURE_DIR / "rl"
 HANDED = "onnxruntime computed that node"
 
 

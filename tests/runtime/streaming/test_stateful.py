@@ -180,7 +180,7 @@ def _source_type(op, port: int, hops: int = 6) -> str:
 def test_stateful_chain_still_folds_with_the_read_value_as_h0(op, dyn_batch):
     """T = 136: three pieces, three RNNSeq; the first reads its H0 (and C0) from the state
     (MemoryInput), each next one from the previous RNNSeq; the state adds no per-step layer."""
-    from test_fold import LEFTOVER, compiled, rnn_model
+    from lower.test_fold import LEFTOVER, compiled, rnn_model
 
     model = rnn_model(136, op=op, dyn_batch=dyn_batch, batch=3)
     stateful = compiled(ovrnn.convert_model(model, stateful=True))

@@ -4,19 +4,18 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import openvino as ov
 import pytest
-from conftest import assert_close, compile_f32, ovrnn_cli
+from conftest import FIXTURE_DIR, assert_close, compile_f32, ovrnn_cli
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = FIXTURE_DIR
 _compile = compile_f32
 
 

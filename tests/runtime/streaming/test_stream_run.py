@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cases import TOL, Case, make_model
-from conftest import assert_close, ovrnn_cli
+from conftest import ROOT, assert_close, ovrnn_cli
 
 import ovrnn
 from ovrnn import cli, reference
@@ -205,11 +205,10 @@ def test_the_streaming_commands_of_the_docs_run_as_written(tmp_path):
     streaming example (X [4, batch, 3]) standing in for lstm.onnx."""
     import shlex
     import shutil
-    from pathlib import Path
 
     from ovrnn.examples import STREAM_MODEL
 
-    root = Path(__file__).resolve().parents[2]
+    root = ROOT
     shutil.copy(STREAM_MODEL, tmp_path / "lstm.onnx")
     np.save(tmp_path / "long.npy", np.random.default_rng(0).uniform(-1, 1, (40, 1, 3)).astype(np.float32))
     np.savez(tmp_path / "S.npz", **{"lstm/H": np.full((1, 1, 8), 0.5, np.float32)})

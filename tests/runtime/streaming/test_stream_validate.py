@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from cases import Case, make_model
+from conftest import FIXTURE_DIR
 
 import ovrnn
 from ovrnn import cli
@@ -173,9 +174,8 @@ def test_report_rows_are_the_checks_the_docstring_names():
 def test_a_whole_model_whose_states_are_sliced_from_one_input():
     """PyTorch's 2-layer RNN slices h0 [2,B,H] per layer: the states replace h0 (it leaves the IR),
     and the whole-sequence oracles get zeros for it, where the states start."""
-    from pathlib import Path
 
-    model = Path(__file__).resolve().parents[1] / "fixtures" / "rnn_tanh_2layer_h0_input.onnx"
+    model = FIXTURE_DIR / "rnn_tanh_2layer_h0_input.onnx"
     report = ovrnn.validate(model, stateful=True, chunks=2)
     assert report.passed, report.format()
     assert sorted(report.states) == ["/rnn/RNN/H", "/rnn/RNN_1/H"]
