@@ -410,3 +410,21 @@ def test_no_family_branch_outside_the_registry():
 )
 def test_the_branch_scan_finds_a_branch(source, found):
     assert len(family_branches(source, {"RNN", "GRU", "LSTM", "DYNAMIC_QUANTIZE_LSTM"})) == found
+
+
+MAX_MODULE_LINES = 500  # issue 32: small modules
+MAX_ROOT_MODULES = 12  # issue 32: the package root holds the public face and the ground layer only
+
+
+def test_no_module_is_over_500_lines():
+    lines = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in sorted(PACKAGE.rglob("*.py"))}
+    assert len(lines) > 100  # the walk saw the package
+    over = {name: n for name, n in lines.items() if n > MAX_MODULE_LINES}
+    assert not over, f"modules over {MAX_MODULE_LINES} lines (split them by concern): {over}"
+
+
+def test_the_package_root_holds_at_most_12_modules():
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert "__init__.py" in root and len(root) <= MAX_ROOT_MODULES, (
+        f"{len(root)} modules at ovrnn/ (at most {MAX_ROOT_MODULES}; move the rest into the folder of their stage): {root}"
+    )

@@ -75,6 +75,12 @@ def test_python_blocks_run(page, tmp_path):
                 assert expected in proc.stdout, (page, expected, proc.stdout)
 
 
+def test_the_readme_is_within_15_kb():
+    """Issue 32: the README says what the tool does and how to start; the detail lives in docs/."""
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= 15_000, f"README.md is {size:,} bytes (at most 15,000: move detail into a docs/ page)"
+
+
 def test_every_docs_page_is_linked_from_the_readme():
     """A newcomer finds every reference page from the README."""
     linked = set(re.findall(r"\]\((docs/[\w.-]+\.md)", README))
