@@ -51,7 +51,9 @@ class StreamBatcher:
     threads of one worker's call (1: a worker per core, what ``workers`` scales on).
     `check_rows`: prove at start that a stream's rows do not depend on the other rows of its
     batch, and refuse a model that mixes them (``UnsupportedFeatureError``); ``validate
-    --streams`` turns it off because it proves the same against its own oracle."""
+    --streams`` turns it off because it proves the same against its own oracle.
+    `trust_indices`: serve a model that computes GatherElements/Scatter indices from its inputs
+    (refused by default: a bad one would change other streams' rows; independence.py)."""
 
     def __init__(
         self,
@@ -76,6 +78,7 @@ class StreamBatcher:
         pad: str = "initial",
         threads: int | None = 1,
         check_rows: bool = True,
+        trust_indices: bool = False,
     ) -> None:
         _count("workers", workers)
         _count("max_streams", max_streams)
@@ -110,7 +113,9 @@ class StreamBatcher:
         self._workers = [
             Worker(
                 i,
-                BatchedStep(spec, sizes, device, precision, threads, cache_dir, pad=pad, check_rows=check_rows),
+                BatchedStep(
+                    spec, sizes, device, precision, threads, cache_dir, pad=pad, check_rows=check_rows, trust_indices=trust_indices
+                ),
                 capacity,
                 max_wait_ms / 1000,
                 idle_timeout_s,

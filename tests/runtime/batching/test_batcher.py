@@ -289,7 +289,7 @@ def test_a_failed_batch_changes_no_state_and_fails_each_of_its_chunks():
     input is refused before it joins a batch (test_batcher_soundness.py)."""
     model = policy_model(computed_index=True)
     rng = np.random.default_rng(8)
-    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, max_wait_ms=50) as b:
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, max_wait_ms=50, trust_indices=True) as b:
         streams = [b.open() for _ in range(4)]
         x = [rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32) for _ in range(4)]
         for s, xi in zip(streams, x):

@@ -59,7 +59,7 @@ def test_a_failed_group_changes_no_state_of_any_stream():
     OpenVINO 2026.4.1's GatherElements skips its check); a direct index input is refused first."""
     model = policy_model(computed_index=True)
     rng = np.random.default_rng(3)
-    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2) as b:
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, trust_indices=True) as b:
         streams = [b.open() for _ in range(6)]
         x = rng.uniform(-1, 1, (1, 6, 3)).astype(np.float32)
         b.feed_group(streams, {"X": x, "action": np.ones((6, 1), np.int64)})
@@ -187,7 +187,7 @@ def test_feed_many_direct_failure_changes_no_state_and_fails_every_chunk():
     every chunk gets its own DeviceError (return_exceptions) or the first is raised; no state moves."""
     model = policy_model(computed_index=True)
     rng = np.random.default_rng(4)
-    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2) as b:
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, trust_indices=True) as b:
         streams = [b.open() for _ in range(3)]
         x = [rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32) for _ in streams]
         b.feed_many([(s, {"X": x[i], "action": np.array([[1]])}) for i, s in enumerate(streams)])
