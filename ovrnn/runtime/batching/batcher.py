@@ -48,12 +48,7 @@ class StreamBatcher:
     `idle_timeout_s`: streams not fed or asked for that long are closed (None: never).
     `chunk_seconds`: the real time one chunk covers (silero 16 kHz: 0.032); with it ``stats()``
     reports each stream's lag behind real time. `pad`: as ``BatchedStep``'s. `threads`: CPU
-    threads of one worker's call (1: a worker per core, what ``workers`` scales on).
-    `check_rows`: prove at start that a stream's rows do not depend on the other rows of its
-    batch, and refuse a model that mixes them (``UnsupportedFeatureError``); ``validate
-    --streams`` turns it off because it proves the same against its own oracle.
-    `trust_indices`: serve a model that computes GatherElements/Scatter indices from its inputs
-    (refused by default: a bad one would change other streams' rows; independence.py)."""
+    threads of one worker's call (1: a worker per core, what ``workers`` scales on). `check_rows`, `trust_indices`: as BatchedStep's."""
 
     def __init__(
         self,

@@ -198,9 +198,7 @@ def _through_converts(node):
 def _rule(node, kind, ins, n):
     if kind in _UNARY or kind in _BINARY:
         return [_broadcast(node, ins, n)] * node.get_output_size()
-    if kind == "Result":
-        return [ins[0]]
-    if kind == "ConvertLike":
+    if kind in ("Result", "ConvertLike"):
         return [ins[0]]
     if kind in ("Reshape", "Squeeze", "Unsqueeze"):
         _only_data(ins)
