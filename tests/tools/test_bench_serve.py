@@ -10,9 +10,9 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
-import bench_serve  # noqa: E402
-import make_serve_models  # noqa: E402
-import serve_play  # noqa: E402
+import bench_serve
+import make_serve_models
+import serve_play
 
 
 @pytest.fixture(scope="module")

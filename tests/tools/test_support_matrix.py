@@ -12,8 +12,8 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 
-import support_matrix as tool  # noqa: E402
-from cases import GRU_CASES, LSTM_CASES, RNN_CASES  # noqa: E402
+import support_matrix as tool
+from cases import GRU_CASES, LSTM_CASES, RNN_CASES
 
 README = (ROOT / "README.md").read_text()
 SUPPORT = (ROOT / "docs" / "support.md").read_text()

@@ -270,7 +270,7 @@ def test_stats_add_up(demo):
     with ovrnn.StreamBatcher(spec, sizes=(1, 3, 8), max_wait_ms=1.0, max_pending=16) as b:
         streams = [b.open() for _ in range(12)]
         fed = 0
-        for k in range(20):
+        for _ in range(20):
             pick = rng.choice(12, int(rng.integers(1, 13)), replace=False)
             b.feed_many([(streams[i], demo_chunks(int(rng.integers(1 << 30)), 1)[0]) for i in pick])
             fed += len(pick)
