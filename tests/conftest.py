@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from collections import Counter
@@ -18,6 +19,15 @@ from ovrnn.runtime.runner import infer
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_DIR = ROOT / "tests" / "fixtures"
 GOLDEN_DIR = ROOT / "tests" / "golden"
+
+
+def load_tool(name: str):
+    """tools/<name>.py as a module, executed afresh at each call (the tools are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 # Layer types that would hide the unrolled steps: an IR of ours never holds one.
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")

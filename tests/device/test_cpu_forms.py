@@ -9,7 +9,7 @@ import json
 import numpy as np
 import onnx
 import pytest
-from conftest import ROOT, dead_layers, layer_counts, run_ir
+from conftest import dead_layers, layer_counts, load_tool, run_ir
 from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
@@ -213,15 +213,6 @@ def test_the_committed_table_is_well_formed():
             assert r["choice"] in r["us"] and r["hidden"] > 0 and r["batch"] > 0
 
 
-def _tool():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("measure_forms", ROOT / "tools" / "measure_forms.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize(
     "cell, matmul, ort, err, want",
     [
@@ -236,7 +227,7 @@ def test_the_tool_chooses_by_its_rule(cell, matmul, ort, err, want):
     rng = np.random.default_rng(0)
     noisy = lambda v: v * rng.uniform(0.97, 1.03, 15)  # noqa: E731
     times = {"onnxruntime": noisy(ort), "cell": noisy(cell), "matmul": noisy(matmul)}
-    choice, ratios = _tool().choose(times, {"cell": 1e-7, "matmul": err}, 0.1)
+    choice, ratios = load_tool("measure_forms").choose(times, {"cell": 1e-7, "matmul": err}, 0.1)
     assert choice == want
     assert ratios["cell"][0] == 1.0 and ratios["matmul"][0] == pytest.approx(matmul / cell, rel=0.1)
 
@@ -249,11 +240,11 @@ def test_the_tool_judges_the_cell_kernel_on_one_thread():
     noisy = lambda v: v * rng.uniform(0.97, 1.03, 15)  # noqa: E731
     all_cores = {"onnxruntime": noisy(2.0), "cell": noisy(1.0), "matmul": noisy(0.4)}  # cell "ahead" of onnxruntime
     errors = {"cell": 1e-7, "matmul": 1e-7}
-    assert _tool().choose(all_cores, errors, 0.1)[0] == "cell"
-    assert _tool().choose(all_cores, errors, 0.1, cell_slow=True)[0] == "matmul"
+    assert load_tool("measure_forms").choose(all_cores, errors, 0.1)[0] == "cell"
+    assert load_tool("measure_forms").choose(all_cores, errors, 0.1, cell_slow=True)[0] == "matmul"
     slow_everywhere = {"onnxruntime": noisy(0.5), "cell": noisy(1.0), "matmul": noisy(0.4)}
-    assert _tool().choose(slow_everywhere, errors, 0.1, cell_slow=False)[0] == "cell"
-    assert _tool().cell_slower(slow_everywhere) and not _tool().cell_slower(all_cores)
+    assert load_tool("measure_forms").choose(slow_everywhere, errors, 0.1, cell_slow=False)[0] == "cell"
+    assert load_tool("measure_forms").cell_slower(slow_everywhere) and not load_tool("measure_forms").cell_slower(all_cores)
 
 
 def test_the_tool_writes_an_entry_for_this_machine(tmp_path):
@@ -262,7 +253,7 @@ def test_the_tool_writes_an_entry_for_this_machine(tmp_path):
     out = tmp_path / "forms.json"
     other = {"openvino": "1.0.0", "isa": "sse41", "measured": "x", "rows": []}
     out.write_text(json.dumps({"entries": [other]}))
-    tool = _tool()
+    tool = load_tool("measure_forms")
     assert (
         tool.main(
             [
@@ -299,7 +290,7 @@ def test_the_tool_measures_streams_and_merges_rows(tmp_path):
     with the state carried by hand (checked); the run's rows join the entry's other rows, a row of
     the same key replaced."""
     out = tmp_path / "forms.json"
-    tool = _tool()
+    tool = load_tool("measure_forms")
     common = ["--directions", "forward", "--threads", "1", "--rounds", "2", "--out", str(out)]
     assert tool.main(["--kinds", "GRU", "--hidden", "8", "--steps", "4", *common]) == 0
     for _ in range(2):  # the second run replaces its own row

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from conftest import GOLDEN_DIR, ROOT, run_ir
+from conftest import GOLDEN_DIR, load_tool, run_ir
 
 import ovrnn
 from ovrnn import reference
@@ -18,28 +17,21 @@ from ovrnn import reference
 GOLDEN = GOLDEN_DIR
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("regen_golden", ROOT / "tools" / "regen_golden.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_golden_bytes():
-    ir = ovrnn.convert_model(_tool().golden_model())
+    ir = ovrnn.convert_model(load_tool("regen_golden").golden_model())
     assert ir.xml == (GOLDEN / "golden_rnn.xml").read_bytes(), "run tools/regen_golden.py and review the diff"
     assert ir.bin == (GOLDEN / "golden_rnn.bin").read_bytes()
 
 
 def test_same_bytes_twice_in_one_process():
-    model = _tool().golden_model()
+    model = load_tool("regen_golden").golden_model()
     a, b = ovrnn.convert_model(model), ovrnn.convert_model(model)
     assert (a.xml, a.bin) == (b.xml, b.bin)
 
 
 def test_same_bytes_across_processes_and_hash_seeds(tmp_path):
     model_path = tmp_path / "golden.onnx"
-    onnx.save(_tool().golden_model(), model_path)
+    onnx.save(load_tool("regen_golden").golden_model(), model_path)
     outputs = []
     for seed in ("0", "12345"):
         out = tmp_path / seed / "m.xml"
@@ -53,7 +45,7 @@ def test_same_bytes_across_processes_and_hash_seeds(tmp_path):
 
 def test_golden_names_round_trip_and_numbers(tmp_path):
     """XML-special characters in tensor names survive, and the golden IR computes the right thing."""
-    model = _tool().golden_model()
+    model = load_tool("regen_golden").golden_model()
     x_name = model.graph.input[0].name
     path = GOLDEN / "golden_rnn.xml"
     rng = np.random.default_rng(0)
@@ -76,7 +68,7 @@ def test_golden_names_round_trip_and_numbers(tmp_path):
 def test_conversion_does_not_import_openvino(tmp_path):
     """Emission uses onnx, numpy and lxml only (OpenVINO's import costs start-up time)."""
     model_path = tmp_path / "golden.onnx"
-    onnx.save(_tool().golden_model(), model_path)
+    onnx.save(load_tool("regen_golden").golden_model(), model_path)
     code = (
         "import sys, ovrnn\n"
         f"ovrnn.convert_model({str(model_path)!r}).save({str(tmp_path / 'm.xml')!r})\n"

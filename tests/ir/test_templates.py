@@ -8,28 +8,20 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from pathlib import Path
 
 import openvino as ov
 import pytest
 from cases import Case, make_model
-from conftest import ROOT
+from conftest import ROOT, load_tool
 from lxml import etree
 
 import ovrnn
 from ovrnn.ir.templates import available, placeholders, template, template_dir
 
 
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_templates_match_openvino_serializer():
-    tool = _tool("ov_serialize_reference")
+    tool = load_tool("ov_serialize_reference")
     assert tool.template_layers() == tool.serializer_layers()
 
 

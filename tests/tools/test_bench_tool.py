@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, load_tool
 
 needs_bench = pytest.mark.skipif(os.environ.get("OVRNN_TEST_BENCH") != "1", reason="set OVRNN_TEST_BENCH=1 to run the benchmark smoke test")
 
@@ -29,7 +29,7 @@ def test_bench_quick(tmp_path):
     for name in ("bench.md", "bench.json"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     data = json.loads((out / "bench.json").read_text())
-    bench = _tool()
+    bench = load_tool("bench")
     assert set(data["figures"]) == set(bench.TARGETS)  # every target figure is measured, as a ratio
     assert all(isinstance(f["ratio"], float) for f in data["figures"].values())
     for key in ("ovrnn", "openvino", "onnxruntime", "python"):
@@ -47,29 +47,11 @@ def test_bench_quick(tmp_path):
     assert "| figure |" in (out / "bench.md").read_text()
 
 
-def _tool():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench", ROOT / "tools" / "bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # tools/bench_real.py (`--only arch` / `--only kernels`): what can be checked without timing
 
 
-def _real():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_real", ROOT / "tools" / "bench_real.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_kernel_row_times_three_sides_on_one_computation(tmp_path):
-    real = _real()
+    real = load_tool("bench_real")
     path = real.one_node(tmp_path / "lstm.onnx", "LSTM", 5, 8, "bidirectional")
     x = {"X": np.random.default_rng(0).uniform(-1, 1, (5, 1, 8)).astype(np.float32)}
     row = real.three_sides(path, x, None, {"X": [5, 1, 8]}, 1, tmp_path, "lstm")
@@ -83,14 +65,14 @@ def test_kernel_row_times_three_sides_on_one_computation(tmp_path):
 
 
 def test_render_marks_each_target_met_or_not():
-    real = _real()
+    real = load_tool("bench_real")
     lines = real.render({"arch_median": {"ratio": 0.97}, "arch_worst": {"ratio": 1.61}})
     assert "| whole real architectures ÷ onnxruntime, median over the models | **0.97** | ≤ 1.0 | met |" in lines
     assert "| whole real architectures ÷ onnxruntime, worst model | **1.61** | ≤ 1.5 | NOT met |" in lines
 
 
 def test_missing_models_are_named_with_the_command_that_builds_them(tmp_path, monkeypatch):
-    real = _real()
+    real = load_tool("bench_real")
     monkeypatch.delenv("OVRNN_BENCH_TORCH_PYTHON", raising=False)
     monkeypatch.delenv("OVRNN_BENCH_TF_PYTHON", raising=False)
     monkeypatch.setattr(real.sys, "executable", sys.executable)
@@ -129,7 +111,7 @@ def test_make_bench_models_lists_every_model():
 def test_onednn_kernels_names_the_rnn_primitive_that_runs(tmp_path):
     import ovrnn
 
-    real = _real()
+    real = load_tool("bench_real")
     xml = ovrnn.convert_model(str(real.one_node(tmp_path / "gru.onnx", "GRU", 4, 16, "forward", 1)), lowering="cell").save(
         tmp_path / "ir" / "m.xml"
     )
