@@ -3,10 +3,7 @@ convert, inspect, run and validate."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
-
-import numpy as np
 
 from ..examples import DEMO_MODEL
 
@@ -23,6 +20,10 @@ def command(args) -> int:
 
 
 def run_demo(device: str = "CPU", output_dir: str | None = None) -> int:
+    import tempfile
+
+    import numpy as np
+
     from ..convert import convert_model
     from ..irview.inspect import inspect_ir
     from ..runtime import engine as runtime

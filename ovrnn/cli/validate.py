@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UsageError
-from ..plan.options import OPTIONS
 from ..validation.options import CONVERSION
 from .options import COUNT, POSITIVE, add_option_flags, int_at_least, options_from_args, stateful_arg
 
@@ -106,13 +105,6 @@ def _served(args):
             raise UsageError(
                 f"{flag_name} is not available with --streams (each stream is batch 1; the batcher compiles its own static sizes)"
             )
-    given = options_from_args(args, CONVERSION)
-    for name in CONVERSION:  # the batcher converts the model at each of its sizes with these options only
-        if name not in STREAMS_TAKE and given[name] != DEFAULTS[name]:
-            raise UsageError(
-                f"--{name.replace('_', '-')} is not available with --streams (the batcher converts the model at each of its batch sizes "
-                f"with {', '.join('--' + n for n in STREAMS_TAKE)} only)"
-            )
     return validate_streams(
         args.model,
         args.streams,
@@ -129,10 +121,6 @@ def _served(args):
     )
 
 
-STREAMS_TAKE = ("lowering", "device", "stateful")  # --static is refused above, for its own reason
-DEFAULTS = {f.name: f.default for f in OPTIONS}
-
-
 def _contexts(values: list[str] | None) -> dict[str, int]:
     out = {}
     for item in (p.strip() for v in values or () for p in v.split(",")):
@@ -144,26 +132,21 @@ def _contexts(values: list[str] | None) -> dict[str, int]:
 
 
 def _validate(args):
-    from ..validation.validate import run_validation
+    from ..validation.validate import validate
 
-    return run_validation(args.model, args.input, None, validate_options(args))
-
-
-def validate_options(args):
-    """The flags as ovrnn.validate's options (validation/options.py)."""
-    from ..validation.options import ValidateOptions
-
-    return ValidateOptions.of(
+    return validate(
+        args.model,
+        input=args.input,
         seed=args.seed,
         batch=args.batch,
         precision=args.precision,
         use_onnxruntime=not args.no_onnxruntime,
         cache_dir=args.cache_dir,
         report_dir=args.report,
-        report_precisions=tuple(_precisions(args.report_precisions)),
+        report_precisions=_precisions(args.report_precisions),
+        **options_from_args(args, CONVERSION),
         chunks=args.chunks,
         drift=not args.no_drift,
-        **options_from_args(args, CONVERSION),
     )
 
 

@@ -48,7 +48,10 @@ class StreamBatcher:
     `idle_timeout_s`: streams not fed or asked for that long are closed (None: never).
     `chunk_seconds`: the real time one chunk covers (silero 16 kHz: 0.032); with it ``stats()``
     reports each stream's lag behind real time. `pad`: as ``BatchedStep``'s. `threads`: CPU
-    threads of one worker's call (1: a worker per core, what ``workers`` scales on). `check_rows`, `trust_indices`: as BatchedStep's."""
+    threads of one worker's call (1: a worker per core, what ``workers`` scales on).
+    `check_rows`: prove at start that a stream's rows do not depend on the other rows of its
+    batch, and refuse a model that mixes them (``UnsupportedFeatureError``); ``validate
+    --streams`` turns it off because it proves the same against its own oracle."""
 
     def __init__(
         self,
@@ -73,7 +76,6 @@ class StreamBatcher:
         pad: str = "initial",
         threads: int | None = 1,
         check_rows: bool = True,
-        trust_indices: bool = False,
     ) -> None:
         _count("workers", workers)
         _count("max_streams", max_streams)
@@ -108,9 +110,7 @@ class StreamBatcher:
         self._workers = [
             Worker(
                 i,
-                BatchedStep(
-                    spec, sizes, device, precision, threads, cache_dir, pad=pad, check_rows=check_rows, trust_indices=trust_indices
-                ),
+                BatchedStep(spec, sizes, device, precision, threads, cache_dir, pad=pad, check_rows=check_rows),
                 capacity,
                 max_wait_ms / 1000,
                 idle_timeout_s,
