@@ -294,7 +294,7 @@ def render(R: dict) -> list[str]:
                 + (f" ({at['infer_cores']} + {at['gil_cores']})" if "gil_cores" in at else "")
                 + " |"
             )
-        for extra in [s for s in ("batcher_submit", "batcher_group") if s not in entry["streams"]]:
+        for extra in ("batcher_group",):  # a cost-only side
             if cost.get("per_chunk_us", {}).get(extra):
                 lines.append(
                     f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |"

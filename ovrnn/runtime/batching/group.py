@@ -151,21 +151,15 @@ def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
         else:
             r.failed_batches += 1
             r.failed_chunks += n
-        seconds = worker.chunk_seconds if error is None else None
+        if error is None:
+            worker.ran(slots, start, end)  # the lag's counts, by slot (vectorised)
         later = []  # closed meanwhile, or fed meanwhile
-        if seconds:  # one tight loop: this is most of the group's Python a stream
+        if worker.idle_timeout is None:  # one tight loop: most of the group's Python a stream (last_used is read for idle_timeout only)
             for s in streams:
                 s.in_flight = False
-                s.last_used = end
-                done = s.done = s.done + 1
-                first = s.first_feed
-                if first is None:
-                    first = s.first_feed = start
-                lag = end - first - (done - 1) * seconds
-                s.lag = lag if lag > 0.0 else 0.0  # noqa: FURB136 - max() is a call a stream
                 if s.queue or not s.open:
                     later.append(s)
-        else:  # no lag to keep (`done` counts only for it)
+        else:
             for s in streams:
                 s.in_flight = False
                 s.last_used = end

@@ -93,5 +93,5 @@ def collect(workers: list, chunk_seconds: float | None) -> dict:
             streams += len(worker.streams)
             pending += sum(s.pending for s in worker.streams.values())
             if lags is not None:
-                lags.update({s.id: s.lag for s in worker.streams.values()})
+                lags.update(worker.lags())
     return summary(copies, lags, chunk_seconds, streams, pending)

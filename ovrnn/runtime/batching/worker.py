@@ -34,11 +34,9 @@ class StreamHandle:
     """One open stream of a StreamBatcher (what ``open()`` returns; pass it to ``feed``)."""
 
     __slots__ = (
-        "done",
-        "first_feed",
+        "fed",
         "id",
         "in_flight",
-        "lag",
         "last_used",
         "open",
         "owner",
@@ -56,9 +54,7 @@ class StreamHandle:
         self.in_flight = False  # a chunk of it is in the running batch
         self.open, self.why = True, ""
         self.last_used = now
-        self.first_feed: float | None = None
-        self.done = 0  # chunks run
-        self.lag = 0.0  # seconds its last result came after real time (chunk_seconds given)
+        self.fed = False  # its first chunk was queued (its time is in the worker's `first` by slot)
 
     def __repr__(self) -> str:
         return f"<stream {self.id} on worker {self.worker}{'' if self.open else ', closed'}>"
@@ -134,6 +130,11 @@ class Worker:
             chunk_seconds,
         )
         self.largest = step.largest
+        # per slot, for the lag behind real time (stats()), written a batch at a time: when the
+        # slot's stream was first fed (inf: not yet), its chunks run, when its last result came
+        self.first = np.full(capacity, np.inf)
+        self.runs = np.zeros(capacity, np.int64)
+        self.ended = np.zeros(capacity)
         self.cond = threading.Condition(threading.Lock())
         self.heap: list = []  # (time of its head chunk, seq, stream, chunk): streams with a chunk ready
         self.controls: deque = deque()  # streams whose head is a control
@@ -170,8 +171,10 @@ class Worker:
         heap, seq = self.heap, self._seq
         for stream, inputs, sink, index in items:
             chunk = _Chunk(inputs, sink, now, index)
-            if stream.first_feed is None:
-                stream.first_feed = now
+            if not stream.fed:
+                stream.fed = True
+                if self.first[stream.slot] == np.inf:  # not fed by a direct group before
+                    self.first[stream.slot] = now
             stream.last_used = now
             queue = stream.queue
             if not queue and not stream.in_flight:
@@ -195,7 +198,8 @@ class Worker:
             self.outbox.append(
                 (item.sink, item.index, None, StreamClosedError(f"stream {stream.id} was closed ({why}) before this call ran"))
             )
-        had_ready = stream.queue and type(stream.queue[0]) is _Chunk and not stream.in_flight
+        had_items = bool(stream.queue)
+        had_ready = had_items and type(stream.queue[0]) is _Chunk and not stream.in_flight
         stream.queue.clear()
         stream.pending = 0
         if had_ready:
@@ -204,7 +208,31 @@ class Worker:
         if not stream.in_flight:
             self.store.give_back(stream.slot)
         self.streams.pop(stream.id, None)
-        self.cond.notify()
+        if had_items:  # its failed chunks to hand over, the heap changed: else nothing for the worker to do (no wake-up)
+            self.cond.notify()
+
+    def fresh(self, slot: int) -> None:
+        """(Lock held) A new stream in `slot`: not fed yet, no chunk run."""
+        self.first[slot], self.runs[slot], self.ended[slot] = np.inf, 0, 0.0
+
+    def ran(self, slots: np.ndarray, start: float, end: float) -> None:
+        """(Lock held) One chunk of each of `slots` ran from `start` to `end` (a slot not fed before,
+        by a direct group, counts from `start`)."""
+        first = self.first[slots]
+        unfed = first == np.inf
+        if unfed.any():
+            self.first[slots[unfed]] = start
+        self.runs[slots] += 1
+        self.ended[slots] = end
+
+    def lags(self) -> dict[int, float]:
+        """(Lock held) {stream id: seconds its last result came after real time}: its first chunk
+        taken as its start and one chunk every ``chunk_seconds`` after (0 before a chunk ran)."""
+        streams = list(self.streams.values())
+        slots = np.fromiter([s.slot for s in streams], np.intp, len(streams))
+        runs = self.runs[slots]
+        lag = np.where(runs > 0, self.ended[slots] - self.first[slots] - (runs - 1) * (self.chunk_seconds or 0.0), 0.0)
+        return dict(zip([s.id for s in streams], np.maximum(lag, 0.0).tolist()))
 
     def closed_error(self, stream: StreamHandle) -> StreamClosedError:
         return StreamClosedError(f"stream {stream.id} is closed ({stream.why}); open a new one with open()")
@@ -364,14 +392,11 @@ class Worker:
             else:
                 r.failed_batches += 1
                 r.failed_chunks += n
-            seconds = self.chunk_seconds if error is None else None
+            if error is None:
+                self.ran(slots, start, end)
             for stream in streams:
                 stream.in_flight = False
                 stream.last_used = end
-                if error is None:
-                    stream.done += 1
-                    if seconds and stream.first_feed is not None:
-                        stream.lag = max(0.0, end - stream.first_feed - (stream.done - 1) * seconds)
                 if not stream.open:
                     self.store.give_back(stream.slot)
                 elif stream.queue:

@@ -220,3 +220,23 @@ def test_feed_many_direct_failure_changes_no_state_and_fails_every_chunk():
         for s, st in zip(streams, before):
             assert all(np.array_equal(v, st[k]) for k, v in b.state(s).items())
         assert b.stats()["failed_chunks"] == 6 and b.stats()["chunks"] == 3
+
+
+@pytest.mark.parametrize("seconds, behind", [(10.0, 0), (1e-6, 4)], ids=["real-time-is-slower", "fed-far-faster-than-real-time"])
+def test_direct_groups_keep_each_streams_lag_and_a_reused_slot_starts_fresh(silero_spec, seconds, behind):
+    """The lag of a direct group's streams (kept by slot, a batch at a time) as the queue keeps it;
+    a stream opened in a closed stream's slot has run nothing and lags 0."""
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4), chunk_seconds=seconds) as b:
+        streams = [b.open() for _ in range(4)]
+        for k in range(3):
+            chunks = audio_chunks(40 + k, 4)
+            b.feed_many([(s, {"input": chunks[i]}) for i, s in enumerate(streams)])
+            b.feed_group(streams, {"input": np.concatenate(chunks)})
+        stats = b.stats()
+        assert set(stats["lag_s"]) == {s.id for s in streams} and stats["lag"]["behind"] == behind
+        assert all((lag > 0) == bool(behind) for lag in stats["lag_s"].values())
+        b.close(streams[0])
+        again = b.open()
+        assert again.slot == streams[0].slot and b.stats()["lag_s"][again.id] == 0.0
+        b.feed(again, {"input": audio_chunks(50, 1)[0]})
+        assert (b.stats()["lag_s"][again.id] > seconds) == bool(behind)  # its one chunk's wait and run, from when it was fed
