@@ -123,14 +123,10 @@ class StreamBatcher:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._shut = False
-        self._chunk_ports = {}
+        self._chunk_ports = {}  # input: (one chunk's shape, that shape without its batch axis, dtype)
         for port in spec.inputs:
             shape = spec.chunk_shape(port.name)
-            self._chunk_ports[port.name] = (
-                shape,
-                shape[: port.batch_axis] + shape[port.batch_axis + 1 :],
-                port.dtype,
-            )
+            self._chunk_ports[port.name] = (shape, shape[: port.batch_axis] + shape[port.batch_axis + 1 :], port.dtype)
         self._threads = {worker.thread for worker in self._workers}
         for worker in self._workers:
             worker.start()
