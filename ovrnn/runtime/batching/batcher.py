@@ -157,7 +157,7 @@ class StreamBatcher:
                         if slot is None:
                             continue
                         place.store.reset(slot)
-                        place.fresh(slot)
+                        place.new_stream(slot)
                         for name, value in seeds.items():
                             place.store.write(slot, name, value)
                         stream = StreamHandle(sid, place.index, slot, self, monotonic())

@@ -211,7 +211,7 @@ class Worker:
         if had_items:  # its failed chunks to hand over, the heap changed: else nothing for the worker to do (no wake-up)
             self.cond.notify()
 
-    def fresh(self, slot: int) -> None:
+    def new_stream(self, slot: int) -> None:
         """(Lock held) A new stream in `slot`: not fed yet, no chunk run."""
         self.first[slot], self.runs[slot], self.ended[slot] = np.inf, 0, 0.0
 
