@@ -29,8 +29,6 @@ from .lower.node import LoweringOptions
 from .onnx.for_frontend.input import frontend_input
 from .onnx.prepare import InputShapes, Prepared, prepare
 from .onnx.reading.read import ModelSource, load_model
-from .plan.options import ConversionOptions, options_doc, parameters, takes
-from .plan.request import Request
 from .plan.decide import (
     Fallback,
     Plan,
@@ -43,9 +41,10 @@ from .plan.decide import (
     measured_forms,
     plan_conversion,
 )
+from .plan.options import ConversionOptions, options_doc, parameters, takes
+from .plan.request import Request
 from .semantics.limits import DEFAULT_MAX_STEPS
 from . import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loops/)
-
 
 _MODEL_AND_INPUT = [
     inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="ModelSource"),
@@ -135,21 +134,13 @@ def _lowered(plan: Plan, options: LoweringOptions, left: dict[str, str]) -> IR:
 
 def _carried_out(plan: Plan, files: list[Path], left: dict[str, str]) -> IR:
     """The plan's IR: lowered and written by the frontend or the emitter path; with --lowering
-    auto, per op for the device."""
-    built: dict[tuple, IR] = {}
-
-    def build(cells: str, by_op: tuple[tuple[str, str], ...] = (), measured: tuple[str, str] | None = None, auto: bool = False) -> IR:
-        key = (cells, by_op, measured, auto and (cells != "cell" or bool(by_op)))  # an all-cell IR is the same whoever chose it
-        if key not in built:  # --lowering auto asks for the cell IR, and may keep it
-            built[key] = _lowered(plan, plan.options(cells, by_op, measured, auto), left)
-        return built[key]
-
+    auto, per op for the device (``_auto_lowered``)."""
     notes: tuple[str, ...] = ()
     lowering, device = plan.request.lowering, plan.request.device
     if lowering != "auto":
         measured, notes = measured_forms(lowering, device)
         try:
-            ir = build("cell" if lowering == "fastest" else lowering, (), measured)
+            ir = _lowered(plan, plan.options("cell" if lowering == "fastest" else lowering, (), measured), left)
         except (InvalidModelError, UnsupportedFeatureError) as exc:
             hint = frontend_failure_hint(plan.view, exc)
             if not hint:
@@ -157,11 +148,7 @@ def _carried_out(plan: Plan, files: list[Path], left: dict[str, str]) -> IR:
             raise type(exc)(f"{exc}; {hint}") from None
         notes += device_lacks_cells(device, ir.xml)
     else:
-        choice, note = _auto_cells(plan, build)
-        kinds = set(choice.values())
-        ir = (
-            build(kinds.pop(), auto=True) if len(kinds) == 1 else build("cell", tuple(choice.items()), auto=True)
-        )  # per op when they differ
+        ir, note = _auto_lowered(plan, left)
         notes = (note,)
     notes += dynamic_stream_note(plan.request, ir.xml)
     own = ir.notes
@@ -177,16 +164,24 @@ def _carried_out(plan: Plan, files: list[Path], left: dict[str, str]) -> IR:
     )
 
 
-def _auto_cells(plan: Plan, build) -> tuple[dict[str, str], str]:
-    """--lowering auto: ({op: cells}, note) for the device, which the plan chooses from what the
-    device imports: query_model on the all-cell IR when the device is on this machine, else the
-    plugin tables."""
+def _auto_lowered(plan: Plan, left: dict[str, str]) -> tuple[IR, str]:
+    """--lowering auto: (the IR, the note) with the lowering per op the plan chooses for the device
+    from what it imports: query_model on the all-cell IR when the device is on this machine (that
+    IR is kept when the device takes all of it), else the plugin tables."""
     device, ops = auto_device(plan.request.device), plan.ops()
     available = available_devices()
     names = device_names(device)
-    if not all(is_available(n, available) for n in names):
-        return cells_from_tables(device, ops, names, available)
-    model = build("cell").model  # the all-cell IR as an openvino.Model, read from its bytes
-    supported = core().query_model(model, device)
-    missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
-    return cells_from_query(device, ops, missing)
+    cell_ir = None
+    if all(is_available(n, available) for n in names):
+        cell_ir = _lowered(plan, plan.options("cell"), left)
+        model = cell_ir.model  # the all-cell IR as an openvino.Model, read from its bytes
+        supported = core().query_model(model, device)
+        missing = sorted({op.get_type_name() for op in model.get_ordered_ops() if op.get_friendly_name() not in supported})
+        choice, note = cells_from_query(device, ops, missing)
+    else:
+        choice, note = cells_from_tables(device, ops, names, available)
+    kinds = set(choice.values())
+    if kinds == {"cell"} and cell_ir is not None:
+        return cell_ir, note  # an all-cell IR is the same whoever chose it
+    cells, by_op = (kinds.pop(), ()) if len(kinds) == 1 else ("cell", tuple(choice.items()))  # per op when they differ
+    return _lowered(plan, plan.options(cells, by_op, auto=True), left), note

@@ -29,7 +29,8 @@ def state_pairs(text: str) -> str:
     for pair in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in pair:
             raise argparse.ArgumentTypeError(
-                f"expected IN=OUT pairs such as state=stateN, got '{pair}' (to make every recurrent node stateful, put --stateful alone after the model file)"
+                f"expected IN=OUT pairs such as state=stateN, got '{pair}' "
+                "(to make every recurrent node stateful, put --stateful alone after the model file)"
             )
     return text
 

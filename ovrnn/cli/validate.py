@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UsageError
+from ..plan.options import OPTIONS
 from ..validation.options import CONVERSION
 from .options import COUNT, POSITIVE, add_option_flags, int_at_least, options_from_args, stateful_arg
 
@@ -105,6 +106,13 @@ def _served(args):
             raise UsageError(
                 f"{flag_name} is not available with --streams (each stream is batch 1; the batcher compiles its own static sizes)"
             )
+    given = options_from_args(args, CONVERSION)
+    for name in CONVERSION:  # the batcher converts the model at each of its sizes with these options only
+        if name not in STREAMS_TAKE and given[name] != DEFAULTS[name]:
+            raise UsageError(
+                f"--{name.replace('_', '-')} is not available with --streams (the batcher converts the model at each of its batch sizes "
+                f"with {', '.join('--' + n for n in STREAMS_TAKE)} only)"
+            )
     return validate_streams(
         args.model,
         args.streams,
@@ -121,6 +129,10 @@ def _served(args):
     )
 
 
+STREAMS_TAKE = ("lowering", "device", "stateful")  # --static is refused above, for its own reason
+DEFAULTS = {f.name: f.default for f in OPTIONS}
+
+
 def _contexts(values: list[str] | None) -> dict[str, int]:
     out = {}
     for item in (p.strip() for v in values or () for p in v.split(",")):
@@ -132,21 +144,26 @@ def _contexts(values: list[str] | None) -> dict[str, int]:
 
 
 def _validate(args):
-    from ..validation.validate import validate
+    from ..validation.validate import run_validation
 
-    return validate(
-        args.model,
-        input=args.input,
+    return run_validation(args.model, args.input, None, validate_options(args))
+
+
+def validate_options(args):
+    """The flags as ovrnn.validate's options (validation/options.py)."""
+    from ..validation.options import ValidateOptions
+
+    return ValidateOptions.of(
         seed=args.seed,
         batch=args.batch,
         precision=args.precision,
         use_onnxruntime=not args.no_onnxruntime,
         cache_dir=args.cache_dir,
         report_dir=args.report,
-        report_precisions=_precisions(args.report_precisions),
-        **options_from_args(args, CONVERSION),
+        report_precisions=tuple(_precisions(args.report_precisions)),
         chunks=args.chunks,
         drift=not args.no_drift,
+        **options_from_args(args, CONVERSION),
     )
 
 

@@ -59,7 +59,8 @@ class ConversionOptions:
         'step, for plugins without RNNCell such as NPU) or ``"auto"`` (chosen for ``device``\'s op set).',
         Flag(
             "fastest (default): with --device CPU, each direction's exact f32 form measured fastest on this CPU (tools/measure_forms.py), "
-            "else as cell; cell: RNNCell/GRUCell/LSTMCell per step; matmul: MatMul/Add/activation per step (NPU); auto: chosen for --device",
+            "else as cell; cell: RNNCell/GRUCell/LSTMCell per step; matmul: MatMul/Add/activation per step (NPU); "
+            "auto: chosen for --device",
             choices=LOWERINGS,
         ),
     )
@@ -79,7 +80,8 @@ class ConversionOptions:
         'faster (default 64; 256 where ``device="CPU"`` reads the measured forms: fewer pieces run faster there, '
         "docs/performance.md; 0: one piece, strictly one layer per step).",
         Flag(
-            "cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster (default 64, 256 with --device CPU; 0: one piece)",
+            "cut each cell chain into N-step pieces OpenVINO's CPU plugin compiles faster "
+            "(default 64, 256 with --device CPU; 0: one piece)",
             parse="count",
             metavar="N",
         ),
@@ -112,7 +114,8 @@ class ConversionOptions:
         "``max_weight_error``: the per-node budget of the quantization-only error measured at convert time (default 0.02): "
         "above it int4 falls back to int8, int8 to float.",
         Flag(
-            "per-node budget of the quantization-only error measured at convert time (default 0.02): above it int4 falls back to int8, int8 to float",
+            "per-node budget of the quantization-only error measured at convert time (default 0.02): "
+            "above it int4 falls back to int8, int8 to float",
             parse="float",
             metavar="E",
         ),
@@ -123,8 +126,8 @@ class ConversionOptions:
         "is refused unless this is set; then OpenVINO's frontend converts every node of its op as an "
         "RNNSequence/GRUSequence/LSTMSequence (with its own readings), noted (docs/bodies.md).",
         Flag(
-            "a recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time: let OpenVINO's frontend convert "
-            "every node of its op as a *Sequence op (default: refuse)"
+            "a recurrent node inside an If/Loop/Scan body whose step count is not known at conversion time: "
+            "let OpenVINO's frontend convert every node of its op as a *Sequence op (default: refuse)"
         ),
     )
     device: str | None = option(

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import UsageError, flag
-from ..quantization import DEFAULT_MAX_ERROR, GROUP_SIZES, MODES as QUANT_MODES, Compression
+from ..quantization import DEFAULT_MAX_ERROR, GROUP_SIZES, Compression
+from ..quantization import MODES as QUANT_MODES
 from .options import IR_VERSIONS, LOWERINGS, ConversionOptions
 
 DEFAULT_CHUNK_STEPS = 64  # steps per cell-chain piece: caps the plugin's passes that are quadratic in a piece's length

@@ -38,7 +38,7 @@ from ..runtime.stream import Stream, StreamContract, join_outputs, split_inputs
 from . import report as report_module
 from .compare import DEFAULT_BATCH, _numpy_type, compare, ort_known_deviation, random_inputs, run_facts
 from .dequantized import CompressedReference, compressed_reference
-from .options import reported
+from .options import ValidateOptions, reported
 from .stream_oracles import StreamOracle, state_at, stream_oracle
 from .stream_report import StreamComparison, StreamValidationReport
 
@@ -47,22 +47,17 @@ DEFAULT_CHUNKS = 4
 CHECKS = ("chunked == whole", "chunked == by hand", "final state", "reset", "two streams", "set_state", "batch", "long stream")
 
 
-def validate_stream(
-    model,
-    device: str = "CPU",
-    input=None,  # noqa: A002
-    seed: int = 0,
-    batch: int | None = None,
-    precision: str | None = runtime.DEFAULT_PRECISION,
-    use_onnxruntime: bool = True,
-    request: Request = Request(stateful=True),
-    *,
-    chunks: int = DEFAULT_CHUNKS,
-    cache_dir=None,
-    report_dir=None,
-) -> StreamValidationReport:
-    """Convert with `request` (its ``stateful``: True, node states; IN=OUT pairs: those pairs),
-    stream N calls on `device` and check the streaming contract."""
+def validate_stream(model, input, options: ValidateOptions) -> StreamValidationReport:  # noqa: A002
+    """Convert with `options.conversion` (its ``stateful``: True, node states; IN=OUT pairs: those
+    pairs), stream `options.chunks` calls on `options.device` and check the streaming contract."""
+    device, seed, batch, precision, use_onnxruntime = (
+        options.device,
+        options.seed,
+        options.batch,
+        options.precision,
+        options.use_onnxruntime,
+    )
+    chunks, cache_dir, report_dir, request = options.chunks, options.cache_dir, options.report_dir, Request.of(options.conversion)
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 2:
         raise UsageError(f"{flag('chunks')}: expected at least 2 calls (a stream of one call proves nothing about the state), got {chunks}")
     setup = _set_up(model, device, input, batch, precision, request, cache_dir)

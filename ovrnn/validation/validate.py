@@ -18,20 +18,18 @@ from dataclasses import replace
 import numpy as np
 import onnx
 
-from ..shapes import MAX_DIM
+from .. import reference
 from ..convert import convert
 from ..errors import UsageError, cli_spelling, flag
 from ..ir.model import IR
 from ..onnx.prepare import InputShapes, prepare
 from ..onnx.reading.read import ModelSource, load_model
+from ..plan.options import takes
 from ..plan.request import Request
 from ..quantization import DEFAULT_MAX_ERROR
 from ..runtime import engine as runtime
 from ..runtime.runner import infer
-from .. import reference
-from .departure import add_output, first_departure
-from .options import reported
-from .weights import LOOSER, output_precisions
+from ..shapes import MAX_DIM
 from . import report as report_module
 from .compare import (
     DEFAULT_BATCH,
@@ -43,58 +41,47 @@ from .compare import (
     run_facts,
     run_onnxruntime,
 )
+from .departure import add_output, first_departure
+from .options import ValidateOptions, reported
+from .weights import LOOSER, output_precisions
 
 
-def validate(
-    model: ModelSource,
-    device: str = "CPU",
-    input: InputShapes = None,  # noqa: A002
-    seed: int = 0,
-    batch: int | None = None,
-    precision: str | None = runtime.DEFAULT_PRECISION,
-    use_onnxruntime: bool = True,
-    ir: IR | None = None,
-    *,
-    cache_dir=None,
-    report_dir=None,
-    report_precisions: list[str] | tuple[str, ...] = ("f32",),
-    lowering: str = "fastest",
-    static: bool = False,
-    compress_to_fp16: bool = False,
-    max_steps: int | None = None,
-    chunk_steps: int | None = None,
-    compress_weights: str | None = None,
-    group_size: int | None = None,
-    max_weight_error: float | None = None,
-    stateful: bool | str | list[str] = False,
-    chunks: int | None = None,
-    allow_sequence_ops: bool = False,
-    drift: bool = True,
-) -> ValidationReport:
+@takes(ValidateOptions().signature())
+def validate(model: ModelSource, input: InputShapes = None, ir: IR | None = None, **options) -> ValidationReport:  # noqa: A002
     """Convert (unless `ir` is given), run on `device` with seeded random inputs, compare.
 
     With `report_dir`, also write the report files (report.py) there. With `stateful` (True, or
     IN=OUT state pairs as ``convert_model`` takes them), prove the streaming contract of
     ``convert --stateful`` instead, over `chunks` calls (stream.py). With `drift`, also stream
     each recurrent node at the device's default precision (drift.py): what an application that
-    compiles with OpenVINO's defaults gets, shown beside the verdict and not counted."""
-    from ..plan.request import check_count
-    from ..device.plugins import canonical_device
+    compiles with OpenVINO's defaults gets, shown beside the verdict and not counted. The other
+    keywords are ``convert_model``'s (but ``ir_version``): the model is converted with them."""
+    return run_validation(model, input, ir, ValidateOptions.of(**options))
 
+
+def run_validation(model: ModelSource, input: InputShapes, ir: IR | None, options: ValidateOptions) -> ValidationReport:  # noqa: A002
+    """``validate`` with its options as one value (the command line makes one from its flags)."""
+    from ..device.plugins import canonical_device
+    from ..plan.request import check_count
+
+    device, seed, batch, precision, stateful, chunks = (
+        options.device,
+        options.seed,
+        options.batch,
+        options.precision,
+        options.stateful,
+        options.chunks,
+    )
+    use_onnxruntime, cache_dir, report_dir, report_precisions, drift = (
+        options.use_onnxruntime,
+        options.cache_dir,
+        options.report_dir,
+        options.report_precisions,
+        options.drift,
+    )
+    request = Request.of(options.conversion)  # convert's options, as convert_model takes them
     if chunks is not None and not stateful:
         raise UsageError(f"{flag('chunks')} is the number of calls of {flag('stateful')}: add {flag('stateful')}")
-    request = Request(  # convert's options, as convert_model takes them
-        lowering=lowering,
-        device=device,
-        static=static,
-        compress_to_fp16=compress_to_fp16,
-        max_steps=max_steps,
-        chunk_steps=chunk_steps,
-        compress_weights=compress_weights,
-        group_size=group_size,
-        max_weight_error=max_weight_error,
-        allow_sequence_ops=allow_sequence_ops,
-    )
     if stateful:
         if ir is not None:
             raise UsageError("validate(stateful=True) converts the model itself: leave ir out")
@@ -104,22 +91,13 @@ def validate(
             )
         from .stream import DEFAULT_CHUNKS, validate_stream
 
-        stream_request = replace(
-            request, stateful=stateful, allow_sequence_ops=False
-        )  # the stream converts without --allow-sequence-ops, as it always has
-        return validate_stream(
-            model,
-            device,
-            input,
-            seed,
-            batch,
-            precision,
-            use_onnxruntime,
-            stream_request,
+        # the stream converts without --allow-sequence-ops, as it always has
+        stream_options = replace(
+            options,
             chunks=DEFAULT_CHUNKS if chunks is None else chunks,
-            cache_dir=cache_dir,
-            report_dir=report_dir,
+            conversion=replace(options.conversion, allow_sequence_ops=False),
         )
+        return validate_stream(model, input, stream_options)
 
     device = canonical_device(device)
     runtime.check_precision(precision)
@@ -183,10 +161,10 @@ def validate(
     # weights (W, R, B rounded to f16): the loosest applies, and the report says why
     # (per output: a float16 side branch does not loosen an output that never touches it)
     computes = output_precisions(proto)
-    floors = {name: _looser(f, "f16" if compress_to_fp16 else None) for name, (f, _) in computes.items()}
+    floors = {name: _looser(f, "f16" if request.compress_to_fp16 else None) for name, (f, _) in computes.items()}
     floor = _looser(*(f for f, _ in computes.values())) if computes else None
-    floor = _looser(floor, "f16" if compress_to_fp16 else None)
-    notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if compress_to_fp16 else [])
+    floor = _looser(floor, "f16" if request.compress_to_fp16 else None)
+    notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if request.compress_to_fp16 else [])
     notes += [n for n in (_computes_note(computes), rewritten_note) if n]
     if compiled.integer_weights:
         notes.append(compiled.integer_weights)
@@ -207,7 +185,9 @@ def validate(
                 c = compare(name, want[name], original[name], "quantization", "f32")
                 c.counted, c.passed, c.note = False, True, "quantization-only error"
                 if judged is not proto:  # the rewritten graph ran: the original judges the rewrite, within the budget
-                    _count_within_budget(c, want[name], original[name], DEFAULT_MAX_ERROR if max_weight_error is None else max_weight_error)
+                    _count_within_budget(
+                        c, want[name], original[name], DEFAULT_MAX_ERROR if request.max_weight_error is None else request.max_weight_error
+                    )
                 comparisons.append(c)
     if no_reference:
         notes.append(no_reference)

@@ -19,7 +19,7 @@ from ovrnn.examples import DEMO_MODEL
 from ovrnn.plan import options as declared
 from ovrnn.plan.options import NAMES, ConversionOptions, Flag, option, options_doc, parameters
 from ovrnn.plan.request import Request
-from ovrnn.validation.options import CONVERSION, NOT_TAKEN, REPORTED
+from ovrnn.validation.options import CONVERSION, NOT_TAKEN, REPORTED, ValidateOptions
 
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(ConversionOptions)}
 
@@ -169,6 +169,50 @@ def test_validate_report_lists_every_option_and_reruns_with_it(tmp_path):
     words = shlex.split(rerun)
     assert words[words.index("--max-steps") + 1] == "100" and words[words.index("--chunk-steps") + 1] == "2"
     again = cli.parse_args(words[1:])
-    assert {k: v for k, v in options_from_args(again, CONVERSION).items() if k in REPORTED} == {
-        n: getattr(report, "options")[n] for n in REPORTED
-    }
+    assert {k: v for k, v in options_from_args(again, CONVERSION).items() if k in REPORTED} == {n: report.options[n] for n in REPORTED}
+
+
+def test_validate_takes_its_options_as_one_value():
+    """ovrnn.validate's keywords are ValidateOptions' fields and the conversion's it takes, positional
+    as they always were; the command line builds the same value."""
+    params = inspect.signature(ovrnn.validate).parameters
+    own = {f.name for f in dataclasses.fields(ValidateOptions)} - {"conversion"}
+    assert set(params) == {"model", "input", "ir"} | own | set(CONVERSION)
+    assert list(params)[:8] == ["model", "device", "input", "seed", "batch", "precision", "use_onnxruntime", "ir"]
+    assert params["precision"].default == ValidateOptions().precision == "f32"
+    options = ValidateOptions.of(seed=3, lowering="cell", stateful="h=hn", chunks=2)
+    assert (options.seed, options.chunks, options.device, options.conversion.lowering, options.stateful) == (3, 2, "CPU", "cell", "h=hn")
+    assert options.conversion == ConversionOptions(lowering="cell", stateful="h=hn", device="CPU")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'ir_version'"):
+        ValidateOptions.of(ir_version=10)
+
+
+def test_the_validate_command_defaults_are_validates():
+    """`ovrnn validate MODEL` with no flag is ovrnn.validate(MODEL) with no keyword."""
+    from ovrnn.cli.validate import validate_options
+
+    from_cli = validate_options(cli.parse_args(["validate", "m.onnx"]))
+    assert from_cli == ValidateOptions()
+
+
+@pytest.mark.parametrize(
+    "extra, refused",
+    [
+        (["--compress-weights", "int8"], "--compress-weights"),
+        (["--max-steps", "10"], "--max-steps"),
+        (["--chunk-steps", "0"], "--chunk-steps"),
+        (["--compress-to-fp16"], "--compress-to-fp16"),
+        (["--allow-sequence-ops"], "--allow-sequence-ops"),
+    ],
+    ids=["compress-weights", "max-steps", "chunk-steps", "compress-to-fp16", "allow-sequence-ops"],
+)
+def test_validate_streams_refuses_the_options_the_batcher_does_not_take(extra, refused, capsys):
+    """The batcher converts with --lowering (and --device, --stateful) only: any other conversion flag
+    with --streams was ignored without a word; now it is refused, before the model is read."""
+    code = cli.main(["validate", "no_such_model.onnx", "--stateful", "a=b", "--streams", "2", *extra])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        f"error: {refused} is not available with --streams (the batcher converts the model at each of its batch sizes with "
+        "--lowering, --device, --stateful only)\n"
+    )

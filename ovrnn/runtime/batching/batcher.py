@@ -48,10 +48,7 @@ class StreamBatcher:
     `idle_timeout_s`: streams not fed or asked for that long are closed (None: never).
     `chunk_seconds`: the real time one chunk covers (silero 16 kHz: 0.032); with it ``stats()``
     reports each stream's lag behind real time. `pad`: as ``BatchedStep``'s. `threads`: CPU
-    threads of one worker's call (1: a worker per core, what ``workers`` scales on).
-    `check_rows`: prove at start that a stream's rows do not depend on the other rows of its
-    batch, and refuse a model that mixes them (``UnsupportedFeatureError``); ``validate
-    --streams`` turns it off because it proves the same against its own oracle."""
+    threads of one worker's call (1: a worker per core, what ``workers`` scales on). `check_rows`, `trust_indices`: as BatchedStep's."""
 
     def __init__(
         self,
@@ -76,6 +73,7 @@ class StreamBatcher:
         pad: str = "initial",
         threads: int | None = 1,
         check_rows: bool = True,
+        trust_indices: bool = False,
     ) -> None:
         _count("workers", workers)
         _count("max_streams", max_streams)
@@ -110,7 +108,9 @@ class StreamBatcher:
         self._workers = [
             Worker(
                 i,
-                BatchedStep(spec, sizes, device, precision, threads, cache_dir, pad=pad, check_rows=check_rows),
+                BatchedStep(
+                    spec, sizes, device, precision, threads, cache_dir, pad=pad, check_rows=check_rows, trust_indices=trust_indices
+                ),
                 capacity,
                 max_wait_ms / 1000,
                 idle_timeout_s,

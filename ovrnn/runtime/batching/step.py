@@ -23,7 +23,7 @@ import numpy as np
 
 from ...errors import UsageError
 from .. import engine
-from .independence import check_rows_independent
+from .independence import check_batched
 from .spec import StreamSpec
 
 DEFAULT_SIZES = (1, 8, 32, 128, 256)
@@ -92,7 +92,9 @@ class BatchedStep:
     `device`, `precision` and `cache_dir` as ``ovrnn.Runner``'s; `threads`: CPU threads a call
     runs on (1: one worker per core). `pad`: "initial" (default) fills the rows a call does not use
     with zero inputs and initial states; "keep" leaves the rows of an earlier call there (no
-    copy; they still never reach a result)."""
+    copy; they still never reach a result). `check_rows`: prove and probe at start that rows stay
+    apart (False: the caller asserts it); `trust_indices`: serve a model that computes
+    GatherElements/Scatter indices from its inputs (independence.py)."""
 
     def __init__(
         self,
@@ -106,6 +108,7 @@ class BatchedStep:
         pad: str = "initial",
         warm: bool = True,
         check_rows: bool = True,
+        trust_indices: bool = False,
     ) -> None:
         from ..runner import thread_properties
 
@@ -135,14 +138,11 @@ class BatchedStep:
             for name, checks in bucket.compiled.index_limits.items():
                 known = self.index_limits.setdefault(name, [])
                 known += [c for c in checks if c not in known]
-        checked = None
-        if check_rows:  # refuse a model whose rows mix (independence.py): its warm-up is the proof
-            checked = next((b for b in self._buckets.values() if b.size > 1), None)
-            if checked is not None:
-                check_rows_independent(self, checked)
+        # refuse a model not proved to keep rows apart, or one that computes indices (independence.py)
+        checked = check_batched(self, check_rows, trust_indices)
         if warm:
             for bucket in self._buckets.values():
-                if bucket is not checked:
+                if bucket.size not in checked:
                     self._infer(bucket)
 
     @property

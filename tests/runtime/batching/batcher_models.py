@@ -116,3 +116,13 @@ def demo_whole_sequence(steps: int) -> onnx.ModelProto:
     for vi in [model.graph.input[0], model.graph.output[0]]:
         vi.type.tensor_type.shape.dim[0].dim_value = steps
     return model
+
+
+def run_alone(step, spec, chunks, state=None):
+    """One silero stream run alone on `step` (the batch-1 oracle): each chunk's output and the final state."""
+    state = state or spec.initial_state()
+    outs = []
+    for chunk in chunks:
+        out, state = step.run({"input": chunk}, state)
+        outs.append(out["output"])
+    return outs, state

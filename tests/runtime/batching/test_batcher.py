@@ -15,29 +15,17 @@ import pytest
 
 import ovrnn
 from ovrnn.errors import DeviceError, OverloadedError, StreamClosedError, UsageError
-from ovrnn.runtime.batching import BatchedStep, StreamSpec
 
 from .batcher_models import (
     SileroOracle,
     audio_chunks,
     policy_model,
+    run_alone,
     session,
     silero_path,
-    silero_spec_args,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-@pytest.fixture(scope="module")
-def silero_spec():
-    return StreamSpec.of(silero_path(), **silero_spec_args())
-
-
-@pytest.fixture(scope="module")
-def alone(silero_spec):
-    """Each stream alone: the same model at batch 1 (the bit-exact oracle)."""
-    return BatchedStep(silero_spec, sizes=(1,))
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +38,6 @@ def batcher(silero_spec):
         chunk_seconds=0.032,
     ) as b:
         yield b
-
-
-def run_alone(step, spec, chunks, state=None):
-    state = state or spec.initial_state()
-    outs = []
-    for chunk in chunks:
-        out, state = step.run({"input": chunk}, state)
-        outs.append(out["output"])
-    return outs, state
 
 
 def test_random_arrivals_equal_each_stream_alone(batcher, silero_spec, alone):
@@ -310,7 +289,7 @@ def test_a_failed_batch_changes_no_state_and_fails_each_of_its_chunks():
     input is refused before it joins a batch (test_batcher_soundness.py)."""
     model = policy_model(computed_index=True)
     rng = np.random.default_rng(8)
-    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, max_wait_ms=50) as b:
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, max_wait_ms=50, trust_indices=True) as b:
         streams = [b.open() for _ in range(4)]
         x = [rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32) for _ in range(4)]
         for s, xi in zip(streams, x):

@@ -11,25 +11,14 @@ import numpy as np
 import pytest
 
 import ovrnn
-from ovrnn.runtime.batching import BatchedStep, StreamSpec
 
-from .batcher_models import audio_chunks, silero_path, silero_spec_args
+from .batcher_models import audio_chunks, run_alone
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def alone_outputs(step, spec, chunks):
-    state, outs = spec.initial_state(), []
-    for chunk in chunks:
-        out, state = step.run({"input": chunk}, state)
-        outs.append(out["output"])
-    return outs, state
-
-
-def test_idle_worker_runs_on_the_callers_thread_one_runner_at_a_time():
-    spec = StreamSpec.of(silero_path(), **silero_spec_args())
-    alone = BatchedStep(spec, sizes=(1,))
-    with ovrnn.StreamBatcher(spec, sizes=(1, 4, 16), max_wait_ms=1.0, max_pending=64) as b:
+def test_idle_worker_runs_on_the_callers_thread_one_runner_at_a_time(silero_spec, alone):
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4, 16), max_wait_ms=1.0, max_pending=64) as b:
         step = b._workers[0].step
         real = step.run_slots
         guard = threading.Lock()
@@ -77,24 +66,22 @@ def test_idle_worker_runs_on_the_callers_thread_one_runner_at_a_time():
         side_got = [f.result(timeout=30)["output"] for f in side_futures]
         assert most[0] == 1, "two threads ran one worker's batches at once"
         for i in range(6):
-            want, state = alone_outputs(alone, spec, audio[i])
+            want, state = run_alone(alone, silero_spec, audio[i])
             assert all(np.array_equal(g, w) for g, w in zip(got[i], want)), f"group stream {i}"
             final = b.state(group[i])
             assert np.array_equal(final["state"], state["state"])
         for i in range(3):
-            want, _ = alone_outputs(alone, spec, more[i])
+            want, _ = run_alone(alone, silero_spec, more[i])
             assert len(fed[i]) == 12 and all(np.array_equal(g, w) for g, w in zip(fed[i], want)), f"feeder {i}"
-        want, _ = alone_outputs(alone, spec, side_audio)
+        want, _ = run_alone(alone, silero_spec, side_audio)
         assert all(np.array_equal(g, w) for g, w in zip(side_got, want))
 
 
-def test_a_thread_per_worker_feeds_its_own_streams_on_its_own_thread():
+def test_a_thread_per_worker_feeds_its_own_streams_on_its_own_thread(silero_spec, alone):
     """open(worker=k) places a stream on worker k; a gateway thread per worker then runs its
     streams' groups (feed_many, direct) on itself, both at once, each stream as it alone. A full
     worker and a bad index are refused with one clear error."""
-    spec = StreamSpec.of(silero_path(), **silero_spec_args())
-    alone = BatchedStep(spec, sizes=(1,))
-    with ovrnn.StreamBatcher(spec, sizes=(1, 4), workers=2, max_streams=8) as b:
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4), workers=2, max_streams=8) as b:
         streams = [[b.open(worker=k) for _ in range(3)] for k in (0, 1)]
         assert [[s.worker for s in mine] for mine in streams] == [[0, 0, 0], [1, 1, 1]]
         audio = [[audio_chunks(600 + 10 * k + i, 5) for i in range(3)] for k in (0, 1)]
@@ -123,7 +110,7 @@ def test_a_thread_per_worker_feeds_its_own_streams_on_its_own_thread():
         assert ran_on == {0: {"gateway-0"}, 1: {"gateway-1"}}
         for k in (0, 1):
             for i in range(3):
-                want, _ = alone_outputs(alone, spec, audio[k][i])
+                want, _ = run_alone(alone, silero_spec, audio[k][i])
                 assert all(np.array_equal(g, w) for g, w in zip(got[k][i], want)), (k, i)
         b.open(worker=0)
         with pytest.raises(ovrnn.errors.OverloadedError, match=r"^open\(worker=0\): its 4 slots are held \(max_streams=8 over 2 workers\)"):

@@ -9,33 +9,13 @@ import pytest
 
 import ovrnn
 from ovrnn.errors import DeviceError, UsageError
-from ovrnn.runtime.batching import BatchedStep, StreamSpec
 
 from .batcher_models import (
     audio_chunks,
     policy_model,
+    run_alone,
     session,
-    silero_path,
-    silero_spec_args,
 )
-
-
-@pytest.fixture(scope="module")
-def silero_spec():
-    return StreamSpec.of(silero_path(), **silero_spec_args())
-
-
-@pytest.fixture(scope="module")
-def alone(silero_spec):
-    return BatchedStep(silero_spec, sizes=(1,))
-
-
-def _alone(step, spec, chunks):
-    state, outs = spec.initial_state(), []
-    for chunk in chunks:
-        out, state = step.run({"input": chunk}, state)
-        outs.append(out["output"])
-    return outs, state
 
 
 def _no_fallback(*_a, **_k):
@@ -56,7 +36,7 @@ def test_direct_group_equals_each_stream_alone(silero_spec, alone, n, monkeypatc
             got.append(out["output"])
         assert b.stats()["chunks"] == 4 * n
         for i, s in enumerate(streams):
-            outs, state = _alone(alone, silero_spec, audio[i])
+            outs, state = run_alone(alone, silero_spec, audio[i])
             assert np.array_equal(np.concatenate([g[i : i + 1] for g in got]), np.concatenate(outs))
             assert all(np.array_equal(v, state[name]) for name, v in b.state(s).items())
 
@@ -79,7 +59,7 @@ def test_a_failed_group_changes_no_state_of_any_stream():
     OpenVINO 2026.4.1's GatherElements skips its check); a direct index input is refused first."""
     model = policy_model(computed_index=True)
     rng = np.random.default_rng(3)
-    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2) as b:
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, trust_indices=True) as b:
         streams = [b.open() for _ in range(6)]
         x = rng.uniform(-1, 1, (1, 6, 3)).astype(np.float32)
         b.feed_group(streams, {"X": x, "action": np.ones((6, 1), np.int64)})
@@ -121,7 +101,7 @@ def test_mixed_with_feed_and_submit_keeps_each_streams_order(silero_spec, alone)
         got[0] += [out[0:1], out[2:3]]
         got[1].append(out[1:2])
         for i, s in enumerate(streams):
-            outs, state = _alone(alone, silero_spec, audio[i][: 6 if i == 0 else 5 if i == 1 else 4])
+            outs, state = run_alone(alone, silero_spec, audio[i][: 6 if i == 0 else 5 if i == 1 else 4])
             assert np.array_equal(np.concatenate(got[i]), np.concatenate(outs)), i
             assert all(np.array_equal(v, state[name]) for name, v in b.state(s).items()), i
 
@@ -176,7 +156,7 @@ def test_feed_many_of_idle_streams_runs_as_one_group_and_equals_each_stream_alon
         assert [sorted(r) for r in got[0]] == [["output"]] * n and got[0][0]["output"].shape == (1, 1)
         assert b.stats()["chunks"] == 4 * n and b.stats()["queue_wait_s"]["max"] == 0.0
         for i, s in enumerate(streams):
-            outs, state = _alone(alone, silero_spec, audio[i])
+            outs, state = run_alone(alone, silero_spec, audio[i])
             assert all(np.array_equal(got[k][i]["output"], outs[k]) and np.array_equal(kept[k][i], outs[k]) for k in range(4)), i
             assert all(np.array_equal(v, state[name]) for name, v in b.state(s).items()), i
 
@@ -197,7 +177,7 @@ def test_feed_many_with_a_stream_twice_or_one_busy_takes_the_queue_and_keeps_ord
             (c, audio[1][:2], [twice[1], busy[1]]),
             (d, audio[2][1:2], [busy[0]]),
         ):
-            want, _ = _alone(alone, silero_spec, chunks if stream is not d else audio[2][:2])
+            want, _ = run_alone(alone, silero_spec, chunks if stream is not d else audio[2][:2])
             assert all(np.array_equal(o["output"], w) for o, w in zip(outs, want[-len(outs) :]))
         assert b.stats()["chunks"] == 6
 
@@ -207,7 +187,7 @@ def test_feed_many_direct_failure_changes_no_state_and_fails_every_chunk():
     every chunk gets its own DeviceError (return_exceptions) or the first is raised; no state moves."""
     model = policy_model(computed_index=True)
     rng = np.random.default_rng(4)
-    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2) as b:
+    with ovrnn.StreamBatcher(model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, trust_indices=True) as b:
         streams = [b.open() for _ in range(3)]
         x = [rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32) for _ in streams]
         b.feed_many([(s, {"X": x[i], "action": np.array([[1]])}) for i, s in enumerate(streams)])

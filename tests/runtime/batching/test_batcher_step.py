@@ -18,16 +18,14 @@ from .batcher_models import (
     policy_model,
     session,
     silero_path,
-    silero_spec_args,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
-def silero():
-    spec = StreamSpec.of(silero_path(), **silero_spec_args())
-    return spec, BatchedStep(spec, sizes=(1, 8))
+def silero(silero_spec):
+    return silero_spec, BatchedStep(silero_spec, sizes=(1, 8))
 
 
 @pytest.fixture(scope="module")
