@@ -320,3 +320,21 @@ def test_silero_carries_the_last_64_samples_as_context(silero):
         want, _ = alone(step, spec, [{"input": audio[1]}], state=dict(seeded))
         b.set_state(s, "input/context", audio[0][:, :64])
         assert same(b.feed(s, {"input": audio[1]}), want[0])
+
+
+def test_silero_served_from_its_ovrnn_ir_equals_its_onnx_model(silero, tmp_path):
+    """The same silero stream contract read from the ONNX file and from ovrnn's stateless IR of it (converted
+    with a dynamic batch, sr frozen at conversion, saved and read back as model.xml): bit for bit, context included."""
+    spec, _ = silero
+    ir = ovrnn.convert_model(silero_path(), "input[?,576],state[2,?,128],sr->16000")
+    ir.save(tmp_path / "silero.xml")
+    from_ir = StreamSpec.of(tmp_path / "silero.xml", "state=stateN", context={"input": 64}, shapes={"input": [1, 576]})
+    assert from_ir.state_names == spec.state_names and from_ir.chunk_shape("input") == spec.chunk_shape("input") == (1, 512)
+    audio = [audio_chunks(8000 + i, 6) for i in range(3)]
+    with ovrnn.StreamBatcher(from_ir, sizes=(1, 4)) as a, ovrnn.StreamBatcher(spec, sizes=(1, 4)) as b:
+        sa, sb = [a.open() for _ in audio], [b.open() for _ in audio]
+        for k in range(6):
+            got = a.feed_many([(s, {"input": c[k]}) for s, c in zip(sa, audio)])
+            want = b.feed_many([(s, {"input": c[k]}) for s, c in zip(sb, audio)])
+            assert all(same(g, w) for g, w in zip(got, want)), k
+        assert all(same(a.state(x), b.state(y)) for x, y in zip(sa, sb))
