@@ -101,3 +101,18 @@ def test_run_leaves_openvino_to_its_child(tmp_path, lone_rnn):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out.npz").is_file() and "ovrnn.cli.isolation" in modules
     assert under(modules, "onnx", *THIRD_PARTY, "ovrnn.convert", "ovrnn.validation.validate", "ovrnn.runtime.batching") == []
+
+
+def test_import_ovrnn_loads_no_third_party_module_and_every_public_name_resolves_on_use(tmp_path):
+    """`import ovrnn` is the errors and the lazy table: numpy, onnx, lxml and OpenVINO load when a name
+    that needs them is first used (ovrnn.convert_model), not before."""
+    code = (
+        "import json, sys; import ovrnn; before = sorted(sys.modules); ovrnn.convert_model;"
+        " print(json.dumps([before, sorted(sys.modules), [n for n in ovrnn.__all__ if getattr(ovrnn, n) is None]]))"
+    )
+    proc = subprocess.run([sys.executable, "-P", "-c", code], check=False, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    before, after, unresolved = json.loads(proc.stdout)
+    assert under(set(before), "numpy", "onnx", "lxml", *THIRD_PARTY) == []
+    assert sorted(m for m in before if m.startswith("ovrnn")) == ["ovrnn", "ovrnn.errors", "ovrnn.hygiene"]
+    assert {"ovrnn.convert", "numpy", "onnx"} <= set(after) and unresolved == []
