@@ -54,6 +54,7 @@ class BatcherSide:
         self.h: dict[int, object] = {}
         self.pool = model.pool.reshape(len(model.pool), *spec.chunk_shape(model.x))  # views: a chunk exactly as the batcher takes it
         self.infer_s = [0.0] * workers
+        self.exited_wait = 0.0  # run-queue seconds of gateway threads that have ended
         for k, worker in enumerate(self.b._workers):  # instrumentation only: the same call, timed
             for bucket in worker.step._buckets.values():
                 bucket.infer = _timed(bucket.infer, self.infer_s, k)
@@ -85,7 +86,7 @@ class BatcherSide:
     def play(self, ev: dict, duration: float, bound: float):
         """Several workers: slot s's streams live on worker s mod workers, and thread k plays the
         events of worker k's slots (serve_play.play_single, one shared clock)."""
-        from serve_play import Counting, play_single
+        from serve_play import Counting
 
         done = np.full(len(ev["t"]), np.nan)
         parts, threads = [], []
@@ -96,7 +97,7 @@ class BatcherSide:
             counted = Counting(self)
             parts.append((index, np.full(len(index), np.nan), counted))
             threads.append(
-                threading.Thread(target=play_single, args=(counted, part, duration, bound, start, parts[-1][1]), name=f"gateway-{k}")
+                threading.Thread(target=self._gateway, args=(counted, part, duration, bound, start, parts[-1][1]), name=f"gateway-{k}")
             )
         for t in threads:
             t.start()
@@ -108,6 +109,17 @@ class BatcherSide:
             sizes += counted.sizes
         return done, sizes
 
+    def _gateway(self, *args) -> None:
+        """serve_play.play_single on this thread; its run-queue wait added to ``exited_wait`` (a
+        thread that has ended is gone from /proc/self/task, where the trial reads the others')."""
+        from serve_play import play_single
+
+        before = _waited()
+        try:
+            play_single(*args)
+        finally:
+            self.exited_wait += _waited() - before
+
     def shutdown(self) -> dict:
         stats = self.b.stats()
         self.b.shutdown()
@@ -116,6 +128,14 @@ class BatcherSide:
                 k: stats.get(k) for k in ("batches", "mean_rows", "batch_sizes", "queue_wait_s", "compute_s", "refused", "failed_batches")
             }
         }
+
+
+def _waited() -> float:
+    """Seconds this thread has been runnable but waiting for a CPU (0 where Linux does not say)."""
+    try:
+        return int(open("/proc/thread-self/schedstat").read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _timed(infer, totals: list, k: int):

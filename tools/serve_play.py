@@ -357,7 +357,7 @@ def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, 
     counted = Counting(side) if side.batched and not getattr(side, "threaded", False) else side
     timed = getattr(side, "infer_seconds", None)  # the batcher sides time OpenVINO's infer (the GIL released)
     infer0 = timed() if timed else 0.0
-    cpu0, wall0, wait0 = time.process_time(), clock(), runqueue_wait()
+    cpu0, wall0, wait0, exited0 = time.process_time(), clock(), runqueue_wait(), getattr(side, "exited_wait", 0.0)
     if getattr(side, "threaded", False):
         done, sizes = side.play(ev, duration, bound)
     else:
@@ -367,7 +367,9 @@ def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, 
     used = (
         time.process_time() - cpu0
     ) / wall  # cores this process used (below 1 per core: idle between arrivals, or others' jobs on its core)
-    waited = (runqueue_wait() - wait0) / wall  # threads of this process ready to run but waiting for a CPU (others' jobs), on average
+    waited = (
+        runqueue_wait() - wait0 + getattr(side, "exited_wait", 0.0) - exited0
+    ) / wall  # threads of this process ready to run but waiting for a CPU (others' jobs), on average
     out = {
         "n": n,
         **latency_stats(ev, done, warm, duration, bound, sizes),
