@@ -77,6 +77,11 @@ class OverloadedError(OvrnnError, RuntimeError):
     ``max_pending`` chunks waiting, or ``max_streams`` streams are open."""
 
 
+class BatchInterruptedError(OvrnnError, RuntimeError):
+    """A ``StreamBatcher`` batch was cut by a KeyboardInterrupt on the thread that ran it: every chunk
+    of it fails, no stream's state moved, and the interrupt goes on up that thread."""
+
+
 class KilledError(OvrnnError):
     """A process ovrnn started (the OpenVINO child of ``ovrnn run``) was killed by a signal."""
 

@@ -75,11 +75,18 @@ def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> 
         return None
     n = len(streams)
     inputs = {}
-    for port, array in zip(batcher.spec.inputs, stacked):  # [n, ..., 1 at the batch axis, ...] -> n on the batch axis (a view)
-        axis = port.batch_axis
-        inputs[port.name] = (
-            array.reshape(array.shape[:1] + array.shape[axis + 2 :]) if axis == 0 else np.moveaxis(array.squeeze(axis + 1), 0, axis)
-        )
+    try:
+        for port, array in zip(batcher.spec.inputs, stacked):  # [n, ..., 1 at the batch axis, ...] -> n on the batch axis (a view)
+            axis = port.batch_axis
+            inputs[port.name] = (
+                array.reshape(array.shape[:1] + array.shape[axis + 2 :]) if axis == 0 else np.moveaxis(array.squeeze(axis + 1), 0, axis)
+            )
+    except BaseException:  # a Ctrl-C before the group ran: its streams and the worker back as they were
+        with worker.cond:
+            for stream in streams:
+                stream.in_flight = False
+        _release(worker)
+        raise
     try:
         try:
             outputs = _run(worker, streams, inputs, n)
@@ -123,10 +130,10 @@ def _take(worker, streams: list, owner) -> bool:
 
 def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
     step, store, spec = worker.step, worker.store, worker.step.spec
-    slots = np.fromiter([s.slot for s in streams], np.intp, n)
     start = monotonic()
     outputs, error = None, None
     try:
+        slots = np.fromiter([s.slot for s in streams], np.intp, n)
         if n <= step.largest:  # one call: gathered into the request's buffers, scattered from them on success
             outputs = step.run_slots(store.slabs, slots, stacked)
         else:  # several calls: every one must succeed before any state is written
@@ -135,7 +142,7 @@ def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
             for name, value in new.items():
                 slab = store.slabs[name]
                 slab[take(slab, spec.state_port(name).batch_axis, slots)] = value
-    except Exception as exc:  # noqa: BLE001 - raised below, after the streams are released; no state was written
+    except BaseException as exc:  # noqa: BLE001 - raised below (a Ctrl-C too), after the streams are released; no state was written
         error = exc
     end = monotonic()
     with worker.cond:

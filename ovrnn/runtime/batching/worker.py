@@ -24,7 +24,7 @@ from time import monotonic
 
 import numpy as np
 
-from ...errors import StreamClosedError
+from ...errors import BatchInterruptedError, StreamClosedError
 from .stats import Recorder
 from .step import BatchedStep
 from .store import StateStore
@@ -325,21 +325,26 @@ class Worker:
         return True
 
     def run_here(self, waiter: Waiter) -> None:
-        """(After ``claim``) Run the ready batches on this (a blocking caller's) thread until
-        `waiter` is done: the same batches it would run at once, without two
-        thread hand-offs per call (on a loaded core each costs a scheduler wake-up). The worker
-        thread waits meanwhile (one runner per worker: its request is one call's). When the
-        worker is busy, or anything is left, the caller waits for the worker as before."""
+        """(After ``claim``) Run the ready batches on this (a blocking caller's) thread until `waiter` is done: the
+        same batches it would run at once, without two thread hand-offs per call (on a loaded core each costs a
+        scheduler wake-up). The worker thread waits meanwhile (one runner per worker: its request is one call's).
+        When the worker is busy, or anything is left, the caller waits for the worker as before."""
+        formed = None  # a batch taken off the queues and not yet handed to _run
         try:
             while waiter.left:
                 with self.cond:
-                    batch = self._next_batch(block=False)
+                    batch = formed = self._next_batch(block=False)
                     outbox, self.outbox = self.outbox, []
                 _deliver(outbox)
                 if batch is None or batch is False:
                     return
+                formed = None
                 if batch:
                     self._run(*batch)
+        except BaseException as exc:  # Ctrl-C on this caller's thread: a batch formed here fails as a failed batch does
+            if formed:
+                self._run(*formed, error=exc)
+            raise
         finally:
             with self.cond:
                 self.claimed = 0
@@ -370,17 +375,16 @@ class Worker:
             _deliver(outbox)
             raise
 
-    def _run(self, streams: list[StreamHandle], chunks: list[_Chunk], formed: float) -> None:
-        n = len(streams)
-        slots = np.fromiter([s.slot for s in streams], np.intp, n)
-        inputs = {name: [c.inputs[name] for c in chunks] for name in self._inputs}
-        start = monotonic()
-        outputs, error = None, None
+    def _run(self, streams: list[StreamHandle], chunks: list[_Chunk], formed: float, error: BaseException | None = None) -> None:
+        start, outputs = monotonic(), None  # given `error`: settled as failed; a Ctrl-C fails it too, then goes on up
         try:
-            outputs = self.step.run_slots(self.store.slabs, slots, inputs)
-        except Exception as exc:  # noqa: BLE001 - the batch failed, each of its callers gets it; no state was written (run_slots scatters on success only)
+            if error is None:
+                slots = np.fromiter([s.slot for s in streams], np.intp, len(streams))
+                inputs = {name: [c.inputs[name] for c in chunks] for name in self._inputs}
+                outputs = self.step.run_slots(self.store.slabs, slots, inputs)
+        except BaseException as exc:  # noqa: BLE001 - the batch failed, each of its callers gets it; no state was written (run_slots scatters on success only)
             error = exc
-        end = monotonic()
+        n, end = len(streams), monotonic()
         with self.cond:
             r = self.recorder
             r.rows[n] += 1
@@ -405,6 +409,8 @@ class Worker:
             _deliver_rows(chunks, outputs, self._outputs)
         else:
             _deliver([(c.sink, c.index, None, _copy(error)) for c in chunks])
+            if not isinstance(error, Exception):
+                raise error
 
     def start(self) -> None:
         self.thread.start()
@@ -419,9 +425,11 @@ class Worker:
             self.thread.join()
 
 
-def _copy(error: Exception) -> Exception:
+def _copy(error: BaseException) -> Exception:
     """Each waiting call raises its own exception object (one object raised in several threads
-    would share one traceback)."""
+    would share one traceback); a batch cut by a KeyboardInterrupt: a BatchInterruptedError."""
+    if not isinstance(error, Exception):
+        return BatchInterruptedError(f"the batch was cut by {type(error).__name__} on its thread; no state moved: feed the chunk again")
     try:
         return type(error)(str(error))
     except Exception:  # noqa: BLE001 - an exception type that takes other arguments

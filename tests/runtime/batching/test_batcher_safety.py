@@ -6,6 +6,7 @@ refused feed_many/submit_many over several workers queues nothing, a foreign han
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -50,3 +51,122 @@ def test_an_index_computed_in_the_graph_is_refused_by_default():
             np.testing.assert_allclose(g["picked"], want, rtol=1e-5, atol=1e-6)
     # an index input as it is (checked per chunk before it joins a batch) needs no opt-in
     ovrnn.StreamBatcher(policy_model(), POLICY_STATE, sizes=(1, 4)).shutdown()
+
+
+# -- a Ctrl-C while a caller's thread runs the batch
+
+
+def _interrupting(step, when=lambda: True):
+    """Patch `step` so its next OpenVINO call raises KeyboardInterrupt (as Ctrl-C does) when `when()`."""
+    real = step._infer
+
+    def infer(bucket):
+        if when():
+            step._infer = real
+            raise KeyboardInterrupt
+        return real(bucket)
+
+    step._infer = infer
+
+
+def _same_states(b, streams, before):
+    for s, st in zip(streams, before):
+        got = b.state(s)
+        assert all(np.array_equal(got[k], v) for k, v in st.items())
+
+
+def test_a_ctrl_c_in_a_batch_run_on_the_callers_thread_fails_it_atomically():
+    """feed() on an idle worker runs the batch on the caller's thread (Worker.run_here). Before: the
+    KeyboardInterrupt skipped the batch's bookkeeping (`except Exception`): the stream stayed in
+    flight for ever and its next feed hung without end."""
+    from ovrnn.examples import STREAM_MODEL
+
+    x = np.random.default_rng(1).uniform(-1, 1, (4, 1, 3)).astype(np.float32)
+    with ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1, 4)) as b:
+        s, other = b.open(), b.open()
+        b.feed(s, {"X": x})
+        before = [b.state(s), b.state(other)]
+        _interrupting(b._workers[0].step)
+        with pytest.raises(KeyboardInterrupt):
+            b.feed(s, {"X": x})
+        _same_states(b, [s, other], before)
+        assert b.stats()["failed_batches"] == 1
+        # released: the stream goes on from where it was, on the worker's thread and on this one
+        assert b.submit(s, {"X": x}).result(timeout=30)["Y"].shape == (4, 1, 1, 8)
+        b.feed(other, {"X": x})
+        # feed_many's direct group (group.py's run on this thread): the same
+        before = [b.state(s), b.state(other)]
+        _interrupting(b._workers[0].step)
+        with pytest.raises(KeyboardInterrupt):
+            b.feed_many([(s, {"X": x}), (other, {"X": x})])
+        _same_states(b, [s, other], before)
+        assert len(b.feed_many([(s, {"X": x}), (other, {"X": x})], return_exceptions=True)) == 2
+        # a queued group run by the caller (a stream listed twice): every chunk of the cut batch
+        # gets BatchInterruptedError, the interrupt goes on up; the stream's later chunk still runs
+        before = [b.state(s), b.state(other)]
+        _interrupting(b._workers[0].step)
+        futures = []
+        with pytest.raises(KeyboardInterrupt):
+            futures = b.feed_many([(s, {"X": x}), (other, {"X": x}), (s, {"X": x})])
+        assert futures == []
+        b.feed(other, {"X": x})  # not in flight, not hung
+        assert b.stats()["failed_batches"] == 3
+
+
+def test_real_ctrl_c_signals_while_feeding_never_leave_a_stream_hung():
+    """redteam's real-signal form: a thread sends SIGINT (interrupt_main) every 0.7 ms while the
+    main thread feeds; every feed either returns or raises KeyboardInterrupt, and afterwards the
+    stream and a new one are served (before: the first interrupt inside a batch hung the next feed).
+    A watchdog turns a hang into a failure."""
+    import _thread
+    import signal
+    import time
+
+    from ovrnn.examples import STREAM_MODEL
+
+    class Hung(Exception):
+        pass
+
+    state = {"armed": False, "hung": False, "progress": time.monotonic(), "stop": False}
+
+    def handler(signum, frame):
+        if state["hung"]:
+            raise Hung("a feed made no progress for 20 s after an interrupt")
+        if state["armed"]:
+            raise KeyboardInterrupt
+
+    def poke():
+        while not state["stop"]:
+            time.sleep(0.0007)
+            if time.monotonic() - state["progress"] > 20:
+                state["hung"] = True
+            _thread.interrupt_main()
+
+    x = np.random.default_rng(2).uniform(-1, 1, (4, 1, 3)).astype(np.float32)
+    old = signal.signal(signal.SIGINT, handler)
+    interrupted = 0
+    try:
+        with ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1, 4), max_pending=64) as b:
+            s = b.open()
+            thread = threading.Thread(target=poke, daemon=True)
+            thread.start()
+            try:
+                for _ in range(300):
+                    try:
+                        state["armed"] = True
+                        b.feed(s, {"X": x})
+                        state["armed"] = False
+                    except KeyboardInterrupt:
+                        state["armed"] = False
+                        interrupted += 1
+                    state["progress"] = time.monotonic()
+            finally:
+                state["stop"] = True
+                thread.join()
+            assert interrupted > 0
+            assert not s.in_flight
+            assert b.submit(s, {"X": x}).result(timeout=30)["Y"].shape == (4, 1, 1, 8)
+            t = b.open()
+            assert b.feed(t, {"X": x})["Y"].shape == (4, 1, 1, 8)
+    finally:
+        signal.signal(signal.SIGINT, old)
