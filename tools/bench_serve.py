@@ -90,7 +90,7 @@ def child(args: list[str], cores: list[int], timeout: float) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps({"cores": cores, "argv": args})]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     sys.stderr.write(proc.stderr)

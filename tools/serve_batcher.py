@@ -13,7 +13,6 @@ import threading
 import time
 
 import numpy as np
-
 from serve_events import CHUNK, CLOSE, OPEN
 
 clock = time.perf_counter

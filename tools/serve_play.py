@@ -14,9 +14,8 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
-
 import make_serve_models
+import numpy as np
 from serve_events import CHUNK, CLOSE, OPEN
 
 POOL = 97  # distinct chunks per model; a stream's chunk k is POOL entry (slot * 31 + k) % POOL
@@ -221,7 +220,7 @@ def schedule(n: int, period: float, duration: float, jitter: float, life: float,
             ts.append(close), kinds.append(CLOSE), cids.append(0), slots.append(slot)
             t = close + rng.uniform(0, period)
     order = np.argsort(np.array(ts), kind="stable")
-    pick = lambda v, dt: np.array(v, dt)[order]  # noqa: E731
+    pick = lambda v, dt: np.array(v, dt)[order]
     return {"t": pick(ts, np.float64), "slot": pick(slots, np.int64), "kind": pick(kinds, np.int8), "cid": pick(cids, np.int64)}
 
 
