@@ -13,7 +13,7 @@ import threading
 import time
 
 import numpy as np
-from serve_events import CHUNK, CLOSE, OPEN
+from serve_events import CHUNK, CLOSE, OPEN, Counting, play_single
 
 clock = time.perf_counter
 cpu = time.thread_time
@@ -35,7 +35,7 @@ class BatcherSide:
     worker by one thread (the serving thread itself with one worker; with two, one thread per worker,
     each opening its streams on its worker with ``open(worker=k)``), every chunk that has arrived (at
     most one a stream) in one blocking ``feed_many`` per wake-up: the loop onnxruntime by hand and
-    BatchedStep by hand are played with (serve_play.play_single). With the worker idle, feed_many
+    BatchedStep by hand are played with (serve_events.play_single). With the worker idle, feed_many
     runs on the calling thread (its direct path, docs/batching.md). Each compiled request's infer is
     timed in CPU seconds (OpenVINO releases the GIL in it): what is left of the process's CPU time is
     Python and numpy, holding the GIL."""
@@ -84,9 +84,7 @@ class BatcherSide:
 
     def play(self, ev: dict, duration: float, bound: float):
         """Several workers: slot s's streams live on worker s mod workers, and thread k plays the
-        events of worker k's slots (serve_play.play_single, one shared clock)."""
-        from serve_play import Counting
-
+        events of worker k's slots (serve_events.play_single, one shared clock)."""
         done = np.full(len(ev["t"]), np.nan)
         parts, threads = [], []
         start = clock() + 0.05
@@ -109,10 +107,8 @@ class BatcherSide:
         return done, sizes
 
     def _gateway(self, *args) -> None:
-        """serve_play.play_single on this thread; its run-queue wait added to ``exited_wait`` (a
+        """serve_events.play_single on this thread; its run-queue wait added to ``exited_wait`` (a
         thread that has ended is gone from /proc/self/task, where the trial reads the others')."""
-        from serve_play import play_single
-
         before = _waited()
         try:
             play_single(*args)

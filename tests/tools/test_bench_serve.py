@@ -12,6 +12,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "tools"))
 import bench_serve
 import make_serve_models
+import serve_events
 import serve_play
 
 
@@ -22,7 +23,7 @@ def models(tmp_path_factory):
 
 def test_schedule_opens_feeds_in_order_and_closes_every_stream():
     period, jitter = 0.032, 0.005
-    ev = serve_play.schedule(20, period, 3.0, jitter=jitter, life=1.0, seed=0)
+    ev = serve_events.schedule(20, period, 3.0, jitter=jitter, life=1.0, seed=0)
     assert np.all(np.diff(ev["t"]) >= 0)
     opened = closed = 0
     for slot in range(20):
@@ -32,10 +33,10 @@ def test_schedule_opens_feeds_in_order_and_closes_every_stream():
         state = "closed"
         last = None
         for k, t in zip(kinds, ts):
-            if k == serve_play.OPEN:
+            if k == serve_events.OPEN:
                 assert state == "closed"
                 state, opened, last = "open", opened + 1, t
-            elif k == serve_play.CHUNK:
+            elif k == serve_events.CHUNK:
                 assert state == "open" and period - 1e-9 <= t - last <= period + jitter + 1e-9  # one period after the last, jittered
                 last = t - (t - last - period)  # the next is a period after this one's unjittered time
             else:
