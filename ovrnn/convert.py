@@ -5,10 +5,13 @@
     plan_conversion          (plan/decide.py)     whole model or lone recurrent nodes; refusals
     cells_from_query|_tables (plan/decide.py)     --lowering auto: the lowering per op for the device
     _lowered -> convert_graph          (ir/graph.py)  lone nodes: spec, lower into a LayerGraph, emit
-             -> convert_whole_model    (frontend/)    whole models: OpenVINO's frontend + the same lowering
+             -> lower_whole_model      (frontend/)    whole models: OpenVINO's frontend + the same lowering
+                _whole_sequence_ir     (onnx/, frontend/)  a stateful stream's whole-sequence model, read and lowered alike
+                finish_whole_model     (frontend/)    the stream proved (chunked == whole), the IR written
 
-Each stage returns a value and calls no stage after it; a body node whose step count is unknown
-takes the plan's fallbacks in ``convert``'s one loop.
+Each stage returns a value and calls no other stage: ``convert`` hands each value to the next (the
+frontend's stream proof included); a body node whose step count is unknown takes the plan's
+fallbacks in ``convert``'s one loop.
 
 The caller saves the IR (``IR.save``, atomic).
 """
@@ -21,9 +24,10 @@ from pathlib import Path
 
 import onnx
 
+from . import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loops/)
 from .device.ov import available_devices, core
 from .device.plugins import device_names, is_available
-from .errors import BodyStepsUnknownError, InvalidModelError, UnsupportedFeatureError
+from .errors import BodyStepsUnknownError, InvalidModelError, OvrnnError, UnsupportedFeatureError
 from .ir.model import IR
 from .lower.node import LoweringOptions
 from .onnx.for_frontend.input import frontend_input
@@ -44,7 +48,6 @@ from .plan.decide import (
 from .plan.options import ConversionOptions, options_doc, parameters, takes
 from .plan.request import Request
 from .semantics.limits import DEFAULT_MAX_STEPS
-from . import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loops/)
 
 _MODEL_AND_INPUT = [
     inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="ModelSource"),
@@ -109,27 +112,50 @@ def convert(model: ModelSource, input: InputShapes, request: Request) -> Convers
 def _lowered(plan: Plan, options: LoweringOptions, left: dict[str, str]) -> IR:
     """The plan's model lowered with `options`: OpenVINO's frontend with ovrnn's lowering for whole
     models (frontend/whole_model.py; the ops of `left` stay the frontend's), spec + lower + emit for
-    lone nodes (ir/graph.py)."""
+    lone nodes (ir/graph.py). A stateful whole model's stream with a time axis is proved against the
+    model for its whole sequence, which is read (onnx stage) and lowered here like any whole model."""
     r, record = plan.request, plan.prepared.rt_info()
-    if plan.whole:
-        from .frontend.whole_model import convert_whole_model
+    if not plan.whole:
+        from .ir.graph import convert_graph  # the whole-model frontend is loaded for whole models only
 
-        return convert_whole_model(
-            plan.view,
-            plan.prepared.shapes,
-            plan.read,
-            list(plan.nodes),
-            plan.source,
-            options,
-            r.max_steps,
-            stateful=r.stateful,
-            record=record,
-            left=dict(left),
-            reread=frontend_input,
-        )
-    from .ir.graph import convert_graph
+        return convert_graph(plan.view, options, r.ir_version, r.max_steps, r.stateful, record)
+    from .frontend.whole_model import finish_whole_model, lower_whole_model
 
-    return convert_graph(plan.view, options, r.ir_version, r.max_steps, r.stateful, record)
+    lowered = lower_whole_model(
+        plan.view,
+        plan.prepared.shapes,
+        plan.read,
+        list(plan.nodes),
+        plan.source,
+        options,
+        r.max_steps,
+        stateful=r.stateful,
+        record=record,
+        left=dict(left),
+    )
+    return finish_whole_model(lowered, _whole_sequence_ir(lowered, plan.source))
+
+
+def _whole_sequence_ir(lowered, source: Path | None) -> IR | OvrnnError | None:
+    """The stateless model for a stream's whole-sequence run (``lowered.whole``, frontend/time_mixing.py):
+    read for the frontend and lowered (no --max-steps limit: it runs `chunks` times the steps), or the
+    error that conversion raised (the stream is then not proven, said in a note); None: nothing to prove."""
+    from .frontend.time_mixing import STREAM_CHECK
+    from .frontend.whole_model import convert_whole_model
+    from .progress import stage
+    from .semantics.nodes import recurrent_nodes
+
+    whole = lowered.whole
+    if whole is None or whole.view is None:
+        return None
+    with stage(STREAM_CHECK):
+        try:
+            view = whole.view
+            return convert_whole_model(
+                view, whole.shapes, frontend_input(view), recurrent_nodes(view.model), source, lowered.whole_options, 0
+            )
+        except OvrnnError as exc:  # e.g. a Reshape fixed to K steps: the model runs K steps and no other count
+            return exc
 
 
 def _carried_out(plan: Plan, files: list[Path], left: dict[str, str]) -> IR:

@@ -14,22 +14,40 @@ named in the refusal.
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..device.ov import ov
 from ..dtypes import BY_ONNX
 from ..errors import OvrnnError, UnsupportedFeatureError, flag, quoted
+from ..families import family_of
+from ..onnx.graphs import describe_node
 from ..onnx.reading.read import GraphView
 from ..shapes import Dim
 
+STREAM_CHECK = "checking that the chunked stream equals the whole sequence"  # the progress line while it runs
 ATOL, RTOL = 1e-4, 1e-3  # both sides OpenVINO CPU at f32: rounding only, far below any real mixing
 
 
-def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless, zero_inputs: set[str]) -> str | None:
-    """Refuse the model when its chunked stream differs from its whole-sequence run. A check that
-    cannot run here (OpenVINO's CPU plugin refuses one of the two models) is a note, not a verdict."""
+@dataclass(frozen=True)
+class WholeSequence:
+    """The stream's whole-sequence run: the view with each timed input K·chunks steps long (``view``,
+    ``shapes``) and the inputs it is fed; the stateless model for it is converted by ``convert``
+    (onnx stage, then this stage again) and handed to ``check_time_mixing``. ``note``: why no such
+    run can be made (then ``view`` is None and the stream is not proven)."""
+
+    view: GraphView | None
+    shapes: dict = field(default_factory=dict)
+    feeds: dict = field(default_factory=dict)
+    timed: dict = field(default_factory=dict)
+    K: int = 0
+    chunks: int = 0
+    note: str = ""
+
+
+def whole_sequence(view: GraphView, stream, zero_inputs: set[str]) -> WholeSequence:
+    """The whole-sequence run the stream is compared with: C chunks of K steps, of a small random input."""
     K = stream.steps
     chunks = 3 if K <= 64 else 2
     long_shapes: dict[str, tuple[Dim, ...]] = {}
@@ -39,14 +57,20 @@ def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless
     sizes = _symbol_sizes(view)
     for info in view.inputs:
         if info.shape is None:
-            return f"could not check that the chunked stream equals the whole sequence: input '{info.name}' has no shape"
+            return WholeSequence(
+                None, note=f"could not check that the chunked stream equals the whole sequence: input '{info.name}' has no shape"
+            )
         symbols = _declared_symbols(view, info.name)
         dims = [d.lo if d.is_static else sizes.get(symbols[a] if a < len(symbols) else None, 2) for a, d in enumerate(info.shape)]
         if info.name in timed:
             dims[timed[info.name]] = K * chunks
         etype = BY_ONNX.get(info.elem_type)
         if etype is None:
-            return f"could not check that the chunked stream equals the whole sequence: input '{info.name}' has an unsupported element type"
+            return WholeSequence(
+                None,
+                note=f"could not check that the chunked stream equals the whole sequence: input '{info.name}' has an unsupported "
+                "element type",
+            )
         dtype = etype.numpy
         if info.name in zero_inputs:
             value = np.zeros(dims, dtype)
@@ -60,12 +84,20 @@ def check_time_mixing(stateful_model, view: GraphView, stream, convert_stateless
         long_shapes[info.name] = tuple(Dim.of(d) for d in dims)
     long_view = copy.copy(view)
     long_view.inputs = [replace(i, shape=long_shapes[i.name]) for i in view.inputs]
-    try:
-        whole_ir = convert_stateless(long_view, long_shapes)
-    except OvrnnError as exc:  # e.g. a Reshape fixed to K steps: the model runs K steps and no other count
+    return WholeSequence(long_view, long_shapes, feeds_whole, timed, K, chunks)
+
+
+def check_time_mixing(stateful_model, view: GraphView, stream, whole: WholeSequence, whole_ir) -> str | None:
+    """Refuse the model when its chunked stream differs from its whole-sequence run (`whole_ir`: the
+    stateless model converted for `whole`, or the OvrnnError that conversion raised). A check that
+    cannot run here (OpenVINO's CPU plugin refuses one of the two models) is a note, not a verdict."""
+    if whole.view is None:
+        return whole.note
+    K, chunks, feeds_whole, timed = whole.K, whole.chunks, whole.feeds, whole.timed
+    if isinstance(whole_ir, OvrnnError):  # e.g. a Reshape fixed to K steps: the model runs K steps and no other count
         return (
             f"could not check that the chunked stream equals the whole sequence: the model does not convert with {K * chunks} "
-            f"steps ({str(exc)[:200]}); the stream is not proven"
+            f"steps ({str(whole_ir)[:200]}); the stream is not proven"
         )
     try:
         want, got = _run(stateful_model, whole_ir, feeds_whole, timed, K, chunks, {o.name for o in view.outputs})
@@ -231,3 +263,34 @@ def _first_bad(got: np.ndarray, want: np.ndarray, atol: float = ATOL, rtol: floa
         return None
     at = tuple(np.argwhere(bad)[0])
     return at, float(g[at]), float(w[at])
+
+
+def unpaired_states(view: GraphView, stateful) -> str:
+    """With IN=OUT pairs, the likelier reason a chunked stream differs: a recurrent node's state that
+    no pair carries restarts on every call (from zeros, or from a graph input fed whole)."""
+    if not isinstance(stateful, tuple):
+        return ""
+    paired = {name for name, _ in stateful}
+    inputs = {i.name for i in view.model.graph.input}
+    for node in view.model.graph.node:
+        family = family_of(node)
+        if family is None or family.domain:  # the ai.onnx families
+            continue
+        direction = next((a.s.decode() for a in node.attribute if a.name == "direction"), "forward")
+        if direction != "forward":  # its pair is carried, but the chunk is read back to front
+            return (
+                f"; or rather, {describe_node(node)} is {direction}: its reverse direction reads each chunk back "
+                "to front, so no carried state makes the calls equal the whole sequence"
+            )
+        for position in family.state_slots:
+            role = family.inputs[position]
+            given = node.input[position] if len(node.input) > position else ""
+            if given and (given not in inputs or given in paired):
+                continue
+            start = f"from graph input '{given}', which no pair carries" if given else "from zeros (it has no initial state)"
+            return (
+                f"; or rather, {describe_node(node)} starts its {role[8:].upper()} on every call {start} "
+                f"(the pairs are {', '.join(f'{i}={o}' for i, o in stateful)}): pair that state too, or use {flag('stateful')} "
+                "without pairs to carry every node's state"
+            )
+    return ""

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
@@ -26,8 +25,8 @@ import onnx
 from .. import __version__
 from ..device.ov import ov, ov_submodule
 from ..device.plugins import INTEGER_WEIGHTS
-from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
-from ..families import families, family_of, named, onnx_families
+from ..errors import OvrnnError, UnsupportedFeatureError, UsageError, flag, quoted
+from ..families import families, named, onnx_families
 from ..ir.emit import mark_precise
 from ..ir.model import IR
 from ..ir.stream_info import RT_SECTION
@@ -39,13 +38,14 @@ from ..onnx.reading.read import GraphView
 from ..progress import stage
 from ..semantics.dims import DynamicStepsError, UnknownRankError
 from ..semantics.limits import check_steps
-from ..semantics.nodes import RecurrentNode, recurrent_nodes
+from ..semantics.nodes import RecurrentNode
 from ..shapes import Dim, Shape
 from ..signals import kept_across_native
 from .failures import conversion_error
 from .ov_model import all_ops, bodies, graphs
 from .realize import partial_shape
 from .recurrent_extension import ModelNodes, RecurrentLowering, body_steps_error, scan_slice_error
+from .time_mixing import STREAM_CHECK, WholeSequence, check_time_mixing, unpaired_states, whole_sequence
 
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 NO_RNN_NOTE = "the model has no RNN, GRU or LSTM node, so it was converted by OpenVINO's ONNX frontend as it is"
@@ -72,14 +72,54 @@ def convert_whole_model(
     stateful: bool | tuple[tuple[str, str], ...] = False,
     record: dict | None = None,
     left: dict[str, str] | None = None,
-    reread: Callable[[GraphView], FrontendInput] | None = None,
 ) -> IR:
+    """``lower_whole_model`` then ``finish_whole_model``, for a model with no stream to prove (a
+    stateless one, or a stateful one whose stream has no time axis; else a UsageError)."""
+    lowered = lower_whole_model(view, shapes, read, nodes, source, options, max_steps, stateful, record, left)
+    if lowered.whole is not None:
+        raise UsageError("a stateful stream with a time axis is proved by convert: lower_whole_model, then finish_whole_model")
+    return finish_whole_model(lowered)
+
+
+@dataclass
+class LoweredModel:
+    """A whole model converted by OpenVINO's frontend with ovrnn's lowering, not yet written. For a
+    stateful stream with a time axis, ``whole`` is the whole-sequence run it is compared with: convert
+    has the model for it read (onnx stage) and lowered (``whole_options``), then hands that IR to
+    ``finish_whole_model``, which proves chunked == whole and writes the IR; this stage calls no earlier one."""
+
+    model: object  # ov.Model
+    lowering: RecurrentLowering
+    view: GraphView
+    nodes: list[RecurrentNode]
+    options: LoweringOptions
+    stateful: bool | tuple[tuple[str, str], ...]
+    record: dict | None
+    left: dict[str, str]
+    steps_note: str | None
+    stream: object = None  # stateful: the stream's contract (stateful_model.py)
+    stream_notes: list = field(default_factory=list)
+    whole: WholeSequence | None = None
+    whole_options: LoweringOptions | None = None  # the whole-sequence model's lowering: f32 weights, the budget's schemes kept
+
+
+def lower_whole_model(
+    view: GraphView,
+    shapes: dict[str, Shape | None],
+    read: FrontendInput,
+    nodes: list[RecurrentNode],
+    source: Path | None,
+    options: LoweringOptions = LoweringOptions(),  # noqa: B008 (frozen: one shared default is safe)
+    max_steps: int | None = None,
+    stateful: bool | tuple[tuple[str, str], ...] = False,
+    record: dict | None = None,
+    left: dict[str, str] | None = None,
+) -> LoweredModel:
     """Every RNN/GRU/LSTM node, at the top level and inside If/Loop/Scan bodies, lowered to chains.
     A body node whose step count is not known at conversion time is refused
     (BodyStepsUnknownError); the ops of `left` (op -> why: convert's fallback, --allow-sequence-ops)
     are left to OpenVINO's frontend (every node of them: the frontend takes one translator per op),
-    with a note. `reread`: what the frontend reads of another view (the onnx stage's
-    frontend_input, handed down by convert): the stream check converts the whole sequence too."""
+    with a note."""
     if stateful is True:
         from .stateful_model import refuse_nodes_in_bodies
 
@@ -103,11 +143,11 @@ def convert_whole_model(
     _fold_constants(model)
     _deterministic_names(model)
     _check_chain_kept(model, lowering.labels)
-    stream, stream_notes = None, []
+    lowered = LoweredModel(model, lowering, view, nodes, options, stateful, record, left, steps_note)
     if stateful:
         from .stateful_model import make_stateful
 
-        stream, stream_notes = make_stateful(
+        lowered.stream, stream_notes = make_stateful(
             model,
             view,
             stateful,
@@ -115,29 +155,40 @@ def convert_whole_model(
             path_for_probe=lambda: _model_file(folded_model, source if not folded else None),
             unfolded_probe=(lambda: _model_file(view.model, source)) if folded else None,
         )
-        if stream.timed:  # chunked == whole, or the model mixes time steps outside its recurrent nodes
-            from .time_mixing import check_time_mixing
-
+        lowered.stream_notes = list(stream_notes)
+        if lowered.stream.timed:  # chunked == whole, or the model mixes time steps outside its recurrent nodes
             zero_inputs = (
                 {name for name, _ in stateful} if isinstance(stateful, tuple) else {st.replaces for st in lowering.states if st.replaces}
             )
-            with stage("checking that the chunked stream equals the whole sequence"):
-                # the whole-sequence IR runs `chunks` times the steps: no --max-steps limit for this internal
-                # one; and f32 weights, as the stateful model in memory has them (f16 comes at serialization)
-                plain = replace(
-                    options, compress_to_fp16=False, budget=_schemes_of(lowering) if options.compression is not None else options.budget
-                )
-                try:
-                    note = check_time_mixing(
-                        model,
-                        view,
-                        stream,
-                        lambda v, s: convert_whole_model(v, s, reread(v), recurrent_nodes(v.model), source, plain, 0, reread=reread),
-                        zero_inputs,
-                    )
-                except UnsupportedFeatureError as exc:
-                    raise UnsupportedFeatureError(f"{exc}{_unpaired_states(view, stateful)}") from None
-                stream_notes = list(stream_notes) + ([note] if note else [])
+            lowered.whole = whole_sequence(view, lowered.stream, zero_inputs)
+            # the whole-sequence IR runs `chunks` times the steps (convert sets no --max-steps limit for this internal
+            # one); and f32 weights, as the stateful model in memory has them (f16 comes at serialization)
+            lowered.whole_options = replace(
+                options, compress_to_fp16=False, budget=_schemes_of(lowering) if options.compression is not None else options.budget
+            )
+    return lowered
+
+
+def finish_whole_model(lowered: LoweredModel, whole_ir: IR | OvrnnError | None = None) -> IR:
+    """The lowered model checked and written: a stateful stream with a time axis proved against
+    `whole_ir` (the model for ``lowered.whole``, or the error converting it raised; time_mixing.py),
+    --static checked, ovrnn's rt_info recorded, serialized."""
+    model, lowering, view, options, stateful, stream = (
+        lowered.model,
+        lowered.lowering,
+        lowered.view,
+        lowered.options,
+        lowered.stateful,
+        lowered.stream,
+    )
+    stream_notes = list(lowered.stream_notes)
+    if lowered.whole is not None:
+        with stage(STREAM_CHECK):
+            try:
+                note = check_time_mixing(model, view, stream, lowered.whole, whole_ir)
+            except UnsupportedFeatureError as exc:
+                raise UnsupportedFeatureError(f"{exc}{unpaired_states(view, stateful)}") from None
+        stream_notes += [note] if note else []
     if options.static and model.is_dynamic():
         dynamic = next(
             f"{op.get_friendly_name()} {op.get_output_partial_shape(0)}"
@@ -152,13 +203,13 @@ def convert_whole_model(
         f"{op} nodes inside If/Loop/Scan bodies: every {op} node was converted by OpenVINO's ONNX frontend ({op}Sequence), not "
         "lowered to cells "
         f"({flag('allow-sequence-ops', True)}: {why})"
-        for op, why in left.items()
+        for op, why in lowered.left.items()
     ]
     notes = (
         left_notes
         + list(lowering.notes)
-        + ([] if nodes or stateful else [no_rnn_note(view.model.producer_name)])
-        + ([steps_note] if steps_note else [])
+        + ([] if lowered.nodes or stateful else [no_rnn_note(view.model.producer_name)])
+        + ([lowered.steps_note] if lowered.steps_note else [])
         + list(stream_notes)
     )
     summaries = lowering.summaries
@@ -168,7 +219,7 @@ def convert_whole_model(
     model.set_rt_info(__version__, ["ovrnn", "version"])
     for key, value in options.rt_info().items():
         model.set_rt_info(value, ["ovrnn", key])
-    for key, table in (record or {}).items():  # e.g. frozen_inputs: {name: description}
+    for key, table in (lowered.record or {}).items():  # e.g. frozen_inputs: {name: description}
         for name, value in table.items():
             model.set_rt_info(value, ["ovrnn", key, name])
     if stream is not None:
@@ -189,37 +240,6 @@ def _if_body(node: RecurrentNode):
 
 def _in_if(node: RecurrentNode) -> bool:
     return _if_body(node) is not None
-
-
-def _unpaired_states(view: GraphView, stateful) -> str:
-    """With IN=OUT pairs, the likelier reason a chunked stream differs: a recurrent node's state that
-    no pair carries restarts on every call (from zeros, or from a graph input fed whole)."""
-    if not isinstance(stateful, tuple):
-        return ""
-    paired = {name for name, _ in stateful}
-    inputs = {i.name for i in view.model.graph.input}
-    for node in view.model.graph.node:
-        family = family_of(node)
-        if family is None or family.domain:  # the ai.onnx families
-            continue
-        direction = next((a.s.decode() for a in node.attribute if a.name == "direction"), "forward")
-        if direction != "forward":  # its pair is carried, but the chunk is read back to front
-            return (
-                f"; or rather, {describe_node(node)} is {direction}: its reverse direction reads each chunk back "
-                "to front, so no carried state makes the calls equal the whole sequence"
-            )
-        for position in family.state_slots:
-            role = family.inputs[position]
-            given = node.input[position] if len(node.input) > position else ""
-            if given and (given not in inputs or given in paired):
-                continue
-            start = f"from graph input '{given}', which no pair carries" if given else "from zeros (it has no initial state)"
-            return (
-                f"; or rather, {describe_node(node)} starts its {role[8:].upper()} on every call {start} "
-                f"(the pairs are {', '.join(f'{i}={o}' for i, o in stateful)}): pair that state too, or use {flag('stateful')} "
-                "without pairs to carry every node's state"
-            )
-    return ""
 
 
 def _convert(
