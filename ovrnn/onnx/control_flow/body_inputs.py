@@ -101,17 +101,26 @@ _MAX_ROUNDS = 8  # each round only turns static dims dynamic, so a fixed point c
 def declare_carried(model: onnx.ModelProto) -> bool:
     """Declare each Loop/Scan state's body input with the dims it keeps on every iteration (in
     place); whether any declaration gained a static dim."""
+    return declare_carried_inferred(model)[0]
+
+
+def declare_carried_inferred(model: onnx.ModelProto) -> tuple[bool, onnx.ModelProto | bool | None]:
+    """declare_carried, and onnx's inference (data propagated) of the model as it is left: the
+    fixed point infers it on its last round, so the caller need not infer it again. None when no
+    inference ran (no Loop or Scan); False when onnx cannot infer the model as it was given."""
     if not any(n.op_type in ("Scan", "Loop") and n.domain in ONNX_DOMAINS for n in all_nodes(model.graph)):
-        return False  # no state to declare: spare the shape inference rounds
+        return False, None  # no state to declare: spare the shape inference rounds
     original = onnx.ModelProto()
     original.CopyFrom(model)
     declared: dict[tuple[int, int], list | None] | None = None  # (holder index, state index) -> dims
+    first: onnx.ModelProto | bool = False  # the inference of the model as given
     for _ in range(_MAX_ROUNDS):
         try:  # data_prop: a zeros state shaped from Shape(x) has its dims known
             inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
         except Exception:  # noqa: BLE001 (as above: leave the model as it was)
             model.CopyFrom(original)
-            return False
+            return False, first
+        first = inferred if declared is None else first
         carried = _carried_shapes(inferred.graph)
         if declared is None:  # the first round: each state as its initial value is
             new = {key: init for key, (init, _) in carried.items()}
@@ -124,11 +133,12 @@ def declare_carried(model: onnx.ModelProto) -> bool:
         _write_declarations(model.graph, declared)
     else:
         model.CopyFrom(original)  # no fixed point within the rounds: declare nothing
-        return False
+        return False, first
     gained = any(dims is not None and any(d is not None for d in dims) for dims in declared.values())
     if not gained:
         model.CopyFrom(original)
-    return gained
+        return False, first
+    return True, inferred  # the model as left (the declarations of the round that found no change), inferred
 
 
 def _holders(graph: onnx.GraphProto):

@@ -6,10 +6,12 @@ node's name (``choose_sr/...``, ``loop/iter2/...``).
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
+from onnx import helper, numpy_helper
 
 from .. import graphs
-from ..graphs import all_graphs, subgraphs
+from ..graphs import all_graphs, node_label, subgraphs
 
 
 def defined(graph: onnx.GraphProto) -> set[str]:
@@ -124,3 +126,69 @@ def taken_names(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[set[str],
         nodes |= {n.name for n in g.node if n is not node}
         stack += [sub for n in g.node for _, sub in subgraphs(n) if id(sub) not in own]
     return tensors, nodes
+
+
+def inline_branch(graph: onnx.GraphProto, node: onnx.NodeProto, branch: onnx.GraphProto, names: Names):
+    """(nodes, initializers, value_info) computing the If `node`'s outputs by its `branch`, in its place."""
+    prefix = node_label(node)
+    produced = {o for n in branch.node for o in n.output if o} | {t.name for t in branch.initializer}
+    preset: dict[str, str] = {}
+    tails: list[onnx.NodeProto] = []
+    seen: set[str] = set()
+    for out, target in zip(branch.output, node.output):
+        if not target:
+            continue
+        if out.name in produced and out.name not in seen:
+            preset[out.name] = target  # the producer writes the If's output itself
+            seen.add(out.name)
+        else:  # an outer name, or one value given twice
+            tails.append((out.name, target))
+    new_nodes, inits, infos, mapping = copy_body(branch, prefix, names, preset, taken_names(graph, node))
+    for source, target in tails:
+        new_nodes.append(
+            helper.make_node("Identity", [mapping.get(source, source)], [target], name=names.node(f"{prefix}/{target}", prefix))
+        )
+    return new_nodes, inits, infos
+
+
+def unrolled(graph: onnx.GraphProto, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, names: Names):
+    """The body copied `trips` times: iteration i reads the constant i, the previous copy's carried
+    values, and the scan outputs are stacked along a new axis 0 (ONNX Loop semantics)."""
+    prefix = node_label(node)
+    carried_in = [i.name for i in body.input[2:]]
+    carried_out = [o.name for o in body.output[1 : 1 + len(carried_in)]]
+    scan_out = [o.name for o in body.output[1 + len(carried_in) :]]
+    state = list(node.input[2:])
+    taken = taken_names(graph, node)
+    all_nodes, all_inits, all_infos = [], [], []
+    scans: list[list[str]] = [[] for _ in scan_out]
+    for it in range(trips):
+        tag = f"{prefix}/iter{it}"
+        counter = names.tensor(f"{tag}/i", tag, taken[0] | names.tensors)
+        cond = names.tensor(f"{tag}/cond", tag, taken[0] | names.tensors)
+        all_inits += [numpy_helper.from_array(np.array(it, np.int64), counter), numpy_helper.from_array(np.array(True), cond)]
+        preset = {body.input[0].name: counter, body.input[1].name: cond}
+        preset.update(zip(carried_in, state))
+        nodes, inits, infos, mapping = copy_body(body, tag, names, preset, taken)
+        all_nodes += nodes
+        all_inits += inits
+        all_infos += infos
+        state = [mapping.get(name, name) for name in carried_out]
+        for k, name in enumerate(scan_out):
+            scans[k].append(mapping.get(name, name))
+    zero = names.tensor(f"{prefix}/axis0", prefix, taken[0] | names.tensors)
+    all_inits.append(numpy_helper.from_array(np.array([0], np.int64), zero))
+    outputs = list(node.output)
+    for k, target in enumerate(outputs[: len(carried_out)]):
+        if target:
+            all_nodes.append(helper.make_node("Identity", [state[k]], [target], name=names.node(f"{prefix}/{target}", prefix)))
+    for k, target in enumerate(outputs[len(carried_out) :]):
+        if not target or k >= len(scans):
+            continue
+        parts = []
+        for it, name in enumerate(scans[k]):
+            part = names.tensor(f"{prefix}/iter{it}/{target}", prefix, taken[0] | names.tensors)
+            all_nodes.append(helper.make_node("Unsqueeze", [name, zero], [part], name=names.node(part, prefix)))
+            parts.append(part)
+        all_nodes.append(helper.make_node("Concat", parts, [target], name=names.node(f"{prefix}/{target}", prefix), axis=0))
+    return all_nodes, all_inits, all_infos

@@ -5,7 +5,7 @@ would be ovrnn's. Each ``FrontendFix`` names the ops, opsets and attribute forms
 OpenVINO releases that misread them (checked against the installed OpenVINO at convert time: the
 rewrite is skipped on a release that reads the node right), why, and the equivalent ONNX nodes,
 which every release from 2024.6 on reads right (the IR loads and computes the same there).
-``tests/test_frontend_fixes.py`` checks, op by op, opset by opset, that each fix applies exactly
+``tests/onnx_graph/test_frontend_fixes.py`` checks, op by op, opset by opset, that each fix applies exactly
 where the installed OpenVINO misreads and that the rewritten node matches onnxruntime.
 
 Precondition of each fix, checked per node: ``applies`` says the node is in the form OpenVINO
@@ -266,7 +266,8 @@ _HARD_SIGMOID_WHY = (
 )
 
 
-# The one list, the first match wins. Releases checked: 2024.6.0, 2025.4.1, 2026.4.1 (tests/test_frontend_fixes.py; docs/whole_models.md).
+# The one list, the first match wins. Releases checked: 2024.6.0, 2025.4.1, 2026.4.1
+# (tests/onnx_graph/test_frontend_fixes.py; docs/whole_models.md).
 FIXES: tuple[FrontendFix, ...] = (
     FrontendFix(
         "axes attribute ignored",

@@ -29,7 +29,7 @@ from .. import graphs
 from ..graphs import node_label
 from ..reading.read import ONNX_DOMAINS, RECURRENT
 from .cells import NotACell, body_index, increment, upstream_nodes
-from .check import Cell, body_model, recognise
+from .check import Cell, body_model
 from .noop_slice import noop_slice_sources
 
 # ops whose output values are some of their first input's values (a 0/1 tensor stays 0/1)
@@ -54,6 +54,37 @@ class EnclosingGraph:
             return None
         dims = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
         return dims
+
+    def with_nodes(self, graph: onnx.GraphProto, nodes: list[onnx.NodeProto]) -> EnclosingGraph | None:
+        """What `graph` (this graph with `nodes` added: the Transposes and reversing Slices by which
+        control_flow/scan_loop.as_loop moves a Scan's inputs) may tell a body, with no inference run
+        again: each added output's dims follow from its input's static dims (a permutation; the same
+        dims for a Slice that reverses axis 0 whole). None when a node is anything else, or an
+        input's shape is not static: the caller infers the graph instead."""
+        infos = dict(self._infos)
+        for node in nodes:
+            vi = infos.get(node.input[0]) if node.input else None
+            shape = vi.type.tensor_type.shape if vi is not None and vi.type.tensor_type.HasField("shape") else None
+            if shape is None or not all(d.HasField("dim_value") for d in shape.dim) or len(node.output) != 1:
+                return None
+            dims = [d.dim_value for d in shape.dim]
+            perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
+            bounds = [self._constant(graph, name) for name in node.input[1:]]
+            if node.op_type == "Transpose" and sorted(perm or []) == list(range(len(dims))):
+                dims = [dims[k] for k in perm]
+            elif not (
+                node.op_type == "Slice"
+                and len(bounds) == 4
+                and all(b is not None for b in bounds)
+                and [b.reshape(-1).tolist() for b in bounds] == [[-1], [-(1 << 62)], [0], [-1]]
+            ):
+                return None
+            infos[node.output[0]] = helper.make_tensor_value_info(node.output[0], vi.type.tensor_type.elem_type, dims)
+        extended = EnclosingGraph.__new__(EnclosingGraph)
+        extended.graph, extended._constant, extended._infos = graph, self._constant, infos
+        for t in graph.initializer:
+            infos.setdefault(t.name, helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        return extended
 
     def elem_type(self, name: str) -> int:
         vi = self._infos.get(name)
@@ -168,12 +199,13 @@ def _counted_trips(
 
 
 def recover(
-    graph: onnx.GraphProto, index: int, node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: EnclosingGraph, opset: int, fresh
+    node: onnx.NodeProto, body: onnx.GraphProto, trips: int, outer: EnclosingGraph, fresh, recognised
 ) -> tuple[list, list, str] | str:
-    """(nodes, initializers, note) replacing the Loop at `index` by the cell it computes, or why
-    its body is not a recognisable cell."""
+    """(nodes, initializers, note) replacing the Loop by the cell it computes, or why its body is not
+    a recognisable cell. `recognised()` gives the cell and what the evaluation found (recognise's
+    answer for this body, asked once a round: control_flow/analysis.py), or raises NotACell."""
     try:
-        cell, found = recognise(node, body, outer, opset, trips)
+        cell, found = recognised()
     except NotACell as why:
         return str(why)
     label = node_label(node)

@@ -73,7 +73,10 @@ def fold_constants(model: onnx.ModelProto, weights: bool = False) -> tuple[onnx.
 
 def _fold_once(model: onnx.ModelProto, copy_first: bool, weights: bool = False) -> tuple[onnx.ModelProto, list[str]] | None:
     graph = model.graph
-    shapes, partial = _inferred_shapes(model)
+    # shapes serve Shape and Size only (folded, or read by _shape_values): with none of them in the
+    # graph, onnx's whole-model inference would tell this round nothing
+    asks = any(n.op_type in ("Shape", "Size") and n.domain in ONNX_DOMAINS for n in graph.node)
+    shapes, partial = _inferred_shapes(model) if asks else _declared_shapes(graph)
     dims = _shape_values(graph, partial)
     consts = {t.name: t for t in graph.initializer}
     for node in graph.node:
@@ -165,9 +168,17 @@ def _inferred_shapes(model: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]]
         graph.value_info.extend(declared)
         for vi, held in zip(graph.output, outputs):
             vi.CopyFrom(held)
+    return _declared_shapes(graph) if inferred is None else _shapes_in(inferred, inferred=True)
+
+
+def _declared_shapes(graph: onnx.GraphProto) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int | None, ...]]]:
+    """What is known with no inference: the graph inputs' shapes and the constants'."""
+    return _shapes_in(graph, inferred=False)
+
+
+def _shapes_in(g: onnx.GraphProto, inferred: bool) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int | None, ...]]]:
     shapes, partial = {}, {}
-    g = inferred if inferred is not None else graph
-    for vi in list(g.input) + (list(g.value_info) + list(g.output) if inferred is not None else []):
+    for vi in list(g.input) + (list(g.value_info) + list(g.output) if inferred else []):
         t = vi.type.tensor_type
         if vi.type.HasField("tensor_type") and t.HasField("shape"):
             dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
