@@ -224,7 +224,9 @@ def s_convert(tmp: Path, n: int) -> dict:
     ours = [sys.executable, "-m", "ovrnn", "convert", str(onnx_path), "-o", str(xml)]
     theirs = [sys.executable, "-c", save_code]
     wall(ours, env), wall(theirs, env)  # not counted: each side's bytecode written, its files in the page cache
+    load = os.getloadavg()[0]
     r = paired(lambda: wall(ours, env), lambda: wall(theirs, env), n)
+    r["load"] = (round(load, 1), round(os.getloadavg()[0], 1))  # 1-minute load average before and after: 2 shared cores
     bins = {}
     for T in (64, 1000):
         for lens in (False, True):
@@ -669,6 +671,7 @@ def render(R: dict) -> str:
         if r is None:
             continue
         spread = f" ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})" if "ratio_min" in r else ""
+        spread += f", load {r['load'][0]}-{r['load'][1]}" if "load" in r else ""
         ours = f"{r['ours']:.3f} s" if "ours" in r else ""
         anchor = f"{r['anchor']:.3f} s" if "anchor" in r else ""
         lines.append(
