@@ -11,15 +11,22 @@ each input holds which dimension, in ONNX terms:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..errors import UsageError, flag, quoted
 from ..families import OpFamily
 from ..onnx.reading.read import TensorInfo
 from ..shapes import Dim, Shape, shape_text
 
-if TYPE_CHECKING:  # recurrent.py imports this module
-    from .recurrent import Normaliser
+
+class Normaliser(Protocol):
+    """What these functions read of recurrent.py's Normaliser (which imports this module)."""
+
+    family: OpFamily
+    who: str
+    attrs: dict[str, object]
+
+    def fail(self, msg: str) -> Exception: ...
 
 
 class DynamicStepsError(UsageError):
