@@ -17,7 +17,8 @@ from onnx import TensorProto, helper
 
 # The hook: the extension's lowering of a node says "inside" and waits there for the signal.
 _HOOK = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a suite run in the background (`pytest &`) hands SIG_IGN down
 from ovrnn.frontend import recurrent_extension
 _convert = recurrent_extension.RecurrentLowering._convert
 def held(self, *args, **kwargs):
