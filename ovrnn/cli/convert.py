@@ -25,7 +25,8 @@ def add_parser(sub, common) -> None:
         "--input",
         action="append",
         metavar="[NAME][d0,d1,...]",
-        help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; no name: the inputs in order; NAME[SHAPE]{TYPE}->VALUE freezes an input to a constant (sr->16000, mask[3]{i32}->[1 0 1]); repeatable",
+        help="fix an input's shape, ovc syntax: ? or -1 dynamic, lo..hi a range; no name: the inputs in order; "
+        "NAME[SHAPE]{TYPE}->VALUE freezes an input to a constant (sr->16000, mask[3]{i32}->[1 0 1]); repeatable",
     )
     add_option_flags(c, [n for n in NAMES if n != "stateful"])  # every conversion option (plan/options.py); --stateful below
     c.add_argument(
@@ -76,7 +77,8 @@ def _check_destination(args) -> None:
     if args.ovms_repo and args.stateful is not None:
         raise UsageError(
             "ovrnn convert: --stateful cannot go with --ovms-repo: OpenVINO Model Server removed stateful models in 2026.3 "
-            "(a ReadValue IR served there shares one state between all clients); write the IR with -o and stream it with ovrnn.Stream or OpenVINO"
+            "(a ReadValue IR served there shares one state between all clients); write the IR with -o and stream it with "
+            "ovrnn.Stream or OpenVINO"
         )
 
 

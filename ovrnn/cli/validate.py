@@ -33,7 +33,8 @@ def add_parser(sub, common) -> None:
     v.add_argument(
         "--no-drift",
         action="store_true",
-        help="leave out the drift line: each recurrent node streamed for 1024 steps at the device's default precision (compiled without a hint) against float64",
+        help="leave out the drift line: each recurrent node streamed for 1024 steps at the device's default precision "
+        "(compiled without a hint) against float64",
     )
     v.add_argument(
         "--report-precisions", default="f32", help="inference precisions to plot the per-step error for, e.g. f32,bf16,f16 (default f32)"
@@ -43,8 +44,9 @@ def add_parser(sub, common) -> None:
         v,
         ["stateful"],
         stateful={
-            "help": "convert with --stateful (IN=OUT: those state pairs) and prove the stream: N calls == the whole sequence (pairs: the ONNX "
-            "model call by call, the state carried by hand), final states, reset, two streams, set_state, batch, a 1000-step stream"
+            "help": "convert with --stateful (IN=OUT: those state pairs) and prove the stream: N calls == the whole sequence "
+            "(pairs: the ONNX model call by call, the state carried by hand), final states, reset, two streams, set_state, batch, "
+            "a 1000-step stream"
         },
     )
     v.add_argument(
@@ -60,14 +62,17 @@ def add_parser(sub, common) -> None:
         type=POSITIVE,
         default=None,
         metavar="N",
-        help="with --stateful: serve N streams through ovrnn.StreamBatcher in a random arrival order and compare each with itself run alone (the model at batch 1, onnxruntime, the float64 reference); --input gives one stream's shapes (batch 1) and frozen inputs",
+        help="with --stateful: serve N streams through ovrnn.StreamBatcher in a random arrival order and compare each with "
+        "itself run alone (the model at batch 1, onnxruntime, the float64 reference); --input gives one stream's shapes "
+        "(batch 1) and frozen inputs",
     )
     v.add_argument(
         "--context",
         action="append",
         default=None,
         metavar="NAME=L",
-        help="with --streams: the last L entries of input NAME (its last axis) start the next chunk's NAME, as silero's 64 samples; repeatable",
+        help="with --streams: the last L entries of input NAME (its last axis) start the next chunk's NAME, as silero's 64 "
+        "samples; repeatable",
     )
     add_option_flags(v, [n for n in CONVERSION if n not in ("device", "stateful")])  # the conversion's other options (plan/options.py)
     v.set_defaults(func=command)

@@ -26,18 +26,18 @@ from pathlib import Path
 
 import onnx
 
+from ..device import cpu_forms
+from ..device.plugins import canonical_device
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
+from ..families import by_name, family_of, onnx_families
 from ..lower.node import LoweringOptions
-from ..onnx.reading.qdq import absorb_dequantize_linear
-from ..onnx.reading.static_check import check_static
 from ..onnx.control_flow.hints import open_conditions_hint
 from ..onnx.for_frontend.input import FrontendInput, frontend_input
 from ..onnx.graphs import describe_node
 from ..onnx.prepare import Prepared
+from ..onnx.reading.qdq import absorb_dequantize_linear
 from ..onnx.reading.read import GraphView
-from ..device import cpu_forms
-from ..families import by_name, family_of, onnx_families
-from ..device.plugins import canonical_device
+from ..onnx.reading.static_check import check_static
 from ..semantics.nodes import needs_frontend, recurrent_nodes
 from .request import DEFAULT_CHUNK_STEPS, Request
 
@@ -115,7 +115,8 @@ def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan
         _check_every_input_is_produced(view.model.graph)
     if whole and request.ir_version != 11:
         raise UnsupportedFeatureError(
-            f"{flag('ir-version', 10)} is only available for models made of RNN, GRU and LSTM nodes; whole models are written by OpenVINO's serializer, as IR v11"
+            f"{flag('ir-version', 10)} is only available for models made of RNN, GRU and LSTM nodes; whole models are written "
+            "by OpenVINO's serializer, as IR v11"
         )
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
     if not whole:
@@ -169,7 +170,10 @@ def measured_forms(lowering: str, device: str | None) -> tuple[tuple[str, str] |
     key = cpu_forms.machine_key()
     if cpu_forms.entry_for(key) is None:
         return None, (
-            f"{flag('device')} CPU: no step forms were measured for OpenVINO {key[0]} on {key[1]} (tools/measure_forms.py); kept the cell chains",
+            (
+                f"{flag('device')} CPU: no step forms were measured for OpenVINO {key[0]} on {key[1]} (tools/measure_forms.py); "
+                "kept the cell chains"
+            ),
         )
     return key, ()
 
@@ -195,7 +199,11 @@ def dynamic_stream_note(request: Request, xml: bytes) -> tuple[str, ...]:
     )
     fixed = ",".join(f"{name}[{','.join('1' if '?' in d or '..' in d else d for d in shape.split(','))}]" for name, shape in dynamic)
     return (
-        f"{flag('stateful')}: {listed} left dynamic: the stream runs OpenVINO's dynamic-shape path on every call (a one-step LSTM on CPU: 2.3x the time of the same stream with static shapes); fix the dims for a faster stream, e.g. {flag('input', quoted(fixed))}",
+        (
+            f"{flag('stateful')}: {listed} left dynamic: the stream runs OpenVINO's dynamic-shape path on every call (a one-step "
+            "LSTM on CPU: 2.3x the time of the same stream with static shapes); fix the dims for a faster stream, e.g. "
+            f"{flag('input', quoted(fixed))}"
+        ),
     )
 
 
@@ -214,7 +222,10 @@ def device_lacks_cells(device: str | None, xml: bytes) -> tuple[str, ...]:
         return ()
     cells = ", ".join(f.cell for f in lacking)
     return (
-        f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(f.name for f in lacking)} chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}",
+        (
+            f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(f.name for f in lacking)} "
+            f"chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}"
+        ),
     )
 
 
@@ -234,7 +245,10 @@ def cells_from_tables(device: str, ops: tuple[str, ...], names: list[str], avail
     choice = {op: "matmul" if op in lacks else "cell" for op in ops}
     return (
         choice,
-        f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose {_chosen(choice)} from what its plugin is known to import",
+        (
+            f"{flag('lowering', 'auto')}: {device} is not on this machine (available: {', '.join(available)}); chose "
+            f"{_chosen(choice)} from what its plugin is known to import"
+        ),
     )
 
 
@@ -247,7 +261,10 @@ def cells_from_query(device: str, ops: tuple[str, ...], missing: list[str]) -> t
     if not missing:
         return (
             dict.fromkeys(ops, "cell"),
-            f"{flag('lowering', 'auto')}: {device} takes every op of the {'/'.join(cell.values())} chain{'s' if len(ops) > 1 else ''} (query_model); chose 'cell'",
+            (
+                f"{flag('lowering', 'auto')}: {device} takes every op of the {'/'.join(cell.values())} "
+                f"chain{'s' if len(ops) > 1 else ''} (query_model); chose 'cell'"
+            ),
         )
     cells_only = set(missing) <= {f.cell for f in onnx_families()}
     choice = {op: "matmul" if not cells_only or cell[op] in missing else "cell" for op in ops}

@@ -176,7 +176,10 @@ def run_validation(model: ModelSource, input: InputShapes, ir: IR | None, option
             else ""
         )
         if quant.has_original and judged is not proto:
-            shown = "; 'quantization' is that reference against the original graph in float64 with the original weights (counted within --max-weight-error)"
+            shown = (
+                "; 'quantization' is that reference against the original graph in float64 with the original weights "
+                "(counted within --max-weight-error)"
+            )
         notes.append(f"integer weights ({quant.what}): 'reference' is float64 with the dequantized weights and decides PASS/FAIL{shown}")
         for c in comparisons:
             c.note = "float64, dequantized weights"
@@ -300,7 +303,8 @@ def _computes_note(computes: dict[str, tuple[str | None, str]]) -> str:
     others = [n for n in computes if n not in loosened]
     if others:
         parts.append(
-            f"output{'s' if len(others) > 1 else ''} {quoted(others)} never read{'' if len(others) > 1 else 's'} a narrower float: judged at {'their' if len(others) > 1 else 'its'} own tolerance"
+            f"output{'s' if len(others) > 1 else ''} {quoted(others)} never read{'' if len(others) > 1 else 's'} a narrower "
+            f"float: judged at {'their' if len(others) > 1 else 'its'} own tolerance"
         )
     return "; ".join(parts)
 
@@ -353,7 +357,8 @@ def _per_step_errors(proto, ir, ov_model, got, want, feeds, ref_feeds, device, p
     unseen = [k for k in time_axes if k not in want and k not in made]
     if unseen:
         result.notes.append(
-            f"no per-step error for {', '.join(repr(k) for k in unseen)}: ovrnn made that Y (a recurrence recovered from a Loop), the original graph has no such tensor"
+            f"no per-step error for {', '.join(repr(k) for k in unseen)}: ovrnn made that Y (a recurrence recovered from a "
+            "Loop), the original graph has no such tensor"
         )
     time_axes = {k: v for k, v in time_axes.items() if k in want or k in made}
     inner = [name for name in time_axes if name not in want]
