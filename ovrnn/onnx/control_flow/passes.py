@@ -322,7 +322,7 @@ def dynamic_steps_in_body(loop: onnx.NodeProto, body: onnx.GraphProto) -> str | 
 
 
 def _refuse_time_loops(analysis: Analysis) -> None:
-    """One error for a Loop over time left as it is: OpenVINO's frontend cannot read such bodies."""
+    """One error for a Loop over time left as it is, which ovrnn converts over a known number of steps only (loops/rewrite.refusal)."""
     for index, node, body in analysis.time_loops:
         if holds_recurrent_node(body):
             continue  # the frontend reads these; their recurrent node is lowered in the body (bodies.md)

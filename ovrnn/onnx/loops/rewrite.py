@@ -472,7 +472,9 @@ def refusal(
     node: onnx.NodeProto, why: str, trips: int | None, limit: int, cell: Cell | None = None, deciding: str = ""
 ) -> UnsupportedFeatureError:
     """The one error for a Loop over time that stays: what its body is, why it can be neither
-    rewritten nor unrolled, and what the user can do (`deciding`: what its trip count depends on)."""
+    rewritten nor unrolled, and what the user can do (`deciding`: what its trip count depends on).
+    It does not say OpenVINO's frontend cannot read the Loop: it fails on tf2onnx's bodies, but
+    reads others right, a condition the data decides included (1.2e-7 from onnxruntime)."""
     label = node_label(node)
     if trips is None:
         count = f"its trip count is not a constant: {deciding}" if deciding else "its trip count is not a constant"
@@ -482,12 +484,12 @@ def refusal(
         count = "it runs no iteration"
     if cell is not None:
         return UnsupportedFeatureError(
-            f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read: its body is {'an' if cell.kind.name[0] in 'LR' else 'a'} "
-            f"{cell.kind.name} cell of hidden size {cell.hidden}, which ovrnn rewrites as {cell.kind.name} nodes over a known "
-            f"number of steps, but {count}"
+            f"Loop node '{label}' computes a recurrence that ovrnn converts over a known number of steps only: "
+            f"its body is {'an' if cell.kind.name[0] in 'LR' else 'a'} {cell.kind.name} cell of hidden size {cell.hidden}, "
+            f"which ovrnn rewrites as {cell.kind.name} nodes over those steps, but {count}"
         )
     return UnsupportedFeatureError(
-        f"Loop node '{label}' computes a recurrence that OpenVINO's ONNX frontend cannot read, and ovrnn cannot rewrite it: "
+        f"Loop node '{label}' computes a recurrence that ovrnn can neither rewrite nor unroll: "
         f"its body is not a recognisable LSTM, GRU or RNN cell ({why}), and ovrnn unrolls such a body only over a known "
         f"number of steps, but {count}"
     )
