@@ -31,6 +31,7 @@ with open(listing, "w") as fh:
 sys.exit(code)
 """
 
+SERVING = ("ovrnn.runtime.serve", "ovrnn.runtime.serve_ray", "ovrnn.runtime.serve_protocol")
 THIRD_PARTY = ("openvino", "onnxruntime", "ray", "matplotlib", "starlette", "torch")
 OURS_UNUSED_BY_CONVERT = (
     "ovrnn.runtime",  # the engine, Runner, Stream, the batcher, serving
@@ -116,3 +117,10 @@ def test_import_ovrnn_loads_no_third_party_module_and_every_public_name_resolves
     assert under(set(before), "numpy", "onnx", "lxml", *THIRD_PARTY) == []
     assert sorted(m for m in before if m.startswith("ovrnn")) == ["ovrnn", "ovrnn.errors", "ovrnn.hygiene"]
     assert {"ovrnn.convert", "numpy", "onnx"} <= set(after) and unresolved == []
+
+
+def test_validate_of_a_lone_node_loads_no_batcher_serving_or_plotting(tmp_path, lone_rnn):
+    proc, modules = loaded(tmp_path, "validate", lone_rnn)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {"ovrnn.validation.validate", "onnxruntime", "openvino"} <= modules  # the listing is the validating process's
+    assert under(modules, "ray", "matplotlib", "starlette", "torch", "ovrnn.runtime.batching", *SERVING) == []
