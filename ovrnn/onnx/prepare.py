@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 import onnx
 
@@ -20,7 +19,7 @@ from .reading.read import GraphView, TensorInfo, graph_view
 
 # ovc's and ov.convert_model's forms: "X[5,?,3]", ["X[5,?,3]", "h0[1,?,4]"], {"X": [5, -1, 3]},
 # [("X", [5, -1, 3])], an ov.PartialShape or a list of them (by position), [5, -1, 3].
-InputShapes = Union[str, Sequence[object], Mapping[str, object], None]
+InputShapes = str | Sequence[object] | Mapping[str, object] | None
 
 
 @dataclass
@@ -57,14 +56,18 @@ def overridable_initializer_notes(model: onnx.ModelProto) -> list[str]:
     shown = ", ".join(f"'{n}'" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     if len(names) == 1:
         return [
-            f"graph input {shown} is also initialized (an input with a default value, which onnxruntime lets a caller feed): converted as "
-            "its initializer's constant value, as ovc does, so the IR does not take it as an input; to feed it at run time, remove its "
-            "initializer from the ONNX model before converting"
+            (
+                f"graph input {shown} is also initialized (an input with a default value, which onnxruntime lets a caller feed): "
+                "converted as its initializer's constant value, as ovc does, so the IR does not take it as an input; to feed it at "
+                "run time, remove its initializer from the ONNX model before converting"
+            )
         ]
     return [
-        f"graph inputs {shown} are also initialized (inputs with default values, which onnxruntime lets a caller feed): converted as "
-        "their initializers' constant values, as ovc does, so the IR does not take them as inputs; to feed one at run time, remove its "
-        "initializer from the ONNX model before converting"
+        (
+            f"graph inputs {shown} are also initialized (inputs with default values, which onnxruntime lets a caller feed): "
+            "converted as their initializers' constant values, as ovc does, so the IR does not take them as inputs; to feed one at "
+            "run time, remove its initializer from the ONNX model before converting"
+        )
     ]
 
 
@@ -87,15 +90,19 @@ def refuse_loops_without_iterations(model: onnx.ModelProto) -> None:
         )
         if why:
             raise UnsupportedFeatureError(
-                f"Loop node '{node_label(node)}' runs no iteration ({why}), which OpenVINO's ONNX frontend reads wrong (its inputs or outputs "
-                "are lost, or the compiled model crashes); its outputs would be its initial values and empty scan outputs: remove the Loop, "
-                "or give it a trip count of at least 1"
+                f"Loop node '{node_label(node)}' runs no iteration ({why}), which OpenVINO's ONNX frontend reads wrong "
+                "(its inputs or outputs are lost, or the compiled model crashes); its outputs would be its initial values and empty "
+                "scan outputs: remove the Loop, or give it a trip count of at least 1"
             )
 
 
 def prepare(
-    proto: onnx.ModelProto, input: InputShapes = None, unroll_loops: bool = False, keep_loops: bool = False, max_steps: int = MAX_UNROLL
-) -> Prepared:  # noqa: A002
+    proto: onnx.ModelProto,
+    input: InputShapes = None,  # noqa: A002 (ov.convert_model's name)
+    unroll_loops: bool = False,
+    keep_loops: bool = False,
+    max_steps: int = MAX_UNROLL,
+) -> Prepared:
     """Freeze the inputs ``input`` gives values, fix the shapes it gives, then fold the control
     flow that decides (onnx/control_flow/passes.py). ``unroll_loops``: unroll every Loop with a constant
     trip count that holds a recurrent node, lowerable in its body or not; ``keep_loops``: unroll
@@ -170,7 +177,8 @@ def input_shapes(value: InputShapes) -> InputShapeMap:
             unnamed += 1
         else:
             raise UsageError(
-                f'{flag("input")}: cannot read {item!r} as an input shape (expected "X[5,?,3]", ("X", [5, -1, 3]), a list of dims or an ov.PartialShape)'
+                f"{flag('input')}: cannot read {item!r} as an input shape "
+                '(expected "X[5,?,3]", ("X", [5, -1, 3]), a list of dims or an ov.PartialShape)'
             )
     return result
 
@@ -276,7 +284,8 @@ def merge_shape(name: str, declared: Shape | None, given: Shape) -> Shape:
         return given
     if len(declared) != len(given):
         raise UsageError(
-            f"{flag('input')} '{name}': rank {len(given)} {shape_text(given)}, but the model declares rank {len(declared)} {shape_text(declared)}"
+            f"{flag('input')} '{name}': rank {len(given)} {shape_text(given)}, "
+            f"but the model declares rank {len(declared)} {shape_text(declared)}"
         )
     out = []
     for axis, (have, want) in enumerate(zip(declared, given)):

@@ -25,7 +25,7 @@ from ovrnn.onnx.control_flow.body_inputs import declare_carried, declare_carried
 from ovrnn.onnx.control_flow.inline import Names
 from ovrnn.onnx.control_flow.scan_loop import as_loop
 from ovrnn.onnx.graphs import constant_value
-from ovrnn.onnx.loops.rewrite import EnclosingGraph
+from ovrnn.onnx.loops.enclosing import EnclosingGraph
 from ovrnn.onnx.prepare import prepare
 from ovrnn.onnx.reading import fold
 from ovrnn.onnx.reading.read import graph_view

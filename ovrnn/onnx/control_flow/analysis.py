@@ -4,7 +4,7 @@ shared by every pass of the round (passes.py), as tf2onnx's rewriters share one 
     inferred        onnx's shapes, whole model, data propagated, Loop/Scan states declared where
                     their shape is a fixed point (body_inputs.py): at most one such inference a round
     opset           the model's ai.onnx opset (the toolkit's one lookup)
-    enclosing       what a Loop body may ask of the graph holding it (loops/rewrite.EnclosingGraph)
+    enclosing       what a Loop body may ask of the graph holding it (loops/enclosing.py)
     time_loops      the Loops over time of the main graph (loops/rewrite.over_time), each asked once
     trips           the iterations each of them runs, counted once
     recognised      the cell the Loop recovery recognises in a body (loops/check.recognise), or why
@@ -26,7 +26,8 @@ from onnx import helper
 from .. import graphs
 from ..graphs import constant_value, node_label
 from ..loops.check import recognise
-from ..loops.rewrite import EnclosingGraph, counted_trips, over_time
+from ..loops.enclosing import EnclosingGraph
+from ..loops.rewrite import counted_trips, over_time
 from ..reading.read import ONNX_DOMAINS
 from .body_inputs import declare_carried_inferred
 from .inline import Names, defined

@@ -77,12 +77,17 @@ def open_conditions_hint(graph: onnx.GraphProto) -> str:
     if by_shape:
         names = [n for n in inputs if n in by_shape]
         parts.append(
-            f"on the shape of {', '.join(repr(n) for n in names)} (fix {'them' if len(names) > 1 else 'it'} with {flag('input', quoted(names[0] + '[d0,d1,...]'))})"
+            f"on the shape of {', '.join(repr(n) for n in names)} "
+            f"(fix {'them' if len(names) > 1 else 'it'} with {flag('input', quoted(names[0] + '[d0,d1,...]'))})"
         )
     if by_value:
         names = [n for n in inputs if n in by_value]
         parts.append(
-            f"on the value of {', '.join(repr(n) for n in names)} (freeze {'them' if len(names) > 1 else 'it'} with {flag('input', quoted(names[0] + '->VALUE'))})"
+            f"on the value of {', '.join(repr(n) for n in names)} "
+            f"(freeze {'them' if len(names) > 1 else 'it'} with {flag('input', quoted(names[0] + '->VALUE'))})"
         )
     why = " and ".join(parts) if parts else "on values computed in the graph"
-    return f"{len(ifs)} If node(s) are left, whose conditions depend {why}; OpenVINO's frontend converts both branches of an If and cannot give their outputs a static rank"
+    return (
+        f"{len(ifs)} If node(s) are left, whose conditions depend {why}; "
+        "OpenVINO's frontend converts both branches of an If and cannot give their outputs a static rank"
+    )

@@ -124,7 +124,7 @@ def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int) -> tuple[list, li
             steps.append(
                 (
                     "Slice",
-                    lambda src, dst: helper.make_node(
+                    lambda src, dst, k=k: helper.make_node(
                         "Slice",
                         [
                             src,
@@ -144,7 +144,9 @@ def as_loop(node: onnx.NodeProto, shape_of, fresh, opset: int) -> tuple[list, li
             steps.append(
                 (
                     "Transpose",
-                    lambda src, dst, perm=perm: helper.make_node("Transpose", [src], [dst], name=fresh(f"{label}/y{k}/axis"), perm=perm),
+                    lambda src, dst, perm=perm, k=k: helper.make_node(
+                        "Transpose", [src], [dst], name=fresh(f"{label}/y{k}/axis"), perm=perm
+                    ),
                 )
             )
         src = name

@@ -185,7 +185,10 @@ def _float_input(r: Reading) -> str | None:
     from ...dtypes import onnx_type_name
 
     if r.elem_type is None:
-        return f"the element type of its input '{r.node.input[0]}' is not known to onnx's type inference, and the rewrite computes Log/Exp in it"
+        return (
+            f"the element type of its input '{r.node.input[0]}' is not known to onnx's type inference, "
+            "and the rewrite computes Log/Exp in it"
+        )
     if r.elem_type not in FLOAT_TYPES:
         return (
             f"its input '{r.node.input[0]}' is {onnx_type_name(r.elem_type)}, and the rewrite computes Log/Exp, which take float types only"
@@ -365,7 +368,7 @@ def apply_fixes(
                     f"{node.op_type} node '{label}': OpenVINO's ONNX frontend reads it wrong ({fix.name}: {fix.why.split(';')[0]}), "
                     f"and ovrnn cannot rewrite it exactly: {why_not}"
                 )
-            new = fix.rewrite(reading, lambda kind: fresh(f"{label}/ovrnn_fix/{kind}", taken))
+            new = fix.rewrite(reading, lambda kind, label=label: fresh(f"{label}/ovrnn_fix/{kind}", taken))
             for k, n in enumerate(new):
                 n.name = node.name if k == len(new) - 1 else fresh(f"{label}/ovrnn_fix/{n.op_type}", taken)
             nodes.extend(new)

@@ -95,7 +95,7 @@ def per_step_read(node: onnx.NodeProto, step: Step, outer, found: Body, env: dic
 
 def step_of(node: onnx.NodeProto, ins: list) -> Step | None:
     """The step index after a Cast/Identity, or plus/minus an integer constant; None otherwise."""
-    if not ins or not isinstance(ins[0], Step) and not (node.op_type == "Add" and len(ins) == 2 and isinstance(ins[1], Step)):
+    if not ins or (not isinstance(ins[0], Step) and not (node.op_type == "Add" and len(ins) == 2 and isinstance(ins[1], Step))):
         return None
     if node.op_type in ("Cast", "Identity") and (node.op_type == "Identity" or attr(node, "to") in INTEGERS):
         return ins[0]
@@ -167,7 +167,10 @@ def check_rows(node: onnx.NodeProto, ins: list, label: str, batch, beside_inner:
     if op in ("Unsqueeze", "Squeeze") and node.output[0] not in beside_inner:
         axes = axes_of(node, ins)
         if axes is None or (op == "Squeeze" and not axes) or any(a == 0 or a < 0 for a in axes):
-            why = f"{'adds' if op == 'Unsqueeze' else 'removes'} an axis in front of the batch (or one it computes), so later axes are not what they were"
+            why = (
+                f"{'adds' if op == 'Unsqueeze' else 'removes'} an axis in front of the batch (or one it computes), "
+                "so later axes are not what they were"
+            )
     elif op == "MatMul" and not (isinstance(ins[1], np.ndarray) and ins[1].ndim == 2):
         why = "multiplies by a computed value on the right"
     elif op == "Gemm" and (attr(node, "transA", 0) or not isinstance(ins[1], np.ndarray)):

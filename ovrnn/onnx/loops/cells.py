@@ -188,7 +188,7 @@ def upstream_nodes(graph: onnx.GraphProto, names: list[str]) -> set[int]:
     return {k for k, n in enumerate(graph.node) if any(o in tensors for o in n.output if o)}
 
 
-def _inner_cell(node: onnx.NodeProto, body: onnx.GraphProto, env: dict) -> "Cell":
+def _inner_cell(node: onnx.NodeProto, body: onnx.GraphProto, env: dict) -> Cell:
     """A one-step LSTM/GRU/RNN node reading x[t] and the carried states (through Unsqueeze), with
     constant weights and the default attributes: the cell itself."""
     producers = graphs.producers(body)

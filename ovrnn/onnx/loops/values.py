@@ -21,7 +21,7 @@ class Lin:
     def width(self) -> int:
         return int(self.bias.shape[0])
 
-    def map(self, fn) -> "Lin":
+    def map(self, fn) -> Lin:
         return Lin({k: fn(w) for k, w in self.terms.items()}, fn(self.bias))
 
 
@@ -62,7 +62,7 @@ class Body:
     invariant: list[str] = field(default_factory=list)  # states the body passes on unchanged
     activations: list[tuple[str, object]] = field(default_factory=list)  # (op, argument) in body order
     appended: dict = field(default_factory=dict)  # sequence state -> the tensor appended to it each step
-    inner: "Cell | None" = None  # a one-step recurrent node in the body (torch's scripted nn.LSTMCell)
+    inner: Cell | None = None  # a one-step recurrent node in the body (torch's scripted nn.LSTMCell)
     cuts: list[str] = field(default_factory=list)  # Relu outputs, fed freely when the body is checked
 
 

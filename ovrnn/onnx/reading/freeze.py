@@ -320,7 +320,8 @@ def freeze_inputs(model: onnx.ModelProto, entries: list[FrozenInput]) -> tuple[o
         kind = vi.type.WhichOneof("value")
         if kind not in (None, "tensor_type"):  # a sequence, map or optional: no tensor value stands for it
             raise UsageError(
-                f"{flag('input')} '{entry.spec}': input '{entry.name}' is declared a {kind.removesuffix('_type')}, not a tensor; only a tensor input can be frozen"
+                f"{flag('input')} '{entry.spec}': input '{entry.name}' is declared a {kind.removesuffix('_type')}, not a tensor; "
+                "only a tensor input can be frozen"
             )
         etype, shape = _declared(vi)
         declared = f"input '{entry.name}' is declared {onnx_type_name(etype) if etype else 'without a type'} {shape_text(shape)}"
@@ -450,7 +451,8 @@ def _shaped(entry: FrozenInput, array: np.ndarray, declared_shape: Shape | None,
         len(declared_shape) != array.ndim or any(d.merge(_static(n)) is None for d, n in zip(declared_shape, array.shape))
     ):
         raise UsageError(
-            f"{flag('input')} '{entry.spec}': value of shape {list(array.shape)} does not fit {declared.replace(' is declared', ', declared')}"
+            f"{flag('input')} '{entry.spec}': value of shape {list(array.shape)} "
+            f"does not fit {declared.replace(' is declared', ', declared')}"
         )
     return array
 

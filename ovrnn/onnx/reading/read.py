@@ -95,7 +95,7 @@ def _parse(data: bytes, where: str) -> ModelProto:
     model = ModelProto()
     try:
         model.ParseFromString(data)
-    except Exception as exc:  # protobuf raises DecodeError, and others on odd bytes
+    except Exception as exc:  # noqa: BLE001 (protobuf raises DecodeError, and others on odd bytes)
         raise InvalidModelError(f"'{where}' is not an ONNX model (protobuf parse failed: {exc})") from None
     return model
 
@@ -249,7 +249,7 @@ def _shape_of(vi: onnx.ValueInfoProto) -> tuple[int | None, Shape | None]:
 def tensor_to_array(tensor: TensorProto, where: str) -> np.ndarray:
     try:
         return numpy_helper.to_array(tensor)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (numpy_helper raises several kinds on malformed tensors: each is an invalid model)
         raise InvalidModelError(f"{where}: cannot read tensor data ({exc})") from None
 
 

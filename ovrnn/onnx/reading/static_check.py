@@ -27,13 +27,15 @@ def check_static(view: GraphView, stateful: bool = False) -> None:
         dynamic = [axis for axis, d in enumerate(dims) if not d.is_static]
         if info.shape is None:
             raise UsageError(
-                f"{flag('static', True)}: input '{info.name}' has a dynamic rank; give every dim a number with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}"
+                f"{flag('static', True)}: input '{info.name}' has a dynamic rank; "
+                f"give every dim a number with {flag('input', quoted(f'{info.name}[d0,d1,...]'))}"
             )
         if dynamic:
             example = ",".join(str(d.example()) for d in dims)
             axes = " and ".join(str(a) for a in dynamic)
             raise UsageError(
-                f"{flag('static', True)}: input '{info.name}' has a dynamic dim {dynamic[0]} ({dims[dynamic[0]].describe()}); give every dim a number, "
+                f"{flag('static', True)}: input '{info.name}' has a dynamic dim {dynamic[0]} ({dims[dynamic[0]].describe()}); "
+                "give every dim a number, "
                 f"for example {flag('input', quoted(f'{info.name}[{example}]'))} (dim{'s' if len(dynamic) > 1 else ''} {axes} set to "
                 f"{'a guess' if len(dynamic) == 1 else 'guesses'}: use your real sizes)"
             )
