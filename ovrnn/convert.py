@@ -42,7 +42,6 @@ from .plan.decide import (
     device_lacks_cells,
     dynamic_stream_note,
     frontend_failure_hint,
-    measured_forms,
     plan_conversion,
 )
 from .plan.options import ConversionOptions, options_doc, parameters, takes
@@ -56,7 +55,7 @@ _MODEL_AND_INPUT = [
 
 
 @takes(_MODEL_AND_INPUT + parameters(ConversionOptions, positional=("ir_version",)))  # the options' keywords; ir_version third, as ovc
-def convert_model(model: ModelSource, input: InputShapes = None, **options) -> IR:  # noqa: A002 (ovc's name)
+def convert_model(model: ModelSource, input: InputShapes = None, **options) -> IR:
     return convert(model, input, Request(**options)).ir
 
 
@@ -81,7 +80,7 @@ class Conversion:
     ir: IR
 
 
-def convert(model: ModelSource, input: InputShapes, request: Request) -> Conversion:  # noqa: A002
+def convert(model: ModelSource, input: InputShapes, request: Request) -> Conversion:
     """The pipeline: request checked -> read -> prepare -> plan -> lower (emitter or frontend).
 
     A recurrent node in a body whose step count OpenVINO's frontend cannot tell is refused
@@ -164,7 +163,7 @@ def _carried_out(plan: Plan, files: list[Path], left: dict[str, str]) -> IR:
     notes: tuple[str, ...] = ()
     lowering, device = plan.request.lowering, plan.request.device
     if lowering != "auto":
-        measured, notes = measured_forms(lowering, device)
+        measured, notes = plan.measured, plan.measured_notes
         try:
             ir = _lowered(plan, plan.options("cell" if lowering == "fastest" else lowering, (), measured), left)
         except (InvalidModelError, UnsupportedFeatureError) as exc:

@@ -61,8 +61,10 @@ class Plan:
     source: Path | None  # the file the frontend may read (external data stays next to it)
     given_weights: dict = field(default_factory=dict, compare=False)  # QDQ W/R kept integer (onnx/reading/qdq.py): name -> Quantized
     read: FrontendInput | None = field(default=None, compare=False)  # whole models: what the frontend reads (onnx/for_frontend/input.py)
-    nodes: tuple = field(default=(), compare=False)  # whole models: the recurrent nodes, bodies included, in the frontend's order
+    nodes: tuple = field(default=(), compare=False)  # the recurrent nodes, bodies included, in the frontend's order
     fallbacks: tuple[Fallback, ...] = ()
+    measured: tuple[str, str] | None = None  # --lowering fastest --device CPU: the machine whose table picks the forms (measured_forms)
+    measured_notes: tuple[str, ...] = ()  # ... or why no table does
 
     @property
     def view(self) -> GraphView:
@@ -94,7 +96,7 @@ class Plan:
 
     def ops(self) -> tuple[str, ...]:
         """The ops whose chains the model's recurrent nodes become, bodies included, in the registry's order."""
-        present = {family_of(n.proto).lowering_family for n in recurrent_nodes(self.view.model)}
+        present = {family_of(n.proto).lowering_family for n in self.nodes}
         return tuple(f.name for f in onnx_families() if f in present)
 
 
@@ -119,21 +121,13 @@ def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan
             "by OpenVINO's serializer, as IR v11"
         )
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
-    if not whole:
-        return Plan(prepared, request, whole, source, given_weights)
-    fallbacks = ((Fallback.SEQUENCE_OPS,) if request.allow_sequence_ops else ()) + (
-        (Fallback.UNROLL_KEPT_LOOPS,) if prepared.loops_kept and request.stateful is not True else ()
+    nodes = tuple(recurrent_nodes(view.model))
+    read = frontend_input(view, request.compression is not None) if whole else None
+    fallbacks = ((Fallback.SEQUENCE_OPS,) if whole and request.allow_sequence_ops else ()) + (
+        (Fallback.UNROLL_KEPT_LOOPS,) if whole and prepared.loops_kept and request.stateful is not True else ()
     )
-    return Plan(
-        prepared,
-        request,
-        whole,
-        source,
-        given_weights,
-        frontend_input(view, request.compression is not None),
-        tuple(recurrent_nodes(view.model)),
-        fallbacks,
-    )
+    measured, measured_notes = measured_forms(request.lowering, request.device)
+    return Plan(prepared, request, whole, source, given_weights, read, nodes, fallbacks, measured, measured_notes)
 
 
 def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:

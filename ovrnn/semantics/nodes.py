@@ -22,8 +22,9 @@ def recurrent_nodes_of(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto
 def needs_frontend(graph: onnx.GraphProto) -> bool:
     """True when the model has ops other than the recurrent families and Constant (or no recurrent
     node): OpenVINO's frontend converts it, with ovrnn's lowering plugged in."""
+    recurrent = recurrent_nodes_of(graph)
     others = [n for n in graph.node if not is_recurrent(n) and not (n.op_type == "Constant" and n.domain in ONNX_DOMAINS)]
-    return not recurrent_nodes_of(graph) or bool(others)
+    return not recurrent or bool(others)
 
 
 @dataclass(frozen=True)
