@@ -36,25 +36,23 @@ class Names:
 
     def tensor(self, name: str, prefix: str, taken: set[str]) -> str:
         """`name` itself when no graph of the model but the one being inlined uses it."""
-        if name not in taken and name not in self.claimed:
-            self.tensors.add(name)
-            self.claimed.add(name)
-            return name
-        fresh = graphs.fresh(f"{prefix}/{name}", self.tensors, start=2)
-        self.claimed.add(fresh)
-        return fresh
+        return _claim(name, prefix, taken, self.tensors, self.claimed)
 
     def node(self, name: str, prefix: str, taken: set[str] | None = None) -> str:
         """`name` itself when no node outside the body being inlined has it (`taken`)."""
-        if not name:
-            return ""
-        if name not in (self.nodes if taken is None else taken) and name not in self.claimed_nodes:
-            self.nodes.add(name)
-            self.claimed_nodes.add(name)
-            return name
-        fresh = graphs.fresh(f"{prefix}/{name}", self.nodes, start=2)
-        self.claimed_nodes.add(fresh)
-        return fresh
+        return _claim(name, prefix, self.nodes if taken is None else taken, self.nodes, self.claimed_nodes) if name else ""
+
+
+def _claim(name: str, prefix: str, taken: set[str], used: set[str], claimed: set[str]) -> str:
+    """`name` itself when neither `taken` nor an earlier claim holds it, else a fresh `prefix/name`
+    among `used`; either way claimed, so no later copy is given it."""
+    if name not in taken and name not in claimed:
+        used.add(name)
+        claimed.add(name)
+        return name
+    fresh = graphs.fresh(f"{prefix}/{name}", used, start=2)
+    claimed.add(fresh)
+    return fresh
 
 
 def rename_inside(graph: onnx.GraphProto, mapping: dict[str, str]) -> None:
