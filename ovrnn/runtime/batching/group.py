@@ -41,14 +41,14 @@ def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
         worker.step.check_indices(stacked, "feed_group()")
     with worker.cond:
         taken = _take(worker, streams, batcher)
-        direct = taken and worker.claim()
-        if taken and not direct:  # the worker is busy: the streams go back as they were
+        direct = taken is not None and worker.claim()
+        if taken is not None and not direct:  # the worker is busy: the streams go back as they were
             for stream in streams:
                 stream.in_flight = False
     if not direct:
         return _fallback(batcher, streams, stacked, n)
     try:
-        return _run(worker, streams, stacked, n)
+        return _run(worker, streams, stacked, n, taken)
     finally:
         _release(worker)
 
@@ -67,8 +67,8 @@ def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> 
     worker = batcher._workers[first.worker]
     with worker.cond:
         taken = _take(worker, streams, batcher)
-        direct = taken and worker.claim()
-        if taken and not direct:  # the worker is busy: the streams go back as they were
+        direct = taken is not None and worker.claim()
+        if taken is not None and not direct:  # the worker is busy: the streams go back as they were
             for stream in streams:
                 stream.in_flight = False
     if not direct:
@@ -89,7 +89,7 @@ def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> 
         raise
     try:
         try:
-            outputs = _run(worker, streams, inputs, n)
+            outputs = _run(worker, streams, inputs, n, taken)
         finally:
             _release(worker)
     except Exception as exc:  # the group failed as one: every chunk gets the error, as feed_many hands them over
@@ -114,26 +114,29 @@ def _release(worker) -> None:
             worker.cond.notify()
 
 
-def _take(worker, streams: list, owner) -> bool:
+def _take(worker, streams: list, owner) -> list[int] | None:
     """(Lock held) Mark every stream in flight when each is `owner`'s, on `worker`, open, with
-    nothing waiting or running, and listed once (a second listing finds it in flight); else
-    mark none."""
+    nothing waiting or running, and listed once (a second listing finds it in flight), and
+    return their slots; else mark none and return None."""
     index = worker.index
-    for k, s in enumerate(streams):
+    slots: list[int] = []
+    add = slots.append
+    for s in streams:
         if type(s) is not StreamHandle or s.owner is not owner or s.worker != index or not s.open or s.queue or s.in_flight:
-            for t in streams[:k]:
+            for t in streams[: len(slots)]:
                 t.in_flight = False
-            return False
+            return None
         s.in_flight = True
-    return True
+        add(s.slot)
+    return slots
 
 
-def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
+def _run(worker, streams: list, stacked: dict, n: int, taken: list[int]) -> dict[str, np.ndarray]:
     step, store, spec = worker.step, worker.store, worker.step.spec
     start = monotonic()
     outputs, error = None, None
     try:
-        slots = np.fromiter([s.slot for s in streams], np.intp, n)
+        slots = np.array(taken, np.intp)  # the streams' slots, as _take listed them
         if n <= step.largest:  # one call: gathered into the request's buffers, scattered from them on success
             outputs = step.run_slots(store.slabs, slots, stacked)
         else:  # several calls: every one must succeed before any state is written
@@ -146,21 +149,7 @@ def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
         error = exc
     end = monotonic()
     with worker.cond:
-        r = worker.recorder
-        for first in range(0, n, step.largest):
-            m = min(step.largest, n - first)
-            r.rows[m] += 1
-            r.sizes[step.size_for(m)] += 1
-        r.computes.append(end - start)
-        r.waits.extend([0.0] * n)
-        if error is None:
-            r.chunks += n
-        else:
-            r.failed_batches += 1
-            r.failed_chunks += n
-        if error is None:
-            worker.ran(slots, start, end)  # the lag's counts, by slot (vectorised)
-        later = []  # closed meanwhile, or fed meanwhile
+        later = []  # closed meanwhile, or fed meanwhile (first: the streams back; a Ctrl-C in the counts below loses counts, not streams)
         if worker.idle_timeout is None:  # one tight loop: most of the group's Python a stream (last_used is read for idle_timeout only)
             for s in streams:
                 s.in_flight = False
@@ -177,6 +166,19 @@ def _run(worker, streams: list, stacked: dict, n: int) -> dict[str, np.ndarray]:
                 store.give_back(s.slot)
             elif s.queue:
                 worker._ready(s)
+        r = worker.recorder
+        for first in range(0, n, step.largest):
+            m = min(step.largest, n - first)
+            r.rows[m] += 1
+            r.sizes[step.size_for(m)] += 1
+        r.computes.append(end - start)
+        r.waits.extend([0.0] * n)
+        if error is None:
+            r.chunks += n
+            worker.ran(slots, start, end)  # the lag's counts, by slot (vectorised)
+        else:
+            r.failed_batches += 1
+            r.failed_chunks += n
     if error is not None:
         raise error
     return outputs

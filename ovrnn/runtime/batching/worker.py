@@ -386,6 +386,13 @@ class Worker:
             error = exc
         n, end = len(streams), monotonic()
         with self.cond:
+            for stream in streams:  # first: the streams back (a Ctrl-C in the counts below loses counts, not streams)
+                stream.in_flight = False
+                stream.last_used = end
+                if not stream.open:
+                    self.store.give_back(stream.slot)
+                elif stream.queue:
+                    self._ready(stream)
             r = self.recorder
             r.rows[n] += 1
             r.sizes[self.step.size_for(n)] += 1
@@ -393,18 +400,10 @@ class Worker:
             r.waits.extend([start - c.t for c in chunks])
             if error is None:
                 r.chunks += n
+                self.ran(slots, start, end)
             else:
                 r.failed_batches += 1
                 r.failed_chunks += n
-            if error is None:
-                self.ran(slots, start, end)
-            for stream in streams:
-                stream.in_flight = False
-                stream.last_used = end
-                if not stream.open:
-                    self.store.give_back(stream.slot)
-                elif stream.queue:
-                    self._ready(stream)
         if error is None:
             _deliver_rows(chunks, outputs, self._outputs)
         else:
