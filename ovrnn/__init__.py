@@ -52,7 +52,7 @@ _LAZY = {
     "extension": ("extension", "extension"),
 }
 
-__all__ = [
+__all__ = [  # noqa: PLE0604 (*_LAZY: its keys, the lazily imported names)
     "DeviceError",
     "InvalidModelError",
     "IRFormatError",

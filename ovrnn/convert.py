@@ -55,7 +55,7 @@ _MODEL_AND_INPUT = [
 
 
 @takes(_MODEL_AND_INPUT + parameters(ConversionOptions, positional=("ir_version",)))  # the options' keywords; ir_version third, as ovc
-def convert_model(model: ModelSource, input: InputShapes = None, **options) -> IR:
+def convert_model(model: ModelSource, input: InputShapes = None, **options) -> IR:  # noqa: A002 (ovc's input=)
     return convert(model, input, Request(**options)).ir
 
 
@@ -80,7 +80,7 @@ class Conversion:
     ir: IR
 
 
-def convert(model: ModelSource, input: InputShapes, request: Request) -> Conversion:
+def convert(model: ModelSource, input: InputShapes, request: Request) -> Conversion:  # noqa: A002 (ovc's input=)
     """The pipeline: request checked -> read -> prepare -> plan -> lower (emitter or frontend).
 
     A recurrent node in a body whose step count OpenVINO's frontend cannot tell is refused

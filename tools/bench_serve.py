@@ -255,8 +255,10 @@ def render(R: dict) -> list[str]:
         "## Serving many streams (tools/bench_serve.py)",
         "",
         (
-            f"{env['date_utc']}, {env['cpu']} ({env['cpus']} CPUs), load average before {fmt_load(env['load_before'])}, after {fmt_load(env.get('load_after'))}; "
-            f"OpenVINO {env['openvino']}, onnxruntime {env['onnxruntime']}; p99 added-latency bound {R['bound_ms']:g} ms, {R['duration_s']:g} s per trial"
+            f"{env['date_utc']}, {env['cpu']} ({env['cpus']} CPUs), load average before "
+            f"{fmt_load(env['load_before'])}, after {fmt_load(env.get('load_after'))}; "
+            f"OpenVINO {env['openvino']}, onnxruntime {env['onnxruntime']}; p99 "
+            f"added-latency bound {R['bound_ms']:g} ms, {R['duration_s']:g} s per trial"
         ),
     ]
     if R.get("figures"):
@@ -267,7 +269,11 @@ def render(R: dict) -> list[str]:
                 lines.append(f"| {what} | **{f['value']:.3g}** | {sense} {target} | {'met' if f['met'] else 'NOT met'} |")
     lines += [
         "",
-        f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that N | mean batch | cores used / waiting for a CPU (in OpenVINO + Python holding the GIL) |",
+        (
+            f"| model | side | µs per stream-chunk at N={R['cost_n']} (min-max) | max abs diff vs "
+            f"onnxruntime per stream | streams at p99 ≤ {R['bound_ms']:g} ms | per core | p50 / p99 ms at that "
+            "N | mean batch | cores used / waiting for a CPU (in OpenVINO + Python holding the GIL) |"
+        ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, entry in R["models"].items():
@@ -290,14 +296,16 @@ def render(R: dict) -> list[str]:
             at = s.get("at") or {}
             lines.append(
                 f"| {name} | {LABELS[side]} | {ctext} | {fmt_diff(diff)} | {s.get('streams', '')} | {s.get('streams_per_core', '')} | "
-                f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} | {at.get('cores_used', '')} / {at.get('runqueue_wait', '')}"
+                f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} "
+                f"| {at.get('cores_used', '')} / {at.get('runqueue_wait', '')}"
                 + (f" ({at['infer_cores']} + {at['gil_cores']})" if "gil_cores" in at else "")
                 + " |"
             )
         for extra in ("batcher_group",):  # a cost-only side
             if cost.get("per_chunk_us", {}).get(extra):
                 lines.append(
-                    f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} | {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |"
+                    f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} "
+                    f"| {fmt_diff(cost.get('max_abs_diff', {}).get(extra))} | | | | | |"
                 )
         if "error" in cost:
             lines.append(f"| {name} | cost | error: {cost['error']} | | | | | | |")
@@ -331,7 +339,8 @@ def main(argv=None) -> int:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="every done-when figure of issue 31 in one run: silero VAD (cost and streams per core) and the LSTM H=128 (cost), short trials, a coarse search",
+        help="every done-when figure of issue 31 in one run: silero VAD (cost and "
+        "streams per core) and the LSTM H=128 (cost), short trials, a coarse search",
     )
     p.add_argument("--stream-models", default=None, help="models whose streams per core are searched (default: all; silero with --quick)")
     p.add_argument("--models", default=None, help=f"comma-separated, of {','.join(MODEL_ORDER)}")

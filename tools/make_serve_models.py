@@ -50,7 +50,7 @@ def silero_onnx() -> Path | None:
     spec = importlib.util.find_spec("silero_vad")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "silero_vad.onnx"
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.onnx"
     return path if path.is_file() else None
 
 

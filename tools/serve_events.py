@@ -38,7 +38,10 @@ def schedule(n: int, period: float, duration: float, jitter: float, life: float,
             ts.append(close), kinds.append(CLOSE), cids.append(0), slots.append(slot)
             t = close + rng.uniform(0, period)
     order = np.argsort(np.array(ts), kind="stable")
-    pick = lambda v, dt: np.array(v, dt)[order]
+
+    def pick(v, dt):
+        return np.array(v, dt)[order]
+
     return {"t": pick(ts, np.float64), "slot": pick(slots, np.int64), "kind": pick(kinds, np.int8), "cid": pick(cids, np.int64)}
 
 

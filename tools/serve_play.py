@@ -344,9 +344,7 @@ def cost(model: Model, sides: list[str], n: int, quick: bool, timed: bool = True
             ref = (ys, st)
             diffs[s] = 0.0
             continue
-        diffs[s] = max(
-            max(float(np.abs(a - b).max()) for a, b in zip(ys, ref[0])), max(float(np.abs(a - b).max()) for a, b in zip(st, ref[1]))
-        )
+        diffs[s] = max(float(np.abs(a - b).max()) for a, b in [*zip(ys, ref[0]), *zip(st, ref[1])])
     # timing: calibrate a block per side, then interleaved passes
     block, passes = (0.15, 5) if quick else (0.3, 9)
     if not timed:
@@ -367,7 +365,7 @@ def cost(model: Model, sides: list[str], n: int, quick: bool, timed: bool = True
                 fn(r + p)
             per[s].append((clock() - t0) / reps[s] / n * 1e6)
     extra = {}
-    for s, side in built.items():
+    for side in built.values():
         if hasattr(side, "shutdown"):
             extra.update(side.shutdown())
     return {

@@ -71,10 +71,12 @@ def measure(silero_path, ns=(1, 16, 256), reps: int = 60, quick: bool = False) -
                 "states": ovserve.initial_states(spec, n),
             }
             body = ovserve.encode(request)
-            local = _median_time(lambda: step.run(request["inputs"], request["states"]), reps)
-            via_handle = _median_time(lambda: handle.step.remote(request).result(), reps)
+            local = _median_time(lambda request=request: step.run(request["inputs"], request["states"]), reps)
+            via_handle = _median_time(lambda request=request: handle.step.remote(request).result(), reps)
             via_http = _median_time(
-                lambda: ovserve.decode(urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST"), timeout=60).read()),
+                lambda body=body: ovserve.decode(
+                    urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST"), timeout=60).read()
+                ),
                 reps,
             )
             row = {
@@ -123,13 +125,20 @@ def _throughput(handle, step, spec, ovserve, seconds: float, clients: int = 8, n
 def render(R: dict) -> list[str]:
     lines = [
         "",
-        f"Ray Serve, silero VAD stateless deployment, one replica, requests one at a time (load average {' '.join(f'{v:.2f}' for v in R['load_before'])}):",
+        (
+            "Ray Serve, silero VAD stateless deployment, one replica, requests one at "
+            f"a time (load average {' '.join(f'{v:.2f}' for v in R['load_before'])}):"
+        ),
         "",
-        "| streams per request | in process (BatchedStep.run) ms | handle ms | HTTP ms | handle overhead ms | HTTP overhead ms | HTTP body bytes |",
+        (
+            "| streams per request | in process (BatchedStep.run) ms | handle ms "
+            "| HTTP ms | handle overhead ms | HTTP overhead ms | HTTP body bytes |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r['n']} | {r['in_process_ms']:.2f} | {r['handle_ms']:.2f} | {r['http_ms']:.2f} | {r['handle_overhead_ms']:.2f} | {r['http_overhead_ms']:.2f} | {r['body_bytes']:,} |"
+        f"| {r['n']} | {r['in_process_ms']:.2f} | {r['handle_ms']:.2f} | {r['http_ms']:.2f} "
+        f"| {r['handle_overhead_ms']:.2f} | {r['http_overhead_ms']:.2f} | {r['body_bytes']:,} |"
         for r in R["rows"]
     ]
     t = R.get("throughput")
@@ -137,7 +146,8 @@ def render(R: dict) -> list[str]:
         lines += [
             "",
             (
-                f"Throughput: {t['clients']} clients × {t['rows_per_request']} streams per request through the handle: {t['ray_chunks_per_s']:,.0f} stream-chunks/s "
+                f"Throughput: {t['clients']} clients × {t['rows_per_request']} streams per "
+                f"request through the handle: {t['ray_chunks_per_s']:,.0f} stream-chunks/s "
                 f"(in process, batches of 256: {t['in_process_chunks_per_s_at_256']:,.0f}/s)"
             ),
         ]

@@ -55,7 +55,8 @@ def _rows_of(what: str, value: np.ndarray, shape: tuple, axis: int, dtype, n: in
     want = shape[:axis] + (n,) + shape[axis + 1 :]
     if n is None or value.shape != want:
         raise UsageError(
-            f"{what}: expected shape {list(want) if n else list(shape[:axis]) + ['n'] + list(shape[axis + 1 :])} (streams on axis {axis}), got {list(value.shape)}"
+            f"{what}: expected shape {list(want) if n else list(shape[:axis]) + ['n'] + list(shape[axis + 1 :])} "
+            f"(streams on axis {axis}), got {list(value.shape)}"
         )
     if value.dtype != dtype:
         if not np.can_cast(value.dtype, dtype, "same_kind"):

@@ -416,7 +416,7 @@ def _cli() -> bool:
     return cli_spelling()
 
 
-def _rerun(report: StreamValidationReport, input, precision, use_onnxruntime, report_dir) -> str:
+def _rerun(report: StreamValidationReport, input, precision, use_onnxruntime, report_dir) -> str:  # noqa: A002 (--input)
     from .compare import _rerun_command
 
     stateful = ["--stateful", ",".join(report.pairs)] if report.pairs else ["--stateful"]

@@ -36,7 +36,10 @@ def _c(values, dtype=np.int64):
 # name -> (mixes rows?, the node it is refused at (None: accepted), builder(t, k) -> (nodes, inits, output))
 def _block(name: str, t: str, k: int):
     p = f"b{k}_"
-    f32 = lambda v: _c(v, np.float32)
+
+    def f32(v):
+        return _c(v, np.float32)
+
     n = helper.make_node
     table = {
         # rows kept apart
@@ -203,7 +206,10 @@ def chain_model(blocks: list[str], batch=("B", "B")) -> onnx.ModelProto:
         nodes += more
         inits += consts
     nodes += [helper.make_node("Tanh", [t], ["hn"], name="hn"), helper.make_node("Identity", ["hn"], ["y"], name="y")]
-    vi = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, ["B", 4])
+
+    def vi(name):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["B", 4])
+
     graph = helper.make_graph(nodes, "chain", [vi("x"), vi("h")], [vi("y"), vi("hn")], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
@@ -216,7 +222,10 @@ def _ort_mixes(model: onnx.ModelProto, rows: int = 4) -> float:
     rng = np.random.default_rng(7)
     x = (rng.uniform(-1, 1, (rows, 4)) * np.array([[1], [9], [1], [30]])).astype(np.float32)
     h = rng.uniform(-1, 1, (rows, 4)).astype(np.float32)
-    run = lambda x, h: sess.run(["y"], {"x": x, "h": h})[0]
+
+    def run(x, h):
+        return sess.run(["y"], {"x": x, "h": h})[0]
+
     together = run(x, h)
     worst = float(np.abs(together[::-1] - run(x[::-1], h[::-1])).max())
     other = x.copy()
@@ -245,7 +254,8 @@ def _refusal(block: str, k: int) -> str:
     return (
         "^"
         + re.escape(
-            f"the batcher cannot prove that the model keeps batch rows apart: {node.format(k=k)} {why} (model at batch 4); a stream's result "
+            "the batcher cannot prove that the model keeps batch rows apart: "
+            f"{node.format(k=k)} {why} (model at batch 4); a stream's result "
             "could depend on the other streams of its batch. Serve it one stream a call (ovrnn.Stream), or pass check_rows=False if you "
             "know each row depends on its own inputs and states only"
         )
