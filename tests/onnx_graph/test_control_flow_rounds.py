@@ -9,7 +9,9 @@ The shapes the Scan pass reads without inferring again are checked against onnx'
 
 from __future__ import annotations
 
+import importlib.util
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -221,3 +223,30 @@ def test_the_scan_pass_infers_when_it_cannot_read_the_shapes():
     assert enclosing.with_nodes(model.graph, [helper.make_node("Transpose", ["y"], ["t"], perm=[1, 0])]) is None  # shape unknown
     ok = enclosing.with_nodes(model.graph, [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0])])
     assert ok.shape("t") == [3, 2] and ok.elem_type("t") == TensorProto.FLOAT
+
+
+_SILERO = importlib.util.find_spec("silero_vad")
+SILERO = Path(_SILERO.submodule_search_locations[0]) / "data" if _SILERO and _SILERO.submodule_search_locations else None
+
+
+@pytest.mark.skipif(
+    SILERO is None or not SILERO.is_dir(), reason="the silero-vad wheel is not installed (pip install --no-deps silero-vad==6.2.3)"
+)
+@pytest.mark.parametrize(
+    "file, given, fold",
+    [
+        ("silero_vad.onnx", "input[1,512],state[2,1,128],sr->16000", [0, 3, 2, 1, 0]),
+        ("silero_vad.onnx", "input[1,256],state[2,1,128],sr->8000", [0, 3, 2, 1, 0]),
+        ("silero_vad_16k_op15.onnx", "input[1,512],state[2,1,128],sr->16000", [3, 2, 1, 0]),
+    ],
+    ids=["main-16k", "main-8k", "op15-16k"],
+)
+def test_silero_infers_while_a_shape_is_asked_and_once_at_the_end(monkeypatch, file, given, fold):
+    """silero's Ifs fold in rounds: constant folding infers while a Shape or Size node is left (its
+    last rounds, on the inlined 16 kHz or 8 kHz graph, have none), the passes (If inlining) never,
+    and the model returned is inferred once: 7 or 6 whole-model inferences in all."""
+    counted = Rounds(monkeypatch)
+    prepared = prepare(onnx.load(SILERO / file), given)
+    assert [r["infer fold"] for r in counted.rounds] == fold
+    assert [r["infer passes"] for r in counted.rounds] == [0] * (len(fold) - 1) + [1]
+    assert not any(n.op_type == "If" for n in prepared.view.model.graph.node)
