@@ -30,6 +30,7 @@ import numpy as np
 
 from ...errors import OverloadedError, StreamClosedError, UsageError
 from .. import engine
+from .admit import admit, enqueue_all, fit
 from .spec import StreamSpec
 from .stats import collect
 from .step import DEFAULT_SIZES, BatchedStep
@@ -195,8 +196,8 @@ class StreamBatcher:
         """Several streams' chunks at once ([(stream, inputs)]; a stream may come more than once,
         its chunks in list order), blocking until all ran: their outputs, in order. One lock and
         one wake-up per worker instead of one per chunk: what a gateway holding many streams does
-        each tick. All or none of a worker's chunks are queued (a refusal queues nothing of that
-        worker's). A failed chunk raises its error, or with `return_exceptions` stands in the
+        each tick. All or none of the chunks are queued, over every worker (a refusal queues
+        nothing). A failed chunk raises its error, or with `return_exceptions` stands in the
         list as the exception (the others' results kept)."""
         self._not_on_a_worker("feed_many()")
         stacked = self._stack([inputs for _, inputs in chunks])
@@ -256,6 +257,7 @@ class StreamBatcher:
         prepared = list(zip([stream for stream, _ in chunks], self._chunks([inputs for _, inputs in chunks])))
         for stream, chunk in prepared:
             self._checked(stream, chunk)
+        groups = []
         for worker in self._workers:
             mine = []
             for i, (stream, chunk) in enumerate(prepared):
@@ -264,7 +266,8 @@ class StreamBatcher:
                     futures[i].set_running_or_notify_cancel()
                     mine.append((stream, chunk, futures[i], 0))
             if mine:
-                self._enqueue(mine)
+                groups.append((worker, mine))
+        enqueue_all(self, groups)  # all workers' chunks, or none
         return futures
 
     async def feed_async(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
@@ -286,7 +289,7 @@ class StreamBatcher:
 
     def set_state(self, stream: StreamHandle, name: str, value) -> None:
         """Set one state of `stream` (after the chunks fed before); the next chunk starts from it."""
-        checked = self._workers[stream.worker].store.checked(name, value) if isinstance(stream, StreamHandle) else None
+        checked = self._worker(stream).store.checked(name, value)  # a foreign handle: the UsageError the others give
         self._control(stream, lambda s: self._workers[s.worker].store.write(s.slot, name, checked))
 
     def close(self, stream: StreamHandle) -> None:
@@ -345,20 +348,7 @@ class StreamBatcher:
         batches itself when the worker is idle (``Worker.run_here``): True when it must."""
         worker = self._worker(items[0][0])
         with worker.cond:
-            counts: dict[int, int] = {}
-            limit, index = self.max_pending, worker.index
-            for stream, _, _, _ in items:
-                if stream.worker != index or stream.owner is not self:
-                    raise UsageError(f"expected streams of one worker of this batcher, got {stream!r}")
-                if not stream.open:
-                    raise worker.closed_error(stream)
-                count = counts[stream.id] = counts.get(stream.id, stream.pending) + 1
-                if count > limit:
-                    worker.recorder.refused_pending += 1
-                    raise OverloadedError(
-                        f"stream {stream.id} would have {count} chunks waiting (max_pending={self.max_pending}): the batcher is behind this stream; "
-                        "wait for a result before feeding more"
-                    )
+            admit(self, worker, items)
             worker.enqueue_chunks(items, monotonic())
             if claim and worker.claim():
                 return True
@@ -381,13 +371,14 @@ class StreamBatcher:
             sink = make_sink(len(chunks))
             claimed = self._enqueue([(stream, copy, sink, k) for k, (stream, copy) in enumerate(zip(streams, copies))], claim)
             return [(sink, range(len(chunks)))], claimed
-        out = []
+        out, groups = [], []
         for worker in self._workers:
             places = [i for i, stream in enumerate(streams) if stream.worker == worker.index]
             if places:
                 sink = make_sink(len(places))
-                self._enqueue([(streams[i], copies[i], sink, k) for k, i in enumerate(places)])
+                groups.append((worker, [(streams[i], copies[i], sink, k) for k, i in enumerate(places)]))
                 out.append((sink, places))
+        enqueue_all(self, groups)  # all workers' chunks, or none
         return out, False
 
     def _control(self, stream: StreamHandle, apply):
@@ -476,9 +467,7 @@ class StreamBatcher:
             array = np.asarray(inputs[name])
             if array.shape != shape and array.shape != bare:
                 raise UsageError(f"input '{name}': one stream's chunk is shape {list(shape)} (or {list(bare)}), got {list(array.shape)}")
-            if array.dtype != dtype and not np.can_cast(array.dtype, dtype, "same_kind"):
-                raise UsageError(f"input '{name}': expected {dtype}, got {array.dtype}")
-            out[name] = np.array(array, dtype=dtype, copy=True).reshape(shape)
+            out[name] = np.array(fit(array, dtype, f"input '{name}'"), dtype=dtype, copy=True).reshape(shape)
         return out
 
 

@@ -24,6 +24,7 @@ from time import monotonic
 import numpy as np
 
 from ...errors import UsageError
+from .admit import fit
 from .step import rows, take
 from .worker import StreamHandle, _copy
 
@@ -213,7 +214,5 @@ def _stacked(spec, inputs: dict, n: int) -> dict[str, np.ndarray]:
             raise UsageError(
                 f"input '{port.name}': {n} streams' chunks stacked on axis {port.batch_axis} are shape {list(want)}, got {list(array.shape)}"
             )
-        if array.dtype != port.dtype and not np.can_cast(array.dtype, port.dtype, "same_kind"):
-            raise UsageError(f"input '{port.name}': expected {port.dtype}, got {array.dtype}")
-        out[port.name] = array if array.dtype == port.dtype else array.astype(port.dtype)
+        out[port.name] = fit(array, port.dtype, f"input '{port.name}'")  # no copy when exact; a value that would change refused
     return out

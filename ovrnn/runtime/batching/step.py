@@ -23,6 +23,7 @@ import numpy as np
 
 from ...errors import UsageError
 from .. import engine
+from .admit import fit
 from .independence import check_batched
 from .spec import StreamSpec
 
@@ -374,8 +375,7 @@ def _rows(spec: StreamSpec, inputs: dict, states: dict) -> int:
             raise UsageError(
                 f"{what} '{name}': expected {n if n is not None else 'n'} rows stacked on axis {axis}, shape {list(want)}, got {list(got)}"
             )
-        if np.asarray(value).dtype != port.dtype and not np.can_cast(np.asarray(value).dtype, port.dtype, "same_kind"):
-            raise UsageError(f"{what} '{name}': expected {port.dtype}, got {np.asarray(value).dtype}")
+        fit(value, port.dtype, f"{what} '{name}'")  # a value the copy's cast would change is refused
     if not n:
         raise UsageError("expected at least one row")
     return n

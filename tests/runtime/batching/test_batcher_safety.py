@@ -9,10 +9,12 @@ import re
 import threading
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper
 
 import ovrnn
-from ovrnn.errors import UnsupportedFeatureError
+from ovrnn.errors import UnsupportedFeatureError, UsageError
 from ovrnn.runtime.batching import BatchedStep, StreamSpec
 
 from .batcher_models import policy_model, session
@@ -170,3 +172,104 @@ def test_real_ctrl_c_signals_while_feeding_never_leave_a_stream_hung():
             assert b.feed(t, {"X": x})["Y"].shape == (4, 1, 1, 8)
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+# -- a refused call queues nothing, on every worker
+
+
+def test_a_refused_feed_many_or_submit_many_over_two_workers_queues_nothing():
+    """redteam's repro: a on worker 0, c on worker 1 with max_pending=1; c listed twice is refused.
+    Before: a's chunk (worker 0, queued first) ran anyway, its state moved and its result was lost
+    (a caller retrying the call fed a the same chunk twice)."""
+    from ovrnn.errors import OverloadedError
+    from ovrnn.examples import STREAM_MODEL
+
+    x = np.zeros((4, 1, 3), np.float32)
+    message = r"^stream 1 would have 2 chunks waiting \(max_pending=1\): the batcher is behind this stream; wait for a result before feeding more$"
+    with ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1, 4), workers=2, max_pending=1) as b:
+        a, c = b.open(), b.open()
+        assert (a.worker, c.worker) == (0, 1)
+        before = b.state(a)
+        with pytest.raises(OverloadedError, match=message):
+            b.feed_many([(a, {"X": x + 0.5}), (c, {"X": x}), (c, {"X": x})])
+        with pytest.raises(OverloadedError, match=message):
+            b.submit_many([(a, {"X": x + 0.5}), (c, {"X": x}), (c, {"X": x})])
+        b.feed(c, {"X": x})  # the workers have run whatever they had
+        after = b.state(a)
+        assert all(np.array_equal(after[k], v) for k, v in before.items())
+        assert b.stats()["chunks"] == 1
+        # and a call that is admitted runs on both workers
+        got = b.feed_many([(a, {"X": x + 0.5}), (c, {"X": x})])
+        assert len(got) == 2 and b.stats()["chunks"] == 3
+
+
+def test_set_state_with_another_batchers_handle_is_the_clear_usage_error():
+    """Before: a handle of a batcher with more workers gave a bare IndexError."""
+    from ovrnn.examples import STREAM_MODEL
+
+    with (
+        ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1,)) as b,
+        ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1,), workers=3, max_streams=9) as other,
+    ):
+        b.open()
+        handle = [other.open() for _ in range(3)][2]
+        assert handle.worker == 2
+        for call in (
+            lambda: b.set_state(handle, "initial_h", np.zeros((1, 1, 8), np.float32)),
+            lambda: b.state(handle),
+            lambda: b.reset(handle),
+        ):
+            with pytest.raises(UsageError, match=r"^expected a stream this batcher's open\(\) returned, got <stream 2 on worker 2>$"):
+                call()
+
+
+# -- integer values that do not fit the input's type
+
+
+@pytest.mark.parametrize(
+    "value, dtype, shown",
+    [
+        (2**64 - 1, np.uint64, "18446744073709551615"),  # as int64: -1, the LAST row, served as action 7
+        (2**63 + 7, np.uint64, "9223372036854775815"),  # as int64: -9223372036854775801, the wrapped value was shown
+    ],
+    ids=["uint64-max-would-be-minus-1", "uint64-above-int64-max"],
+)
+def test_an_index_that_does_not_fit_the_inputs_type_is_refused_naming_the_value_given(value, dtype, shown):
+    model = policy_model()
+    x = np.ones((1, 1, 3), np.float32)
+    action = np.array([[value]], dtype)
+    message = rf"input 'action': value {shown} at index \[[01], 0\] does not fit int64 \(from uint64: -9223372036854775808 to 9223372036854775807\); a cast would change it$"
+    with ovrnn.StreamBatcher(model, POLICY_STATE, sizes=(1, 4), max_wait_ms=50) as b:
+        p, q = b.open(), b.open()
+        before = b.state(p)
+        with pytest.raises(UsageError, match="^" + message):
+            b.feed(p, {"X": x, "action": action})
+        with pytest.raises(UsageError, match="^" + message):
+            b.feed_many([(q, {"X": x, "action": np.array([[1]])}), (p, {"X": x, "action": action})])
+        with pytest.raises(UsageError, match="^" + message):
+            b.feed_group([p, q], {"X": np.ones((1, 2, 3), np.float32), "action": np.array([[1], [value]], dtype)})
+        assert all(np.array_equal(b.state(p)[k], v) for k, v in before.items())
+        assert b.stats()["chunks"] == 0
+        # a value that fits keeps working in any integer type
+        assert b.feed(p, {"X": x, "action": np.array([[7]], np.uint64)})["picked"].shape == (1, 1)
+    step = BatchedStep(StreamSpec.of(model, POLICY_STATE), (1, 4))
+    states = {n: np.zeros((1, 1, 8), np.float32) for n in step.spec.state_names}
+    with pytest.raises(UsageError, match="^" + message):
+        step.run({"X": x, "action": action}, states)
+
+
+def test_an_int64_that_does_not_fit_an_int32_input_is_refused():
+    """A model whose index input is int32: int64 2**32 + 1 would be 1 after a same_kind cast."""
+    model = policy_model()
+    graph = model.graph
+    graph.input[3].type.tensor_type.elem_type = onnx.TensorProto.INT32
+    graph.node.insert(0, helper.make_node("Cast", ["action32"], ["action"], to=onnx.TensorProto.INT64))
+    graph.input[3].name = "action32"
+    with ovrnn.StreamBatcher(model, POLICY_STATE, sizes=(1,)) as b:
+        s = b.open()
+        with pytest.raises(
+            UsageError,
+            match=r"^stream 0: |^input 'action32': value 4294967297 at index \[0, 0\] does not fit int32 \(from int64: -2147483648 to 2147483647\)",
+        ):
+            b.feed(s, {"X": np.ones((1, 1, 3), np.float32), "action32": np.array([[2**32 + 1]])})
+        assert b.feed(s, {"X": np.ones((1, 1, 3), np.float32), "action32": np.array([[3]])})["picked"].shape == (1, 1)
