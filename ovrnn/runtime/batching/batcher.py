@@ -31,6 +31,7 @@ import numpy as np
 from ...errors import OverloadedError, StreamClosedError, UsageError
 from .. import engine
 from .admit import admit, enqueue_all, fit
+from .interrupts import critical, install
 from .spec import StreamSpec
 from .stats import collect
 from .step import DEFAULT_SIZES, BatchedStep
@@ -129,6 +130,7 @@ class StreamBatcher:
             shape = spec.chunk_shape(port.name)
             self._chunk_ports[port.name] = (shape, shape[: port.batch_axis] + shape[port.batch_axis + 1 :], port.dtype)
         self._threads = {worker.thread for worker in self._workers}
+        install()  # Ctrl-C on the main thread held over the batcher's bookkeeping (interrupts.py)
         for worker in self._workers:
             worker.start()
 
@@ -185,8 +187,9 @@ class StreamBatcher:
         ``StreamClosedError`` when it is closed; the batch's error when its batch failed."""
         self._not_on_a_worker("feed()")
         waiter = Waiter(1)
-        if self._enqueue([(stream, self._checked(stream, self._chunk(inputs)), waiter, 0)], claim=True):
-            self._workers[stream.worker].run_here(waiter)
+        with critical():  # a Ctrl-C held until OpenVINO's call, where the batch fails atomically (interrupts.py)
+            if self._enqueue([(stream, self._checked(stream, self._chunk(inputs)), waiter, 0)], claim=True):
+                self._workers[stream.worker].run_here(waiter)
         waiter.wait()
         if waiter.errors:
             raise waiter.errors[0]
@@ -200,19 +203,19 @@ class StreamBatcher:
         nothing). A failed chunk raises its error, or with `return_exceptions` stands in the
         list as the exception (the others' results kept)."""
         self._not_on_a_worker("feed_many()")
-        stacked = self._stack([inputs for _, inputs in chunks])
-        if stacked is not None and not self._index_limits:  # every stream idle, and its worker: one direct run
-            from .group import feed_rows
+        with critical():  # as in feed()
+            stacked = self._stack([inputs for _, inputs in chunks])
+            if stacked is not None and not self._index_limits:  # every stream idle, and its worker: one direct run
+                from .group import feed_rows
 
-            direct = feed_rows(self, chunks, stacked, return_exceptions)
-            if direct is not None:
-                return direct
-        waiters, claimed = self._enqueue_many(chunks, lambda n: Waiter(n), claim=True, stacked=stacked)
-        waited = None
-        if len(waiters) == 1 and len(waiters[0][1]) == len(chunks):  # one worker: its results are the list
-            waited = waiters[0][0]
-            if claimed:
+                direct = feed_rows(self, chunks, stacked, return_exceptions)
+                if direct is not None:
+                    return direct
+            waiters, claimed = self._enqueue_many(chunks, lambda n: Waiter(n), claim=True, stacked=stacked)
+            waited = waiters[0][0] if len(waiters) == 1 and len(waiters[0][1]) == len(chunks) else None  # one worker: its results
+            if waited is not None and claimed:
                 self._workers[0].run_here(waited)
+        if waited is not None:
             waited.wait()
             if not waited.errors:
                 return waited.results

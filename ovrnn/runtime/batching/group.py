@@ -25,6 +25,7 @@ import numpy as np
 
 from ...errors import UsageError
 from .admit import fit
+from .interrupts import critical, window
 from .step import rows, take
 from .worker import StreamHandle, _copy
 
@@ -40,18 +41,19 @@ def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
     worker = batcher._workers[streams[0].worker]
     if batcher._index_limits:  # a bad direct index refuses the group before any of it runs or queues
         worker.step.check_indices(stacked, "feed_group()")
-    with worker.cond:
-        taken = _take(worker, streams, batcher)
-        direct = taken is not None and worker.claim()
-        if taken is not None and not direct:  # the worker is busy: the streams go back as they were
-            for stream in streams:
-                stream.in_flight = False
-    if not direct:
-        return _fallback(batcher, streams, stacked, n)
-    try:
-        return _run(worker, streams, stacked, n, taken)
-    finally:
-        _release(worker)
+    with critical():  # a Ctrl-C held until OpenVINO's call, where the group fails atomically (interrupts.py)
+        with worker.cond:
+            taken = _take(worker, streams, batcher)
+            direct = taken is not None and worker.claim()
+            if taken is not None and not direct:  # the worker is busy: the streams go back as they were
+                for stream in streams:
+                    stream.in_flight = False
+        if direct:
+            try:
+                return _run(worker, streams, stacked, n, taken)
+            finally:
+                _release(worker)
+    return _fallback(batcher, streams, stacked, n)
 
 
 def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> list | None:
@@ -139,10 +141,12 @@ def _run(worker, streams: list, stacked: dict, n: int, taken: list[int]) -> dict
     try:
         slots = np.array(taken, np.intp)  # the streams' slots, as _take listed them
         if n <= step.largest:  # one call: gathered into the request's buffers, scattered from them on success
-            outputs = step.run_slots(store.slabs, slots, stacked)
+            with window():
+                outputs = step.run_slots(store.slabs, slots, stacked)
         else:  # several calls: every one must succeed before any state is written
             states = {name: np.take(store.slabs[name], slots, axis=spec.state_port(name).batch_axis) for name in spec.state_names}
-            outputs, new = step.run(stacked, states)
+            with window():
+                outputs, new = step.run(stacked, states)
             for name, value in new.items():
                 slab = store.slabs[name]
                 slab[take(slab, spec.state_port(name).batch_axis, slots)] = value

@@ -25,6 +25,7 @@ from time import monotonic
 import numpy as np
 
 from ...errors import BatchInterruptedError, StreamClosedError
+from .interrupts import window
 from .stats import Recorder
 from .step import BatchedStep
 from .store import StateStore
@@ -329,22 +330,16 @@ class Worker:
         same batches it would run at once, without two thread hand-offs per call (on a loaded core each costs a
         scheduler wake-up). The worker thread waits meanwhile (one runner per worker: its request is one call's).
         When the worker is busy, or anything is left, the caller waits for the worker as before."""
-        formed = None  # a batch taken off the queues and not yet handed to _run
         try:
             while waiter.left:
                 with self.cond:
-                    batch = formed = self._next_batch(block=False)
+                    batch = self._next_batch(block=False)
                     outbox, self.outbox = self.outbox, []
                 _deliver(outbox)
                 if batch is None or batch is False:
                     return
-                formed = None
                 if batch:
                     self._run(*batch)
-        except BaseException as exc:  # Ctrl-C on this caller's thread: a batch formed here fails as a failed batch does
-            if formed:
-                self._run(*formed, error=exc)
-            raise
         finally:
             with self.cond:
                 self.claimed = 0
@@ -375,12 +370,12 @@ class Worker:
             _deliver(outbox)
             raise
 
-    def _run(self, streams: list[StreamHandle], chunks: list[_Chunk], formed: float, error: BaseException | None = None) -> None:
-        start, outputs = monotonic(), None  # given `error`: settled as failed; a Ctrl-C fails it too, then goes on up
+    def _run(self, streams: list[StreamHandle], chunks: list[_Chunk], formed: float) -> None:
+        start, outputs, error = monotonic(), None, None  # a Ctrl-C fails the batch like any error, then goes on up
         try:
-            if error is None:
-                slots = np.fromiter([s.slot for s in streams], np.intp, len(streams))
-                inputs = {name: [c.inputs[name] for c in chunks] for name in self._inputs}
+            slots = np.fromiter([s.slot for s in streams], np.intp, len(streams))
+            inputs = {name: [c.inputs[name] for c in chunks] for name in self._inputs}
+            with window():  # where a Ctrl-C held meanwhile lands (interrupts.py)
                 outputs = self.step.run_slots(self.store.slabs, slots, inputs)
         except BaseException as exc:  # noqa: BLE001 - the batch failed, each of its callers gets it; no state was written (run_slots scatters on success only)
             error = exc
