@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UsageError
+from .batching.admit import fit
 from .serve_protocol import check_request, decode, encode, initial_states, split, stack
 
 __all__ = [  # the request format is part of this module's face (docs/serving.md)
@@ -112,7 +113,7 @@ def _chunk_of(spec, port, stream, inputs: dict) -> np.ndarray:
     value = np.asarray(inputs[port.name])
     if value.size != int(np.prod(shape)) or value.shape not in (shape, shape[: port.batch_axis] + shape[port.batch_axis + 1 :]):
         raise UsageError(f"stream {stream!r}: input '{port.name}' takes a chunk of shape {list(shape)}, got {list(value.shape)}")
-    return value.astype(port.dtype, copy=False).reshape(shape)
+    return fit(value, port.dtype, f"stream {stream!r}: input '{port.name}'").reshape(shape)
 
 
 class StickyClient:

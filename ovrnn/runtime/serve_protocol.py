@@ -11,11 +11,13 @@ Reply: {"outputs": {output: n rows}, "states": {state: n rows}}
 from __future__ import annotations
 
 import io
+import zipfile
 import zlib
 
 import numpy as np
 
 from ..errors import UsageError
+from .batching.admit import fit
 
 
 def check_request(spec, request) -> tuple[int, dict, dict]:
@@ -25,15 +27,18 @@ def check_request(spec, request) -> tuple[int, dict, dict]:
         raise UsageError('a request is {"inputs": {input: chunks stacked}, "states": {state: rows stacked}} ("states" optional)')
     unknown = set(request) - {"inputs", "states"}
     if unknown:
-        raise UsageError(f"unknown request keys: {', '.join(sorted(unknown))} (expected inputs, states)")
-    given, states = dict(request["inputs"]), request.get("states")
+        raise UsageError(f"unknown request keys: {', '.join(sorted(map(str, unknown)))} (expected inputs, states)")
+    given, states = request["inputs"], request.get("states")
+    for key, value in (("inputs", given), ("states", states)):
+        if not isinstance(value, dict) and not (key == "states" and value is None):
+            raise UsageError(f"{key}: expected {{name: array of the streams' rows stacked}}, got {type(value).__name__}")
     names = [p.name for p in spec.inputs]
     if set(given) != set(names):
-        raise UsageError(f"inputs: expected {', '.join(names)}, got {', '.join(given) or 'none'}")
+        raise UsageError(f"inputs: expected {', '.join(names)}, got {', '.join(map(str, given)) or 'none'}")
     n, inputs = None, {}
     for port in spec.inputs:
         shape = spec.chunk_shape(port.name)
-        value = np.asarray(given[port.name])
+        value = _array(f"input '{port.name}'", given[port.name])
         if n is None and value.ndim == len(shape):
             n = value.shape[port.batch_axis]
         inputs[port.name] = _rows_of(f"input '{port.name}'", value, shape, port.batch_axis, port.dtype, n)
@@ -41,13 +46,12 @@ def check_request(spec, request) -> tuple[int, dict, dict]:
         raise UsageError("a request carries at least one stream")
     if states is None:
         return n, inputs, initial_states(spec, n)
-    states = dict(states)
     if set(states) != set(spec.state_names):
-        raise UsageError(f"states: expected {', '.join(spec.state_names)}, got {', '.join(states) or 'none'}")
+        raise UsageError(f"states: expected {', '.join(spec.state_names)}, got {', '.join(map(str, states)) or 'none'}")
     out = {}
     for name in spec.state_names:
         port = spec.state_port(name)
-        out[name] = _rows_of(f"state '{name}'", np.asarray(states[name]), port.shape, port.batch_axis, port.dtype, n)
+        out[name] = _rows_of(f"state '{name}'", _array(f"state '{name}'", states[name]), port.shape, port.batch_axis, port.dtype, n)
     return n, inputs, out
 
 
@@ -58,11 +62,18 @@ def _rows_of(what: str, value: np.ndarray, shape: tuple, axis: int, dtype, n: in
             f"{what}: expected shape {list(want) if n else list(shape[:axis]) + ['n'] + list(shape[axis + 1 :])} "
             f"(streams on axis {axis}), got {list(value.shape)}"
         )
-    if value.dtype != dtype:
-        if not np.can_cast(value.dtype, dtype, "same_kind"):
-            raise UsageError(f"{what}: expected {np.dtype(dtype)}, got {value.dtype}")
-        value = value.astype(dtype)
-    return value
+    return fit(value, dtype, what)  # a value the cast would change (uint64 2**64-1 as int64 -1) is refused
+
+
+def _array(what: str, value) -> np.ndarray:
+    """`value` as a numeric array; a ragged list, a string or an object is a UsageError."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{what}: not an array of numbers ({exc})") from None
+    if array.dtype.kind not in "biuf":
+        raise UsageError(f"{what}: expected an array of numbers, got {type(value).__name__} of dtype {array.dtype}")
+    return array
 
 
 def initial_states(spec, n: int) -> dict[str, np.ndarray]:
@@ -101,8 +112,14 @@ def encode(message: dict) -> bytes:
 
 def decode(data: bytes) -> dict:
     """`encode`'s bytes back into {"inputs": {...}, "states": {...}} (or a reply's parts)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise UsageError(f"the body is not an npz archive: expected bytes, got {type(data).__name__}")
+    if not data:
+        raise UsageError("the body is not an npz archive: it is empty")
     try:
         archive = np.load(io.BytesIO(data), allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise UsageError(f"the body is not an npz archive: it holds one {type(archive).__name__} (an .npy body?)")
         out: dict = {}
         for key in archive.files:
             part, _, name = key.partition("/")
@@ -110,5 +127,7 @@ def decode(data: bytes) -> dict:
                 raise UsageError(f"npz entry '{key}': expected inputs/NAME, states/NAME or outputs/NAME")
             out.setdefault(part, {})[name] = archive[key]
         return out
-    except (ValueError, OSError, zlib.error) as exc:
-        raise UsageError(f"the body is not an npz archive: {exc}") from None
+    except UsageError:
+        raise
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:  # np.load's ways to say "not npz"
+        raise UsageError(f"the body is not an npz archive: {type(exc).__name__}: {exc}") from None

@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 from ray import serve
 
-from ..errors import OvrnnError, UsageError
+from ..errors import OvrnnError, StreamClosedError, UsageError
 from . import serve_protocol as protocol
 
 MAX_ROWS = 1024  # @serve.batch's default limit in rows (streams); StatelessStreams(max_rows=...) sets it
@@ -107,6 +106,9 @@ class StickyStreams:
 
     def _stream(self, stream_id: str):
         handle = self.streams.get(stream_id)
+        if handle is not None and not handle.open:  # closed by the batcher (idle_timeout_s): the id is free again
+            del self.streams[stream_id]
+            raise StreamClosedError(f"stream {stream_id!r} is closed ({handle.why}); open it again (it starts from the initial state)")
         if handle is None:
             raise UsageError(
                 f"stream {stream_id!r} is not open on this replica ({self.replica}): it was never opened, was closed, "
@@ -115,13 +117,21 @@ class StickyStreams:
         return handle
 
     async def open(self, stream_id: str, state: dict | None = None) -> str:
+        self._forget_closed()
         if stream_id in self.streams:
             raise UsageError(f"stream {stream_id!r} is already open")
         self.streams[stream_id] = self.batcher.open(state=state)
         return self.replica
 
     async def feed(self, stream_id: str, inputs: dict) -> dict:
-        return await self.batcher.feed_async(self._stream(stream_id), {k: np.asarray(v) for k, v in inputs.items()})
+        if not isinstance(inputs, dict):
+            raise UsageError(f"feed({stream_id!r}, inputs): expected {{input: one stream's chunk}}, got {type(inputs).__name__}")
+        handle = self._stream(stream_id)
+        try:
+            return await self.batcher.feed_async(handle, inputs)
+        except StreamClosedError:  # closed meanwhile: named by the caller's id, not the batcher's
+            self._stream(stream_id)
+            raise
 
     async def reset(self, stream_id: str) -> None:
         self.batcher.reset(self._stream(stream_id))
@@ -134,4 +144,12 @@ class StickyStreams:
         return self.batcher.state(self._stream(stream_id))
 
     async def stats(self) -> dict:
-        return {"replica": self.replica, "streams": sorted(self.streams), **self.batcher.stats()}
+        """The batcher's ``stats()`` (``streams``: how many are open), with ``replica`` and ``stream_ids``."""
+        self._forget_closed()
+        return {**self.batcher.stats(), "replica": self.replica, "stream_ids": sorted(self.streams)}
+
+    def _forget_closed(self) -> None:
+        """Drop the ids of streams the batcher closed by itself (idle_timeout_s): no id is kept for ever."""
+        closed = [stream_id for stream_id, handle in self.streams.items() if not handle.open]
+        for stream_id in closed:
+            del self.streams[stream_id]

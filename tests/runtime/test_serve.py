@@ -257,3 +257,121 @@ def test_a_sticky_replica_that_dies_loses_its_streams_and_says_so(sticky, cluste
             client.feed(s, {"input": audio(1, 1)[0]}).result(timeout_s=60)
     client.open(lost[0]).result(timeout_s=60)  # opened again: from the initial state, on whichever replica its id maps to now
     np.testing.assert_allclose(client.feed(lost[0], {"input": audio(1, 1)[0]}).result()["output"], OrtStream()(audio(1, 1)[0]), atol=TOL)
+
+
+# -- bad requests are one clear error (400 over HTTP), never a traceback (redteam's findings)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (b"", "the body is not an npz archive: it is empty"),
+        (b"PK\x03\x04", "the body is not an npz archive: BadZipFile: "),  # a truncated zip
+        ("half", "the body is not an npz archive: "),  # the first half of a real request
+        ("npy", "the body is not an npz archive: it holds one ndarray (an .npy body?)"),
+        (None, "the body is not an npz archive: expected bytes, got NoneType"),
+    ],
+    ids=["empty", "zip-header-only", "truncated-npz", "npy-body", "not-bytes"],
+)
+def test_decode_refuses_what_is_not_an_npz_request(body, message):
+    """Before: EOFError, zipfile.BadZipFile and AttributeError went through decode (HTTP 500 with a traceback)."""
+    import io
+
+    request = {"inputs": {"input": np.zeros((2, 512), np.float32)}}
+    if body == "half":
+        whole = ovserve.encode(request)
+        body = whole[: len(whole) // 2]
+    elif body == "npy":
+        buffer = io.BytesIO()
+        np.save(buffer, np.zeros((2, 512), np.float32))
+        body = buffer.getvalue()
+    with pytest.raises(UsageError, match="^" + re.escape(message)):
+        ovserve.decode(body)
+
+
+@pytest.mark.parametrize(
+    "request_, message",
+    [
+        ({"inputs": [1, 2]}, "inputs: expected {name: array of the streams' rows stacked}, got list"),
+        ({"inputs": "abc"}, "inputs: expected {name: array of the streams' rows stacked}, got str"),
+        ({"inputs": None}, "inputs: expected {name: array of the streams' rows stacked}, got NoneType"),
+        (
+            {"inputs": {"input": np.zeros((1, 512), np.float32)}, "states": "x"},
+            "states: expected {name: array of the streams' rows stacked}, got str",
+        ),
+        ({"inputs": {"input": [[0.0] * 512, [0.0] * 3]}}, "input 'input': not an array of numbers ("),  # ragged
+        ({"inputs": {"input": "abc"}}, "input 'input': expected an array of numbers, got str of dtype <U3"),
+        ({"inputs": {1: np.zeros((1, 512), np.float32)}}, "inputs: expected input, got 1"),
+        (
+            {"inputs": {"input": np.full((1, 512), 1e300)}},
+            "input 'input': value 1e+300 at index [0, 0] does not fit float32 (it would become inf)",
+        ),
+    ],
+    ids=["list", "string", "none", "states-string", "ragged", "strings", "int-key", "float64-overflow"],
+)
+def test_check_request_refuses_malformed_requests_with_one_usage_error(request_, message):
+    """Before: TypeError / ValueError (a traceback through Ray, HTTP 500)."""
+    with pytest.raises(UsageError, match="^" + re.escape(message)):
+        ovserve.check_request(spec(), request_)
+
+
+def test_an_integer_that_does_not_fit_is_refused_by_the_request_check():
+    """serve_protocol cast with 'same_kind': uint64 2**64-1 became int64 -1 (redteam's finding)."""
+    from ovrnn.runtime.batching import StreamSpec
+
+    from .batching.batcher_models import policy_model
+
+    policy = StreamSpec.of(policy_model(), "initial_h=Y_h,initial_c=Y_c")
+    request = {"inputs": {"X": np.zeros((1, 1, 3), np.float32), "action": np.array([[2**64 - 1]], np.uint64)}}
+    with pytest.raises(UsageError, match=r"^input 'action': value 18446744073709551615 at index \[0, 0\] does not fit int64"):
+        ovserve.check_request(policy, request)
+    assert (
+        ovserve.check_request(policy, {"inputs": {**request["inputs"], "action": np.array([[7]], np.uint64)}})[1]["action"].dtype
+        == np.int64
+    )
+
+
+def test_stateless_http_answers_400_with_one_error_line_for_bodies_that_are_not_npz(cluster):
+    """Before: POST b"" and a truncated npz answered 500 Internal Server Error (Ray logged a traceback)."""
+    whole = ovserve.encode({"inputs": {"input": audio(3, 1)[0]}})
+    for body in (b"", whole[: len(whole) // 2], b"PK\x03\x04"):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(urllib.request.Request(cluster["url"], data=body, method="POST"), timeout=60)
+        text = err.value.read().decode()
+        assert err.value.code == 400 and text.startswith("error: the body is not an npz archive") and text.count("\n") == 1
+    reply = ovserve.decode(urllib.request.urlopen(urllib.request.Request(cluster["url"], data=whole, method="POST"), timeout=60).read())
+    np.testing.assert_allclose(reply["outputs"]["output"], OrtStream()(audio(3, 1)[0]), atol=TOL)
+    with pytest.raises(
+        UsageError, match=r"inputs: expected \{name: array of the streams' rows stacked\}, got list"
+    ):  # Ray prefixes its trace
+        cluster["stateless"].step.remote({"inputs": [1, 2]}).result()
+
+
+def test_a_sticky_stream_closed_for_idleness_is_forgotten_and_can_be_opened_again(cluster):
+    """Before: the replica kept the id for ever (a leak per idle stream); feed('s0') named the
+    batcher's internal id 0, open('s0') said 'already open'; stats()' batcher count hid the ids."""
+    import time
+
+    app = ovserve.sticky_app(
+        str(SILERO),
+        "state=stateN",
+        batcher_options={"sizes": (1,), "idle_timeout_s": 0.5},
+        num_replicas=1,
+        ray_actor_options={"num_cpus": 0.25},
+        **SILERO_ARGS,
+    )
+    handle = cluster["serve"].run(app, name="sticky-idle", route_prefix="/sticky-idle")
+    client = ovserve.StickyClient(handle)
+    for s in ("s0", "s1", "s2"):
+        client.open(s).result()
+    client.feed("s0", {"input": audio(1, 1)[0]}).result()
+    stats = handle.stats.remote().result()
+    assert stats["stream_ids"] == ["s0", "s1", "s2"] and stats["streams"] == 3
+    time.sleep(2.5)
+    with pytest.raises(UsageError, match=r"stream 's0' is closed \(idle for more than 0\.5 s"):
+        client.feed("s0", {"input": audio(1, 1)[0]}).result()
+    stats = handle.stats.remote().result()
+    assert stats["stream_ids"] == [] and stats["streams"] == 0  # s1, s2 closed too: no id kept
+    client.open("s0").result()  # opened again, from the initial state
+    np.testing.assert_allclose(client.feed("s0", {"input": audio(1, 1)[0]}).result()["output"], OrtStream()(audio(1, 1)[0]), atol=TOL)
+    cluster["serve"].delete("sticky-idle")

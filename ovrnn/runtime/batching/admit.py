@@ -47,7 +47,7 @@ def fit(value, dtype, what: str) -> np.ndarray:
         overflow = np.isinf(out) & np.isfinite(array)
         if overflow.any():
             at = np.argwhere(overflow)[0]
-            raise UsageError(f"{what}: value {array[tuple(at)]!r} at index {at.tolist()} does not fit {dtype} (it would become inf)")
+            raise UsageError(f"{what}: value {array[tuple(at)].item()!r} at index {at.tolist()} does not fit {dtype} (it would become inf)")
     return out
 
 
