@@ -51,13 +51,13 @@ def convert_graph(
 ) -> IR:
     """A model made of RNN, GRU, LSTM and Constant nodes: spec every node, lower them into one
     LayerGraph, and emit it with ovrnn's own emitter."""
+    builder = _Builder(view, options, stateful)  # the empty LayerGraph and the per-node driver
+    g = builder.g
     nodes = graph_nodes(view)  # semantics stage: which nodes, and their specs
     specs = normalise_all(view, nodes)
     steps_note = check_steps(sum(s.seq_length * s.num_directions for s in specs), len(specs), max_steps)
-    g = LayerGraph(view.model.graph.name or "ovrnn_model")
-    builder = _Builder(g, view, specs, options, stateful)
     with stage(f"lowering {len(specs)} RNN node(s)"):
-        summaries = builder.build(nodes)
+        summaries = builder.build(nodes, specs)
     g.rt_info = {"ovrnn": {"version": __version__, **options.rt_info(), **(record or {}), **{s.label: s.rt_info() for s in summaries}}}
     if stateful:
         section, key = RT_SECTION
@@ -72,13 +72,15 @@ def convert_graph(
 
 
 class _Builder:
-    def __init__(self, g: LayerGraph, view: GraphView, specs: list[Spec], options: LoweringOptions, stateful: bool = False) -> None:
-        self.g, self.view, self.specs, self.options = g, view, specs, options
+    def __init__(self, view: GraphView, options: LoweringOptions, stateful: bool = False) -> None:
+        self.view, self.options = view, options
+        self.g = LayerGraph(view.model.graph.name or "ovrnn_model")
         self.ports: dict[str, Output] = {}
         self.driver = NodeDriver(options)  # the one per-node driver (lower/driver.py); its notes are the builder's
         self.notes = self.driver.notes
         self.stateful = stateful
-        self.node_states: list[list[NodeState]] = [[] for _ in specs]
+        self.specs: list[Spec] = []
+        self.node_states: list[list[NodeState]] = []
         self.replaced: set[str] = set()  # graph inputs (initial_h/initial_c) the states replace
 
     def port_of(self, name: str) -> Output:
@@ -87,7 +89,8 @@ class _Builder:
             self.ports[name] = ops.const(self.g, name, info.value)
         return self.ports[name]
 
-    def build(self, nodes: GraphNodes) -> list[NodeSummary]:
+    def build(self, nodes: GraphNodes, specs: list[Spec]) -> list[NodeSummary]:
+        self.specs, self.node_states = specs, [[] for _ in specs]
         if self.stateful:
             self._plan_states()
         self._parameters()
