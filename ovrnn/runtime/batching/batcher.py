@@ -88,7 +88,8 @@ class StreamBatcher:
         if isinstance(model, StreamSpec):
             if state is not None or context or shapes or frozen or batch:
                 raise UsageError(
-                    "a StreamSpec already says the states, context, shapes, frozen inputs and batch axes: give them to StreamSpec.of, not here"
+                    "a StreamSpec already says the states, context, shapes, frozen "
+                    "inputs and batch axes: give them to StreamSpec.of, not here"
                 )
             spec = model
         else:
@@ -171,11 +172,13 @@ class StreamBatcher:
             chosen.recorder.refused_streams += 1
         if worker is not None and sum(len(w.streams) for w in self._workers) < self.max_streams:
             raise OverloadedError(
-                f"open(worker={int(worker)}): its {chosen.store.capacity} slots are held (max_streams={self.max_streams} over {count} workers); "
+                f"open(worker={int(worker)}): its {chosen.store.capacity} slots "
+                f"are held (max_streams={self.max_streams} over {count} workers); "
                 "close one of its streams, or open without worker="
             )
         raise OverloadedError(
-            f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); close one, or make the batcher with a larger max_streams"
+            f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); "
+            "close one, or make the batcher with a larger max_streams"
         )
 
     def feed(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
@@ -211,7 +214,7 @@ class StreamBatcher:
                 direct = feed_rows(self, chunks, stacked, return_exceptions)
                 if direct is not None:
                     return direct
-            waiters, claimed = self._enqueue_many(chunks, lambda n: Waiter(n), claim=True, stacked=stacked)
+            waiters, claimed = self._enqueue_many(chunks, Waiter, claim=True, stacked=stacked)
             waited = waiters[0][0] if len(waiters) == 1 and len(waiters[0][1]) == len(chunks) else None  # one worker: its results
             if waited is not None and claimed:
                 self._workers[0].run_here(waited)
@@ -336,7 +339,8 @@ class StreamBatcher:
         self.shutdown()
 
     def __repr__(self) -> str:
-        return f"StreamBatcher({len(self._workers)} workers, sizes {list(self.sizes)}, {sum(len(w.streams) for w in self._workers)} streams open)"
+        open_ = sum(len(w.streams) for w in self._workers)
+        return f"StreamBatcher({len(self._workers)} workers, sizes {list(self.sizes)}, {open_} streams open)"
 
     # -- helpers
 

@@ -216,7 +216,8 @@ def _stacked(spec, inputs: dict, n: int) -> dict[str, np.ndarray]:
         want = shape[: port.batch_axis] + (n,) + shape[port.batch_axis + 1 :]
         if array.shape != want:
             raise UsageError(
-                f"input '{port.name}': {n} streams' chunks stacked on axis {port.batch_axis} are shape {list(want)}, got {list(array.shape)}"
+                f"input '{port.name}': {n} streams' chunks stacked on axis "
+                f"{port.batch_axis} are shape {list(want)}, got {list(array.shape)}"
             )
         out[port.name] = fit(array, port.dtype, f"input '{port.name}'")  # no copy when exact; a value that would change refused
     return out

@@ -167,12 +167,13 @@ class StreamSpec:
             )
         model = self.source.clone()
         try:
-            model.reshape({name: shape for name, shape in shapes.items()})
+            model.reshape(dict(shapes))
         except RuntimeError as exc:
             from ...device.ov import ov_message
 
             raise UsageError(
-                f"the IR does not take batch {n}: {ov_message(exc)}; convert the ONNX model instead (the batcher converts it at each batch size)"
+                f"the IR does not take batch {n}: {ov_message(exc)}; convert the "
+                "ONNX model instead (the batcher converts it at each batch size)"
             ) from None
         return model
 
@@ -208,7 +209,8 @@ class StreamSpec:
         pairs = state_request(state)
         if pairs is False:
             raise UsageError(
-                'state: expected IN=OUT pairs such as "state=stateN" or "initial_h=Y_h,initial_c=Y_c" (True: a lone recurrent node\'s own states)'
+                'state: expected IN=OUT pairs such as "state=stateN" or '
+                '"initial_h=Y_h,initial_c=Y_c" (True: a lone recurrent node\'s own states)'
             )
         from .spec_read import read_source
 
@@ -246,7 +248,8 @@ def _resolve(
     frozen_values = {n: np.asarray(v, declared[n][0]) for n, v in frozen.items()}
     if not onnx_source and frozen_values:
         raise UsageError(
-            'frozen: an IR\'s inputs are frozen when it is converted (ovrnn convert --input "sr->16000"); give the ONNX model, or an IR converted that way'
+            "frozen: an IR's inputs are frozen when it is converted (ovrnn convert "
+            '--input "sr->16000"); give the ONNX model, or an IR converted that way'
         )
     state_inputs = {i for i, _ in pairs}
     for name, out in pairs:
@@ -272,7 +275,9 @@ def _resolve(
             value = 1 if i == axis else (given[i] if given is not None and given[i] not in (None, -1) else d)
             if not isinstance(value, (int, np.integer)) or value < 0:
                 raise UsageError(
-                    f"input '{name}' has a dynamic dim at axis {i} ({_text(dims)}): give its per-stream shape, e.g. shapes={{'{name}': [{', '.join('1' if j == axis else str(x) if isinstance(x, int) else 'N' for j, x in enumerate(dims))}]}}"
+                    f"input '{name}' has a dynamic dim at axis {i} ({_text(dims)}): give its "
+                    f"per-stream shape, e.g. shapes={{'{name}': "
+                    f"[{', '.join('1' if j == axis else str(x) if isinstance(x, int) else 'N' for j, x in enumerate(dims))}]}}"
                 )
             if isinstance(d, int) and i != axis and value != d:
                 raise UsageError(f"shapes['{name}']: dim {i} is {d} in the model, given {value}")
@@ -307,8 +312,10 @@ def _resolve(
         got = state_outs[s.output]
         if got.shape != s.port.shape or got.batch_axis != s.port.batch_axis or got.dtype != s.port.dtype:
             raise UnsupportedFeatureError(
-                f"state pair {s.input}={s.output}: output '{s.output}' is {got.dtype} {list(got.shape)} (batch axis {got.batch_axis}) per stream, "
-                f"input '{s.input}' is {s.port.dtype} {list(s.port.shape)} (batch axis {s.port.batch_axis}); a state's output must match its input"
+                f"state pair {s.input}={s.output}: output '{s.output}' is {got.dtype} "
+                f"{list(got.shape)} (batch axis {got.batch_axis}) per stream, "
+                f"input '{s.input}' is {s.port.dtype} {list(s.port.shape)} (batch "
+                f"axis {s.port.batch_axis}); a state's output must match its input"
             )
     return StreamSpec(
         source,
@@ -359,7 +366,8 @@ def _context(name: str, spec, ports: dict[str, Port]) -> Context:
         raise UsageError(f"context['{name}']: axis {axis} is the batch axis; a context runs along the input's time axis")
     if not isinstance(length, (int, np.integer)) or not 0 < length < port.shape[axis]:
         raise UsageError(
-            f"context['{name}']: expected a length from 1 to {port.shape[axis] - 1} (the input has {port.shape[axis]} on axis {axis}), got {length!r}"
+            f"context['{name}']: expected a length from 1 to {port.shape[axis] - 1} "
+            f"(the input has {port.shape[axis]} on axis {axis}), got {length!r}"
         )
     return Context(name, int(length), axis)
 
@@ -415,7 +423,8 @@ def _output(model, name: str):
         # ONNX lets a graph input be an output as it is; served, OpenVINO 2026.4.1 returns zeros for
         # it when its output buffer is bound (runner._outputs_on_inputs), and a caller has it already
         raise UnsupportedFeatureError(
-            f"output '{name}' is the graph input '{name}' itself (ONNX allows an input listed as an output): a stream batcher does not serve it; "
+            f"output '{name}' is the graph input '{name}' itself (ONNX allows "
+            "an input listed as an output): a stream batcher does not serve it; "
             "leave it out of the model's outputs (the caller already has each chunk it feeds)"
         )
     raise UsageError(

@@ -59,7 +59,8 @@ def _node_pairs(proto) -> tuple[tuple[str, str], ...]:
     nodes = [n for n in proto.graph.node if family_of(n) is not None]
     if len(nodes) != 1:
         raise UsageError(
-            f"state=True carries a lone recurrent node's states, and the model has {len(nodes) or 'no'} recurrent node{'s' if len(nodes) != 1 else ''}: give its IN=OUT pairs"
+            "state=True carries a lone recurrent node's states, and the model has "
+            f"{len(nodes) or 'no'} recurrent node{'s' if len(nodes) != 1 else ''}: give its IN=OUT pairs"
         )
     family = family_of(nodes[0])
     return tuple((family.inputs[slot], family.outputs[1 + k]) for k, slot in enumerate(family.state_slots))
@@ -68,7 +69,7 @@ def _node_pairs(proto) -> tuple[tuple[str, str], ...]:
 def _onnx_like(model) -> bool:
     import onnx
 
-    return isinstance(model, (onnx.ModelProto, bytes, bytearray)) or not hasattr(model, "get_parameters") and not _is_ir(model)
+    return isinstance(model, (onnx.ModelProto, bytes, bytearray)) or (not hasattr(model, "get_parameters") and not _is_ir(model))
 
 
 def _is_ir(model) -> bool:
@@ -113,7 +114,8 @@ def _expose_node_states(proto, pairs):
         name, out = wanted[0]
         where = "no recurrent node" if not nodes else f"{len(nodes)} recurrent nodes"
         raise UsageError(
-            f"state pair {name}={out}: '{name}' is not a graph input and the model has {where}; name graph inputs and outputs (inputs: {', '.join(sorted(inputs))})"
+            f"state pair {name}={out}: '{name}' is not a graph input and the model has "
+            f"{where}; name graph inputs and outputs (inputs: {', '.join(sorted(inputs))})"
         )
     node = nodes[0]
     family = family_of(node)
@@ -141,7 +143,8 @@ def _expose_node_states(proto, pairs):
         if name not in inputs:
             if name not in family.inputs or family.slot(name) not in family.state_slots:
                 raise UsageError(
-                    f"state pair {name}={out}: '{name}' is neither a graph input nor a state input of {label} ({', '.join(family.inputs[s] for s in family.state_slots)})"
+                    f"state pair {name}={out}: '{name}' is neither a graph input nor a state "
+                    f"input of {label} ({', '.join(family.inputs[s] for s in family.state_slots)})"
                 )
             slot = family.slot(name)
             while len(node.input) <= slot:
@@ -149,14 +152,16 @@ def _expose_node_states(proto, pairs):
             feeder = node.input[slot]
             if feeder and feeder not in initializers:
                 raise UnsupportedFeatureError(
-                    f"state pair {name}={out}: {label}'s {name} is computed inside the model ('{feeder}'); a stream carries the node's own state"
+                    f"state pair {name}={out}: {label}'s {name} is computed inside "
+                    f"the model ('{feeder}'); a stream carries the node's own state"
                 )
             dims = [batch_dim, 1, hidden] if layout else [1, batch_dim, hidden]
             if feeder:
                 value = onnx.numpy_helper.to_array(initializers[feeder])
                 if value.shape != (1, 1, hidden):
                     raise UnsupportedFeatureError(
-                        f"state pair {name}={out}: {label}'s constant {name} has shape {list(value.shape)}; one stream's state is [1, 1, {hidden}]"
+                        f"state pair {name}={out}: {label}'s constant {name} has shape "
+                        f"{list(value.shape)}; one stream's state is [1, 1, {hidden}]"
                     )
                 initials[name] = value
             node.input[slot] = name

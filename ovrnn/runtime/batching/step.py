@@ -339,7 +339,10 @@ class BatchedStep:
             np.copyto(buffer, bucket.request.get_output_tensor(i).data)
 
     def __repr__(self) -> str:
-        return f"BatchedStep(sizes {list(self.sizes)} on {self.device}; inputs {', '.join(p.name for p in self.spec.inputs)}; states {', '.join(self.spec.state_names)})"
+        return (
+            f"BatchedStep(sizes {list(self.sizes)} on {self.device}; inputs "
+            f"{', '.join(p.name for p in self.spec.inputs)}; states {', '.join(self.spec.state_names)})"
+        )
 
 
 def _size(value) -> int:
@@ -360,7 +363,8 @@ def _rows(spec: StreamSpec, inputs: dict, states: dict) -> int:
     for name in [*inputs, *states]:
         if name not in {p.name for p in spec.inputs} and name not in spec.state_names:
             raise UsageError(
-                f"'{name}' is not an input or state of the stream (inputs: {', '.join(p.name for p in spec.inputs)}; states: {', '.join(spec.state_names)})"
+                f"'{name}' is not an input or state of the stream (inputs: "
+                f"{', '.join(p.name for p in spec.inputs)}; states: {', '.join(spec.state_names)})"
             )
     for what, name, shape, port in [("input", p.name, spec.chunk_shape(p.name), p) for p in spec.inputs] + [
         ("state", s, spec.state_port(s).shape, spec.state_port(s)) for s in spec.state_names

@@ -193,7 +193,10 @@ def test_a_refused_feed_many_or_submit_many_over_two_workers_queues_nothing():
     from ovrnn.examples import STREAM_MODEL
 
     x = np.zeros((4, 1, 3), np.float32)
-    message = r"^stream 1 would have 2 chunks waiting \(max_pending=1\): the batcher is behind this stream; wait for a result before feeding more$"
+    message = (
+        r"^stream 1 would have 2 chunks waiting \(max_pending=1\): the "
+        r"batcher is behind this stream; wait for a result before feeding more$"
+    )
     with ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1, 4), workers=2, max_pending=1) as b:
         a, c = b.open(), b.open()
         assert (a.worker, c.worker) == (0, 1)
@@ -246,7 +249,10 @@ def test_an_index_that_does_not_fit_the_inputs_type_is_refused_naming_the_value_
     model = policy_model()
     x = np.ones((1, 1, 3), np.float32)
     action = np.array([[value]], dtype)
-    message = rf"input 'action': value {shown} at index \[[01], 0\] does not fit int64 \(from uint64: -9223372036854775808 to 9223372036854775807\); a cast would change it$"
+    message = (
+        rf"input 'action': value {shown} at index \[[01], 0\] does not fit int64 \(from "
+        r"uint64: -9223372036854775808 to 9223372036854775807\); a cast would change it$"
+    )
     with ovrnn.StreamBatcher(model, POLICY_STATE, sizes=(1, 4), max_wait_ms=50) as b:
         p, q = b.open(), b.open()
         before = b.state(p)
@@ -277,7 +283,8 @@ def test_an_int64_that_does_not_fit_an_int32_input_is_refused():
         s = b.open()
         with pytest.raises(
             UsageError,
-            match=r"^stream 0: |^input 'action32': value 4294967297 at index \[0, 0\] does not fit int32 \(from int64: -2147483648 to 2147483647\)",
+            match=r"^stream 0: |^input 'action32': value 4294967297 at index \[0, "
+            r"0\] does not fit int32 \(from int64: -2147483648 to 2147483647\)",
         ):
             b.feed(s, {"X": np.ones((1, 1, 3), np.float32), "action32": np.array([[2**32 + 1]])})
         assert b.feed(s, {"X": np.ones((1, 1, 3), np.float32), "action32": np.array([[3]])})["picked"].shape == (1, 1)
