@@ -203,6 +203,22 @@ def test_cli_page_names_every_flag():
         assert default in page, default
 
 
+def test_the_style_the_development_page_states_is_kept():
+    """docs/development.md: ruff 0.17.6 from the test extra, run by .ci/run before the tests, lines at 140; and the tree
+    as it stands passes both (the linter also fails on a line over 140, strings and comments too)."""
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "ruff==0.17.6" in pyproject["project"]["optional-dependencies"]["test"]
+    assert pyproject["tool"]["ruff"]["line-length"] == 140 and "E" in pyproject["tool"]["ruff"]["lint"]["select"]
+    steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert steps.index("ruff check .") < steps.index("pytest") and steps.index("ruff format --check .") < steps.index("pytest")
+    assert "`ruff format .` and `ruff check .` (ruff 0.17.6" in PAGES["docs/development.md"]
+    for command in (["check", "."], ["format", "--check", "."]):
+        run = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-1000:]
+
+
 def test_development_page_lists_every_tool():
     """docs/development.md names every script in tools/ (a file with a __main__ block; the others are
     modules a script imports, as bench_real.py is bench.py's), and each one it names exists (above)."""
