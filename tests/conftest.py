@@ -29,6 +29,9 @@ def load_tool(name: str):
     return module
 
 
+# What `validate --report DIR` writes, sorted (the picture needs matplotlib, a test extra).
+REPORT_FILES = ["error_per_step.png", "inputs.npz", "outputs.npz", "reference.npz", "report.json", "report.md"]
+
 # Layer types that would hide the unrolled steps: an IR of ours never holds one.
 HIDDEN_STEPS = ("RNNSequence", "GRUSequence", "LSTMSequence", "TensorIterator", "Loop")
 

@@ -14,7 +14,7 @@ import onnx
 import openvino as ov
 import pytest
 from cases import CASES, GRU_CASES, TOL, Case, make_model
-from conftest import ROOT, assert_close, layer_counts, ovrnn_cli, run_ir
+from conftest import REPORT_FILES, ROOT, assert_close, layer_counts, ovrnn_cli, run_ir
 from lxml import etree
 
 import ovrnn
@@ -324,14 +324,7 @@ def test_validate_report_content(tmp_path):
     out = tmp_path / "report"
     proc = ovrnn_cli("validate", path, "--report", out, "--report-precisions", "f32,bf16", "--seed", "7")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == [
-        "error_per_step.png",
-        "inputs.npz",
-        "outputs.npz",
-        "reference.npz",
-        "report.json",
-        "report.md",
-    ]
+    assert sorted(p.name for p in out.iterdir()) == REPORT_FILES
     data = json.loads((out / "report.json").read_text())
     assert data["passed"] is True and data["precision"] == "f32" and data["device"] == "CPU" and data["seed"] == 7
     assert set(data["versions"]) >= {"openvino", "onnx", "numpy", "ovrnn", "python"}

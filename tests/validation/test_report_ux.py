@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import onnx
 from cases import Case, make_model
-from conftest import ROOT, ovrnn_cli
+from conftest import REPORT_FILES, ROOT, ovrnn_cli
 from frontend.test_whole_models import MANIFEST, fixture
 
 import ovrnn
@@ -22,14 +22,7 @@ def test_whole_model_report_has_the_per_step_error_and_the_plot(tmp_path):
     flags = MANIFEST["rnn_embedding_classifier"]["input_flags"]
     proc = ovrnn_cli("validate", path, *[a for f in flags for a in ("--input", f)], "--report", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == [
-        "error_per_step.png",
-        "inputs.npz",
-        "outputs.npz",
-        "reference.npz",
-        "report.json",
-        "report.md",
-    ]
+    assert sorted(p.name for p in out.iterdir()) == REPORT_FILES
     data = json.loads((out / "report.json").read_text())
     steps = data["per_step_error"]["f32"]
     assert sorted(steps) == ["/rnn/RNN_1_output_0", "/rnn/RNN_output_0"]  # each RNN's Y, inside the model
