@@ -34,14 +34,16 @@ class BatcherSide:
     """ovrnn.StreamBatcher with `workers` workers, fed the way a gateway feeds it: the streams of each
     worker by one thread (the serving thread itself with one worker; with two, one thread per worker,
     each opening its streams on its worker with ``open(worker=k)``), every chunk that has arrived (at
-    most one a stream) in one blocking ``feed_many`` per wake-up: the loop onnxruntime by hand and
+    most one a stream, 256 at most) in one blocking ``feed_many`` per wake-up: the loop onnxruntime by hand and
     BatchedStep by hand are played with (serve_events.play_single). With the worker idle, feed_many
     runs on the calling thread (its direct path, docs/batching.md). Each compiled request's infer is
     timed in CPU seconds (OpenVINO releases the GIL in it): what is left of the process's CPU time is
     Python and numpy, holding the GIL."""
 
     batched = True
-    max_batch = 1024  # chunks one wake-up hands over at most (as onnxruntime by hand)
+    max_batch = (
+        256  # chunks one wake-up hands over at most: the largest compiled size (a batch of the worker's own), as BatchedStep by hand
+    )
 
     def __init__(self, model, workers: int = 1):
         import ovrnn
