@@ -41,7 +41,6 @@ from .plan.decide import (
     cells_from_tables,
     device_lacks_cells,
     dynamic_stream_note,
-    frontend_failure_hint,
     plan_conversion,
 )
 from .plan.options import ConversionOptions, options_doc, parameters, takes
@@ -167,7 +166,8 @@ def _carried_out(plan: Plan, files: list[Path], left: dict[str, str]) -> IR:
         try:
             ir = _lowered(plan, plan.options("cell" if lowering == "fastest" else lowering, (), measured), left)
         except (InvalidModelError, UnsupportedFeatureError) as exc:
-            hint = frontend_failure_hint(plan.view, exc)
+            # OpenVINO's frontend failed on a model with If nodes left: the plan's hint says which inputs their conditions read
+            hint = plan.read.conditions_hint if plan.read and str(exc).startswith("OpenVINO's ONNX frontend") else ""
             if not hint:
                 raise
             raise type(exc)(f"{exc}; {hint}") from None

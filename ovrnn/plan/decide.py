@@ -31,7 +31,6 @@ from ..device.plugins import canonical_device
 from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
 from ..families import by_name, family_of, onnx_families
 from ..lower.node import LoweringOptions
-from ..onnx.control_flow.hints import open_conditions_hint
 from ..onnx.for_frontend.input import FrontendInput, frontend_input
 from ..onnx.graphs import describe_node
 from ..onnx.prepare import Prepared
@@ -142,12 +141,6 @@ def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
                 raise InvalidModelError(
                     f"{describe_node(node)}: input {role} is tensor '{name}', which no graph input, initializer or node provides"
                 )
-
-
-def frontend_failure_hint(view: GraphView, exc: Exception) -> str:
-    """For an error from OpenVINO's frontend on a model with If nodes left: which inputs their
-    conditions depend on ("" when that says nothing)."""
-    return open_conditions_hint(view.model.graph) if str(exc).startswith("OpenVINO's ONNX frontend") else ""
 
 
 # --- --lowering fastest (the default) -------------------------------------------------------------
