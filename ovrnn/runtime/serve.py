@@ -62,13 +62,23 @@ class Gateway:
     def __init__(self, spec, handle) -> None:
         self.spec, self.handle = spec, handle
         self.states: dict[str, dict[str, np.ndarray]] = {}
+        self.in_flight: set = set()  # streams whose tick was sent and not answered: their state is in it
 
     def open(self, stream, state: dict | None = None) -> None:
+        if stream in self.states:
+            raise UsageError(f"stream {stream!r} is already open")
         init = self.spec.initial_state()
         for name, value in (state or {}).items():
             if name not in init:
                 raise UsageError(f"'{name}' is not a state of the stream (states: {', '.join(init)})")
-            init[name] = np.asarray(value, init[name].dtype).reshape(init[name].shape)
+            port = self.spec.state_port(name)
+            value = np.asarray(value)
+            bare = port.shape[: port.batch_axis] + port.shape[port.batch_axis + 1 :]
+            if value.shape not in (port.shape, bare):
+                raise UsageError(
+                    f"state '{name}': expected one stream's value, shape {list(port.shape)} (or {list(bare)}), got {list(value.shape)}"
+                )
+            init[name] = fit(value, port.dtype, f"state '{name}'").reshape(port.shape)
         self.states[stream] = init
 
     def close(self, stream) -> None:
@@ -80,6 +90,9 @@ class Gateway:
         missing = [s for s in ids if s not in self.states]
         if missing:
             raise UsageError(f"stream {missing[0]!r} is not open")
+        busy = [s for s in ids if s in self.in_flight]
+        if busy:  # its next state is in the reply on its way: a tick from the old one would be silently wrong
+            raise UsageError(f"stream {busy[0]!r} has a tick in flight: wait for its reply before sending its next chunk")
         inputs = {p.name: np.concatenate([_chunk_of(spec, p, s, chunks[s]) for s in ids], p.batch_axis) for p in spec.inputs}
         states = {n: np.concatenate([self.states[s][n] for s in ids], spec.state_port(n).batch_axis) for n in spec.state_names}
         return {"inputs": inputs, "states": states}
@@ -97,12 +110,21 @@ class Gateway:
 
     def feed(self, chunks: dict) -> dict:
         """One tick, blocking: {stream: {input: chunk}} -> {stream: {output: row}}."""
-        ids = list(chunks)
-        return self.accept(ids, self.handle.step.remote(self.request(chunks)).result())
+        ids, request = list(chunks), self.request(chunks)
+        self.in_flight.update(ids)
+        try:
+            return self.accept(ids, self.handle.step.remote(request).result())
+        finally:
+            self.in_flight.difference_update(ids)
 
     async def feed_async(self, chunks: dict) -> dict:
-        ids = list(chunks)
-        return self.accept(ids, await self.handle.step.remote(self.request(chunks)))
+        """The same for asyncio; a stream with a tick in flight is refused until its reply is in."""
+        ids, request = list(chunks), self.request(chunks)
+        self.in_flight.update(ids)
+        try:
+            return self.accept(ids, await self.handle.step.remote(request))
+        finally:
+            self.in_flight.difference_update(ids)
 
 
 def _chunk_of(spec, port, stream, inputs: dict) -> np.ndarray:
@@ -118,28 +140,42 @@ def _chunk_of(spec, port, stream, inputs: dict) -> np.ndarray:
 
 class StickyClient:
     """Calls the sticky deployment with each stream's id as the handle's session_id, so Ray's
-    consistent-hash router sends every call of a stream to the replica that holds its state."""
+    consistent-hash router sends every call of a stream to the replica that holds its state. Each
+    call of a stream carries its number: the replica runs them in that order, so chunks may be sent
+    without waiting for each result (Ray Serve does not keep the order of separate calls)."""
 
     def __init__(self, handle) -> None:
         self.handle = handle
+        self.seq: dict[str, int] = {}
 
     def _to(self, stream):
         return self.handle.options(session_id=str(stream))
 
+    def _next(self, stream) -> int | None:
+        """The stream's next call number (None for a stream this client did not open: the replica answers)."""
+        stream = str(stream)
+        n = self.seq.get(stream)
+        if n is not None:
+            self.seq[stream] = n + 1
+        return n
+
     def open(self, stream, state: dict | None = None):
+        self.seq[str(stream)] = 0
         return self._to(stream).open.remote(str(stream), state)
 
     def feed(self, stream, inputs: dict):
-        return self._to(stream).feed.remote(str(stream), inputs)
+        return self._to(stream).feed.remote(str(stream), inputs, self._next(stream))
 
     def reset(self, stream):
-        return self._to(stream).reset.remote(str(stream))
+        return self._to(stream).reset.remote(str(stream), self._next(stream))
 
     def close(self, stream):
-        return self._to(stream).close.remote(str(stream))
+        n = self._next(stream)
+        self.seq.pop(str(stream), None)
+        return self._to(stream).close.remote(str(stream), n)
 
     def state(self, stream):
-        return self._to(stream).state.remote(str(stream))
+        return self._to(stream).state.remote(str(stream), self._next(stream))
 
 
 # --------------------------------------------------------------------------- the applications

@@ -15,6 +15,7 @@ from ray import serve
 from ..errors import OvrnnError, StreamClosedError, UsageError
 from . import serve_protocol as protocol
 
+TURN_TIMEOUT_S = 30.0  # how long a stream's call waits for the calls numbered before it (StickyClient)
 MAX_ROWS = 1024  # @serve.batch's default limit in rows (streams); StatelessStreams(max_rows=...) sets it
 
 
@@ -103,6 +104,31 @@ class StickyStreams:
         self.batcher = StreamBatcher(self.spec, **{"workers": 1, **(batcher_options or {})})
         self.streams: dict[str, object] = {}
         self.replica = serve.get_replica_context().replica_id.unique_id
+        # a stream's calls in the order its StickyClient numbered them: Ray Serve does not keep the order of
+        # separate calls, and a chunk run before the one sent ahead of it is silently wrong
+        self.turn: dict[str, int] = {}
+        self.turns = asyncio.Condition()
+
+    async def _wait_turn(self, stream_id: str, seq) -> None:
+        if seq is None or stream_id not in self.turn:  # numbered by nobody (a bare handle), or not open here: as it arrives
+            return
+        async with self.turns:
+            try:
+                await asyncio.wait_for(self.turns.wait_for(lambda: self.turn.get(stream_id, 0) >= seq), TURN_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise UsageError(
+                    f"stream {stream_id!r}: call {seq} arrived, call {self.turn.get(stream_id, 0)} before it did not within "
+                    f"{TURN_TIMEOUT_S:g} s (lost, or sent to another replica); open the stream again"
+                ) from None
+            if self.turn.get(stream_id, 0) != seq:
+                raise UsageError(f"stream {stream_id!r}: call {seq} came after call {self.turn[stream_id] - 1} had run (sent twice?)")
+
+    async def _next_turn(self, stream_id: str, seq) -> None:
+        if seq is not None:
+            async with self.turns:
+                if stream_id in self.turn:
+                    self.turn[stream_id] = seq + 1
+                self.turns.notify_all()
 
     def _stream(self, stream_id: str):
         handle = self.streams.get(stream_id)
@@ -121,27 +147,40 @@ class StickyStreams:
         if stream_id in self.streams:
             raise UsageError(f"stream {stream_id!r} is already open")
         self.streams[stream_id] = self.batcher.open(state=state)
+        self.turn[stream_id] = 0
         return self.replica
 
-    async def feed(self, stream_id: str, inputs: dict) -> dict:
+    async def feed(self, stream_id: str, inputs: dict, seq: int | None = None) -> dict:
         if not isinstance(inputs, dict):
             raise UsageError(f"feed({stream_id!r}, inputs): expected {{input: one stream's chunk}}, got {type(inputs).__name__}")
-        handle = self._stream(stream_id)
+        await self._wait_turn(stream_id, seq)
         try:
-            return await self.batcher.feed_async(handle, inputs)
+            future = self.batcher.submit(self._stream(stream_id), inputs)  # queued in the stream's order
+        finally:
+            await self._next_turn(stream_id, seq)
+        try:
+            return await asyncio.wrap_future(future)
         except StreamClosedError:  # closed meanwhile: named by the caller's id, not the batcher's
             self._stream(stream_id)
             raise
 
-    async def reset(self, stream_id: str) -> None:
-        self.batcher.reset(self._stream(stream_id))
+    async def reset(self, stream_id: str, seq: int | None = None) -> None:
+        await self._in_turn(stream_id, seq, self.batcher.reset)
 
-    async def close(self, stream_id: str) -> None:
-        self.batcher.close(self._stream(stream_id))
-        del self.streams[stream_id]
+    async def close(self, stream_id: str, seq: int | None = None) -> None:
+        await self._in_turn(stream_id, seq, self.batcher.close)
+        self.streams.pop(stream_id, None)
+        self.turn.pop(stream_id, None)
 
-    async def state(self, stream_id: str) -> dict:
-        return self.batcher.state(self._stream(stream_id))
+    async def state(self, stream_id: str, seq: int | None = None) -> dict:
+        return await self._in_turn(stream_id, seq, self.batcher.state)
+
+    async def _in_turn(self, stream_id: str, seq, call):
+        await self._wait_turn(stream_id, seq)
+        try:
+            return call(self._stream(stream_id))
+        finally:
+            await self._next_turn(stream_id, seq)
 
     async def stats(self) -> dict:
         """The batcher's ``stats()`` (``streams``: how many are open), with ``replica`` and ``stream_ids``."""

@@ -100,7 +100,12 @@ def cluster():
 def sticky(cluster):
     """The sticky app on the same instance: two replicas, each a StreamBatcher, routed by stream id."""
     app = ovserve.sticky_app(
-        str(SILERO), "state=stateN", batcher_options={"sizes": (1, 8)}, num_replicas=2, ray_actor_options={"num_cpus": 0.5}, **SILERO_ARGS
+        str(SILERO),
+        "state=stateN",
+        batcher_options={"sizes": (1, 8), "max_pending": 64},
+        num_replicas=2,
+        ray_actor_options={"num_cpus": 0.5},
+        **SILERO_ARGS,
     )
     return cluster["serve"].run(app, name="sticky", route_prefix="/sticky")
 
@@ -375,3 +380,53 @@ def test_a_sticky_stream_closed_for_idleness_is_forgotten_and_can_be_opened_agai
     client.open("s0").result()  # opened again, from the initial state
     np.testing.assert_allclose(client.feed("s0", {"input": audio(1, 1)[0]}).result()["output"], OrtStream()(audio(1, 1)[0]), atol=TOL)
     cluster["serve"].delete("sticky-idle")
+
+
+def test_sticky_chunks_sent_without_waiting_run_in_the_order_they_were_sent(sticky):
+    """redteam: 40 chunks of a stream sent at once reached the replica out of order (Ray Serve does
+    not keep the order of separate calls) and 35-37 of 40 outputs were silently wrong. StickyClient
+    now numbers each stream's calls and the replica runs them in that order."""
+    client = ovserve.StickyClient(sticky)
+    for s in ("pipe-0", "pipe-1"):
+        client.open(s).result()
+    data = {s: audio(40 + i, 40) for i, s in enumerate(("pipe-0", "pipe-1"))}
+    futures = {s: [client.feed(s, {"input": chunk}) for chunk in data[s]] for s in data}  # both streams, nothing awaited
+    state = client.state("pipe-0")  # numbered too: after its 40 chunks
+    for s, fs in futures.items():
+        ref = OrtStream()
+        for k, f in enumerate(fs):
+            np.testing.assert_allclose(f.result(timeout_s=120)["output"], ref(data[s][k]), atol=TOL, err_msg=f"{s} chunk {k}")
+        if s == "pipe-0":
+            np.testing.assert_allclose(state.result()["state"], ref.state, atol=1e-5, rtol=1e-5)
+    for s in data:
+        client.close(s).result()
+
+
+def test_a_gateway_refuses_a_second_tick_of_a_stream_in_flight_and_checks_what_it_opens(cluster):
+    """redteam: two ticks of one stream in flight both sent the state from before the first (the
+    second reply silently wrong); open() reshaped any value of the right size and reset an open stream."""
+    import asyncio
+
+    gateway = ovserve.Gateway(spec(), cluster["stateless"])
+    gateway.open("a")
+    chunks = audio(7, 2)
+
+    async def two_ticks():
+        return await asyncio.gather(
+            gateway.feed_async({"a": {"input": chunks[0]}}), gateway.feed_async({"a": {"input": chunks[1]}}), return_exceptions=True
+        )
+
+    first, second = asyncio.run(two_ticks())
+    ref = OrtStream()
+    np.testing.assert_allclose(first["a"]["output"], ref(chunks[0]), atol=TOL)
+    assert (
+        isinstance(second, UsageError)
+        and str(second) == "stream 'a' has a tick in flight: wait for its reply before sending its next chunk"
+    )
+    np.testing.assert_allclose(gateway.feed({"a": {"input": chunks[1]}})["a"]["output"], ref(chunks[1]), atol=TOL)  # then it goes on
+    with pytest.raises(UsageError, match=r"^stream 'a' is already open$"):
+        gateway.open("a")
+    for bad in (np.zeros((128, 2), np.float32), np.zeros(256, np.float32), np.zeros((2, 2, 64), np.float32)):
+        with pytest.raises(UsageError, match=r"^state 'state': expected one stream's value, shape \[2, 1, 128\] \(or \[2, 128\]\), got "):
+            gateway.open("b", {"state": bad})
+    gateway.open("b", {"state": np.zeros((2, 128), np.float32)})
