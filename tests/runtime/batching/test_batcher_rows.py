@@ -383,3 +383,39 @@ def test_the_real_serve_models_are_proved(tmp_path):
             for p in stream.outputs:
                 worst = max(worst, float(np.abs(one(together[p.name], p.batch_axis) - alone[p.name]).max()))
         assert worst <= (2e-7 if name == "nsnet" else 0.0), (name, worst)
+
+
+def _batch_size_model(kind: str) -> onnx.ModelProto:
+    """redteam's look-alikes whose numbers depend on the batch SIZE B (Shape(x)[0], folded into a
+    constant at each compiled size), where neither the proof nor the probe's data looks:
+    "int-input": m = a * B for an integer input a (the probe feeds integers as 0);
+    "exact-value": m = B where x == 0.5 exactly; "scale": m = x * B."""
+    n = helper.make_node
+    init = [
+        numpy_helper.from_array(np.array(v, t), k) for k, v, t in (("i0", 0, np.int64), ("half", 0.5, np.float32), ("zf", 0.0, np.float32))
+    ]
+    nodes = [n("Shape", ["x"], ["sh"]), n("Gather", ["sh", "i0"], ["b"], axis=0), n("Cast", ["b"], ["bf"], to=TensorProto.FLOAT)]
+    vi = lambda name, t=TensorProto.FLOAT, d=4: helper.make_tensor_value_info(name, t, ["B", d])  # noqa: E731
+    ins = [vi("x"), vi("h")]
+    if kind == "int-input":
+        ins.append(vi("a", TensorProto.INT64, 1))
+        nodes += [n("Cast", ["a"], ["af"], to=TensorProto.FLOAT), n("Mul", ["af", "bf"], ["m"], name="m")]
+    elif kind == "exact-value":
+        nodes += [n("Equal", ["x", "half"], ["eq"]), n("Where", ["eq", "bf", "zf"], ["m"], name="m")]
+    else:
+        nodes += [n("Mul", ["x", "bf"], ["m"], name="m")]
+    nodes += [n("Add", ["x", "h"], ["s0"]), n("Add", ["s0", "m"], ["t"]), n("Tanh", ["t"], ["hn"]), n("Identity", ["hn"], ["y"])]
+    graph = helper.make_graph(nodes, kind, ins, [vi("y"), vi("hn")], init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("kind, op", [("int-input", "Multiply"), ("exact-value", "Select"), ("scale", "Multiply")])
+def test_a_model_whose_numbers_depend_on_the_batch_size_is_refused(kind, op):
+    """Before: the first two were served silently wrong (a=1: 0.8005 alone, 0.9995 beside one other
+    stream at compiled size 4; x=0.5: 0.905 alone, 0.9998 beside another)."""
+    message = (
+        f"^the model's numbers depend on the batch size: {op} 'm' takes the constant 'bf', \\[4\\.0\\] at batch 4 and \\[1\\.0\\] at "
+        "batch 1 \\(a Shape of the batch folded at each size\\?\\)"
+    )
+    with pytest.raises(UnsupportedFeatureError, match=message):
+        ovrnn.StreamBatcher(_batch_size_model(kind), "h=hn", sizes=(1, 4))
