@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import UsageError
 from .admit import fit
-from .interrupts import critical, window
+from .interrupts import critical
 from .step import rows, take
 from .worker import StreamHandle, _copy
 
@@ -141,12 +141,10 @@ def _run(worker, streams: list, stacked: dict, n: int, taken: list[int]) -> dict
     try:
         slots = np.array(taken, np.intp)  # the streams' slots, as _take listed them
         if n <= step.largest:  # one call: gathered into the request's buffers, scattered from them on success
-            with window():
-                outputs = step.run_slots(store.slabs, slots, stacked)
+            outputs = step.run_slots(store.slabs, slots, stacked)
         else:  # several calls: every one must succeed before any state is written
             states = {name: np.take(store.slabs[name], slots, axis=spec.state_port(name).batch_axis) for name in spec.state_names}
-            with window():
-                outputs, new = step.run(stacked, states)
+            outputs, new = step.run(stacked, states)
             for name, value in new.items():
                 slab = store.slabs[name]
                 slab[take(slab, spec.state_port(name).batch_axis, slots)] = value

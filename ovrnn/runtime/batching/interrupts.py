@@ -3,13 +3,14 @@
 A blocking call (``feed``, ``feed_many``, ``feed_group``) on an idle worker runs the batch on the
 caller's thread. A KeyboardInterrupt is raised between any two bytecodes of the main thread: inside
 the worker's bookkeeping (a chunk popped from its queue and not yet in a batch, a worker claimed and
-not yet released) it would leave a stream in flight for ever and its next feed hung. So, on the
-main thread, the batcher's Python around a batch is ``critical()``: a SIGINT that arrives there is
-held, and raised at the one place where a batch can fail atomically, the OpenVINO call
-(``window()``: no state written, every chunk of the batch gets ``BatchInterruptedError``, the
-interrupt goes on up), or when the critical part ends. ``install()`` (at ``StreamBatcher()``, on the
-main thread) replaces Python's default SIGINT handler by one that behaves the same outside these
-parts; a handler of the program's own is left alone (then the interrupt is not held).
+not yet released, half of a batch's states scattered back) it would leave a stream in flight for
+ever, or a state half new. So, on the main thread, the batcher's Python around a batch is
+``critical()``: a SIGINT that arrives there is held, and raised at the one place where a batch can
+fail atomically, OpenVINO's call (``window()`` in ``BatchedStep._infer``, before any state is
+scattered back: no state written, every chunk of the batch gets ``BatchInterruptedError``, the
+interrupt goes on up), or when the critical part ends. ``install()`` (at ``StreamBatcher()``, on
+the main thread) replaces Python's default SIGINT handler by one that behaves the same outside
+these parts; a handler of the program's own is left alone (then the interrupt is not held).
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ from time import monotonic
 import numpy as np
 
 from ...errors import BatchInterruptedError, StreamClosedError
-from .interrupts import window
 from .stats import Recorder
 from .step import BatchedStep
 from .store import StateStore
@@ -375,8 +374,7 @@ class Worker:
         try:
             slots = np.fromiter([s.slot for s in streams], np.intp, len(streams))
             inputs = {name: [c.inputs[name] for c in chunks] for name in self._inputs}
-            with window():  # where a Ctrl-C held meanwhile lands (interrupts.py)
-                outputs = self.step.run_slots(self.store.slabs, slots, inputs)
+            outputs = self.step.run_slots(self.store.slabs, slots, inputs)  # a Ctrl-C held meanwhile lands in its infer
         except BaseException as exc:  # noqa: BLE001 - the batch failed, each of its callers gets it; no state was written (run_slots scatters on success only)
             error = exc
         n, end = len(streams), monotonic()
