@@ -207,12 +207,22 @@ def stateless_app(
 
 
 def sticky_app(
-    model, state, *, context=None, shapes=None, frozen=None, batcher_options: dict | None = None, strict: bool = True, **deployment_options
+    model,
+    state,
+    *,
+    context=None,
+    shapes=None,
+    frozen=None,
+    batcher_options: dict | None = None,
+    strict: bool = True,
+    turn_timeout_s: float = 30.0,
+    **deployment_options,
 ):
     """The sticky deployment, bound: a StreamBatcher per replica (`batcher_options`: its keyword
     arguments: sizes, max_wait_ms, max_streams, ...), routed by stream id with Ray's consistent-hash
     router. `strict`: never fall back to another replica when the stream's replica is busy (that
-    replica would not have the stream)."""
+    replica would not have the stream). `turn_timeout_s`: how long a stream's numbered call waits for
+    the calls numbered before it; then the stream is closed (open it again)."""
     from ray.serve.config import RequestRouterConfig
 
     from . import serve_ray
@@ -220,7 +230,7 @@ def sticky_app(
     router = RequestRouterConfig(request_router_class=ROUTER, request_router_kwargs={"num_fallback_replicas": 0 if strict else 2})
     options = {"request_router_config": router, **deployment_options}
     return serve_ray.StickyStreams.options(**options).bind(
-        model, state, context=context, shapes=shapes, frozen=frozen, batcher_options=batcher_options or {}
+        model, state, context=context, shapes=shapes, frozen=frozen, batcher_options=batcher_options or {}, turn_timeout_s=turn_timeout_s
     )
 
 

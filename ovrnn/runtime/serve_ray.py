@@ -97,7 +97,16 @@ class StatelessStreams:
 class StickyStreams:
     """The states stay here, in a StreamBatcher; each call names its stream (the routing key)."""
 
-    def __init__(self, model, state, context=None, shapes=None, frozen=None, batcher_options: dict | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        state,
+        context=None,
+        shapes=None,
+        frozen=None,
+        batcher_options: dict | None = None,
+        turn_timeout_s: float = TURN_TIMEOUT_S,
+    ) -> None:
         from .batching import StreamBatcher, StreamSpec
 
         self.spec = StreamSpec.of(model, state, context=context, shapes=shapes, frozen=frozen)
@@ -108,19 +117,27 @@ class StickyStreams:
         # separate calls, and a chunk run before the one sent ahead of it is silently wrong
         self.turn: dict[str, int] = {}
         self.turns = asyncio.Condition()
+        self.turn_timeout = float(turn_timeout_s)
 
     async def _wait_turn(self, stream_id: str, seq) -> None:
         if seq is None or stream_id not in self.turn:  # numbered by nobody (a bare handle), or not open here: as it arrives
             return
         async with self.turns:
             try:
-                await asyncio.wait_for(self.turns.wait_for(lambda: self.turn.get(stream_id, 0) >= seq), TURN_TIMEOUT_S)
-            except asyncio.TimeoutError:
+                await asyncio.wait_for(
+                    self.turns.wait_for(lambda: stream_id not in self.turn or self.turn[stream_id] >= seq), self.turn_timeout
+                )
+            except asyncio.TimeoutError:  # a call before it is lost: the stream's order cannot be kept, so it is closed
+                missing = self.turn.pop(stream_id, 0)
+                handle = self.streams.pop(stream_id, None)
+                if handle is not None:
+                    self.batcher.close(handle)
+                self.turns.notify_all()
                 raise UsageError(
-                    f"stream {stream_id!r}: call {seq} arrived, call {self.turn.get(stream_id, 0)} before it did not within "
-                    f"{TURN_TIMEOUT_S:g} s (lost, or sent to another replica); open the stream again"
+                    f"stream {stream_id!r}: call {seq} arrived, call {missing} before it did not within {self.turn_timeout:g} s "
+                    "(lost, or sent to another replica); the stream is closed: open it again"
                 ) from None
-            if self.turn.get(stream_id, 0) != seq:
+            if stream_id in self.turn and self.turn[stream_id] != seq:
                 raise UsageError(f"stream {stream_id!r}: call {seq} came after call {self.turn[stream_id] - 1} had run (sent twice?)")
 
     async def _next_turn(self, stream_id: str, seq) -> None:
@@ -134,6 +151,7 @@ class StickyStreams:
         handle = self.streams.get(stream_id)
         if handle is not None and not handle.open:  # closed by the batcher (idle_timeout_s): the id is free again
             del self.streams[stream_id]
+            self.turn.pop(stream_id, None)
             raise StreamClosedError(f"stream {stream_id!r} is closed ({handle.why}); open it again (it starts from the initial state)")
         if handle is None:
             raise UsageError(
@@ -192,3 +210,4 @@ class StickyStreams:
         closed = [stream_id for stream_id, handle in self.streams.items() if not handle.open]
         for stream_id in closed:
             del self.streams[stream_id]
+            self.turn.pop(stream_id, None)

@@ -430,3 +430,30 @@ def test_a_gateway_refuses_a_second_tick_of_a_stream_in_flight_and_checks_what_i
         with pytest.raises(UsageError, match=r"^state 'state': expected one stream's value, shape \[2, 1, 128\] \(or \[2, 128\]\), got "):
             gateway.open("b", {"state": bad})
     gateway.open("b", {"state": np.zeros((2, 128), np.float32)})
+
+
+def test_a_sticky_call_whose_predecessor_never_comes_closes_the_stream_after_the_turn_timeout(cluster):
+    """Call 1 of a stream arrives and call 0 never does (lost): the replica cannot keep the order, so
+    after turn_timeout_s the call is refused and the stream closed; opening it again works."""
+    app = ovserve.sticky_app(
+        str(SILERO),
+        "state=stateN",
+        batcher_options={"sizes": (1,)},
+        turn_timeout_s=1.0,
+        num_replicas=1,
+        ray_actor_options={"num_cpus": 0.25},
+        **SILERO_ARGS,
+    )
+    handle = cluster["serve"].run(app, name="sticky-turns", route_prefix="/sticky-turns")
+    client = ovserve.StickyClient(handle)
+    client.open("gap").result()
+    chunk = audio(2, 1)[0]
+    with pytest.raises(
+        UsageError, match=r"stream 'gap': call 1 arrived, call 0 before it did not within 1 s \(lost, or sent to another replica\)"
+    ):
+        handle.options(session_id="gap").feed.remote("gap", {"input": chunk}, 1).result()
+    with pytest.raises(UsageError, match=r"stream 'gap' is not open on this replica"):
+        client.feed("gap", {"input": chunk}).result()
+    client.open("gap").result()
+    np.testing.assert_allclose(client.feed("gap", {"input": chunk}).result()["output"], OrtStream()(chunk), atol=TOL)
+    cluster["serve"].delete("sticky-turns")
