@@ -154,3 +154,45 @@ def test_a_rowwise_model_whose_feature_dim_equals_the_batch_size_is_served_exact
         assert np.array_equal(together[2]["y"], watched)
         ort = session(model).run(["y"], {"x": x, "h": h})[0]
         np.testing.assert_allclose(np.concatenate([t["y"] for t in together]), ort, atol=1e-6, rtol=0)
+
+
+def _shape_model(kind: str) -> onnx.ModelProto:
+    """Row-wise models that read the batch size through Shape, as exporters write them: a Reshape to
+    [B, 2, 2] and back, zeros of [B, 4], a bias expanded to [B, 4] (the folded shape constants differ
+    from one compiled size to the next, and only reach shapes)."""
+    n = helper.make_node
+    init = [_c("s0", [0]), _c("s1", [1]), _c("two2", [2, 2]), _c("m1", [-1]), _c("ax2", [2]), _c("four", [4])]
+    nodes = [n("Shape", ["x"], ["sh"]), n("Slice", ["sh", "s0", "s1"], ["b"])]
+    if kind == "reshape-by-shape":
+        nodes += [
+            n("Concat", ["b", "two2"], ["shp"], axis=0),
+            n("Reshape", ["x", "shp"], ["x3"]),
+            n("ReduceSum", ["x3", "ax2"], ["r"], keepdims=1),
+            n("Concat", ["b", "m1"], ["shp2"], axis=0),
+            n("Reshape", ["r", "shp2"], ["r2"]),
+            n("Concat", ["r2", "r2"], ["m"], axis=1),
+        ]
+    elif kind == "zeros-of-shape":
+        zero = helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0])
+        nodes += [n("Concat", ["b", "four"], ["zs"], axis=0), n("ConstantOfShape", ["zs"], ["m"], value=zero)]
+    else:  # expand-bias
+        init.append(numpy_helper.from_array(np.array([[0.1, 0.2, 0.3, 0.4]], np.float32), "bias"))
+        nodes += [n("Concat", ["b", "four"], ["es"], axis=0), n("Expand", ["bias", "es"], ["m"])]
+    nodes += [n("Add", ["x", "h"], ["q"]), n("Add", ["q", "m"], ["t0"]), n("Tanh", ["t0"], ["hn"]), n("Identity", ["hn"], ["y"])]
+    vi = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, ["B", 4])  # noqa: E731 - four uses
+    graph = helper.make_graph(nodes, kind, [vi("x"), vi("h")], [vi("y"), vi("hn")], init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("kind", ["reshape-by-shape", "zeros-of-shape", "expand-bias"])
+def test_the_batch_size_read_only_for_shapes_is_served_exactly(kind):
+    model = _shape_model(kind)
+    x, h = _rows(4)
+    with ovrnn.StreamBatcher(model, "h=hn", sizes=(1, 4, 8), max_wait_ms=50) as b:
+        streams = [b.open() for _ in range(3)]
+        watched = b.feed(streams[2], {"x": x[2:]})["y"]
+        b.reset(streams[2])
+        together = b.feed_many([(s, {"x": x[i : i + 1]}) for i, s in enumerate(streams)])
+        assert np.array_equal(together[2]["y"], watched)
+        ort = session(model).run(["y"], {"x": x, "h": h})[0]
+        np.testing.assert_allclose(np.concatenate([t["y"] for t in together]), ort, atol=1e-6, rtol=0)
