@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 from lxml import etree
 from onnx import helper, numpy_helper
 
@@ -155,3 +157,23 @@ def rnn_gru_lstm_model(nodes, initializers, steps: int):
         initializers,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+# The whole suite's process (Ray started in it, hundreds of compiled OpenVINO models, batcher threads)
+# segfaulted in native teardown AFTER every test had passed and pytest had printed its summary (exit
+# 139, no Python frame: static destructors at interpreter exit; seen in the fresh-clone CI, not in any
+# test file run alone). The status pytest decided is what this process exits with: once pytest is
+# done, skip the interpreter's teardown. OVRNN_TEST_NATIVE_TEARDOWN=1 keeps it (to look for the crash).
+_SESSION_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _SESSION_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    if _SESSION_STATUS and os.environ.get("OVRNN_TEST_NATIVE_TEARDOWN") != "1":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_SESSION_STATUS[-1])
