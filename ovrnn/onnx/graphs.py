@@ -31,6 +31,7 @@ __all__ = [
     "subgraphs",
     "upstream",
     "walk",
+    "walk_bodies_first",
 ]
 
 # the ONNX element types of floating point numbers (float16, float, double, bfloat16: the RNN/GRU/LSTM
@@ -84,6 +85,19 @@ def walk(
         yield node, graph, owner
         for _, sub in subgraphs(node):
             yield from walk(sub, node)
+
+
+BodyPath = tuple[tuple[onnx.NodeProto, str, onnx.GraphProto], ...]  # (holder, attribute, body graph), outermost first
+
+
+def walk_bodies_first(graph: onnx.GraphProto, path: BodyPath = ()) -> Iterator[tuple[onnx.NodeProto, int, BodyPath]]:
+    """(node, its index in its graph, the bodies it sits in) for every node of `graph` and of its
+    bodies, each body's nodes before the node that holds them: the order in which OpenVINO's ONNX
+    frontend converts them."""
+    for index, node in enumerate(graph.node):
+        for attribute, sub in subgraphs(node):
+            yield from walk_bodies_first(sub, (*path, (node, attribute, sub)))
+        yield node, index, path
 
 
 def all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:

@@ -4,14 +4,14 @@ both ask here."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import onnx
 
 from ..families import ONNX_DOMAINS, is_recurrent
 from ..onnx import graphs
-from ..onnx.graphs import describe_node, fresh, subgraphs
+from ..onnx.graphs import describe_node, fresh
 
 
 def recurrent_nodes_of(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
@@ -56,15 +56,14 @@ def recurrent_nodes(model: onnx.ModelProto) -> list[RecurrentNode]:
     """Every RNN/GRU/LSTM node of the model, bodies included, in the order the ONNX frontend
     converts them: each body before the node that holds it."""
     opset = graphs.opset(model)
-    return list(_walk(model.graph, opset, None))
-
-
-def _walk(graph: onnx.GraphProto, opset: int, body: Body | None) -> Iterator[RecurrentNode]:
-    for index, node in enumerate(graph.node):
-        for attribute, sub in subgraphs(node):
-            yield from _walk(sub, opset, Body(node, attribute, sub, body))
+    found = []
+    for node, index, path in graphs.walk_bodies_first(model.graph):
         if is_recurrent(node):
-            yield RecurrentNode(node, index, opset, body)
+            body = None
+            for holder, attribute, sub in path:  # outermost first: each body knows the one it sits in
+                body = Body(holder, attribute, sub, body)
+            found.append(RecurrentNode(node, index, opset, body))
+    return found
 
 
 def unique_label(node: onnx.NodeProto, k: int, used: Collection[str]) -> str:

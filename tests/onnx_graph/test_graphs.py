@@ -89,6 +89,29 @@ def test_walk_visits_bodies_with_their_owner():
     assert [g.name for g in graphs.all_graphs(model.graph)] == ["g", "b", "b"]
 
 
+def test_walk_bodies_first_yields_each_body_before_its_holder_with_its_path():
+    inner = helper.make_node("Loop", ["n", "c"], ["z"], name="inner", body=helper.make_graph(RELU, "deep", [], [_vi("y")]))
+    branch = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["s"]), inner], "b", [], [_vi("z")])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch, name="choose")
+    model = _model([helper.make_node("Tanh", ["x"], ["t"]), node], [("", 17)], inputs=("x", "c"))
+    seen = [
+        (n.op_type, index, [(holder.name, attribute, g.name) for holder, attribute, g in path])
+        for n, index, path in graphs.walk_bodies_first(model.graph)
+    ]
+    in_else = [("choose", "else_branch", "b")]
+    in_then = [("choose", "then_branch", "b")]
+    assert seen == [
+        ("Tanh", 0, []),
+        ("Sigmoid", 0, in_else),
+        ("Relu", 0, [*in_else, ("inner", "body", "deep")]),
+        ("Loop", 1, in_else),
+        ("Sigmoid", 0, in_then),
+        ("Relu", 0, [*in_then, ("inner", "body", "deep")]),
+        ("Loop", 1, in_then),
+        ("If", 1, []),
+    ]
+
+
 @pytest.mark.parametrize(
     "node, label",
     [
