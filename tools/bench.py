@@ -355,73 +355,48 @@ def contenders(onnx_path: Path, xml: Path) -> tuple[dict, callable]:
     return fns, max_diff
 
 
+def latency_row(onnx_path: Path, x: dict, min_time: float, **case) -> dict:
+    """One row of the latency tables: the case's keys, each side's µs on `x` (ovrnn's IR, OpenVINO's import, onnxruntime),
+    ovrnn ÷ each of the other two, and the largest difference of their first output from onnxruntime's."""
+    fns, max_diff = contenders(onnx_path, convert(onnx_path))
+    t = time_contenders(fns, x, min_time)
+    return {
+        **case,
+        **{k: v * 1e6 for k, v in t.items()},
+        "vs_openvino": t["ovrnn"] / t["openvino"],
+        "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"],
+        "max_abs_diff": max_diff(x),
+    }
+
+
 def s_latency(tmp: Path, quick: bool) -> dict:
     rows = []
     grid = [(T, H, B) for T in ((16, 256) if quick else (16, 64, 256)) for H in ((64, 256) if quick else (64, 128, 256)) for B in (1, 16)]
     for T, H, B in grid:
         onnx_path = make_rnn(tmp / f"lat_{T}_{H}_{B}.onnx", T, H, H, "forward", B)
-        fns, max_diff = contenders(onnx_path, convert(onnx_path))
         x = {"X": np.random.default_rng(0).uniform(-1, 1, (T, B, H)).astype(np.float32)}
-        t = time_contenders(fns, x, 0.05 if quick else 0.1)
-        rows.append(
-            {
-                "T": T,
-                "H": H,
-                "batch": B,
-                **{k: v * 1e6 for k, v in t.items()},
-                "vs_openvino": t["ovrnn"] / t["openvino"],
-                "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"],
-                "max_abs_diff": max_diff(x),
-            }
-        )
+        rows.append(row := latency_row(onnx_path, x, 0.05 if quick else 0.1, T=T, H=H, batch=B))
         log(
-            f"latency T={T} H={H} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO {rows[-1]['vs_openvino']:.2f}, ÷ "
-            f"onnxruntime {rows[-1]['vs_onnxruntime']:.2f}"
+            f"latency T={T} H={H} batch {B}: ovrnn {row['ovrnn']:.0f} µs, ÷ OpenVINO {row['vs_openvino']:.2f}, ÷ "
+            f"onnxruntime {row['vs_onnxruntime']:.2f}"
         )
     lens_rows = []
     for direction in ("forward", "reverse", "bidirectional"):
         onnx_path = make_rnn(tmp / f"lens_{direction}.onnx", 64, 128, 128, direction, 1, lens=True)
-        fns, max_diff = contenders(onnx_path, convert(onnx_path))
         x = {"X": np.random.default_rng(1).uniform(-1, 1, (64, 1, 128)).astype(np.float32), "sequence_lens": np.array([41], np.int32)}
-        t = time_contenders(fns, x, 0.1)
-        lens_rows.append(
-            {
-                "direction": direction,
-                **{k: v * 1e6 for k, v in t.items()},
-                "vs_openvino": t["ovrnn"] / t["openvino"],
-                "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"],
-                "max_abs_diff": max_diff(x),
-            }
-        )
-        log(
-            f"lengths {direction}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, OpenVINO {t['openvino'] * 1e6:.0f}, onnxruntime "
-            f"{t['onnxruntime'] * 1e6:.0f}"
-        )
+        lens_rows.append(row := latency_row(onnx_path, x, 0.1, direction=direction))
+        log(f"lengths {direction}: ovrnn {row['ovrnn']:.0f} µs, OpenVINO {row['openvino']:.0f}, onnxruntime {row['onnxruntime']:.0f}")
     gl_rows = []
     for op in ("GRU", "LSTM"):
         for T, H, direction, B in [
             (T, H, d, B) for T in (16, 256) for H in ((64,) if quick else (64, 256)) for d in ("forward", "bidirectional") for B in (1, 16)
         ]:
             onnx_path = make_rnn(tmp / f"lat_{op}_{T}_{H}_{direction}_{B}.onnx", T, H, H, direction, B, op=op)
-            fns, max_diff = contenders(onnx_path, convert(onnx_path))
             x = {"X": np.random.default_rng(0).uniform(-1, 1, (T, B, H)).astype(np.float32)}
-            t = time_contenders(fns, x, 0.05 if quick else 0.1)
-            gl_rows.append(
-                {
-                    "op": op,
-                    "T": T,
-                    "H": H,
-                    "direction": direction,
-                    "batch": B,
-                    **{k: v * 1e6 for k, v in t.items()},
-                    "vs_openvino": t["ovrnn"] / t["openvino"],
-                    "vs_onnxruntime": t["ovrnn"] / t["onnxruntime"],
-                    "max_abs_diff": max_diff(x),
-                }
-            )
+            gl_rows.append(row := latency_row(onnx_path, x, 0.05 if quick else 0.1, op=op, T=T, H=H, direction=direction, batch=B))
             log(
-                f"{op} latency T={T} H={H} {direction} batch {B}: ovrnn {t['ovrnn'] * 1e6:.0f} µs, ÷ OpenVINO "
-                f"{gl_rows[-1]['vs_openvino']:.2f}, ÷ onnxruntime {gl_rows[-1]['vs_onnxruntime']:.2f}"
+                f"{op} latency T={T} H={H} {direction} batch {B}: ovrnn {row['ovrnn']:.0f} µs, ÷ OpenVINO "
+                f"{row['vs_openvino']:.2f}, ÷ onnxruntime {row['vs_onnxruntime']:.2f}"
             )
     gl = lambda op, B, key: statistics.median(r[key] for r in gl_rows if r["op"] == op and r["batch"] == B)  # noqa: E731
     return {

@@ -47,6 +47,25 @@ def test_bench_quick(tmp_path):
     assert "| figure |" in (out / "bench.md").read_text()
 
 
+@pytest.mark.parametrize(
+    "op, direction, lens", [("RNN", "forward", True), ("GRU", "bidirectional", False), ("LSTM", "reverse", False)], ids=str
+)
+def test_latency_row_times_three_sides_on_one_computation(tmp_path, op, direction, lens):
+    """bench.py's latency rows (each table of `--only latency`) come from one latency_row: the case's keys first, then each
+    side's µs, ovrnn ÷ each other side, and the three sides agree on the model's output."""
+    bench = load_tool("bench")
+    path = bench.make_rnn(tmp_path / "m.onnx", 5, 8, 8, direction, 2, lens=lens, op=op)
+    x = {"X": np.random.default_rng(0).uniform(-1, 1, (5, 2, 8)).astype(np.float32)} | (
+        {"sequence_lens": np.array([5, 3], np.int32)} if lens else {}
+    )
+    row = bench.latency_row(path, x, 0.001, op=op, direction=direction)
+    assert list(row) == ["op", "direction", "ovrnn", "openvino", "onnxruntime", "vs_openvino", "vs_onnxruntime", "max_abs_diff"]
+    assert row["op"] == op and row["direction"] == direction and row["max_abs_diff"] < 1e-5
+    assert row["vs_openvino"] == pytest.approx(row["ovrnn"] / row["openvino"], rel=1e-12)
+    assert row["vs_onnxruntime"] == pytest.approx(row["ovrnn"] / row["onnxruntime"], rel=1e-12)
+    assert all(row[side] > 0 for side in ("ovrnn", "openvino", "onnxruntime"))
+
+
 # tools/bench_real.py (`--only arch` / `--only kernels`): what can be checked without timing
 
 
