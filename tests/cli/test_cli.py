@@ -124,6 +124,7 @@ def test_run_unknown_device_lists_available(tmp_path, model_file):
             ),
         ),
     ],
+    ids=["unknown-FOO", "near-CPU", "near-GPU-inside-hetero"],
 )
 def test_unknown_device_is_a_usage_error_with_a_suggestion(tmp_path, model_file, device, message):
     path, _, _ = model_file

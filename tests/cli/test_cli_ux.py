@@ -94,6 +94,22 @@ def test_ovc_spellings_and_default_output(tmp_path, dyn_model):
             "--input: give every shape with its input's name, or none of them (ovc's rule)",
         ),
     ],
+    ids=[
+        "convert-flag-typo-compres-to-fp16",
+        "convert-flag-typo-outptu",
+        "validate-flag-typo-no-onnxruntme",
+        "validate-batch-0",
+        "validate-batch-negative",
+        "validate-seed-negative",
+        "convert-max-steps-negative",
+        "convert-chunk-steps-not-a-number",
+        "run-repeat-0",
+        "run-precision-fp32",
+        "validate-precision-fp16",
+        "convert-input-steps-a-range",
+        "convert-input-two-unnamed-shapes-for-one-input",
+        "convert-input-named-and-unnamed",
+    ],
 )
 def test_usage_errors_exit_2_with_one_clear_line(tmp_path, dyn_model, args, message):
     path, _ = dyn_model

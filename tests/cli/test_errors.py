@@ -370,6 +370,7 @@ def _write(tmp_path, name, data: bytes):
         ("missing", lambda t: t / "missing.onnx", "model file '{path}' does not exist"),
         ("folder", lambda t: t, "model path '{path}' is a folder, expected an .onnx file"),
     ],
+    ids=["empty", "text", "truncated", "missing", "folder"],
 )
 def test_file_errors(tmp_path, case_id, make, message):
     path = make(tmp_path)

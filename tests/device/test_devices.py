@@ -299,6 +299,15 @@ def test_ovms_repository_layout(tmp_path):
         ),
         (["--ovms-repo", "R"], "ovrnn convert: --ovms-repo needs --model-name"),
     ],
+    ids=[
+        "model-name-with-a-slash",
+        "model-version-0",
+        "version-instead-of-model-version",
+        "model-name-with-o",
+        "model-version-with-o",
+        "o-and-ovms-repo",
+        "ovms-repo-without-model-name",
+    ],
 )
 def test_ovms_errors(tmp_path, args, message):
     model, _, _ = make_model(Case("e"))

@@ -57,6 +57,17 @@ def run(ir, feeds):
     return infer(runtime.compile_ir(runtime.read_model(ir), "CPU", "f32"), feeds)
 
 
+def assert_matches_the_dequantized_reference(ir, m, what: str = "") -> dict:
+    """The IR of DynamicQuantizeLSTM model `m`, run on x_feed() at f32, is within 2e-5 of the float64 reference of `m` read
+    as the float LSTM it computes, on every output; returns the reference's outputs."""
+    feeds = x_feed()
+    got = run(ir, feeds)
+    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
+    for out in want:
+        assert_close(got[out], want[out], 2e-5, 2e-5, f"{what} {out}".strip())
+    return want
+
+
 @pytest.mark.parametrize("name", DQ)
 def test_dynamic_quantize_lstm_matches_the_dequantized_reference(name):
     m = load(name)
@@ -67,11 +78,8 @@ def test_dynamic_quantize_lstm_matches_the_dequantized_reference(name):
     want_shapes = ["8, 64", "16, 64"] if explicit else ["64, 16", "64, 8"]
     assert int_consts(ir.xml) == sorted([("i8", s) for s in want_shapes] * D)
     assert ir.rnns[0].weights == "int8 from the model (no zero points): W, R; scales f32"
+    want = assert_matches_the_dequantized_reference(ir, m, name)
     feeds = x_feed()
-    got = run(ir, feeds)
-    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
-    for out in want:
-        assert_close(got[out], want[out], 2e-5, 2e-5, f"{name} {out}")
     # onnxruntime also quantizes X and H every step: close, but not at f32 tolerance
     ort_out = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     dev = max(float(np.abs(a - want[o.name]).max()) for a, o in zip(ort_out, m.graph.output))
@@ -306,11 +314,7 @@ def test_dynamic_quantize_lstm_in_a_whole_model():
     ir = ovrnn.convert_model(m)
     assert ir.rnns[0].weights == "int8 from the model (no zero points): W, R; scales f32"
     assert len(int_consts(ir.xml)) == 4 and b"LSTMSequence" not in ir.xml
-    feeds = x_feed()
-    got = run(ir, feeds)
-    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
-    for out in want:
-        assert_close(got[out], want[out], 2e-5, 2e-5, out)
+    assert_matches_the_dequantized_reference(ir, m)
 
 
 def test_dynamic_quantize_lstm_clip_and_activations():
@@ -327,11 +331,7 @@ def test_dynamic_quantize_lstm_clip_and_activations():
     )
     ir = ovrnn.convert_model(m)
     assert [c.form for c in ir.rnns[0].chains] == ["explicit", "explicit"]
-    feeds = x_feed()
-    got = run(ir, feeds)
-    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
-    for out in want:
-        assert_close(got[out], want[out], 2e-5, 2e-5, out)
+    assert_matches_the_dequantized_reference(ir, m)
 
 
 def test_validate_report_of_a_whole_model_whose_y_is_inner(tmp_path):
@@ -361,11 +361,7 @@ def test_int8_zero_points_onnxruntime_refuses_at_run_time(tmp_path):
         inits[name].CopyFrom(numpy_helper.from_array(value, name))
     ir = ovrnn.convert_model(m)
     assert ir.rnns[0].weights == "int8 from the model (with zero points): W, R; scales f32"
-    feeds = x_feed()
-    want = reference.run_model(lstm_from_dynamic_quantize(m), feeds)
-    got = run(ir, feeds)
-    for out in want:
-        assert_close(got[out], want[out], 2e-5, 2e-5, out)
+    assert_matches_the_dequantized_reference(ir, m)
     onnx.save(m, tmp_path / "m.onnx")
     r = ovrnn_cli("validate", tmp_path / "m.onnx")
     assert r.returncode == 0 and r.stderr == "", r.stderr

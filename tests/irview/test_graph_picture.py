@@ -249,6 +249,7 @@ def test_cli_without_graphviz(tmp_path):
         (["--graph", "{tmp}/x"], "error: --graph '{tmp}/x': the file name must end in .dot, .svg or .png (got 'no suffix')"),
         (["--expand"], "error: --expand needs --graph OUT.svg|OUT.png|OUT.dot"),
     ],
+    ids=["jpg-suffix", "no-suffix", "expand-without-graph"],
 )
 def test_cli_bad_graph_arguments(tmp_path, args, message):
     xml = save(tmp_path, Case("b"))

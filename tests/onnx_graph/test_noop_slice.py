@@ -149,6 +149,25 @@ OUTER = {"outer_axis": np.array(0, np.int64)}
         ("axis-out-of-rank", dict(starts=[0], ends=[INT64_MAX], axes=[3]), [2, 5, 3], False),
         ("lengths-differ", dict(starts=[0, 0], ends=[INT64_MAX], axes=[0]), None, False),
     ],
+    ids=[
+        "torchscript-colon",
+        "int32-max-end",
+        "axes-absent",
+        "two-axes",
+        "end-equals-dim",
+        "end-past-dim",
+        "negative-axis-known-rank",
+        "end-equals-dim-unknown",
+        "end-short-of-dim",
+        "end-just-below-int-max",
+        "start-1",
+        "start-negative",
+        "step-2",
+        "step-negative",
+        "duplicate-axes",
+        "axis-out-of-rank",
+        "lengths-differ",
+    ],
 )
 def test_noop_slice_precondition(case, bounds, dims, noop):
     body = body_with_slice(**bounds)

@@ -67,6 +67,7 @@ def test_onnxruntime_refuses_what_the_table_says(case):
         ("Affine", {}, lambda x: 0 * x),  # alpha=beta=0 instead of 1.0/0.0
         ("ScaledTanh", {}, lambda x: 0 * x),  # alpha=0: constant 0
     ],
+    ids=["ThresholdedRelu-alpha-0", "Affine-alpha-beta-0", "ScaledTanh-alpha-0"],
 )
 def test_documented_onnxruntime_default_deviation(activation, attrs, ort_effective):
     """1x1 RNN with W=1, R=0: Y_t = f(x_t). onnxruntime's f differs from the spec default."""
@@ -381,7 +382,9 @@ def test_zero_length_gives_zero_states_despite_initial_states():
     "op, slots", [("RNN", ("{}",)), ("GRU", ("Sigmoid", "{}")), ("LSTM", ("Sigmoid", "Tanh", "{}"))], ids=["RNN", "GRU", "LSTM"]
 )
 @pytest.mark.parametrize(
-    "act, alpha, beta", [("ThresholdedRelu", (1.0,), None), ("Affine", (1.0,), (0.0,)), ("ScaledTanh", (1.0,), (1.0,))]
+    "act, alpha, beta",
+    [("ThresholdedRelu", (1.0,), None), ("Affine", (1.0,), (0.0,)), ("ScaledTanh", (1.0,), (1.0,))],
+    ids=["ThresholdedRelu-alpha-1", "Affine-alpha-1-beta-0", "ScaledTanh-alpha-1-beta-1"],
 )
 def test_parameter_defaults(op, slots, act, alpha, beta):
     """ThresholdedRelu alpha 1.0, Affine 1.0/0.0, ScaledTanh 1.0/1.0 when the model gives none."""

@@ -30,7 +30,7 @@ def readme_table(op: str) -> list[list[str]]:
     return table
 
 
-@pytest.mark.parametrize("op, cases", [("RNN", RNN_CASES), ("GRU", GRU_CASES), ("LSTM", LSTM_CASES)])
+@pytest.mark.parametrize("op, cases", [("RNN", RNN_CASES), ("GRU", GRU_CASES), ("LSTM", LSTM_CASES)], ids=["RNN", "GRU", "LSTM"])
 def test_readme_rows_are_the_tools_rows(op, cases):
     table = readme_table(op)
     want = [f"{label} ({' · '.join(str(len(g)) for g in groups)})" for label, groups in tool.rows(cases)]
