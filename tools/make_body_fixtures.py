@@ -310,20 +310,15 @@ def _npz(feeds: dict[str, np.ndarray]) -> bytes:
 
 
 def main(argv: list[str]) -> int:
-    check = "--check" in argv
-    OUT.mkdir(parents=True, exist_ok=True)
-    stale = []
-    for name, model, feeds in fixtures():
-        for path, data in ((OUT / f"{name}.onnx", model.SerializeToString()), (OUT / f"{name}.inputs.npz", _npz(feeds))):
-            if check:
-                if not path.exists() or path.read_bytes() != data:
-                    stale.append(path.name)
-            else:
-                path.write_bytes(data)
-    if stale:
-        print(f"stale fixtures (run python tools/make_body_fixtures.py): {', '.join(stale)}")
-        return 1
-    return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fixture_files import write_or_check
+
+    files = (
+        pair
+        for name, model, feeds in fixtures()
+        for pair in ((OUT / f"{name}.onnx", model.SerializeToString()), (OUT / f"{name}.inputs.npz", _npz(feeds)))
+    )
+    return write_or_check(files, "tools/make_body_fixtures.py", "--check" in argv)
 
 
 if __name__ == "__main__":

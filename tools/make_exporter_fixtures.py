@@ -275,21 +275,11 @@ FIXTURES = {
 
 
 def main() -> int:
-    check = "--check" in sys.argv
-    OUT.mkdir(parents=True, exist_ok=True)
-    differ = []
-    for name, build in FIXTURES.items():
-        data = build().SerializeToString()
-        path = OUT / f"{name}.onnx"
-        if check:
-            if not path.is_file() or path.read_bytes() != data:
-                differ.append(path.name)
-            continue
-        path.write_bytes(data)
-        print(f"wrote {path} ({len(data)} bytes)")
-    if differ:
-        print("differ from tools/make_exporter_fixtures.py: " + ", ".join(differ))
-    return 1 if differ else 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fixture_files import write_or_check
+
+    files = ((OUT / f"{name}.onnx", build().SerializeToString()) for name, build in FIXTURES.items())
+    return write_or_check(files, "tools/make_exporter_fixtures.py", "--check" in sys.argv)
 
 
 if __name__ == "__main__":

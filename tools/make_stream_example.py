@@ -43,8 +43,7 @@ def build() -> bytes:
 
 
 if __name__ == "__main__":
-    data = build()
-    if "--check" in sys.argv:
-        sys.exit(0 if OUT.read_bytes() == data else 1)
-    OUT.write_bytes(data)
-    print(f"wrote {OUT} ({len(data)} bytes)")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fixture_files import write_or_check
+
+    sys.exit(write_or_check([(OUT, build())], "tools/make_stream_example.py", "--check" in sys.argv))

@@ -61,10 +61,9 @@ def emit():
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fixture_files import write_or_check
+
     xml, bin_ = emit()
-    files = {GOLDEN / "golden_rnn.xml": xml, GOLDEN / "golden_rnn.bin": bin_}
-    if "--check" in sys.argv:
-        sys.exit(0 if all(p.read_bytes() == d for p, d in files.items()) else 1)
-    for path, data in files.items():
-        path.write_bytes(data)
-        print(f"wrote {path} ({len(data)} bytes)")
+    files = [(GOLDEN / "golden_rnn.xml", xml), (GOLDEN / "golden_rnn.bin", bin_)]
+    sys.exit(write_or_check(files, "tools/regen_golden.py", "--check" in sys.argv))
