@@ -39,6 +39,14 @@ def _init(name: str, value) -> object:
     return numpy_helper.from_array(np.asarray(value), name)
 
 
+def _rnn_weights(seed: int, I: int, H: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A forward RNN's W [1,H,I], R [1,H,H] and B [1,2H], seeded, in that draw order."""
+    rng = np.random.default_rng(seed)
+    W = rng.uniform(-0.5, 0.5, (1, H, I)).astype(np.float32)
+    R = rng.uniform(-0.5, 0.5, (1, H, H)).astype(np.float32)
+    return W, R, rng.uniform(-0.2, 0.2, (1, 2 * H)).astype(np.float32)
+
+
 def _model(graph, opset: int, ir_version: int, producer: str):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version, producer_name=producer)
 
@@ -186,10 +194,7 @@ def onnxmltools_coreml() -> object:
 def onnxscript() -> object:
     """An onnxscript @script function: constants as Constant nodes, outputs without shapes."""
     T, B, I, H = 5, 3, 4, 6
-    rng = np.random.default_rng(13)
-    W = rng.uniform(-0.5, 0.5, (1, H, I)).astype(np.float32)
-    R = rng.uniform(-0.5, 0.5, (1, H, H)).astype(np.float32)
-    Bias = rng.uniform(-0.2, 0.2, (1, 2 * H)).astype(np.float32)
+    W, R, Bias = _rnn_weights(13, I, H)
     nodes = [
         helper.make_node("Constant", [], ["W"], value=numpy_helper.from_array(W)),
         helper.make_node("Constant", [], ["R"], value=numpy_helper.from_array(R)),
@@ -208,10 +213,7 @@ def onnxscript() -> object:
 def spox() -> object:
     """spox's op.rnn: the schema's default activations written out on a forward node."""
     T, B, I, H = 6, 2, 3, 4
-    rng = np.random.default_rng(14)
-    W = rng.uniform(-0.5, 0.5, (1, H, I)).astype(np.float32)
-    R = rng.uniform(-0.5, 0.5, (1, H, H)).astype(np.float32)
-    Bias = rng.uniform(-0.2, 0.2, (1, 2 * H)).astype(np.float32)
+    W, R, Bias = _rnn_weights(14, I, H)
     nodes = [
         helper.make_node("Constant", [], ["Constant_0_output"], value=numpy_helper.from_array(W)),
         helper.make_node("Constant", [], ["Constant_1_output"], value=numpy_helper.from_array(R)),
