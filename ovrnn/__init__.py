@@ -28,6 +28,7 @@ from .errors import (
     StreamClosedError,
     UnsupportedFeatureError,
     UsageError,
+    WorkerDiedError,
 )
 
 __version__ = "0.1.0"
@@ -62,6 +63,7 @@ __all__ = [  # noqa: PLE0604 (*_LAZY: its keys, the lazily imported names)
     "StreamClosedError",
     "UnsupportedFeatureError",
     "UsageError",
+    "WorkerDiedError",
     "__version__",
     *_LAZY,
 ]

@@ -82,6 +82,11 @@ class BatchInterruptedError(OvrnnError, RuntimeError):
     of it fails, no stream's state moved, and the interrupt goes on up that thread."""
 
 
+class WorkerDiedError(OvrnnError, RuntimeError):
+    """A worker process of a ``StreamBatcher(..., processes=True)`` ended: every call it held fails
+    with this (the message names its pid and signal or exit code) and its streams are closed."""
+
+
 class KilledError(OvrnnError):
     """A process ovrnn started (the OpenVINO child of ``ovrnn run``) was killed by a signal."""
 

@@ -53,7 +53,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-SIDES = ("ort_b1", "ort_batched", "ov_stream", "step", "batcher", "batcher_submit", "batcher_w2")
+SIDES = ("ort_b1", "ort_batched", "ov_stream", "step", "batcher", "batcher_submit", "batcher_w2", "batcher_p2")
 MODEL_ORDER = ("silero", "lstm128", "lstm512", "nsnet", "rl_policy")
 COST_N = 256
 TARGETS = {  # figure: (target, ">=" or "<=", what)
@@ -140,12 +140,12 @@ def run(
             str(duration),
         ] + (["--quick"] if quick else [])
         log(f"{name}: cost at N={cost_n}")
-        cost_sides = [s for s in sides if s != "batcher_w2"]
+        cost_sides = [s for s in sides if s not in ("batcher_w2", "batcher_p2")]
         cost_sides += [s for s in ("batcher_submit", "batcher_group") if "batcher" in sides and s not in cost_sides]
         cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(cost_sides)], pick_cores(1), 1200)
         entry = {"cost": cost, "streams": {}}
         for side in sides if streams and (name in stream_models or not stream_models) else ():
-            workers = 2 if side == "batcher_w2" else 1
+            workers = 2 if side in ("batcher_w2", "batcher_p2") else 1
             per_chunk = cost.get("per_chunk_us") or {}
             hint = per_chunk.get(side) or per_chunk.get("batcher" if side.startswith("batcher") else side)
             log(f"{name}: streams per core, {side}")

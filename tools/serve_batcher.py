@@ -9,8 +9,10 @@ being refused) and max_streams covers the largest N searched.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 from serve_events import CHUNK, CLOSE, OPEN, Counting, play_single
@@ -288,3 +290,45 @@ class StepSide:
             axis = self.spec.state_port(name).batch_axis
             out[name] = np.take(slab, [slot], axis=axis).copy()
         return out
+
+
+class ProcessSide(BatcherSide):
+    """ovrnn.StreamBatcher(workers=2, processes=True): two worker processes, fed by ONE serving thread
+    (play_single, as the 1-worker side): every arrived chunk in one feed_many per wake-up, one message
+    per worker process; streams placed by open()'s default (id mod 2). The worker processes' CPU and
+    run-queue seconds are read from /proc (they are not this process's)."""
+
+    max_batch = 512  # a wake-up hands over at most the largest compiled size per worker
+    infer_seconds = None  # OpenVINO runs in the worker processes: their CPU is read from /proc
+
+    def __init__(self, model, workers: int = 2):
+        import ovrnn
+
+        self.m, self.workers = model, workers
+        self.threaded = False
+        spec = stream_spec(model)
+        self.b = ovrnn.StreamBatcher(
+            spec, workers=workers, processes=True, max_streams=MAX_STREAMS, max_pending=1000, chunk_seconds=model.period
+        )
+        self.h: dict[int, object] = {}
+        self.pool = model.pool.reshape(len(model.pool), *spec.chunk_shape(model.x))
+        self.exited_wait = 0.0
+
+    def open(self, slot: int) -> None:
+        if slot in self.h:
+            self.b.close(self.h[slot])
+        self.h[slot] = self.b.open()
+
+    def child_seconds(self) -> tuple[float, float]:
+        """(CPU seconds, run-queue seconds) the worker processes have used so far, summed."""
+        cpu_s, wait_s = 0.0, 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        for pid in self.b.workers_pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                cpu_s += (int(fields[11]) + int(fields[12])) / tick
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    wait_s += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[1]) / 1e9
+            except (OSError, IndexError, ValueError):
+                pass
+        return cpu_s, wait_s

@@ -227,6 +227,10 @@ def make_side(name: str, model: Model, workers: int = 1):
         import serve_batcher
 
         return serve_batcher.SubmitSide(model, 2 if name == "batcher_submit_w2" else workers)
+    if name == "batcher_p2":
+        import serve_batcher
+
+        return serve_batcher.ProcessSide(model, 2)
     if name == "batcher_group":
         import serve_batcher
 
@@ -245,6 +249,8 @@ def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, 
     counted = Counting(side) if side.batched and not getattr(side, "threaded", False) else side
     timed = getattr(side, "infer_seconds", None)  # the batcher sides time OpenVINO's infer (the GIL released)
     infer0 = timed() if timed else 0.0
+    children = getattr(side, "child_seconds", None)  # worker processes: their CPU and run-queue seconds, read from /proc
+    child0 = children() if children else (0.0, 0.0)
     cpu0, wall0, wait0, exited0 = time.process_time(), clock(), runqueue_wait(), getattr(side, "exited_wait", 0.0)
     if getattr(side, "threaded", False):
         done, sizes = side.play(ev, duration, bound)
@@ -265,6 +271,12 @@ def trial(side, model: Model, n: int, duration: float, bound: float, seed: int, 
         "runqueue_wait": round(waited, 2),
         "load": round(os.getloadavg()[0], 2),
     }
+    if children:  # the serving process and its worker processes, each: cores used / waiting for a CPU
+        child1 = children()
+        used_c, waited_c = (child1[0] - child0[0]) / wall, (child1[1] - child0[1]) / wall
+        out["parent_cores"], out["parent_runqueue_wait"] = out["cores_used"], out["runqueue_wait"]
+        out["worker_cores"], out["worker_runqueue_wait"] = round(used_c, 2), round(waited_c, 2)
+        out["cores_used"], out["runqueue_wait"] = round(used + used_c, 2), round(waited + waited_c, 2)
     if timed:  # cores in OpenVINO's infer, and the rest: Python and numpy, the GIL held (at most one core's worth)
         infer = (timed() - infer0) / wall
         out["infer_cores"], out["gil_cores"] = round(infer, 2), round(used - infer, 2)
@@ -406,7 +418,7 @@ def main(argv: list[str], cores: list[int]) -> dict:
     if a.task == "cost":
         result.update(cost(model, a.sides.split(","), a.cost_n, a.quick))
         return result
-    workers = 2 if a.side.endswith("_w2") else 1
+    workers = 2 if a.side.endswith(("_w2", "_p2")) else 1
     side = make_side(a.side, model, workers)
     found = search(side, model, a.hint_us, a.duration, a.bound_ms / 1000, a.quick)
     if hasattr(side, "shutdown"):

@@ -24,6 +24,7 @@ import itertools
 import math
 import threading
 from concurrent.futures import Future
+from importlib import import_module
 from time import monotonic
 
 import numpy as np
@@ -52,6 +53,11 @@ class StreamBatcher:
     reports each stream's lag behind real time. `pad`: as ``BatchedStep``'s. `threads`: CPU
     threads of one worker's call (1: a worker per core, what ``workers`` scales on). `check_rows`, `trust_indices`: as BatchedStep's."""
 
+    def __new__(cls, *args, processes: bool = False, **kwargs):  # processes=True: each worker a process (processes.py)
+        if processes is not False:
+            return import_module(".processes", __package__).make(*args, processes=processes, **kwargs)
+        return super().__new__(cls)
+
     def __init__(
         self,
         model,
@@ -76,6 +82,7 @@ class StreamBatcher:
         threads: int | None = 1,
         check_rows: bool = True,
         trust_indices: bool = False,
+        processes: bool = False,
     ) -> None:
         _count("workers", workers)
         _count("max_streams", max_streams)

@@ -1,0 +1,246 @@
+"""The chunk calls of a ``ProcessBatcher`` (processes.py): feed, feed_many, feed_group, submit,
+submit_many, feed_async. Every call is checked and copied as ``StreamBatcher``'s (its own
+``_stack``/``_chunk``), admitted here, its chunks written to each worker's shared rows with one
+assignment per input, and ONE message sent per worker; the worker's reply hands each chunk's
+outputs back (copied out of the rows) to what the caller waits on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future
+
+import numpy as np
+
+from ...errors import OverloadedError, StreamClosedError, UsageError
+from .batcher import StreamBatcher
+from .worker import StreamHandle, _copy
+
+MAX_CALL = 4096  # chunks one message carries at most (a larger call goes in parts, each admitted on its own)
+
+
+class _Block:
+    """A blocking caller's: released once its worker's reply came."""
+
+    __slots__ = ("errors", "lock", "outputs")
+
+    def __init__(self, n: int) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.outputs, self.errors = None, None
+
+    def finish(self, outputs, errors) -> None:
+        self.outputs, self.errors = outputs, errors
+        self.lock.release()
+
+    def wait(self) -> None:
+        self.lock.acquire()
+
+
+class _Futures:
+    """submit()'s: a concurrent.futures.Future per chunk, set on the receiver thread."""
+
+    __slots__ = ("futures",)
+
+    def __init__(self, futures: list) -> None:
+        self.futures = futures
+
+    def finish(self, outputs, errors) -> None:
+        for k, future in enumerate(self.futures):
+            error = errors.get(k) if errors else None
+            if error is not None:
+                future.set_exception(_copy(error))
+            else:
+                future.set_result({name: array[k] for name, array in outputs.items()})
+
+
+class _Async:
+    """feed_async()'s: asyncio futures set on their loop, one wake-up per reply."""
+
+    __slots__ = ("futures", "loop")
+
+    def __init__(self, loop, futures: list) -> None:
+        self.loop, self.futures = loop, futures
+
+    def finish(self, outputs, errors) -> None:
+        def resolve():
+            for k, future in enumerate(self.futures):
+                if future.cancelled():
+                    continue
+                error = errors.get(k) if errors else None
+                if error is not None:
+                    future.set_exception(_copy(error))
+                else:
+                    future.set_result({name: array[k] for name, array in outputs.items()})
+
+        try:
+            self.loop.call_soon_threadsafe(resolve)
+        except RuntimeError:  # the loop is closed: nobody awaits these any more
+            pass
+
+
+class Calls:
+    _stack = StreamBatcher._stack
+    _chunk = StreamBatcher._chunk
+
+    def feed(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
+        """As ``StreamBatcher.feed``."""
+        self._not_on_a_worker("feed()")
+        return self.feed_many([(stream, inputs)])[0]
+
+    def feed_many(self, chunks: list, return_exceptions: bool = False) -> list:
+        """As ``StreamBatcher.feed_many``: one message per worker process for the whole call."""
+        self._not_on_a_worker("feed_many()")
+        if len(chunks) > MAX_CALL:
+            return [r for k in range(0, len(chunks), MAX_CALL) for r in self.feed_many(chunks[k : k + MAX_CALL], return_exceptions)]
+        if not chunks:
+            return []
+        streams = [stream for stream, _ in chunks]
+        sinks = self._dispatch(streams, self._stacked_rows([inputs for _, inputs in chunks]), _Block)
+        out: list = [None] * len(chunks)
+        first = None
+        for sink, places in sinks:
+            sink.wait()
+            outputs, errors = sink.outputs, sink.errors
+            for k, place in enumerate(places):
+                error = errors.get(k) if errors else None
+                if error is not None:
+                    out[place] = _copy(error)
+                    if first is None or place < first:
+                        first = place
+                else:
+                    out[place] = {name: array[k] for name, array in outputs.items()}
+        if first is not None and not return_exceptions:
+            raise out[first]
+        return out
+
+    def feed_group(self, streams: list, inputs: dict) -> dict[str, np.ndarray]:
+        """As ``StreamBatcher.feed_group``: {input: the streams' chunks stacked on its batch axis}
+        in, their outputs stacked the same way out (the first failed chunk's error raised)."""
+        from .group import _stacked
+
+        self._not_on_a_worker("feed_group()")
+        streams = list(streams)
+        n = len(streams)
+        if not n:
+            raise UsageError("feed_group(): expected at least one stream")
+        if n > MAX_CALL:
+            raise UsageError(f"feed_group(): at most {MAX_CALL} streams a call with processes=True, got {n}")
+        given = _stacked(self.spec, inputs, n)
+        stacked = [np.expand_dims(np.moveaxis(given[p.name], p.batch_axis, 0), p.batch_axis + 1) for p in self.spec.inputs]
+        sinks = self._dispatch(streams, stacked, _Block)
+        for sink, _ in sinks:
+            sink.wait()
+        for sink, _ in sinks:
+            if sink.errors:
+                raise _copy(sink.errors[min(sink.errors)])
+        out = {}
+        for port in self.spec.outputs:
+            if len(sinks) == 1:
+                full = sinks[0][0].outputs[port.name]
+            else:
+                full = np.empty((n, *port.shape), port.dtype)
+                for sink, places in sinks:
+                    full[places] = sink.outputs[port.name]
+            out[port.name] = np.moveaxis(full.squeeze(port.batch_axis + 1), 0, port.batch_axis)
+        return out
+
+    def submit(self, stream: StreamHandle, inputs: dict) -> Future:
+        """As ``StreamBatcher.submit``."""
+        return self.submit_many([(stream, inputs)])[0]
+
+    def submit_many(self, chunks: list) -> list[Future]:
+        """As ``StreamBatcher.submit_many``: one Future per chunk (refusals raised at once)."""
+        if not chunks:
+            return []
+        futures = [Future() for _ in chunks]
+        for f in futures:
+            f.set_running_or_notify_cancel()
+        stacked = self._stacked_rows([inputs for _, inputs in chunks])
+        self._dispatch([s for s, _ in chunks], stacked, lambda places: _Futures([futures[k] for k in places]))
+        return futures
+
+    async def feed_async(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
+        """As ``StreamBatcher.feed_async``."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._dispatch([stream], self._stacked_rows([inputs]), lambda places: _Async(loop, [future]))
+        return await future
+
+    # -- helpers
+
+    def _stacked_rows(self, group: list) -> list[np.ndarray]:
+        """The chunks, checked, one array per input [n, *chunk shape] (one copy)."""
+        stacked = self._stack(group)
+        if stacked is None:
+            copies = [self._chunk(inputs) for inputs in group]
+            stacked = [np.stack([c[name] for c in copies]) for name in self._chunk_ports]
+        return stacked
+
+    def _dispatch(self, streams: list, stacked: list, make_sink) -> list:
+        """Admit and send one call's chunks: [(sink, [place in the call of its k-th chunk])], one
+        per worker. All or none: a refusal sends nothing."""
+        n = len(streams)
+        for s in streams:
+            if type(s) is not StreamHandle or s.owner is not self:
+                raise UsageError(f"expected a stream this batcher's open() returned, got {s!r}")
+        groups = []
+        if len(self._procs) == 1 or all(s.worker == streams[0].worker for s in streams):
+            groups.append((self._procs[streams[0].worker], list(range(n))))
+        else:
+            for p in self._procs:
+                places = [k for k, s in enumerate(streams) if s.worker == p.index]
+                if places:
+                    groups.append((p, places))
+        for p, places in groups:
+            if not p.alive:  # its streams were closed when it ended: the closed stream's error
+                s = streams[places[0]]
+                raise StreamClosedError(f"stream {s.id} is closed ({s.why}); open a new one with open()")
+        taken = []
+        names = list(self._chunk_ports)
+        try:
+            for p, places in groups:  # in worker order: a caller waiting for rows holds none of a later worker's
+                rows = p.arena.take(len(places))
+                taken.append((p, rows))
+                index = None if len(places) == n else np.array(places, np.intp)
+                for name, array in zip(names, stacked):
+                    p.arena.inputs[name][rows] = array if index is None else array[index]
+            sinks, messages = [], []
+            with self._lock:
+                with self._counts:
+                    counts: dict[int, int] = {}
+                    limit = self.max_pending
+                    for s in streams:
+                        if not s.open:
+                            raise StreamClosedError(f"stream {s.id} is closed ({s.why}); open a new one with open()")
+                        count = counts[s.id] = counts.get(s.id, s.pending) + 1
+                        if count > limit:
+                            self._procs[s.worker].recorder.refused_pending += 1
+                            raise OverloadedError(
+                                f"stream {s.id} would have {count} chunks waiting (max_pending={limit}): the batcher is behind "
+                                "this stream; wait for a result before feeding more"
+                            )
+                    for s in streams:
+                        s.pending += 1
+                    for (p, places), (_, rows) in zip(groups, taken):
+                        req = next(self._reqs)
+                        sink = make_sink(places)
+                        handles = streams if len(places) == n else [streams[k] for k in places]
+                        p.inflight[req] = (handles, rows, sink)
+                        sids = np.fromiter([s.id for s in handles], np.int64, len(handles))
+                        messages.append((p, ("feed", req, sids, rows)))
+                        sinks.append((sink, places))
+                taken = []  # the requests own the rows now
+                for p, message in messages:
+                    self._send(p, message)
+            return sinks
+        finally:
+            for p, rows in taken:
+                p.arena.give_back(rows)
+
+    def _not_on_a_worker(self, what: str) -> None:
+        if threading.current_thread() in self._threads:
+            raise UsageError(
+                f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"
+            )

@@ -1,0 +1,231 @@
+"""StreamBatcher(..., processes=True): worker processes behind the same API. Streams fed through
+every call form equal each stream run alone, bit for bit (CPU f32); refusals are the in-process
+batcher's, exactly; a failed batch changes no state; a killed worker process fails the calls it
+held with one clear error (never a hang) and closes its streams; shutdown, the interpreter's
+exit and a Ctrl-C leave no worker process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ovrnn
+from ovrnn.errors import DeviceError, OverloadedError, StreamClosedError, UsageError, WorkerDiedError
+
+from .batcher_models import audio_chunks, policy_model, run_alone, session, silero_path, silero_spec_args
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (no such process, or a zombie nobody reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.fixture(scope="module")
+def procs(silero_spec):
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4, 16), workers=2, processes=True, max_pending=3, max_streams=12) as b:
+        yield b
+
+
+def test_every_call_form_equals_each_stream_alone(procs, silero_spec, alone):
+    """8 streams over both worker processes, 6 chunks each, fed by feed_many, feed, submit_many,
+    feed_group (a stream twice) and feed_async in turn: outputs and final states bit for bit as the
+    stream run alone at batch 1."""
+    n, count = 8, 6
+    audio = [audio_chunks(300 + i, count) for i in range(n)]
+    streams = [procs.open() for _ in range(n)]
+    assert sorted({s.worker for s in streams}) == [0, 1]
+    got = [[] for _ in range(n)]
+    for k in range(count):
+        form = k % 5
+        if form == 0:
+            outs = procs.feed_many([(s, {"input": a[k]}) for s, a in zip(streams, audio)])
+        elif form == 1:
+            outs = [procs.feed(s, {"input": a[k]}) for s, a in zip(streams, audio)]
+        elif form == 2:
+            outs = [f.result(timeout=60) for f in procs.submit_many([(s, {"input": a[k]}) for s, a in zip(streams, audio)])]
+        elif form == 3:
+            y = procs.feed_group(streams, {"input": np.concatenate([a[k] for a in audio])})["output"]
+            assert y.shape == (n, 1)
+            outs = [{"output": y[i : i + 1]} for i in range(n)]
+        else:
+
+            async def run(k=k):
+                return await asyncio.gather(*[procs.feed_async(s, {"input": a[k]}) for s, a in zip(streams, audio)])
+
+            outs = asyncio.run(run())
+        for i, out in enumerate(outs):
+            got[i].append(out["output"])
+    for i in range(n):
+        want, state = run_alone(alone, silero_spec, audio[i])
+        assert all(np.array_equal(g, w) for g, w in zip(got[i], want)), f"stream {i}"
+        assert all(np.array_equal(v, state[name]) for name, v in procs.state(streams[i]).items())
+    # a group listing a stream twice: its chunks in list order, as feed_many gives them
+    s = streams[0]
+    before = procs.state(s)
+    extra = audio_chunks(999, 2)
+    y = procs.feed_group([s, s], {"input": np.concatenate(extra)})["output"]
+    want, _ = run_alone(alone, silero_spec, extra, before)
+    assert np.array_equal(y, np.concatenate(want))
+    for stream in streams:
+        procs.close(stream)
+
+
+def test_reset_set_state_close_and_refusals_are_the_in_process_ones(procs, silero_spec):
+    a, b = procs.open(), procs.open(worker=1)
+    assert b.worker == 1
+    chunk = audio_chunks(5, 1)[0]
+    procs.feed(a, {"input": chunk})
+    procs.reset(a)
+    initial = silero_spec.initial_state()
+    assert all(np.array_equal(v, initial[k]) for k, v in procs.state(a).items())
+    seeded = np.full((2, 1, 128), 0.25, np.float32)
+    procs.set_state(b, "state", seeded)
+    assert np.array_equal(procs.state(b)["state"], seeded)
+    c = procs.open({"state": seeded})
+    assert np.array_equal(procs.state(c)["state"], seeded)
+    with pytest.raises(UsageError, match=r"^state 'state': expected one stream's value, shape \[2, 1, 128\] \(or \[2, 128\]\), got \[3\]$"):
+        procs.set_state(a, "state", np.zeros(3, np.float32))
+    with pytest.raises(UsageError, match=r"^input 'input': one stream's chunk is shape \[1, 512\] \(or \[512\]\), got \[511\]$"):
+        procs.feed(a, {"input": np.zeros(511, np.float32)})
+    with pytest.raises(UsageError, match=r"^'sr' is not a per-chunk input of the stream: it is frozen at 16000 for every stream"):
+        procs.feed(a, {"input": chunk, "sr": 8000})
+    # max_pending=3: a call of 4 chunks of one stream is refused whole, and nothing of it ran
+    before = procs.state(a)
+    with pytest.raises(
+        OverloadedError, match=r"^stream \d+ would have 4 chunks waiting \(max_pending=3\): the batcher is behind this stream"
+    ):
+        procs.feed_many([(b, {"input": chunk})] + [(a, {"input": chunk})] * 4)
+    assert all(np.array_equal(v, before[k]) for k, v in procs.state(a).items())
+    assert np.array_equal(procs.state(b)["state"], seeded)  # the other worker's chunk was not sent either
+    procs.close(a)
+    procs.close(a)  # twice: a no-op
+    with pytest.raises(StreamClosedError, match=rf"^stream {a.id} is closed \(closed by close\(\)\); open a new one with open\(\)$"):
+        procs.feed(a, {"input": chunk})
+    with pytest.raises(UsageError, match=r"^expected a stream this batcher's open\(\) returned, got 'not a stream'$"):
+        procs.feed("not a stream", {"input": chunk})
+    with pytest.raises(UsageError, match=r"^open\(worker=\.\.\.\): expected a worker index from 0 to 1, got 2$"):
+        procs.open(worker=2)
+    held = [procs.open() for _ in range(12 - len(procs.streams()))]
+    with pytest.raises(OverloadedError, match=r"^open\(\): 12 streams are open \(max_streams=12\); close one"):
+        procs.open()
+    stats = procs.stats()
+    assert stats["refused"] == {"max_pending": 1, "max_streams": 1} and stats["streams"] == 12
+    for s in held + [b, c]:
+        procs.close(s)
+    assert procs.streams() == []
+
+
+def test_a_failed_batch_changes_no_state_in_a_worker_process():
+    """The policy model, an out-of-range action in a batch of 3: each chunk gets the DeviceError,
+    no state moved (as test_batcher.py's in-process test)."""
+    model = policy_model(computed_index=True)
+    rng = np.random.default_rng(8)
+    x = [rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32) for _ in range(3)]
+    with ovrnn.StreamBatcher(
+        model, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), threads=2, trust_indices=True, processes=True, workers=1
+    ) as b:
+        streams = [b.open() for _ in range(3)]
+        b.feed_many([(s, {"X": xi, "action": np.array([[1]])}) for s, xi in zip(streams, x)])
+        before = [b.state(s) for s in streams]
+        bad = [np.array([[a]]) for a in (0, 99, 2)]
+        failed = b.feed_many([(s, {"X": xi, "action": a}) for s, xi, a in zip(streams, x, bad)], return_exceptions=True)
+        assert [type(f) for f in failed] == [DeviceError] * 3
+        assert "indices values of GatherElement exceed data size" in str(failed[0])
+        for s, st in zip(streams, before):
+            assert all(np.array_equal(v, st[k]) for k, v in b.state(s).items())
+        good = [np.array([[a]]) for a in (0, 7, 2)]
+        outs = b.feed_many([(s, {"X": xi, "action": a}) for s, xi, a in zip(streams, x, good)])
+        oracle = session(model)
+        for out, xi, a, st in zip(outs, x, good, before):
+            picked = oracle.run(None, {"X": xi, "action": a, "initial_h": st["initial_h"], "initial_c": st["initial_c"]})[0]
+            np.testing.assert_allclose(out["picked"], picked, atol=1e-6, rtol=1e-5)
+        assert b.stats()["failed_batches"] == 1
+
+
+def test_a_killed_worker_process_fails_its_calls_and_closes_its_streams(silero_spec):
+    """Worker 1 stopped (SIGSTOP), chunks sent to it, then SIGKILL: those calls raise one
+    WorkerDiedError naming its pid and signal (no hang); its streams are closed saying why;
+    worker 0's streams go on, and open() places new streams there."""
+    chunk = audio_chunks(6, 1)[0]
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4), workers=2, processes=True) as b:
+        s0, s1 = b.open(worker=0), b.open(worker=1)
+        b.feed_many([(s0, {"input": chunk}), (s1, {"input": chunk})])
+        pid = b.workers_pids()[1]
+        os.kill(pid, signal.SIGSTOP)
+        futures = b.submit_many([(s1, {"input": chunk}), (s0, {"input": chunk})])
+        assert futures[1].result(timeout=60)["output"].shape == (1, 1)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(WorkerDiedError, match=rf"^the batcher's worker process 1 \(pid {pid}\) ended \(killed by SIGKILL\)"):
+            futures[0].result(timeout=60)
+        with pytest.raises(StreamClosedError, match=rf"^stream {s1.id} is closed \(its worker process 1 \(pid {pid}\) ended"):
+            b.feed(s1, {"input": chunk})
+        assert b.feed(s0, {"input": chunk})["output"].shape == (1, 1)
+        assert [b.open().worker for _ in range(3)] == [0, 0, 0]
+        with pytest.raises(WorkerDiedError, match=rf"^open\(worker=1\): its worker process 1 \(pid {pid}\) ended"):
+            b.open(worker=1)
+    assert all(gone(p) for p in b.workers_pids())
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time, numpy as np, ovrnn
+    from ovrnn.examples import STREAM_MODEL
+    b = ovrnn.StreamBatcher(STREAM_MODEL, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), workers=2, processes=True)
+    print(*b.workers_pids(), flush=True)
+    s = b.open()
+    x = np.zeros((4, 1, 3), np.float32)
+    b.feed(s, {"X": x})
+    print("fed", flush=True)
+    if sys.argv[1] == "loop":
+        while True:
+            b.feed(s, {"X": x})
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["exit without shutdown", "ctrl-c while feeding"])
+def test_no_worker_process_outlives_its_batcher(how, tmp_path):
+    """A script that leaves its process batcher open and exits, or is interrupted (SIGINT) while it
+    feeds: it exits, and its worker processes are gone."""
+    script = tmp_path / "serve.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    arg = "exit" if how.startswith("exit") else "loop"
+    proc = subprocess.Popen([sys.executable, str(script), arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2, proc.stderr.read()
+    assert proc.stdout.readline().strip() == "fed"
+    if arg == "loop":
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(60)
+    finally:
+        proc.kill()
+    assert code == (0 if arg == "exit" else -signal.SIGINT)  # an uncaught KeyboardInterrupt: Python exits by SIGINT
+    if arg == "loop":
+        assert "KeyboardInterrupt" in proc.stderr.read()
+    deadline = time.monotonic() + 15
+    while not all(gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(gone(p) for p in pids)
+
+
+def test_processes_option_is_checked():
+    with pytest.raises(UsageError, match=r"^processes: expected True or False, got 2$"):
+        ovrnn.StreamBatcher(silero_path(), processes=2, **silero_spec_args())
