@@ -40,26 +40,24 @@ needs_bf16 = pytest.mark.skipif(
 )
 
 
+def _weights(rng: np.random.Generator, scale: float, **shapes: tuple[int, ...]) -> list[onnx.TensorProto]:
+    """float32 initializers drawn uniform in [-scale, scale], in the order given."""
+    return [numpy_helper.from_array(rng.uniform(-scale, scale, shape).astype(np.float32), name) for name, shape in shapes.items()]
+
+
+def _model(nodes: list, inputs: dict, outputs: dict, inits: list) -> onnx.ModelProto:
+    """A float32 graph of `nodes` (opset 14, IR version 8): inputs and outputs by name with their dims (None: undeclared)."""
+    f32 = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)  # noqa: E731
+    graph = helper.make_graph(nodes, "g", [f32(n, d) for n, d in inputs.items()], [f32(n, d) for n, d in outputs.items()], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
 def _gru(steps: int, hidden: int, bias: bool) -> onnx.ModelProto:
     rng = np.random.default_rng(3)
     s = 1 / np.sqrt(hidden)
-    inits = [
-        numpy_helper.from_array(rng.uniform(-s, s, (1, 3 * hidden, n)).astype(np.float32), name)
-        for name, n in (("W", hidden), ("R", hidden))
-    ]
-    if bias:
-        inits.append(numpy_helper.from_array(rng.uniform(-s, s, (1, 6 * hidden)).astype(np.float32), "B"))
+    inits = _weights(rng, s, W=(1, 3 * hidden, hidden), R=(1, 3 * hidden, hidden)) + (_weights(rng, s, B=(1, 6 * hidden)) if bias else [])
     node = helper.make_node("GRU", ["X", "W", "R"] + (["B"] if bias else []), ["Y"], hidden_size=hidden)
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, hidden])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [steps, 1, 1, hidden])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 8
-    return model
+    return _model([node], {"X": [steps, 1, hidden]}, {"Y": [steps, 1, 1, hidden]}, inits)
 
 
 def _marked(xml: bytes) -> bytes:
@@ -132,22 +130,9 @@ def test_precise_cells_still_fold_into_a_bf16_rnnseq():
 
 
 def _lstm() -> onnx.ModelProto:
-    rng = np.random.default_rng(1)
-    inits = [
-        numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name)
-        for name, shape in (("W", (1, 64, 8)), ("R", (1, 64, 16)), ("B", (1, 128)))
-    ]
+    inits = _weights(np.random.default_rng(1), 0.2, W=(1, 64, 8), R=(1, 64, 16), B=(1, 128))
     node = helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=16, name="lstm")
-    graph = helper.make_graph(
-        [node, helper.make_node("Relu", ["Y_h"], ["out"])],
-        "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 1, 8])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 8
-    return model
+    return _model([node, helper.make_node("Relu", ["Y_h"], ["out"])], {"X": [5, 1, 8]}, {"out": None}, inits)
 
 
 def test_validate_shows_the_default_precision_drift_over_a_1024_step_stream():
@@ -179,23 +164,11 @@ def test_validate_shows_the_default_precision_drift_over_a_1024_step_stream():
 def test_drift_streams_the_forward_half_of_a_bidirectional_node(tmp_path):
     """A bidirectional node streams its first direction (its weights' first half), said in the note;
     the CLI prints the line and --no-drift leaves it out."""
-    rng = np.random.default_rng(4)
-    inits = [
-        numpy_helper.from_array(rng.uniform(-0.3, 0.3, shape).astype(np.float32), name)
-        for name, shape in (("W", (2, 8, 4)), ("R", (2, 8, 8)))
-    ]
+    inits = _weights(np.random.default_rng(4), 0.3, W=(2, 8, 4), R=(2, 8, 8))
     node = helper.make_node(
         "RNN", ["X", "W", "R"], ["Y"], hidden_size=8, direction="bidirectional", activations=["Tanh", "Relu"], name="birnn"
     )
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 2, 4])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 8
+    model = _model([node], {"X": [3, 2, 4]}, {"Y": None}, inits)
     path = tmp_path / "birnn.onnx"
     onnx.save(model, path)
     shown = ovrnn_cli("validate", path, "--json", tmp_path / "r.json")
@@ -212,24 +185,11 @@ def _node(op: str, lbr: int = 0, steps: int = 16, hidden: int = 32) -> tuple[onn
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
     rng = np.random.default_rng(5)
     s = 1 / np.sqrt(hidden)
-    inits = [
-        numpy_helper.from_array(rng.uniform(-s, s, shape).astype(np.float32), name)
-        for name, shape in (("W", (1, gates * hidden, 8)), ("R", (1, gates * hidden, hidden)), ("B", (1, 2 * gates * hidden)))
-    ]
+    inits = _weights(rng, s, W=(1, gates * hidden, 8), R=(1, gates * hidden, hidden), B=(1, 2 * gates * hidden))
     states = ["initial_h"] + (["initial_c"] if op == "LSTM" else [])
     attrs = {"linear_before_reset": lbr} if op == "GRU" else {}
     node = helper.make_node(op, ["X", "W", "R", "B", "", *states], ["Y"], hidden_size=hidden, **attrs)
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 8])]
-        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, hidden]) for n in states],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 8
-    return model, states
+    return _model([node], {"X": [steps, 1, 8]} | {n: [1, 1, hidden] for n in states}, {"Y": None}, inits), states
 
 
 STEP_OPS = [("RNN", 0), ("GRU", 0), ("GRU", 1), ("LSTM", 0)]
@@ -286,20 +246,9 @@ def test_whole_model_explicit_steps_converted_for_cpu_are_marked_too():
     float64 at f32 tolerance (an op before it would run bf16 and round its input: the rest of the
     model keeps the device's precision)."""
     rng = np.random.default_rng(7)
-    inits = [
-        numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name)
-        for name, shape in (("W", (1, 48, 8)), ("R", (1, 48, 16)), ("B", (1, 96)))
-    ]
+    inits = _weights(rng, 0.2, W=(1, 48, 8), R=(1, 48, 16), B=(1, 96))
     nodes = [helper.make_node("GRU", ["X", "W", "R", "B"], ["Y"], hidden_size=16, name="gru"), helper.make_node("Relu", ["Y"], ["out"])]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [6, 1, 8])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 8
+    model = _model(nodes, {"X": [6, 1, 8]}, {"out": None}, inits)
     ir = ovrnn.convert_model(model, lowering="matmul", device="CPU")
     layers = etree.fromstring(ir.xml).find("layers")
     marked = {layer.get("name") for layer in layers if layer.find("rt_info/attribute[@name='precise'][@version='0']") is not None}
@@ -318,22 +267,10 @@ def test_stateful_stream_converted_for_cpu_keeps_its_state_at_f32(op):
     unmarked, and the Assign stored it at bf16): 8 calls of 8 steps match float64's 64 steps."""
     gates = {"GRU": 3, "LSTM": 4}[op]
     rng = np.random.default_rng(8)
-    inits = [
-        numpy_helper.from_array(rng.uniform(-0.25, 0.25, shape).astype(np.float32), name)
-        for name, shape in (("W", (1, gates * 16, 4)), ("R", (1, gates * 16, 16)), ("B", (1, 2 * gates * 16)))
-    ]
+    inits = _weights(rng, 0.25, W=(1, gates * 16, 4), R=(1, gates * 16, 16), B=(1, 2 * gates * 16))
 
     def node(steps):
-        graph = helper.make_graph(
-            [helper.make_node(op, ["X", "W", "R", "B"], ["Y"], hidden_size=16)],
-            "g",
-            [helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, 1, 4])],
-            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
-            inits,
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-        model.ir_version = 8
-        return model
+        return _model([helper.make_node(op, ["X", "W", "R", "B"], ["Y"], hidden_size=16)], {"X": [steps, 1, 4]}, {"Y": None}, inits)
 
     x = rng.uniform(-1, 1, (64, 1, 4)).astype(np.float32)
     want = reference.run_model(node(64), {"X": x})["Y"]
