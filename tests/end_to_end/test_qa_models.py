@@ -20,6 +20,12 @@ from ovrnn.runtime.stream import stateful_rt_info
 QA = FIXTURE_DIR / "qa"
 
 
+def _saved(graph: onnx.GraphProto, path: Path) -> Path:
+    """`graph` saved at `path` as an opset-17 model of IR version 8 (what onnxruntime reads)."""
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
 def _loop_body(model: onnx.ModelProto) -> onnx.GraphProto:
     return next(a.g for n in model.graph.node if n.op_type == "Loop" for a in n.attribute if a.name == "body")
 
@@ -160,8 +166,7 @@ def _gru_state_through_split(path: Path) -> Path:
         [vi(n, onnx.TensorProto.FLOAT, None) for n in ("Y", "extra", "hn")],
         inits,
     )
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _saved(graph, path)
 
 
 def test_state_pair_whose_output_is_not_its_nodes_first(tmp_path):
@@ -188,8 +193,7 @@ def _gru_with_named_batch(path: Path) -> Path:
         [vi("Y", onnx.TensorProto.FLOAT, None), vi("hn", onnx.TensorProto.FLOAT, None)],
         weights,
     )
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _saved(graph, path)
 
 
 def test_a_size_given_to_a_named_dim_holds_on_every_input_that_names_it(tmp_path):
@@ -227,8 +231,7 @@ def _int8_embedding_lstm(path: Path) -> Path:
     graph = onnx.helper.make_graph(
         nodes, "g", [vi("tokens", onnx.TensorProto.INT64, [4, 1])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits
     )
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _saved(graph, path)
 
 
 def test_validate_a_dequantized_embedding_below_opset_19(tmp_path):
@@ -262,8 +265,7 @@ def _batch_first_gru_head(path: Path) -> Path:
     graph = onnx.helper.make_graph(
         nodes, "g", [vi("x", onnx.TensorProto.FLOAT, ["B", "T", 3])], [vi("y", onnx.TensorProto.FLOAT, None)], inits
     )
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _saved(graph, path)
 
 
 def test_one_step_stream_joins_a_per_step_output_of_the_inputs_rank(tmp_path):
@@ -336,8 +338,7 @@ def _masked_gru(path: Path) -> Path:
     graph = onnx.helper.make_graph(
         nodes, "g", [vi("x", f32, ["B", "T", 4]), vi("mask", f32, ["B", "T"]), vi("extra", f32, ["B", "T", 2])], [vi("y", f32, None)], inits
     )
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _saved(graph, path)
 
 
 def test_stream_inputs_that_share_the_time_name(tmp_path):
@@ -369,8 +370,7 @@ def _identity_gather_gru(path: Path) -> Path:
     ]
     vi = onnx.helper.make_tensor_value_info
     graph = onnx.helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, 4, 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits)
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _saved(graph, path)
 
 
 def test_stream_check_feeds_inputs_by_their_graph_names(tmp_path):
@@ -405,8 +405,7 @@ def _reshape_from_shape_lstm(path: Path) -> Path:
     graph = onnx.helper.make_graph(
         nodes, "g", [vi("x", onnx.TensorProto.FLOAT, ["B", "T", 2, 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits
     )
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _saved(graph, path)
 
 
 def test_time_axis_found_through_a_reshape_from_the_inputs_shape(tmp_path):
@@ -436,7 +435,7 @@ def test_a_size_fixed_inside_the_model_is_not_blamed_on_other_inputs(tmp_path):
     graph = onnx.helper.make_graph(
         nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [3, "B", 3])], [vi("Y", onnx.TensorProto.FLOAT, None)], inits
     )
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    _saved(graph, tmp_path / "m.onnx")
     proc = ovrnn_cli("validate", tmp_path / "m.onnx", "--no-onnxruntime")
     assert proc.returncode == 2 and proc.stderr.startswith(
         "error: the model does not run at input shape x [3, 3, 3]: a size inside it does not fit (an exporter may have fixed a "
@@ -485,8 +484,7 @@ def _gru_pair_with_a_dynamically_quantized_head(path: Path) -> Path:
     graph = onnx.helper.make_graph(
         nodes, "g", [vi("x", f32, [2, 1, 3]), vi("h", f32, [1, 1, 4])], [vi("y", f32, None), vi("hn", f32, None)], inits
     )
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _saved(graph, path)
 
 
 def test_pair_stream_of_a_model_that_quantizes_activations_per_call(tmp_path):
@@ -517,7 +515,7 @@ def test_pair_stream_refusal_names_a_bidirectional_node(tmp_path):
         [vi("Y", onnx.TensorProto.FLOAT, None), vi("hn", onnx.TensorProto.FLOAT, None)],
         weights,
     )
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    _saved(graph, tmp_path / "m.onnx")
     proc = ovrnn_cli("convert", tmp_path / "m.onnx", "--stateful", "h=hn", "-o", tmp_path / "m.xml")
     assert proc.returncode == 2 and not (tmp_path / "m.xml").exists()
     assert proc.stderr.rstrip().endswith(
