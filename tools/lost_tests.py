@@ -4,7 +4,8 @@
 
 Reads tests/**/*.py at each commit with Python's ast, from git objects (no checkout, nothing run).
 - LOST: a test function (test_*, methods keyed by Class.test_*) that BASE has more times than HEAD, wherever the
-  file moved to; the first-parent commit of BASE..HEAD that dropped it is named.
+  file moved to; the first-parent commit of BASE..HEAD that dropped it is named, with the tests that commit added
+  in the same module (a rename's candidates: read both).
 - CHANGED: a top-level item of a test module (function, class, assignment such as a case table, decorators
   included) whose syntax tree at HEAD differs from BASE's, docstrings and formatting aside; looked up in the
   module of the same file name first, else anywhere under tests/ when its name is unique there. A unified diff
@@ -19,7 +20,6 @@ import ast
 import difflib
 import subprocess
 import sys
-from collections import Counter
 from pathlib import PurePosixPath
 
 
@@ -52,18 +52,18 @@ class Repo:
         return out
 
 
-def tests_in(modules: dict[str, ast.Module]) -> Counter:
-    """Test names (test_x or Class.test_x) and how many modules hold each."""
-    count: Counter = Counter()
-    for tree in modules.values():
+def tests_in(modules: dict[str, ast.Module]) -> dict[str, list[str]]:
+    """Test names (test_x or Class.test_x), each with the modules that hold it (once per copy)."""
+    found: dict[str, list[str]] = {}
+    for path, tree in modules.items():
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-                count[node.name] += 1
+                found.setdefault(node.name, []).append(path)
             elif isinstance(node, ast.ClassDef):
                 for sub in node.body:
                     if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith("test"):
-                        count[f"{node.name}.{sub.name}"] += 1
-    return count
+                        found.setdefault(f"{node.name}.{sub.name}", []).append(path)
+    return found
 
 
 def _strip_docstrings(node: ast.AST) -> ast.AST:
@@ -115,21 +115,26 @@ def changed_items(base: dict[str, ast.Module], head: dict[str, ast.Module]) -> t
     return changed, gone
 
 
-def lost_tests(repo: Repo, base: str, head: str) -> list[tuple[str, int, str]]:
-    """(test name, copies lost, commit that dropped them) for tests HEAD has fewer times than BASE."""
+def lost_tests(repo: Repo, base: str, head: str) -> list[tuple[str, int, str, list[str]]]:
+    """(test name, copies lost, commit that dropped them, tests that commit added in the same modules: a rename's
+    candidates) for tests HEAD has fewer times than BASE."""
     start, end = tests_in(repo.modules(base)), tests_in(repo.modules(head))
-    lost = {name: n - end[name] for name, n in start.items() if end[name] < n}
+    lost = {name: len(paths) - len(end.get(name, [])) for name, paths in start.items() if len(end.get(name, [])) < len(paths)}
     if not lost:
         return []
-    culprit: dict[str, str] = {}
+    culprit: dict[str, tuple[str, list[str]]] = {}
     prev = start
     for commit in repo.git("rev-list", "--first-parent", "--reverse", f"{base}..{head}").split():
         now = tests_in(repo.modules(commit))
         for name in lost:
-            if name not in culprit and now[name] < prev[name]:
-                culprit[name] = repo.git("log", "-1", "--format=%h %s", commit).strip()[:90]
+            if name not in culprit and len(now.get(name, [])) < len(prev.get(name, [])):
+                where = {PurePosixPath(p).name for p in prev[name]}
+                added = sorted(
+                    t for t, paths in now.items() if len(paths) > len(prev.get(t, [])) and {PurePosixPath(p).name for p in paths} & where
+                )
+                culprit[name] = (repo.git("log", "-1", "--format=%h %s", commit).strip()[:90], added)
         prev = now
-    return [(name, n, culprit.get(name, "?")) for name, n in sorted(lost.items())]
+    return [(name, n, *culprit.get(name, ("?", []))) for name, n in sorted(lost.items())]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     lost = lost_tests(repo, base, head)
     base_mods, head_mods = repo.modules(base), repo.modules(head)
     changed, gone = changed_items(base_mods, head_mods)
-    for name, n, commit in lost:
+    for name, n, commit, added in lost:
         print(f"LOST {name}" + (f" ({n} copies)" if n > 1 else "") + f": dropped by {commit}")
+        if added:
+            print(f"    the same commit added, in the same module: {', '.join(added)} (a rename? read both)")
     for label in gone:
         print(f"GONE {label}")
     for label, old, new in changed:
@@ -155,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1):
                 if not line.startswith(("---", "+++")):
                     print(f"    {line}")
-    n_base, n_head = sum(tests_in(base_mods).values()), sum(tests_in(head_mods).values())
+    n_base, n_head = (sum(map(len, tests_in(mods).values())) for mods in (base_mods, head_mods))
     print(
         f"{len(lost)} tests lost, {len(changed)} items changed, {len(gone)} helpers gone; "
         f"test functions {n_base} at {base[:10]}, {n_head} at {head[:10]}"

@@ -96,8 +96,13 @@ def test_lost_tests_names_the_commit_that_dropped_a_test_and_sees_moves_and_edit
 
     commit(repo, {"tests/stage/test_a.py": moved.replace("[1, 2]", "[1]")}, "fewer cases")
     commit(repo, {}, "drop test_b", remove=["tests/test_b.py"])
-    assert tool.main(["HEAD~3", "HEAD", "--repo", str(repo), "-v"]) == 1
+    renamed = moved.replace("[1, 2]", "[1]").replace("def test_one()", "def test_one_renamed()")
+    commit(repo, {"tests/stage/test_a.py": renamed}, "rename test_one")
+    assert tool.main(["HEAD~4", "HEAD", "--repo", str(repo), "-v"]) == 1
     out = capsys.readouterr().out
     assert "LOST test_b: dropped by " in out and " drop test_b\n" in out, out
+    assert (
+        "LOST test_one: dropped by " in out and " rename test_one\n    the same commit added, in the same module: test_one_renamed" in out
+    )
     assert "CHANGED tests/test_a.py::CASES\n" in out and "    -CASES = [1, 2]\n    +CASES = [1]" in out, out
-    assert "1 tests lost, 1 items changed, 0 helpers gone; test functions 3 at" in out, out
+    assert "2 tests lost, 1 items changed, 0 helpers gone; test functions 3 at" in out and ", 2 at " in out, out
