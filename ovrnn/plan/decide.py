@@ -28,16 +28,15 @@ import onnx
 
 from ..device import cpu_forms
 from ..device.plugins import canonical_device
-from ..errors import InvalidModelError, UnsupportedFeatureError, UsageError, flag, quoted
-from ..families import by_name, family_of, onnx_families
+from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
+from ..families import ONNX_DOMAINS, by_name, family_of, onnx_families
 from ..lower.node import LoweringOptions
 from ..onnx.for_frontend.input import FrontendInput, frontend_input
-from ..onnx.graphs import describe_node
 from ..onnx.prepare import Prepared
 from ..onnx.reading.qdq import absorb_dequantize_linear
 from ..onnx.reading.read import GraphView
-from ..onnx.reading.static_check import check_static
-from ..semantics.nodes import needs_frontend, recurrent_nodes
+from ..onnx.reading.static_check import check_every_input_is_produced, check_static
+from ..semantics.nodes import recurrent_nodes
 from .request import DEFAULT_CHUNK_STEPS, Request
 
 
@@ -107,40 +106,32 @@ def plan_conversion(prepared: Prepared, request: Request, model: object) -> Plan
         check_static(view, stateful is True)
     if given_weights or qdq_notes:
         prepared = replace(prepared, view=view, changed=prepared.changed or bool(given_weights), notes=prepared.notes + tuple(qdq_notes))
-    whole = needs_frontend(view.model.graph) or isinstance(stateful, tuple)  # pairs are made on OpenVINO's model
+    nodes = tuple(recurrent_nodes(view.model))  # the semantics stage's answer: every recurrent node, bodies included
+    top = {n.index for n in nodes if n.body is None}
+    # OpenVINO's frontend converts a model with ops other than the recurrent families and Constant (or with no recurrent
+    # node), with ovrnn's lowering plugged in; stateful pairs are made on OpenVINO's model
+    lone = bool(top) and all(
+        i in top or (n.op_type == "Constant" and n.domain in ONNX_DOMAINS) for i, n in enumerate(view.model.graph.node)
+    )
+    whole = not lone or isinstance(stateful, tuple)
     if stateful and request.ir_version != 11:
         raise UsageError(
             f"{flag('stateful')} needs IR v11: {flag('ir-version', 10)} has no rt_info to record the stream's steps and time axes"
         )
     if whole:  # the lone-node path names such a tensor in the spec check, by the input's role
-        _check_every_input_is_produced(view.model.graph)
+        check_every_input_is_produced(view.model.graph)
     if whole and request.ir_version != 11:
         raise UnsupportedFeatureError(
             f"{flag('ir-version', 10)} is only available for models made of RNN, GRU and LSTM nodes; whole models are written "
             "by OpenVINO's serializer, as IR v11"
         )
     source = None if isinstance(model, (bytes, bytearray, onnx.ModelProto)) or prepared.changed else Path(os.fspath(model))
-    nodes = tuple(recurrent_nodes(view.model))
     read = frontend_input(view, request.compression is not None) if whole else None
     fallbacks = ((Fallback.SEQUENCE_OPS,) if whole and request.allow_sequence_ops else ()) + (
         (Fallback.UNROLL_KEPT_LOOPS,) if whole and prepared.loops_kept and request.stateful is not True else ()
     )
     measured, measured_notes = measured_forms(request.lowering, request.device)
     return Plan(prepared, request, whole, source, given_weights, read, nodes, fallbacks, measured, measured_notes)
-
-
-def _check_every_input_is_produced(graph: onnx.GraphProto) -> None:
-    """A node input that no graph input, initializer or node provides (paddle2onnx writes such
-    files) is an invalid model, named here rather than deep inside OpenVINO's frontend."""
-    known = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output if o}
-    for node in graph.node:
-        for slot, name in enumerate(node.input):
-            if name and name not in known:
-                names = family.inputs if (family := family_of(node)) else ()
-                role = f"'{names[slot]}'" if slot < len(names) else str(slot)
-                raise InvalidModelError(
-                    f"{describe_node(node)}: input {role} is tensor '{name}', which no graph input, initializer or node provides"
-                )
 
 
 # --- --lowering fastest (the default) -------------------------------------------------------------

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from ..families import ONNX_DOMAINS, is_recurrent
+from ..families import is_recurrent
 from ..onnx import graphs
 from ..onnx.graphs import describe_node, fresh
 
@@ -17,14 +17,6 @@ from ..onnx.graphs import describe_node, fresh
 def recurrent_nodes_of(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
     """The recurrent nodes of one graph (any registered family), with their index in it."""
     return [(i, n) for i, n in enumerate(graph.node) if is_recurrent(n)]
-
-
-def needs_frontend(graph: onnx.GraphProto) -> bool:
-    """True when the model has ops other than the recurrent families and Constant (or no recurrent
-    node): OpenVINO's frontend converts it, with ovrnn's lowering plugged in."""
-    recurrent = recurrent_nodes_of(graph)
-    others = [n for n in graph.node if not is_recurrent(n) and not (n.op_type == "Constant" and n.domain in ONNX_DOMAINS)]
-    return not recurrent or bool(others)
 
 
 @dataclass(frozen=True)

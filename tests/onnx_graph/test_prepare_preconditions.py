@@ -139,3 +139,33 @@ def test_a_graph_inputs_values_are_never_folded():
     model = model_of(nodes, [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [1])], opset=11)
     _folded, names = fold_constants(model)
     assert "s" in names and "t" not in names and "y" not in names
+
+
+@pytest.mark.parametrize(
+    "node, message",
+    [
+        (
+            helper.make_node("LSTM", ["x", "w", "r", "", "", "h0"], ["y"], hidden_size=2, name="lstm"),
+            "LSTM node 'lstm': input 'initial_h' is tensor 'h0', which no graph input, initializer or node provides",
+        ),
+        (
+            helper.make_node("Add", ["x", "nowhere"], ["y"]),
+            "Add node 'y': input 1 is tensor 'nowhere', which no graph input, initializer or node provides",
+        ),
+    ],
+    ids=["recurrent-node-names-the-role", "other-op-names-the-slot"],
+)
+def test_an_input_nothing_provides_is_an_invalid_model(node, message):
+    from ovrnn.errors import InvalidModelError
+    from ovrnn.onnx.reading.static_check import check_every_input_is_produced
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = numpy_helper.from_array(np.zeros((1, 8, 2), np.float32), "w")
+    r = numpy_helper.from_array(np.zeros((1, 8, 2), np.float32), "r")
+    graph = helper.make_graph([node], "g", [x], [y], [w, r])
+    with pytest.raises(InvalidModelError) as caught:
+        check_every_input_is_produced(graph)
+    assert str(caught.value) == message
+    graph.input.append(helper.make_tensor_value_info(node.input[-1], TensorProto.FLOAT, None))
+    check_every_input_is_produced(graph)  # provided as a graph input: nothing to say

@@ -1,11 +1,18 @@
-"""--static, checked on the prepared model before anything is lowered: every graph input's dims are
-numbers (NPU compiles static shapes only), but for the inputs a --stateful state replaces."""
+"""Checks on the prepared model before anything is lowered: --static (every graph input's dims are
+numbers: NPU compiles static shapes only, but for the inputs a --stateful state replaces), and every
+node input provided by something (whole models)."""
 
 from __future__ import annotations
 
-from ...errors import UsageError, flag, quoted
-from ...families import state_slots_of
+from typing import TYPE_CHECKING
+
+from ...errors import InvalidModelError, UsageError, flag, quoted
+from ...families import family_of, state_slots_of
+from ..graphs import describe_node
 from .read import GraphView
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def initial_state_inputs(view: GraphView) -> set[str]:
@@ -14,6 +21,21 @@ def initial_state_inputs(view: GraphView) -> set[str]:
     slots = {n for node in graph.node for k, n in enumerate(node.input) if n and k in state_slots_of(node)}
     other = {n for node in graph.node for k, n in enumerate(node.input) if k not in state_slots_of(node)} | {o.name for o in graph.output}
     return {i.name for i in view.inputs if i.name in slots and i.name not in other}
+
+
+def check_every_input_is_produced(graph: onnx.GraphProto) -> None:
+    """A node input that no graph input, initializer or node provides (paddle2onnx writes such
+    files) is an invalid model, named here rather than deep inside OpenVINO's frontend (whole models:
+    the lone-node path names such a tensor in the spec check, by the input's role)."""
+    known = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output if o}
+    for node in graph.node:
+        for slot, name in enumerate(node.input):
+            if name and name not in known:
+                names = family.inputs if (family := family_of(node)) else ()
+                role = f"'{names[slot]}'" if slot < len(names) else str(slot)
+                raise InvalidModelError(
+                    f"{describe_node(node)}: input {role} is tensor '{name}', which no graph input, initializer or node provides"
+                )
 
 
 def check_static(view: GraphView, stateful: bool = False) -> None:
