@@ -26,7 +26,7 @@ import onnx
 
 from . import reference  # noqa: F401 - attaches each family's float64 cell: the Loop recovery checks its candidates with it (onnx/loops/)
 from .device.ov import available_devices, core
-from .device.plugins import device_names, is_available
+from .device.plugins import device_lacks_cells, device_names, is_available
 from .errors import BodyStepsUnknownError, InvalidModelError, OvrnnError, UnsupportedFeatureError
 from .ir.model import IR
 from .lower.node import LoweringOptions
@@ -39,7 +39,6 @@ from .plan.decide import (
     auto_device,
     cells_from_query,
     cells_from_tables,
-    device_lacks_cells,
     dynamic_stream_note,
     plan_conversion,
 )

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UsageError, flag
+from ..families import onnx_families
 
 VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")  # device strings that name other devices
 
@@ -122,6 +123,28 @@ def device_names(device: str) -> list[str]:
 def is_available(name: str, available: list[str]) -> bool:
     """GPU counts as available when GPU.0 is."""
     return any(a == name or a.split(".")[0] == name for a in available)
+
+
+def device_lacks_cells(device: str | None, xml: bytes) -> tuple[str, ...]:
+    """A note when --device names a plugin that cannot import a cell the IR holds (--lowering cell
+    and matmul do not look at the device; auto does): each family says which plugins lack its cell."""
+    if not device:
+        return ()
+    device = canonical_device(device)
+    lacking = [
+        f
+        for f in onnx_families()
+        if any(device == d or device.startswith(f"{d}.") for d in f.no_cell) and f'type="{f.cell}"'.encode() in xml
+    ]
+    if not lacking:
+        return ()
+    cells = ", ".join(f.cell for f in lacking)
+    return (
+        (
+            f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(f.name for f in lacking)} "
+            f"chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}"
+        ),
+    )
 
 
 @dataclass(frozen=True)

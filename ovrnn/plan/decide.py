@@ -185,28 +185,6 @@ def dynamic_stream_note(request: Request, xml: bytes) -> tuple[str, ...]:
     )
 
 
-def device_lacks_cells(device: str | None, xml: bytes) -> tuple[str, ...]:
-    """A note when --device names a plugin that cannot import a cell the IR holds (--lowering cell
-    and matmul do not look at the device; auto does)."""
-    if not device:
-        return ()
-    device = canonical_device(device)
-    lacking = [
-        f
-        for f in onnx_families()
-        if any(device == d or device.startswith(f"{d}.") for d in f.no_cell) and f'type="{f.cell}"'.encode() in xml
-    ]
-    if not lacking:
-        return ()
-    cells = ", ".join(f.cell for f in lacking)
-    return (
-        (
-            f"{flag('device')} {device}: its compiler does not import {cells}, which this IR's {'/'.join(f.name for f in lacking)} "
-            f"chains are made of; convert with {flag('lowering', 'auto')} to lower them to MatMul steps for {device}"
-        ),
-    )
-
-
 def auto_device(device: str | None) -> str:
     """--lowering auto's device, by its canonical name: the choice is per device, so one is needed."""
     if not device:
