@@ -115,7 +115,7 @@ def _lowered(plan: Plan, options: LoweringOptions, left: dict[str, str]) -> IR:
     if not plan.whole:
         from .ir.graph import convert_graph  # the whole-model frontend is loaded for whole models only
 
-        return convert_graph(plan.view, options, r.ir_version, r.max_steps, r.stateful, record)
+        return convert_graph(plan.view, plan.nodes, options, r.ir_version, r.max_steps, r.stateful, record)
     from .frontend.whole_model import finish_whole_model, lower_whole_model
 
     lowered = lower_whole_model(

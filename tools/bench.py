@@ -825,6 +825,7 @@ def s_compression(tmp: Path, n: int) -> dict:
     from ovrnn.quantization import Compression, quantize
     from ovrnn.reference.budget import reference_inputs
     from ovrnn.semantics.graph import graph_nodes, normalise_all
+    from ovrnn.semantics.nodes import recurrent_nodes
 
     out: dict = {}
     bins: dict = {"int8": {}, "int4": {}, "int4 group 32": {}}
@@ -865,7 +866,7 @@ def s_compression(tmp: Path, n: int) -> dict:
     # quantization-only error over 1000 steps, float64: one scale per row vs one per tensor
     model = onnx.load(str(uneven_lstm(tmp / "q_err.onnx", 1000, 128, 128)))
     view = graph_view(model)
-    spec = normalise_all(view, graph_nodes(view))[0]
+    spec = normalise_all(view, graph_nodes(view, recurrent_nodes(view.model)))[0]
     inputs, attrs = reference_inputs(spec, 1000)
     original = reference.run_node("LSTM", inputs, attrs)
 

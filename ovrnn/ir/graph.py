@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
+from collections.abc import Iterable
 from contextlib import contextmanager
 
 from .. import __version__
@@ -26,6 +27,7 @@ from ..progress import stage
 from ..semantics import Spec
 from ..semantics.graph import GraphNodes, graph_nodes, normalise_all
 from ..semantics.limits import check_steps
+from ..semantics.nodes import RecurrentNode
 from ..shapes import Shape, shape_text
 from .emit import emit
 from .model import IR
@@ -47,13 +49,19 @@ def _gc_paused():
 
 @_gc_paused()
 def convert_graph(
-    view: GraphView, options: LoweringOptions, ir_version: int, max_steps: int | None, stateful: bool = False, record: dict | None = None
+    view: GraphView,
+    recurrent: Iterable[RecurrentNode],
+    options: LoweringOptions,
+    ir_version: int,
+    max_steps: int | None,
+    stateful: bool = False,
+    record: dict | None = None,
 ) -> IR:
     """A model made of RNN, GRU, LSTM and Constant nodes: spec every node, lower them into one
     LayerGraph, and emit it with ovrnn's own emitter."""
     builder = _Builder(view, options, stateful)  # the empty LayerGraph and the per-node driver
     g = builder.g
-    nodes = graph_nodes(view)  # semantics stage: which nodes, and their specs
+    nodes = graph_nodes(view, recurrent)  # semantics stage: which outputs are read, and the nodes' specs
     specs = normalise_all(view, nodes)
     steps_note = check_steps(sum(s.seq_length * s.num_directions for s in specs), len(specs), max_steps)
     with stage(f"lowering {len(specs)} RNN node(s)"):

@@ -5,6 +5,7 @@ nodes (an RNN feeding a GRU) is specced with the shapes the first one produces."
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import onnx
@@ -12,7 +13,7 @@ import onnx
 from ..onnx.reading.read import GraphView, TensorInfo
 from ..shapes import Dim, Shape
 from . import Spec, normalise_node
-from .nodes import recurrent_nodes_of, unique_label
+from .nodes import RecurrentNode, unique_label
 
 
 @dataclass
@@ -21,9 +22,10 @@ class GraphNodes:
     needed: set[str]  # tensor names a graph output or a later node reads
 
 
-def graph_nodes(view: GraphView) -> GraphNodes:
-    """A model made of recurrent and Constant nodes only: which of their outputs are read."""
-    nodes = recurrent_nodes_of(view.model.graph)
+def graph_nodes(view: GraphView, recurrent: Iterable[RecurrentNode]) -> GraphNodes:
+    """A model made of recurrent and Constant nodes only (`recurrent`: its nodes as ``recurrent_nodes``
+    found them): which of their outputs are read."""
+    nodes = [(n.index, n.proto) for n in recurrent]
     needed = {o.name for o in view.outputs}
     for _, node in nodes:
         needed.update(n for n in node.input if n)
@@ -31,16 +33,18 @@ def graph_nodes(view: GraphView) -> GraphNodes:
 
 
 def normalise_all(view: GraphView, nodes: GraphNodes) -> list[Spec]:
+    """One spec per node, in graph order; each node's inputs are looked up among the graph's tensors
+    and the outputs of the nodes specced before it."""
+    labels: list[str] = []  # the nodes' layer-name prefixes, each unique
+    for k, (_, node) in enumerate(nodes.nodes):
+        labels.append(unique_label(node, k, labels))
     produced: dict[str, TensorInfo] = {}
 
     def lookup(name: str) -> TensorInfo | None:
         return produced.get(name) or view.info(name)
 
     specs = []
-    used_labels: set[str] = set()
-    for k, (i, node) in enumerate(nodes.nodes):
-        label = unique_label(node, k, used_labels)
-        used_labels.add(label)
+    for label, (i, node) in zip(labels, nodes.nodes):
         spec = normalise_node(node, i, view.opset, lookup, label)
         specs.append(spec)
         for name, shape in _output_shapes(spec).items():

@@ -14,11 +14,6 @@ from ..onnx import graphs
 from ..onnx.graphs import describe_node, fresh
 
 
-def recurrent_nodes_of(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
-    """The recurrent nodes of one graph (any registered family), with their index in it."""
-    return [(i, n) for i, n in enumerate(graph.node) if is_recurrent(n)]
-
-
 @dataclass(frozen=True)
 class Body:
     """The If/Loop/Scan body a node sits in."""

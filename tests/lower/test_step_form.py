@@ -95,9 +95,10 @@ def test_the_decision_reads_back_from_rt_info():
 def test_the_order_of_the_rules():
     from ovrnn.onnx.reading.read import graph_view
     from ovrnn.semantics.graph import graph_nodes, normalise_all
+    from ovrnn.semantics.nodes import recurrent_nodes
 
     view = graph_view(_node_model("LSTM", peepholes=True, activations=["Sigmoid", "Softsign", "Tanh"]))
-    (spec,) = normalise_all(view, graph_nodes(view))
+    (spec,) = normalise_all(view, graph_nodes(view, recurrent_nodes(view.model)))
     assert decide_step_form(spec, 0, LoweringOptions()) == StepForm(Form.EXPLICIT, Reason.CELL_LACKS, "peepholes, Softsign")
     assert decide_step_form(spec, 0, LoweringOptions(shared_input="a")).reason is Reason.SHARED_INPUT
     assert decide_step_form(spec, 0, LoweringOptions("matmul", shared_input="a")).reason is Reason.ASKED

@@ -14,13 +14,14 @@ from onnx import TensorProto
 from ovrnn.errors import InvalidModelError, UsageError
 from ovrnn.onnx.reading.read import graph_view
 from ovrnn.semantics.graph import graph_nodes, normalise_all
+from ovrnn.semantics.nodes import recurrent_nodes
 
 OPS = ("RNN", "GRU", "LSTM")
 
 
 def normalise(model):
     view = graph_view(model)
-    return normalise_all(view, graph_nodes(view))[0]
+    return normalise_all(view, graph_nodes(view, recurrent_nodes(view.model)))[0]
 
 
 def spec_of(case: Case):
