@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -27,8 +27,9 @@ from ..errors import UnsupportedFeatureError, UsageError, flag, quoted
 from ..families import families, named, onnx_op_names
 from ..ir.stream_info import StreamInfo, StreamState, common_steps
 from ..lower.state import safe_id, unique_id
-from ..onnx.graphs import describe_node, subgraphs
+from ..onnx.graphs import describe_node
 from ..onnx.reading.read import GraphView
+from ..semantics.nodes import RecurrentNode
 from ..shapes import Dim
 from .realize import assign as realize_assign
 from .realize import partial_shape
@@ -85,18 +86,17 @@ def make_stateful(
     return info, notes
 
 
-def refuse_nodes_in_bodies(graph, inside: str = "") -> None:
+def refuse_nodes_in_bodies(nodes: Iterable[RecurrentNode]) -> None:
     """A recurrent node in an If/Loop/Scan body runs once per branch or iteration, not once per
-    call: no state of its own is carried, so --stateful refuses rather than leave it stateless."""
-    for node in graph.node:
-        if inside and node.op_type in onnx_op_names():
-            raise UnsupportedFeatureError(
-                f"{flag('stateful')}: {describe_node(node)} is inside {inside}; a state is carried only for the "
-                "recurrent nodes of the main graph (if the model passes its state through graph inputs and outputs, name "
-                f"them: {flag('stateful', quoted('IN=OUT'))})"
-            )
-        for attribute, sub in subgraphs(node):
-            refuse_nodes_in_bodies(sub, f"the {attribute} of {describe_node(node)}")
+    call: no state of its own is carried, so --stateful refuses rather than leave it stateless
+    (`nodes`: the model's recurrent nodes, with the body each sits in)."""
+    inside = next((n for n in nodes if n.body is not None), None)
+    if inside is not None:
+        raise UnsupportedFeatureError(
+            f"{flag('stateful')}: {describe_node(inside.proto)} is inside {inside.body.describe()}; a state is carried only for the "
+            "recurrent nodes of the main graph (if the model passes its state through graph inputs and outputs, name "
+            f"them: {flag('stateful', quoted('IN=OUT'))})"
+        )
 
 
 def _remove_replaced_inputs(model, names: set[str], notes: list[str]) -> None:

@@ -123,7 +123,7 @@ def lower_whole_model(
     if stateful is True:
         from .stateful_model import refuse_nodes_in_bodies
 
-        refuse_nodes_in_bodies(view.model.graph)
+        refuse_nodes_in_bodies(nodes)
     folded_model, folded = read.model, read.changed  # onnx/for_frontend/input.py: shapes written in, constants folded, Scan slices typed
     left = left or {}  # op -> why OpenVINO's frontend converts its nodes
     with _model_file(folded_model, source if not folded else None) as path:
