@@ -30,6 +30,8 @@ Sides, each single-threaded where it computes (onnxruntime intra = inter = 1, no
                opened with open(worker=k)), feed_many (figure: streams ÷ the 1-worker figure)
   (cost only, with batcher) batcher_group: feed_group, the same per-stream chunks stacked by the side
                in the timed call, one stacked result
+  (cost only, with batcher) batcher_open_group: the N streams opened once as one group (open_group: slots
+               contiguous, states bound in place), the same chunks stacked by the side, one group.feed a round
 The batcher sides time OpenVINO's infer in CPU seconds: a trial reports the cores spent there and
 the rest (Python and numpy, the GIL held), which bounds what threads of one process can add.
 
@@ -73,6 +75,16 @@ TARGETS = {  # figure: (target, ">=" or "<=", what)
         1.0,
         "<=",
         "one-step LSTM H=128, 256 streams: batcher feed_group µs per stream-chunk ÷ onnxruntime batched by hand",
+    ),
+    "silero_open_group_cost_vs_ort_batched": (
+        0.4,
+        "<=",
+        "silero VAD: batcher open_group (a group registered once, fed stacked) µs per stream-chunk ÷ onnxruntime batched by hand",
+    ),
+    "lstm128_open_group_cost_vs_ort_batched": (
+        1.0,
+        "<=",
+        "one-step LSTM H=128, 256 streams: batcher open_group µs per stream-chunk ÷ onnxruntime batched by hand",
     ),
     "two_workers_vs_one": (1.7, ">=", "silero VAD: streams served by 2 workers on 2 cores ÷ by 1 worker on 1 core"),
 }
@@ -141,7 +153,7 @@ def run(
         ] + (["--quick"] if quick else [])
         log(f"{name}: cost at N={cost_n}")
         cost_sides = [s for s in sides if s not in ("batcher_w2", "batcher_p2")]
-        cost_sides += [s for s in ("batcher_submit", "batcher_group") if "batcher" in sides and s not in cost_sides]
+        cost_sides += [s for s in ("batcher_submit", "batcher_group", "batcher_open_group") if "batcher" in sides and s not in cost_sides]
         cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(cost_sides)], pick_cores(1), 1200)
         entry = {"cost": cost, "streams": {}}
         for side in sides if streams and (name in stream_models or not stream_models) else ():
@@ -190,12 +202,18 @@ def figures(R: dict) -> dict:
                 "batcher_us": cost(entry, "batcher"),
                 "ort_batched_us": cost(entry, "ort_batched"),
             }
-    for key, entry in (("silero_group_cost_vs_ort_batched", sil), ("lstm128_group_cost_vs_ort_batched", lstm)):
-        if cost(entry, "batcher_group") and cost(entry, "ort_batched"):
+    for key, entry, side in (
+        ("silero_group_cost_vs_ort_batched", sil, "batcher_group"),
+        ("lstm128_group_cost_vs_ort_batched", lstm, "batcher_group"),
+        ("silero_open_group_cost_vs_ort_batched", sil, "batcher_open_group"),
+        ("lstm128_open_group_cost_vs_ort_batched", lstm, "batcher_open_group"),
+    ):
+        if cost(entry, side) and cost(entry, "ort_batched"):
             out[key] = {
-                "value": cost(entry, "batcher_group") / cost(entry, "ort_batched"),
-                "batcher_group_us": cost(entry, "batcher_group"),
+                "value": cost(entry, side) / cost(entry, "ort_batched"),
+                f"{side}_us": cost(entry, side),
                 "ort_batched_us": cost(entry, "ort_batched"),
+                "pass_ratios": (entry.get("cost", {}).get("pass_ratios") or {}).get(side),
             }
     one, two = sil.get("streams", {}).get("batcher", {}).get("streams"), sil.get("streams", {}).get("batcher_w2", {}).get("streams")
     if one and two:
@@ -244,6 +262,8 @@ LABELS = {
     "batcher": "ovrnn.StreamBatcher, 1 worker, 1 core: feed_many from the serving thread",
     "batcher_submit": "ovrnn.StreamBatcher, 1 worker, 1 core: submit_many from a feeder thread (a Future per chunk)",
     "batcher_group": "ovrnn.StreamBatcher, cost through feed_group (the chunks stacked in the timed call)",
+    "batcher_open_group": "ovrnn.StreamBatcher, cost through open_group: one group of the N streams (registered once, "
+    "slots contiguous, states bound in place), group.feed of the chunks stacked in the timed call",
     "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores: feed_many from a thread per worker",
     "step": "ovrnn BatchedStep by hand (serving thread, no queue)",
 }
@@ -301,7 +321,7 @@ def render(R: dict) -> list[str]:
                 + (f" ({at['infer_cores']} + {at['gil_cores']})" if "gil_cores" in at else "")
                 + " |"
             )
-        for extra in ("batcher_group",):  # a cost-only side
+        for extra in ("batcher_group", "batcher_open_group"):  # cost-only sides
             if cost.get("per_chunk_us", {}).get(extra):
                 lines.append(
                     f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} "

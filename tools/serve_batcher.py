@@ -249,6 +249,31 @@ class GroupSide(BatcherSide):
         return {"batcher_group_stats": super().shutdown()["batcher_stats"]}  # the feed_many side's stats stay its own
 
 
+class OpenGroupSide(GroupSide):
+    """The cost at a fixed N through open_group: the N streams opened once as one group (their slots
+    contiguous), the same per-stream chunk arrays stacked here in the timed call, one group.feed (no
+    per-stream work a call). A slot's open() resets its member: a new stream in that row."""
+
+    def resize(self, capacity: int) -> None:
+        if getattr(self, "group", None) is not None:
+            self.group.close()
+        self.group = self.b.open_group(capacity) if capacity else None
+        self.h = dict(enumerate(self.group.streams)) if capacity else {}
+
+    def open(self, slot: int) -> None:
+        self.b.reset(self.h[slot])
+
+    def close(self, slot: int) -> None:
+        pass
+
+    def batch(self, slots, cids):
+        stacked = np.concatenate([self.pool[c] for c in cids.tolist()], self.axis)  # slots are 0..N-1: the group's rows in order
+        return self.group.feed({self.m.x: stacked})[self.m.y]
+
+    def shutdown(self) -> dict:
+        return {"batcher_open_group_stats": BatcherSide.shutdown(self)["batcher_stats"]}
+
+
 class StepSide:
     """BatchedStep.run_slots driven by the harness: gather by slot, one call, scatter (no queue)."""
 

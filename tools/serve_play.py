@@ -235,6 +235,10 @@ def make_side(name: str, model: Model, workers: int = 1):
         import serve_batcher
 
         return serve_batcher.GroupSide(model, workers)
+    if name == "batcher_open_group":
+        import serve_batcher
+
+        return serve_batcher.OpenGroupSide(model, workers)
     if name == "step":
         import serve_batcher
 
@@ -386,6 +390,7 @@ def cost(model: Model, sides: list[str], n: int, quick: bool, timed: bool = True
         "spread_us": {s: [min(v), max(v)] for s, v in per.items()},
         "max_abs_diff": diffs,
         "passes": passes,
+        "pass_ratios": {s: [a / b for a, b in zip(v, per["ort_batched"])] for s, v in per.items()} if "ort_batched" in per else {},
         **extra,
     }
 

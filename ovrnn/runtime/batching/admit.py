@@ -4,7 +4,7 @@
   casting lets uint64 2**64-1 become int64 -1 (a valid index: the last row) and int64 2**40 become
   int32 0, silently; such a value is refused, named as it was given.
 * ``admit``: (one worker's lock held) every stream of the call is this batcher's, on that worker,
-  open, and within ``max_pending``.
+  not a group's member (fed only through its group), open, and within ``max_pending``.
 * ``enqueue_all``: chunks of several workers queued all or none: every worker's lock taken (in
   worker order, so two calls cannot wait for each other), every worker's chunks admitted, and only
   then any queued. Before, a refusal on one worker came after the other workers' chunks had been
@@ -58,6 +58,8 @@ def admit(batcher, worker, items: list) -> None:
     for stream, _, _, _ in items:
         if stream.worker != index or stream.owner is not batcher:
             raise UsageError(f"expected streams of one worker of this batcher, got {stream!r}")
+        if stream.group is not None:
+            raise stream.group.alone_error(stream)
         if not stream.open:
             raise worker.closed_error(stream)
         count = counts[stream.id] = counts.get(stream.id, stream.pending) + 1

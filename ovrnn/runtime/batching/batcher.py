@@ -5,7 +5,7 @@
         stream = batcher.open()
         prob = batcher.feed(stream, {"input": chunk})["output"]     # blocking; chunk [1, 512] or [512]
         probs = batcher.feed_many([(s, {"input": c}) for s, c in ready])  # a gateway's tick
-        probs = batcher.feed_group(streams, {"input": stacked})["output"]  # stacked chunks in and out
+        probs = batcher.feed_group(streams, {"input": stacked})["output"]  # stacked in and out; open_group(n).feed: ditto
         future = batcher.submit(stream, {"input": chunk})           # concurrent.futures.Future
         prob = await batcher.feed_async(stream, {"input": chunk})   # asyncio
         batcher.reset(stream); batcher.state(stream); batcher.set_state(stream, "state", value)
@@ -31,6 +31,7 @@ import numpy as np
 
 from ...errors import OverloadedError, StreamClosedError, UsageError
 from .. import engine
+from . import stream_group
 from .admit import admit, enqueue_all, fit
 from .interrupts import critical, install
 from .spec import StreamSpec
@@ -187,6 +188,10 @@ class StreamBatcher:
             f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); "
             "close one, or make the batcher with a larger max_streams"
         )
+
+    def open_group(self, n: int, state: dict | None = None, *, worker: int | None = None):
+        """n new streams fed only together, one batch a call: a ``StreamGroup`` (stream_group.py)."""
+        return stream_group.open_group(self, n, state, worker)
 
     def feed(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
         """One chunk of `stream` ({input: one stream's chunk}), blocking until its batch ran:
@@ -397,6 +402,8 @@ class StreamBatcher:
 
     def _control(self, stream: StreamHandle, apply):
         worker = self._worker(stream)
+        if stream.group is not None:  # a group's member: after its group's running call (stream_group.py)
+            return stream.group.control(stream, apply)
         with worker.cond:
             if not stream.open:
                 raise worker.closed_error(stream)

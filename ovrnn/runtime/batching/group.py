@@ -119,13 +119,21 @@ def _release(worker) -> None:
 
 def _take(worker, streams: list, owner) -> list[int] | None:
     """(Lock held) Mark every stream in flight when each is `owner`'s, on `worker`, open, with
-    nothing waiting or running, and listed once (a second listing finds it in flight), and
-    return their slots; else mark none and return None."""
+    nothing waiting or running, not a group's member, and listed once (a second listing finds it
+    in flight), and return their slots; else mark none and return None."""
     index = worker.index
     slots: list[int] = []
     add = slots.append
     for s in streams:
-        if type(s) is not StreamHandle or s.owner is not owner or s.worker != index or not s.open or s.queue or s.in_flight:
+        if (
+            type(s) is not StreamHandle
+            or s.owner is not owner
+            or s.worker != index
+            or not s.open
+            or s.queue
+            or s.in_flight
+            or s.group is not None
+        ):
             for t in streams[: len(slots)]:
                 t.in_flight = False
             return None
@@ -195,11 +203,11 @@ def _fallback(batcher, streams: list, stacked: dict, n: int) -> dict[str, np.nda
     return {p.name: np.concatenate([r[p.name] for r in results], p.batch_axis) for p in batcher.spec.outputs}
 
 
-def _stacked(spec, inputs: dict, n: int) -> dict[str, np.ndarray]:
+def _stacked(spec, inputs: dict, n: int, who: str = "feed_group()") -> dict[str, np.ndarray]:
     """{input: n chunks stacked on its batch axis}, checked (names, shape, dtype); no copy when the
-    caller's array is already exact (it is read before feed_group returns)."""
+    caller's array is already exact (it is read before `who` returns)."""
     if not isinstance(inputs, dict):
-        raise UsageError(f"feed_group(): expected {{input: n chunks stacked}}, got {type(inputs).__name__}")
+        raise UsageError(f"{who}: expected {{input: n chunks stacked}}, got {type(inputs).__name__}")
     names = [p.name for p in spec.inputs]
     for name in inputs:
         if name not in names:

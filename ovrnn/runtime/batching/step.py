@@ -287,6 +287,38 @@ class BatchedStep:
                 slabs[c.state][take(slabs[c.state], axis, slots)] = self._context_tail(bucket, c, m)
         return outputs
 
+    def run_range(self, slabs: dict[str, np.ndarray], start: int, n: int, chunks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One chunk of the n streams whose states are rows start:start+n of `slabs` (contiguous:
+        a ``StreamGroup``'s slots): each state's rows copied into the request's buffers as one
+        block (no gather by index), run, and copied back only when the call succeeds; above the
+        largest size, in pieces, written back only when every piece succeeded (a failure leaves
+        every slab as it was). `chunks`: {input: n chunks stacked on its batch axis, exactly
+        that shape and the input's dtype}. Returns {output: n rows stacked}, new arrays."""
+        spec = self.spec
+        if n > self.largest:  # several calls: run() holds every piece's new states until all succeeded
+            stop = start + n
+            outputs, new = self.run(
+                chunks, {name: rows(slabs[name], spec.state_port(name).batch_axis, start, stop) for name in spec.state_names}
+            )
+            for name, value in new.items():
+                np.copyto(rows(slabs[name], spec.state_port(name).batch_axis, start, stop), value)
+            return outputs
+        with self._lock:
+            bucket = self._buckets[self.size_for(n)]
+            for port in spec.inputs:
+                np.copyto(self._chunk_region(bucket, port.name, n), chunks[port.name])
+            for name in spec.state_names:
+                np.copyto(self._state_region(bucket, name, n), rows(slabs[name], spec.state_port(name).batch_axis, start, start + n))
+            self._pad(bucket, n)
+            self._infer(bucket)
+            outputs = {p.name: rows(bucket.outputs[p.name], p.batch_axis, 0, n).copy() for p in spec.outputs}
+            for s in spec.states:
+                axis = s.port.batch_axis
+                np.copyto(rows(slabs[s.input], axis, start, start + n), rows(bucket.outputs[s.output], axis, 0, n))
+            for c in spec.contexts:
+                np.copyto(rows(slabs[c.state], spec.state_port(c.state).batch_axis, start, start + n), self._context_tail(bucket, c, n))
+        return outputs
+
     # -- buffers
 
     def _chunk_region(self, bucket: _Bucket, name: str, m: int) -> np.ndarray:

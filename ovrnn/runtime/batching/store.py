@@ -38,6 +38,20 @@ class StateStore:
         """A free slot, None when every slot is held."""
         return self.free.pop() if self.free else None
 
+    def take_run(self, n: int) -> int | None:
+        """n free slots in a row (a ``StreamGroup``'s: its states are rows start:start+n of every
+        slab): the lowest such run's start, its slots taken; None when no run of n is free."""
+        free = np.sort(np.fromiter(self.free, np.intp, len(self.free)))
+        if len(free) < n:
+            return None
+        # a run of n starts at free[i] when free[i + n - 1] == free[i] + n - 1 (the slots are distinct)
+        starts = np.nonzero(free[n - 1 :] - free[: len(free) - n + 1] == n - 1)[0]
+        if not len(starts):
+            return None
+        start = int(free[starts[0]])
+        self.free = [slot for slot in self.free if not start <= slot < start + n]
+        return start
+
     def give_back(self, slot: int) -> None:
         self.free.append(slot)
 

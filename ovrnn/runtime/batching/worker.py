@@ -35,6 +35,7 @@ class StreamHandle:
 
     __slots__ = (
         "fed",
+        "group",
         "id",
         "in_flight",
         "last_used",
@@ -55,6 +56,7 @@ class StreamHandle:
         self.open, self.why = True, ""
         self.last_used = now
         self.fed = False  # its first chunk was queued (its time is in the worker's `first` by slot)
+        self.group = None  # the StreamGroup it is a member of (fed only through it: stream_group.py)
 
     def __repr__(self) -> str:
         return f"<stream {self.id} on worker {self.worker}{'' if self.open else ', closed'}>"
@@ -205,7 +207,9 @@ class Worker:
         if had_ready:
             self.heap = [entry for entry in self.heap if entry[2] is not stream]
             heapq.heapify(self.heap)
-        if not stream.in_flight:
+        if stream.group is not None:  # a group's member: its slot stays the group's until the group closes
+            stream.group.gone += 1
+        elif not stream.in_flight:
             self.store.give_back(stream.slot)
         self.streams.pop(stream.id, None)
         if had_items:  # its failed chunks to hand over, the heap changed: else nothing for the worker to do (no wake-up)
@@ -262,7 +266,8 @@ class Worker:
             return
         self._next_idle_check = now + min(self.idle_timeout / 4, 1.0)
         for stream in list(self.streams.values()):
-            if not stream.queue and not stream.in_flight and now - stream.last_used > self.idle_timeout:
+            used = stream.last_used if stream.group is None else max(stream.last_used, stream.group.last_used)  # fed with its group
+            if not stream.queue and not stream.in_flight and now - used > self.idle_timeout:
                 self.close(
                     stream,
                     f"idle for more than {self.idle_timeout:g} s, idle_timeout_s={self.idle_timeout:g}",
