@@ -32,7 +32,7 @@ import numpy as np
 from ...errors import OverloadedError, StreamClosedError, UsageError
 from .. import engine
 from . import stream_group
-from .admit import admit, enqueue_all, fit
+from .admit import _count, _seconds, admit, enqueue_all, fit
 from .interrupts import critical, install
 from .spec import StreamSpec
 from .stats import collect
@@ -490,18 +490,3 @@ class StreamBatcher:
                 raise UsageError(f"input '{name}': one stream's chunk is shape {list(shape)} (or {list(bare)}), got {list(array.shape)}")
             out[name] = np.array(fit(array, dtype, f"input '{name}'"), dtype=dtype, copy=True).reshape(shape)
         return out
-
-
-def _count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise UsageError(f"{name}: expected a whole number of 1 or more, got {value!r}")
-
-
-def _seconds(name: str, value, zero: bool = False) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (value >= 0 if zero else value > 0)
-        or not math.isfinite(value)
-    ):
-        raise UsageError(f"{name}: expected a finite number {'of 0' if zero else 'above 0'}{' or more' if zero else ''}, got {value!r}")
