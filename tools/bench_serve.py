@@ -28,6 +28,9 @@ Sides, each single-threaded where it computes (onnxruntime intra = inter = 1, no
                (a Future per chunk), the worker thread runs the batches
   batcher_w2   ovrnn.StreamBatcher, 2 workers on 2 cores, a feeding thread per worker (its streams
                opened with open(worker=k)), feed_many (figure: streams ÷ the 1-worker figure)
+  batcher_p2   ovrnn.StreamBatcher(workers=2, processes=True): 2 worker processes on 2 cores, fed by ONE
+               serving thread (feed_many per wake-up, one message per worker process); the serving and
+               worker processes' cores used and run-queue waits reported apart (figure: ÷ the 1-worker figure)
   (cost only, with batcher) batcher_group: feed_group, the same per-stream chunks stacked by the side
                in the timed call, one stacked result
   (cost only, with batcher) batcher_open_group: the N streams opened once as one group (open_group: slots
@@ -87,6 +90,11 @@ TARGETS = {  # figure: (target, ">=" or "<=", what)
         "one-step LSTM H=128, 256 streams: batcher open_group µs per stream-chunk ÷ onnxruntime batched by hand",
     ),
     "two_workers_vs_one": (1.7, ">=", "silero VAD: streams served by 2 workers on 2 cores ÷ by 1 worker on 1 core"),
+    "two_worker_processes_vs_one": (
+        1.7,
+        ">=",
+        "silero VAD: streams served by 2 worker processes (processes=True) on 2 cores ÷ by 1 worker on 1 core",
+    ),
 }
 
 
@@ -226,6 +234,18 @@ def figures(R: dict) -> dict:
             "gil_cores": [at("batcher").get("gil_cores"), at("batcher_w2").get("gil_cores")],
             "runqueue_wait": [at("batcher").get("runqueue_wait"), at("batcher_w2").get("runqueue_wait")],
         }
+    procs = sil.get("streams", {}).get("batcher_p2", {})
+    if one and procs.get("streams"):
+        at = procs.get("at") or {}
+        out["two_worker_processes_vs_one"] = {
+            "value": procs["streams"] / one,
+            "one_worker": one,
+            "two_worker_processes": procs["streams"],
+            "cores_used": at.get("cores_used"),
+            "runqueue_wait": at.get("runqueue_wait"),
+            "serving_process": [at.get("parent_cores"), at.get("parent_runqueue_wait")],
+            "worker_processes": [at.get("worker_cores"), at.get("worker_runqueue_wait")],
+        }
     for key, f in out.items():
         target, sense, _ = TARGETS[key]
         f["met"] = f["value"] >= target if sense == ">=" else f["value"] <= target
@@ -265,6 +285,7 @@ LABELS = {
     "batcher_open_group": "ovrnn.StreamBatcher, cost through open_group: one group of the N streams (registered once, "
     "slots contiguous, states bound in place), group.feed of the chunks stacked in the timed call",
     "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores: feed_many from a thread per worker",
+    "batcher_p2": "ovrnn.StreamBatcher, 2 worker processes (processes=True), 2 cores: feed_many from one serving thread",
     "step": "ovrnn BatchedStep by hand (serving thread, no queue)",
 }
 
@@ -303,7 +324,7 @@ def render(R: dict) -> list[str]:
         cost = entry.get("cost", {})
         for side in SIDES:
             s = entry["streams"].get(side)
-            c = (cost.get("per_chunk_us") or {}).get(side if side != "batcher_w2" else "")
+            c = (cost.get("per_chunk_us") or {}).get(side if side not in ("batcher_w2", "batcher_p2") else "")
             if s is None and c is None:
                 continue
             spread = cost.get("spread_us", {}).get(side)
@@ -319,6 +340,12 @@ def render(R: dict) -> list[str]:
                 f"{fmt_ms(at.get('p50_ms'))} / {fmt_ms(at.get('p99_ms'))} | {fmt_ms(at.get('mean_batch'))} "
                 f"| {at.get('cores_used', '')} / {at.get('runqueue_wait', '')}"
                 + (f" ({at['infer_cores']} + {at['gil_cores']})" if "gil_cores" in at else "")
+                + (
+                    f" (serving {at['parent_cores']} / {at['parent_runqueue_wait']}, "
+                    f"workers {at['worker_cores']} / {at['worker_runqueue_wait']})"
+                    if "worker_cores" in at
+                    else ""
+                )
                 + " |"
             )
         for extra in ("batcher_group", "batcher_open_group"):  # cost-only sides

@@ -205,20 +205,25 @@ class Child:
             handles = [handles[k] for k in keep.tolist()]
         else:
             keep = None
-        results = self._run(handles, rows if keep is None else rows[keep]) if handles else []
-        places = range(len(handles)) if keep is None else keep.tolist()
-        ok_rows, ok = [], []
-        for k, place in enumerate(places):
-            r = results[k]
-            if isinstance(r, BaseException):
-                errors[place] = portable_error(r)
-            else:
-                ok.append(r)
-                ok_rows.append(rows[place])
-        if ok:
-            at = np.array(ok_rows, np.intp)
+        kept = rows if keep is None else rows[keep]
+        results = self._run(handles, kept) if handles else []
+        if type(results) is dict:  # the direct path: every chunk's outputs, stacked in row order
             for name in self.outs:
-                self.arena.outputs[name][at] = np.stack([r[name] for r in ok])
+                self.arena.outputs[name][kept] = results[name]
+        else:
+            places = range(len(handles)) if keep is None else keep.tolist()
+            ok_rows, ok = [], []
+            for k, place in enumerate(places):
+                r = results[k]
+                if isinstance(r, BaseException):
+                    errors[place] = portable_error(r)
+                else:
+                    ok.append(r)
+                    ok_rows.append(place)
+            if ok:
+                at = rows[np.array(ok_rows, np.intp)]
+                for name in self.outs:
+                    self.arena.outputs[name][at] = np.stack([r[name] for r in ok])
         out, start = [], 0
         for m in run:
             n = len(m[2])
@@ -231,17 +236,45 @@ class Child:
         stacked = [self.arena.inputs[name][rows] for name in self.names]  # copies: the parent may reuse the rows after
         b = self.b
         if not b._index_limits and len(set(map(id, handles))) == len(handles):
-            from .group import feed_rows
-
-            direct = feed_rows(b, [(h, None) for h in handles], stacked, True)
-            if direct is not None:
-                return direct
+            try:
+                outputs = direct(b, handles, stacked)
+            except Exception as exc:  # noqa: BLE001 - the group failed as one (no state moved): every chunk gets the error
+                return [exc] * len(handles)
+            if outputs is not None:
+                return outputs
         names = self.names
         chunks = [(h, dict(zip(names, row))) for h, row in zip(handles, zip(*stacked))]
         return b.feed_many(chunks, return_exceptions=True)
 
     def _gone_error(self, sid: int) -> StreamClosedError:
         return StreamClosedError(f"stream {sid} is closed ({self.gone.get(sid, 'closed')}); open a new one with open()")
+
+
+def direct(b, handles: list, stacked: list) -> dict | None:
+    """`handles`' chunks ([n, *chunk shape] per input) run at once on this thread when every stream
+    is distinct, idle, and the worker too (``group.feed_rows``'s path, its outputs kept stacked:
+    {output: [n, *one stream's output shape]}); None when not (nothing was taken). A failed call
+    raises, and no state moved."""
+    from .group import _release, _run, _take
+
+    worker = b._workers[0]
+    with worker.cond:
+        taken = _take(worker, handles, b)
+        claimed = taken is not None and worker.claim()
+        if taken is not None and not claimed:
+            for h in handles:
+                h.in_flight = False
+    if not claimed:
+        return None
+    inputs = {}
+    for port, array in zip(b.spec.inputs, stacked):  # [n, ..., 1 at the batch axis, ...] -> n on the batch axis
+        axis = port.batch_axis
+        inputs[port.name] = array.reshape(array.shape[:1] + array.shape[2:]) if axis == 0 else np.moveaxis(array.squeeze(axis + 1), 0, axis)
+    try:
+        outputs = _run(worker, handles, inputs, len(handles), taken)
+    finally:
+        _release(worker)
+    return {p.name: np.expand_dims(np.moveaxis(outputs[p.name], p.batch_axis, 0), p.batch_axis + 1) for p in b.spec.outputs}
 
 
 def main(argv: list[str]) -> int:

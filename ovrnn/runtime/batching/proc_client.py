@@ -103,6 +103,19 @@ class Calls:
         for sink, places in sinks:
             sink.wait()
             outputs, errors = sink.outputs, sink.errors
+            if not errors:  # each chunk's rows: views of the copied rows, made by iterating them in C
+                names = list(outputs)
+                rows = (
+                    [{names[0]: r} for r in outputs[names[0]]]
+                    if len(names) == 1
+                    else [dict(zip(names, rs)) for rs in zip(*outputs.values())]
+                )
+                if len(places) == len(out):
+                    out = rows
+                else:
+                    for place, row in zip(places, rows):
+                        out[place] = row
+                continue
             for k, place in enumerate(places):
                 error = errors.get(k) if errors else None
                 if error is not None:
