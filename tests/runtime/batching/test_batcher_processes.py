@@ -181,9 +181,26 @@ def test_a_killed_worker_process_fails_its_calls_and_closes_its_streams(silero_s
     assert all(gone(p) for p in b.workers_pids())
 
 
+def test_idle_streams_are_closed_in_their_worker_process_and_told(silero_spec):
+    """idle_timeout_s in a worker process: the stream is closed there; its next feed raises the
+    in-process error, and the slot counts as free for open() (max_streams=1)."""
+    chunk = audio_chunks(7, 1)[0]
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1,), workers=1, processes=True, idle_timeout_s=0.2, max_streams=1) as b:
+        s = b.open()
+        b.feed(s, {"input": chunk})
+        time.sleep(0.6)
+        with pytest.raises(StreamClosedError, match=rf"^stream {s.id} is closed \(idle for more than 0.2 s, idle_timeout_s=0.2\)"):
+            b.feed(s, {"input": chunk})
+        t = b.open()  # the idle stream's slot is free again
+        assert b.feed(t, {"input": chunk})["output"].shape == (1, 1)
+        assert b.stats()["idle_closed"] == 1
+
+
 SCRIPT = textwrap.dedent(
     """
-    import sys, time, numpy as np, ovrnn
+    import sys
+    sys.path.insert(0, sys.argv[2])  # ovrnn found by the script's own sys.path, not PYTHONPATH: the workers find it too
+    import time, numpy as np, ovrnn
     from ovrnn.examples import STREAM_MODEL
     b = ovrnn.StreamBatcher(STREAM_MODEL, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), workers=2, processes=True)
     print(*b.workers_pids(), flush=True)
@@ -201,12 +218,15 @@ SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize("how", ["exit without shutdown", "ctrl-c while feeding"])
 def test_no_worker_process_outlives_its_batcher(how, tmp_path):
     """A script that leaves its process batcher open and exits, or is interrupted (SIGINT) while it
-    feeds: it exits, and its worker processes are gone."""
+    feeds: it exits, and its worker processes are gone. The script finds ovrnn through its own
+    sys.path (no PYTHONPATH, as a script next to a checkout): so do its worker processes."""
     script = tmp_path / "serve.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     arg = "exit" if how.startswith("exit") else "loop"
-    proc = subprocess.Popen([sys.executable, str(script), arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), arg, str(ROOT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+    )
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2, proc.stderr.read()
     assert proc.stdout.readline().strip() == "fed"
