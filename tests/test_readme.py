@@ -305,3 +305,14 @@ def test_cpu_folds_the_chain_with_runtime_sequence_lens():
     report = ovrnn.validate(DEMO_MODEL)
     assert report.passed and report.runtime_layer_types.get("RNNSeq") == 2  # one per direction
     assert "RNNCell" not in report.runtime_layer_types
+
+
+def test_the_cpu_form_example_is_the_measured_tables():
+    """README: "on the Intel Xeon of its table: MatMul steps for GRU with `linear_before_reset=0` ...; a CPU with no row keeps
+    the cells" (the second half: tests/device/test_cpu_forms.py's note for an unmeasured machine)."""
+    from ovrnn.device import cpu_forms
+
+    assert "on the Intel Xeon of its table: MatMul steps for GRU with `linear_before_reset=0`" in " ".join(README.split())
+    xeon = [e for e in cpu_forms.load_table() if "Xeon" in e["cpu"]]
+    assert xeon and all(r["choice"] == "matmul" for e in xeon for r in e["rows"] if r["op"] == "GRU")
+    assert any(r["op"] == "GRU" for e in xeon for r in e["rows"])
