@@ -26,6 +26,15 @@ def model_file(tmp_path):
     return path, model, feeds
 
 
+@pytest.fixture()
+def ir_file(tmp_path, model_file):
+    """model_file converted by `ovrnn convert` to tmp_path/m.xml (and m.bin)."""
+    xml = tmp_path / "m.xml"
+    proc = ovrnn_cli("convert", model_file[0], "-o", xml)
+    assert proc.returncode == 0, proc.stderr
+    return xml
+
+
 def test_convert_creates_folder_and_files(tmp_path, model_file):
     path, _, _ = model_file
     out = tmp_path / "a" / "b" / "model.xml"
@@ -62,10 +71,9 @@ def test_convert_with_input_shape(tmp_path):
     assert [c.steps for c in report.chains] == [6]
 
 
-def test_run_with_npy_inputs_writes_npz(tmp_path, model_file):
-    path, model, feeds = model_file
-    xml = tmp_path / "m.xml"
-    assert ovrnn_cli("convert", path, "-o", xml).returncode == 0
+def test_run_with_npy_inputs_writes_npz(tmp_path, model_file, ir_file):
+    _, model, feeds = model_file
+    xml = ir_file
     args = []
     for name, value in feeds.items():
         np.save(tmp_path / f"{name}.npy", value)
@@ -79,21 +87,17 @@ def test_run_with_npy_inputs_writes_npz(tmp_path, model_file):
         np.testing.assert_allclose(out[name], want[name], atol=2e-5, rtol=2e-5)
 
 
-def test_run_missing_input(tmp_path, model_file):
-    path, _, feeds = model_file
-    xml = tmp_path / "m.xml"
-    ovrnn_cli("convert", path, "-o", xml)
+def test_run_missing_input(tmp_path, model_file, ir_file):
+    _, _, feeds = model_file
+    xml = ir_file
     np.save(tmp_path / "x.npy", feeds["X"])
     proc = ovrnn_cli("run", xml, "--input", f"X={tmp_path / 'x.npy'}")
     assert proc.returncode == 2
     assert proc.stderr == "error: input 'sequence_lens' is missing (give every input: X, sequence_lens, initial_h)\n"
 
 
-def test_run_unknown_device_lists_available(tmp_path, model_file):
-    path, _, _ = model_file
-    xml = tmp_path / "m.xml"
-    ovrnn_cli("convert", path, "-o", xml)
-    proc = ovrnn_cli("run", xml, "--device", "NPU")  # a real OpenVINO device this machine lacks: a device failure
+def test_run_unknown_device_lists_available(ir_file):
+    proc = ovrnn_cli("run", ir_file, "--device", "NPU")  # a real OpenVINO device this machine lacks: a device failure
     assert proc.returncode == 3
     assert proc.stderr.startswith("error: device 'NPU' is not available on this machine (available: ")
     assert "CPU" in proc.stderr and proc.stderr.count("\n") == 1
@@ -126,20 +130,18 @@ def test_run_unknown_device_lists_available(tmp_path, model_file):
     ],
     ids=["unknown-FOO", "near-CPU", "near-GPU-inside-hetero"],
 )
-def test_unknown_device_is_a_usage_error_with_a_suggestion(tmp_path, model_file, device, message):
+def test_unknown_device_is_a_usage_error_with_a_suggestion(tmp_path, model_file, ir_file, device, message):
     path, _, _ = model_file
-    xml = tmp_path / "m.xml"
-    ovrnn_cli("convert", path, "-o", xml)
+    xml = ir_file
     for args in (["run", xml], ["validate", path], ["convert", path, "-o", tmp_path / "x.xml", "--lowering", "auto"]):
         proc = ovrnn_cli(*args, "--device", device)
         assert (proc.returncode, proc.stderr) == (2, message), args
     assert not (tmp_path / "x.xml").exists()
 
 
-def test_device_names_are_case_insensitive(tmp_path, model_file):
+def test_device_names_are_case_insensitive(tmp_path, model_file, ir_file):
     path, _, feeds = model_file
-    xml = tmp_path / "m.xml"
-    ovrnn_cli("convert", path, "-o", xml)
+    xml = ir_file
     np.savez(tmp_path / "in.npz", **feeds)
     proc = ovrnn_cli("run", xml, "--device", "cpu", "--input", tmp_path / "in.npz")
     assert proc.returncode == 0, proc.stderr
@@ -196,10 +198,8 @@ def test_validate_bf16_model_without_onnxruntime(tmp_path):
     assert "onnxruntime: does not support this model" in proc.stdout
 
 
-def test_inspect_text_and_json(tmp_path, model_file):
-    path, _, _ = model_file
-    xml = tmp_path / "m.xml"
-    ovrnn_cli("convert", path, "-o", xml)
+def test_inspect_text_and_json(tmp_path, ir_file):
+    xml = ir_file
     text = ovrnn_cli("inspect", xml)
     assert text.returncode == 0
     assert "  rnn fwd: 4 steps, Relu, RNNCell, hidden 5, W shared by 4 cells" in text.stdout
@@ -216,10 +216,9 @@ def test_demo():
     assert "[4/4] validate" in proc.stdout and "RNNCell" in proc.stdout
 
 
-def test_run_refuses_out_of_range_lengths(tmp_path, model_file):
-    path, _, feeds = model_file
-    xml = tmp_path / "m.xml"
-    ovrnn_cli("convert", path, "-o", xml)
+def test_run_refuses_out_of_range_lengths(tmp_path, model_file, ir_file):
+    _, _, feeds = model_file
+    xml = ir_file
     bad = dict(feeds, sequence_lens=np.array([4, 9], np.int32))
     np.savez(tmp_path / "in.npz", **bad)
     proc = ovrnn_cli("run", xml, "--input", tmp_path / "in.npz")
