@@ -28,9 +28,9 @@ Sides, each single-threaded where it computes (onnxruntime intra = inter = 1, no
                (a Future per chunk), the worker thread runs the batches
   batcher_w2   ovrnn.StreamBatcher, 2 workers on 2 cores, a feeding thread per worker (its streams
                opened with open(worker=k)), feed_many (figure: streams ÷ the 1-worker figure)
-  batcher_p2   ovrnn.StreamBatcher(workers=2, processes=True): 2 worker processes on 2 cores, fed by ONE
-               serving thread (feed_many per wake-up, one message per worker process); the serving and
-               worker processes' cores used and run-queue waits reported apart (figure: ÷ the 1-worker figure)
+  batcher_p2   ovrnn.StreamBatcher(workers=2, processes=True): 2 worker processes on 2 cores, fed as
+               batcher_w2 (a thread per worker, feed_many: one message to its worker process); the serving
+               and worker processes' cores used and run-queue waits reported apart (figure: ÷ the 1-worker figure)
   (cost only, with batcher) batcher_group: feed_group, the same per-stream chunks stacked by the side
                in the timed call, one stacked result
   (cost only, with batcher) batcher_open_group: the N streams opened once as one group (open_group: slots
@@ -285,7 +285,7 @@ LABELS = {
     "batcher_open_group": "ovrnn.StreamBatcher, cost through open_group: one group of the N streams (registered once, "
     "slots contiguous, states bound in place), group.feed of the chunks stacked in the timed call",
     "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores: feed_many from a thread per worker",
-    "batcher_p2": "ovrnn.StreamBatcher, 2 worker processes (processes=True), 2 cores: feed_many from one serving thread",
+    "batcher_p2": "ovrnn.StreamBatcher, 2 worker processes (processes=True), 2 cores: feed_many from a thread per worker",
     "step": "ovrnn BatchedStep by hand (serving thread, no queue)",
 }
 

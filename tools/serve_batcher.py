@@ -318,19 +318,19 @@ class StepSide:
 
 
 class ProcessSide(BatcherSide):
-    """ovrnn.StreamBatcher(workers=2, processes=True): two worker processes, fed by ONE serving thread
-    (play_single, as the 1-worker side): every arrived chunk in one feed_many per wake-up, one message
-    per worker process; streams placed by open()'s default (id mod 2). The worker processes' CPU and
-    run-queue seconds are read from /proc (they are not this process's)."""
+    """ovrnn.StreamBatcher(workers=2, processes=True): two worker processes, fed as batcher_w2 is fed
+    (a gateway thread per worker, its streams opened with open(worker=k), feed_many per wake-up: one
+    message to its worker process; while one thread waits for its worker, the other prepares its
+    next call). The worker processes' CPU and run-queue seconds are read from /proc (they are not
+    this process's)."""
 
-    max_batch = 512  # a wake-up hands over at most the largest compiled size per worker
     infer_seconds = None  # OpenVINO runs in the worker processes: their CPU is read from /proc
 
     def __init__(self, model, workers: int = 2):
         import ovrnn
 
         self.m, self.workers = model, workers
-        self.threaded = False
+        self.threaded = workers > 1
         spec = stream_spec(model)
         self.b = ovrnn.StreamBatcher(
             spec, workers=workers, processes=True, max_streams=MAX_STREAMS, max_pending=1000, chunk_seconds=model.period
@@ -338,11 +338,6 @@ class ProcessSide(BatcherSide):
         self.h: dict[int, object] = {}
         self.pool = model.pool.reshape(len(model.pool), *spec.chunk_shape(model.x))
         self.exited_wait = 0.0
-
-    def open(self, slot: int) -> None:
-        if slot in self.h:
-            self.b.close(self.h[slot])
-        self.h[slot] = self.b.open()
 
     def child_seconds(self) -> tuple[float, float]:
         """(CPU seconds, run-queue seconds) the worker processes have used so far, summed."""

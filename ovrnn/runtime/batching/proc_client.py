@@ -184,7 +184,22 @@ class Calls:
     # -- helpers
 
     def _stacked_rows(self, group: list) -> list[np.ndarray]:
-        """The chunks, checked, one array per input [n, *chunk shape] (one copy)."""
+        """The chunks, checked, one array per input [n, *chunk shape] (one copy). The common call,
+        exact dicts of exact arrays, by np.array of the list (3x faster than np.stack, which makes
+        a view per chunk); anything else as StreamBatcher checks it, with its errors."""
+        ports = self._chunk_ports
+        if group and set(map(type, group)) == {dict} and sum(map(len, group)) == len(group) * len(ports):
+            try:
+                stacked = []
+                for name, (shape, _, dtype) in ports.items():
+                    array = np.array([d[name] for d in group])
+                    if array.dtype != dtype or array.shape[1:] != shape:
+                        break
+                    stacked.append(array)
+                else:
+                    return stacked
+            except (KeyError, ValueError, TypeError):  # a missing input, shapes that differ: each one checked below
+                pass
         stacked = self._stack(group)
         if stacked is None:
             copies = [self._chunk(inputs) for inputs in group]
@@ -195,11 +210,14 @@ class Calls:
         """Admit and send one call's chunks: [(sink, [place in the call of its k-th chunk])], one
         per worker. All or none: a refusal sends nothing."""
         n = len(streams)
+        one = streams[0].worker if type(streams[0]) is StreamHandle else None
         for s in streams:
             if type(s) is not StreamHandle or s.owner is not self:
                 raise UsageError(f"expected a stream this batcher's open() returned, got {s!r}")
+            if s.worker != one:
+                one = None
         groups = []
-        if len(self._procs) == 1 or all(s.worker == streams[0].worker for s in streams):
+        if one is not None:
             groups.append((self._procs[streams[0].worker], list(range(n))))
         else:
             for p in self._procs:
@@ -222,9 +240,15 @@ class Calls:
             sinks, messages = [], []
             with self._lock:
                 with self._counts:
-                    counts: dict[int, int] = {}
                     limit = self.max_pending
-                    for s in streams:
+                    for s in streams:  # the common call: every stream open and below its limit (a stream twice: counted below)
+                        if not s.open or s.pending >= limit:
+                            break
+                    else:
+                        if len({s.id for s in streams}) == n:
+                            limit = None
+                    counts: dict[int, int] = {}
+                    for s in streams if limit is not None else ():
                         if not s.open:
                             raise StreamClosedError(f"stream {s.id} is closed ({s.why}); open a new one with open()")
                         count = counts[s.id] = counts.get(s.id, s.pending) + 1
