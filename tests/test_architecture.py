@@ -199,6 +199,7 @@ TOOLKIT_DEFINES = {
     "subgraphs",
     "all_nodes",
     "all_graphs",
+    "walk_bodies_first",
     "producers",
     "consumers",
     "upstream",
