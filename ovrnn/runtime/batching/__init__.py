@@ -4,13 +4,15 @@
 * ``BatchedStep``: the stateless model compiled at static batch sizes; ``run`` one chunk of n
   streams with their states in and out (what a Ray Serve replica calls).
 * ``StreamBatcher`` (``ovrnn.StreamBatcher``): streams opened and fed one chunk at a time; worker
-  threads own the compiled sizes and each stream's state (docs/batching.md).
+  threads own the compiled sizes and each stream's state (docs/batching.md); ``open_group`` a
+  ``StreamGroup`` of streams fed only together, one stacked batch a call.
 """
 
 from .batcher import StreamBatcher
 from .spec import Context, Port, StatePair, StreamSpec
 from .step import DEFAULT_SIZES, BatchedStep
 from .store import StateStore
+from .stream_group import StreamGroup
 from .worker import StreamHandle
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "StatePair",
     "StateStore",
     "StreamBatcher",
+    "StreamGroup",
     "StreamHandle",
     "StreamSpec",
 ]

@@ -425,16 +425,17 @@ class StreamBatcher:
             )
 
     def _stack(self, group: list) -> list[np.ndarray] | None:
-        """Many streams' chunks copied by one np.stack per input (in ``spec.inputs`` order, each
-        [len(group), *chunk shape]) when each is exactly {input: array of its chunk shape and
-        dtype}; else None (each one is then checked through ``_chunk``)."""
+        """Many streams' chunks copied by one np.array per input (in ``spec.inputs`` order, each
+        [len(group), *chunk shape]; np.stack's per-chunk views cost twice its time) when each is
+        exactly {input: array of its chunk shape and dtype}; else None (each one is then checked
+        through ``_chunk``)."""
         ports = self._chunk_ports
         n = len(ports)
-        if group and all(type(d) is dict and len(d) == n for d in group):
+        if group and set(map(type, group)) == {dict} and set(map(len, group)) == {n}:  # in C: ~3x the generator's speed
             try:
                 stacked = []
                 for name, (shape, _, dtype) in ports.items():
-                    array = np.stack([d[name] for d in group])
+                    array = np.array([d[name] for d in group])  # shapes that differ: ValueError
                     if array.dtype != dtype or array.shape[1:] != shape:
                         return None
                     stacked.append(array)

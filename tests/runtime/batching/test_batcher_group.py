@@ -220,3 +220,18 @@ def test_direct_groups_keep_each_streams_lag_and_a_reused_slot_starts_fresh(sile
         assert again.slot == streams[0].slot and b.stats()["lag_s"][again.id] == 0.0
         b.feed(again, {"input": audio_chunks(50, 1)[0]})
         assert (b.stats()["lag_s"][again.id] > seconds) == bool(behind)  # its one chunk's wait and run, from when it was fed
+
+
+def test_feed_many_of_mixed_chunk_forms_equals_each_stream_alone(silero_spec, alone):
+    """_stack copies the chunks with one np.array per input only when every chunk is exactly its
+    shape and dtype; a bare [512] chunk, a float64 one, a list, and a wrong shape make it go
+    through _chunk one by one: the same results, the same refusal, nothing queued."""
+    audio = [audio_chunks(900 + i, 1)[0] for i in range(4)]
+    forms = [audio[0], audio[1].reshape(512), audio[2].astype(np.float64), audio[3].tolist()]
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1, 4)) as b:
+        streams = [b.open() for _ in range(4)]
+        for i, result in enumerate(b.feed_many([(s, {"input": f}) for s, f in zip(streams, forms)])):
+            assert np.array_equal(result["output"], run_alone(alone, silero_spec, [audio[i]])[0][0])
+        with pytest.raises(UsageError, match=r"^input 'input': one stream's chunk is shape \[1, 512\] \(or \[512\]\), got \[1, 511\]$"):
+            b.feed_many([(streams[0], {"input": audio[0]}), (streams[1], {"input": audio[1][:, :511]})])
+        assert b.stats()["chunks"] == 4
