@@ -16,7 +16,7 @@ from pathlib import Path
 import onnx
 import pytest
 from cases import Case, make_model
-from conftest import ovrnn_cli
+from conftest import load_tool, ovrnn_cli
 
 from ovrnn import cli
 
@@ -316,3 +316,15 @@ def test_the_cpu_form_example_is_the_measured_tables():
     xeon = [e for e in cpu_forms.load_table() if "Xeon" in e["cpu"]]
     assert xeon and all(r["choice"] == "matmul" for e in xeon for r in e["rows"] if r["op"] == "GRU")
     assert any(r["op"] == "GRU" for e in xeon for r in e["rows"])
+
+
+def test_the_int8_bin_ratio_the_readme_gives(tmp_path):
+    """README: "the int8 .bin is 0.255× the f32 IR's for an LSTM H=256" (tools/bench.py --only compression's model, T=64,
+    I=256, forward; bytes, so exact here)."""
+    import ovrnn
+
+    claimed = float(re.search(r"the int8 \.bin\s+is ([\d.]+)× the f32 IR's for an LSTM H=256", README).group(1))
+    path = load_tool("bench").uneven_lstm(tmp_path / "q.onnx", 64, 256, 256, "forward")
+    f32 = len(ovrnn.convert_model(str(path)).bin)
+    int8 = len(ovrnn.convert_model(str(path), compress_weights="int8", max_weight_error=float("inf")).bin)
+    assert round(int8 / f32, 3) == claimed, int8 / f32

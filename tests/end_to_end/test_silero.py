@@ -130,3 +130,26 @@ def test_stateful_silero_streams_10_s_like_onnxruntime_with_the_state_carried_by
     assert_close(np.concatenate(got), np.concatenate(want).astype(np.float64), 2e-5, 2e-5, "speech probability per chunk")
     assert_close(stream.state["state"], state.astype(np.float64), 2e-5, 2e-5, "state after 10 s")
     assert np.ptp(np.concatenate(want)) > 0.05  # the probability moves: the state is exercised
+
+
+def test_the_error_table_of_the_docs_and_readme_is_what_validate_measures():
+    """docs/control_flow.md's silero table (max abs error vs onnxruntime and vs the float64 reference, per file and
+    --input) is what `ovrnn.validate` measures now, to its two digits; the README's summary ("largest error 1.2e-7 for
+    `silero_vad.onnx` at 16 kHz, 6.0e-6 at 8 kHz, 9.5e-6 over all six") is that table's."""
+    import re
+
+    page = (ROOT / "docs" / "control_flow.md").read_text()
+    rows = re.findall(r"^\| `(silero[\w.]+\.onnx)` \| (?:`([^`]+)`|\(none\)) \|[^|]*\|[^|]*\| ([\d.e+-]+) \| ([\d.e+-]+) \|$", page, re.M)
+    assert len(rows) == 7 and {f for f, *_ in rows} == {p.name for p in DATA.glob("*.onnx")}
+    for file, given, vs_ort, vs_ref in rows:
+        report = ovrnn.validate(str(DATA / file), input=given or None)
+        worst = {o: max(c.max_abs for c in report.comparisons if c.oracle == o) for o in ("onnxruntime", "reference")}
+        assert report.passed and (f"{worst['onnxruntime']:.1e}", f"{worst['reference']:.1e}") == (vs_ort, vs_ref), (file, given, worst)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    f16k, f8k, every = (
+        float(e)
+        for e in re.search(
+            r"largest error ([\d.e-]+) for `silero_vad.onnx` at 16 kHz, ([\d.e-]+) at 8 kHz, ([\d.e-]+) over all six", readme
+        ).groups()
+    )
+    assert (f16k, f8k, every) == (float(rows[0][2]), float(rows[1][2]), max(float(r[2]) for r in rows))
