@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import UnsupportedFeatureError, UsageError
+from .spec_args import context as context_spec
+from .spec_args import frozen_value, is_int, output_axis
 
 CONTEXT_SUFFIX = "/context"  # a context's state name: "input/context"
 
@@ -212,21 +214,19 @@ class StreamSpec:
                 'state: expected IN=OUT pairs such as "state=stateN" or '
                 '"initial_h=Y_h,initial_c=Y_c" (True: a lone recurrent node\'s own states)'
             )
+        from . import spec_args as check
         from .spec_read import read_source
 
+        if pairs is not True:
+            check.check_pairs(pairs)
+        context = check.table("context", context, "{input: length} or {input: (length, axis)}")
+        shapes = {n: check.shape(n, v) for n, v in check.table("shapes", shapes, "{input: per-stream shape}").items()}
+        frozen = check.table("frozen", frozen, "{input: value}")
+        batch = check.table("batch", batch, "{input or output: batch axis}")
         source, onnx_source, declared, outputs, pairs = read_source(model, pairs)
-        return _resolve(
-            source,
-            onnx_source,
-            declared,
-            outputs,
-            pairs,
-            context or {},
-            shapes or {},
-            frozen or {},
-            batch or {},
-            lowering,
-        )
+        check.check_pairs(pairs)
+        check.batch_names(batch, declared, outputs, frozen)
+        return _resolve(source, onnx_source, declared, outputs, pairs, context, shapes, frozen, batch, lowering)
 
 
 def _resolve(
@@ -245,7 +245,7 @@ def _resolve(
     for name in [*shapes, *frozen]:
         if name not in declared:
             raise UsageError(f"'{name}' is not an input of the model (inputs: {', '.join(declared)})")
-    frozen_values = {n: np.asarray(v, declared[n][0]) for n, v in frozen.items()}
+    frozen_values = {n: frozen_value(n, v, declared[n][0], declared[n][1]) for n, v in frozen.items()}
     if not onnx_source and frozen_values:
         raise UsageError(
             "frozen: an IR's inputs are frozen when it is converted (ovrnn convert "
@@ -334,7 +334,7 @@ def _batch_axis(name: str, dims: list, given, explicit, symbols: set) -> int:
     """Where the streams stack: asked (`batch`), else the model's dim named like a state's batch
     dim, else the one dynamic dim, else the one dynamic dim given as 1, else the one dim of 1."""
     if explicit is not None:
-        if not isinstance(explicit, (int, np.integer)) or not 0 <= explicit < len(dims):
+        if not is_int(explicit) or not 0 <= explicit < len(dims):
             raise UsageError(f"batch['{name}']: expected an axis from 0 to {len(dims) - 1}, got {explicit!r}")
         return int(explicit)
     named = [i for i, d in enumerate(dims) if isinstance(d, str) and d in symbols]
@@ -360,11 +360,10 @@ def _context(name: str, spec, ports: dict[str, Port]) -> Context:
     if name not in ports:
         raise UsageError(f"context: '{name}' is not a per-chunk input of the model (inputs: {', '.join(ports)})")
     port = ports[name]
-    length, axis = (spec, len(port.shape) - 1) if isinstance(spec, (int, np.integer)) else tuple(spec)
-    axis = int(axis) % len(port.shape)
+    length, axis = context_spec(name, spec, len(port.shape))
     if axis == port.batch_axis:
         raise UsageError(f"context['{name}']: axis {axis} is the batch axis; a context runs along the input's time axis")
-    if not isinstance(length, (int, np.integer)) or not 0 < length < port.shape[axis]:
+    if not 0 < length < port.shape[axis]:
         raise UsageError(
             f"context['{name}']: expected a length from 1 to {port.shape[axis] - 1} "
             f"(the input has {port.shape[axis]} on axis {axis}), got {length!r}"
@@ -407,6 +406,8 @@ def output_ports(spec, outputs: list[str], state_outputs: set[str], batch: dict)
                     + (f"; give it, e.g. batch={{'{name}': 0}}" if len(moved) > 1 else "")
                 )
             axis = moved[0]
+        else:
+            axis = output_axis(name, axis, s1, s2)
         port = Port(name, np.dtype(a.get_element_type().to_dtype()), tuple(s1), int(axis))
         if name in state_outputs:
             states[name] = port
