@@ -6,11 +6,20 @@ the worker's bookkeeping (a chunk popped from its queue and not yet in a batch, 
 not yet released, half of a batch's states scattered back) it would leave a stream in flight for
 ever, or a state half new. So, on the main thread, the batcher's Python around a batch is
 ``critical()``: a SIGINT that arrives there is held, and raised at the one place where a batch can
-fail atomically, OpenVINO's call (``window()`` in ``BatchedStep._infer``, before any state is
+fail atomically, OpenVINO's call (``in_window`` in ``BatchedStep._infer``, before any state is
 scattered back: no state written, every chunk of the batch gets ``BatchInterruptedError``, the
 interrupt goes on up), or when the critical part ends. ``install()`` (at ``StreamBatcher()``, on
 the main thread) replaces Python's default SIGINT handler by one that behaves the same outside
 these parts; a handler of the program's own is left alone (then the interrupt is not held).
+
+Python runs a signal's handler at a function's first bytecode and after a call returns, and an
+exception raised there skips whatever the function had left to do. So nothing here depends on a
+store that a handler could skip: the window is wherever ``_window``'s frame is on the stack (the
+handler looks), the depth of critical parts is changed only where a handler holds, and a raised
+KeyboardInterrupt stands for every SIGINT held before it (a held one is never raised again later).
+The window used to be a context manager whose ``__exit__`` restored the depth: a handler at that
+method's first bytecode raised before the depth came back, the rest of the part ran unprotected,
+and a later interrupt there left the worker claimed for ever (its ``shutdown()`` hung).
 """
 
 from __future__ import annotations
@@ -23,10 +32,19 @@ _held = [0, False]  # depth of critical parts open on the main thread, a SIGINT 
 
 
 def _handler(signum, frame):
-    if _held[0]:
+    if _held[0] > 0 and not _in_window(frame):
         _held[1] = True
         return
+    _held[1] = False  # this KeyboardInterrupt stands for any SIGINT held before it
     raise KeyboardInterrupt
+
+
+def _in_window(frame) -> bool:
+    while frame is not None:
+        if frame.f_code is _WINDOW:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def install() -> None:
@@ -34,44 +52,40 @@ def install() -> None:
         signal.signal(signal.SIGINT, _handler)
 
 
-def _raise_held() -> None:
-    if _held[1]:
-        _held[1] = False
-        raise KeyboardInterrupt
-
-
 class _Critical:
-    """Hold a SIGINT on the main thread until the part ends (or a ``window`` opens)."""
+    """Hold a SIGINT on the main thread until the part ends (or ``in_window`` runs OpenVINO's call)."""
+
+    __slots__ = ("main",)
 
     def __enter__(self):
-        if threading.get_ident() == _MAIN:
-            _held[0] += 1
+        self.main = threading.get_ident() == _MAIN
+        if self.main:
+            _held[0] += 1  # a handler before it raises (the part not entered), after it holds
 
     def __exit__(self, kind, exc, tb):
-        if threading.get_ident() == _MAIN:
-            _held[0] -= 1
+        if self.main:
+            _held[0] -= 1  # a handler before it holds; after it (depth 0) raises and drops what was held
             if not _held[0]:
-                if exc is None:
-                    _raise_held()
-                _held[1] = False  # an interrupt already on its way up
-
-
-class _Window:
-    """Inside a critical part: the place a held or arriving SIGINT is raised (the OpenVINO call)."""
-
-    def __enter__(self):
-        if threading.get_ident() == _MAIN:
-            _raise_held()
-            self.depth, _held[0] = _held[0], 0
-
-    def __exit__(self, kind, exc, tb):
-        if threading.get_ident() == _MAIN:
-            _held[0] = self.depth
+                pending, _held[1] = _held[1], False
+                if pending and not isinstance(exc, KeyboardInterrupt):
+                    raise KeyboardInterrupt  # the held Ctrl-C, once (another error on its way up is its context)
 
 
 def critical() -> _Critical:
     return _Critical()
 
 
-def window() -> _Window:
-    return _Window()
+def in_window(call):
+    """``call()`` (OpenVINO's call) inside a critical part: a SIGINT held so far is raised before it,
+    one arriving during it is raised when it returns (nothing of the batch is written yet)."""
+    if _held[1] and threading.get_ident() == _MAIN:
+        _held[1] = False
+        raise KeyboardInterrupt
+    return _window(call)
+
+
+def _window(call):
+    return call()  # the handler raises wherever this frame is on the stack
+
+
+_WINDOW = _window.__code__

@@ -25,7 +25,7 @@ from ...errors import UsageError
 from .. import engine
 from .admit import fit
 from .independence import check_batched
-from .interrupts import window
+from .interrupts import in_window
 from .spec import StreamSpec
 
 DEFAULT_SIZES = (1, 8, 32, 128, 256)
@@ -365,8 +365,7 @@ class BatchedStep:
 
     def _infer(self, bucket: _Bucket) -> None:
         try:
-            with window():  # a Ctrl-C held by the batcher lands here, before any state is written (interrupts.py)
-                bucket.infer()
+            in_window(bucket.infer)  # a Ctrl-C held by the batcher lands here, before any state is written (interrupts.py)
         except RuntimeError as exc:
             raise engine.inference_error(bucket.compiled.device, exc, {}) from None
         for i, buffer in bucket.unbound:
