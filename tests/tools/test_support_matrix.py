@@ -49,6 +49,7 @@ def test_readme_rows_are_the_tools_rows(op, cases):
 def test_readme_counts_match_the_case_table():
     assert (len(RNN_CASES), len(GRU_CASES), len(LSTM_CASES)) == (95, 87, 99)
     assert "95 RNN, 87 GRU and 99 LSTM" in SUPPORT
+    assert f"All {len(RNN_CASES) + len(GRU_CASES) + len(LSTM_CASES)} one-node models of the test table" in README
 
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
