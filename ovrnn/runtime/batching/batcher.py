@@ -24,7 +24,6 @@ import itertools
 import math
 import threading
 from concurrent.futures import Future
-from importlib import import_module
 from time import monotonic
 
 import numpy as np
@@ -38,6 +37,8 @@ from .spec import StreamSpec
 from .stats import collect
 from .step import DEFAULT_SIZES, BatchedStep
 from .worker import AsyncSink, StreamHandle, Waiter, Worker, _Control
+
+PROCESS_FORM: list = []  # the maker of StreamBatcher(processes=True), put here when the batching package loads (no import back)
 
 
 class StreamBatcher:
@@ -54,9 +55,9 @@ class StreamBatcher:
     reports each stream's lag behind real time. `pad`: as ``BatchedStep``'s. `threads`: CPU
     threads of one worker's call (1: a worker per core, what ``workers`` scales on). `check_rows`, `trust_indices`: as BatchedStep's."""
 
-    def __new__(cls, *args, processes: bool = False, **kwargs):  # processes=True: each worker a process (processes.py)
+    def __new__(cls, *args, processes: bool = False, **kwargs):  # True: each worker a process (PROCESS_FORM)
         if processes is not False:
-            return import_module(".processes", __package__).make(*args, processes=processes, **kwargs)
+            return PROCESS_FORM[0](*args, processes=processes, **kwargs)
         return super().__new__(cls)
 
     def __init__(

@@ -13,19 +13,19 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from ...errors import OverloadedError, StreamClosedError, UsageError
+from ...errors import OverloadedError, StreamClosedError, UsageError, WorkerDiedError
 from .batcher import StreamBatcher
+from .interrupts import critical
 from .worker import StreamHandle, _copy
-
-MAX_CALL = 4096  # chunks one message carries at most (a larger call goes in parts, each admitted on its own)
 
 
 class _Block:
     """A blocking caller's: released once its worker's reply came."""
 
-    __slots__ = ("errors", "lock", "outputs")
+    __slots__ = ("errors", "lock", "n", "outputs")
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, places: list) -> None:
+        self.n = len(places)
         self.lock = threading.Lock()
         self.lock.acquire()
         self.outputs, self.errors = None, None
@@ -35,7 +35,25 @@ class _Block:
         self.lock.release()
 
     def wait(self) -> None:
-        self.lock.acquire()
+        """Until the worker's reply. A Ctrl-C meanwhile: the chunks are in the worker process already
+        and it runs them; so wait for its reply (a second Ctrl-C stops waiting) and then raise the
+        KeyboardInterrupt saying what became of them: a caller must not feed them again blindly."""
+        try:
+            self.lock.acquire()
+        except KeyboardInterrupt:
+            try:
+                self.lock.acquire()
+            except KeyboardInterrupt:
+                raise KeyboardInterrupt(
+                    "interrupted twice while the call's chunks were in its worker process: they may have run (read state())"
+                ) from None
+            if not self.errors:
+                ran = "ran there (their streams' states moved; their outputs are dropped)"
+            elif len(self.errors) == self.n:
+                ran = "failed there (no state moved)"
+            else:
+                ran = "partly ran there (read state() before feeding them again)"
+            raise KeyboardInterrupt(f"interrupted while the call's chunks were in its worker process: they {ran}") from None
 
 
 class _Futures:
@@ -92,8 +110,6 @@ class Calls:
     def feed_many(self, chunks: list, return_exceptions: bool = False) -> list:
         """As ``StreamBatcher.feed_many``: one message per worker process for the whole call."""
         self._not_on_a_worker("feed_many()")
-        if len(chunks) > MAX_CALL:
-            return [r for k in range(0, len(chunks), MAX_CALL) for r in self.feed_many(chunks[k : k + MAX_CALL], return_exceptions)]
         if not chunks:
             return []
         streams = [stream for stream, _ in chunks]
@@ -138,8 +154,6 @@ class Calls:
         n = len(streams)
         if not n:
             raise UsageError("feed_group(): expected at least one stream")
-        if n > MAX_CALL:
-            raise UsageError(f"feed_group(): at most {MAX_CALL} streams a call with processes=True, got {n}")
         given = _stacked(self.spec, inputs, n)
         stacked = [np.expand_dims(np.moveaxis(given[p.name], p.batch_axis, 0), p.batch_axis + 1) for p in self.spec.inputs]
         sinks = self._dispatch(streams, stacked, _Block)
@@ -208,7 +222,9 @@ class Calls:
 
     def _dispatch(self, streams: list, stacked: list, make_sink) -> list:
         """Admit and send one call's chunks: [(sink, [place in the call of its k-th chunk])], one
-        per worker. All or none: a refusal sends nothing."""
+        per message. Every chunk is admitted before any is sent (a refusal sends nothing); a call
+        larger than half a worker's shared rows goes as several messages, each waiting for rows
+        the worker gives back as it answers the ones before."""
         n = len(streams)
         one = streams[0].worker if type(streams[0]) is StreamHandle else None
         for s in streams:
@@ -216,65 +232,80 @@ class Calls:
                 raise UsageError(f"expected a stream this batcher's open() returned, got {s!r}")
             if s.worker != one:
                 one = None
-        groups = []
         if one is not None:
-            groups.append((self._procs[streams[0].worker], list(range(n))))
+            groups = [(self._procs[one], list(range(n)))]
         else:
+            groups = []
             for p in self._procs:
                 places = [k for k, s in enumerate(streams) if s.worker == p.index]
                 if places:
                     groups.append((p, places))
-        for p, places in groups:
-            if not p.alive:  # its streams were closed when it ended: the closed stream's error
-                s = streams[places[0]]
-                raise StreamClosedError(f"stream {s.id} is closed ({s.why}); open a new one with open()")
-        taken = []
         names = list(self._chunk_ports)
+        sinks = []
         try:
-            for p, places in groups:  # in worker order: a caller waiting for rows holds none of a later worker's
-                rows = p.arena.take(len(places))
-                taken.append((p, rows))
-                index = None if len(places) == n else np.array(places, np.intp)
-                for name, array in zip(names, stacked):
-                    p.arena.inputs[name][rows] = array if index is None else array[index]
-            sinks, messages = [], []
-            with self._lock:
-                with self._counts:
-                    limit = self.max_pending
-                    for s in streams:  # the common call: every stream open and below its limit (a stream twice: counted below)
-                        if not s.open or s.pending >= limit:
-                            break
-                    else:
-                        if len({s.id for s in streams}) == n:
-                            limit = None
-                    counts: dict[int, int] = {}
-                    for s in streams if limit is not None else ():
-                        if not s.open:
-                            raise StreamClosedError(f"stream {s.id} is closed ({s.why}); open a new one with open()")
-                        count = counts[s.id] = counts.get(s.id, s.pending) + 1
-                        if count > limit:
-                            self._procs[s.worker].recorder.refused_pending += 1
-                            raise OverloadedError(
-                                f"stream {s.id} would have {count} chunks waiting (max_pending={limit}): the batcher is behind "
-                                "this stream; wait for a result before feeding more"
-                            )
-                    for s in streams:
-                        s.pending += 1
-                    for (p, places), (_, rows) in zip(groups, taken):
-                        req = next(self._reqs)
-                        sink = make_sink(places)
-                        handles = streams if len(places) == n else [streams[k] for k in places]
-                        p.inflight[req] = (handles, rows, sink)
-                        sids = np.fromiter([s.id for s in handles], np.int64, len(handles))
-                        messages.append((p, ("feed", req, sids, rows)))
-                        sinks.append((sink, places))
-                taken = []  # the requests own the rows now
-                for p, message in messages:
-                    self._send(p, message)
-            return sinks
-        finally:
-            for p, rows in taken:
-                p.arena.give_back(rows)
+            with critical():  # a Ctrl-C held: a message half written would leave its worker waiting for the rest for ever
+                self._send_parts(streams, stacked, groups, names, make_sink, sinks)
+        except KeyboardInterrupt:
+            if not sinks:
+                raise
+            raise KeyboardInterrupt(
+                "interrupted after the call's chunks were handed to its worker process: they run there "
+                "(read state() before feeding them again)"
+            ) from None
+        return sinks
+
+    def _send_parts(self, streams: list, stacked: list, groups: list, names: list, make_sink, sinks: list) -> None:
+        n = len(streams)
+        with self._lock:
+            with self._counts:
+                self._admit(streams, n)
+            for p, places in groups:
+                part = p.rows // 2
+                for start in range(0, len(places), part):
+                    mine = places[start : start + part]
+                    rows = p.arena.take(len(mine))  # free at once, unless this call is larger than `part`
+                    index = None if len(mine) == n else np.array(mine, np.intp)
+                    for name, array in zip(names, stacked):
+                        p.arena.inputs[name][rows] = array if index is None else array[index]
+                    handles = streams if index is None else [streams[k] for k in mine]
+                    sink = make_sink(mine)
+                    with self._counts:
+                        alive = p.alive
+                        if alive:
+                            req = next(self._reqs)
+                            p.inflight[req] = (handles, rows, sink)
+                    sinks.append((sink, mine))
+                    if not alive:  # it ended while this call waited for its rows: what it would have told
+                        p.arena.give_back(rows)
+                        sink.finish(
+                            None,
+                            dict.fromkeys(range(len(mine)), WorkerDiedError(f"the batcher's {p.why[4:]}; the call's chunks were not sent")),
+                        )
+                        continue
+                    self._send(p, ("feed", req, np.fromiter([s.id for s in handles], np.int64, len(handles)), rows))
+
+    def _admit(self, streams: list, n: int) -> None:
+        """(Counts lock held) Raise unless every stream is open and within max_pending; then count the call's chunks pending."""
+        limit = self.max_pending
+        for s in streams:  # the common call: every stream open and below its limit (a stream twice: counted below)
+            if not s.open or s.pending >= limit:
+                break
+        else:
+            if len({s.id for s in streams}) == n:
+                limit = None
+        counts: dict[int, int] = {}
+        for s in streams if limit is not None else ():
+            if not s.open:
+                raise StreamClosedError(f"stream {s.id} is closed ({s.why}); open a new one with open()")
+            count = counts[s.id] = counts.get(s.id, s.pending) + 1
+            if count > limit:
+                self._procs[s.worker].recorder.refused_pending += 1
+                raise OverloadedError(
+                    f"stream {s.id} would have {count} chunks waiting (max_pending={limit}): the batcher is behind "
+                    "this stream; wait for a result before feeding more"
+                )
+        for s in streams:
+            s.pending += 1
 
     def _not_on_a_worker(self, what: str) -> None:
         if threading.current_thread() in self._threads:

@@ -29,6 +29,7 @@ caller's process, keeps the same API and routes each stream's calls to its worke
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import socket
@@ -44,8 +45,12 @@ import numpy as np
 
 from ...errors import StreamClosedError, UsageError, WorkerDiedError
 from . import arena as arena_mod
+from .admit import _count, _seconds
+from .batcher import PROCESS_FORM, StreamBatcher
+from .interrupts import critical, install
 from .proc_child import portable_spec
 from .proc_client import Calls
+from .spec import StreamSpec
 from .stats import Recorder
 from .store import StateStore
 from .worker import StreamHandle
@@ -152,7 +157,10 @@ class ProcessBatcher(Calls):
         self.max_streams, self.max_pending, self.chunk_seconds = max_streams, max_pending, chunk_seconds
         self.idle_timeout_s = idle_timeout_s
         capacity = math.ceil(max_streams / workers)
-        largest = max(sizes) if all(isinstance(s, (int, np.integer)) for s in sizes) else 256
+        try:
+            largest = max(int(size) for size in sizes)
+        except (TypeError, ValueError):  # not sizes: the worker's StreamBatcher says why
+            largest = 256
         rows = max(4 * int(largest), 4096)
         child_options = dict(options, sizes=sizes, max_wait_ms=max_wait_ms, workers=1, max_streams=capacity, max_pending=1 << 30)
         child_options.update(idle_timeout_s=idle_timeout_s, chunk_seconds=chunk_seconds)
@@ -185,6 +193,7 @@ class ProcessBatcher(Calls):
             p.thread = threading.Thread(target=self._receive, args=(p,), name=f"ovrnn-batcher-proc-{p.index}", daemon=True)
             p.thread.start()
         self._threads = {p.thread for p in self._procs}
+        install()  # Ctrl-C held over a message being written (critical() in _send)
 
     # -- streams
 
@@ -244,6 +253,13 @@ class ProcessBatcher(Calls):
         raise OverloadedError(
             f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); "
             "close one, or make the batcher with a larger max_streams"
+        )
+
+    def open_group(self, n: int, state: dict | None = None, *, worker: int | None = None):
+        """Refused: a ``StreamGroup`` feeds its streams in place in one worker's slots, in-process only."""
+        raise UsageError(
+            "open_group(): stream groups run in an in-process batcher (processes=False); with processes=True, "
+            "open the streams and feed them stacked with feed_group"
         )
 
     def close(self, stream: StreamHandle) -> None:
@@ -332,9 +348,11 @@ class ProcessBatcher(Calls):
     # -- the wire
 
     def _send(self, p: _Proc, message) -> None:
-        """(Order lock held) One message to `p`; a dead worker's failure comes from its receiver."""
+        """(Order lock held) One message to `p`, whole (a Ctrl-C held meanwhile: a message half written
+        would leave the worker waiting for its rest for ever); a dead worker's failure comes from its receiver."""
         try:
-            p.conn.send(message)
+            with critical():
+                p.conn.send(message)
         except (OSError, ValueError):
             pass
 
@@ -414,65 +432,48 @@ class ProcessBatcher(Calls):
         return self._procs[stream.worker]
 
 
-def make(
-    model,
-    state=None,
-    *,
-    context: dict | None = None,
-    shapes: dict | None = None,
-    frozen: dict | None = None,
-    batch: dict | None = None,
-    lowering: str = "fastest",
-    sizes=None,
-    max_wait_ms: float = 2.0,
-    workers: int = 1,
-    max_streams: int = 4096,
-    max_pending: int = 4,
-    idle_timeout_s: float | None = None,
-    chunk_seconds: float | None = None,
-    start_timeout_s: float = 600.0,
-    processes: bool = True,
-    **options,
-) -> ProcessBatcher:
-    """``StreamBatcher(..., processes=True)``: its arguments checked as StreamBatcher's, then the
-    worker processes started (each compiles and warms every size; they start side by side)."""
-    from .batcher import _count, _seconds
-    from .spec import StreamSpec
-    from .step import DEFAULT_SIZES
-
+def make(*args, processes: bool = True, start_timeout_s: float = 600.0, **kwargs) -> ProcessBatcher:
+    """``StreamBatcher(..., processes=True)``: StreamBatcher's own arguments (read from its
+    signature: one list of options), checked as it checks them, then the worker processes started
+    (each compiles and warms every size; they start side by side). `start_timeout_s`: how long
+    a worker process may take to start."""
     if processes is not True:
         raise UsageError(f"processes: expected True or False, got {processes!r}")
-    unknown = set(options) - {"device", "precision", "cache_dir", "pad", "threads", "check_rows", "trust_indices"}
-    if unknown:
-        raise TypeError(f"StreamBatcher() got an unexpected keyword argument {sorted(unknown)[0]!r}")
-    _count("workers", workers)
-    _count("max_streams", max_streams)
-    _count("max_pending", max_pending)
-    _seconds("max_wait_ms", max_wait_ms, zero=True)
+    try:
+        bound = inspect.signature(StreamBatcher.__init__).bind(None, *args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"StreamBatcher(): {exc}") from None
+    bound.apply_defaults()
+    a = dict(bound.arguments)
+    _count("workers", a["workers"])
+    _count("max_streams", a["max_streams"])
+    _count("max_pending", a["max_pending"])
+    _seconds("max_wait_ms", a["max_wait_ms"], zero=True)
     _seconds("start_timeout_s", start_timeout_s)
-    if idle_timeout_s is not None:
-        _seconds("idle_timeout_s", idle_timeout_s)
-    if chunk_seconds is not None:
-        _seconds("chunk_seconds", chunk_seconds)
+    for name in ("idle_timeout_s", "chunk_seconds"):
+        if a[name] is not None:
+            _seconds(name, a[name])
+    model, given = a["model"], {k: a[k] for k in ("context", "shapes", "frozen", "batch")}
     if isinstance(model, StreamSpec):
-        if state is not None or context or shapes or frozen or batch:
+        if a["state"] is not None or any(given.values()):
             raise UsageError(
                 "a StreamSpec already says the states, context, shapes, frozen inputs and batch axes: give them to StreamSpec.of, not here"
             )
         spec = model
     else:
-        spec = StreamSpec.of(model, state, context=context, shapes=shapes, frozen=frozen, batch=batch, lowering=lowering)
-    sizes = DEFAULT_SIZES if sizes is None else sizes
-    if all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes):
-        sizes = tuple(sorted({1, *(int(s) for s in sizes)}))
+        spec = StreamSpec.of(model, a["state"], lowering=a["lowering"], **given)
+    options = {k: a[k] for k in ("device", "precision", "cache_dir", "pad", "threads", "check_rows", "trust_indices")}
     return ProcessBatcher(
         spec,
-        sizes=sizes,
-        max_wait_ms=max_wait_ms,
-        workers=workers,
-        max_streams=max_streams,
-        max_pending=max_pending,
-        idle_timeout_s=idle_timeout_s,
-        chunk_seconds=chunk_seconds,
+        sizes=a["sizes"],
+        max_wait_ms=a["max_wait_ms"],
+        workers=a["workers"],
+        max_streams=a["max_streams"],
+        max_pending=a["max_pending"],
+        idle_timeout_s=a["idle_timeout_s"],
+        chunk_seconds=a["chunk_seconds"],
         options=dict(options, start_timeout_s=start_timeout_s),
     )
+
+
+PROCESS_FORM.append(make)

@@ -249,3 +249,48 @@ def test_no_worker_process_outlives_its_batcher(how, tmp_path):
 def test_processes_option_is_checked():
     with pytest.raises(UsageError, match=r"^processes: expected True or False, got 2$"):
         ovrnn.StreamBatcher(silero_path(), processes=2, **silero_spec_args())
+
+
+def test_calls_larger_than_the_shared_rows_are_sent_in_parts_and_admitted_whole():
+    """A worker has max(4 x the largest size, 4096) shared rows: 5,000 chunks of one stream by
+    submit_many go as parts, each waiting for the rows the one before gives back (in-process: 5,000
+    futures at once), and end where 5 calls of 1,000 end, bit for bit; a call of 4,500 chunks with
+    one of a closed stream at its end is refused before any of it is sent (no state moved)."""
+    from ovrnn.examples import STREAM_MODEL
+
+    rng = np.random.default_rng(3)
+    xs = rng.uniform(-1, 1, (5000, 4, 1, 3)).astype(np.float32)
+    with ovrnn.StreamBatcher(STREAM_MODEL, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), workers=1, processes=True, max_pending=6000) as b:
+        a, c, closed = b.open(), b.open(), b.open()
+        futures = b.submit_many([(a, {"X": x}) for x in xs])
+        outs = [f.result(timeout=120)["Y"] for f in futures]
+        for k in range(0, 5000, 1000):
+            want = b.feed_many([(c, {"X": x}) for x in xs[k : k + 1000]])
+            assert all(np.array_equal(o, w["Y"]) for o, w in zip(outs[k : k + 1000], want))
+        assert all(np.array_equal(v, b.state(c)[name]) for name, v in b.state(a).items())
+        before = b.state(a)
+        b.close(closed)
+        with pytest.raises(StreamClosedError, match=rf"^stream {closed.id} is closed \(closed by close\(\)\)"):
+            b.feed_many([(a, {"X": x}) for x in xs[:4500]] + [(closed, {"X": xs[0]})])
+        assert all(np.array_equal(v, before[name]) for name, v in b.state(a).items())
+        with pytest.raises(UsageError, match=r"^open_group\(\): stream groups run in an in-process batcher \(processes=False\)"):
+            b.open_group(2)
+
+
+def test_ctrl_c_while_a_call_waits_says_what_became_of_its_chunks(silero_spec, alone):
+    """The worker held (SIGSTOP), a feed waiting, a SIGINT to this process: the call waits for its
+    worker's reply (the chunk is there already and runs: the worker is resumed) and then raises
+    KeyboardInterrupt saying the chunk ran and the state moved; the state is the chunk's."""
+    import threading
+
+    chunk = audio_chunks(8, 1)[0]
+    with ovrnn.StreamBatcher(silero_spec, sizes=(1,), workers=1, processes=True) as b:
+        s = b.open()
+        pid = b.workers_pids()[0]
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        threading.Timer(0.8, os.kill, (pid, signal.SIGCONT)).start()
+        with pytest.raises(KeyboardInterrupt, match=r"^interrupted while the call's chunks were in its worker process: they ran there"):
+            b.feed(s, {"input": chunk})
+        _, state = run_alone(alone, silero_spec, [chunk])
+        assert all(np.array_equal(v, state[name]) for name, v in b.state(s).items())
