@@ -374,12 +374,14 @@ def cost(model: Model, sides: list[str], n: int, quick: bool, timed: bool = True
         reps[s] = max(1, int(r * block / (clock() - t0)))
         fns[s] = fn
     per = {s: [] for s in built}
+    cpu = {s: [] for s in built}  # the process's CPU time (every thread): what a side costs, whatever else runs on the VM
     for p in range(passes):
         for s, fn in fns.items():
-            t0 = clock()
+            t0, c0 = clock(), time.process_time()
             for r in range(reps[s]):
                 fn(r + p)
             per[s].append((clock() - t0) / reps[s] / n * 1e6)
+            cpu[s].append((time.process_time() - c0) / reps[s] / n * 1e6)
     extra = {}
     for side in built.values():
         if hasattr(side, "shutdown"):
@@ -390,6 +392,7 @@ def cost(model: Model, sides: list[str], n: int, quick: bool, timed: bool = True
         "spread_us": {s: [min(v), max(v)] for s, v in per.items()},
         "max_abs_diff": diffs,
         "passes": passes,
+        "per_chunk_cpu_us": {s: statistics.median(v) for s, v in cpu.items()},
         "pass_ratios": {s: [a / b for a, b in zip(v, per["ort_batched"])] for s, v in per.items()} if "ort_batched" in per else {},
         **extra,
     }

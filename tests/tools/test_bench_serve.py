@@ -51,12 +51,14 @@ def test_every_model_runs_on_onnxruntime_and_ovrnn_alike(models):
     streams as onnxruntime per stream (outputs and states, three chunks of eight streams)."""
     for name in ("lstm128", "nsnet", "rl_policy") + (("silero",) if "silero" in models else ()):
         model = serve_play.Model(name, models[name], models[name].parent)
-        r = serve_play.cost(model, ["ort_b1", "ort_batched", "ov_stream", "batcher", "step", "batcher_group"], 8, quick=True, timed=False)
+        sides = ["ort_b1", "ort_batched", "ov_stream", "batcher", "step", "batcher_group", "batcher_open_group"]
+        r = serve_play.cost(model, sides, 8, quick=True, timed=False)
         assert r["max_abs_diff"]["ort_batched"] == 0.0, name  # onnxruntime stacks rows exactly
-        for side in ("ov_stream", "batcher", "step", "batcher_group"):
+        for side in ("ov_stream", "batcher", "step", "batcher_group", "batcher_open_group"):
             assert r["max_abs_diff"][side] < 1e-4, (name, side)
         assert r["batcher_stats"]["batch_sizes"] == {8: r["batcher_stats"]["batches"]}  # submit_many: all eight streams in one batch
-        assert all(v > 0 for v in r["per_chunk_us"].values())
+        assert all(v > 0 for v in r["per_chunk_us"].values()) and all(v > 0 for v in r["per_chunk_cpu_us"].values())
+        assert r["batcher_open_group_stats"]["batch_sizes"] == {8: r["batcher_open_group_stats"]["batches"]}  # one group call a round
 
 
 @pytest.mark.parametrize("side", ["ort_b1", "ort_batched", "batcher"])
