@@ -328,3 +328,22 @@ def test_the_int8_bin_ratio_the_readme_gives(tmp_path):
     f32 = len(ovrnn.convert_model(str(path)).bin)
     int8 = len(ovrnn.convert_model(str(path), compress_weights="int8", max_weight_error=float("inf")).bin)
     assert round(int8 / f32, 3) == claimed, int8 / f32
+
+
+def test_the_batch_1_figures_are_the_performance_pages():
+    """README's "Speed at batch 1" figures, date and machine are those of docs/performance.md's batch-1 runs (its first
+    run's table), so a new run there cannot leave the README behind."""
+    readme, perf = (" ".join(PAGES[p].split()) for p in ("README.md", "docs/performance.md"))
+    date, models, median, worst, vs_openvino, silero, lstm = re.search(
+        r"Runs of (\d+ \w+ \d{4}) \(2 vCPUs of an Intel Xeon, quiet\): ovrnn ÷ onnxruntime on (\d+) whole models median \*\*([\d.]+)\*\*, "
+        r"worst \*\*([\d.]+)\*\*; ÷ OpenVINO's import median ([\d.]+); streams through `ovrnn.Stream`: silero VAD ([\d.]+), a one-step "
+        r"LSTM H=128 (\d+\.\d+)",
+        readme,
+    ).groups()
+    assert f"two runs on {date}" in perf and "on this project's VM: 2 vCPUs of an Intel Xeon" in perf
+    assert f"| whole real architectures, median over {models} models | **{median}** " in perf
+    assert f"| whole real architectures, worst model | **{worst}** " in perf
+    assert f"median ÷ OpenVINO's import {vs_openvino}." in perf
+    assert re.search(
+        rf"one-step LSTM H=128 / 16 steps / silero VAD \| \*\*{lstm}\*\* \[[\d.]+\] / [\d.]+ \[[\d.]+\] / \*\*{silero}\*\*", perf
+    )
