@@ -169,10 +169,10 @@ class StickyStreams:
         return self.replica
 
     async def feed(self, stream_id: str, inputs: dict, seq: int | None = None) -> dict:
-        if not isinstance(inputs, dict):
-            raise UsageError(f"feed({stream_id!r}, inputs): expected {{input: one stream's chunk}}, got {type(inputs).__name__}")
         await self._wait_turn(stream_id, seq)
-        try:
+        try:  # a call refused for the caller's mistake still ends its turn: the stream's next call runs
+            if not isinstance(inputs, dict):
+                raise UsageError(f"feed({stream_id!r}, inputs): expected {{input: one stream's chunk}}, got {type(inputs).__name__}")
             future = self.batcher.submit(self._stream(stream_id), inputs)  # queued in the stream's order
         finally:
             await self._next_turn(stream_id, seq)

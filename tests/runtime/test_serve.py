@@ -402,6 +402,39 @@ def test_sticky_chunks_sent_without_waiting_run_in_the_order_they_were_sent(stic
         client.close(s).result()
 
 
+def test_a_sticky_call_refused_for_the_callers_mistake_keeps_the_stream_going(sticky):
+    """redteam: feed("s", bare_array) was refused before its turn began, so it never ended: every later
+    call of the stream waited turn_timeout_s (30 s) and the stream was closed. Now it is refused in its
+    turn, like StreamBatcher refuses it, and the stream goes on at once, in order, even when the bad call
+    was sent between good ones without waiting."""
+    import time
+
+    client = ovserve.StickyClient(sticky)
+    client.open("oops").result()
+    chunks, ref = audio(5, 4), OrtStream()
+    wrong_type = "feed('oops', inputs): expected {input: one stream's chunk}, got ndarray"
+    with pytest.raises(UsageError) as info:
+        client.feed("oops", chunks[0]).result(timeout_s=10)
+    assert str(info.value).splitlines()[-1].endswith(wrong_type)
+    start = time.monotonic()
+    np.testing.assert_allclose(client.feed("oops", {"input": chunks[0]}).result(timeout_s=10)["output"], ref(chunks[0]), atol=TOL)
+    assert time.monotonic() - start < 10
+    sent = [
+        client.feed("oops", {"input": chunks[1]}),
+        client.feed("oops", chunks[2]),  # refused
+        client.feed("oops", {"input": chunks[2][:, :100]}),  # refused by the batcher: the chunk's shape
+        client.feed("oops", {"input": chunks[2]}),
+        client.feed("oops", {"input": chunks[3]}),
+    ]
+    np.testing.assert_allclose(sent[0].result(timeout_s=10)["output"], ref(chunks[1]), atol=TOL)
+    for bad in sent[1:3]:
+        with pytest.raises(UsageError):
+            bad.result(timeout_s=10)
+    for k, f in zip((2, 3), sent[3:]):
+        np.testing.assert_allclose(f.result(timeout_s=10)["output"], ref(chunks[k]), atol=TOL, err_msg=f"chunk {k}")
+    client.close("oops").result(timeout_s=10)
+
+
 def test_a_gateway_refuses_a_second_tick_of_a_stream_in_flight_and_checks_what_it_opens(cluster):
     """redteam: two ticks of one stream in flight both sent the state from before the first (the
     second reply silently wrong); open() reshaped any value of the right size and reset an open stream."""
