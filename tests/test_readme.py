@@ -347,3 +347,24 @@ def test_the_batch_1_figures_are_the_performance_pages():
     assert re.search(
         rf"one-step LSTM H=128 / 16 steps / silero VAD \| \*\*{lstm}\*\* \[[\d.]+\] / [\d.]+ \[[\d.]+\] / \*\*{silero}\*\*", perf
     )
+
+
+def test_the_python_calls_the_pages_name_take_those_keywords():
+    """Every `ovrnn.name(..., keyword=value)` a page shows names a keyword that callable takes; the two the pages give as
+    signatures (Runner, extension) give its defaults."""
+    import ast
+    import inspect
+
+    import ovrnn
+
+    spans = sorted({s for text in PAGES.values() for s in re.findall(r"`(ovrnn\.\w+\([^`]*=[^`]*\))`", text)})
+    assert len(spans) >= 5, spans
+    for span in spans:
+        name = span[len("ovrnn.") : span.index("(")]
+        parameters = inspect.signature(getattr(ovrnn, name)).parameters
+        for keyword, value in re.findall(r"(\w+)=([^,)]+)", span):
+            assert keyword in parameters, f"`{span}`: ovrnn.{name} takes no {keyword}"
+            if name in ("Runner", "extension"):
+                assert parameters[keyword].default == ast.literal_eval(value), (
+                    f"`{span}`: {keyword} defaults to {parameters[keyword].default!r}"
+                )
