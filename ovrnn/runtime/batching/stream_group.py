@@ -259,8 +259,12 @@ def open_group(batcher, n, state: dict | None, worker: int | None) -> StreamGrou
             f"open_group({n}): {opened} streams are open (max_streams={batcher.max_streams}); "
             f"{n} more would pass it: close some, or make the batcher with a larger max_streams"
         )
-    where = f"worker {int(worker)} has" if worker is not None else "no worker has"
+    call, where = (
+        (f"open_group({n}, worker={int(worker)})", f"worker {int(worker)} has no")
+        if worker is not None
+        else (f"open_group({n})", "no worker has")
+    )
     raise OverloadedError(
-        f"open_group({n}): {where} {n} free slots in a row (each worker holds {chosen.store.capacity}: "
+        f"{call}: {where} {n} free slots in a row (each worker holds {chosen.store.capacity}: "
         f"max_streams={batcher.max_streams} over {count} workers); close streams, or open a smaller group"
     )

@@ -380,3 +380,26 @@ def test_a_fed_group_is_not_idle_and_an_unfed_one_is_closed(demo_spec):
         with pytest.raises(StreamClosedError, match=f"^{re.escape(message)}$"):
             group.feed({"X": x})
         assert b.stats()["idle_closed"] == 2
+
+
+def test_groups_on_two_workers_each_equal_alone_and_give_their_slots_back(demo_spec, demo_alone):
+    xs = _chunks(11, 4, 3)
+    with ovrnn.StreamBatcher(demo_spec, sizes=(1, 4), workers=2, max_streams=16) as b:
+        first, second = b.open_group(4, worker=1), b.open_group(4)
+        assert first.worker.index == 1
+        for group in (first, second):
+            got = [group.feed({"X": x})["Y"] for x in xs]
+            for i, s in enumerate(group.streams):
+                assert s.worker == group.worker.index
+                outs, state = _demo_alone(demo_alone, xs, i)
+                assert np.array_equal(np.concatenate([g[:, :, i : i + 1] for g in got]), np.concatenate(outs))
+                assert _equal_states(b.state(s), state)
+        with pytest.raises(
+            OverloadedError,
+            match=r"^open_group\(5, worker=1\): worker 1 has no 5 free slots in a row "
+            r"\(each worker holds 8: max_streams=16 over 2 workers\); close streams, or open a smaller group$",
+        ):
+            b.open_group(5, worker=1)
+        first.close()
+        again = b.open_group(8, worker=1)  # the closed group's slots back on its worker: all 8 in a row
+        assert again.start == 0 and all(_equal_states(b.state(s), demo_spec.initial_state()) for s in again.streams)
