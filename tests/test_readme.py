@@ -368,3 +368,31 @@ def test_the_python_calls_the_pages_name_take_those_keywords():
                 assert parameters[keyword].default == ast.literal_eval(value), (
                     f"`{span}`: {keyword} defaults to {parameters[keyword].default!r}"
                 )
+
+
+def test_the_limits_table_is_the_codes(monkeypatch):
+    """docs/robustness.md's table of limits gives the numbers the code enforces (defaults: no OVRNN_MAX_ variable set)."""
+    from ovrnn import shapes
+    from ovrnn.cli.run import MAX_REPEAT
+    from ovrnn.semantics.limits import XML_BYTES_PER_STEP
+
+    for variable in ("OVRNN_MAX_INPUT_BYTES", "OVRNN_MAX_IR_BYTES", "OVRNN_MAX_IR_LAYERS"):
+        monkeypatch.delenv(variable, raising=False)
+    rows = {
+        row[0]: row[1]
+        for row in (
+            [c.strip() for c in ln.strip(" |").split(" | ")]
+            for ln in PAGES["docs/robustness.md"].splitlines()
+            if ln.strip().startswith("| ")
+        )
+        if len(row) == 3
+    }
+    limit = lambda start: next(v for k, v in rows.items() if k.startswith(start))  # noqa: E731
+    assert limit("one dimension of `--input`") == f"{shapes.MAX_DIM:,}"
+    assert limit("elements in one tensor") == "2^40" and shapes.MAX_ELEMENTS == 2**40
+    assert limit("one `run --input` array") == "2 GiB" and shapes.max_input_bytes() == 2 << 30
+    steps = round(shapes.max_ir_bytes() / XML_BYTES_PER_STEP, -3)
+    assert limit("the IR a conversion would write") == f"1 GiB of XML, about {steps:,.0f} steps" and shapes.max_ir_bytes() == 1 << 30
+    assert f"at {XML_BYTES_PER_STEP:,} bytes of XML per unrolled step" in next(k for k in rows if k.startswith("the IR a conversion"))
+    assert limit("layers in an IR") == f"{shapes.max_ir_layers():,}"
+    assert limit("`run --repeat`") == f"{MAX_REPEAT:,}"
