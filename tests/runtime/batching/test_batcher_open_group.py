@@ -403,3 +403,21 @@ def test_groups_on_two_workers_each_equal_alone_and_give_their_slots_back(demo_s
         first.close()
         again = b.open_group(8, worker=1)  # the closed group's slots back on its worker: all 8 in a row
         assert again.start == 0 and all(_equal_states(b.state(s), demo_spec.initial_state()) for s in again.streams)
+
+
+def test_a_bad_index_refuses_the_call_before_it_runs():
+    """The policy's `action` is a GatherElements index as it is: checked over the stacked rows
+    before the call (OpenVINO at one thread would read out of bounds): no call, no state moved."""
+    x = np.random.default_rng(12).uniform(-1, 1, (1, 4, 3)).astype(np.float32)
+    with ovrnn.StreamBatcher(policy_model(), DEMO_STATE, sizes=(1, 4)) as b:
+        group = b.open_group(4)
+        group.feed({"X": x, "action": np.zeros((4, 1), np.int64)})
+        before = [b.state(s) for s in group.streams]
+        message = (
+            "group.feed(): input 'action': value 99 at index [3, 0] is out of range for GatherElements 'picked' "
+            "(axis 1 of its data, size 8), expected -8 <= index <= 7"
+        )
+        with pytest.raises(UsageError, match=f"^{re.escape(message)}$"):
+            group.feed({"X": x, "action": np.array([[0], [1], [2], [99]])})
+        assert all(_equal_states(b.state(s), st) for s, st in zip(group.streams, before))
+        assert b.stats()["batches"] == 1
