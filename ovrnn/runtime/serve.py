@@ -181,57 +181,41 @@ class StickyClient:
 # --------------------------------------------------------------------------- the applications
 
 
-def stateless_app(
-    model,
-    state,
-    *,
-    context=None,
-    shapes=None,
-    frozen=None,
-    sizes=None,
-    max_rows: int = 1024,
-    wait_ms: float = 2.0,
-    device: str = "CPU",
-    **deployment_options,
-):
-    """The stateless deployment, bound (give it to ``serve.run``). `model`, `state`, `context`,
-    `shapes`, `frozen`: ``StreamSpec.of``'s (a path must exist on every node; ONNX bytes travel
-    with the deployment). `sizes`: BatchedStep's compiled batch sizes. ``@serve.batch`` merges
-    requests up to `max_rows` streams, waiting at most `wait_ms` for more. `deployment_options`:
-    ``Deployment.options`` (num_replicas, ray_actor_options, ...)."""
+def stateless_app(model, state=None, *, sizes=None, max_rows: int = 1024, wait_ms: float = 2.0, device: str = "CPU", **options):
+    """The stateless deployment, bound (give it to ``serve.run``). `model`: a ``StreamSpec``, or a
+    model with `state` and ``StreamSpec.of``'s keyword arguments among `options` (context, shapes,
+    frozen, batch, lowering): the spec is made here, once, and travels to every replica (the model
+    is read where the application is built). `sizes`: BatchedStep's compiled batch sizes.
+    ``@serve.batch`` merges requests up to `max_rows` streams, waiting at most `wait_ms` for more.
+    The other `options`: ``Deployment.options`` (num_replicas, ray_actor_options, ...)."""
     from . import serve_ray
 
-    return serve_ray.StatelessStreams.options(**deployment_options).bind(
-        model, state, context=context, shapes=shapes, frozen=frozen, sizes=sizes, max_rows=max_rows, wait_ms=wait_ms, device=device
-    )
+    spec, options = _spec(model, state, options)
+    return serve_ray.StatelessStreams.options(**options).bind(spec, sizes=sizes, max_rows=max_rows, wait_ms=wait_ms, device=device)
 
 
-def sticky_app(
-    model,
-    state,
-    *,
-    context=None,
-    shapes=None,
-    frozen=None,
-    batcher_options: dict | None = None,
-    strict: bool = True,
-    turn_timeout_s: float = 30.0,
-    **deployment_options,
-):
-    """The sticky deployment, bound: a StreamBatcher per replica (`batcher_options`: its keyword
-    arguments: sizes, max_wait_ms, max_streams, ...), routed by stream id with Ray's consistent-hash
-    router. `strict`: never fall back to another replica when the stream's replica is busy (that
-    replica would not have the stream). `turn_timeout_s`: how long a stream's numbered call waits for
-    the calls numbered before it; then the stream is closed (open it again)."""
+def sticky_app(model, state=None, *, batcher_options: dict | None = None, strict: bool = True, turn_timeout_s: float = 30.0, **options):
+    """The sticky deployment, bound: `model`, `state` and `options` as ``stateless_app``'s; a
+    StreamBatcher per replica (`batcher_options`: its keyword arguments: sizes, max_wait_ms,
+    max_streams, ...), routed by stream id with Ray's consistent-hash router. `strict`: never fall
+    back to another replica when the stream's replica is busy (that replica would not have the
+    stream). `turn_timeout_s`: how long a stream's numbered call waits for the calls numbered
+    before it; then the stream is closed (open it again)."""
     from ray.serve.config import RequestRouterConfig
 
     from . import serve_ray
 
+    spec, options = _spec(model, state, options)
     router = RequestRouterConfig(request_router_class=ROUTER, request_router_kwargs={"num_fallback_replicas": 0 if strict else 2})
-    options = {"request_router_config": router, **deployment_options}
-    return serve_ray.StickyStreams.options(**options).bind(
-        model, state, context=context, shapes=shapes, frozen=frozen, batcher_options=batcher_options or {}, turn_timeout_s=turn_timeout_s
-    )
+    options = {"request_router_config": router, **options}
+    return serve_ray.StickyStreams.options(**options).bind(spec, batcher_options=batcher_options or {}, turn_timeout_s=turn_timeout_s)
+
+
+def _spec(model, state, options: dict):
+    """(the StreamSpec a deployment serves, the options left for ``Deployment.options``)."""
+    from .batching.spec import OF_ARGS, spec_of
+
+    return spec_of(model, state, **{k: options.pop(k) for k in OF_ARGS if k in options}), options
 
 
 def build_stateless(args: dict):

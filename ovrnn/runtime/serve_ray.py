@@ -33,22 +33,11 @@ def _error_reply(exc: Exception):
 class StatelessStreams:
     """Any replica serves any stream: each request brings its streams' states (serve_protocol.py's format)."""
 
-    def __init__(
-        self,
-        model,
-        state,
-        context=None,
-        shapes=None,
-        frozen=None,
-        sizes=None,
-        max_rows: int = MAX_ROWS,
-        wait_ms: float = 2.0,
-        device: str = "CPU",
-    ) -> None:
-        from .batching import BatchedStep, StreamSpec
+    def __init__(self, spec, sizes=None, max_rows: int = MAX_ROWS, wait_ms: float = 2.0, device: str = "CPU") -> None:
+        from .batching import BatchedStep
         from .batching.step import DEFAULT_SIZES
 
-        self.spec = StreamSpec.of(model, state, context=context, shapes=shapes, frozen=frozen)
+        self.spec = spec  # a StreamSpec (serve.stateless_app made it once)
         self.step_fn = BatchedStep(self.spec, sizes or DEFAULT_SIZES, device=device, threads=1)
         self.max_rows = int(max_rows)
         self.run_batch.set_max_batch_size(self.max_rows)
@@ -97,19 +86,10 @@ class StatelessStreams:
 class StickyStreams:
     """The states stay here, in a StreamBatcher; each call names its stream (the routing key)."""
 
-    def __init__(
-        self,
-        model,
-        state,
-        context=None,
-        shapes=None,
-        frozen=None,
-        batcher_options: dict | None = None,
-        turn_timeout_s: float = TURN_TIMEOUT_S,
-    ) -> None:
-        from .batching import StreamBatcher, StreamSpec
+    def __init__(self, spec, batcher_options: dict | None = None, turn_timeout_s: float = TURN_TIMEOUT_S) -> None:
+        from .batching import StreamBatcher
 
-        self.spec = StreamSpec.of(model, state, context=context, shapes=shapes, frozen=frozen)
+        self.spec = spec  # a StreamSpec (serve.sticky_app made it once)
         self.batcher = StreamBatcher(self.spec, **{"workers": 1, **(batcher_options or {})})
         self.streams: dict[str, object] = {}
         self.replica = serve.get_replica_context().replica_id.unique_id

@@ -490,3 +490,39 @@ def test_a_sticky_call_whose_predecessor_never_comes_closes_the_stream_after_the
     client.open("gap").result()
     np.testing.assert_allclose(client.feed("gap", {"input": chunk}).result()["output"], OrtStream()(chunk), atol=TOL)
     cluster["serve"].delete("sticky-turns")
+
+
+def test_a_stream_spec_is_served_as_made_once_and_its_arguments_are_checked_where_the_app_is_built(cluster):
+    """serve.py and serve_ray.py re-listed StreamSpec.of's arguments (without batch and lowering) and
+    each replica made its own spec from a path. Now the app takes a StreamSpec (or StreamSpec.of's
+    arguments, made into one at once) and the spec travels to the replicas; an IR's spec too (its
+    ov.Model pickled as XML and weights): served, equal bit for bit to the same BatchedStep here."""
+    import ovrnn
+    from ovrnn.runtime.batching import BatchedStep, StreamSpec
+
+    from .batching.batcher_models import policy_model
+
+    ir_spec = StreamSpec.of(ovrnn.convert_model(policy_model()), "initial_h=Y_h,initial_c=Y_c")
+    handle = cluster["serve"].run(
+        ovserve.stateless_app(ir_spec, sizes=(1, 4), num_replicas=1, ray_actor_options={"num_cpus": 0.25}),
+        name="policy-ir",
+        route_prefix="/policy-ir",
+    )
+    rng = np.random.default_rng(3)
+    inputs = {"X": rng.uniform(-1, 1, (1, 3, 3)).astype(np.float32), "action": np.array([[1], [5], [7]])}
+    states = {k: rng.uniform(-1, 1, (1, 3, 8)).astype(np.float32) for k in ("initial_h", "initial_c")}
+    got = handle.step.remote({"inputs": inputs, "states": states}).result(timeout_s=120)
+    want = BatchedStep(ir_spec, sizes=(1, 4), threads=1).run(inputs, states)
+    assert all(np.array_equal(got["outputs"][k], v) for k, v in want[0].items())
+    assert all(np.array_equal(got["states"][k], v) for k, v in want[1].items())
+    cluster["serve"].delete("policy-ir")
+    # wrong arguments: refused where the application is built, naming them
+    with pytest.raises(UsageError) as info:
+        ovserve.sticky_app(ir_spec, "initial_h=Y_h", context={"X": 1})
+    assert str(info.value) == (
+        "a StreamSpec already says its states, context, shapes, frozen inputs, batch axes and lowering: "
+        "give state, context to StreamSpec.of, not here"
+    )
+    with pytest.raises(UsageError) as info:
+        ovserve.stateless_app(policy_model(), "initial_h=Y_h,initial_c=Y_c", batch={"Y_h": 0})
+    assert str(info.value).startswith("batch['Y_h']: output 'Y_h' is [1, 1, 8] at batch 1 and [1, 2, 8] at batch 2: axis 0 is not")

@@ -18,6 +18,8 @@ rows compare one to one with the ONNX model run alone at batch 1.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,6 +83,14 @@ class StreamSpec:
     frozen: dict[str, np.ndarray] = field(default_factory=dict)
     lowering: str = "fastest"
     models: dict = field(default_factory=dict, compare=False, repr=False)  # (batch, device) -> ov.Model, made once
+
+    def __reduce__(self):
+        """Pickled (a Ray replica's or a worker process's copy) without its per-size models; an
+        IR's ov.Model as its XML and weights."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "models"}
+        if hasattr(self.source, "get_parameters"):  # an ov.Model
+            fields["source"] = _ir_bytes(self.source)
+        return _unpickled, (fields,)
 
     # -- what a caller gives and gets
 
@@ -227,6 +237,51 @@ class StreamSpec:
         check.check_pairs(pairs)
         check.batch_names(batch, declared, outputs, frozen)
         return _resolve(source, onnx_source, declared, outputs, pairs, context, shapes, frozen, batch, lowering)
+
+
+def spec_of(model, state=None, **of_args) -> StreamSpec:
+    """The one way a server takes a stream model: `model` a StreamSpec (nothing else given), or
+    ``StreamSpec.of(model, state, **of_args)``; `of_args` are among ``OF_ARGS``."""
+    if isinstance(model, StreamSpec):
+        given = sorted(k for k, v in of_args.items() if v is not None and not (k == "lowering" and v == "fastest"))
+        if state is not None or given:
+            raise UsageError(
+                f"a StreamSpec already says its states, context, shapes, frozen inputs, batch axes and lowering: "
+                f"give {', '.join(['state'] * (state is not None) + given)} to StreamSpec.of, not here"
+            )
+        return model
+    return StreamSpec.of(model, state, **of_args)
+
+
+# StreamSpec.of's keyword arguments (context, shapes, frozen, batch, lowering): what a server passes on to it
+OF_ARGS = tuple(p.name for p in inspect.signature(StreamSpec.of).parameters.values() if p.kind is p.KEYWORD_ONLY)
+
+_IR = "ovrnn-stream-ir"  # a pickled spec's IR source: (_IR, xml bytes, weights bytes)
+
+
+def _ir_bytes(model) -> tuple:
+    import tempfile
+    from pathlib import Path
+
+    from ..engine import ov
+
+    with tempfile.TemporaryDirectory(prefix="ovrnn_spec_") as tmp:
+        xml = Path(tmp) / "model.xml"
+        ov().serialize(model, str(xml), str(xml.with_suffix(".bin")))
+        return _IR, xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
+
+
+def _unpickled(fields: dict) -> StreamSpec:
+    source = fields["source"]
+    if isinstance(source, tuple) and source[:1] == (_IR,):
+        from ..engine import ov
+
+        _, xml, weights = source
+        fields = {
+            **fields,
+            "source": ov().Core().read_model(model=xml.decode(), weights=ov().Tensor(np.frombuffer(weights, np.uint8).copy())),
+        }
+    return StreamSpec(**fields, models={})
 
 
 def _resolve(

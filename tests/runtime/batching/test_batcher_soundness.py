@@ -183,7 +183,7 @@ def test_the_stateless_ray_deployment_refuses_a_bad_index_before_merging_request
     from ovrnn.runtime import serve as protocol
     from ovrnn.runtime import serve_ray
 
-    deployment = serve_ray.StatelessStreams.func_or_class(policy_model(), "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4))
+    deployment = serve_ray.StatelessStreams.func_or_class(StreamSpec.of(policy_model(), "initial_h=Y_h,initial_c=Y_c"), sizes=(1, 4))
     x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 3)).astype(np.float32)
     bad = {"inputs": {"X": x, "action": np.array([[0], [99], [1]], np.int64)}}
     with pytest.raises(UsageError) as info:

@@ -112,3 +112,28 @@ def test_the_right_forms_are_still_taken():
     spec = StreamSpec.of(STREAM_MODEL, LSTM, batch={"Y": np.int64(2), "X": 1})
     assert [(p.name, p.batch_axis) for p in spec.outputs] == [("Y", 2)]
     assert [(p.name, p.batch_axis) for p in spec.inputs] == [("X", 1)]
+
+
+def test_a_spec_pickles_without_its_compiled_models_and_runs_the_same():
+    """What a Ray replica or a worker process gets: an ONNX spec with its ModelProto, an IR's spec
+    with its ov.Model as XML and weights; the per-size models are made again there."""
+    import pickle
+
+    import ovrnn
+    from ovrnn.runtime.batching import BatchedStep
+
+    from .batcher_models import policy_model
+
+    rng = np.random.default_rng(4)
+    inputs = {"X": rng.uniform(-1, 1, (1, 2, 3)).astype(np.float32), "action": np.array([[0], [6]])}
+    states = {k: rng.uniform(-1, 1, (1, 2, 8)).astype(np.float32) for k in ("initial_h", "initial_c")}
+    for model in (policy_model(), ovrnn.convert_model(policy_model())):
+        spec = StreamSpec.of(model, LSTM)
+        assert spec.models  # batch 1 and 2, made to read the outputs' batch axes
+        copy = pickle.loads(pickle.dumps(spec))
+        assert copy.models == {} and copy.onnx == spec.onnx and type(copy.source) is type(spec.source)
+        assert (copy.inputs, copy.outputs, copy.contexts, copy.lowering) == (spec.inputs, spec.outputs, spec.contexts, spec.lowering)
+        assert [(s.input, s.output, s.port) for s in copy.states] == [(s.input, s.output, s.port) for s in spec.states]
+        a = BatchedStep(spec, sizes=(1, 2), threads=2).run(inputs, states)
+        b = BatchedStep(copy, sizes=(1, 2), threads=2).run(inputs, states)
+        assert all(np.array_equal(a[i][k], b[i][k]) for i in (0, 1) for k in a[i])
