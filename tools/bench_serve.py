@@ -31,6 +31,8 @@ Sides, each single-threaded where it computes (onnxruntime intra = inter = 1, no
   batcher_p2   ovrnn.StreamBatcher(workers=2, processes=True): 2 worker processes on 2 cores, fed as
                batcher_w2 (a thread per worker, feed_many: one message to its worker process); the serving
                and worker processes' cores used and run-queue waits reported apart (figure: ÷ the 1-worker figure)
+  (cost only, with batcher_p2) batcher_p1: 1 worker process on the cost's one core: µs per stream-chunk of the
+               serving process and its worker together; 2 x batcher ÷ batcher_p1 is what 2 cores can give at most
   (cost only, with batcher) batcher_group: feed_group, the same per-stream chunks stacked by the side
                in the timed call, one stacked result
   (cost only, with batcher) batcher_open_group: the N streams opened once as one group (open_group: slots
@@ -162,6 +164,7 @@ def run(
         log(f"{name}: cost at N={cost_n}")
         cost_sides = [s for s in sides if s not in ("batcher_w2", "batcher_p2")]
         cost_sides += [s for s in ("batcher_submit", "batcher_group", "batcher_open_group") if "batcher" in sides and s not in cost_sides]
+        cost_sides += ["batcher_p1"] if "batcher_p2" in sides else []  # the worker-process tax: 1 worker process on the same core
         cost = child(common + ["--task", "cost", "--cost-n", str(cost_n), "--sides", ",".join(cost_sides)], pick_cores(1), 1200)
         entry = {"cost": cost, "streams": {}}
         for side in sides if streams and (name in stream_models or not stream_models) else ():
@@ -252,6 +255,8 @@ def figures(R: dict) -> dict:
             "serving_process": [at.get("parent_cores"), at.get("parent_runqueue_wait")],
             "worker_processes": [at.get("worker_cores"), at.get("worker_runqueue_wait")],
         }
+        if cost(sil, "batcher") and cost(sil, "batcher_p1"):  # what 2 cores could give at most: the CPU a chunk costs, each way
+            out["two_worker_processes_vs_one"]["ceiling_from_cost"] = 2 * cost(sil, "batcher") / cost(sil, "batcher_p1")
     for key, f in out.items():
         target, sense, _ = TARGETS[key]
         f["met"] = f["value"] >= target if sense == ">=" else f["value"] <= target
@@ -292,6 +297,7 @@ LABELS = {
     "slots contiguous, states bound in place), group.feed of the chunks stacked in the timed call",
     "batcher_w2": "ovrnn.StreamBatcher, 2 workers, 2 cores: feed_many from a thread per worker",
     "batcher_p2": "ovrnn.StreamBatcher, 2 worker processes (processes=True), 2 cores: feed_many from a thread per worker",
+    "batcher_p1": "ovrnn.StreamBatcher, 1 worker process (processes=True) on the same core: serving + worker cost",
     "step": "ovrnn BatchedStep by hand (serving thread, no queue)",
 }
 
@@ -315,6 +321,8 @@ def render(R: dict) -> list[str]:
             if f:
                 cpu = f" (CPU time: {f['cpu_value']:.3g})" if f.get("cpu_value") else ""
                 lines.append(f"| {what} | **{f['value']:.3g}**{cpu} | {sense} {target} | {'met' if f['met'] else 'NOT met'} |")
+                if "ceiling_from_cost" in f:  # the measured bound beside the measured figure
+                    lines.append(f"| ... at most (2 x the 1-worker cost ÷ the 1-worker-process cost) | {f['ceiling_from_cost']:.3g} | | |")
     lines += [
         "",
         (
@@ -348,14 +356,14 @@ def render(R: dict) -> list[str]:
                 f"| {at.get('cores_used', '')} / {at.get('runqueue_wait', '')}"
                 + (f" ({at['infer_cores']} + {at['gil_cores']})" if "gil_cores" in at else "")
                 + (
-                    f" (serving {at['parent_cores']} / {at['parent_runqueue_wait']}, "
-                    f"workers {at['worker_cores']} / {at['worker_runqueue_wait']})"
+                    f" (serving {at.get('parent_cores')} / {at.get('parent_runqueue_wait')}, "
+                    f"workers {at.get('worker_cores')} / {at.get('worker_runqueue_wait')})"
                     if "worker_cores" in at
                     else ""
                 )
                 + " |"
             )
-        for extra in ("batcher_group", "batcher_open_group"):  # cost-only sides
+        for extra in ("batcher_group", "batcher_open_group", "batcher_p1"):  # cost-only sides
             if cost.get("per_chunk_us", {}).get(extra):
                 lines.append(
                     f"| {name} | {LABELS[extra]} | {cost['per_chunk_us'][extra]:.1f} "

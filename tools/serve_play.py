@@ -227,10 +227,10 @@ def make_side(name: str, model: Model, workers: int = 1):
         import serve_batcher
 
         return serve_batcher.SubmitSide(model, 2 if name == "batcher_submit_w2" else workers)
-    if name == "batcher_p2":
+    if name in ("batcher_p1", "batcher_p2"):
         import serve_batcher
 
-        return serve_batcher.ProcessSide(model, 2)
+        return serve_batcher.ProcessSide(model, 2 if name == "batcher_p2" else 1)
     if name == "batcher_group":
         import serve_batcher
 

@@ -61,7 +61,7 @@ def test_every_model_runs_on_onnxruntime_and_ovrnn_alike(models):
         assert r["batcher_open_group_stats"]["batch_sizes"] == {8: r["batcher_open_group_stats"]["batches"]}  # one group call a round
 
 
-@pytest.mark.parametrize("side", ["ort_b1", "ort_batched", "batcher"])
+@pytest.mark.parametrize("side", ["ort_b1", "ort_batched", "batcher", "batcher_p2"])
 def test_a_light_load_meets_a_loose_bound_and_an_impossible_one_does_not(models, side):
     model = serve_play.Model("lstm128", models["lstm128"], models["lstm128"].parent)
     s = serve_play.make_side(side, model)
@@ -116,11 +116,12 @@ def test_figures_and_table_say_met_or_not():
         "duration_s": 4.0,
         "models": {
             "silero": {
-                "cost": {"per_chunk_us": {"ort_batched": 60.0, "batcher": 20.0}, "spread_us": {}, "max_abs_diff": {}},
+                "cost": {"per_chunk_us": {"ort_batched": 60.0, "batcher": 20.0, "batcher_p1": 23.0}, "spread_us": {}, "max_abs_diff": {}},
                 "streams": {
                     "ort_b1": {"streams": 200, "streams_per_core": 200},
                     "batcher": {"streams": 900, "streams_per_core": 900},
                     "batcher_w2": {"streams": 1500, "streams_per_core": 750},
+                    "batcher_p2": {"streams": 1620, "streams_per_core": 810, "at": {"worker_cores": 1.6, "parent_cores": 0.3}},
                 },
             }
         },
@@ -132,3 +133,8 @@ def test_figures_and_table_say_met_or_not():
     text = "\n".join(bench_serve.render(R))
     assert "| silero VAD: streams served by 2 workers on 2 cores ÷ by 1 worker on 1 core | **1.67** | >= 1.7 | NOT met |" in text
     assert "| silero VAD: batcher µs per stream-chunk ÷ onnxruntime batched by hand | **0.333** | <= 0.4 | met |" in text
+    procs = f["two_worker_processes_vs_one"]  # 1620 / 900 = 1.8: met; at most 2 x 20 / 23 = 1.74 from the costs
+    assert procs["met"] and procs["value"] == pytest.approx(1.8) and procs["ceiling_from_cost"] == pytest.approx(40 / 23)
+    assert procs["worker_processes"] == [1.6, None] and procs["serving_process"] == [0.3, None]
+    assert "on 2 cores ÷ by 1 worker on 1 core | **1.8** | >= 1.7 | met |" in text
+    assert "| ... at most (2 x the 1-worker cost ÷ the 1-worker-process cost) | 1.74 | | |" in text
