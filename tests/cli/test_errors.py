@@ -21,11 +21,26 @@ def _mutated(mutate, **case):
     return model
 
 
+def _attr(name, value, **case):
+    """The model factory of a BAD row: the case's model with its node's attribute `name` set to `value`."""
+    return lambda: _mutated(lambda m: set_attr(m, name, value), **case)
+
+
+def _init(name, array, **case):
+    """The model factory of a BAD row: the case's model with initializer `name` replaced by `array`."""
+    return lambda: _mutated(lambda m: replace_init(m, name, array), **case)
+
+
+def _plain(**case):
+    """The model factory of a BAD row: the case's model as make_model writes it."""
+    return lambda: _mutated(lambda m: None, **case)
+
+
 # (id, model factory, --input flags, error type, exact message)
 BAD = [
     (
         "unknown-activation",
-        lambda: _mutated(lambda m: set_attr(m, "activations", ["Swish"])),
+        _attr("activations", ["Swish"]),
         None,
         InvalidModelError,
         (
@@ -35,63 +50,51 @@ BAD = [
     ),
     (
         "unknown-direction",
-        lambda: _mutated(lambda m: set_attr(m, "direction", "sideways")),
+        _attr("direction", "sideways"),
         None,
         InvalidModelError,
         f"{NODE}: attribute 'direction': expected one of forward, reverse, bidirectional, got 'sideways'",
     ),
-    (
-        "layout-2",
-        lambda: _mutated(lambda m: set_attr(m, "layout", 2)),
-        None,
-        InvalidModelError,
-        f"{NODE}: attribute 'layout': expected 0 or 1, got 2",
-    ),
-    (
-        "hidden-size-0",
-        lambda: _mutated(lambda m: set_attr(m, "hidden_size", 0)),
-        None,
-        InvalidModelError,
-        f"{NODE}: attribute 'hidden_size': expected a value > 0, got 0",
-    ),
+    ("layout-2", _attr("layout", 2), None, InvalidModelError, f"{NODE}: attribute 'layout': expected 0 or 1, got 2"),
+    ("hidden-size-0", _attr("hidden_size", 0), None, InvalidModelError, f"{NODE}: attribute 'hidden_size': expected a value > 0, got 0"),
     (
         "hidden-size-negative",
-        lambda: _mutated(lambda m: set_attr(m, "hidden_size", -3)),
+        _attr("hidden_size", -3),
         None,
         InvalidModelError,
         f"{NODE}: attribute 'hidden_size': expected a value > 0, got -3",
     ),
     (
         "hidden-size-contradicts-R",
-        lambda: _mutated(lambda m: set_attr(m, "hidden_size", 7)),
+        _attr("hidden_size", 7),
         None,
         InvalidModelError,
         f"{NODE}: input R 'R' has shape [1,5,5]: dim 1 (hidden_size) is 5, expected 7 from attribute 'hidden_size'",
     ),
     (
         "W-contradicts-R",
-        lambda: _mutated(lambda m: replace_init(m, "W", np.zeros((1, 4, 3), np.float32))),
+        _init("W", np.zeros((1, 4, 3), np.float32)),
         None,
         InvalidModelError,
         f"{NODE}: input W 'W' has shape [1,4,3]: dim 1 (hidden_size) is 4, expected 5 from attribute 'hidden_size'",
     ),
     (
         "B-wrong-width",
-        lambda: _mutated(lambda m: replace_init(m, "B", np.zeros((1, 8), np.float32))),
+        _init("B", np.zeros((1, 8), np.float32)),
         None,
         InvalidModelError,
         f"{NODE}: input B 'B' has shape [1,8]: dim 1 (2*hidden_size) is 8, expected 10 from attribute 'hidden_size'",
     ),
     (
         "B-odd-width",
-        lambda: _mutated(lambda m: replace_init(m, "B", np.zeros((1, 9), np.float32)), hidden_size_attr=False),
+        _init("B", np.zeros((1, 9), np.float32), hidden_size_attr=False),
         None,
         InvalidModelError,
         f"{NODE}: input B 'B' has shape [1,9]: dim 1 must be 2*hidden_size, got odd 9",
     ),
     (
         "W-two-directions-forward",
-        lambda: _mutated(lambda m: replace_init(m, "W", np.zeros((2, 5, 3), np.float32))),
+        _init("W", np.zeros((2, 5, 3), np.float32)),
         None,
         InvalidModelError,
         f"{NODE}: input W 'W' has shape [2,5,3]: dim 0 (num_directions) is 2, expected 1 from direction 'forward'",
@@ -112,7 +115,7 @@ BAD = [
     ),
     (
         "W-dtype-mismatch",
-        lambda: _mutated(lambda m: replace_init(m, "W", np.zeros((1, 5, 3), np.float16))),
+        _init("W", np.zeros((1, 5, 3), np.float16)),
         None,
         InvalidModelError,
         f"{NODE}: input W 'W': expected element type float (the type of X), got float16",
@@ -140,21 +143,21 @@ BAD = [
     ),
     (
         "attribute-wrong-type",
-        lambda: _mutated(lambda m: set_attr(m, "hidden_size", 5.0)),
+        _attr("hidden_size", 5.0),
         None,
         InvalidModelError,
         f"{NODE}: attribute 'hidden_size': expected type INT, got FLOAT",
     ),
     (
         "direction-wrong-type",
-        lambda: _mutated(lambda m: set_attr(m, "direction", 1)),
+        _attr("direction", 1),
         None,
         InvalidModelError,
         f"{NODE}: attribute 'direction': expected type STRING, got INT",
     ),
     (
         "unknown-attribute",
-        lambda: _mutated(lambda m: set_attr(m, "foo", 1)),
+        _attr("foo", 1),
         None,
         InvalidModelError,
         (
@@ -164,7 +167,7 @@ BAD = [
     ),
     (
         "layout-before-opset-14",
-        lambda: _mutated(lambda m: set_attr(m, "layout", 0), opset=7),
+        _attr("layout", 0, opset=7),
         None,
         InvalidModelError,
         (
@@ -172,23 +175,17 @@ BAD = [
             "activations, clip, direction, hidden_size)"
         ),
     ),
-    (
-        "negative-clip",
-        lambda: _mutated(lambda m: set_attr(m, "clip", -1.0)),
-        None,
-        InvalidModelError,
-        f"{NODE}: attribute 'clip': expected a threshold >= 0, got -1",
-    ),
+    ("negative-clip", _attr("clip", -1.0), None, InvalidModelError, f"{NODE}: attribute 'clip': expected a threshold >= 0, got -1"),
     (
         "three-activations-bidir",
-        lambda: _mutated(lambda m: set_attr(m, "activations", ["Tanh", "Relu", "Tanh"]), direction="bidirectional"),
+        _attr("activations", ["Tanh", "Relu", "Tanh"], direction="bidirectional"),
         None,
         InvalidModelError,
         f"{NODE}: attribute 'activations': expected 2 activation(s) for 2 direction(s), got 3 (Tanh, Relu, Tanh)",
     ),
     (
         "lens-too-long",
-        lambda: _mutated(lambda m: None, lens=(5, 2), lens_const=True),
+        _plain(lens=(5, 2), lens_const=True),
         None,
         InvalidModelError,
         (
@@ -198,7 +195,7 @@ BAD = [
     ),
     (
         "lens-negative",
-        lambda: _mutated(lambda m: None, lens=(3, -1), lens_const=True),
+        _plain(lens=(3, -1), lens_const=True),
         None,
         InvalidModelError,
         (
@@ -239,7 +236,7 @@ BAD = [
     ),
     (
         "dynamic-seq-no-input",
-        lambda: _mutated(lambda m: None, dyn_seq=True),
+        _plain(dyn_seq=True),
         None,
         UsageError,
         (
@@ -250,60 +247,36 @@ BAD = [
     # the README's "Not supported": zero time steps or a batch of 0 (a sequence_lens entry of 0 is supported)
     (
         "zero-steps",
-        lambda: _mutated(lambda m: None, dyn_seq=True),
+        _plain(dyn_seq=True),
         ["X[0,2,3]"],
         UnsupportedFeatureError,
         f"{NODE}: input X 'X' has sequence length 0; expected at least 1 step",
     ),
     (
         "zero-batch",
-        lambda: _mutated(lambda m: None, dyn_batch=True),
+        _plain(dyn_batch=True),
         ["X[4,0,3]"],
         UnsupportedFeatureError,
         f"{NODE}: input X 'X' has batch size 0; expected at least 1",
     ),
-    (
-        "input-unknown-name",
-        lambda: _mutated(lambda m: None),
-        ["Z[1,2]"],
-        UsageError,
-        "--input 'Z': the model has no input of that name (inputs: X)",
-    ),
+    ("input-unknown-name", _plain(), ["Z[1,2]"], UsageError, "--input 'Z': the model has no input of that name (inputs: X)"),
     (
         "input-initializer",
-        lambda: _mutated(lambda m: None),
+        _plain(),
         ["W[1,5,3]"],
         UsageError,
         "--input 'W': this is an initializer (constant), not a graph input; only inputs can be reshaped",
     ),
-    (
-        "input-wrong-rank",
-        lambda: _mutated(lambda m: None),
-        ["X[4,2]"],
-        UsageError,
-        "--input 'X': rank 2 [4,2], but the model declares rank 3 [4,2,3]",
-    ),
-    (
-        "input-conflicting-dim",
-        lambda: _mutated(lambda m: None),
-        ["X[4,2,7]"],
-        UsageError,
-        "--input 'X': dim 2 is 7, but the model declares 3",
-    ),
+    ("input-wrong-rank", _plain(), ["X[4,2]"], UsageError, "--input 'X': rank 2 [4,2], but the model declares rank 3 [4,2,3]"),
+    ("input-conflicting-dim", _plain(), ["X[4,2,7]"], UsageError, "--input 'X': dim 2 is 7, but the model declares 3"),
     (
         "input-malformed",
-        lambda: _mutated(lambda m: None),
+        _plain(),
         ["X[4,two,3]"],
         UsageError,
         "--input 'X[4,two,3]': bad dimension 'two' (expected an integer, ?, -1 or lo..hi)",
     ),
-    (
-        "input-unbalanced",
-        lambda: _mutated(lambda m: None),
-        ["X[4,2,3"],
-        UsageError,
-        "--input 'X[4,2,3': expected NAME[d0,d1,...] or [d0,d1,...], got 'X[4,2,3'",
-    ),
+    ("input-unbalanced", _plain(), ["X[4,2,3"], UsageError, "--input 'X[4,2,3': expected NAME[d0,d1,...] or [d0,d1,...], got 'X[4,2,3'"),
     (
         "declared-output-wrong",
         lambda: _mutated(lambda m: setattr(m.graph.output[0].type.tensor_type.shape.dim[0], "dim_value", 9)),
