@@ -6,7 +6,8 @@ Two lines, both before a ``BatchedStep`` serves:
    op keeps rows apart along the batch axis (a whitelist, the axis tracked through reshapes and
    transposes); anything not proved is refused naming the node (``RowsNotProved``). It also refuses
    indices computed from the streams' data for the ops that read out of bounds (opt-in:
-   ``trust_indices=True``).
+   ``trust_indices=True``). Then size_free.py proves that the model at each size computes the same
+   numbers per row as at the smallest size (a batch size folded into a constant is refused).
 2. **The probe** (here), a second line that tests what the proof argues, at every compiled size
    above 1: one call with a different real row in **every** position (values of very different
    magnitudes: rows drawn from ±1, ±30 and ±1000, so a threshold crossed only by large values
@@ -26,9 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedFeatureError
-from .rowwise import _BINARY, _UNARY, RowsNotProved, prove_rows_apart
-
-ELEMENTWISE = _UNARY | _BINARY
+from .rowwise import prove_rows_apart
+from .size_free import prove_size_free
 
 RTOL, SCALE = 1e-5, 1e-5  # batch 1 vs batch n kernels: rounding only
 MAGNITUDES = (1.0, 30.0, 1000.0)
@@ -42,15 +42,18 @@ def check_batched(step, rows: bool = True, trust_indices: bool = False) -> set[i
     larger = [size for size in step.sizes if size > 1]
     if not rows and trust_indices:
         return set()
-    for size in larger:
-        prove_rows_apart(
+    axes = {
+        size: prove_rows_apart(
             spec.model_at(size, step.device), spec, size, rows=rows, indices=not trust_indices, checked_indices=step.index_limits
         )
+        for size in larger
+    }
     if not rows:
         return set()
-    for size in larger:  # the batch size folded into a constant the data meets (x * B): the same row, other numbers
-        if size != step.sizes[0]:
-            _same_constants(spec.model_at(size, step.device), size, spec.model_at(step.sizes[0], step.device), step.sizes[0])
+    smallest = step.sizes[0]
+    for size in larger:  # the batch size folded into a value the data meets (x * B): the same rows, other numbers (size_free.py)
+        if size != smallest:
+            prove_size_free(spec.model_at(size, step.device), size, spec.model_at(smallest, step.device), smallest, axes[size])
     pad, step.pad = step.pad, "initial"
     try:
         for size in larger:
@@ -58,32 +61,6 @@ def check_batched(step, rows: bool = True, trust_indices: bool = False) -> set[i
     finally:
         step.pad = pad
     return set(larger)
-
-
-def _same_constants(model, n: int, smallest, m: int) -> None:
-    """A constant an elementwise op takes must hold the same values in the model at batch `n` as in the
-    model at batch `m` (matched by name): a Shape of the batch folded at each size differs."""
-    others = {node.get_friendly_name(): node for node in smallest.get_ordered_ops() if node.get_type_name() == "Constant"}
-    for node in model.get_ordered_ops():
-        if node.get_type_name() not in ELEMENTWISE:
-            continue
-        for value in node.input_values():
-            source = value.get_node()
-            other = others.get(source.get_friendly_name())
-            if source.get_type_name() != "Constant" or other is None:
-                continue
-            here, there = np.unique(np.asarray(source.get_data())), np.unique(np.asarray(other.get_data()))
-            if not np.array_equal(here, there, equal_nan=here.dtype.kind == "f"):
-                raise RowsNotProved(
-                    f"the model's numbers depend on the batch size: {node.get_type_name()} '{node.get_friendly_name()}' takes the "
-                    f"constant '{source.get_friendly_name()}', {_show(here)} at batch {n} and {_show(there)} at batch {m} (a Shape of "
-                    "the batch folded at each size?); a stream would get other numbers in a batch than alone. Serve it one stream a call "
-                    "(ovrnn.Stream), or pass check_rows=False if you know it does not"
-                )
-
-
-def _show(values: np.ndarray) -> str:
-    return str(values.tolist()) if values.size <= 4 else f"{values.size} values"
 
 
 def _probe(step, bucket) -> None:

@@ -130,10 +130,10 @@ class _Refuse(Exception):
     pass
 
 
-def prove_rows_apart(model, spec, n: int, *, rows: bool = True, indices: bool = True, checked_indices=()) -> None:
-    """Walk `model` (the stateless model at batch `n` >= 2) and raise ``RowsNotProved`` naming the
-    first node not proved to keep rows apart (`rows`), or the first index computed from the streams'
-    data (`indices`; `checked_indices`: inputs the batcher checks per chunk)."""
+def prove_rows_apart(model, spec, n: int, *, rows: bool = True, indices: bool = True, checked_indices=()) -> dict:
+    """Walk `model` (the stateless model at batch `n` >= 2): ``RowsNotProved`` names the first node not
+    proved to keep rows apart (`rows`) or the first index computed from the streams' data (`indices`;
+    `checked_indices`: inputs checked per chunk). Returns each tensor's batch axis {(node name, port): axis or None}."""
     batch = {p.name: p.batch_axis for p in spec.inputs} | {s.input: s.port.batch_axis for s in spec.states}
     axes: dict[tuple[str, int], int | None] = {}
     index_problem = None
@@ -176,6 +176,7 @@ def prove_rows_apart(model, spec, n: int, *, rows: bool = True, indices: bool = 
             "stream's bad value would change the other streams of its batch, silently. Feed the index as an input of the model (checked "
             "per chunk), or pass trust_indices=True if every index the streams will produce is in range"
         )
+    return axes
 
 
 def _error(node, n: int, why: str) -> RowsNotProved:
