@@ -1,17 +1,18 @@
 """Convert the same models with two commits of ovrnn and compare everything a user sees: model.xml and model.bin
 bytes, stdout, stderr and the exit status. A refactor of the conversion path must leave all of them identical.
 
-    python tools/compare_conversions.py BASE HEAD [-j 2] [--only PATTERN] [--cache DIR] [--keep DIR]
+    python tools/compare_conversions.py BASE HEAD [-j 2] [--only PATTERN] [--extra DIR] [--cache DIR] [--keep DIR]
 
 BASE and HEAD are commits of this repository (anything `git rev-parse` reads). Each is exported with `git archive`
 into a temporary directory and run as `python -m ovrnn convert` with PYTHONPATH set to it (the Python running this
 tool, PYTHONHASHSEED=0). The models are BASE's: every tests/fixtures/**/*.onnx with default options, eight fixtures
 under six option sets, and silero VAD's shipped ONNX files under seven input/option sets when the silero-vad wheel
-is installed. Both commits read the same copies of them, so a path in a message is the same on both sides.
+is installed; with --extra DIR, also every DIR/**/*.onnx with default options (models of your own: look-alikes a
+recogniser must refuse, say). Both commits read the same copies of them, so a path in a message is the same on both sides.
 
 Prints one line per job that differs (which of rc/xml/bin/stdout/stderr, and the two texts where they differ) and a
 summary; exits 1 if any job differs or is missing on one side, 0 if all are identical, 2 on a usage error.
---cache DIR keeps each commit's results as DIR/<sha>.json and reuses them (the job list is part of the key).
+--cache DIR keeps each commit's results as DIR/<sha>-<key>.json and reuses them (key: the jobs and their models' bytes).
 """
 
 from __future__ import annotations
@@ -88,9 +89,11 @@ def silero_dir() -> Path | None:
     return data if data.is_dir() else None
 
 
-def jobs_for(fixtures: Path, silero: Path | None) -> list[tuple[str, Path, tuple[str, ...]]]:
+def jobs_for(fixtures: Path, silero: Path | None, extra: Path | None = None) -> list[tuple[str, Path, tuple[str, ...]]]:
     """(name, model, options) for each conversion; the name says the model and options."""
     jobs = [(p.relative_to(fixtures).as_posix(), p, ()) for p in sorted(fixtures.rglob("*.onnx"))]
+    if extra is not None:
+        jobs += [(f"extra/{p.relative_to(extra).as_posix()}", p, ()) for p in sorted(extra.rglob("*.onnx"))]
     for name in OPTION_FIXTURES:
         if (fixtures / name).exists():
             jobs += [(f"{name} {' '.join(opts)}", fixtures / name, opts) for opts in OPTION_SETS]
@@ -162,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-j", "--threads", type=int, default=1, help="conversions at once (default 1)")
     ap.add_argument("--only", action="append", default=[], help="run only jobs whose name matches this glob (repeatable)")
     ap.add_argument("--no-silero", action="store_true", help="leave out the silero VAD jobs")
+    ap.add_argument("--extra", type=Path, help="also convert every DIR/**/*.onnx (default options)")
     ap.add_argument("--cache", type=Path, help="keep and reuse each commit's results here (<sha>.json)")
     ap.add_argument("--keep", type=Path, help="write the two trees and the outputs here instead of a temporary directory")
     args = ap.parse_args(argv)
@@ -181,13 +185,19 @@ def main(argv: list[str] | None = None) -> int:
         silero = silero_dir() if not args.no_silero else None
         if silero is not None:
             shutil.copytree(silero, inputs / "silero", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-        jobs = jobs_for(inputs / "fixtures", inputs / "silero" if silero is not None else None)
+        if args.extra is not None:
+            if not args.extra.is_dir():
+                print(f"error: --extra {args.extra}: not a folder", file=sys.stderr)
+                return 2
+            shutil.copytree(args.extra, inputs / "extra")
+        jobs = jobs_for(inputs / "fixtures", inputs / "silero" if silero is not None else None, inputs / "extra" if args.extra else None)
         if args.only:
             jobs = [j for j in jobs if any(fnmatch.fnmatchcase(j[0], pat) for pat in args.only)]
         if not jobs:
             print("error: no job to run", file=sys.stderr)
             return 2
-        key = hashlib.sha256(json.dumps([(n, p.relative_to(inputs).as_posix(), o) for n, p, o in jobs]).encode()).hexdigest()[:12]
+        listed = [(n, p.relative_to(inputs).as_posix(), o, hashlib.sha256(p.read_bytes()).hexdigest()) for n, p, o in jobs]
+        key = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:12]  # the jobs and the bytes of their models
         results = []
         for side, sha, tree in zip(("base", "head"), shas, trees):
             cached = args.cache / f"{sha}-{key}.json" if args.cache else None

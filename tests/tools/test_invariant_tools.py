@@ -62,6 +62,12 @@ def test_compare_conversions_finds_a_changed_ir_and_passes_identical_ones(tmp_pa
     assert "DIFF a.onnx: stderr\n" in out and "DIFF loops/b.onnx: stderr\n" in out, out
     assert "    head stderr: 'note: new'" in out and "DIFFERENT: 0 of 2" in out, out
 
+    extra = tmp_path / "extra"
+    (extra / "deep").mkdir(parents=True)
+    (extra / "deep" / "c.onnx").write_text("C")
+    assert tool.main(["HEAD~3", "HEAD~2", "--repo", str(repo), "--no-silero", "--extra", str(extra)]) == 0
+    assert "IDENTICAL: 3 of 3 conversions identical" in capsys.readouterr().out
+
     cache = tmp_path / "cache"
     assert tool.main(["HEAD~1", "HEAD", "--repo", str(repo), "--no-silero", "--only", "loops/*", "--cache", str(cache)]) == 1
     out = capsys.readouterr().out
