@@ -263,6 +263,9 @@ def figures(R: dict) -> dict:
     for key, f in out.items():
         target, sense, _ = TARGETS[key]
         f["met"] = f["value"] >= target if sense == ">=" else f["value"] <= target
+        # a cost ratio: met only in wall time AND in CPU time (a loaded VM's wall ratio alone can flatter)
+        if f.get("cpu_value") is not None:
+            f["met"] = f["met"] and f["cpu_value"] <= target
     return out
 
 
