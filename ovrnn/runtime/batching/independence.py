@@ -7,7 +7,7 @@ Two lines, both before a ``BatchedStep`` serves:
    transposes); anything not proved is refused naming the node (``RowsNotProved``). It also refuses
    indices computed from the streams' data for the ops that read out of bounds (opt-in:
    ``trust_indices=True``). Then size_free.py proves that the model at each size computes the same
-   numbers per row as at the smallest size (a batch size folded into a constant is refused).
+   numbers per row as at batch 1, compiled or not (a batch size folded into a constant is refused).
 2. **The probe** (here), a second line that tests what the proof argues, at every compiled size
    above 1: one call with a different real row in **every** position (values of very different
    magnitudes: rows drawn from ±1, ±30 and ±1000, so a threshold crossed only by large values
@@ -50,10 +50,10 @@ def check_batched(step, rows: bool = True, trust_indices: bool = False) -> set[i
     }
     if not rows:
         return set()
-    smallest = step.sizes[0]
-    for size in larger:  # the batch size folded into a value the data meets (x * B): the same rows, other numbers (size_free.py)
-        if size != smallest:
-            prove_size_free(spec.model_at(size, step.device), size, spec.model_at(smallest, step.device), smallest, axes[size])
+    # the batch size folded into a value the data meets (x * B): the same rows, other numbers (size_free.py). The
+    # reference is a stream alone: batch 1, compiled or not (sizes=(8,) must still serve what each stream gets alone)
+    for size in larger:
+        prove_size_free(spec.model_at(size, step.device), size, spec.model_at(1, step.device), 1, axes[size])
     pad, step.pad = step.pad, "initial"
     try:
         for size in larger:

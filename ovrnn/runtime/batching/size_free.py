@@ -3,8 +3,8 @@
 The row proof (rowwise.py) reads one size at a time: a model that folds Shape(x)[0] into a constant at
 each compiled size (``x * B``, ``Gather(table, B - 1)``, a MatMul by a B-scaled matrix, ``Range(B)``,
 a ``Where(B > 1)``) keeps rows apart at every size, yet gives a stream other numbers in a batch of 4
-than alone. So the model at each compiled size n is compared with the model at the smallest size m,
-op by op (both are the same source converted at two sizes):
+than alone. So the model at each compiled size n is compared with the model at batch m = 1 (what a
+stream computes alone, compiled or not), op by op (the same source converted at two sizes):
 
 * the same ops in the same order: types, names, attributes, element types and wiring. Anything else
   is refused (the batcher does not guess which op of one is which op of the other);
@@ -39,14 +39,13 @@ from .rowwise import _BINARY, _CELLS, _UNARY, RowsNotProved
 _SHAPE_PORTS = {"Reshape": 1, "Squeeze": 1, "Unsqueeze": 1, "Broadcast": 1, "Tile": 1}  # output fixed by in/out shapes
 _SLICES = {"Slice", "StridedSlice"}
 _ROWS_MEET = _UNARY | _BINARY | {"Concat", "MatMul"} | set(_CELLS)
-_ANY = "any"
 
 
-def prove_size_free(model, n: int, smallest, m: int, axes: dict) -> None:
+def prove_size_free(model, n: int, alone, m: int, axes: dict) -> None:
     """Raise ``RowsNotProved`` where `model` (at batch `n`) computes other numbers per row than
-    `smallest` (the same source at batch `m`); `axes`: the row proof's batch axis of every tensor of
+    `alone` (the same source at batch `m`: 1, a stream alone); `axes`: the row proof's batch axis of every tensor of
     `model` ((node name, port) -> axis, None when batch-free)."""
-    ops, others = _matched(model, n, smallest, m)
+    ops, others = _matched(model, n, alone, m)
     differs: dict[tuple[str, int], tuple] = {}  # batch-free values that differ -> (root at n, root at m, read directly)
     for node, other in zip(ops, others):
         kind, name = node.get_type_name(), node.get_name()

@@ -357,3 +357,17 @@ def test_an_output_made_of_the_batch_size_is_refused(kind, refused):
         return
     with pytest.raises(RowsNotProved, match=NUMBERS + r"Result '[^']+' takes the constant '[^']+', " + re.escape(refused)):
         prove_size_free(four, 4, one, 1, axes)
+
+
+def test_the_model_alone_at_batch_1_is_the_reference_even_when_1_is_not_compiled():
+    """sizes=(4,) serves every stream at batch 4: a model whose numbers depend on the batch size
+    would give each stream the numbers of B = 4, not what it computes alone (batch 1)."""
+    with pytest.raises(UnsupportedFeatureError, match=LOOK_ALIKES["matmul-by-b"]):
+        ovrnn.StreamBatcher(model_of("matmul-by-b", gated=True), "h=hn", sizes=(4,))
+    with pytest.raises(UnsupportedFeatureError, match=re.escape("[2.0] at batch 2 and [1.0] at batch 1")):
+        ovrnn.StreamBatcher(model_of("power-b", gated=True), "h=hn", sizes=(2, 8))
+    model = model_of("lstm-zero-state-of-shape")
+    sess = session(model)
+    x, h = np.full((1, F), 0.5, np.float32), np.zeros((1, F), np.float32)
+    with ovrnn.StreamBatcher(model, "h=hn", sizes=(4,)) as b:
+        np.testing.assert_allclose(b.feed(b.open(), {"x": x})["y"], sess.run(["y"], {"x": x, "h": h})[0], rtol=1e-5, atol=1e-6)
