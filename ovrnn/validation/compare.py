@@ -21,6 +21,7 @@ import onnx
 
 from .. import __version__
 from ..dtypes import from_numpy
+from ..errors import NumericMismatchError
 from ..families import onnx_op_names
 from ..ir.model import IR
 from ..runtime import engine as runtime
@@ -101,6 +102,22 @@ class ValidationReport(RunHead):
     @property
     def passed(self) -> bool:
         return all(c.passed for c in self.comparisons if c.counted)
+
+    def raise_for_failure(self):
+        """This report, when it passed; else ``NumericMismatchError`` naming how many counted comparisons missed their
+        tolerance and the worst of them (largest max abs error): its output, oracle, error and tolerance. For a caller
+        that wants a failed validation as an exception (``ovrnn.validate(...).raise_for_failure()``)."""
+        failed = [c for c in self.comparisons if c.counted and not c.passed]
+        if not failed:
+            return self
+        worst = max(failed, key=lambda c: c.max_abs)
+        tolerance = "identical" if worst.atol == 0 and worst.rtol == 0 else f"{worst.atol:.0e} + {worst.rtol:.0e}*|ref|"
+        counted = sum(c.counted for c in self.comparisons)
+        raise NumericMismatchError(
+            f"validate {self.model} on {self.device} at {self.precision}: {len(failed)} of {counted} counted comparisons outside "
+            f"tolerance; the worst: output '{worst.output}' against the {worst.oracle}, max abs error {worst.max_abs:.2e} "
+            f"(tolerance {tolerance})"
+        )
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -45,6 +45,7 @@ class StreamsValidationReport(RunHead):
     frozen_inputs: dict[str, str] = field(default_factory=dict)
 
     passed, to_dict, to_json = ValidationReport.passed, ValidationReport.to_dict, ValidationReport.to_json
+    raise_for_failure = ValidationReport.raise_for_failure
 
     def format(self) -> str:
         lines = [

@@ -34,6 +34,7 @@ class StreamValidationReport(RunHead):
 
     # every counted row passes; JSON as validate writes it
     passed, to_dict, to_json = ValidationReport.passed, ValidationReport.to_dict, ValidationReport.to_json
+    raise_for_failure = ValidationReport.raise_for_failure
 
     def format(self) -> str:
         lines = [

@@ -144,3 +144,30 @@ def test_reference_hands_a_node_it_has_no_code_for_to_onnxruntime_inside_a_body_
     ]
     with pytest.raises(reference.ReferenceUnavailable, match="cannot compute node 'pool' \\(GlobalLpPool\\)"):
         reference.run_model(model, {"x": x, "c": np.array(True)})
+
+
+def test_a_failed_validation_raises_numeric_mismatch_on_request():
+    """report.raise_for_failure(): NumericMismatchError (exit status 1) naming the failures and the worst of them, for a
+    real mismatch (an IR with Sigmoid where the model has Tanh); the report itself when it passed, streams' reports too."""
+    import dataclasses
+    import re
+
+    from ovrnn.examples import STREAM_MODEL
+
+    report = ovrnn.validate(_lstm_then("Tanh"), ir=ovrnn.convert_model(_lstm_then("Sigmoid")))
+    with pytest.raises(ovrnn.NumericMismatchError) as info:
+        report.raise_for_failure()
+    assert re.fullmatch(
+        r"validate g on CPU at f32: 2 of 2 counted comparisons outside tolerance; the worst: output 'Z' against the "
+        r"(reference|onnxruntime), max abs error (\S+) \(tolerance 2e-05 \+ 2e-05\*\|ref\|\)",
+        str(info.value),
+    ), str(info.value)
+    worst = max(c.max_abs for c in report.comparisons)
+    assert f"max abs error {worst:.2e} " in str(info.value) and worst > 0.1 and info.value.exit_code == 1
+    right = ovrnn.validate(_lstm_then("Tanh"))
+    assert right.raise_for_failure() is right
+    stream = ovrnn.validate(STREAM_MODEL, stateful=True, chunks=2)
+    assert stream.passed and stream.raise_for_failure() is stream
+    stream.comparisons[0] = dataclasses.replace(stream.comparisons[0], passed=False)
+    with pytest.raises(ovrnn.NumericMismatchError, match=r"^validate .* 1 of \d+ counted comparisons outside tolerance; the worst: "):
+        stream.raise_for_failure()
