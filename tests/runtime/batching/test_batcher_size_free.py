@@ -125,6 +125,15 @@ def _case(kind: str):
             ],
             {},
         ),
+        "if-b-above-1": (  # an If on B > 1 picks a scale of 2 or 1
+            [
+                n("Greater", ["bs", "ones"], ["many"]),
+                n("If", ["many"], ["k"], then_branch=_branch("then", 2.0), else_branch=_branch("else", 1.0)),
+                n("MatMul", ["x", "eye"], ["xe"]),
+                n("Mul", ["xe", "k"], ["m"], name="mul"),
+            ],
+            {"eye": _f(np.eye(F))},
+        ),
         "topk-b": ([n("TopK", ["x", "b"], ["tv", "ti"], axis=1, name="topk"), n("ReduceSum", ["tv", "one"], ["m"], keepdims=1)], {}),
         # -- honest: B only carries the batch dimension
         "reshape-by-shape": (
@@ -164,6 +173,11 @@ def _case(kind: str):
     }
     nodes, inits = table[kind]
     return nodes, [numpy_helper.from_array(v, k) for k, v in inits.items()]
+
+
+def _branch(name: str, value: float) -> onnx.GraphProto:
+    out = helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, np.float32)))
+    return helper.make_graph([out], name, [], [helper.make_tensor_value_info(name, TensorProto.FLOAT, [])])
 
 
 def _loop_body() -> onnx.GraphProto:
@@ -240,6 +254,7 @@ LOOK_ALIKES = {
     "tile-columns-b-times": NUMBERS + re.escape("Tile 'tile' gives output 0 the shape [4, 16] at batch 4 and [1, 4] at batch 1"),
     "expand-a-b-axis": NUMBERS + re.escape("Broadcast 'expand' gives output 0 the shape [4, 4, 4] at batch 4 and [1, 1, 4] at batch 1"),
     "reshape-b-in-row": NUMBERS + re.escape("Reshape 'reshape' gives output 0 the shape [4, 4, 1] at batch 4 and [1, 1, 4] at batch 1"),
+    "if-b-above-1": NUMBERS + re.escape("Multiply 'mul' takes the constant 'k', [2.0] at batch 4 and [1.0] at batch 1"),
     "topk-b": NUMBERS + re.escape("TopK 'topk' gives output 0 the shape [4, 4] at batch 4 and [1, 1] at batch 1"),
 }
 HONEST = ["reshape-by-shape", "expand-bias", "zeros-of-shape", "tile-bias-b-rows", "slice-rows-to-b", "lstm-zero-state-of-shape"]
@@ -371,3 +386,14 @@ def test_the_model_alone_at_batch_1_is_the_reference_even_when_1_is_not_compiled
     x, h = np.full((1, F), 0.5, np.float32), np.zeros((1, F), np.float32)
     with ovrnn.StreamBatcher(model, "h=hn", sizes=(4,)) as b:
         np.testing.assert_allclose(b.feed(b.open(), {"x": x})["y"], sess.run(["y"], {"x": x, "h": h})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_body_is_the_same_only_when_its_graph_constants_and_shapes_are():
+    """An If/Loop computed from constants only (OpenVINO folds those of these look-alikes) is compared
+    body by body: the same graph converted twice at one size is the same, at two sizes it is not."""
+    from ovrnn.runtime.batching.size_free import _same_model
+
+    model = model_of("expand-bias")
+    assert _same_model(_at(model, 4), StreamSpec.of(model, "h=hn").model_at(4))
+    assert not _same_model(_at(model, 4), _at(model, 1))  # the folded bias: [4, 4] and [1, 4]
+    assert not _same_model(_at(model, 4), _at(model_of("reshape-by-shape"), 4))
