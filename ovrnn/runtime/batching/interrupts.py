@@ -15,8 +15,9 @@ these parts; a handler of the program's own is left alone (then the interrupt is
 Python runs a signal's handler at a function's first bytecode and after a call returns, and an
 exception raised there skips whatever the function had left to do. So nothing here depends on a
 store that a handler could skip: the window is wherever ``_window``'s frame is on the stack (the
-handler looks), the depth of critical parts is changed only where a handler holds, and a raised
-KeyboardInterrupt stands for every SIGINT held before it (a held one is never raised again later).
+handler looks), the depth of critical parts changes where a handler run just before or after it
+does no harm, and a raised KeyboardInterrupt stands for every SIGINT held before it (a held one is
+never raised again later).
 The window used to be a context manager whose ``__exit__`` restored the depth: a handler at that
 method's first bytecode raised before the depth came back, the rest of the part ran unprotected,
 and a later interrupt there left the worker claimed for ever (its ``shutdown()`` hung).
