@@ -26,6 +26,8 @@ from ovrnn.runtime.batching.rowwise import RowsNotProved
 from ovrnn.runtime.batching.size_free import prove_size_free
 
 from .batcher_models import session
+from .test_batcher_rows import ROWWISE
+from .test_batcher_rows import _block as chain_block
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 F = 4  # features per row
@@ -196,9 +198,10 @@ def _loop_body() -> onnx.GraphProto:
     return helper.make_graph(body, "steps", ins, outs, [quarter])
 
 
-def model_of(kind: str, gated: bool = False) -> onnx.ModelProto:
+def model_of(kind: str, gated: bool = False, chain: tuple[str, ...] = ()) -> onnx.ModelProto:
     """`gated`: m is multiplied by an integer input a [B, 1] (the probe feeds integers as 0, so only
-    the proof sees the batch size: main before size_free.py served all of these silently wrong)."""
+    the proof sees the batch size: main before size_free.py served 11 of these silently wrong).
+    `chain`: row-wise blocks of test_batcher_rows.py run on x + h before m is added."""
     n = helper.make_node
     common = {"one": _i(1), "two": _i(2), "four": _i(4), "z1": _i(0), "ax0": _i(0), "ax1": _i(1)}
     common |= {"zero": np.array(0, np.int64), "ones": np.array(1, np.int64), "zf": np.array(0.0, np.float32)}
@@ -214,8 +217,12 @@ def model_of(kind: str, gated: bool = False) -> onnx.ModelProto:
         nodes.append(n("ReduceSum", ["xt", "one"], ["m"], keepdims=1))
     if gated:
         nodes += [n("Cast", ["a"], ["af"], to=TensorProto.FLOAT), n("Mul", ["m", "af"], ["mg"])]
-    nodes += [n("Add", ["x", "h"], ["s0"]), n("Add", ["s0", "mg" if gated else "m"], ["t"]), n("Tanh", ["t"], ["hn"])]
-    nodes.append(n("Identity", ["hn"], ["y"]))
+    nodes.append(n("Add", ["x", "h"], ["s0"]))
+    s0 = "s0"
+    for k, block in enumerate(chain):
+        more, consts, s0 = chain_block(block, s0, k)
+        nodes, inits = nodes + more, inits + consts
+    nodes += [n("Add", [s0, "mg" if gated else "m"], ["t"]), n("Tanh", ["t"], ["hn"]), n("Identity", ["hn"], ["y"])]
     inits += [numpy_helper.from_array(v, k) for k, v in common.items()]
     vi = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, ["B", F])  # noqa: E731 - four uses
     ins = [vi("x"), vi("h")] + ([helper.make_tensor_value_info("a", TensorProto.INT64, ["B", 1])] if gated else [])
@@ -235,7 +242,6 @@ def _ort_off(model: onnx.ModelProto) -> float:
 
 
 NUMBERS = "^the model's numbers depend on the batch size: "
-ROWS = "^the batcher cannot prove that the model keeps batch rows apart: "
 # look-alike -> the start of its refusal (the op named, both values)
 LOOK_ALIKES = {
     "gather-column-b-1": NUMBERS + re.escape("Gather 'g' takes the constant 'j', [3] at batch 4 and [0] at batch 1"),
@@ -271,8 +277,31 @@ def test_a_model_whose_numbers_depend_on_the_batch_size_is_refused(kind, gated):
 
 @pytest.mark.parametrize("kind", HONEST)
 def test_the_batch_size_carrying_only_the_batch_dimension_is_served(kind):
-    model = model_of(kind)
-    assert _ort_off(model) < 1e-6  # the label is true
+    _served_right(model_of(kind))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fuzzed_models_are_refused_exactly_when_the_batch_size_reaches_the_numbers(seed):
+    """1-3 row-wise blocks (test_batcher_rows.py's) before m, m honest (even seeds) or a look-alike
+    (odd seeds), gated by an integer input or not: the walk pairs the ops of the two sizes among
+    other constants and shapes and names the look-alike's op."""
+    rng = np.random.default_rng(100 + seed)
+    chain = tuple(str(b) for b in rng.choice(ROWWISE, int(rng.integers(1, 4))))
+    kind = str(rng.choice(HONEST if seed % 2 == 0 else sorted(LOOK_ALIKES)))
+    gated = bool(rng.integers(0, 2)) and seed % 2 == 1
+    model = model_of(kind, gated, chain)
+    if seed % 2 == 0:
+        assert _ort_off(model) < 1e-5
+        _served_right(model)
+        return
+    assert _ort_off(model) > 1e-3
+    with pytest.raises(UnsupportedFeatureError, match=LOOK_ALIKES[kind]):
+        ovrnn.StreamBatcher(model, "h=hn", sizes=(1, 4))
+
+
+def _served_right(model: onnx.ModelProto) -> None:
+    """Served at sizes 1, 2 and 4: three streams, three chunks each, equal to onnxruntime alone."""
+    assert _ort_off(model) < 1e-5  # the label is true
     sess = session(model)
     rng = np.random.default_rng(4)
     with ovrnn.StreamBatcher(model, "h=hn", sizes=(1, 2, 4), max_wait_ms=100) as b:
