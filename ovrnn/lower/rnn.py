@@ -18,7 +18,7 @@ The equation, per direction d, with the reverse direction walking t = T-1 .. 0:
   carry ``activations_alpha="0"``, which relu/tanh/sigmoid ignore but which makes neighbouring
   pieces unequal cells, so OpenVINO's CPU plugin folds each piece on its own.
 
-This module and ``reference.py`` (the float64 oracle) are the only two places with RNN math.
+This module and ``ovrnn/reference/rnn.py`` (the float64 oracle) are the only two places with RNN math.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ other place is made from these fields:
     the reports' options and rerun commands  (validation/options.py)
 
 A field added here is a keyword of convert_model and validate, a flag of both commands and a line
-of the docstring (tests/test_options.py proves each)."""
+of the docstring (tests/plan/test_options.py proves each)."""
 
 from __future__ import annotations
 

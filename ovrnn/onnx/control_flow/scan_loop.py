@@ -9,7 +9,7 @@ each stacked output is moved back to its axis (reversed if so directed):
     Scan(states, xs; body)  ==  Loop(T, true, states; Gather(x', i) -> body -> cond, states, ys)
                                  then ys' = Transpose/Reverse(ys) per scan_output_axes/directions
 
-Only a Scan whose body the rewrite recognises is replaced (control_flow.py asks first); any other
+Only a Scan whose body the rewrite recognises is replaced (control_flow/passes.py asks first); any other
 Scan stays, for OpenVINO's frontend (a TensorIterator) and bodies.md's lowering.
 """
 
