@@ -123,6 +123,7 @@ def test_real_ctrl_c_signals_while_feeding_never_leave_a_stream_hung():
     and its next feed hung. The batcher's own SIGINT handler holds the interrupt until OpenVINO's
     call; the test's handler hands it the signal only while a call runs (so the test's own lines
     are never cut), and turns a hang into a failure."""
+    import faulthandler
     import signal
     import time
 
@@ -153,6 +154,7 @@ def test_real_ctrl_c_signals_while_feeding_never_leave_a_stream_hung():
     x = np.random.default_rng(2).uniform(-1, 1, (4, 1, 3)).astype(np.float32)
     old = signal.signal(signal.SIGINT, handler)
     interrupted = 0
+    faulthandler.dump_traceback_later(240, exit=True)  # a hang the watchdog cannot see (shutdown's join): every stack, then exit 1
     try:
         with ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1, 4), max_pending=64) as b:
             s, t = b.open(), b.open()
@@ -178,7 +180,9 @@ def test_real_ctrl_c_signals_while_feeding_never_leave_a_stream_hung():
             assert b.submit(s, {"X": x}).result(timeout=30)["Y"].shape == (4, 1, 1, 8)
             assert b.feed(b.open(), {"X": x})["Y"].shape == (4, 1, 1, 8)
             assert len(b.feed_many([(s, {"X": x}), (t, {"X": x})])) == 2
+            assert interrupts._held == [0, False] and not b._workers[0].claimed  # nothing left held, the worker free
     finally:
+        faulthandler.cancel_dump_traceback_later()
         signal.signal(signal.SIGINT, old)
 
 
