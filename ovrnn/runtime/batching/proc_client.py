@@ -228,7 +228,7 @@ class Calls:
         n = len(streams)
         one = streams[0].worker if type(streams[0]) is StreamHandle else None
         for s in streams:
-            if type(s) is not StreamHandle or s.owner is not self:
+            if type(s) is not StreamHandle or s.owner is not self._token:
                 raise UsageError(f"expected a stream this batcher's open() returned, got {s!r}")
             if s.worker != one:
                 one = None

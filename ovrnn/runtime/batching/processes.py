@@ -129,7 +129,25 @@ def ended(popen, wait: float = 2.0) -> str:
     return f"exit code {code}"
 
 
-def _stop_all(procs: list, conns_only: bool = False) -> None:
+def _receiving(ref, p: _Proc) -> None:
+    """Worker `p`'s receiver thread. It holds its batcher weakly while it waits, so that a batcher
+    dropped without shutdown() is collected, and its finalizer stops the worker processes."""
+    while True:
+        try:
+            _, replies, closed = p.conn.recv()
+        except (EOFError, OSError):
+            batcher = ref()
+            if batcher is not None:
+                batcher._died(p)
+            return
+        batcher = ref()
+        if batcher is None:
+            return
+        batcher._receive(p, replies, closed)
+        del batcher
+
+
+def _stop_all(procs: list) -> None:
     """Stop every worker process: a stop message, then a kill after STOP_TIMEOUT_S (also at exit)."""
     for p in procs:
         try:
@@ -177,6 +195,7 @@ class ProcessBatcher(Calls):
         self._lock = threading.Lock()  # the order lock: admission and sending, so calls reach a worker in the order admitted
         self._counts = threading.Lock()  # stream and request bookkeeping (never held while waiting for anything)
         self._shut = False
+        self._token = object()  # what this batcher's handles name as their owner: not the batcher (see _receiving)
         self._procs: list[_Proc] = []
         self._finalizer = weakref.finalize(self, _stop_all, self._procs)
         data = portable_spec(spec)
@@ -190,7 +209,7 @@ class ProcessBatcher(Calls):
         self.sizes = hellos[0]
         self._index_limits = {}
         for p in self._procs:
-            p.thread = threading.Thread(target=self._receive, args=(p,), name=f"ovrnn-batcher-proc-{p.index}", daemon=True)
+            p.thread = threading.Thread(target=_receiving, args=(weakref.ref(self), p), name=f"ovrnn-batcher-proc-{p.index}", daemon=True)
             p.thread.start()
         self._threads = {p.thread for p in self._procs}
         install()  # Ctrl-C held over a message being written (critical() in _send)
@@ -228,7 +247,7 @@ class ProcessBatcher(Calls):
                 for index in [(sid + k) % count for k in range(count)] if worker is None else [int(worker)]:
                     p = self._procs[index]
                     if p.alive and len(p.streams) < self.capacity:
-                        stream = StreamHandle(sid, index, -1, self, monotonic())
+                        stream = StreamHandle(sid, index, -1, self._token, monotonic())
                         p.streams[sid] = stream
                         break
                 else:
@@ -376,34 +395,29 @@ class ProcessBatcher(Calls):
             raise waiter.errors[0]
         return waiter.results[0]
 
-    def _receive(self, p: _Proc) -> None:
-        """The receiver thread of worker `p`: each round's replies handed to their callers."""
+    def _receive(self, p: _Proc, replies: list, closed: list) -> None:
+        """One round's replies of worker `p` handed to their callers (on its receiver thread)."""
         outs, arena = self._outs, p.arena
-        while True:
-            try:
-                _, replies, closed = p.conn.recv()
-            except (EOFError, OSError):
-                return self._died(p)
-            if closed:
-                with self._counts:
-                    for sid, why in closed:
-                        s = p.streams.pop(sid, None)
-                        if s is not None:
-                            s.open, s.why = False, why
-            for req, result, errors in replies:
-                with self._counts:
-                    handles, rows, sink = p.inflight.pop(req, (None, None, None))
-                    if handles is not None:
-                        for s in handles:
-                            s.pending -= 1
-                if sink is None:
-                    continue
-                if rows is None:  # a control's reply
-                    sink.done(0, result, errors)
-                    continue
-                outputs = {name: arena.outputs[name][rows] for name in outs}  # copies: the rows go back at once
-                arena.give_back(rows)
-                sink.finish(outputs, errors)
+        if closed:
+            with self._counts:
+                for sid, why in closed:
+                    s = p.streams.pop(sid, None)
+                    if s is not None:
+                        s.open, s.why = False, why
+        for req, result, errors in replies:
+            with self._counts:
+                handles, rows, sink = p.inflight.pop(req, (None, None, None))
+                if handles is not None:
+                    for s in handles:
+                        s.pending -= 1
+            if sink is None:
+                continue
+            if rows is None:  # a control's reply
+                sink.done(0, result, errors)
+                continue
+            outputs = {name: arena.outputs[name][rows] for name in outs}  # copies: the rows go back at once
+            arena.give_back(rows)
+            sink.finish(outputs, errors)
 
     def _died(self, p: _Proc) -> None:
         how = ended(p.popen, 0.0 if self._shut else 2.0)
@@ -427,7 +441,7 @@ class ProcessBatcher(Calls):
                 sink.finish(None, dict.fromkeys(range(len(handles)), error))
 
     def _proc(self, stream) -> _Proc:
-        if not isinstance(stream, StreamHandle) or stream.owner is not self:
+        if not isinstance(stream, StreamHandle) or stream.owner is not self._token:
             raise UsageError(f"expected a stream this batcher's open() returned, got {stream!r}")
         return self._procs[stream.worker]
 

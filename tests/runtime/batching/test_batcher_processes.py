@@ -196,6 +196,24 @@ def test_idle_streams_are_closed_in_their_worker_process_and_told(silero_spec):
         assert b.stats()["idle_closed"] == 1
 
 
+def test_a_batcher_dropped_without_shutdown_stops_its_worker_processes():
+    """No shutdown(), no with: once the last reference is gone, its worker processes stop (its
+    receiver threads hold it weakly)."""
+    import gc
+
+    from ovrnn.examples import STREAM_MODEL
+
+    b = ovrnn.StreamBatcher(STREAM_MODEL, "initial_h=Y_h,initial_c=Y_c", sizes=(1,), workers=2, processes=True)
+    b.feed(b.open(), {"X": np.zeros((4, 1, 3), np.float32)})
+    pids = b.workers_pids()
+    del b
+    gc.collect()
+    deadline = time.monotonic() + 15
+    while not all(gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(gone(p) for p in pids)
+
+
 SCRIPT = textwrap.dedent(
     """
     import sys
