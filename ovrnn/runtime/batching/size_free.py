@@ -16,8 +16,8 @@ stream computes alone, compiled or not), op by op (the same source converted at 
     ConstantOfShape) and the repeats of a Tile: these ops' output is fixed by the input and output
     shapes alone (and the mode and axes mapping, compared), and the row proof keeps the batch axis's
     size through them, so with the per-row shapes equal, each row's numbers are;
-  - the begin/end/step entries of a Slice or StridedSlice on the batch axis, when the slice keeps every
-    row in order at both sizes (the row proof checks n, this m);
+  - the start/stop/step entries of a Slice on the batch axis, when the slice keeps every row in order
+    at both sizes (the row proof checks n, this m; a StridedSlice's are not read: refused);
   - a constant that meets the batch axis of an elementwise op, a Concat, a MatMul's batch dims or a
     recurrent cell's stacked input with one row repeated n times at n and m times at m (a bias
     expanded to [B, 4], zeros of [B, H]): every row the data meets holds the same numbers at both;
@@ -37,7 +37,6 @@ from ...frontend.ov_model import bodies
 from .rowwise import _BINARY, _CELLS, _UNARY, RowsNotProved
 
 _SHAPE_PORTS = {"Reshape": 1, "Squeeze": 1, "Unsqueeze": 1, "Broadcast": 1, "Tile": 1}  # output fixed by in/out shapes
-_SLICES = {"Slice", "StridedSlice"}
 _ROWS_MEET = _UNARY | _BINARY | {"Concat", "MatMul"} | set(_CELLS)
 
 
@@ -136,7 +135,7 @@ def _allowed(node, other, port: int, root: tuple, axes: dict, sources: list, n: 
     if _SHAPE_PORTS.get(kind) == port:
         return True
     data_axis = axes[sources[0]]
-    if kind in _SLICES and port in (1, 2, 3) and data_axis is not None:
+    if kind == "Slice" and port in (1, 2, 3) and data_axis is not None:
         return _slice_entries_free(node, other, port, data_axis, n, m)
     if kind in _ROWS_MEET and root[2]:
         return _repeated_rows(node, port, root[0], root[1], axes[(node.get_name(), 0)], n, m)
@@ -144,49 +143,23 @@ def _allowed(node, other, port: int, root: tuple, axes: dict, sources: list, n: 
 
 
 def _slice_entries_free(node, other, port: int, a: int, n: int, m: int) -> bool:
-    """Begin/end/step differ only in the entry of the batch axis, which keeps every row at both sizes."""
-    here, there = (np.asarray(x.input_value(port).get_node().get_data()).reshape(-1) for x in (node, other))
-    entry = _batch_entry(node, a, len(here))
-    if entry is None or here.shape != there.shape or np.delete(here, entry).tolist() != np.delete(there, entry).tolist():
+    """Start/stop/step differ only in the entry of the batch axis, which keeps every row at both sizes."""
+    rank = len(node.get_input_partial_shape(0).to_shape())
+    inputs = [[x.input_value(k).get_node() for k in range(1, x.get_input_size())] for x in (node, other)]
+    if any(v.get_type_name() != "Constant" for values in inputs for v in values):
         return False
-    for x, rows in ((node, n), (other, m)):
-        values = [x.input_value(k).get_node() for k in (1, 2, 3) if k < x.get_input_size()]
-        if any(v.get_type_name() != "Constant" for v in values):
-            return False
-        start, stop, *step = (int(np.asarray(v.get_data()).reshape(-1)[entry]) for v in values)
-        if node.get_type_name() == "StridedSlice":
-            masks = node.get_attributes()
-            start = None if _bit(masks, "begin_mask", entry) else start
-            stop = None if _bit(masks, "end_mask", entry) else stop
-        if list(range(rows))[slice(start, stop, step[0] if step else 1)] != list(range(rows)):
+    here, there = (np.asarray(values[port - 1].get_data()).reshape(-1) for values in inputs)
+    listed = [int(v) % rank for v in np.asarray(inputs[0][3].get_data()).reshape(-1)] if len(inputs[0]) > 3 else list(range(len(here)))
+    if listed.count(a) != 1 or here.shape != there.shape:
+        return False
+    entry = listed.index(a)
+    if np.delete(here, entry).tolist() != np.delete(there, entry).tolist():
+        return False
+    for values, rows in zip(inputs, (n, m)):
+        start, stop, step = (int(np.asarray(v.get_data()).reshape(-1)[entry]) for v in values[:3])
+        if list(range(rows))[slice(start, stop, step)] != list(range(rows)):
             return False
     return True
-
-
-def _batch_entry(node, a: int, entries: int) -> int | None:
-    """The begin/end entry that slices input axis `a`: Slice by its axes input, StridedSlice by its masks."""
-    if node.get_type_name() == "Slice":
-        rank = len(node.get_input_partial_shape(0).to_shape())
-        axes = node.input_value(4).get_node() if node.get_input_size() > 4 else None
-        if axes is not None and axes.get_type_name() != "Constant":
-            return None
-        listed = [int(v) % rank for v in np.asarray(axes.get_data()).reshape(-1)] if axes is not None else list(range(entries))
-        return listed.index(a) if listed.count(a) == 1 else None
-    masks, src = node.get_attributes(), 0
-    for i in range(entries):
-        if _bit(masks, "ellipsis_mask", i):
-            return None
-        if _bit(masks, "new_axis_mask", i):
-            continue
-        if src == a:
-            return None if _bit(masks, "shrink_axis_mask", i) else i
-        src += 1
-    return None
-
-
-def _bit(attrs: dict, name: str, i: int) -> bool:
-    bits = list(attrs.get(name, []))
-    return i < len(bits) and bool(bits[i])
 
 
 def _repeated_rows(node, port: int, here_node, there_node, at: int | None, n: int, m: int) -> bool:

@@ -107,6 +107,16 @@ def _case(kind: str):
             [n("Slice", ["x", "z1", "b", "one"], ["xs"], name="cols"), n("ReduceSum", ["xs", "one"], ["m"], keepdims=1)],
             {},
         ),
+        "slice-rows-to-b-column-b-1": (  # x[:B, B-1:B]: the batch axis's entry may differ, column B-1's may not
+            [
+                n("Sub", ["b", "one"], ["j"]),
+                n("Concat", ["z1", "j"], ["st"], axis=0),
+                n("Concat", ["b", "b"], ["en"], axis=0),
+                n("Concat", ["z1", "one"], ["sa"], axis=0),
+                n("Slice", ["x", "st", "en", "sa"], ["m"], name="pick"),
+            ],
+            {},
+        ),
         "tile-columns-b-times": ([n("Concat", ["one", "b"], ["rep"], axis=0), n("Tile", ["x", "rep"], ["xt"], name="tile")], {}),
         "expand-a-b-axis": (
             [
@@ -257,6 +267,7 @@ LOOK_ALIKES = {
     + re.escape("Concat 'cat' takes the constant 'col', [4.0, 4.0, 4.0, 4.0] at batch 4 and [1.0] at batch 1"),
     "loop-trip-count-b": NUMBERS + "Multiply 'mul' takes ",
     "slice-columns-to-b": NUMBERS + re.escape("Slice 'cols' gives output 0 the shape [4, 4] at batch 4 and [1, 1] at batch 1"),
+    "slice-rows-to-b-column-b-1": NUMBERS + re.escape("Slice 'pick' takes the constant 'st', [0, 3] at batch 4 and [0, 0] at batch 1"),
     "tile-columns-b-times": NUMBERS + re.escape("Tile 'tile' gives output 0 the shape [4, 16] at batch 4 and [1, 4] at batch 1"),
     "expand-a-b-axis": NUMBERS + re.escape("Broadcast 'expand' gives output 0 the shape [4, 4, 4] at batch 4 and [1, 1, 4] at batch 1"),
     "reshape-b-in-row": NUMBERS + re.escape("Reshape 'reshape' gives output 0 the shape [4, 4, 1] at batch 4 and [1, 1, 4] at batch 1"),
