@@ -12,7 +12,9 @@ recogniser must refuse, say). Both commits read the same copies of them, so a pa
 
 Prints one line per job that differs (which of rc/xml/bin/stdout/stderr, and the two texts where they differ) and a
 summary; exits 1 if any job differs or is missing on one side, 0 if all are identical, 2 on a usage error.
---cache DIR keeps each commit's results as DIR/<sha>-<key>.json and reuses them (key: the jobs and their models' bytes).
+--validate runs `ovrnn validate MODEL OPTIONS` for each job instead of convert (its report: stdout, stderr, exit status;
+slower, so pick jobs with --only). --cache DIR keeps each commit's results as DIR/<sha>-<key>.json and reuses them
+(key: the command, the jobs and their models' bytes).
 """
 
 from __future__ import annotations
@@ -102,12 +104,14 @@ def jobs_for(fixtures: Path, silero: Path | None, extra: Path | None = None) -> 
     return jobs
 
 
-def convert(tree: Path, out: Path, job: tuple[str, Path, tuple[str, ...]]) -> dict:
+def convert(tree: Path, out: Path, job: tuple[str, Path, tuple[str, ...]], command: str = "convert") -> dict:
+    """`ovrnn convert MODEL -o OUT/model.xml OPTIONS` (or `ovrnn validate MODEL OPTIONS`: no files) run with `tree`'s ovrnn."""
     _, model, opts = job
     out.mkdir(parents=True)
     xml = out / "model.xml"
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0")
-    argv = [sys.executable, "-m", "ovrnn", "convert", str(model), "-o", str(xml), *opts]
+    written = ["-o", str(xml)] if command == "convert" else []
+    argv = [sys.executable, "-m", "ovrnn", command, str(model), *written, *opts]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=out, timeout=900)
         rc, stdout, stderr = done.returncode, done.stdout, done.stderr
@@ -124,10 +128,10 @@ def convert(tree: Path, out: Path, job: tuple[str, Path, tuple[str, ...]]) -> di
     return result
 
 
-def run_all(tree: Path, work: Path, jobs: list, threads: int, label: str) -> dict[str, dict]:
+def run_all(tree: Path, work: Path, jobs: list, threads: int, label: str, command: str = "convert") -> dict[str, dict]:
     def one(i_job):
         i, job = i_job
-        return job[0], convert(tree, work / f"j{i}", job)
+        return job[0], convert(tree, work / f"j{i}", job, command)
 
     results = {}
     with ThreadPoolExecutor(threads) as pool:
@@ -166,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=[], help="run only jobs whose name matches this glob (repeatable)")
     ap.add_argument("--no-silero", action="store_true", help="leave out the silero VAD jobs")
     ap.add_argument("--extra", type=Path, help="also convert every DIR/**/*.onnx (default options)")
+    ap.add_argument(
+        "--validate", action="store_true", help="run `ovrnn validate MODEL OPTIONS` for each job instead (stdout, stderr, exit status)"
+    )
     ap.add_argument("--cache", type=Path, help="keep and reuse each commit's results here (<sha>.json)")
     ap.add_argument("--keep", type=Path, help="write the two trees and the outputs here instead of a temporary directory")
     args = ap.parse_args(argv)
@@ -197,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             print("error: no job to run", file=sys.stderr)
             return 2
         listed = [(n, p.relative_to(inputs).as_posix(), o, hashlib.sha256(p.read_bytes()).hexdigest()) for n, p, o in jobs]
-        key = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:12]  # the jobs and the bytes of their models
+        command = "validate" if args.validate else "convert"
+        key = hashlib.sha256(json.dumps([command, *listed]).encode()).hexdigest()[:12]  # the command, the jobs, their models' bytes
         results = []
         for side, sha, tree in zip(("base", "head"), shas, trees):
             cached = args.cache / f"{sha}-{key}.json" if args.cache else None
@@ -206,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{side} {sha[:10]}: {len(jobs)} jobs from {cached}", file=sys.stderr)
                 continue
             print(f"{side} {sha[:10]}: {len(jobs)} jobs", file=sys.stderr)
-            results.append(run_all(tree, work / f"out-{side}", jobs, args.threads, side))
+            results.append(run_all(tree, work / f"out-{side}", jobs, args.threads, side, command))
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 cached.write_text(json.dumps(results[-1], indent=1, sort_keys=True))
@@ -216,9 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     lines, same = compare(*results)
     print("\n".join(lines))
     verdict = "IDENTICAL" if not lines else "DIFFERENT"
-    print(
-        f"{verdict}: {same} of {len(jobs)} conversions identical (rc, xml, bin, stdout, stderr), base {shas[0][:10]}, head {shas[1][:10]}"
-    )
+    what = "validations identical (rc, stdout, stderr)" if args.validate else "conversions identical (rc, xml, bin, stdout, stderr)"
+    print(f"{verdict}: {same} of {len(jobs)} {what}, base {shas[0][:10]}, head {shas[1][:10]}")
     return 1 if lines else 0
 
 

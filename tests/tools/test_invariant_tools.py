@@ -33,7 +33,11 @@ def fake_converter(xml: str, note: str = "") -> dict[str, str]:
     main = f"""
         import sys
         from pathlib import Path
-        model, out = Path(sys.argv[2]), Path(sys.argv[4])
+        model = Path(sys.argv[2])
+        if sys.argv[1] == "validate":  # a report on stdout, no files
+            print("validate", model.name, "PASS", {xml!r})
+            sys.exit(0)
+        out = Path(sys.argv[4])
         out.write_text({xml!r})
         out.with_suffix(".bin").write_bytes(model.read_bytes())
         print(f"wrote {{out}}")
@@ -67,6 +71,11 @@ def test_compare_conversions_finds_a_changed_ir_and_passes_identical_ones(tmp_pa
     (extra / "deep" / "c.onnx").write_text("C")
     assert tool.main(["HEAD~3", "HEAD~2", "--repo", str(repo), "--no-silero", "--extra", str(extra)]) == 0
     assert "IDENTICAL: 3 of 3 conversions identical" in capsys.readouterr().out
+
+    assert tool.main(["HEAD~1", "HEAD", "--repo", str(repo), "--no-silero", "--validate", "--only", "a.onnx"]) == 1
+    out = capsys.readouterr().out
+    assert "DIFF a.onnx: stdout\n" in out and "DIFFERENT: 0 of 1 validations identical (rc, stdout, stderr)" in out, out
+    assert tool.main(["HEAD~3", "HEAD~2", "--repo", str(repo), "--no-silero", "--validate"]) == 0
 
     cache = tmp_path / "cache"
     assert tool.main(["HEAD~1", "HEAD", "--repo", str(repo), "--no-silero", "--only", "loops/*", "--cache", str(cache)]) == 1
