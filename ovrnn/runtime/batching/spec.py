@@ -27,6 +27,7 @@ import numpy as np
 from ...errors import UnsupportedFeatureError, UsageError
 from .spec_args import context as context_spec
 from .spec_args import frozen_value, is_int, output_axis
+from .spec_read import ir_bytes, ir_model
 
 CONTEXT_SUFFIX = "/context"  # a context's state name: "input/context"
 
@@ -89,7 +90,7 @@ class StreamSpec:
         IR's ov.Model as its XML and weights."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "models"}
         if hasattr(self.source, "get_parameters"):  # an ov.Model
-            fields["source"] = _ir_bytes(self.source)
+            fields["source"] = ir_bytes(self.source)
         return _unpickled, (fields,)
 
     # -- what a caller gives and gets
@@ -256,32 +257,9 @@ def spec_of(model, state=None, **of_args) -> StreamSpec:
 # StreamSpec.of's keyword arguments (context, shapes, frozen, batch, lowering): what a server passes on to it
 OF_ARGS = tuple(p.name for p in inspect.signature(StreamSpec.of).parameters.values() if p.kind is p.KEYWORD_ONLY)
 
-_IR = "ovrnn-stream-ir"  # a pickled spec's IR source: (_IR, xml bytes, weights bytes)
-
-
-def _ir_bytes(model) -> tuple:
-    import tempfile
-    from pathlib import Path
-
-    from ..engine import ov
-
-    with tempfile.TemporaryDirectory(prefix="ovrnn_spec_") as tmp:
-        xml = Path(tmp) / "model.xml"
-        ov().serialize(model, str(xml), str(xml.with_suffix(".bin")))
-        return _IR, xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
-
 
 def _unpickled(fields: dict) -> StreamSpec:
-    source = fields["source"]
-    if isinstance(source, tuple) and source[:1] == (_IR,):
-        from ..engine import ov
-
-        _, xml, weights = source
-        fields = {
-            **fields,
-            "source": ov().Core().read_model(model=xml.decode(), weights=ov().Tensor(np.frombuffer(weights, np.uint8).copy())),
-        }
-    return StreamSpec(**fields, models={})
+    return StreamSpec(**{**fields, "source": ir_model(fields["source"])}, models={})
 
 
 def _resolve(
@@ -350,6 +328,9 @@ def _resolve(
             )
         states.append(StatePair(name, out, port, np.asarray(initial, port.dtype).copy()))
     inputs = tuple(p for n, p in ports.items() if n not in state_inputs)
+    for name in context:
+        if name in frozen_values:
+            raise UsageError(f"context['{name}']: input '{name}' is frozen (one value for every stream): it carries no context")
     contexts = tuple(_context(name, spec, {n: p for n, p in ports.items() if n not in state_inputs}) for name, spec in context.items())
     spec = StreamSpec(
         source,

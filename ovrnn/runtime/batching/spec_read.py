@@ -182,3 +182,29 @@ def _expose_node_states(proto, pairs):
             elem = x.type.tensor_type.elem_type if x is not None else onnx.TensorProto.FLOAT
             proto.graph.output.append(onnx.helper.make_tensor_value_info(out, elem, None))
     return proto, initials
+
+
+_IR = "ovrnn-stream-ir"  # a pickled spec's IR source: (_IR, xml bytes, weights bytes)
+
+
+def ir_bytes(model) -> tuple:
+    """A pickled spec's ov.Model source: its XML and weights."""
+    import tempfile
+    from pathlib import Path
+
+    from ..engine import ov
+
+    with tempfile.TemporaryDirectory(prefix="ovrnn_spec_") as tmp:
+        xml = Path(tmp) / "model.xml"
+        ov().serialize(model, str(xml), str(xml.with_suffix(".bin")))
+        return _IR, xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
+
+
+def ir_model(source):
+    """A pickled spec's source back: an ov.Model from ``ir_bytes``'s, anything else as it is."""
+    if not (isinstance(source, tuple) and source[:1] == (_IR,)):
+        return source
+    from ..engine import ov
+
+    _, xml, weights = source
+    return ov().Core().read_model(model=xml.decode(), weights=ov().Tensor(np.frombuffer(weights, np.uint8).copy()))

@@ -34,6 +34,10 @@ SILERO_CASES = [
     ({"context": {"input": (64, 1, 2)}}, "context['input']: expected a length or (length, axis), integers, got (64, 1, 2)"),
     ({"context": [("input", 64)]}, "context: expected {input: length} or {input: (length, axis)}, got [('input', 64)]"),
     ({"frozen": {"sr": "abc"}}, "frozen['sr']: input 'sr' is int64, got 'abc'"),
+    (
+        {"frozen": {"sr": 16000, "input": np.zeros((1, 576), np.float32)}},
+        "context['input']: input 'input' is frozen (one value for every stream): it carries no context",
+    ),
     ({"frozen": {"sr": 16000.5}}, "frozen['sr']: input 'sr' is int64, got 16000.5"),
     ({"frozen": {"sr": True}}, "frozen['sr']: input 'sr' is int64, got True"),
     ({"frozen": {"sr": [16000, 8000]}}, "frozen['sr']: shape [2], the model's input 'sr' is int64 []"),
