@@ -179,16 +179,16 @@ class StreamBatcher:
         chosen = self._workers[sid % count if worker is None else int(worker)]
         with chosen.cond:
             chosen.recorder.refused_streams += 1
-        if worker is not None and sum(len(w.streams) for w in self._workers) < self.max_streams:
+        opened = sum(len(w.streams) for w in self._workers)
+        if worker is not None and opened < self.max_streams:
             raise OverloadedError(
                 f"open(worker={int(worker)}): its {chosen.store.capacity} slots "
                 f"are held (max_streams={self.max_streams} over {count} workers); "
                 "close one of its streams, or open without worker="
             )
-        raise OverloadedError(
-            f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); "
-            "close one, or make the batcher with a larger max_streams"
-        )
+        held = "the other slots are held by groups' closed members: reopen them (group.reopen) or close the groups"  # stream_group.py
+        why = "close one, or make the batcher with a larger max_streams" if opened >= self.max_streams else held
+        raise OverloadedError(f"open(): {opened} streams are open (max_streams={self.max_streams}); {why}")
 
     def open_group(self, n: int, state: dict | None = None, *, worker: int | None = None):
         """n new streams fed only together, one batch a call: a ``StreamGroup`` (stream_group.py)."""

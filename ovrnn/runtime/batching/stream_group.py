@@ -175,9 +175,9 @@ class StreamGroup:
         self.close()
 
     def __repr__(self) -> str:
-        ids = f"streams {self._members[0].id}-{self._members[-1].id}" if self.n > 1 else f"stream {self._members[0].id}"
-        state = "closed" if not self.open else (f"{self.gone} closed" if self.gone else "open")
-        return f"<group of {self.n} ({ids}) on worker {self.worker.index}, {state}>"
+        slots = f"slots {self.start}-{self.start + self.n - 1}" if self.n > 1 else f"slot {self.start}"  # member ids change with reopen
+        state = "closed" if not self.open else (f"{self.gone} of its members closed" if self.gone else "open")
+        return f"<group of {self.n} ({slots}) on worker {self.worker.index}, {state}>"
 
     def alone_error(self, stream: StreamHandle) -> UsageError:
         """What a member fed alone (feed, feed_many, submit, feed_group, feed_async) gets."""

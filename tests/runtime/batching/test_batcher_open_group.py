@@ -150,6 +150,20 @@ def test_members_are_streams_reset_set_state_close_and_reopen(demo_spec, demo_al
         y = group.feed({"X": xs[3]})["Y"]
         assert np.array_equal(y[:, :, 3:4], _demo_alone(demo_alone, xs[3:4], 3)[0][0])
 
+        # the closed member's slot stays the group's: open() says so at the stream limit
+        b.close(m[1])
+        with ovrnn.StreamBatcher(demo_spec, sizes=(1, 4), max_streams=4) as full:
+            held = full.open_group(4)
+            full.close(held.streams[0])
+            with pytest.raises(
+                OverloadedError,
+                match=r"^open\(\): 3 streams are open \(max_streams=4\); the other slots are held by groups' closed members: "
+                r"reopen them \(group.reopen\) or close the groups$",
+            ):
+                full.open()
+            assert repr(held) == "<group of 4 (slots 0-3) on worker 0, 1 of its members closed>"
+        group.reopen(1)
+
         # reopened with a seed, as open(state=...)
         b.close(m[0])
         seeded = group.reopen(0, state={"initial_c": np.full((1, 8), -0.5, np.float32)})
