@@ -19,6 +19,17 @@ from .interrupts import critical
 from .worker import StreamHandle, _copy
 
 
+def acquire(lock) -> None:
+    """`lock.acquire()`, which on the main thread looks at signals every 0.1 s: a SIGINT the kernel
+    handed to another thread does not wake a main thread blocked in a lock, and its Ctrl-C would
+    wait for the lock (the worker's reply) first."""
+    if threading.current_thread() is threading.main_thread():
+        while not lock.acquire(timeout=0.1):
+            pass
+    else:
+        lock.acquire()
+
+
 class _Block:
     """A blocking caller's: released once its worker's reply came."""
 
@@ -39,10 +50,10 @@ class _Block:
         and it runs them; so wait for its reply (a second Ctrl-C stops waiting) and then raise the
         KeyboardInterrupt saying what became of them: a caller must not feed them again blindly."""
         try:
-            self.lock.acquire()
+            acquire(self.lock)
         except KeyboardInterrupt:
             try:
-                self.lock.acquire()
+                acquire(self.lock)
             except KeyboardInterrupt:
                 raise KeyboardInterrupt(
                     "interrupted twice while the call's chunks were in its worker process: they may have run (read state())"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,7 +50,7 @@ from .admit import _count, _seconds
 from .batcher import PROCESS_FORM, StreamBatcher
 from .interrupts import critical, install
 from .proc_child import portable_spec
-from .proc_client import Calls
+from .proc_client import Calls, acquire
 from .spec import StreamSpec
 from .stats import Recorder
 from .store import StateStore
@@ -120,8 +121,6 @@ def ended(popen, wait: float = 2.0) -> str:
     except subprocess.TimeoutExpired:
         return "its socket closed; still running"
     if code < 0:
-        import signal
-
         try:
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
@@ -131,7 +130,9 @@ def ended(popen, wait: float = 2.0) -> str:
 
 def _receiving(ref, p: _Proc) -> None:
     """Worker `p`'s receiver thread. It holds its batcher weakly while it waits, so that a batcher
-    dropped without shutdown() is collected, and its finalizer stops the worker processes."""
+    dropped without shutdown() is collected, and its finalizer stops the worker processes. SIGINT
+    is blocked here: the kernel hands a Ctrl-C to the main thread, where it can be raised."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     while True:
         try:
             _, replies, closed = p.conn.recv()
@@ -390,7 +391,7 @@ class ProcessBatcher(Calls):
                 req = next(self._reqs)
                 p.inflight[req] = (None, None, waiter)
             self._send(p, (message[0], req) + (() if stream is None else (stream.id,)) + (() if value is None else (value,)))
-        waiter.lock.acquire()
+        acquire(waiter.lock)
         if waiter.errors:
             raise waiter.errors[0]
         return waiter.results[0]
