@@ -19,14 +19,11 @@ group, and the parent decides (it stops its workers). EOF on the socket (the par
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 import signal
 import sys
-import tempfile
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 import numpy as np
 
@@ -46,28 +43,13 @@ def portable_error(exc: BaseException) -> BaseException:
 
 
 def portable_spec(spec) -> bytes:
-    """`spec` pickled for a worker process: its per-size models dropped; an ov.Model source as IR bytes."""
-    source = spec.source
-    if not spec.onnx:
-        from .. import engine
-
-        with tempfile.TemporaryDirectory(prefix="ovrnn_batcher_") as tmp:
-            xml = Path(tmp) / "model.xml"
-            engine.ov().serialize(source, str(xml), str(xml.with_suffix(".bin")))
-            source = ("ir", xml.read_bytes(), xml.with_suffix(".bin").read_bytes())
-    return pickle.dumps(dataclasses.replace(spec, source=source, models={}))
+    """`spec` for a worker process: StreamSpec pickles itself (without its per-size models; an IR's
+    ov.Model as its XML and weights)."""
+    return pickle.dumps(spec)
 
 
 def restore_spec(data: bytes):
-    spec = pickle.loads(data)
-    if not spec.onnx:
-        from .. import engine
-
-        ov = engine.ov()
-        _, xml, weights = spec.source
-        model = ov.Core().read_model(model=xml.decode(), weights=ov.Tensor(np.frombuffer(weights, np.uint8).copy()))
-        spec = dataclasses.replace(spec, source=model)
-    return spec
+    return pickle.loads(data)
 
 
 class Child:

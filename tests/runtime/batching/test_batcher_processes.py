@@ -157,6 +157,22 @@ def test_a_failed_batch_changes_no_state_in_a_worker_process():
         assert b.stats()["failed_batches"] == 1
 
 
+def test_an_ir_source_reaches_the_worker_processes_as_its_xml_and_weights():
+    """An ov.Model (ovrnn's IR of the policy model) crosses to the workers pickled as XML and
+    weights (StreamSpec's own pickling): served bit for bit as the in-process batcher serves it."""
+    ir = ovrnn.convert_model(policy_model())
+    rng = np.random.default_rng(12)
+    with (
+        ovrnn.StreamBatcher(ir, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4), workers=2, processes=True) as b,
+        ovrnn.StreamBatcher(ir, "initial_h=Y_h,initial_c=Y_c", sizes=(1, 4)) as r,
+    ):
+        ours, theirs = [b.open() for _ in range(3)], [r.open() for _ in range(3)]
+        for k in range(3):
+            xs = [{"X": rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32), "action": np.array([[k]])} for _ in ours]
+            got, want = b.feed_many(list(zip(ours, xs))), r.feed_many(list(zip(theirs, xs)))
+            assert all(np.array_equal(g[name], w[name]) for g, w in zip(got, want) for name in w)
+
+
 def test_a_killed_worker_process_fails_its_calls_and_closes_its_streams(silero_spec):
     """Worker 1 stopped (SIGSTOP), chunks sent to it, then SIGKILL: those calls raise one
     WorkerDiedError naming its pid and signal (no hang); its streams are closed saying why;
