@@ -8,7 +8,9 @@ ever, or a state half new. So, on the main thread, the batcher's Python around a
 ``critical()``: a SIGINT that arrives there is held, and raised at the one place where a batch can
 fail atomically, OpenVINO's call (``in_window`` in ``BatchedStep._infer``, before any state is
 scattered back: no state written, every chunk of the batch gets ``BatchInterruptedError``, the
-interrupt goes on up), or when the critical part ends. ``install()`` (at ``StreamBatcher()``, on
+interrupt goes on up), or when the critical part ends (after an OpenVINO call returned in the part,
+its batch written back and states moved, as ``KeyboardInterrupt(AFTER_A_RUN)``, which says so).
+``install()`` (at ``StreamBatcher()``, on
 the main thread) replaces Python's default SIGINT handler by one that behaves the same outside
 these parts; a handler of the program's own is left alone (then the interrupt is not held).
 
@@ -30,6 +32,11 @@ import threading
 
 _MAIN = threading.main_thread().ident
 _held = [0, False]  # depth of critical parts open on the main thread, a SIGINT held meanwhile
+_ran = [False]  # an OpenVINO call returned inside the open critical part: its batch is being written back
+AFTER_A_RUN = (
+    "Ctrl-C after OpenVINO's call had returned, while its batch was written back: that batch ran (its streams' "
+    "states moved; this call's outputs are dropped); read state() before feeding its chunks again"
+)
 
 
 def _handler(signum, frame):
@@ -61,6 +68,8 @@ class _Critical:
     def __enter__(self):
         self.main = threading.get_ident() == _MAIN
         if self.main:
+            if not _held[0]:
+                _ran[0] = False  # before the depth: a handler here raises, the part not entered
             _held[0] += 1  # a handler before it raises (the part not entered), after it holds
 
     def __exit__(self, kind, exc, tb):
@@ -68,6 +77,8 @@ class _Critical:
             _held[0] -= 1  # a handler before it holds; after it (depth 0) raises and drops what was held
             if not _held[0]:
                 pending, _held[1] = _held[1], False
+                if pending and exc is None and _ran[0]:  # the batch is written: saying nothing would read as "nothing ran"
+                    raise KeyboardInterrupt(AFTER_A_RUN)
                 if pending and not isinstance(exc, KeyboardInterrupt):
                     raise KeyboardInterrupt  # the held Ctrl-C, once (another error on its way up is its context)
 
@@ -86,7 +97,9 @@ def in_window(call):
 
 
 def _window(call):
-    return call()  # the handler raises wherever this frame is on the stack
+    result = call()  # the handler raises wherever this frame is on the stack
+    _ran[0] = threading.get_ident() == _MAIN or _ran[0]  # returned: what follows writes its batch back
+    return result
 
 
 _WINDOW = _window.__code__
