@@ -33,16 +33,16 @@ def acquire(lock) -> None:
 class _Block:
     """A blocking caller's: released once its worker's reply came."""
 
-    __slots__ = ("errors", "lock", "n", "outputs")
+    __slots__ = ("done", "errors", "lock", "n", "outputs")
 
     def __init__(self, places: list) -> None:
         self.n = len(places)
         self.lock = threading.Lock()
         self.lock.acquire()
-        self.outputs, self.errors = None, None
+        self.outputs, self.errors, self.done = None, None, False
 
     def finish(self, outputs, errors) -> None:
-        self.outputs, self.errors = outputs, errors
+        self.outputs, self.errors, self.done = outputs, errors, True
         self.lock.release()
 
     def wait(self) -> None:
@@ -51,9 +51,10 @@ class _Block:
         KeyboardInterrupt saying what became of them: a caller must not feed them again blindly."""
         try:
             acquire(self.lock)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # (raised perhaps just after the lock was taken: `done` says whether the reply came)
             try:
-                acquire(self.lock)
+                while not self.done:
+                    self.lock.acquire(timeout=0.1)
             except KeyboardInterrupt:
                 raise KeyboardInterrupt(
                     "interrupted twice while the call's chunks were in its worker process: they may have run (read state())"
