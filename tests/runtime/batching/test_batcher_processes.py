@@ -232,7 +232,8 @@ def test_a_batcher_dropped_without_shutdown_stops_its_worker_processes():
 
 SCRIPT = textwrap.dedent(
     """
-    import sys
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a script started from a background job inherits SIGINT ignored
     sys.path.insert(0, sys.argv[2])  # ovrnn found by the script's own sys.path, not PYTHONPATH: the workers find it too
     import time, numpy as np, ovrnn
     from ovrnn.examples import STREAM_MODEL
