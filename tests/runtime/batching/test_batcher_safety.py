@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import onnx
 import pytest
+from conftest import alone_in_a_child
 from onnx import helper
 
 import ovrnn
@@ -115,14 +116,16 @@ def test_a_ctrl_c_in_a_batch_run_on_the_callers_thread_fails_it_atomically():
         assert b.stats()["failed_batches"] == 3
 
 
-def test_real_ctrl_c_signals_while_feeding_never_leave_a_stream_hung():
+def test_real_ctrl_c_signals_while_feeding_never_leave_a_stream_hung(request):
     """redteam's real-signal form: a thread sends SIGINT to the main thread every 0.7 ms while it
     feeds (feed, and feed_many's direct group); every call either returns or raises
     KeyboardInterrupt, and afterwards the streams and a new one are served. Before: an interrupt
     inside the worker's bookkeeping (a chunk popped, not yet in a batch) left the stream in flight
     and its next feed hung. The batcher's own SIGINT handler holds the interrupt until OpenVINO's
     call; the test's handler hands it the signal only while a call runs (so the test's own lines
-    are never cut), and turns a hang into a failure."""
+    are never cut), and turns a hang into a failure. Run alone in a child process (conftest)."""
+    if alone_in_a_child(request):
+        return
     import faulthandler
     import signal
     import time
