@@ -83,6 +83,12 @@ class _Critical:
                     raise KeyboardInterrupt  # the held Ctrl-C, once (another error on its way up is its context)
 
 
+WHILE_QUEUED = (
+    "Ctrl-C while the call waited for its worker thread: its chunks were queued or running there and still run "
+    "(their streams' states move unless their batch fails; this call's outputs are dropped); read state() before feeding them again"
+)
+
+
 def critical() -> _Critical:
     return _Critical()
 

@@ -25,6 +25,7 @@ from time import monotonic
 import numpy as np
 
 from ...errors import BatchInterruptedError, StreamClosedError
+from .interrupts import AFTER_A_RUN, WHILE_QUEUED
 from .stats import Recorder
 from .step import BatchedStep
 from .store import StateStore
@@ -99,10 +100,12 @@ class Waiter:
             self.lock.release()
 
     def wait(self) -> None:
-        """Block until every chunk is done; then ``results[k]`` is the k-th chunk's outputs (made
-        here, on the caller's thread, from the batch's arrays: the worker only hands them over)."""
-        self.lock.acquire()
-        self.results = [_row(*r) if type(r) is tuple else r for r in self.results]
+        """Block until every chunk is done; ``results[k]``: the k-th one's outputs, made here (a Ctrl-C says what ran)."""
+        try:
+            self.lock.acquire()
+            self.results = [_row(*r) if type(r) is tuple else r for r in self.results]
+        except KeyboardInterrupt:  # the chunks cannot be taken back: all done (left 0) or still queued or running
+            raise KeyboardInterrupt(*((WHILE_QUEUED,) if self.left else () if self.errors else (AFTER_A_RUN,))) from None
 
 
 class AsyncSink:

@@ -296,6 +296,55 @@ def test_a_ctrl_c_while_a_real_batch_is_written_back_says_it_ran_and_the_state_m
             np.testing.assert_array_equal(after[k], v)  # exactly once
 
 
+def test_a_ctrl_c_while_a_call_waits_for_its_worker_thread_says_its_chunks_still_run(request):
+    """feed() whose chunk runs on the worker thread blocks on its Waiter: a Ctrl-C there cannot take
+    the chunk back; before, a bare KeyboardInterrupt read as "nothing ran" while the chunk ran and
+    the state moved (redteam3's storm with a per-call oracle, seeds 14 and 19). A real SIGINT to
+    the main thread: run alone in a child process (conftest)."""
+    if alone_in_a_child(request):
+        return
+    import signal
+
+    from ovrnn.runtime.batching.interrupts import WHILE_QUEUED
+    from ovrnn.runtime.batching.worker import Waiter
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        waiter = Waiter(1)
+        threading.Timer(0.2, signal.pthread_kill, (threading.get_ident(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt) as info:
+            waiter.wait()  # nobody calls done(): only the Ctrl-C ends the wait
+        assert info.value.args == (WHILE_QUEUED,)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_while_the_results_are_made_says_the_batch_ran(monkeypatch):
+    """The chunks done (the worker handed their rows over), a Ctrl-C while wait() makes each
+    stream's results: the batch ran, and the KeyboardInterrupt says so; with a failed chunk among
+    them it says nothing more (not every chunk ran)."""
+    from ovrnn.runtime.batching import worker as worker_module
+    from ovrnn.runtime.batching.interrupts import AFTER_A_RUN
+    from ovrnn.runtime.batching.worker import Waiter
+
+    def interrupted(*_):
+        raise KeyboardInterrupt  # as the handler raises where the signal lands
+
+    monkeypatch.setattr(worker_module, "_row", interrupted)
+    rows = ({"y": np.zeros((2, 3), np.float32)}, [("y", 0)], 0)
+    ran = Waiter(1)
+    ran.done(0, rows, None)
+    with pytest.raises(KeyboardInterrupt) as info:
+        ran.wait()
+    assert info.value.args == (AFTER_A_RUN,)
+    failed = Waiter(2)
+    failed.done(0, rows, None)
+    failed.done(1, None, RuntimeError("infer failed"))
+    with pytest.raises(KeyboardInterrupt) as info:
+        failed.wait()
+    assert info.value.args == ()
+
+
 def test_a_sigint_at_any_step_of_the_interrupt_bookkeeping_is_raised_once_and_leaves_nothing_behind():
     """The SIGINT simulated at each call, line and return of interrupts.py's own functions (where
     Python runs a pending signal's handler: a function's start, after a call) in a critical part
