@@ -218,14 +218,15 @@ class StreamSpec:
         * `batch`: {input or output: batch axis} where it cannot be read from the model.
         """
         from ...plan.request import state_request
+        from . import spec_args as check
 
+        check.source_and_state(model, state)
         pairs = state_request(state)
         if pairs is False:
             raise UsageError(
                 'state: expected IN=OUT pairs such as "state=stateN" or '
                 '"initial_h=Y_h,initial_c=Y_c" (True: a lone recurrent node\'s own states)'
             )
-        from . import spec_args as check
         from .spec_read import read_source
 
         if pairs is not True:

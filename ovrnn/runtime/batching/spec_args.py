@@ -18,6 +18,24 @@ def is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def source_and_state(model, state) -> None:
+    """`model`: a path, bytes, a ModelProto, an IR or an ov.Model; `state`: True or IN=OUT text (or a list of it)."""
+    import os
+
+    import onnx
+    import openvino as ov
+
+    from ...ir.model import IR
+
+    if not isinstance(model, (str, bytes, bytearray, os.PathLike, onnx.ModelProto, ov.Model, IR)):
+        raise UsageError(
+            "model: expected an ONNX model (a path, bytes or a ModelProto) or an ovrnn IR (an IR, a model.xml path or an ov.Model), "
+            f"got {type(model).__name__}"
+        )
+    if not (state is True or isinstance(state, str) or (isinstance(state, (list, tuple)) and all(isinstance(v, str) for v in state))):
+        raise UsageError(f'state: expected IN=OUT pairs such as "state=stateN" (text, or a list of it) or True, got {state!r}')
+
+
 def table(argument: str, value, what: str) -> dict:
     """`value` ({name: ...} or None) as a dict with str keys."""
     if value is None:

@@ -141,3 +141,38 @@ def test_a_spec_pickles_without_its_compiled_models_and_runs_the_same():
         a = BatchedStep(spec, sizes=(1, 2), threads=2).run(inputs, states)
         b = BatchedStep(copy, sizes=(1, 2), threads=2).run(inputs, states)
         assert all(np.array_equal(a[i][k], b[i][k]) for i in (0, 1) for k in a[i])
+
+
+WRONG_MODEL = "model: expected an ONNX model (a path, bytes or a ModelProto) or an ovrnn IR (an IR, a model.xml path or an ov.Model), got "
+
+
+@pytest.mark.parametrize(
+    "model, state, message",
+    [
+        (
+            None,
+            "initial_h=Y_h",
+            WRONG_MODEL + "NoneType",
+        ),
+        (
+            123,
+            "initial_h=Y_h",
+            WRONG_MODEL + "int",
+        ),
+        ("STREAM", 123, 'state: expected IN=OUT pairs such as "state=stateN" (text, or a list of it) or True, got 123'),
+        (
+            "STREAM",
+            ["initial_h=Y_h", 7],
+            "state: expected IN=OUT pairs such as \"state=stateN\" (text, or a list of it) or True, got ['initial_h=Y_h', 7]",
+        ),
+    ],
+    ids=["model-None", "model-int", "state-int", "state-list-with-int"],
+)
+def test_a_model_or_state_of_the_wrong_type_is_one_usage_error(model, state, message):
+    """Before: bare TypeErrors from deep inside ('int' object is not iterable; expected str, bytes or
+    os.PathLike object, not NoneType) (redteam3)."""
+    from ovrnn.examples import STREAM_MODEL
+
+    with pytest.raises(UsageError) as info:
+        StreamSpec.of(STREAM_MODEL if model == "STREAM" else model, state)
+    assert str(info.value) == message
