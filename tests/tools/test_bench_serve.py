@@ -100,21 +100,29 @@ def test_search_brackets_the_largest_passing_n():
     assert 300 / 1.08 <= found["streams"] <= 300 and found["at"]["n"] == found["streams"]
 
 
-def test_figures_and_table_say_met_or_not():
-    R = {
+def _report(load: float, models: dict) -> dict:
+    """A bench_serve report of `models` (its rendered header: a 2-CPU machine at this load average)."""
+    return {
         "env": {
             "date_utc": "d",
             "cpu": "c",
             "cpus": 2,
-            "load_before": [1, 1, 1],
-            "load_after": [1, 1, 1],
+            "load_before": [load] * 3,
+            "load_after": [load] * 3,
             "openvino": "o",
             "onnxruntime": "r",
         },
         "bound_ms": 25.0,
         "cost_n": 256,
         "duration_s": 4.0,
-        "models": {
+        "models": models,
+    }
+
+
+def test_figures_and_table_say_met_or_not():
+    R = _report(
+        load=1,
+        models={
             "silero": {
                 "cost": {"per_chunk_us": {"ort_batched": 60.0, "batcher": 20.0, "batcher_p1": 23.0}, "spread_us": {}, "max_abs_diff": {}},
                 "streams": {
@@ -125,7 +133,7 @@ def test_figures_and_table_say_met_or_not():
                 },
             }
         },
-    }
+    )
     f = bench_serve.figures(R)
     assert f["silero_streams_per_core"]["met"] and f["silero_cost_vs_ort_batched"]["met"]  # 900 >= 800; 20/60 <= 0.4
     assert f["two_workers_vs_one"]["value"] == pytest.approx(1500 / 900) and not f["two_workers_vs_one"]["met"]  # 1.67 < 1.7
@@ -143,20 +151,9 @@ def test_figures_and_table_say_met_or_not():
 def test_a_cost_figure_is_met_only_in_wall_and_in_cpu_time():
     """On a loaded VM a wall-clock ratio can flatter (others' jobs slow the anchor's passes): a cost
     figure is met when its ratio in wall time and in process CPU time both meet the target."""
-    R = {
-        "env": {
-            "date_utc": "d",
-            "cpu": "c",
-            "cpus": 2,
-            "load_before": [5, 5, 5],
-            "load_after": [5, 5, 5],
-            "openvino": "o",
-            "onnxruntime": "r",
-        },
-        "bound_ms": 25.0,
-        "cost_n": 256,
-        "duration_s": 4.0,
-        "models": {
+    R = _report(
+        load=5,
+        models={
             "lstm128": {
                 "cost": {
                     "per_chunk_us": {"ort_batched": 4.0, "batcher": 3.8, "batcher_open_group": 3.6},
@@ -167,7 +164,7 @@ def test_a_cost_figure_is_met_only_in_wall_and_in_cpu_time():
                 "streams": {},
             }
         },
-    }
+    )
     f = bench_serve.figures(R)
     assert f["lstm128_cost_vs_ort_batched"]["value"] == pytest.approx(0.95) and not f["lstm128_cost_vs_ort_batched"]["met"]
     assert f["lstm128_open_group_cost_vs_ort_batched"]["met"] and f["lstm128_open_group_cost_vs_ort_batched"]["cpu_value"] == pytest.approx(

@@ -138,15 +138,11 @@ def test_a_model_that_mixes_rows_is_refused_at_start(kind):
         ovrnn.StreamBatcher(model, "h=hn", sizes=(1, 4))
 
 
-@pytest.mark.parametrize(
-    "kind, f",
-    [("row-sum", 4), ("row-sum", 3), ("transposed-twice", 4)],
-    ids=["row-sum-f-equals-size", "row-sum", "transposed-twice-square"],
-)
-def test_a_rowwise_model_whose_feature_dim_equals_the_batch_size_is_served_exactly(kind, f):
-    model = _model(kind, f)
-    x, h = _rows(f)
-    with ovrnn.StreamBatcher(model, "h=hn", sizes=(1, 4), max_wait_ms=50) as b:
+def _assert_served_exactly(model, rows, sizes) -> None:
+    """Three streams fed together equal the third fed alone (bit for bit) and onnxruntime on the
+    stacked rows (x: rows' first three, h: their states)."""
+    x, h = rows
+    with ovrnn.StreamBatcher(model, "h=hn", sizes=sizes, max_wait_ms=50) as b:
         streams = [b.open() for _ in range(3)]
         watched = b.feed(streams[2], {"x": x[2:]})["y"]
         b.reset(streams[2])
@@ -154,6 +150,15 @@ def test_a_rowwise_model_whose_feature_dim_equals_the_batch_size_is_served_exact
         assert np.array_equal(together[2]["y"], watched)
         ort = session(model).run(["y"], {"x": x, "h": h})[0]
         np.testing.assert_allclose(np.concatenate([t["y"] for t in together]), ort, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "kind, f",
+    [("row-sum", 4), ("row-sum", 3), ("transposed-twice", 4)],
+    ids=["row-sum-f-equals-size", "row-sum", "transposed-twice-square"],
+)
+def test_a_rowwise_model_whose_feature_dim_equals_the_batch_size_is_served_exactly(kind, f):
+    _assert_served_exactly(_model(kind, f), _rows(f), sizes=(1, 4))
 
 
 def _shape_model(kind: str) -> onnx.ModelProto:
@@ -186,13 +191,4 @@ def _shape_model(kind: str) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("kind", ["reshape-by-shape", "zeros-of-shape", "expand-bias"])
 def test_the_batch_size_read_only_for_shapes_is_served_exactly(kind):
-    model = _shape_model(kind)
-    x, h = _rows(4)
-    with ovrnn.StreamBatcher(model, "h=hn", sizes=(1, 4, 8), max_wait_ms=50) as b:
-        streams = [b.open() for _ in range(3)]
-        watched = b.feed(streams[2], {"x": x[2:]})["y"]
-        b.reset(streams[2])
-        together = b.feed_many([(s, {"x": x[i : i + 1]}) for i, s in enumerate(streams)])
-        assert np.array_equal(together[2]["y"], watched)
-        ort = session(model).run(["y"], {"x": x, "h": h})[0]
-        np.testing.assert_allclose(np.concatenate([t["y"] for t in together]), ort, atol=1e-6, rtol=0)
+    _assert_served_exactly(_shape_model(kind), _rows(4), sizes=(1, 4, 8))
