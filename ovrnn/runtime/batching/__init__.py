@@ -8,7 +8,6 @@
   ``StreamGroup`` of streams fed only together, one stacked batch a call.
 """
 
-from . import processes  # noqa: F401 - StreamBatcher(processes=True)'s maker, registered on import
 from .batcher import StreamBatcher
 from .spec import Context, Port, StatePair, StreamSpec
 from .step import DEFAULT_SIZES, BatchedStep

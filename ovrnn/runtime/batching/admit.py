@@ -5,7 +5,6 @@
   int32 0, silently; such a value is refused, named as it was given.
 * ``admit``: (one worker's lock held) every stream of the call is this batcher's, on that worker,
   not a group's member (fed only through its group), open, and within ``max_pending``.
-* ``_count``, ``_seconds``: the constructor's counts and durations.
 * ``enqueue_all``: chunks of several workers queued all or none: every worker's lock taken (in
   worker order, so two calls cannot wait for each other), every worker's chunks admitted, and only
   then any queued. Before, a refusal on one worker came after the other workers' chunks had been
@@ -15,7 +14,6 @@
 
 from __future__ import annotations
 
-import math
 from contextlib import ExitStack
 from time import monotonic
 
@@ -85,18 +83,3 @@ def enqueue_all(batcher, groups: list) -> None:
         for worker, items in groups:
             worker.enqueue_chunks(items, now)
             worker.wake()
-
-
-def _count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise UsageError(f"{name}: expected a whole number of 1 or more, got {value!r}")
-
-
-def _seconds(name: str, value, zero: bool = False) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (value >= 0 if zero else value > 0)
-        or not math.isfinite(value)
-    ):
-        raise UsageError(f"{name}: expected a finite number {'of 0' if zero else 'above 0'}{' or more' if zero else ''}, got {value!r}")

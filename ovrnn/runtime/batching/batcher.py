@@ -20,6 +20,7 @@ and stays there. The policy and the order guarantees: ``worker.py``. docs/batchi
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import math
 import threading
@@ -30,18 +31,18 @@ import numpy as np
 
 from ...errors import OverloadedError, StreamClosedError, UsageError
 from .. import engine
-from . import stream_group
-from .admit import _count, _seconds, admit, enqueue_all, fit
+from . import group, stream_group
+from .admit import admit, enqueue_all
+from .chunks import ChunkChecks, ports
 from .interrupts import critical, install
-from .spec import StreamSpec
+from .options import checked
+from .processes import start as start_processes
 from .stats import collect
 from .step import DEFAULT_SIZES, BatchedStep
 from .worker import AsyncSink, StreamHandle, Waiter, Worker, _Control
 
-PROCESS_FORM: list = []  # the maker of StreamBatcher(processes=True), put here when the batching package loads (no import back)
 
-
-class StreamBatcher:
+class StreamBatcher(ChunkChecks):
     """Serve many streams of one model (see the module docstring).
 
     `model`: a ``StreamSpec``, or a model with ``StreamSpec.of``'s arguments (`state`, `context`,
@@ -55,10 +56,21 @@ class StreamBatcher:
     reports each stream's lag behind real time. `pad`: as ``BatchedStep``'s. `threads`: CPU
     threads of one worker's call (1: a worker per core, what ``workers`` scales on). `check_rows`, `trust_indices`: as BatchedStep's."""
 
-    def __new__(cls, *args, processes: bool = False, **kwargs):  # True: each worker a process (PROCESS_FORM)
-        if processes is not False:
-            return PROCESS_FORM[0](*args, processes=processes, **kwargs)
-        return super().__new__(cls)
+    def __new__(cls, *args, processes: bool = False, **kwargs):
+        """`processes=True`: each worker a process, a ``processes.ProcessBatcher`` with this API, made
+        from these arguments by name (and `start_timeout_s`, its own: how long a worker process may
+        take to start)."""
+        if processes is False:
+            return super().__new__(cls)
+        if processes is not True:
+            raise UsageError(f"processes: expected True or False, got {processes!r}")
+        start_timeout_s = kwargs.pop("start_timeout_s", 600.0)
+        try:
+            bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"StreamBatcher(): {exc}") from None
+        bound.apply_defaults()
+        return start_processes(dict(bound.arguments), start_timeout_s)
 
     def __init__(
         self,
@@ -86,31 +98,21 @@ class StreamBatcher:
         trust_indices: bool = False,
         processes: bool = False,
     ) -> None:
-        _count("workers", workers)
-        _count("max_streams", max_streams)
-        _count("max_pending", max_pending)
-        _seconds("max_wait_ms", max_wait_ms, zero=True)
-        if idle_timeout_s is not None:
-            _seconds("idle_timeout_s", idle_timeout_s)
-        if chunk_seconds is not None:
-            _seconds("chunk_seconds", chunk_seconds)
-        if isinstance(model, StreamSpec):
-            if state is not None or context or shapes or frozen or batch:
-                raise UsageError(
-                    "a StreamSpec already says the states, context, shapes, frozen "
-                    "inputs and batch axes: give them to StreamSpec.of, not here"
-                )
-            spec = model
-        else:
-            spec = StreamSpec.of(
-                model,
-                state,
-                context=context,
-                shapes=shapes,
-                frozen=frozen,
-                batch=batch,
-                lowering=lowering,
-            )
+        spec = checked(
+            model,
+            state,
+            context=context,
+            shapes=shapes,
+            frozen=frozen,
+            batch=batch,
+            lowering=lowering,
+            workers=workers,
+            max_streams=max_streams,
+            max_pending=max_pending,
+            max_wait_ms=max_wait_ms,
+            idle_timeout_s=idle_timeout_s,
+            chunk_seconds=chunk_seconds,
+        )
         self.spec = spec
         self.max_streams, self.max_pending = max_streams, max_pending
         self.chunk_seconds = chunk_seconds
@@ -135,10 +137,7 @@ class StreamBatcher:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._shut = False
-        self._chunk_ports = {}  # input: (one chunk's shape, that shape without its batch axis, dtype)
-        for port in spec.inputs:
-            shape = spec.chunk_shape(port.name)
-            self._chunk_ports[port.name] = (shape, shape[: port.batch_axis] + shape[port.batch_axis + 1 :], port.dtype)
+        self._chunk_ports = ports(spec)  # input: (one chunk's shape, that shape without its batch axis, dtype)
         self._threads = {worker.thread for worker in self._workers}
         install()  # Ctrl-C on the main thread held over the batcher's bookkeeping (interrupts.py)
         for worker in self._workers:
@@ -222,9 +221,7 @@ class StreamBatcher:
         with critical():  # as in feed()
             stacked = self._stack([inputs for _, inputs in chunks])
             if stacked is not None and not self._index_limits:  # every stream idle, and its worker: one direct run
-                from .group import feed_rows
-
-                direct = feed_rows(self, chunks, stacked, return_exceptions)
+                direct = group.feed_rows(self, chunks, stacked, return_exceptions)
                 if direct is not None:
                     return direct
             waiters, claimed = self._enqueue_many(chunks, Waiter, claim=True, stacked=stacked)
@@ -256,10 +253,8 @@ class StreamBatcher:
         worker too, it runs them at once on this thread (states gathered by slot, scattered back
         only if all succeeded: a failed group changes no state); else it is ``feed_many`` of
         the rows. Either way each stream's chunks keep the order they were fed in. ``group.py``."""
-        from .group import feed_group
-
         self._not_on_a_worker("feed_group()")
-        return feed_group(self, streams, inputs)
+        return group.feed_group(self, streams, inputs)
 
     def submit(self, stream: StreamHandle, inputs: dict) -> Future:
         """``feed`` without blocking: a ``concurrent.futures.Future`` of its result (refusals are
@@ -425,26 +420,6 @@ class StreamBatcher:
                 f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"
             )
 
-    def _stack(self, group: list) -> list[np.ndarray] | None:
-        """Many streams' chunks copied by one np.array per input (in ``spec.inputs`` order, each
-        [len(group), *chunk shape]; np.stack's per-chunk views cost twice its time) when each is
-        exactly {input: array of its chunk shape and dtype}; else None (each one is then checked
-        through ``_chunk``)."""
-        ports = self._chunk_ports
-        n = len(ports)
-        if group and set(map(type, group)) == {dict} and set(map(len, group)) == {n}:  # in C: ~3x the generator's speed
-            try:
-                stacked = []
-                for name, (shape, _, dtype) in ports.items():
-                    array = np.array([d[name] for d in group])  # shapes that differ: ValueError
-                    if array.dtype != dtype or array.shape[1:] != shape:
-                        return None
-                    stacked.append(array)
-                return stacked
-            except (KeyError, ValueError, TypeError):  # a missing input, shapes that differ: each one checked by _chunk
-                return None
-        return None
-
     def _chunks(self, group: list, stacked: list | None = None) -> list[dict[str, np.ndarray]]:
         """Many streams' chunks, checked and copied: one copy per input for the whole group
         (``_stack``, or `stacked` it made) and each chunk a view of its row of that copy (nobody
@@ -464,31 +439,3 @@ class StreamBatcher:
         if self._index_limits:
             self._workers[0].step.check_indices(chunk, f"stream {getattr(stream, 'id', stream)}")
         return chunk
-
-    def _chunk(self, inputs: dict) -> dict[str, np.ndarray]:
-        """One stream's chunk, checked and copied: {input: array of exactly its chunk shape}."""
-        ports = self._chunk_ports
-        if type(inputs) is dict and len(inputs) == len(ports):  # the common call: exact arrays, copied
-            out = {}
-            for name, (shape, _, dtype) in ports.items():
-                value = inputs.get(name)
-                if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
-                    break
-                out[name] = value.copy()
-            else:
-                return out
-        if not isinstance(inputs, dict):
-            raise UsageError(f"expected {{input: array}} for one chunk, got {type(inputs).__name__}")
-        for name in inputs:
-            if name not in ports:
-                frozen = f": it is frozen at {self.spec.frozen[name].tolist()} for every stream" if name in self.spec.frozen else ""
-                raise UsageError(f"'{name}' is not a per-chunk input of the stream{frozen} (inputs: {', '.join(ports)})")
-        out = {}
-        for name, (shape, bare, dtype) in ports.items():
-            if name not in inputs:
-                raise UsageError(f"input '{name}' is missing (inputs: {', '.join(ports)})")
-            array = np.asarray(inputs[name])
-            if array.shape != shape and array.shape != bare:
-                raise UsageError(f"input '{name}': one stream's chunk is shape {list(shape)} (or {list(bare)}), got {list(array.shape)}")
-            out[name] = np.array(fit(array, dtype, f"input '{name}'"), dtype=dtype, copy=True).reshape(shape)
-        return out

@@ -29,6 +29,9 @@ import numpy as np
 
 from ...errors import StreamClosedError
 from .arena import Arena
+from .batcher import StreamBatcher
+from .group import _release, _run, _take
+from .stats import Recorder
 
 
 def portable_error(exc: BaseException) -> BaseException:
@@ -40,16 +43,6 @@ def portable_error(exc: BaseException) -> BaseException:
         return exc.with_traceback(None)
     except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
         return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
-def portable_spec(spec) -> bytes:
-    """`spec` for a worker process: StreamSpec pickles itself (without its per-size models; an IR's
-    ov.Model as its XML and weights)."""
-    return pickle.dumps(spec)
-
-
-def restore_spec(data: bytes):
-    return pickle.loads(data)
 
 
 class Child:
@@ -151,8 +144,6 @@ class Child:
         return handle
 
     def stats(self):
-        from .stats import Recorder
-
         w = self.worker
         with w.cond:
             r, c = w.recorder, Recorder()
@@ -237,8 +228,6 @@ def direct(b, handles: list, stacked: list) -> dict | None:
     is distinct, idle, and the worker too (``group.feed_rows``'s path, its outputs kept stacked:
     {output: [n, *one stream's output shape]}); None when not (nothing was taken). A failed call
     raises, and no state moved."""
-    from .group import _release, _run, _take
-
     worker = b._workers[0]
     with worker.cond:
         taken = _take(worker, handles, b)
@@ -267,9 +256,7 @@ def main(argv: list[str]) -> int:
     except (EOFError, OSError):
         return 0
     try:
-        from .batcher import StreamBatcher
-
-        spec = restore_spec(init["spec"])
+        spec = pickle.loads(init["spec"])  # processes.py's pickle.dumps of the StreamSpec
         arena = Arena(init["arena_fd"], init["plan"], init["size"], init["rows"])
         os.close(init["arena_fd"])
         batcher = StreamBatcher(spec, **init["options"])

@@ -14,7 +14,8 @@ from concurrent.futures import Future
 import numpy as np
 
 from ...errors import OverloadedError, StreamClosedError, UsageError, WorkerDiedError
-from .batcher import StreamBatcher
+from .chunks import ChunkChecks
+from .group import _stacked
 from .interrupts import critical
 from .worker import StreamHandle, _copy
 
@@ -110,9 +111,8 @@ class _Async:
             pass
 
 
-class Calls:
-    _stack = StreamBatcher._stack
-    _chunk = StreamBatcher._chunk
+class Calls(ChunkChecks):
+    """The chunk calls of ``ProcessBatcher`` (its ``_stack``/``_chunk``: chunks.py, as ``StreamBatcher``'s)."""
 
     def feed(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
         """As ``StreamBatcher.feed``."""
@@ -159,8 +159,6 @@ class Calls:
     def feed_group(self, streams: list, inputs: dict) -> dict[str, np.ndarray]:
         """As ``StreamBatcher.feed_group``: {input: the streams' chunks stacked on its batch axis}
         in, their outputs stacked the same way out (the first failed chunk's error raised)."""
-        from .group import _stacked
-
         self._not_on_a_worker("feed_group()")
         streams = list(streams)
         n = len(streams)
@@ -210,22 +208,9 @@ class Calls:
     # -- helpers
 
     def _stacked_rows(self, group: list) -> list[np.ndarray]:
-        """The chunks, checked, one array per input [n, *chunk shape] (one copy). The common call,
-        exact dicts of exact arrays, by np.array of the list (3x faster than np.stack, which makes
-        a view per chunk); anything else as StreamBatcher checks it, with its errors."""
-        ports = self._chunk_ports
-        if group and set(map(type, group)) == {dict} and sum(map(len, group)) == len(group) * len(ports):
-            try:
-                stacked = []
-                for name, (shape, _, dtype) in ports.items():
-                    array = np.array([d[name] for d in group])
-                    if array.dtype != dtype or array.shape[1:] != shape:
-                        break
-                    stacked.append(array)
-                else:
-                    return stacked
-            except (KeyError, ValueError, TypeError):  # a missing input, shapes that differ: each one checked below
-                pass
+        """The chunks, checked, one array per input [n, *chunk shape] (one copy): ``_stack``'s for
+        the common call (exact dicts of exact arrays), else each one as ``_chunk`` checks it, with
+        its errors, then stacked."""
         stacked = self._stack(group)
         if stacked is None:
             copies = [self._chunk(inputs) for inputs in group]

@@ -29,9 +29,10 @@ caller's process, keeps the same API and routes each stream's calls to its worke
 
 from __future__ import annotations
 
-import inspect
 import itertools
+import math
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -44,17 +45,15 @@ from time import monotonic
 
 import numpy as np
 
-from ...errors import StreamClosedError, UsageError, WorkerDiedError
+from ...errors import OverloadedError, StreamClosedError, UsageError, WorkerDiedError
 from . import arena as arena_mod
-from .admit import _count, _seconds
-from .batcher import PROCESS_FORM, StreamBatcher
+from .chunks import ports
 from .interrupts import critical, install
-from .proc_child import portable_spec
+from .options import checked
 from .proc_client import Calls, acquire
-from .spec import StreamSpec
-from .stats import Recorder
+from .stats import Recorder, summary
 from .store import StateStore
-from .worker import StreamHandle
+from .worker import StreamHandle, Waiter
 
 STOP_TIMEOUT_S = 10.0
 _BOOT = (
@@ -166,12 +165,10 @@ def _stop_all(procs: list) -> None:
 
 class ProcessBatcher(Calls):
     """``StreamBatcher``'s API over worker processes (see the module docstring). Made by
-    ``StreamBatcher(..., processes=True)``, with its arguments; `start_timeout_s`: how long a worker
+    ``StreamBatcher(..., processes=True)`` (``start``), with its arguments; `start_timeout_s`: how long a worker
     process may take to start (compile and warm every size)."""
 
     def __init__(self, spec, *, sizes, max_wait_ms, workers, max_streams, max_pending, idle_timeout_s, chunk_seconds, options) -> None:
-        import math
-
         self.spec = spec
         self.max_streams, self.max_pending, self.chunk_seconds = max_streams, max_pending, chunk_seconds
         self.idle_timeout_s = idle_timeout_s
@@ -185,10 +182,7 @@ class ProcessBatcher(Calls):
         child_options.update(idle_timeout_s=idle_timeout_s, chunk_seconds=chunk_seconds)
         start_timeout = child_options.pop("start_timeout_s", 600.0)
         self._store = StateStore(spec, 1)  # checks states given to open() and set_state()
-        self._chunk_ports = {}
-        for port in spec.inputs:
-            shape = spec.chunk_shape(port.name)
-            self._chunk_ports[port.name] = (shape, shape[: port.batch_axis] + shape[port.batch_axis + 1 :], port.dtype)
+        self._chunk_ports = ports(spec)
         self._outs = [p.name for p in spec.outputs]
         self.capacity = capacity
         self._ids = itertools.count()
@@ -199,7 +193,7 @@ class ProcessBatcher(Calls):
         self._token = object()  # what this batcher's handles name as their owner: not the batcher (see _receiving)
         self._procs: list[_Proc] = []
         self._finalizer = weakref.finalize(self, _stop_all, self._procs)
-        data = portable_spec(spec)
+        data = pickle.dumps(spec)  # StreamSpec pickles itself (without its per-size models; an IR's ov.Model as its XML and weights)
         try:
             for i in range(workers):
                 self._procs.append(_Proc(i, spec, data, child_options, rows))
@@ -258,8 +252,6 @@ class ProcessBatcher(Calls):
         return stream
 
     def _refuse_open(self, worker):
-        from ...errors import OverloadedError
-
         count = len(self._procs)
         if worker is not None and sum(len(p.streams) for p in self._procs) < self.max_streams:
             p = self._procs[int(worker)]
@@ -314,8 +306,6 @@ class ProcessBatcher(Calls):
 
     def stats(self) -> dict:
         """As ``StreamBatcher.stats`` (each worker process's counts, asked for; refusals counted here)."""
-        from .stats import summary
-
         recorders, lags = [], {} if self.chunk_seconds else None
         for p in self._procs:
             if p.alive:
@@ -379,8 +369,6 @@ class ProcessBatcher(Calls):
     def _control(self, p: _Proc, message: tuple, stream, value=None):
         """A round trip: reset, state, set_state (in order with the stream's chunks), stats, sync."""
         self._not_on_a_worker(f"{message[0]}()")
-        from .worker import Waiter
-
         waiter = Waiter(1)
         with self._lock:
             with self._counts:
@@ -447,36 +435,13 @@ class ProcessBatcher(Calls):
         return self._procs[stream.worker]
 
 
-def make(*args, processes: bool = True, start_timeout_s: float = 600.0, **kwargs) -> ProcessBatcher:
-    """``StreamBatcher(..., processes=True)``: StreamBatcher's own arguments (read from its
-    signature: one list of options), checked as it checks them, then the worker processes started
-    (each compiles and warms every size; they start side by side). `start_timeout_s`: how long
-    a worker process may take to start."""
-    if processes is not True:
-        raise UsageError(f"processes: expected True or False, got {processes!r}")
-    try:
-        bound = inspect.signature(StreamBatcher.__init__).bind(None, *args, **kwargs)
-    except TypeError as exc:
-        raise TypeError(f"StreamBatcher(): {exc}") from None
-    bound.apply_defaults()
-    a = dict(bound.arguments)
-    _count("workers", a["workers"])
-    _count("max_streams", a["max_streams"])
-    _count("max_pending", a["max_pending"])
-    _seconds("max_wait_ms", a["max_wait_ms"], zero=True)
-    _seconds("start_timeout_s", start_timeout_s)
-    for name in ("idle_timeout_s", "chunk_seconds"):
-        if a[name] is not None:
-            _seconds(name, a[name])
-    model, given = a["model"], {k: a[k] for k in ("context", "shapes", "frozen", "batch")}
-    if isinstance(model, StreamSpec):
-        if a["state"] is not None or any(given.values()):
-            raise UsageError(
-                "a StreamSpec already says the states, context, shapes, frozen inputs and batch axes: give them to StreamSpec.of, not here"
-            )
-        spec = model
-    else:
-        spec = StreamSpec.of(model, a["state"], lowering=a["lowering"], **given)
+def start(arguments: dict, start_timeout_s: float) -> ProcessBatcher:
+    """``StreamBatcher(..., processes=True)``: StreamBatcher's `arguments` (by name, defaults filled
+    in) checked as it checks them (options.py), then the worker processes started (each compiles
+    and warms every size; they start side by side). `start_timeout_s`: how long a worker process
+    may take to start."""
+    a = arguments
+    spec = checked(**a, start_timeout_s=start_timeout_s)
     options = {k: a[k] for k in ("device", "precision", "cache_dir", "pad", "threads", "check_rows", "trust_indices")}
     return ProcessBatcher(
         spec,
@@ -489,6 +454,3 @@ def make(*args, processes: bool = True, start_timeout_s: float = 600.0, **kwargs
         chunk_seconds=a["chunk_seconds"],
         options=dict(options, start_timeout_s=start_timeout_s),
     )
-
-
-PROCESS_FORM.append(make)
