@@ -138,6 +138,32 @@ def _chunk_of(spec, port, stream, inputs: dict) -> np.ndarray:
     return fit(value, port.dtype, f"stream {stream!r}: input '{port.name}'").reshape(shape)
 
 
+def _sendable(stream, inputs):
+    """`inputs` as they travel to the replica; a value Ray cannot send is refused here, before the call
+    takes its number (a numbered call lost on the way held the stream's turn: the calls behind it waited
+    turn_timeout_s and the stream was closed). What is not a dict goes as it is: the replica refuses it
+    in its turn."""
+    if not isinstance(inputs, dict):
+        return inputs
+    sent = {}
+    for name, value in inputs.items():
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError) as exc:  # ragged lists, say
+            raise UsageError(f"stream {stream!r}: input {name!r} is not an array: {exc}") from None
+        if array.dtype == object:  # every other numpy array pickles; this one only if what it holds does
+            import ray.cloudpickle
+
+            try:
+                ray.cloudpickle.dumps(array)
+            except Exception as exc:  # noqa: BLE001 (whatever pickling raises, the value cannot be sent)
+                raise UsageError(
+                    f"stream {stream!r}: input {name!r} cannot be sent to the replica ({type(value).__name__}: {exc})"
+                ) from None
+        sent[name] = array
+    return sent
+
+
 class StickyClient:
     """Calls the sticky deployment with each stream's id as the handle's session_id, so Ray's
     consistent-hash router sends every call of a stream to the replica that holds its state. Each
@@ -164,6 +190,7 @@ class StickyClient:
         return self._to(stream).open.remote(str(stream), state)
 
     def feed(self, stream, inputs: dict):
+        inputs = _sendable(stream, inputs)  # before it takes a number: a call that never reaches the replica would hold the turn
         return self._to(stream).feed.remote(str(stream), inputs, self._next(stream))
 
     def reset(self, stream):

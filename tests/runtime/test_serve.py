@@ -9,6 +9,7 @@ import importlib.util
 import os
 import re
 import socket
+import threading
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -433,6 +434,35 @@ def test_a_sticky_call_refused_for_the_callers_mistake_keeps_the_stream_going(st
     for k, f in zip((2, 3), sent[3:]):
         np.testing.assert_allclose(f.result(timeout_s=10)["output"], ref(chunks[k]), atol=TOL, err_msg=f"chunk {k}")
     client.close("oops").result(timeout_s=10)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (threading.Lock, r"^stream 'lost': input 'input' cannot be sent to the replica \(lock: cannot pickle '_thread.lock'"),
+        (lambda: [[0.0] * 512, [0.0]], r"^stream 'lost': input 'input' is not an array: setting an array element with a sequence"),
+    ],
+    ids=["unpicklable_lock", "ragged_list"],
+)
+def test_a_sticky_call_that_cannot_reach_the_replica_is_refused_before_it_takes_the_streams_turn(sticky, bad, message):
+    """lead (session 9): feed("s", {"input": a lock}) took call number 0, then failed to pickle on its way,
+    so the replica waited for call 0 for turn_timeout_s (30 s) and closed the stream: its state lost for a
+    caller's mistake. Now the client refuses it before numbering it; the stream's next call runs at once."""
+    import time
+
+    client = ovserve.StickyClient(sticky)
+    client.open("lost").result()
+    chunks, ref = audio(11, 2), OrtStream()
+    with pytest.raises(UsageError, match=message):
+        client.feed("lost", {"input": bad()})
+    start = time.monotonic()
+    for chunk in chunks:
+        np.testing.assert_allclose(client.feed("lost", {"input": chunk}).result(timeout_s=10)["output"], ref(chunk), atol=TOL)
+    assert time.monotonic() - start < 10
+    np.testing.assert_allclose(  # a list of numbers travels as the array it is
+        client.feed("lost", {"input": chunks[0].tolist()}).result(timeout_s=10)["output"], ref(chunks[0]), atol=TOL
+    )
+    client.close("lost").result(timeout_s=10)
 
 
 def test_a_gateway_refuses_a_second_tick_of_a_stream_in_flight_and_checks_what_it_opens(cluster):
