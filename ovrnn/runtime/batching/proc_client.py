@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import OverloadedError, StreamClosedError, UsageError, WorkerDiedError
 from .chunks import ChunkChecks
 from .group import _stacked
-from .interrupts import critical
+from .interrupts import AFTER_A_RUN, critical
 from .worker import StreamHandle, _copy
 
 
@@ -47,26 +47,34 @@ class _Block:
         self.lock.release()
 
     def wait(self) -> None:
-        """Until the worker's reply. A Ctrl-C meanwhile: the chunks are in the worker process already
-        and it runs them; so wait for its reply (a second Ctrl-C stops waiting) and then raise the
-        KeyboardInterrupt saying what became of them: a caller must not feed them again blindly."""
-        try:
-            acquire(self.lock)
-        except KeyboardInterrupt:  # (raised perhaps just after the lock was taken: `done` says whether the reply came)
-            try:
-                while not self.done:
-                    self.lock.acquire(timeout=0.1)
-            except KeyboardInterrupt:
-                raise KeyboardInterrupt(
-                    "interrupted twice while the call's chunks were in its worker process: they may have run (read state())"
-                ) from None
-            if not self.errors:
-                ran = "ran there (their streams' states moved; their outputs are dropped)"
-            elif len(self.errors) == self.n:
-                ran = "failed there (no state moved)"
-            else:
-                ran = "partly ran there (read state() before feeding them again)"
-            raise KeyboardInterrupt(f"interrupted while the call's chunks were in its worker process: they {ran}") from None
+        """Until the worker's reply (a Ctrl-C meanwhile, or while the results are made: ``_said``)."""
+        acquire(self.lock)
+
+
+def _said(sinks: list) -> KeyboardInterrupt:
+    """What a Ctrl-C raises once a blocking call's chunks were handed to its worker processes
+    (`sinks`: its ``_Block``s), while it waited for them or made its results. They cannot be taken
+    back: they run there. So wait for every reply (a second Ctrl-C stops waiting), then say what
+    became of them, as the in-process batcher does: a caller must not feed them again blindly.
+    Every reply already there (the call was making its results): ``AFTER_A_RUN``, the in-process
+    words for a batch that ran while its results were made."""
+    replied = all(sink.done for sink, _ in sinks)  # `done`, not the lock: a Ctrl-C may land just after the lock was taken
+    try:
+        for sink, _ in sinks:
+            while not sink.done:
+                sink.lock.acquire(timeout=0.1)
+    except KeyboardInterrupt:
+        return KeyboardInterrupt("interrupted twice while the call's chunks were in its worker process: they may have run (read state())")
+    failed = sum(len(sink.errors) for sink, _ in sinks if sink.errors)
+    if not failed and replied:
+        return KeyboardInterrupt(AFTER_A_RUN)
+    if not failed:
+        ran = "ran there (their streams' states moved; their outputs are dropped)"
+    elif failed == sum(sink.n for sink, _ in sinks):
+        ran = "failed there (no state moved)"
+    else:
+        ran = "partly ran there (read state() before feeding them again)"
+    return KeyboardInterrupt(f"interrupted while the call's chunks were in its worker process: they {ran}")
 
 
 class _Futures:
@@ -125,8 +133,18 @@ class Calls(ChunkChecks):
         if not chunks:
             return []
         streams = [stream for stream, _ in chunks]
-        sinks = self._dispatch(streams, self._stacked_rows([inputs for _, inputs in chunks]), _Block)
-        out: list = [None] * len(chunks)
+        stacked = self._stacked_rows([inputs for _, inputs in chunks])
+        sinks: list = []
+        try:
+            return self._feed_many(streams, stacked, sinks, return_exceptions)
+        except KeyboardInterrupt:
+            if not sinks:  # nothing was handed over
+                raise
+            raise _said(sinks) from None
+
+    def _feed_many(self, streams: list, stacked: list, sinks: list, return_exceptions: bool) -> list:
+        self._dispatch(streams, stacked, _Block, sinks)
+        out: list = [None] * len(streams)
         first = None
         for sink, places in sinks:
             sink.wait()
@@ -166,7 +184,17 @@ class Calls(ChunkChecks):
             raise UsageError("feed_group(): expected at least one stream")
         given = _stacked(self.spec, inputs, n)
         stacked = [np.expand_dims(np.moveaxis(given[p.name], p.batch_axis, 0), p.batch_axis + 1) for p in self.spec.inputs]
-        sinks = self._dispatch(streams, stacked, _Block)
+        sinks: list = []
+        try:
+            return self._feed_group(streams, stacked, sinks)
+        except KeyboardInterrupt:
+            if not sinks:  # nothing was handed over
+                raise
+            raise _said(sinks) from None
+
+    def _feed_group(self, streams: list, stacked: list, sinks: list) -> dict[str, np.ndarray]:
+        n = len(streams)
+        self._dispatch(streams, stacked, _Block, sinks)
         for sink, _ in sinks:
             sink.wait()
         for sink, _ in sinks:
@@ -195,14 +223,14 @@ class Calls(ChunkChecks):
         for f in futures:
             f.set_running_or_notify_cancel()
         stacked = self._stacked_rows([inputs for _, inputs in chunks])
-        self._dispatch([s for s, _ in chunks], stacked, lambda places: _Futures([futures[k] for k in places]))
+        self._dispatch([s for s, _ in chunks], stacked, lambda places: _Futures([futures[k] for k in places]), [])
         return futures
 
     async def feed_async(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
         """As ``StreamBatcher.feed_async``."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._dispatch([stream], self._stacked_rows([inputs]), lambda places: _Async(loop, [future]))
+        self._dispatch([stream], self._stacked_rows([inputs]), lambda places: _Async(loop, [future]), [])
         return await future
 
     # -- helpers
@@ -217,9 +245,10 @@ class Calls(ChunkChecks):
             stacked = [np.stack([c[name] for c in copies]) for name in self._chunk_ports]
         return stacked
 
-    def _dispatch(self, streams: list, stacked: list, make_sink) -> list:
-        """Admit and send one call's chunks: [(sink, [place in the call of its k-th chunk])], one
-        per message. Every chunk is admitted before any is sent (a refusal sends nothing); a call
+    def _dispatch(self, streams: list, stacked: list, make_sink, sinks: list) -> None:
+        """Admit and send one call's chunks: `sinks` gets [(sink, [place in the call of its k-th chunk])],
+        one per message, each before its message is sent (a blocking caller interrupted meanwhile
+        waits for what was sent: ``_said``). Every chunk is admitted before any is sent (a refusal sends nothing); a call
         larger than half a worker's shared rows goes as several messages, each waiting for rows
         the worker gives back as it answers the ones before."""
         n = len(streams)
@@ -238,7 +267,6 @@ class Calls(ChunkChecks):
                 if places:
                     groups.append((p, places))
         names = list(self._chunk_ports)
-        sinks = []
         try:
             with critical():  # a Ctrl-C held: a message half written would leave its worker waiting for the rest for ever
                 self._send_parts(streams, stacked, groups, names, make_sink, sinks)
@@ -249,7 +277,6 @@ class Calls(ChunkChecks):
                 "interrupted after the call's chunks were handed to its worker process: they run there "
                 "(read state() before feeding them again)"
             ) from None
-        return sinks
 
     def _send_parts(self, streams: list, stacked: list, groups: list, names: list, make_sink, sinks: list) -> None:
         n = len(streams)

@@ -347,3 +347,69 @@ def test_ctrl_c_while_a_call_waits_says_what_became_of_its_chunks(request):
             b.feed(s, {"input": chunk})
         _, state = run_alone(alone, silero_spec, [chunk])
         assert all(np.array_equal(v, state[name]) for name, v in b.state(s).items())
+
+
+def test_a_ctrl_c_while_the_results_are_made_says_the_chunks_ran(monkeypatch, request):
+    """A SIGINT that lands after a worker process replied, while the call makes its results (here:
+    right after a reply's wait returned), raised a bare KeyboardInterrupt, which reads as "nothing
+    ran", while the chunks ran and their states moved (redteam3's storm, session 8). Now feed and
+    feed_group say ``interrupts.AFTER_A_RUN``, as the in-process batcher does there; a feed_many over
+    two workers interrupted between its replies waits for the other (its worker held by SIGSTOP, then
+    resumed) and says they ran there. Each state is its chunk's, exactly once. Python's own SIGINT
+    handler first (the batcher installs its handler over that one only). A real SIGINT: run alone in
+    a child process (conftest)."""
+    if alone_in_a_child(request):
+        return
+    import threading
+
+    from ovrnn.examples import STREAM_MODEL
+    from ovrnn.runtime.batching import proc_client
+    from ovrnn.runtime.batching.interrupts import AFTER_A_RUN
+
+    original = proc_client._Block.wait
+    armed = [False]
+
+    def then_sigint(sink):
+        original(sink)
+        if armed[0]:  # once a call: the handler runs at the next bytecode, after the reply came
+            armed[0] = False
+            signal.raise_signal(signal.SIGINT)
+
+    x = np.random.default_rng(4).uniform(-1, 1, (4, 1, 3)).astype(np.float32)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with ovrnn.StreamBatcher(STREAM_MODEL, "initial_h=Y_h,initial_c=Y_c", sizes=(1,), workers=2, processes=True) as b:
+            s = [b.open() for _ in range(4)]  # workers 0, 1, 0, 1
+            twin = b.open(worker=0)
+            b.feed(twin, {"X": x})
+            once = b.state(twin)
+            assert any(not np.array_equal(v, b.spec.initial_state()[k]) for k, v in once.items())
+            monkeypatch.setattr(proc_client._Block, "wait", then_sigint)
+
+            armed[0] = True
+            with pytest.raises(KeyboardInterrupt) as info:
+                b.feed(s[0], {"X": x})
+            assert info.value.args == (AFTER_A_RUN,)
+
+            armed[0] = True
+            with pytest.raises(KeyboardInterrupt) as info:
+                b.feed_group([s[2]], {"X": x})
+            assert info.value.args == (AFTER_A_RUN,)
+
+            pid = b.workers_pids()[1]
+            os.kill(pid, signal.SIGSTOP)
+            threading.Timer(3.0, os.kill, (pid, signal.SIGCONT)).start()  # after the SIGINT, which comes once worker 0 replied
+            armed[0] = True
+            with pytest.raises(KeyboardInterrupt) as info:
+                b.feed_many([(s[0], {"X": x}), (s[1], {"X": x})])
+            said = "interrupted while the call's chunks were in its worker process: they ran there (their streams' states moved; "
+            assert info.value.args == (said + "their outputs are dropped)",)
+            monkeypatch.setattr(proc_client._Block, "wait", original)
+
+            b.feed(twin, {"X": x})
+            twice = b.state(twin)
+            for stream, want in [(s[0], twice), (s[1], once), (s[2], once), (s[3], b.spec.initial_state())]:
+                for k, v in b.state(stream).items():
+                    np.testing.assert_array_equal(v, want[k])  # each chunk ran exactly once, as said
+    finally:
+        signal.signal(signal.SIGINT, previous)
