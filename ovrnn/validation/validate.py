@@ -5,7 +5,9 @@ files are report.py's.
 
 Both oracles judge the model as the user gave it: the original graph, fed the seeded inputs and the
 frozen ``--input`` values, never the prepared graph the IR was made from (Loops recovered or
-unrolled, Ifs inlined, constants folded), so a rewrite cannot check itself. The tolerance is the
+unrolled, Ifs inlined, constants folded), so a rewrite cannot check itself. Where the reference must
+run the rewritten graph (--compress-weights on a recovered Loop) or an option loosens its tolerance
+past float32's, 'rewrite' rows judge the rewritten graph apart, against the original (rewrite.py). The tolerance is the
 loosest of the output type's, the inference precision's and the precision the model computes in
 (weights.py: float16 weights behind float32 io are judged at float16, with a note).
 """
@@ -26,7 +28,6 @@ from ..onnx.prepare import InputShapes, prepare
 from ..onnx.reading.read import ModelSource, load_model
 from ..plan.options import takes
 from ..plan.request import Request
-from ..quantization import DEFAULT_MAX_ERROR
 from ..runtime import engine as runtime
 from ..runtime.runner import infer
 from ..shapes import MAX_DIM
@@ -43,6 +44,7 @@ from .compare import (
 )
 from .departure import add_output, first_departure
 from .options import ValidateOptions, reported
+from .rewrite import feeds_for, loosened, rewrite_rows, rewrote
 from .weights import LOOSER, output_precisions
 
 
@@ -129,13 +131,12 @@ def run_validation(model: ModelSource, input: InputShapes, ir: IR | None, option
     # the frozen values (nothing ovrnn rewrote: no Loop recovery, inlining or folding checks itself).
     ref_feeds = original_inputs(proto, prepared, {**feeds, **frozen})
     # integer weights: the device is judged against float64 with the dequantized weights; the
-    # quantization-only error (dequantized vs original, both float64) is shown beside it
+    # quantization-only error (dequantized vs float, both float64) is shown beside it
     from .dequantized import compressed_reference
 
-    judged, rewritten_note = _quantized_source(proto, prepared.view.model, ir)
+    rewritten = prepared.view.model
+    judged, rewritten_note = _quantized_source(proto, rewritten, ir)
     quant = compressed_reference(judged, ir)
-    if quant is not None and judged is not proto:  # 'quantization' against the original graph, not the rewritten one
-        quant = replace(quant, original=proto)
     ort_status, ort_out = (
         run_onnxruntime(proto, ref_feeds)
         if use_onnxruntime
@@ -144,13 +145,14 @@ def run_validation(model: ModelSource, input: InputShapes, ir: IR | None, option
     deviation = ort_known_deviation(proto) or (quant.ort_deviation if quant is not None else "")
     no_reference = ""
     handed = [] if ort_out is not None else None  # nodes the reference hands to onnxruntime (reference/fallback.py)
+    judged_feeds = ref_feeds if judged is proto else feeds_for(judged, ref_feeds)
     try:
         original = (
-            reference.run_model(judged if quant is None else quant.original, ref_feeds, handed)
+            reference.run_model(judged if quant is None else quant.original, judged_feeds, handed)
             if quant is None or quant.has_original
             else {}
         )
-        want = original if quant is None else reference.run_model(quant.model, ref_feeds, handed)
+        want = original if quant is None else reference.run_model(quant.model, judged_feeds, handed)
     except reference.ReferenceUnavailable as exc:
         if ort_out is None or deviation or quant is not None:  # nothing else to judge by
             why = f"onnxruntime: {ort_status}" if ort_out is None else deviation or "integer weights need the dequantized reference"
@@ -169,28 +171,28 @@ def run_validation(model: ModelSource, input: InputShapes, ir: IR | None, option
     if compiled.integer_weights:
         notes.append(compiled.integer_weights)
     comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floors.get(name, floor)) for name in want]
+    # the rewrite judged apart, wherever the reference ran it or a looser tolerance could hide it (rewrite.py)
+    rewrite_judged = judged is not proto or loosened(comparisons, computes)
+    if rewrite_judged and rewrote(proto, rewritten):
+        comparisons += _rewrite_judged(proto, rewritten, judged, original, ref_feeds, handed, ort_out, computes, notes)
     if quant is not None:
+        on = ", on ovrnn's rewritten graph," if judged is not proto else ""
+        against = "the same graph" if judged is not proto else "float64"
         shown = (
-            "; 'quantization' is that reference against float64 with the original weights (what compression costs, not counted)"
+            f"; 'quantization' is that reference against {against} with the original weights (what compression costs, not counted)"
             if quant.has_original
             else ""
         )
-        if quant.has_original and judged is not proto:
-            shown = (
-                "; 'quantization' is that reference against the original graph in float64 with the original weights "
-                "(counted within --max-weight-error)"
-            )
-        notes.append(f"integer weights ({quant.what}): 'reference' is float64 with the dequantized weights and decides PASS/FAIL{shown}")
+        notes.append(
+            f"integer weights ({quant.what}): 'reference' is float64 with the dequantized weights{on} and decides PASS/FAIL{shown}"
+        )
         for c in comparisons:
-            c.note = "float64, dequantized weights"
+            if c.oracle == "reference":
+                c.note = "float64, dequantized weights"
         for name in want:
             if name in original:
                 c = compare(name, want[name], original[name], "quantization", "f32")
                 c.counted, c.passed, c.note = False, True, "quantization-only error"
-                if judged is not proto:  # the rewritten graph ran: the original judges the rewrite, within the budget
-                    _count_within_budget(
-                        c, want[name], original[name], DEFAULT_MAX_ERROR if request.max_weight_error is None else request.max_weight_error
-                    )
                 comparisons.append(c)
     if no_reference:
         notes.append(no_reference)
@@ -260,7 +262,8 @@ def original_inputs(proto: onnx.ModelProto, prepared, given: dict[str, np.ndarra
 def _quantized_source(proto: onnx.ModelProto, rewritten: onnx.ModelProto, ir) -> tuple[onnx.ModelProto, str]:
     """(the model the float64 reference runs, a note): the original graph; with --compress-weights on
     a recurrent node ovrnn recovered from a Loop (no such node in the original), the rewritten graph,
-    since the dequantized weights go in front of that node, and the note says so."""
+    since the dequantized weights go in front of that node, and the note says so: that graph is then
+    judged apart, against the original (the 'rewrite' rows, rewrite.py)."""
     from ..families import family_of
     from ..onnx.graphs import all_nodes
 
@@ -270,20 +273,39 @@ def _quantized_source(proto: onnx.ModelProto, rewritten: onnx.ModelProto, ir) ->
         return proto, ""
     return rewritten, (
         f"the compressed node(s) {', '.join(repr(m) for m in missing)} were recovered from a Loop: the dequantized reference runs ovrnn's "
-        "rewritten graph, and the 'quantization' row, the original graph in float64 against it, counts within --max-weight-error"
+        "rewritten graph, and the 'rewrite' rows judge that graph, with the original weights, against the original graph (both "
+        "float64, counted at the float32 tolerance)"
     )
 
 
-def _count_within_budget(c, dequantized, original, budget: float) -> None:
-    """Count the 'quantization' row where the dequantized reference ran ovrnn's rewritten graph: the
-    original graph in float64 must agree within the compression budget (|Δ| <= budget·(1 + |original|),
-    --max-weight-error), so a wrong recovery FAILs while int8/int4 rounding passes."""
-    d, o = np.asarray(dequantized, np.float64), np.asarray(original, np.float64)
-    c.atol = c.rtol = budget
-    c.counted, c.passed = True, bool(np.all(np.abs(d - o) <= budget * (1 + np.abs(o))))
-    c.note = (
-        "quantization-only error, counted: the reference ran the rewritten graph, the original graph judges it within --max-weight-error"
-    )
+def _rewrite_judged(proto, rewritten, judged, original, ref_feeds, handed, ort_out, computes, notes) -> list:
+    """The 'rewrite' rows (rewrite.py): ovrnn's rewritten graph, with the original float weights,
+    against the original graph, both float64 (onnxruntime's original where the reference cannot run
+    it). `original`: the float outputs of the graph the reference judged by (`judged`). Where the
+    device was judged by the rewritten graph, a rewrite nothing can judge is an error; where only
+    the tolerance was loose, a note."""
+    by_rewritten = judged is not proto
+    try:
+        ours = original if by_rewritten else reference.run_model(rewritten, feeds_for(rewritten, ref_feeds), handed)
+    except reference.ReferenceUnavailable as exc:
+        notes.append(f"ovrnn's rewritten graph is not judged apart from the tolerance: the float64 reference cannot run it ({exc})")
+        return []
+    by_ort = False
+    try:
+        theirs = original if not by_rewritten and original else reference.run_model(proto, ref_feeds, handed)
+    except reference.ReferenceUnavailable as exc:
+        if ort_out is None or ort_known_deviation(proto):
+            if by_rewritten:
+                raise reference.ReferenceUnavailable(
+                    f"{exc}: the dequantized reference runs ovrnn's rewritten graph, and nothing can judge that graph against the "
+                    "original one (the float64 reference cannot run the original, and onnxruntime does not judge it)"
+                ) from None
+            notes.append(
+                f"ovrnn's rewritten graph is not judged apart from the tolerance: the float64 reference cannot run the original ({exc})"
+            )
+            return []
+        theirs, by_ort = ort_out, True
+    return rewrite_rows(ours, theirs, computes, by_ort)
 
 
 def _computes_note(computes: dict[str, tuple[str | None, str]]) -> str:
