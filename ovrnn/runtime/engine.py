@@ -19,6 +19,8 @@ import numpy as np
 from ..device.ov import available_devices, core, ov, ov_message, read_ir_bytes
 from ..device.plugins import device_names, exact_integer_weights, is_available
 from ..errors import DeviceError, IRFormatError, UsageError, flag
+from .index_guard import guard_indices as guarded
+from .index_guard import index_limits
 
 DEFAULT_PRECISION = "f32"
 
@@ -96,6 +98,7 @@ class Compiled:
     integer_weights: str = ""  # kept or folded (weight_precision.verdict); "" without integer weights
     index_limits: dict[str, list] = field(default_factory=dict)  # integer input -> [(axis size, what)] it indexes
     packed: object | None = None  # packing.PackedLayout: the outputs were compiled packed into one
+    index_guards: object | None = None  # index_guard.IndexGuards: indices computed in the graph, checked after each call
 
     def runtime_layer_types(self) -> Counter:
         """Layer types the plugin actually runs (a chain may be folded back into a sequence)."""
@@ -104,18 +107,25 @@ class Compiled:
 
 
 def compile_ir(
-    model, device: str = "CPU", precision: str | None = DEFAULT_PRECISION, cache_dir=None, properties: dict | None = None
+    model,
+    device: str = "CPU",
+    precision: str | None = DEFAULT_PRECISION,
+    cache_dir=None,
+    properties: dict | None = None,
+    guard_indices: bool = False,
 ) -> Compiled:
-    """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"}."""
+    """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"};
+    `guard_indices`: indices the graph computes compiled made safe and read out (index_guard.py; Runner checks them)."""
     from ..device.plugins import canonical_device
     from ..progress import stage
 
     device = canonical_device(device)  # cpu -> CPU; a typo is a usage error with a suggestion
     check_device(device)
     config = {**compile_config(precision, cache_dir), **exact_integer_weights(model, device, precision), **(properties or {})}
+    run, guards = guarded(model) if guard_indices else (model, None)
     try:
         with stage(f"compiling for {device}"):
-            compiled = core().compile_model(model, device, config)
+            compiled = core().compile_model(run, device, config)
     except RuntimeError as exc:
         raise DeviceError(f"OpenVINO could not compile the IR for {device}: {ov_message(exc)}") from None
     try:
@@ -142,6 +152,7 @@ def compile_ir(
         _layers_per_device(model, device),
         kept,
         index_limits=index_limits(model),
+        index_guards=guards,
     )
 
 
@@ -174,58 +185,6 @@ def length_limits(model) -> dict[str, int]:
             if steps.isdigit():  # a hand-edited IR may say anything here
                 limits[info["sequence_lens"].astype(str)] = int(steps)
     return limits
-
-
-# op -> (its indices port, how its axis is read): an out-of-range index is ONNX's error (onnxruntime
-# raises), but OpenVINO 2026.4.1's CPU plugin gives Gather's zeros, and GatherElements' and
-# ScatterElementsUpdate's reads out of bounds at one thread (garbage, or a crash a call later)
-_INDEXING = {"Gather": (1, "input 2"), "GatherElements": (1, "axis"), "ScatterElementsUpdate": (1, "input 3")}
-
-
-def index_limits(model) -> dict[str, list[tuple[int, str]]]:
-    """{integer graph input's name: [(axis size, "GatherElements 'y' (axis 1 of its data, size 4)")]}
-    for each input whose values (as they are, or through an integer Convert) are the indices of a
-    Gather, GatherElements or ScatterElementsUpdate along an axis of static size."""
-    limits: dict[str, list[tuple[int, str]]] = {}
-    for param in model.get_parameters():
-        if not param.get_element_type().is_integral_number():
-            continue
-        found, stack, seen = [], [param.output(0)], set()
-        while stack:
-            out = stack.pop()
-            for target in out.get_target_inputs():
-                node = target.get_node()
-                kind = node.get_type_name()
-                if kind == "Convert" and node.get_output_element_type(0).is_integral_number() and node.get_friendly_name() not in seen:
-                    seen.add(node.get_friendly_name())
-                    stack.append(node.output(0))
-                elif kind in _INDEXING and target.get_index() == _INDEXING[kind][0]:
-                    limit = _axis_size(node, _INDEXING[kind][1])
-                    if limit is not None:
-                        found.append((limit[0], f"{kind} '{node.get_friendly_name()}' (axis {limit[1]} of its data, size {limit[0]})"))
-        for name in param.output(0).get_names() if found else ():
-            limits[name] = found
-    return limits
-
-
-def _axis_size(node, axis_from: str) -> tuple[int, int] | None:
-    """(size, axis) of the data axis `node` indexes, when static."""
-    try:
-        if axis_from == "axis":
-            axis = int(node.get_attributes()["axis"])
-        else:
-            source = node.input_value(int(axis_from.split()[1])).get_node()
-            if source.get_type_name() != "Constant":
-                return None
-            axis = int(np.asarray(source.get_data()).reshape(-1)[0])
-        pshape = node.get_input_partial_shape(0)
-        if pshape.rank.is_dynamic:
-            return None
-        axis %= len(pshape)
-        dim = pshape[axis]
-        return (dim.get_length(), axis) if dim.is_static else None
-    except (RuntimeError, KeyError, ValueError, IndexError, TypeError):
-        return None
 
 
 def check_indices(inputs: dict[str, np.ndarray], limits: dict[str, list[tuple[int, str]]]) -> None:

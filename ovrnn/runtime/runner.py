@@ -109,7 +109,7 @@ class Runner:
         chosen and why."""
         model = read_model(ir)
         extra, chosen_by = thread_properties(device, threads, properties, model)
-        self._setup(compile_ir(model, device, precision, cache_dir, {**extra, **(properties or {})}), chosen_by)
+        self._setup(compile_ir(model, device, precision, cache_dir, {**extra, **(properties or {})}, guard_indices=True), chosen_by)
 
     @classmethod
     def from_compiled(cls, c: Compiled, chosen_by: str = "as compiled") -> Runner:
@@ -273,6 +273,8 @@ class Runner:
         views of the buffers (see the class docstring). `result`: what the call returned ({port:
         array}, by output index), where a dynamic output is read from (asking the request for each
         output tensor costs about 3 µs an output)."""
+        if self.compiled.index_guards is not None:  # indices the graph computed: out of range, the outputs are not returned
+            self.compiled.index_guards.check(self.request)
         views = self._views
         if self._dynamic:
             views = dict(views)

@@ -162,7 +162,9 @@ class Stream:
         note = precision_note(device, precision)
         extra, chosen_by = thread_properties(device, threads, properties, model)
         packed = _packed(model, device, precision, properties)
-        compiled = engine.compile_ir(packed.model if packed else model, device, precision, cache_dir, {**extra, **(properties or {})})
+        compiled = engine.compile_ir(
+            packed.model if packed else model, device, precision, cache_dir, {**extra, **(properties or {})}, guard_indices=True
+        )
         if packed is not None:  # the outputs compiled as one (runtime/packing.py): the runner hands out views
             compiled = replace(compiled, output_names=engine.output_names(model), packed=packed.layout)
         # NPU's reset zero-fills: the initial values that are not zero are seeded after each reset
@@ -236,27 +238,39 @@ class Stream:
         ``share_outputs=True``, read-only views of this stream's output buffers, overwritten by its
         next call from any thread. Inputs are shared, not copied (engine's Runner: refill one array
         in place and give it again, and the call sets no tensor at all). Calls from several threads
-        take turns."""
+        take turns. A call refused after it ran (an index the model computed, out of range:
+        runtime/index_guard.py) leaves the states as they were before it."""
         with self._lock:
-            runner = self._runner
-            if self._static and runner._copied_exactly(inputs):
-                # every input and state static, each input exactly its port's shape: the time length
-                # and the batch are the IR's own, nothing to check or to track
-                outputs = runner._infer_set(share_outputs, inputs)
-            else:
-                if not isinstance(inputs, Mapping):
-                    runner._set_inputs(inputs)  # its UsageError: inputs are a dict {input name: array}
-                batch = self._check_inputs(inputs) if self._checks else None
-                # the runner tries its exact path too: the states may be dynamic
-                outputs = (
-                    runner._infer_set(share_outputs, inputs) if runner._copied_exactly(inputs) else runner._call(inputs, share_outputs)
-                )
-                if batch is not None and self._batch_held != batch:
-                    self._batches = dict.fromkeys(self._batches, batch)
-                    self._batch_held = batch
-            if self._seeded:
-                self._seeded.clear()
-            return outputs
+            if self.compiled.index_guards is None:
+                return self._feed(inputs, share_outputs)
+            before = self.state
+            try:
+                return self._feed(inputs, share_outputs)
+            except UsageError:
+                for vid, value in before.items():
+                    etype, pshape = self._types[vid]
+                    self._variables[vid].state = engine.typed_tensor(etype, pshape, value, f"state '{vid}'")
+                raise
+
+    def _feed(self, inputs: dict[str, np.ndarray], share_outputs: bool) -> dict[str, np.ndarray]:
+        """feed's call (under the lock)."""
+        runner = self._runner
+        if self._static and runner._copied_exactly(inputs):
+            # every input and state static, each input exactly its port's shape: the time length
+            # and the batch are the IR's own, nothing to check or to track
+            outputs = runner._infer_set(share_outputs, inputs)
+        else:
+            if not isinstance(inputs, Mapping):
+                runner._set_inputs(inputs)  # its UsageError: inputs are a dict {input name: array}
+            batch = self._check_inputs(inputs) if self._checks else None
+            # the runner tries its exact path too: the states may be dynamic
+            outputs = runner._infer_set(share_outputs, inputs) if runner._copied_exactly(inputs) else runner._call(inputs, share_outputs)
+            if batch is not None and self._batch_held != batch:
+                self._batches = dict.fromkeys(self._batches, batch)
+                self._batch_held = batch
+        if self._seeded:
+            self._seeded.clear()
+        return outputs
 
     def reset(self) -> None:
         """Every state back to its initial value: the ReadValue initializer (zeros, or the ONNX

@@ -1,0 +1,216 @@
+"""Indices the model computes, checked on every call (what the input check cannot see).
+
+ONNX makes an out-of-range index an error (onnxruntime raises). OpenVINO 2026.4.1's CPU plugin
+does not: Gather gives zeros, GatherND and GatherElements read out of bounds at one thread (memory
+garbage, once a crash a call later), the Scatters write out of bounds. engine.index_limits checks an
+index that is a graph input before the call; an index computed in the graph (``idx + 5``, a Reshape
+or a Cast of an input, an ArgMax) is known only inside the call. So a Runner compiles the model
+with, for each such Gather/Scatter:
+
+    ok   = -size <= index < size          size: the indexed axis of the data, read in the graph
+    op(data, Select(ok, index, 0))        never out of bounds, whatever the index
+    outputs += [index, size]              read after the call
+
+and the call raises one UsageError naming the op, the value, where it is and the axis when any
+index is out of range; the call's outputs are never returned. Valid indices go through Select
+unchanged, so the numbers are the model's own. Not covered: indices inside Loop/TensorIterator
+bodies (their values do not leave the body) and indices of an unknown rank for GatherND/ScatterND.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UsageError
+
+# op type -> (indices port, where its axis is: "attr" (axis), "input N" (a constant), "nd" (leading dims))
+_GUARDED = {
+    "Gather": (1, "input 2"),
+    "GatherElements": (1, "attr"),
+    "GatherND": (1, "nd"),
+    "ScatterElementsUpdate": (1, "input 3"),
+    "ScatterUpdate": (1, "input 3"),
+    "ScatterNDUpdate": (1, "nd"),
+}
+
+
+@dataclass(frozen=True)
+class Guard:
+    what: str  # "GatherElements 'O'"
+    source: str  # "computed in the model from its inputs", "input 'idx' as it is"
+    first_axis: int  # the data axis the index's first component indexes (GatherND: batch_dims)
+    nd: bool  # the index's last dim runs over data axes first_axis, first_axis + 1, ...
+    port: int  # the compiled model's output of the index; port + 1: the axis sizes
+
+
+@dataclass(frozen=True)
+class IndexGuards:
+    guards: tuple[Guard, ...]
+
+    def check(self, request) -> None:
+        """After a call: every computed index within its axis, else one UsageError (the call's outputs are dropped)."""
+        for g in self.guards:
+            index = np.asarray(request.get_output_tensor(g.port).data)
+            sizes = np.asarray(request.get_output_tensor(g.port + 1).data).reshape(-1)
+            if index.size == 0:
+                continue
+            bad = (index < -sizes) | (index >= sizes) if g.nd else (index < -sizes[0]) | (index >= sizes[0])
+            if not bad.any():
+                continue
+            where = np.argwhere(bad)[0]
+            axis = g.first_axis + (int(where[-1]) if g.nd else 0)
+            size = int(sizes[int(where[-1])] if g.nd else sizes[0])
+            raise UsageError(
+                f"{g.what} got index {int(index[tuple(where)])} at {where.tolist()} ({g.source}), "
+                f"out of range for axis {axis} of its data (size {size}): expected {-size} <= index <= {size - 1}. ONNX makes "
+                "this an error; OpenVINO would have returned zeros or memory garbage, so the call's outputs are not returned"
+            )
+
+
+def guard_indices(model):
+    """(model, None) when no Gather/Scatter of the top graph takes computed indices; else (a clone
+    with each such index made safe and read out, IndexGuards). `model` is left as it is."""
+    from ..device.ov import opset
+
+    checked = set(index_limits(model))
+    if not any(_needs_guard(node, checked) for node in model.get_ordered_ops()):
+        return model, None
+    ops = opset(13)
+    clone = model.clone()
+    guards, results = [], []
+    for node in clone.get_ordered_ops():
+        if not _needs_guard(node, checked):
+            continue
+        kind = node.get_type_name()
+        port, axis_from = _GUARDED[kind]
+        index = node.input_value(port)
+        etype = index.get_element_type()
+        first = _first_axis(node, axis_from)
+        if first is None:
+            continue
+        shape = ops.shape_of(node.input_value(0), etype)
+        if axis_from == "nd":
+            k = index.get_partial_shape()[-1].get_length()
+            sizes = ops.slice(shape, _const(ops, [first], etype), _const(ops, [first + k], etype), _const(ops, [1], etype))
+        else:
+            sizes = ops.gather(shape, _const(ops, [first], etype), _const(ops, 0, etype))
+        ok = ops.logical_and(ops.greater_equal(index, ops.negative(sizes)), ops.less(index, sizes))
+        node.input(port).replace_source_output(ops.select(ok, index, _const(ops, 0, etype)).output(0))
+        position = len(clone.outputs) + len(results)
+        results += [ops.result(index), ops.result(sizes)]
+        guards.append(Guard(f"{kind} '{node.get_friendly_name()}'", _source(index), first, axis_from == "nd", position))
+    if not guards:
+        return model, None
+    clone.add_results(results)
+    return clone, IndexGuards(tuple(guards))
+
+
+def _needs_guard(node, checked: set[str]) -> bool:
+    """A Gather/Scatter whose integer indices are neither a constant nor a graph input checked before the call."""
+    kind = node.get_type_name()
+    if kind not in _GUARDED:
+        return False
+    index = node.input_value(_GUARDED[kind][0])
+    if index.get_element_type().get_type_name() not in ("i32", "i64"):
+        return False
+    if _GUARDED[kind][1] == "nd" and (index.get_partial_shape().rank.is_dynamic or index.get_partial_shape()[-1].is_dynamic):
+        return False  # not covered (the module docstring): the leading dims an index tuple runs over are unknown
+    source = index.get_node()
+    while source.get_type_name() == "Convert" and source.get_output_element_type(0).is_integral_number():
+        source = source.input_value(0).get_node()
+    if source.get_type_name() == "Constant":
+        return False
+    if kind in ("Gather", "GatherElements", "ScatterElementsUpdate") and source.get_type_name() == "Parameter":
+        direct = _INDEXING.get(kind)
+        if direct is not None and _axis_size(node, direct[1]) is not None and source.output(0).get_names() & checked:
+            return False  # engine.check_indices checks it before the call
+    return True
+
+
+# op -> (its indices port, how its axis is read): an out-of-range index is ONNX's error (onnxruntime
+# raises), but OpenVINO 2026.4.1's CPU plugin gives Gather's zeros, and GatherElements' and
+# ScatterElementsUpdate's reads out of bounds at one thread (garbage, or a crash a call later)
+_INDEXING = {"Gather": (1, "input 2"), "GatherElements": (1, "axis"), "ScatterElementsUpdate": (1, "input 3")}
+
+
+def index_limits(model) -> dict[str, list[tuple[int, str]]]:
+    """{integer graph input's name: [(axis size, "GatherElements 'y' (axis 1 of its data, size 4)")]}
+    for each input whose values (as they are, or through an integer Convert) are the indices of a
+    Gather, GatherElements or ScatterElementsUpdate along an axis of static size."""
+    limits: dict[str, list[tuple[int, str]]] = {}
+    for param in model.get_parameters():
+        if not param.get_element_type().is_integral_number():
+            continue
+        found, stack, seen = [], [param.output(0)], set()
+        while stack:
+            out = stack.pop()
+            for target in out.get_target_inputs():
+                node = target.get_node()
+                kind = node.get_type_name()
+                if kind == "Convert" and node.get_output_element_type(0).is_integral_number() and node.get_friendly_name() not in seen:
+                    seen.add(node.get_friendly_name())
+                    stack.append(node.output(0))
+                elif kind in _INDEXING and target.get_index() == _INDEXING[kind][0]:
+                    limit = _axis_size(node, _INDEXING[kind][1])
+                    if limit is not None:
+                        found.append((limit[0], f"{kind} '{node.get_friendly_name()}' (axis {limit[1]} of its data, size {limit[0]})"))
+        for name in param.output(0).get_names() if found else ():
+            limits[name] = found
+    return limits
+
+
+def _axis_size(node, axis_from: str) -> tuple[int, int] | None:
+    """(size, axis) of the data axis `node` indexes, when static."""
+    try:
+        if axis_from == "axis":
+            axis = int(node.get_attributes()["axis"])
+        else:
+            source = node.input_value(int(axis_from.split()[1])).get_node()
+            if source.get_type_name() != "Constant":
+                return None
+            axis = int(np.asarray(source.get_data()).reshape(-1)[0])
+        pshape = node.get_input_partial_shape(0)
+        if pshape.rank.is_dynamic:
+            return None
+        axis %= len(pshape)
+        dim = pshape[axis]
+        return (dim.get_length(), axis) if dim.is_static else None
+    except (RuntimeError, KeyError, ValueError, IndexError, TypeError):
+        return None
+
+
+def _source(index) -> str:
+    node = index.get_node()
+    while node.get_type_name() == "Convert":
+        node = node.input_value(0).get_node()
+    if node.get_type_name() == "Parameter" and node.output(0).get_names():
+        return f"input '{min(node.output(0).get_names())}'" + (" as it is" if node is index.get_node() else " converted")
+    return "computed in the model from its inputs"
+
+
+def _first_axis(node, axis_from: str) -> int | None:
+    """The data axis the index (its first component) runs over, made non-negative; None when unknown."""
+    rank = node.get_input_partial_shape(0).rank
+    try:
+        if axis_from == "nd":
+            return int(node.get_attributes().get("batch_dims", 0))
+        if axis_from == "attr":
+            axis = int(node.get_attributes()["axis"])
+        else:
+            source = node.input_value(int(axis_from.split()[1])).get_node()
+            if source.get_type_name() != "Constant":
+                return None
+            axis = int(np.asarray(source.get_data()).reshape(-1)[0])
+    except (KeyError, ValueError, TypeError, IndexError, RuntimeError):
+        return None
+    if axis < 0:
+        if rank.is_dynamic:
+            return None
+        axis += rank.get_length()
+    return axis
+
+
+def _const(ops, value, etype):
+    return ops.constant(np.array(value, dtype=np.dtype(etype.to_dtype())))
