@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import alone_in_a_child
 
 import ovrnn
 from ovrnn.errors import DeviceError, OverloadedError, StreamClosedError, UsageError
@@ -21,6 +22,7 @@ from ovrnn.examples import STREAM_MODEL
 from ovrnn.runtime.batching import BatchedStep, StreamSpec
 
 from .batcher_models import audio_chunks, demo_whole_sequence, policy_model, run_alone, session
+from .storm import Storm
 
 DEMO_STATE = "initial_h=Y_h,initial_c=Y_c"
 
@@ -443,49 +445,28 @@ def test_a_bad_index_refuses_the_call_before_it_runs():
     reason="OVRNN_TEST_SIGNAL_STRESS=1 runs it (a SIGINT every 0.7 ms, as test_batcher_safety's storm; 2,000 calls "
     "measured here: 107 interrupted, every one atomic)",
 )
-def test_a_ctrl_c_storm_leaves_the_groups_states_whole():
-    """A thread sends SIGINT every 0.7 ms while the main thread feeds a group (the test's handler
-    hands the batcher's handler one signal per call, so the test's own lines are never cut): every
-    call returns or raises KeyboardInterrupt, and the group's states are then a twin's after k whole
-    calls, for a k between the calls that returned and those plus the interrupted ones."""
-    import signal
-
-    from ovrnn.runtime.batching import interrupts
-
-    state = {"armed": False, "stop": False}
-
-    def handler(signum, frame):
-        if state["armed"]:
-            state["armed"] = False
-            interrupts._handler(signum, frame)
-
-    main = threading.main_thread().ident
-
-    def poke():
-        while not state["stop"]:
-            time.sleep(0.0007)
-            signal.pthread_kill(main, signal.SIGINT)
-
+def test_a_ctrl_c_storm_leaves_the_groups_states_whole(request):
+    """A thread sends SIGINT every 0.7 ms while the main thread feeds a group (the storm's handler
+    hands the batcher's handler one signal per call, so the test's own lines are never cut: storm.py):
+    every call returns or raises KeyboardInterrupt, and the group's states are then a twin's after k
+    whole calls, for a k between the calls that returned and those plus the interrupted ones. Run
+    alone in a child process (conftest)."""
+    if alone_in_a_child(request):
+        return
     x = _chunks(13, 16, 1)[0]
+    storm = Storm()
     with ovrnn.StreamBatcher(STREAM_MODEL, DEMO_STATE, sizes=(1, 4, 16)) as b:
         group, twin = b.open_group(16), b.open_group(16)
-        old = signal.signal(signal.SIGINT, handler)
         returned = interrupted = 0
-        thread = threading.Thread(target=poke, daemon=True)
-        thread.start()
-        try:
+        with storm.handling(), storm.blowing():
             for _ in range(600):
                 try:
-                    state["armed"] = True
+                    storm.armed = True
                     group.feed({"X": x})
-                    state["armed"] = False
+                    storm.armed = False
                     returned += 1
                 except KeyboardInterrupt:
                     interrupted += 1
-        finally:
-            state["stop"] = True
-            thread.join()
-            signal.signal(signal.SIGINT, old)
         assert interrupted > 0
         whole = None
         for k in range(returned + interrupted + 1):

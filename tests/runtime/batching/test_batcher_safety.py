@@ -19,6 +19,7 @@ from ovrnn.errors import UnsupportedFeatureError, UsageError
 from ovrnn.runtime.batching import BatchedStep, StreamSpec
 
 from .batcher_models import policy_model, session
+from .storm import Storm
 
 POLICY_STATE = "initial_h=Y_h,initial_c=Y_c"
 COMPUTED_REFUSAL = (
@@ -127,57 +128,30 @@ def test_real_ctrl_c_signals_while_feeding_never_leave_a_stream_hung(request):
     if alone_in_a_child(request):
         return
     import faulthandler
-    import signal
     import time
 
     from ovrnn.examples import STREAM_MODEL
     from ovrnn.runtime.batching import interrupts
 
-    class Hung(Exception):
-        pass
-
-    state = {"armed": False, "hung": False, "progress": time.monotonic(), "stop": False}
-
-    def handler(signum, frame):
-        if state["hung"]:
-            raise Hung("a feed made no progress for 20 s after an interrupt")
-        if state["armed"]:  # disarmed here: one arming gives at most one interrupt, never one in the test's own except
-            state["armed"] = False
-            interrupts._handler(signum, frame)
-
-    main = threading.main_thread().ident
-
-    def poke():
-        while not state["stop"]:
-            time.sleep(0.0007)
-            if time.monotonic() - state["progress"] > 20:
-                state["hung"] = True
-            signal.pthread_kill(main, signal.SIGINT)
-
+    storm = Storm(hang_after_s=20)
     x = np.random.default_rng(2).uniform(-1, 1, (4, 1, 3)).astype(np.float32)
-    old = signal.signal(signal.SIGINT, handler)
     interrupted = 0
     faulthandler.dump_traceback_later(240, exit=True)  # a hang the watchdog cannot see (shutdown's join): every stack, then exit 1
     try:
-        with ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1, 4), max_pending=64) as b:
+        with storm.handling(), ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1, 4), max_pending=64) as b:
             s, t = b.open(), b.open()
-            thread = threading.Thread(target=poke, daemon=True)
-            thread.start()
-            try:
+            with storm.blowing():
                 for k in range(400):
                     try:
-                        state["armed"] = True
+                        storm.armed = True
                         if k % 2:
                             b.feed(s, {"X": x})
                         else:
                             b.feed_many([(s, {"X": x}), (t, {"X": x})])
-                        state["armed"] = False
+                        storm.armed = False
                     except KeyboardInterrupt:
                         interrupted += 1
-                    state["progress"] = time.monotonic()
-            finally:
-                state["stop"] = True
-                thread.join()
+                    storm.progress = time.monotonic()
             assert interrupted > 0
             assert not s.in_flight and not t.in_flight
             assert b.submit(s, {"X": x}).result(timeout=30)["Y"].shape == (4, 1, 1, 8)
@@ -186,7 +160,6 @@ def test_real_ctrl_c_signals_while_feeding_never_leave_a_stream_hung(request):
             assert interrupts._held == [0, False] and not b._workers[0].claimed  # nothing left held, the worker free
     finally:
         faulthandler.cancel_dump_traceback_later()
-        signal.signal(signal.SIGINT, old)
 
 
 def test_a_held_ctrl_c_is_raised_once_and_the_critical_depth_survives_an_interrupted_window():
