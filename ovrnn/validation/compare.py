@@ -115,7 +115,7 @@ class ValidationReport(RunHead):
         counted = sum(c.counted for c in self.comparisons)
         raise NumericMismatchError(
             f"validate {self.model} on {self.device} at {self.precision}: {len(failed)} of {counted} counted comparisons outside "
-            f"tolerance; the worst: output '{worst.output}' {_against(worst.oracle)}, max abs error {worst.max_abs:.2e} "
+            f"tolerance; the worst: output '{worst.output}' {_against(worst)}, max abs error {worst.max_abs:.2e} "
             f"(tolerance {tolerance})"
         )
 
@@ -160,11 +160,11 @@ class ValidationReport(RunHead):
         return "\n".join(lines)
 
 
-def _against(oracle: str) -> str:
+def _against(row: Comparison) -> str:
     """How a failed row reads in raise_for_failure's message."""
-    if oracle == "rewrite":  # validation/rewrite.py: no device in that row
+    if row.oracle == "rewrite" or getattr(row, "check", "") == "rewrite":  # validation/rewrite.py: no device in that row
         return "of ovrnn's rewritten graph against the original graph (float64)"
-    return f"against the {oracle}"
+    return f"against the {row.oracle}"
 
 
 def drift_lines(drifts: list) -> list[str]:

@@ -15,6 +15,9 @@ model run on the whole N*K-step sequence at once (its time axis opened for that)
     batch              dynamic batch: a stream at batch 1, a reset, then batch 3, both vs the reference;
                        a batch change without a reset gives ovrnn's own error, not a plugin trace
     long stream        at least 1000 steps vs the float64 reference, within the precision's tolerance
+    rewrite            where the oracles run ovrnn's graph with its control flow folded (a Loop recovered
+                       as the node whose states the stream carries, an If inlined): that graph vs the
+                       model as given, both float64, on one call, at the float32 tolerance (rewrite.py)
 
 Each row is a ``StreamComparison`` (a ``Comparison`` with the check it belongs to and, for outputs
 with a time axis, the largest error per call). The text, the JSON and ``--report`` carry the same rows.
@@ -39,6 +42,7 @@ from . import report as report_module
 from .compare import DEFAULT_BATCH, _numpy_type, compare, ort_known_deviation, random_inputs, run_facts
 from .dequantized import CompressedReference, compressed_reference
 from .options import ValidateOptions, reported
+from .rewrite import ROW_NOTE, ROW_NOTE_ORT, feeds_for, rewrote
 from .stream_oracles import StreamOracle, state_at, stream_oracle
 from .stream_report import StreamComparison, StreamValidationReport
 
@@ -65,6 +69,7 @@ def validate_stream(model, input, options: ValidateOptions) -> StreamValidationR
     if not use_onnxruntime:  # --no-onnxruntime: not even for a node the reference cannot compute
         setup.oracle.handed = None
     feeds = checks.inputs(seed, setup.batch, chunks)
+    checks.rewrite()  # 0. the oracles' graph, where ovrnn rewrote it
     first, want, ort_status = checks.against_oracles(feeds, use_onnxruntime, precision, cache_dir)  # 1. the calls, final states
     checks.reset(feeds, first.outputs)  # 2.
     checks.two_streams(feeds, want)  # 3.
@@ -105,6 +110,7 @@ class _Setup:
     notes: list[str]
     quant: CompressedReference | None  # integer weights: the dequantized model the reference runs
     oracle: StreamOracle
+    given: onnx.ModelProto | None = None  # the model as given (frozen inputs applied) where the oracles run ovrnn's folded graph
 
 
 def _set_up(model, device, input, batch, precision, request: Request, cache_dir) -> _Setup:  # noqa: A002
@@ -132,8 +138,16 @@ def _set_up(model, device, input, batch, precision, request: Request, cache_dir)
     batch_run = static_batch or batch or DEFAULT_BATCH
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if request.compress_to_fp16 else [])
     pairs = any(s.init.startswith("pair:") for s in contract.states)
+    given = None
     if not pairs and has_control_flow(proto.graph):  # node states: their nodes as the IR has them, Ifs inlined
-        proto = _control_flow_folded(proto, ir, contract)
+        folded = _control_flow_folded(proto, ir, contract)
+        if folded is not proto and rewrote(proto, folded):  # the oracles run ovrnn's rewrite: judged apart (_Checks.rewrite)
+            given = proto
+            notes.append(
+                "the oracles run ovrnn's graph with its control flow folded (where the states' recurrent nodes are); "
+                "the 'rewrite' rows judge that graph against the model as given"
+            )
+        proto = folded
     # integer weights (--compress-weights, DynamicQuantizeLSTM, QDQ): the float64 reference runs the
     # dequantized model, as validate does; onnxruntime and the stateless IR run the model as given
     quant = compressed_reference(proto, ir)
@@ -155,7 +169,20 @@ def _set_up(model, device, input, batch, precision, request: Request, cache_dir)
         )
         notes.append(f"integer weights ({quant.what}): 'reference' is float64 with the dequantized weights{shown}")
     return _Setup(
-        model, proto, ir, request, stateless_request, oracle_input, stream, compile_seconds, static_batch, batch_run, notes, quant, oracle
+        model,
+        proto,
+        ir,
+        request,
+        stateless_request,
+        oracle_input,
+        stream,
+        compile_seconds,
+        static_batch,
+        batch_run,
+        notes,
+        quant,
+        oracle,
+        given,
     )
 
 
@@ -249,6 +276,41 @@ class _Checks:
                         )
                     )
         return first, want, ort_status
+
+    def rewrite(self) -> None:
+        """0. where the oracles run ovrnn's graph with its control flow folded: that graph vs the model
+        as given (its Loops run as Loops), both float64 with the same weights, on one call's inputs at
+        the model's own length, at the float32 tolerance (the float16 one where an output computes in
+        it): every other row trusts that graph. onnxruntime runs the original where the reference
+        cannot; where neither can, the check is refused rather than skipped."""
+        from .. import reference
+        from .compare import run_onnxruntime
+        from .weights import output_precisions
+
+        s = self.setup
+        if s.given is None:
+            return
+        feeds = self.oracle.feeds(self.inputs(self.seed + 7, s.batch, 1))
+        handed = self.oracle.handed
+        ours = reference.run_model(s.proto, feeds_for(s.proto, feeds), handed)
+        note = ROW_NOTE
+        try:
+            theirs = reference.run_model(s.given, feeds_for(s.given, feeds), handed)
+        except reference.ReferenceUnavailable as exc:
+            status, theirs = run_onnxruntime(s.given, feeds_for(s.given, feeds)) if handed is not None else ("not asked for", None)
+            if theirs is None or ort_known_deviation(s.given):
+                raise reference.ReferenceUnavailable(
+                    f"{exc}: the stream's oracles run ovrnn's graph with its control flow folded, and nothing can judge that graph "
+                    f"against the model as given (onnxruntime: {status})"
+                ) from None
+            note = ROW_NOTE_ORT
+        computes = output_precisions(s.given)
+        for name, want in theirs.items():
+            if name in ours and np.shape(ours[name]) == np.shape(want):
+                c = compare(
+                    name, np.asarray(ours[name], np.float64), np.asarray(want), "original graph", "f32", computes.get(name, (None, ""))[0]
+                )
+                self.rows.append(StreamComparison(**{**asdict(c), "note": note}, check="rewrite"))
 
     def reset(self, feeds: dict, got: dict) -> None:
         """2. reset: the same calls again, identical."""
