@@ -19,7 +19,8 @@ from time import monotonic
 
 import numpy as np
 
-from ...errors import OverloadedError, UsageError
+from ...errors import UsageError
+from .refusals import closed, too_many_pending
 
 
 def fit(value, dtype, what: str) -> np.ndarray:
@@ -61,14 +62,11 @@ def admit(batcher, worker, items: list) -> None:
         if stream.group is not None:
             raise stream.group.alone_error(stream)
         if not stream.open:
-            raise worker.closed_error(stream)
+            raise closed(stream.id, stream.why)
         count = counts[stream.id] = counts.get(stream.id, stream.pending) + 1
         if count > limit:
             worker.recorder.refused_pending += 1
-            raise OverloadedError(
-                f"stream {stream.id} would have {count} chunks waiting (max_pending={limit}): the batcher is behind this stream; "
-                "wait for a result before feeding more"
-            )
+            raise too_many_pending(stream.id, count, limit)
 
 
 def enqueue_all(batcher, groups: list) -> None:

@@ -29,9 +29,9 @@ from time import monotonic
 
 import numpy as np
 
-from ...errors import OverloadedError, StreamClosedError, UsageError
+from ...errors import UsageError
 from .. import engine
-from . import group, stream_group
+from . import group, refusals, stream_group
 from .admit import admit, enqueue_all
 from .chunks import ChunkChecks, ports
 from .interrupts import critical, install
@@ -155,11 +155,10 @@ class StreamBatcher(ChunkChecks):
         store = self._workers[0].store
         seeds = {name: store.checked(name, value) for name, value in (state or {}).items()}
         count = len(self._workers)
-        if worker is not None and (isinstance(worker, bool) or not isinstance(worker, (int, np.integer)) or not 0 <= worker < count):
-            raise UsageError(f"open(worker=...): expected a worker index from 0 to {count - 1}, got {worker!r}")
+        refusals.check_worker("open", worker, count)
         with self._lock:  # one open() at a time: the stream count and the placement agree
             if self._shut:
-                raise StreamClosedError("the batcher is shut down: open() takes no new streams")
+                raise refusals.shut_down()
             sid = next(self._ids)
             if sum(len(w.streams) for w in self._workers) < self.max_streams:
                 for index in [(sid + k) % count for k in range(count)] if worker is None else [int(worker)]:
@@ -180,14 +179,9 @@ class StreamBatcher(ChunkChecks):
             chosen.recorder.refused_streams += 1
         opened = sum(len(w.streams) for w in self._workers)
         if worker is not None and opened < self.max_streams:
-            raise OverloadedError(
-                f"open(worker={int(worker)}): its {chosen.store.capacity} slots "
-                f"are held (max_streams={self.max_streams} over {count} workers); "
-                "close one of its streams, or open without worker="
-            )
+            raise refusals.worker_full(worker, chosen.store.capacity, self.max_streams, count)
         held = "the other slots are held by groups' closed members: reopen them (group.reopen) or close the groups"  # stream_group.py
-        why = "close one, or make the batcher with a larger max_streams" if opened >= self.max_streams else held
-        raise OverloadedError(f"open(): {opened} streams are open (max_streams={self.max_streams}); {why}")
+        raise refusals.all_open(opened, self.max_streams, refusals.FULL if opened >= self.max_streams else held)
 
     def open_group(self, n: int, state: dict | None = None, *, worker: int | None = None):
         """n new streams fed only together, one batch a call: a ``StreamGroup`` (stream_group.py)."""
@@ -354,7 +348,7 @@ class StreamBatcher(ChunkChecks):
 
     def _worker(self, stream) -> Worker:
         if not isinstance(stream, StreamHandle) or stream.owner is not self:
-            raise UsageError(f"expected a stream this batcher's open() returned, got {stream!r}")
+            raise refusals.foreign(stream)
         return self._workers[stream.worker]
 
     def _enqueue(self, items: list, claim: bool = False) -> bool:
@@ -402,7 +396,7 @@ class StreamBatcher(ChunkChecks):
             return stream.group.control(stream, apply)
         with worker.cond:
             if not stream.open:
-                raise worker.closed_error(stream)
+                raise refusals.closed(stream.id, stream.why)
             stream.last_used = monotonic()
             if not stream.queue and not stream.in_flight:  # nothing before it: now, on this thread
                 return apply(stream)
@@ -413,12 +407,8 @@ class StreamBatcher(ChunkChecks):
         return future.result()
 
     def _not_on_a_worker(self, what: str) -> None:
-        """A call that waits for a batch, made on a worker's own thread (a Future's callback runs
-        there), would wait for itself for ever."""
         if threading.current_thread() in self._threads or any(w.claimed == threading.get_ident() for w in self._workers):
-            raise UsageError(
-                f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"
-            )
+            raise refusals.on_its_workers_thread(what)
 
     def _chunks(self, group: list, stacked: list | None = None) -> list[dict[str, np.ndarray]]:
         """Many streams' chunks, checked and copied: one copy per input for the whole group

@@ -31,7 +31,7 @@ from ...errors import StreamClosedError
 from .arena import Arena
 from .batcher import StreamBatcher
 from .group import _release, _run, _take
-from .stats import Recorder
+from .refusals import closed
 
 
 def portable_error(exc: BaseException) -> BaseException:
@@ -140,16 +140,13 @@ class Child:
     def handle(self, sid: int):
         handle = self.streams.get(sid)
         if handle is None:
-            raise StreamClosedError(f"stream {sid} is closed ({self.gone.get(sid, 'closed')}); open a new one with open()")
+            raise closed(sid, self.gone.get(sid, "closed"))
         return handle
 
     def stats(self):
         w = self.worker
         with w.cond:
-            r, c = w.recorder, Recorder()
-            c.rows, c.sizes, c.waits, c.computes = r.rows.copy(), r.sizes.copy(), list(r.waits), list(r.computes)
-            for key in ("chunks", "failed_batches", "failed_chunks", "idle_closed"):
-                setattr(c, key, getattr(r, key))
+            c = w.recorder.copy(refusals=False)  # the parent counts the refusals
             lags = w.lags() if w.chunk_seconds else None
         return c, lags
 
@@ -220,7 +217,7 @@ class Child:
         return b.feed_many(chunks, return_exceptions=True)
 
     def _gone_error(self, sid: int) -> StreamClosedError:
-        return StreamClosedError(f"stream {sid} is closed ({self.gone.get(sid, 'closed')}); open a new one with open()")
+        return closed(sid, self.gone.get(sid, "closed"))
 
 
 def direct(b, handles: list, stacked: list) -> dict | None:

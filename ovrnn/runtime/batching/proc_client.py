@@ -13,7 +13,8 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from ...errors import OverloadedError, StreamClosedError, UsageError, WorkerDiedError
+from ...errors import UsageError, WorkerDiedError
+from . import refusals
 from .chunks import ChunkChecks
 from .group import _stacked
 from .interrupts import AFTER_A_RUN, critical
@@ -255,7 +256,7 @@ class Calls(ChunkChecks):
         one = streams[0].worker if type(streams[0]) is StreamHandle else None
         for s in streams:
             if type(s) is not StreamHandle or s.owner is not self._token:
-                raise UsageError(f"expected a stream this batcher's open() returned, got {s!r}")
+                raise refusals.foreign(s)
             if s.worker != one:
                 one = None
         if one is not None:
@@ -320,19 +321,14 @@ class Calls(ChunkChecks):
         counts: dict[int, int] = {}
         for s in streams if limit is not None else ():
             if not s.open:
-                raise StreamClosedError(f"stream {s.id} is closed ({s.why}); open a new one with open()")
+                raise refusals.closed(s.id, s.why)
             count = counts[s.id] = counts.get(s.id, s.pending) + 1
             if count > limit:
                 self._procs[s.worker].recorder.refused_pending += 1
-                raise OverloadedError(
-                    f"stream {s.id} would have {count} chunks waiting (max_pending={limit}): the batcher is behind "
-                    "this stream; wait for a result before feeding more"
-                )
+                raise refusals.too_many_pending(s.id, count, limit)
         for s in streams:
             s.pending += 1
 
     def _not_on_a_worker(self, what: str) -> None:
         if threading.current_thread() in self._threads:
-            raise UsageError(
-                f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"
-            )
+            raise refusals.on_its_workers_thread(what)

@@ -45,8 +45,9 @@ from time import monotonic
 
 import numpy as np
 
-from ...errors import OverloadedError, StreamClosedError, UsageError, WorkerDiedError
+from ...errors import UsageError, WorkerDiedError
 from . import arena as arena_mod
+from . import refusals
 from .chunks import ports
 from .interrupts import critical, install
 from .options import checked
@@ -214,9 +215,7 @@ class ProcessBatcher(Calls):
     def open(self, state: dict | None = None, *, worker: int | None = None) -> StreamHandle:
         """As ``StreamBatcher.open`` (the stream lives in one worker process)."""
         seeds = {name: self._store.checked(name, value) for name, value in (state or {}).items()} or None
-        count = len(self._procs)
-        if worker is not None and (isinstance(worker, bool) or not isinstance(worker, (int, np.integer)) or not 0 <= worker < count):
-            raise UsageError(f"open(worker=...): expected a worker index from 0 to {count - 1}, got {worker!r}")
+        refusals.check_worker("open", worker, len(self._procs))
         stream = self._open(seeds, worker)
         if stream is None and self.idle_timeout_s is not None:  # streams closed by their idle timeout and not yet told: ask
             for p in self._procs:
@@ -232,7 +231,7 @@ class ProcessBatcher(Calls):
         with self._lock:
             with self._counts:
                 if self._shut:
-                    raise StreamClosedError("the batcher is shut down: open() takes no new streams")
+                    raise refusals.shut_down()
                 if not any(p.alive for p in self._procs):
                     raise WorkerDiedError(f"every worker process of the batcher has ended ({self._procs[0].why}); make a new batcher")
                 sid = next(self._ids)
@@ -257,15 +256,8 @@ class ProcessBatcher(Calls):
             p = self._procs[int(worker)]
             if not p.alive:
                 raise WorkerDiedError(f"open(worker={int(worker)}): {p.why}")
-            raise OverloadedError(
-                f"open(worker={int(worker)}): its {self.capacity} slots "
-                f"are held (max_streams={self.max_streams} over {count} workers); "
-                "close one of its streams, or open without worker="
-            )
-        raise OverloadedError(
-            f"open(): {self.max_streams} streams are open (max_streams={self.max_streams}); "
-            "close one, or make the batcher with a larger max_streams"
-        )
+            raise refusals.worker_full(worker, self.capacity, self.max_streams, count)
+        raise refusals.all_open(self.max_streams, self.max_streams)
 
     def open_group(self, n: int, state: dict | None = None, *, worker: int | None = None):
         """Refused: a ``StreamGroup`` feeds its streams in place in one worker's slots, in-process only."""
@@ -373,7 +365,7 @@ class ProcessBatcher(Calls):
         with self._lock:
             with self._counts:
                 if stream is not None and not stream.open:
-                    raise StreamClosedError(f"stream {stream.id} is closed ({stream.why}); open a new one with open()")
+                    raise refusals.closed(stream.id, stream.why)
                 if not p.alive:
                     raise WorkerDiedError(p.why)
                 req = next(self._reqs)
@@ -431,7 +423,7 @@ class ProcessBatcher(Calls):
 
     def _proc(self, stream) -> _Proc:
         if not isinstance(stream, StreamHandle) or stream.owner is not self._token:
-            raise UsageError(f"expected a stream this batcher's open() returned, got {stream!r}")
+            raise refusals.foreign(stream)
         return self._procs[stream.worker]
 
 

@@ -24,6 +24,16 @@ class Recorder:
         self.refused_streams = 0
         self.idle_closed = 0
 
+    def copy(self, refusals: bool = True) -> Recorder:
+        """A copy (taken under the worker's lock: a consistent view). Without `refusals` when they
+        are counted elsewhere (a worker process's: its parent decides and counts them)."""
+        c = Recorder()
+        c.rows, c.sizes, c.waits, c.computes = self.rows.copy(), self.sizes.copy(), list(self.waits), list(self.computes)
+        c.chunks, c.failed_batches, c.failed_chunks, c.idle_closed = self.chunks, self.failed_batches, self.failed_chunks, self.idle_closed
+        if refusals:
+            c.refused_pending, c.refused_streams = self.refused_pending, self.refused_streams
+        return c
+
 
 def percentiles(values) -> dict[str, float | None]:
     if not values:
@@ -85,11 +95,7 @@ def collect(workers: list, chunk_seconds: float | None) -> dict:
     copies, lags, streams, pending = [], {} if chunk_seconds else None, 0, 0
     for worker in workers:
         with worker.cond:
-            r, c = worker.recorder, Recorder()
-            c.rows, c.sizes, c.waits, c.computes = r.rows.copy(), r.sizes.copy(), list(r.waits), list(r.computes)
-            for key in ("chunks", "failed_batches", "failed_chunks", "refused_pending", "refused_streams", "idle_closed"):
-                setattr(c, key, getattr(r, key))
-            copies.append(c)
+            copies.append(worker.recorder.copy())
             streams += len(worker.streams)
             pending += sum(s.pending for s in worker.streams.values())
             if lags is not None:

@@ -28,6 +28,7 @@ from time import monotonic
 import numpy as np
 
 from ...errors import OverloadedError, StreamClosedError, UsageError
+from . import refusals
 from .group import _stacked
 from .in_place import InPlace
 from .interrupts import critical
@@ -162,7 +163,7 @@ class StreamGroup:
         worker = self.worker
         with self.lock, worker.cond:
             if not stream.open:
-                raise worker.closed_error(stream)
+                raise refusals.closed(stream.id, stream.why)
             stream.last_used = monotonic()
             if self._in_place is not None:
                 self._in_place.settle()
@@ -218,8 +219,7 @@ def open_group(batcher, n, state: dict | None, worker: int | None) -> StreamGrou
         raise UsageError(f"open_group(n): expected a whole number of streams of 1 or more, got {n!r}")
     n = int(n)
     workers, count = batcher._workers, len(batcher._workers)
-    if worker is not None and (isinstance(worker, bool) or not isinstance(worker, (int, np.integer)) or not 0 <= worker < count):
-        raise UsageError(f"open_group(worker=...): expected a worker index from 0 to {count - 1}, got {worker!r}")
+    refusals.check_worker("open_group", worker, count)
     seeds = {name: workers[0].store.checked(name, value) for name, value in (state or {}).items()}
     group = None
     with batcher._lock:  # as open(): the stream count and the placement agree

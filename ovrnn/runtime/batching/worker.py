@@ -241,9 +241,6 @@ class Worker:
         lag = np.where(runs > 0, self.ended[slots] - self.first[slots] - (runs - 1) * (self.chunk_seconds or 0.0), 0.0)
         return dict(zip([s.id for s in streams], np.maximum(lag, 0.0).tolist()))
 
-    def closed_error(self, stream: StreamHandle) -> StreamClosedError:
-        return StreamClosedError(f"stream {stream.id} is closed ({stream.why}); open a new one with open()")
-
     def _ready(self, stream: StreamHandle) -> None:
         head = stream.queue[0]
         if type(head) is _Chunk:

@@ -1,0 +1,55 @@
+"""The batcher's refusals, worded once for both of its forms (the in-process batcher and the
+worker processes, processes=True): the same mistake or limit is the same error, word for word,
+from either (tests/runtime/batching/test_batcher_processes.py holds them to it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import OverloadedError, StreamClosedError, UsageError
+
+FULL = "close one, or make the batcher with a larger max_streams"
+
+
+def check_worker(call: str, worker, count: int) -> None:
+    """`worker` (an ``open(worker=...)``-style argument of `call`) is None or a worker index."""
+    if worker is not None and (isinstance(worker, bool) or not isinstance(worker, (int, np.integer)) or not 0 <= worker < count):
+        raise UsageError(f"{call}(worker=...): expected a worker index from 0 to {count - 1}, got {worker!r}")
+
+
+def foreign(stream) -> UsageError:
+    return UsageError(f"expected a stream this batcher's open() returned, got {stream!r}")
+
+
+def closed(sid: int, why: str) -> StreamClosedError:
+    return StreamClosedError(f"stream {sid} is closed ({why}); open a new one with open()")
+
+
+def shut_down() -> StreamClosedError:
+    return StreamClosedError("the batcher is shut down: open() takes no new streams")
+
+
+def too_many_pending(sid: int, count: int, limit: int) -> OverloadedError:
+    return OverloadedError(
+        f"stream {sid} would have {count} chunks waiting (max_pending={limit}): the batcher is behind this stream; "
+        "wait for a result before feeding more"
+    )
+
+
+def worker_full(worker, capacity: int, max_streams: int, count: int) -> OverloadedError:
+    """``open(worker=k)`` when worker k's slots are all held (and others are free)."""
+    return OverloadedError(
+        f"open(worker={int(worker)}): its {capacity} slots are held (max_streams={max_streams} over {count} workers); "
+        "close one of its streams, or open without worker="
+    )
+
+
+def all_open(opened: int, max_streams: int, why: str = FULL) -> OverloadedError:
+    return OverloadedError(f"open(): {opened} streams are open (max_streams={max_streams}); {why}")
+
+
+def on_its_workers_thread(what: str) -> UsageError:
+    """A call that waits for a batch, made on a worker's own thread (a Future's callback runs there), would wait for itself for ever."""
+    return UsageError(
+        f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"
+    )
