@@ -26,7 +26,7 @@ import numpy as np
 from ...errors import UsageError
 from .admit import fit
 from .interrupts import critical
-from .step import rows, take
+from .step import rows, take, to_batch, to_rows
 from .worker import StreamHandle, _copy
 
 
@@ -80,10 +80,7 @@ def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> 
     inputs = {}
     try:
         for port, array in zip(batcher.spec.inputs, stacked):  # [n, ..., 1 at the batch axis, ...] -> n on the batch axis (a view)
-            axis = port.batch_axis
-            inputs[port.name] = (
-                array.reshape(array.shape[:1] + array.shape[axis + 2 :]) if axis == 0 else np.moveaxis(array.squeeze(axis + 1), 0, axis)
-            )
+            inputs[port.name] = to_batch(array, port.batch_axis)
     except BaseException:  # a Ctrl-C before the group ran: its streams and the worker back as they were
         with worker.cond:
             for stream in streams:
@@ -101,7 +98,7 @@ def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> 
         return [_copy(exc) for _ in range(n)]
     # each stream's rows: views of one new array per output, made by iterating the array in C
     names = [name for name, _ in worker._outputs]
-    each = [list(np.moveaxis(np.expand_dims(outputs[name], axis + 1), axis, 0)) for name, axis in worker._outputs]
+    each = [list(to_rows(outputs[name], axis)) for name, axis in worker._outputs]
     if len(names) == 1:
         name = names[0]
         return [{name: r} for r in each[0]]

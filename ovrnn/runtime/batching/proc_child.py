@@ -32,6 +32,7 @@ from .arena import Arena
 from .batcher import StreamBatcher
 from .group import _release, _run, _take
 from .refusals import closed
+from .step import to_batch, to_rows
 
 
 def portable_error(exc: BaseException) -> BaseException:
@@ -236,13 +237,12 @@ def direct(b, handles: list, stacked: list) -> dict | None:
         return None
     inputs = {}
     for port, array in zip(b.spec.inputs, stacked):  # [n, ..., 1 at the batch axis, ...] -> n on the batch axis
-        axis = port.batch_axis
-        inputs[port.name] = array.reshape(array.shape[:1] + array.shape[2:]) if axis == 0 else np.moveaxis(array.squeeze(axis + 1), 0, axis)
+        inputs[port.name] = to_batch(array, port.batch_axis)
     try:
         outputs = _run(worker, handles, inputs, len(handles), taken)
     finally:
         _release(worker)
-    return {p.name: np.expand_dims(np.moveaxis(outputs[p.name], p.batch_axis, 0), p.batch_axis + 1) for p in b.spec.outputs}
+    return {p.name: to_rows(outputs[p.name], p.batch_axis) for p in b.spec.outputs}
 
 
 def main(argv: list[str]) -> int:

@@ -18,6 +18,7 @@ from . import refusals
 from .chunks import ChunkChecks
 from .group import _stacked
 from .interrupts import AFTER_A_RUN, critical
+from .step import to_batch, to_rows
 from .worker import StreamHandle, _copy
 
 
@@ -184,7 +185,7 @@ class Calls(ChunkChecks):
         if not n:
             raise UsageError("feed_group(): expected at least one stream")
         given = _stacked(self.spec, inputs, n)
-        stacked = [np.expand_dims(np.moveaxis(given[p.name], p.batch_axis, 0), p.batch_axis + 1) for p in self.spec.inputs]
+        stacked = [to_rows(given[p.name], p.batch_axis) for p in self.spec.inputs]
         sinks: list = []
         try:
             return self._feed_group(streams, stacked, sinks)
@@ -209,7 +210,7 @@ class Calls(ChunkChecks):
                 full = np.empty((n, *port.shape), port.dtype)
                 for sink, places in sinks:
                     full[places] = sink.outputs[port.name]
-            out[port.name] = np.moveaxis(full.squeeze(port.batch_axis + 1), 0, port.batch_axis)
+            out[port.name] = to_batch(full, port.batch_axis)
         return out
 
     def submit(self, stream: StreamHandle, inputs: dict) -> Future:

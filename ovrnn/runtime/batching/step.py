@@ -41,6 +41,16 @@ def take(array: np.ndarray, axis: int, index) -> tuple:
     return (slice(None),) * axis + (index,)
 
 
+def to_rows(batch: np.ndarray, axis: int) -> np.ndarray:
+    """n streams' rows on the batch axis `axis` -> [n, *one stream's shape] (a 1 at `axis`), a view."""
+    return np.expand_dims(np.moveaxis(batch, axis, 0), axis + 1)
+
+
+def to_batch(stacked: np.ndarray, axis: int) -> np.ndarray:
+    """``to_rows``' inverse: [n, *one stream's shape] -> the n rows on the batch axis `axis`, a view."""
+    return stacked.reshape(stacked.shape[:1] + stacked.shape[2:]) if axis == 0 else np.moveaxis(stacked.squeeze(axis + 1), 0, axis)
+
+
 class _Bucket:
     """One compiled size: its request and the buffers its tensors point into."""
 
