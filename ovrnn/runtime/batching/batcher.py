@@ -152,6 +152,11 @@ class StreamBatcher(ChunkChecks):
         streams from its own thread (``feed_group``/``feed_many`` then run on that thread);
         ``OverloadedError`` when that worker's slots are all held. Default: the stream's id modulo
         ``workers``, the next worker with room when that one is full."""
+        return self._open(state, worker)
+
+    def _open(self, state: dict | None, worker: int | None, sid: int | None = None) -> StreamHandle:
+        """``open``; `sid`: the stream's id (None: the next one; a worker process opens its parent's streams under
+        their parent's ids, proc_child.py, so that its messages name a stream as its caller knows it)."""
         store = self._workers[0].store
         seeds = {name: store.checked(name, value) for name, value in (state or {}).items()}
         count = len(self._workers)
@@ -159,7 +164,7 @@ class StreamBatcher(ChunkChecks):
         with self._lock:  # one open() at a time: the stream count and the placement agree
             if self._shut:
                 raise refusals.shut_down()
-            sid = next(self._ids)
+            sid = next(self._ids) if sid is None else sid
             if sum(len(w.streams) for w in self._workers) < self.max_streams:
                 for index in [(sid + k) % count for k in range(count)] if worker is None else [int(worker)]:
                     place = self._workers[index]

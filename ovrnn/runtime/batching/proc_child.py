@@ -108,9 +108,8 @@ class Child:
         kind = m[0]
         if kind == "open":
             _, sid, seeds = m
-            self.b._ids = iter((sid,))  # the parent's id: the batcher's messages name the stream as its caller knows it
             try:
-                self.streams[sid] = self.b.open(seeds)
+                self.streams[sid] = self.b._open(seeds, None, sid)  # the parent's id
             except Exception as exc:  # noqa: BLE001 - the parent counted slots: a bug of ours, told to the stream's calls
                 self.gone[sid] = f"it could not be opened in its worker process: {exc}"
             return None
