@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .compare import Comparison, compare, tolerance
+from .compare import Comparison, compare, ort_known_deviation, run_onnxruntime, tolerance
 
 REWRITE = "rewrite"  # the rows' oracle
 ROW_NOTE = "ovrnn's rewritten graph vs the original graph, both float64 with the original weights"
@@ -79,4 +79,57 @@ def rewrite_rows(
         c = compare(name, np.asarray(rewritten_out[name], np.float64), np.asarray(want), REWRITE, "f32", computes.get(name, (None, ""))[0])
         c.note = ROW_NOTE_ORT if by_onnxruntime else ROW_NOTE
         rows.append(c)
+    return rows
+
+
+def quantized_source(proto: onnx.ModelProto, rewritten: onnx.ModelProto, ir) -> tuple[onnx.ModelProto, str]:
+    """(the model the float64 reference runs, a note): the original graph; with --compress-weights on
+    a recurrent node ovrnn recovered from a Loop (no such node in the original), the rewritten graph,
+    since the dequantized weights go in front of that node, and the note says so: that graph is then
+    judged apart, against the original (the 'rewrite' rows, rewrite.py)."""
+    from ..families import family_of
+    from ..onnx.graphs import all_nodes
+
+    names = {n.name for n in all_nodes(proto.graph) if family_of(n) is not None}
+    missing = sorted(r.node_name for r in ir.rnns if r.compression is not None and r.node_name and r.node_name not in names)
+    if not missing:
+        return proto, ""
+    return rewritten, (
+        f"the compressed node(s) {', '.join(repr(m) for m in missing)} were recovered from a Loop: the dequantized reference runs ovrnn's "
+        "rewritten graph, and the 'rewrite' rows judge that graph, with the original weights, against the original graph (both "
+        "float64, counted at the float32 tolerance)"
+    )
+
+
+def judged_on_one_call(rewritten: onnx.ModelProto, given: onnx.ModelProto, feeds: dict, handed: list[str] | None) -> list[Comparison]:
+    """validate --stateful's 'rewrite' rows (oracle 'original graph'): `rewritten`, the graph of
+    ovrnn's that the stream's oracles run, vs `given`, the model as given (its Loops run as Loops),
+    both float64 with the same weights, on one call's `feeds` at the model's own length, at the
+    float32 tolerance (the float16 one where an output computes in it). onnxruntime runs the original
+    where the reference cannot (`handed` not None: it may); where neither can, the check is refused
+    rather than skipped."""
+    from .. import reference
+    from .weights import output_precisions
+
+    ours = reference.run_model(rewritten, feeds_for(rewritten, feeds), handed)
+    note = ROW_NOTE
+    try:
+        theirs = reference.run_model(given, feeds_for(given, feeds), handed)
+    except reference.ReferenceUnavailable as exc:
+        status, theirs = run_onnxruntime(given, feeds_for(given, feeds)) if handed is not None else ("not asked for", None)
+        if theirs is None or ort_known_deviation(given):
+            raise reference.ReferenceUnavailable(
+                f"{exc}: the stream's oracles run ovrnn's rewritten graph, and nothing can judge that graph against the model as "
+                f"given (onnxruntime: {status})"
+            ) from None
+        note = ROW_NOTE_ORT
+    computes = output_precisions(given)
+    rows = []
+    for name, want in theirs.items():
+        if name in ours and np.shape(ours[name]) == np.shape(want):
+            c = compare(
+                name, np.asarray(ours[name], np.float64), np.asarray(want), "original graph", "f32", computes.get(name, (None, ""))[0]
+            )
+            c.note = note
+            rows.append(c)
     return rows

@@ -42,7 +42,7 @@ from . import report as report_module
 from .compare import DEFAULT_BATCH, _numpy_type, compare, ort_known_deviation, random_inputs, run_facts
 from .dequantized import CompressedReference, compressed_reference
 from .options import ValidateOptions, reported
-from .rewrite import ROW_NOTE, ROW_NOTE_ORT, feeds_for, rewrote
+from .rewrite import judged_on_one_call, quantized_source, rewrote
 from .stream_oracles import StreamOracle, state_at, stream_oracle
 from .stream_report import StreamComparison, StreamValidationReport
 
@@ -110,7 +110,8 @@ class _Setup:
     notes: list[str]
     quant: CompressedReference | None  # integer weights: the dequantized model the reference runs
     oracle: StreamOracle
-    given: onnx.ModelProto | None = None  # the model as given (frozen inputs applied) where the oracles run ovrnn's folded graph
+    given: onnx.ModelProto | None = None  # the model as given (frozen inputs applied) where an oracle runs ovrnn's graph
+    rewritten: onnx.ModelProto | None = None  # that graph of ovrnn's: judged against `given` (_Checks.rewrite)
 
 
 def _set_up(model, device, input, batch, precision, request: Request, cache_dir) -> _Setup:  # noqa: A002
@@ -138,19 +139,28 @@ def _set_up(model, device, input, batch, precision, request: Request, cache_dir)
     batch_run = static_batch or batch or DEFAULT_BATCH
     notes = list(ir.notes) + (["weights are FP16-compressed: judged at float16 tolerance"] if request.compress_to_fp16 else [])
     pairs = any(s.init.startswith("pair:") for s in contract.states)
-    given = None
+    given = rewritten = None
     if not pairs and has_control_flow(proto.graph):  # node states: their nodes as the IR has them, Ifs inlined
         folded = _control_flow_folded(proto, ir, contract)
         if folded is not proto and rewrote(proto, folded):  # the oracles run ovrnn's rewrite: judged apart (_Checks.rewrite)
-            given = proto
+            given, rewritten = proto, folded
             notes.append(
                 "the oracles run ovrnn's graph with its control flow folded (where the states' recurrent nodes are); "
                 "the 'rewrite' rows judge that graph against the model as given"
             )
         proto = folded
     # integer weights (--compress-weights, DynamicQuantizeLSTM, QDQ): the float64 reference runs the
-    # dequantized model, as validate does; onnxruntime and the stateless IR run the model as given
-    quant = compressed_reference(proto, ir)
+    # dequantized model, as validate does; onnxruntime and the stateless IR run the model as given.
+    # A compressed node ovrnn recovered from a Loop is only in its rewritten graph: that reference runs
+    # it, judged apart (as validate does)
+    prepared = conversion.prepared.view.model
+    judged, recovered = quantized_source(proto, prepared, ir)
+    if judged is not proto and given is None:
+        given, rewritten = proto, judged
+        notes.append(recovered)
+    elif given is None and (request.compress_to_fp16 or stream.precision in ("f16", "bf16")) and rewrote(proto, prepared):
+        given, rewritten = proto, prepared  # a looser tolerance could hide the rewrite: judged apart, at float32's
+    quant = compressed_reference(judged, ir)
     oracle = stream_oracle(
         pairs, proto, ir, stream, batch_run, None if quant is None else quant.model, None if quant is None else quant.original
     )
@@ -183,6 +193,7 @@ def _set_up(model, device, input, batch, precision, request: Request, cache_dir)
         quant,
         oracle,
         given,
+        rewritten,
     )
 
 
@@ -278,39 +289,19 @@ class _Checks:
         return first, want, ort_status
 
     def rewrite(self) -> None:
-        """0. where the oracles run ovrnn's graph with its control flow folded: that graph vs the model
-        as given (its Loops run as Loops), both float64 with the same weights, on one call's inputs at
-        the model's own length, at the float32 tolerance (the float16 one where an output computes in
-        it): every other row trusts that graph. onnxruntime runs the original where the reference
-        cannot; where neither can, the check is refused rather than skipped."""
-        from .. import reference
-        from .compare import run_onnxruntime
-        from .weights import output_precisions
-
+        """0. where an oracle runs ovrnn's graph (its control flow folded, or the dequantized reference
+        of a compressed node recovered from a Loop): that graph vs the model as given, on one call
+        (rewrite.judged_on_one_call); the other rows trust that graph."""
         s = self.setup
         if s.given is None:
             return
         feeds = self.oracle.feeds(self.inputs(self.seed + 7, s.batch, 1))
-        handed = self.oracle.handed
-        ours = reference.run_model(s.proto, feeds_for(s.proto, feeds), handed)
-        note = ROW_NOTE
-        try:
-            theirs = reference.run_model(s.given, feeds_for(s.given, feeds), handed)
-        except reference.ReferenceUnavailable as exc:
-            status, theirs = run_onnxruntime(s.given, feeds_for(s.given, feeds)) if handed is not None else ("not asked for", None)
-            if theirs is None or ort_known_deviation(s.given):
-                raise reference.ReferenceUnavailable(
-                    f"{exc}: the stream's oracles run ovrnn's graph with its control flow folded, and nothing can judge that graph "
-                    f"against the model as given (onnxruntime: {status})"
-                ) from None
-            note = ROW_NOTE_ORT
-        computes = output_precisions(s.given)
-        for name, want in theirs.items():
-            if name in ours and np.shape(ours[name]) == np.shape(want):
-                c = compare(
-                    name, np.asarray(ours[name], np.float64), np.asarray(want), "original graph", "f32", computes.get(name, (None, ""))[0]
-                )
-                self.rows.append(StreamComparison(**{**asdict(c), "note": note}, check="rewrite"))
+        rng = np.random.default_rng([self.seed, 7])
+        for sid, name, _ in getattr(self.oracle, "pairs", ()):  # state pairs: a random initial state (a zero one hides terms)
+            shape, dtype = state_at(self.stream, sid, s.batch)
+            feeds[name] = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+        for c in judged_on_one_call(s.rewritten, s.given, feeds, self.oracle.handed):
+            self.rows.append(StreamComparison(**asdict(c), check="rewrite"))
 
     def reset(self, feeds: dict, got: dict) -> None:
         """2. reset: the same calls again, identical."""

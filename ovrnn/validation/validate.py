@@ -44,7 +44,7 @@ from .compare import (
 )
 from .departure import add_output, first_departure
 from .options import ValidateOptions, reported
-from .rewrite import feeds_for, loosened, rewrite_rows, rewrote
+from .rewrite import feeds_for, loosened, quantized_source, rewrite_rows, rewrote
 from .weights import LOOSER, output_precisions
 
 
@@ -135,7 +135,7 @@ def run_validation(model: ModelSource, input: InputShapes, ir: IR | None, option
     from .dequantized import compressed_reference
 
     rewritten = prepared.view.model
-    judged, rewritten_note = _quantized_source(proto, rewritten, ir)
+    judged, rewritten_note = quantized_source(proto, rewritten, ir)
     quant = compressed_reference(judged, ir)
     ort_status, ort_out = (
         run_onnxruntime(proto, ref_feeds)
@@ -257,25 +257,6 @@ def original_inputs(proto: onnx.ModelProto, prepared, given: dict[str, np.ndarra
         if etype:
             feeds[name] = np.zeros([d.lo for d in shape], dtype=onnx.helper.tensor_dtype_to_np_dtype(etype))
     return feeds
-
-
-def _quantized_source(proto: onnx.ModelProto, rewritten: onnx.ModelProto, ir) -> tuple[onnx.ModelProto, str]:
-    """(the model the float64 reference runs, a note): the original graph; with --compress-weights on
-    a recurrent node ovrnn recovered from a Loop (no such node in the original), the rewritten graph,
-    since the dequantized weights go in front of that node, and the note says so: that graph is then
-    judged apart, against the original (the 'rewrite' rows, rewrite.py)."""
-    from ..families import family_of
-    from ..onnx.graphs import all_nodes
-
-    names = {n.name for n in all_nodes(proto.graph) if family_of(n) is not None}
-    missing = sorted(r.node_name for r in ir.rnns if r.compression is not None and r.node_name and r.node_name not in names)
-    if not missing:
-        return proto, ""
-    return rewritten, (
-        f"the compressed node(s) {', '.join(repr(m) for m in missing)} were recovered from a Loop: the dequantized reference runs ovrnn's "
-        "rewritten graph, and the 'rewrite' rows judge that graph, with the original weights, against the original graph (both "
-        "float64, counted at the float32 tolerance)"
-    )
 
 
 def _rewrite_judged(proto, rewritten, judged, original, ref_feeds, handed, ort_out, computes, notes) -> list:

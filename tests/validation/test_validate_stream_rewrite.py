@@ -163,3 +163,33 @@ def test_a_stream_of_a_model_without_control_flow_has_no_rewrite_rows():
     """A plain LSTM node: the oracles run the model as given, nothing to judge apart."""
     report = ovrnn.validate(FIXTURE_DIR / "lstm_encoder_h0.onnx", stateful=True, chunks=2, drift=False, use_onnxruntime=False)
     assert report.passed and _rewrite_rows(report) == [] and NOTE not in report.notes
+
+
+PAIR_OPTIONS = {"int8": dict(compress_weights="int8"), "fp16": dict(compress_to_fp16=True)}
+PAIR_CASES = [(m, o) for m in GATES for o in PAIR_OPTIONS]
+
+
+@pytest.mark.parametrize("model, option", PAIR_CASES, ids=[f"{MODELS[m]} --stateful h0=h_T --{o}" for m, o in PAIR_CASES])
+def test_state_pairs_judge_the_rewrite_where_compression_hides_it(model, option, tmp_path, monkeypatch):
+    """State pairs (h0=h_T[,c0=c_T]): the oracles run the model as given, call by call. With
+    --compress-weights the dequantized reference must run ovrnn's graph (the recovered node is only
+    there; it ran the float Loop and FAILed an honest IR by the int8 error, 7e-4, with a 0.00
+    'quantization' row); with --compress-to-fp16 the f16 tolerance would hide a wrong recovery.
+    Either way the 'rewrite' rows judge that graph against the Loop, on one call from a random state."""
+    path = _path(model, tmp_path)
+    pairs = "h0=h_T,c0=c_T" if model == "LSTM" else "h0=h_T"
+    outputs = [o.name for o in onnx.load(path).graph.output]
+    right = ovrnn.validate(path, stateful=pairs, chunks=2, drift=False, **PAIR_OPTIONS[option])
+    assert right.passed, right.format()
+    assert [c.output for c in _rewrite_rows(right)] == outputs
+    assert all(c.counted and c.passed and c.max_abs < 1e-6 and (c.atol, c.rtol) == (2e-5, 2e-5) for c in _rewrite_rows(right))
+    quantization = [c for c in right.comparisons if c.oracle == "quantization"]
+    assert all(c.max_abs > 1e-5 for c in quantization) and (quantization != []) is (option == "int8")  # compression is shown, not 0
+    if option == "int8":
+        assert any(n.startswith("the compressed node(s) 'loop' were recovered from a Loop") for n in right.notes)
+
+    _wrong_recovery(monkeypatch)
+    wrong = ovrnn.validate(path, stateful=pairs, chunks=2, drift=False, **PAIR_OPTIONS[option])
+    failed = [c for c in wrong.comparisons if c.counted and not c.passed]
+    assert failed and {c.check for c in failed} == {"rewrite"}, wrong.format()
+    assert all(not c.passed and 1e-4 < c.max_abs < 1e-1 for c in _rewrite_rows(wrong))
