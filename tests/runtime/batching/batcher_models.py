@@ -118,6 +118,28 @@ def demo_whole_sequence(steps: int) -> onnx.ModelProto:
     return model
 
 
+def assert_served_as_alone(model: onnx.ModelProto, sizes: tuple, streams: int, width: int, seed: int, scales=None) -> None:
+    """A batcher of `model` (a chunk x [1, width], its state h=hn) at `sizes`: `streams` streams fed
+    together (feed_many), three chunks each, each equal to that stream alone on onnxruntime.
+    `scales`: each chunk multiplied by one of them, drawn per chunk."""
+    import ovrnn
+
+    sess = session(model)
+    rng = np.random.default_rng(seed)
+    with ovrnn.StreamBatcher(model, "h=hn", sizes=sizes, max_wait_ms=100) as b:
+        handles = [b.open() for _ in range(streams)]
+        states = [np.zeros((1, width), np.float32) for _ in handles]
+        for _ in range(3):
+            xs = []
+            for _ in handles:
+                x = rng.uniform(-1, 1, (1, width))
+                xs.append((x * rng.choice(scales) if scales else x).astype(np.float32))
+            got = b.feed_many([(s, {"x": x}) for s, x in zip(handles, xs)])
+            for i, x in enumerate(xs):
+                y, states[i] = sess.run(["y", "hn"], {"x": x, "h": states[i]})
+                np.testing.assert_allclose(got[i]["y"], y, rtol=1e-5, atol=1e-6)
+
+
 def run_alone(step, spec, chunks, state=None):
     """One silero stream run alone on `step` (the batch-1 oracle): each chunk's output and the final state."""
     state = state or spec.initial_state()

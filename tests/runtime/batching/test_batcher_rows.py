@@ -24,7 +24,7 @@ from ovrnn.runtime.batching import BatchedStep, StreamSpec
 from ovrnn.runtime.batching.independence import _probe
 from ovrnn.runtime.batching.rowwise import prove_rows_apart
 
-from .batcher_models import session
+from .batcher_models import assert_served_as_alone, session
 
 BIG = 2**62
 
@@ -265,17 +265,7 @@ def _refusal(block: str, k: int) -> str:
 
 def _served_right(model: onnx.ModelProto) -> None:
     """Accepted: a batcher's rows equal each stream alone on onnxruntime, over three chunks."""
-    sess = session(model)
-    rng = np.random.default_rng(5)
-    with ovrnn.StreamBatcher(model, "h=hn", sizes=(1, 4), max_wait_ms=100) as b:
-        streams = [b.open() for _ in range(4)]
-        states = [np.zeros((1, 4), np.float32) for _ in streams]
-        for _ in range(3):
-            xs = [(rng.uniform(-1, 1, (1, 4)) * rng.choice([1, 9, 30])).astype(np.float32) for _ in streams]
-            got = b.feed_many([(s, {"x": x}) for s, x in zip(streams, xs)])
-            for i, x in enumerate(xs):
-                y, states[i] = sess.run(["y", "hn"], {"x": x, "h": states[i]})
-                np.testing.assert_allclose(got[i]["y"], y, rtol=1e-5, atol=1e-6)
+    assert_served_as_alone(model, sizes=(1, 4), streams=4, width=4, seed=5, scales=[1, 9, 30])
 
 
 @pytest.mark.parametrize("block", ROWWISE)

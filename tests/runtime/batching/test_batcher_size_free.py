@@ -25,7 +25,7 @@ from ovrnn.runtime.batching import StreamSpec
 from ovrnn.runtime.batching.rowwise import RowsNotProved
 from ovrnn.runtime.batching.size_free import prove_size_free
 
-from .batcher_models import session
+from .batcher_models import assert_served_as_alone, session
 from .test_batcher_rows import ROWWISE
 from .test_batcher_rows import _block as chain_block
 
@@ -313,17 +313,7 @@ def test_fuzzed_models_are_refused_exactly_when_the_batch_size_reaches_the_numbe
 def _served_right(model: onnx.ModelProto) -> None:
     """Served at sizes 1, 2 and 4: three streams, three chunks each, equal to onnxruntime alone."""
     assert _ort_off(model) < 1e-5  # the label is true
-    sess = session(model)
-    rng = np.random.default_rng(4)
-    with ovrnn.StreamBatcher(model, "h=hn", sizes=(1, 2, 4), max_wait_ms=100) as b:
-        streams = [b.open() for _ in range(3)]
-        states = [np.zeros((1, F), np.float32) for _ in streams]
-        for _ in range(3):
-            xs = [rng.uniform(-1, 1, (1, F)).astype(np.float32) for _ in streams]
-            got = b.feed_many([(s, {"x": x}) for s, x in zip(streams, xs)])
-            for i, x in enumerate(xs):
-                y, states[i] = sess.run(["y", "hn"], {"x": x, "h": states[i]})
-                np.testing.assert_allclose(got[i]["y"], y, rtol=1e-5, atol=1e-6)
+    assert_served_as_alone(model, sizes=(1, 2, 4), streams=3, width=F, seed=4)
 
 
 def _at(model: onnx.ModelProto, n: int):
