@@ -28,7 +28,12 @@ def alone_in_a_child(request) -> bool:
     True in the suite's process (the caller returns), False in the child (the caller runs its body).
     For tests that send real signals to their own process: the fresh-clone CI's pytest process
     segfaulted twice around them after some 3,000 tests (a SIGINT storm; a worker process stopped
-    and a SIGINT sent), never when they ran alone or by folder (1,960 storm runs)."""
+    and a SIGINT sent), never when they ran alone or by folder (1,960 storm runs). The cause (session
+    9, from a core dump: SIGSEGV with si_code SI_KERNEL in the main thread's futex wait, a SIGINT's
+    frame that could not be written): tests' own ov.Core()s, destroyed out of order or on another
+    thread, leave the main thread's signal stack unmapped (OpenVINO's CPU plugin,
+    ovrnn/device/signal_stack.py); ovrnn mends it where it compiles, but a test can make a Core
+    after that, so such tests still run alone."""
     if os.environ.get("OVRNN_TEST_ALONE") == request.node.nodeid:
         return False
     import signal

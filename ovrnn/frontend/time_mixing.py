@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..device.ov import core as one_core
 from ..device.ov import ov
 from ..dtypes import BY_ONNX
 from ..errors import OvrnnError, UnsupportedFeatureError, flag, quoted
@@ -161,7 +162,7 @@ def _run(
 ) -> tuple[dict, dict]:
     """(the whole run's outputs, each output's per-chunk values from one infer request)."""
     o = ov()
-    core = o.Core()
+    core = one_core()  # the process's one Core: a Core destroyed leaves the thread's signal stack unmapped (device/signal_stack.py)
     from ..device.plugins import exact_integer_weights
 
     config = {"INFERENCE_PRECISION_HINT": "f32"}

@@ -117,8 +117,10 @@ def compile_ir(
     """`properties`: more compile properties, e.g. {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": "2"};
     `guard_indices`: indices the graph computes compiled made safe and read out (index_guard.py; Runner checks them)."""
     from ..device.plugins import canonical_device
+    from ..device.signal_stack import sound_signal_stack
     from ..progress import stage
 
+    sound_signal_stack()  # a Ctrl-C here after the caller's own Cores came and went: KeyboardInterrupt, not SIGSEGV
     device = canonical_device(device)  # cpu -> CPU; a typo is a usage error with a suggestion
     check_device(device)
     config = {**compile_config(precision, cache_dir), **exact_integer_weights(model, device, precision), **(properties or {})}
