@@ -39,7 +39,7 @@ from .options import checked
 from .processes import start as start_processes
 from .stats import collect
 from .step import DEFAULT_SIZES, BatchedStep
-from .worker import AsyncSink, StreamHandle, Waiter, Worker, _Control
+from .worker import AsyncSink, Control, StreamHandle, Waiter, Worker
 
 
 class StreamBatcher(ChunkChecks):
@@ -408,7 +408,7 @@ class StreamBatcher(ChunkChecks):
             self._not_on_a_worker("reset(), state() and set_state() of a stream with chunks waiting")
             future: Future = Future()
             future.set_running_or_notify_cancel()
-            worker.enqueue(stream, _Control(apply, future, monotonic()), False)
+            worker.enqueue(stream, Control(apply, future, monotonic()), False)
         return future.result()
 
     def _not_on_a_worker(self, what: str) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ...errors import UsageError
 from .admit import fit
+from .refusals import missing_input, not_an_input
 
 
 def ports(spec) -> dict:
@@ -65,12 +66,11 @@ class ChunkChecks:
             raise UsageError(f"expected {{input: array}} for one chunk, got {type(inputs).__name__}")
         for name in inputs:
             if name not in ports:
-                frozen = f": it is frozen at {self.spec.frozen[name].tolist()} for every stream" if name in self.spec.frozen else ""
-                raise UsageError(f"'{name}' is not a per-chunk input of the stream{frozen} (inputs: {', '.join(ports)})")
+                raise not_an_input(self.spec, name, ports)
         out = {}
         for name, (shape, bare, dtype) in ports.items():
             if name not in inputs:
-                raise UsageError(f"input '{name}' is missing (inputs: {', '.join(ports)})")
+                raise missing_input(name, ports)
             array = np.asarray(inputs[name])
             if array.shape != shape and array.shape != bare:
                 raise UsageError(f"input '{name}': one stream's chunk is shape {list(shape)} (or {list(bare)}), got {list(array.shape)}")

@@ -26,8 +26,9 @@ import numpy as np
 from ...errors import UsageError
 from .admit import fit
 from .interrupts import critical
+from .refusals import missing_input, not_an_input
 from .step import rows, take, to_batch, to_rows
-from .worker import StreamHandle, _copy
+from .worker import StreamHandle, copy_error
 
 
 def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
@@ -36,23 +37,23 @@ def feed_group(batcher, streams: list, inputs: dict) -> dict[str, np.ndarray]:
     n = len(streams)
     if not n:
         raise UsageError("feed_group(): expected at least one stream")
-    batcher._worker(streams[0])  # the others are checked by _take (a stranger: feed_many's error)
-    stacked = _stacked(batcher.spec, inputs, n)
+    batcher._worker(streams[0])  # the others are checked by take_idle (a stranger: feed_many's error)
+    stacked = stacked_inputs(batcher.spec, inputs, n)
     worker = batcher._workers[streams[0].worker]
     if batcher._index_limits:  # a bad direct index refuses the group before any of it runs or queues
         worker.step.check_indices(stacked, "feed_group()")
     with critical():  # a Ctrl-C held until OpenVINO's call, where the group fails atomically (interrupts.py)
         with worker.cond:
-            taken = _take(worker, streams, batcher)
+            taken = take_idle(worker, streams, batcher)
             direct = taken is not None and worker.claim()
             if taken is not None and not direct:  # the worker is busy: the streams go back as they were
                 for stream in streams:
                     stream.in_flight = False
         if direct:
             try:
-                return _run(worker, streams, stacked, n, taken)
+                return run_taken(worker, streams, stacked, n, taken)
             finally:
-                _release(worker)
+                release(worker)
     return _fallback(batcher, streams, stacked, n)
 
 
@@ -69,7 +70,7 @@ def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> 
         return None
     worker = batcher._workers[first.worker]
     with worker.cond:
-        taken = _take(worker, streams, batcher)
+        taken = take_idle(worker, streams, batcher)
         direct = taken is not None and worker.claim()
         if taken is not None and not direct:  # the worker is busy: the streams go back as they were
             for stream in streams:
@@ -85,17 +86,17 @@ def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> 
         with worker.cond:
             for stream in streams:
                 stream.in_flight = False
-        _release(worker)
+        release(worker)
         raise
     try:
         try:
-            outputs = _run(worker, streams, inputs, n, taken)
+            outputs = run_taken(worker, streams, inputs, n, taken)
         finally:
-            _release(worker)
+            release(worker)
     except Exception as exc:  # the group failed as one: every chunk gets the error, as feed_many hands them over
         if not return_exceptions:
             raise
-        return [_copy(exc) for _ in range(n)]
+        return [copy_error(exc) for _ in range(n)]
     # each stream's rows: views of one new array per output, made by iterating the array in C
     names = [name for name, _ in worker._outputs]
     each = [list(to_rows(outputs[name], axis)) for name, axis in worker._outputs]
@@ -105,7 +106,7 @@ def feed_rows(batcher, chunks: list, stacked: list, return_exceptions: bool) -> 
     return [dict(zip(names, rs)) for rs in zip(*each)]
 
 
-def _release(worker) -> None:
+def release(worker) -> None:
     """The worker back from this thread (see ``Worker.run_here``)."""
     with worker.cond:
         worker.claimed = 0
@@ -114,7 +115,7 @@ def _release(worker) -> None:
             worker.cond.notify()
 
 
-def _take(worker, streams: list, owner) -> list[int] | None:
+def take_idle(worker, streams: list, owner) -> list[int] | None:
     """(Lock held) Mark every stream in flight when each is `owner`'s, on `worker`, open, with
     nothing waiting or running, not a group's member, and listed once (a second listing finds it
     in flight), and return their slots; else mark none and return None."""
@@ -139,12 +140,12 @@ def _take(worker, streams: list, owner) -> list[int] | None:
     return slots
 
 
-def _run(worker, streams: list, stacked: dict, n: int, taken: list[int]) -> dict[str, np.ndarray]:
+def run_taken(worker, streams: list, stacked: dict, n: int, taken: list[int]) -> dict[str, np.ndarray]:
     step, store, spec = worker.step, worker.store, worker.step.spec
     start = monotonic()
     outputs, error = None, None
     try:
-        slots = np.array(taken, np.intp)  # the streams' slots, as _take listed them
+        slots = np.array(taken, np.intp)  # the streams' slots, as take_idle listed them
         if n <= step.largest:  # one call: gathered into the request's buffers, scattered from them on success
             outputs = step.run_slots(store.slabs, slots, stacked)
         else:  # several calls: every one must succeed before any state is written
@@ -200,7 +201,7 @@ def _fallback(batcher, streams: list, stacked: dict, n: int) -> dict[str, np.nda
     return {p.name: np.concatenate([r[p.name] for r in results], p.batch_axis) for p in batcher.spec.outputs}
 
 
-def _stacked(spec, inputs: dict, n: int, who: str = "feed_group()") -> dict[str, np.ndarray]:
+def stacked_inputs(spec, inputs: dict, n: int, who: str = "feed_group()") -> dict[str, np.ndarray]:
     """{input: n chunks stacked on its batch axis}, checked (names, shape, dtype); no copy when the
     caller's array is already exact (it is read before `who` returns)."""
     if not isinstance(inputs, dict):
@@ -208,12 +209,11 @@ def _stacked(spec, inputs: dict, n: int, who: str = "feed_group()") -> dict[str,
     names = [p.name for p in spec.inputs]
     for name in inputs:
         if name not in names:
-            frozen = f": it is frozen at {spec.frozen[name].tolist()} for every stream" if name in spec.frozen else ""
-            raise UsageError(f"'{name}' is not a per-chunk input of the stream{frozen} (inputs: {', '.join(names)})")
+            raise not_an_input(spec, name, names)
     out = {}
     for port in spec.inputs:
         if port.name not in inputs:
-            raise UsageError(f"input '{port.name}' is missing (inputs: {', '.join(names)})")
+            raise missing_input(port.name, names)
         array = np.asarray(inputs[port.name])
         shape = spec.chunk_shape(port.name)
         want = shape[: port.batch_axis] + (n,) + shape[port.batch_axis + 1 :]

@@ -30,7 +30,7 @@ import numpy as np
 from ...errors import StreamClosedError
 from .arena import Arena
 from .batcher import StreamBatcher
-from .group import _release, _run, _take
+from .group import release, run_taken, take_idle
 from .refusals import closed
 from .step import to_batch, to_rows
 
@@ -227,7 +227,7 @@ def direct(b, handles: list, stacked: list) -> dict | None:
     raises, and no state moved."""
     worker = b._workers[0]
     with worker.cond:
-        taken = _take(worker, handles, b)
+        taken = take_idle(worker, handles, b)
         claimed = taken is not None and worker.claim()
         if taken is not None and not claimed:
             for h in handles:
@@ -238,9 +238,9 @@ def direct(b, handles: list, stacked: list) -> dict | None:
     for port, array in zip(b.spec.inputs, stacked):  # [n, ..., 1 at the batch axis, ...] -> n on the batch axis
         inputs[port.name] = to_batch(array, port.batch_axis)
     try:
-        outputs = _run(worker, handles, inputs, len(handles), taken)
+        outputs = run_taken(worker, handles, inputs, len(handles), taken)
     finally:
-        _release(worker)
+        release(worker)
     return {p.name: to_rows(outputs[p.name], p.batch_axis) for p in b.spec.outputs}
 
 

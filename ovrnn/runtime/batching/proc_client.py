@@ -16,10 +16,10 @@ import numpy as np
 from ...errors import UsageError, WorkerDiedError
 from . import refusals
 from .chunks import ChunkChecks
-from .group import _stacked
+from .group import stacked_inputs
 from .interrupts import AFTER_A_RUN, critical
 from .step import to_batch, to_rows
-from .worker import StreamHandle, _copy
+from .worker import StreamHandle, copy_error
 
 
 def acquire(lock) -> None:
@@ -91,7 +91,7 @@ class _Futures:
         for k, future in enumerate(self.futures):
             error = errors.get(k) if errors else None
             if error is not None:
-                future.set_exception(_copy(error))
+                future.set_exception(copy_error(error))
             else:
                 future.set_result({name: array[k] for name, array in outputs.items()})
 
@@ -111,7 +111,7 @@ class _Async:
                     continue
                 error = errors.get(k) if errors else None
                 if error is not None:
-                    future.set_exception(_copy(error))
+                    future.set_exception(copy_error(error))
                 else:
                     future.set_result({name: array[k] for name, array in outputs.items()})
 
@@ -167,7 +167,7 @@ class Calls(ChunkChecks):
             for k, place in enumerate(places):
                 error = errors.get(k) if errors else None
                 if error is not None:
-                    out[place] = _copy(error)
+                    out[place] = copy_error(error)
                     if first is None or place < first:
                         first = place
                 else:
@@ -184,7 +184,7 @@ class Calls(ChunkChecks):
         n = len(streams)
         if not n:
             raise UsageError("feed_group(): expected at least one stream")
-        given = _stacked(self.spec, inputs, n)
+        given = stacked_inputs(self.spec, inputs, n)
         stacked = [to_rows(given[p.name], p.batch_axis) for p in self.spec.inputs]
         sinks: list = []
         try:
@@ -201,7 +201,7 @@ class Calls(ChunkChecks):
             sink.wait()
         for sink, _ in sinks:
             if sink.errors:
-                raise _copy(sink.errors[min(sink.errors)])
+                raise copy_error(sink.errors[min(sink.errors)])
         out = {}
         for port in self.spec.outputs:
             if len(sinks) == 1:

@@ -17,6 +17,16 @@ def check_worker(call: str, worker, count: int) -> None:
         raise UsageError(f"{call}(worker=...): expected a worker index from 0 to {count - 1}, got {worker!r}")
 
 
+def not_an_input(spec, name: str, inputs) -> UsageError:
+    """A chunk's input `name` that is none of `inputs` (the per-chunk ones; a frozen one says so)."""
+    frozen = f": it is frozen at {spec.frozen[name].tolist()} for every stream" if name in spec.frozen else ""
+    return UsageError(f"'{name}' is not a per-chunk input of the stream{frozen} (inputs: {', '.join(inputs)})")
+
+
+def missing_input(name: str, inputs) -> UsageError:
+    return UsageError(f"input '{name}' is missing (inputs: {', '.join(inputs)})")
+
+
 def foreign(stream) -> UsageError:
     return UsageError(f"expected a stream this batcher's open() returned, got {stream!r}")
 

@@ -26,6 +26,7 @@ from .. import engine
 from .admit import fit
 from .independence import check_batched
 from .interrupts import in_window
+from .refusals import missing_input
 from .spec import StreamSpec
 
 DEFAULT_SIZES = (1, 8, 32, 128, 256)
@@ -399,7 +400,7 @@ def _rows(spec: StreamSpec, inputs: dict, states: dict) -> int:
     n = None
     for port in spec.inputs:
         if port.name not in inputs:
-            raise UsageError(f"input '{port.name}' is missing (inputs: {', '.join(p.name for p in spec.inputs)})")
+            raise missing_input(port.name, [p.name for p in spec.inputs])
     for name in spec.state_names:
         if name not in states:
             raise UsageError(f"state '{name}' is missing (states: {', '.join(spec.state_names)})")

@@ -29,7 +29,7 @@ import numpy as np
 
 from ...errors import OverloadedError, StreamClosedError, UsageError
 from . import refusals
-from .group import _stacked
+from .group import stacked_inputs
 from .in_place import InPlace
 from .interrupts import critical
 from .worker import StreamHandle
@@ -73,7 +73,7 @@ class StreamGroup:
         raises and changes no member's state. ``StreamClosedError`` when the group or a member is
         closed (``reopen`` it)."""
         worker = self.worker
-        stacked = inputs if self._is_exact(inputs) else _stacked(self.batcher.spec, inputs, self.n, "group.feed()")
+        stacked = inputs if self._is_exact(inputs) else stacked_inputs(self.batcher.spec, inputs, self.n, "group.feed()")
         if self.batcher._index_limits:  # a bad index refuses the call before it runs
             worker.step.check_indices(stacked, "group.feed()")
         with critical(), self.lock:  # a Ctrl-C held until OpenVINO's call, where the call fails atomically (interrupts.py)

@@ -51,7 +51,7 @@ class StreamHandle:
 
     def __init__(self, sid: int, worker: int, slot: int, owner: object, now: float) -> None:
         self.id, self.worker, self.slot, self.owner = sid, worker, slot, owner
-        self.queue: deque = deque()  # _Chunk and _Control items, in the order they were fed
+        self.queue: deque = deque()  # _Chunk and Control items, in the order they were fed
         self.pending = 0  # chunks in `queue`
         self.in_flight = False  # a chunk of it is in the running batch
         self.open, self.why = True, ""
@@ -70,7 +70,7 @@ class _Chunk:
         self.inputs, self.sink, self.t, self.index = inputs, sink, t, index
 
 
-class _Control:
+class Control:
     __slots__ = ("apply", "index", "sink", "t")
 
     def __init__(self, apply, sink, t: float) -> None:
@@ -251,7 +251,7 @@ class Worker:
     def _apply_controls(self) -> None:
         while self.controls:
             stream = self.controls.popleft()
-            while stream.queue and type(stream.queue[0]) is _Control:
+            while stream.queue and type(stream.queue[0]) is Control:
                 item = stream.queue.popleft()
                 try:
                     self.outbox.append((item.sink, 0, item.apply(stream), None))
@@ -405,7 +405,7 @@ class Worker:
         if error is None:
             _deliver_rows(chunks, outputs, self._outputs)
         else:
-            _deliver([(c.sink, c.index, None, _copy(error)) for c in chunks])
+            _deliver([(c.sink, c.index, None, copy_error(error)) for c in chunks])
             if not isinstance(error, Exception):
                 raise error
 
@@ -422,7 +422,7 @@ class Worker:
             self.thread.join()
 
 
-def _copy(error: BaseException) -> Exception:
+def copy_error(error: BaseException) -> Exception:
     """Each waiting call raises its own exception object (one object raised in several threads
     would share one traceback); a batch cut by a KeyboardInterrupt: a BatchInterruptedError."""
     if not isinstance(error, Exception):
