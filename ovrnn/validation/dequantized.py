@@ -171,9 +171,9 @@ def compressed_reference(proto: onnx.ModelProto, ir) -> CompressedReference | No
         model = lstm_from_dynamic_quantize(model)
         what.append("DynamicQuantizeLSTM's int8/uint8 W and R, kept as integers")
         why.append("onnxruntime's DynamicQuantizeLSTM also quantizes X and H every step: shown, not counted")
-    absorbed = dequantize_linear_weights(model)
-    if absorbed is not None:  # onnxruntime reads DequantizeLinear as the spec says: counted (unless something else is compressed)
-        model = absorbed
+    if dequantize_linear_weights(model) is not None:  # onnxruntime reads DequantizeLinear as the spec says: counted (unless ...)
+        # the reference runs the DequantizeLinear nodes themselves (onnx.reference, the spec), not ovrnn's
+        # reading of them (onnx/reading/qdq.py), which the lowering's integers come from: that reading is judged
         what.append("W/R from DequantizeLinear, kept as integers")
     compressed = [r for r in ir.rnns if r.compression is not None]
     original = None
@@ -192,9 +192,9 @@ def compressed_reference(proto: onnx.ModelProto, ir) -> CompressedReference | No
 
 
 def dequantize_linear_weights(proto: onnx.ModelProto) -> onnx.ModelProto | None:
-    """The model with each DequantizeLinear that feeds W/R replaced by its float value (what the
-    lowering keeps as integers); None when there is none. onnx.reference has no DequantizeLinear
-    before opset 19, so the float64 reference reads the float values."""
+    """The model with each DequantizeLinear that feeds W/R replaced by its float value, as ovrnn reads
+    it (what the lowering keeps as integers); None when there is none. compressed_reference only asks
+    whether there is one: the float64 reference runs the DequantizeLinear nodes themselves."""
     from ..onnx.reading.qdq import absorb_dequantize_linear
     from ..onnx.reading.read import graph_view
 
