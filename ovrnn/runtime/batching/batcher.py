@@ -34,7 +34,7 @@ from .. import engine
 from . import group, refusals, stream_group
 from .admit import admit, enqueue_all
 from .chunks import ChunkChecks, ports
-from .interrupts import critical, install
+from .interrupts import critical, install, said
 from .options import checked
 from .processes import start as start_processes
 from .stats import collect
@@ -204,10 +204,15 @@ class StreamBatcher(ChunkChecks):
         with critical():  # a Ctrl-C held until OpenVINO's call, where the batch fails atomically (interrupts.py)
             if self._enqueue([(stream, self._checked(stream, self._chunk(inputs)), waiter, 0)], claim=True):
                 self._workers[stream.worker].run_here(waiter)
-        waiter.wait()
-        if waiter.errors:
-            raise waiter.errors[0]
-        return waiter.results[0]
+        try:
+            waiter.wait()
+            if waiter.errors:
+                raise waiter.errors[0]
+            return waiter.results[0]
+        except KeyboardInterrupt as exc:  # just after the wait: it would be bare, and the chunk ran
+            if exc.args:
+                raise
+            raise KeyboardInterrupt(*said(waiter.left > 0, bool(waiter.errors))) from None
 
     def feed_many(self, chunks: list[tuple[StreamHandle, dict]], return_exceptions: bool = False) -> list:
         """Several streams' chunks at once ([(stream, inputs)]; a stream may come more than once,
@@ -227,11 +232,20 @@ class StreamBatcher(ChunkChecks):
             waited = waiters[0][0] if len(waiters) == 1 and len(waiters[0][1]) == len(chunks) else None  # one worker: its results
             if waited is not None and claimed:
                 self._workers[0].run_here(waited)
+        try:
+            return self._gathered(waiters, waited, len(chunks), return_exceptions)
+        except KeyboardInterrupt as exc:  # between the waits, or after: it would be bare, and chunks ran
+            if exc.args:
+                raise
+            raise KeyboardInterrupt(*said(any(w.left for w, _ in waiters), any(w.errors for w, _ in waiters))) from None
+
+    def _gathered(self, waiters: list, waited, n: int, return_exceptions: bool) -> list:
+        """``feed_many``'s results once queued: [(waiter, places)] waited for and put in call order."""
         if waited is not None:
             waited.wait()
             if not waited.errors:
                 return waited.results
-        out: list = [None] * len(chunks)
+        out: list = [None] * n
         first = None
         for waiter, places in waiters:
             if waiter is not waited:

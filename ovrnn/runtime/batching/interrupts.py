@@ -89,6 +89,13 @@ WHILE_QUEUED = (
 )
 
 
+def said(queued: bool, failed: bool) -> tuple:
+    """The words of a KeyboardInterrupt that lands once a call's chunks were queued (they cannot be
+    taken back): ``WHILE_QUEUED`` while some still wait or run, else ``AFTER_A_RUN`` when every one
+    ran (with a failed one among them: none)."""
+    return (WHILE_QUEUED,) if queued else () if failed else (AFTER_A_RUN,)
+
+
 def critical() -> _Critical:
     return _Critical()
 

@@ -25,7 +25,7 @@ from time import monotonic
 import numpy as np
 
 from ...errors import BatchInterruptedError, StreamClosedError
-from .interrupts import AFTER_A_RUN, WHILE_QUEUED
+from .interrupts import said
 from .stats import Recorder
 from .step import BatchedStep
 from .store import StateStore
@@ -105,7 +105,7 @@ class Waiter:
             self.lock.acquire()
             self.results = [_row(*r) if type(r) is tuple else r for r in self.results]
         except KeyboardInterrupt:  # the chunks cannot be taken back: all done (left 0) or still queued or running
-            raise KeyboardInterrupt(*((WHILE_QUEUED,) if self.left else () if self.errors else (AFTER_A_RUN,))) from None
+            raise KeyboardInterrupt(*said(self.left > 0, bool(self.errors))) from None
 
 
 class AsyncSink:

@@ -328,6 +328,41 @@ def test_a_ctrl_c_while_the_results_are_made_says_the_batch_ran(monkeypatch):
     assert info.value.args == ()
 
 
+def test_a_ctrl_c_just_after_a_wait_says_what_became_of_the_chunks(monkeypatch):
+    """A KeyboardInterrupt raised just after a Waiter's wait returned (as the handler raises when a
+    SIGINT lands there: before feed returns, or between feed_many's waits for two workers) was bare
+    although chunks ran and states moved. It now says so: AFTER_A_RUN when every chunk ran,
+    WHILE_QUEUED while the other worker's still wait or run; each state is its chunks', exactly once."""
+    from ovrnn.examples import STREAM_MODEL
+    from ovrnn.runtime.batching import worker as worker_module
+    from ovrnn.runtime.batching.interrupts import AFTER_A_RUN, WHILE_QUEUED
+
+    original = worker_module.Waiter.wait
+
+    def then_interrupt(waiter):
+        original(waiter)
+        raise KeyboardInterrupt  # as the handler raises where the signal lands
+
+    x = {"X": np.random.default_rng(6).uniform(-1, 1, (4, 1, 3)).astype(np.float32)}
+    with ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1, 4), workers=2) as b:
+        s, t, twin = b.open(), b.open(), b.open()  # workers 0, 1, 0
+        b.feed(twin, x)
+        once = b.state(twin)
+        monkeypatch.setattr(worker_module.Waiter, "wait", then_interrupt)
+        with pytest.raises(KeyboardInterrupt) as info:
+            b.feed_many([(s, x), (t, x)])  # interrupted after worker 0's wait: worker 1's chunk ran or still runs
+        assert info.value.args in [(AFTER_A_RUN,), (WHILE_QUEUED,)]
+        with pytest.raises(KeyboardInterrupt) as info:
+            b.feed(s, x)  # run on this thread: done when the wait returns
+        assert info.value.args == (AFTER_A_RUN,)
+        monkeypatch.setattr(worker_module.Waiter, "wait", original)
+        b.feed(twin, x)
+        twice = b.state(twin)
+        for stream, want in [(s, twice), (t, once)]:
+            for k, v in b.state(stream).items():
+                np.testing.assert_array_equal(v, want[k])  # each chunk ran exactly once, as said
+
+
 def test_a_sigint_at_any_step_of_the_interrupt_bookkeeping_is_raised_once_and_leaves_nothing_behind():
     """The SIGINT simulated at each call, line and return of interrupts.py's own functions (where
     Python runs a pending signal's handler: a function's start, after a call) in a critical part
