@@ -14,6 +14,7 @@ from ..errors import UnsupportedFeatureError, UsageError, flag
 from ..shapes import Dim, InputShapeMap, Position, Shape, check_shape, is_shape, parse_input_specs, shape_ir, shape_of, shape_text
 from .control_flow.passes import MAX_UNROLL, dynamic_steps_in_body, fold_control_flow, has_control_flow
 from .graphs import ONNX_DOMAINS, constant_value, node_label, walk
+from .reading.fold import fold_constants
 from .reading.freeze import Frozen, check_not_frozen_twice, freeze_inputs, record_text, split_frozen
 from .reading.read import GraphView, TensorInfo, graph_view
 
@@ -75,7 +76,11 @@ def refuse_loops_without_iterations(model: onnx.ModelProto) -> None:
     """One error for a Loop that runs no iteration: a constant trip count of 0 or a condition that
     starts false (after frozen inputs and folding). OpenVINO 2026.4.1's ONNX frontend reads such a
     Loop wrong whatever its element type: with a false condition the IR loses the Loop's inputs and
-    its outputs take wrong tensors; with a trip count of 0 the compiled model dies of SIGFPE."""
+    its outputs take wrong tensors; with a trip count of 0 the compiled model dies of SIGFPE. A trip
+    count or condition the graph computes from constants and static shapes (Not(True), Equal(Shape(x)[0], 99),
+    Shape(x)[0] - 5) is folded first: the frontend folds it too, and then reads the Loop as wrong."""
+    if any(n.op_type == "Loop" and any(x and constant_value(g, x) is None for x in n.input[:2]) for n, g, _ in walk(model.graph)):
+        model = fold_constants(model)[0]
     for node, graph, _ in walk(model.graph):
         if node.op_type != "Loop" or node.domain not in ONNX_DOMAINS:
             continue
