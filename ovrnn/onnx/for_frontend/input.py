@@ -6,6 +6,7 @@ frontend stage (ovrnn/frontend/) takes one value and never calls back into onnx/
     type_body_inputs    Loop/Scan body inputs declared without an element type typed from what they are bound to
     declare_scan_slices Scan body slices typed from the outer input
     apply_fixes         the ops OpenVINO's frontend reads wrong, rewritten (onnx/for_frontend/fixes.py)
+    bound_loops         a Loop's trip count or start condition known at run time only: bounded as ONNX runs it (loop_bounds.py)
     open_conditions_hint for an error from the frontend: the inputs the Ifs that stay read
 """
 
@@ -22,6 +23,7 @@ from ..prepare import with_input_shapes
 from ..reading.fold import fold_constants
 from ..reading.read import GraphView
 from .fixes import apply_fixes
+from .loop_bounds import bound_loops
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ def frontend_input(view: GraphView, fold_weights: bool = False) -> FrontendInput
     folded_model, typed = type_body_inputs(folded_model)
     folded_model, declared = declare_scan_slices(folded_model)
     folded_model, fixed = apply_fixes(folded_model)
+    folded_model, bounded = bound_loops(folded_model)
     return FrontendInput(
-        folded_model, bool(folded) or bool(typed) or declared or bool(fixed), open_conditions_hint(view.model.graph), fixed
+        folded_model, bool(folded) or bool(typed) or declared or bool(fixed) or bool(bounded), open_conditions_hint(view.model.graph), fixed
     )

@@ -1,0 +1,87 @@
+"""Loops whose trip count or starting condition is known only at run time, bounded the ONNX way
+before OpenVINO's frontend reads them.
+
+ONNX runs a Loop while ``i < M and cond``: a negative M, or a condition that starts false, runs no
+iteration (its outputs are the states as they came in and empty scan outputs; onnxruntime does so).
+OpenVINO 2026.4.1's Loop reads a negative trip count as "no bound" (the call never ends while the
+body keeps its condition true, or runs until the body stops it), and with a constant M and a body
+that hands its condition on unchanged (a ``for`` loop's export) it runs M iterations whatever the
+condition started as: scan outputs of M rows of zeros or memory garbage (measured: a float16
+LSTM-cell Loop, M = -1: hung; M = 5 and the condition fed false: ``Y`` [5, 2, 4] of zeros, 2.2e17
+at float32, where onnxruntime gives [0, 2, 4]). A trip count of 0 given at run time it runs right.
+So each Loop whose M or starting condition is not a constant gets
+
+    M' = Where(cond, Where(M < 0, 0, M), 0)      M absent: Where(cond, -1, 0) (-1: OpenVINO's "no bound")
+
+as its trip count, which is M wherever ONNX runs an iteration. Loops whose M and condition are
+constants are left as they are (prepare.py refuses one that runs no iteration: OpenVINO's frontend
+folds such a Loop wrong).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..graphs import ONNX_DOMAINS, all_graphs, constant_value, fresh, node_label
+
+
+def bound_loops(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    """(model, how many Loops were bounded); the caller's model is not changed, and is returned as
+    it is when no Loop needs it."""
+    if not any(_at_run_time(n, g) for g in all_graphs(model.graph) for n in g.node):
+        return model, 0
+    bounded = onnx.ModelProto()
+    bounded.CopyFrom(model)
+    taken = {
+        name
+        for g in all_graphs(bounded.graph)
+        for name in (*(i.name for i in g.input), *(t.name for t in g.initializer), *(o for n in g.node for o in (*n.output, n.name)))
+    }
+    count = 0
+    for graph in all_graphs(bounded.graph):
+        nodes: list[onnx.NodeProto] = []
+        for node in graph.node:
+            if _at_run_time(node, graph):
+                nodes.extend(_trip_count(node, graph, taken))
+                count += 1
+            nodes.append(node)
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return bounded, count
+
+
+def _at_run_time(node: onnx.NodeProto, graph: onnx.GraphProto) -> bool:
+    """A Loop with a trip count or a starting condition that is not a constant of its graph."""
+    if node.op_type != "Loop" or node.domain not in ONNX_DOMAINS:
+        return False
+    trips, cond = (list(node.input[:2]) + ["", ""])[:2]
+    return any(name and constant_value(graph, name) is None for name in (trips, cond))
+
+
+def _trip_count(loop: onnx.NodeProto, graph: onnx.GraphProto, taken: set[str]) -> list[onnx.NodeProto]:
+    """The nodes computing M' (above), and `loop` set to read it."""
+    trips, cond = (list(loop.input[:2]) + ["", ""])[:2]
+    label = node_label(loop)
+    name = lambda kind: fresh(f"{label}/ovrnn_bound/{kind}", taken)  # noqa: E731
+    constant = lambda out, value: helper.make_node("Constant", [], [out], value=numpy_helper.from_array(np.array(value, np.int64)))  # noqa: E731
+    zero = name("zero")
+    nodes = [constant(zero, 0)]
+    if trips:  # Where(M < 0, 0, M)
+        negative, bounded = name("negative"), name("trips")
+        nodes += [helper.make_node("Less", [trips, zero], [negative]), helper.make_node("Where", [negative, zero, trips], [bounded])]
+    else:
+        bounded = name("no_bound")
+        nodes.append(constant(bounded, -1))
+    if cond and constant_value(graph, cond) is None:
+        started = name("trips_if_started")
+        nodes.append(helper.make_node("Where", [cond, bounded, zero], [started]))
+        bounded = started
+    for node in nodes:
+        node.name = name(node.op_type)
+    if len(loop.input) == 0:
+        loop.input.append(bounded)
+    else:
+        loop.input[0] = bounded
+    return nodes
