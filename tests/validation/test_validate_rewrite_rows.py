@@ -248,3 +248,28 @@ def test_a_narrower_inference_precision_does_not_hide_a_wrong_recovery(precision
     wrong = ovrnn.validate(path, use_onnxruntime=False, drift=False, precision=precision)
     assert all(c.passed for c in _rows(wrong, "reference")), wrong.format()  # 1e-3 is inside the bf16/f16 tolerance
     assert not wrong.passed and all(not c.passed and 1e-4 < c.max_abs < 1e-2 for c in _rows(wrong, "rewrite"))
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [dict(compress_weights="int4", group_size=32), dict(compress_weights="int4", group_size=32, compress_to_fp16=True)],
+    ids=["--compress-weights int4 --group-size 32", "--compress-weights int4 --group-size 32 --compress-to-fp16"],
+)
+def test_grouped_int4_on_a_recovered_loop_judges_the_rewrite_apart(keywords, tmp_path, monkeypatch):
+    """int4 with 32 columns per scale needs 32 input columns: an LSTM Loop cell made in code, F = H = 32."""
+    from .loop_cells import loop_cell
+
+    path = tmp_path / "loop_lstm_32.onnx"
+    onnx.save(loop_cell("LSTM", F=32, H=32), path)
+    keywords = {**keywords, "max_weight_error": float("inf")}
+    right = ovrnn.validate(path, use_onnxruntime=False, drift=False, **keywords)
+    assert right.passed, right.format()
+    assert any("int4" in n and "32 columns" in n for n in right.notes if n.startswith("integer weights (")), right.notes
+    assert [c.output for c in _rows(right, "rewrite")] == _outputs(path)
+    assert all(c.passed and c.max_abs < 1e-6 for c in _rows(right, "rewrite"))
+    quantization = _rows(right, "quantization")
+    assert [c.output for c in quantization] == _outputs(path) and all(c.max_abs > 1e-4 for c in quantization)  # int4 rounding, shown
+    _wrong_recovery(monkeypatch)
+    wrong = ovrnn.validate(path, use_onnxruntime=False, drift=False, **keywords)
+    failed = [c for c in wrong.comparisons if c.counted and not c.passed]
+    assert failed and {c.oracle for c in failed} == {"rewrite"}, wrong.format()
