@@ -1,6 +1,6 @@
 """The chunk calls of a ``ProcessBatcher`` (processes.py): feed, feed_many, feed_group, submit,
-submit_many, feed_async. Every call is checked and copied as ``StreamBatcher``'s (its own
-``_stack``/``_chunk``), admitted here, its chunks written to each worker's shared rows with one
+submit_many, feed_async. Every call is checked and copied as ``StreamBatcher``'s (the same
+``_stack``/``_chunk``: chunks.py), admitted here, its chunks written to each worker's shared rows with one
 assignment per input, and ONE message sent per worker; the worker's reply hands each chunk's
 outputs back (copied out of the rows) to what the caller waits on.
 """
@@ -122,7 +122,9 @@ class _Async:
 
 
 class Calls(ChunkChecks):
-    """The chunk calls of ``ProcessBatcher`` (its ``_stack``/``_chunk``: chunks.py, as ``StreamBatcher``'s)."""
+    """The chunk calls of ``ProcessBatcher``, the class they are part of: they use its ``spec``,
+    ``max_pending``, ``_chunk_ports``, ``_procs``, ``_lock``, ``_counts``, ``_reqs``, ``_token``,
+    ``_threads`` and ``_send`` (processes.py)."""
 
     def feed(self, stream: StreamHandle, inputs: dict) -> dict[str, np.ndarray]:
         """As ``StreamBatcher.feed``."""
