@@ -95,7 +95,7 @@ def guard_indices(model):
             k = index.get_partial_shape()[-1].get_length()
             sizes = ops.slice(shape, _const(ops, [first], etype), _const(ops, [first + k], etype), _const(ops, [1], etype))
         else:
-            sizes = ops.gather(shape, _const(ops, [first], etype), _const(ops, 0, etype))
+            sizes = ops.gather(shape, _const(ops, first, etype), _const(ops, 0, etype))  # a scalar: the index keeps its shape
         ok = ops.logical_and(ops.greater_equal(index, ops.negative(sizes)), ops.less(index, sizes))
         node.input(port).replace_source_output(ops.select(ok, index, _const(ops, 0, etype)).output(0))
         position = len(clone.outputs) + len(results)

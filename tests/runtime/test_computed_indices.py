@@ -210,3 +210,49 @@ def test_a_stream_refused_after_its_call_keeps_the_states_it_had():
     second = stream.feed({"X": x, "idx": np.array([[-13]])})
     assert second["O"][0, 0] == 2 * x[0, 0]
     np.testing.assert_array_equal(second["Y"], -2 * x)
+
+
+GRID_CASES = {  # op node over D [2, 3, 4] with indices idx + 1; index type, index shape, the size of the axis it runs over
+    "gather-scalar-index": (lambda: helper.make_node("Gather", ["D", "i1"], ["O"], axis=1), TensorProto.INT64, [], 3),
+    "gather-axis-minus-1-int32": (lambda: helper.make_node("Gather", ["D", "i1"], ["O"], axis=-1), TensorProto.INT32, [2], 4),
+    "gather-axis-minus-2": (lambda: helper.make_node("Gather", ["D", "i1"], ["O"], axis=-2), TensorProto.INT64, [2], 3),
+    "gather-elements-axis-minus-1": (
+        lambda: helper.make_node("GatherElements", ["D", "i1"], ["O"], axis=-1),
+        TensorProto.INT64,
+        [2, 3, 1],
+        4,
+    ),
+    "gather-nd-batch-dims-1-pairs": (lambda: helper.make_node("GatherND", ["D", "i1"], ["O"], batch_dims=1), TensorProto.INT64, [2, 2], 3),
+}
+
+
+@pytest.mark.parametrize("case", list(GRID_CASES))
+def test_every_index_value_gets_onnxruntimes_answer_or_a_refusal(case):
+    """Every value from below -size to above size - 1: the guard keeps the index's shape (a scalar
+    index stays a scalar: an early version made it [1], and every in-range answer had a dim too
+    many) and its type, and refuses exactly where onnxruntime raises."""
+    make, etype, shape, size = GRID_CASES[case]
+    dtype = np.int32 if etype == TensorProto.INT32 else np.int64
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["idx", "one"], ["i1"]), make()],
+        case,
+        [helper.make_tensor_value_info("idx", etype, shape)],
+        [helper.make_tensor_value_info("O", TensorProto.FLOAT, None)],
+        [_const("D", GRID), _const("one", np.array(1, dtype))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session, runner = ort.InferenceSession(model.SerializeToString()), ovrnn.Runner(ovrnn.convert_model(model))
+    refused = 0
+    for value in range(-size - 3, size + 1):
+        feeds = {"idx": np.full(shape, value, dtype)}
+        try:
+            want = session.run(None, feeds)[0]
+        except ORT_ERRORS:
+            with pytest.raises(ovrnn.UsageError, match="out of range for axis"):
+                runner(feeds)
+            refused += 1
+            continue
+        got = runner(feeds)["O"]
+        assert got.shape == want.shape, value
+        np.testing.assert_array_equal(got, want)
+    assert refused == 4  # idx + 1 below -size (two values), at size and above it
