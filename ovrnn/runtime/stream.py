@@ -248,6 +248,9 @@ class Stream:
                 return self._feed(inputs, share_outputs)
             except UsageError:
                 for vid, value in before.items():
+                    if value.size == 0:  # empty after a reset (a dynamic batch): its initializer makes it again
+                        self._variables[vid].reset()
+                        continue
                     etype, pshape = self._types[vid]
                     self._variables[vid].state = engine.typed_tensor(etype, pshape, value, f"state '{vid}'")
                 raise

@@ -256,3 +256,33 @@ def test_every_index_value_gets_onnxruntimes_answer_or_a_refusal(case):
         assert got.shape == want.shape, value
         np.testing.assert_array_equal(got, want)
     assert refused == 4  # idx + 1 below -size (two values), at size and above it
+
+
+def test_a_first_call_refused_on_a_dynamic_batch_leaves_the_stream_as_reset():
+    """A dynamic batch: right after a reset the state is empty (its initializer makes it from the
+    first call's inputs). A refused first call must leave it so, not set it to the empty array it
+    read (then the next good call was refused with the stale index)."""
+    nodes = [
+        helper.make_node("Add", ["s", "X"], ["sn"]),
+        helper.make_node("Add", ["idx", "five"], ["i5"]),
+        helper.make_node("GatherElements", ["sn", "i5"], ["O"], axis=1),
+    ]
+    ins = [("X", TensorProto.FLOAT, ["B", H]), ("s", TensorProto.FLOAT, ["B", H]), ("idx", TensorProto.INT64, ["B", 1])]
+    graph = helper.make_graph(
+        nodes,
+        "dynamic_batch_pick",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in ins],
+        [helper.make_tensor_value_info("sn", TensorProto.FLOAT, ["B", H]), helper.make_tensor_value_info("O", TensorProto.FLOAT, ["B", 1])],
+        [_const("five", np.array([[5]], np.int64))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    stream = ovrnn.Stream(ovrnn.convert_model(model, stateful="s=sn"))
+    x = RNG.uniform(-1, 1, (2, H)).astype(np.float32)
+    with pytest.raises(ovrnn.UsageError, match=r"^GatherElements 'O' got index 8 at \[0, 0\]"):
+        stream.feed({"X": x, "idx": np.array([[3], [0]])})
+    assert stream.state["s"].shape == (0, H)
+    np.testing.assert_array_equal(stream.feed({"X": x, "idx": np.array([[2], [-13]])})["O"], np.array([[x[0, 7]], [x[1, 0]]]))
+    with pytest.raises(ovrnn.UsageError, match=r"^GatherElements 'O' got index 8 at \[1, 0\]"):
+        stream.feed({"X": x, "idx": np.array([[0], [3]])})
+    np.testing.assert_array_equal(stream.state["s"], x)
+    np.testing.assert_array_equal(stream.feed({"X": x, "idx": np.array([[2], [-13]])})["O"], 2 * np.array([[x[0, 7]], [x[1, 0]]]))
