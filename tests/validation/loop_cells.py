@@ -11,9 +11,10 @@ from onnx import TensorProto, helper, numpy_helper
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
-def loop_cell(op: str, T: int = 5, batch: int = 2, F: int = 3, H: int = 4) -> onnx.ModelProto:
+def loop_cell(op: str, T: int = 5, batch: int = 2, F: int = 3, H: int = 4, index_term: float = 0.0) -> onnx.ModelProto:
     """Loop(T, true, h0[, c0]) over X [T, batch, F]: the body gathers x_i and computes one `op` cell
-    (ONNX gate order, one bias), carries h (and c), scans h out as Y."""
+    (ONNX gate order, one bias), carries h (and c), scans h out as Y. `index_term`: h + index_term * i
+    each step (a body initializer), which ovrnn unrolls rather than recovers."""
     rng = np.random.default_rng({"LSTM": 1, "GRU": 2, "RNN": 3}[op])
     G, f32 = GATES[op], TensorProto.FLOAT
     inits = [
@@ -64,7 +65,13 @@ def loop_cell(op: str, T: int = 5, batch: int = 2, F: int = 3, H: int = 4) -> on
         ]
     else:
         body += [n("MatMul", ["h", "R"], ["hr"]), n("Add", ["xw", "hr"], ["pre"]), n("Tanh", ["pre"], ["h_new"])]
-    body += [n("Identity", ["cond"], ["cond_out"]), n("Identity", ["h_new"], ["h_out"]), n("Identity", ["h_new"], ["y_out"])]
+    body_inits = []
+    h_final = "h_new"
+    if index_term:  # h + index_term * i: no longer one function at every step, so ovrnn unrolls the Loop instead
+        body_inits.append(numpy_helper.from_array(np.array(index_term, np.float32), "per_step"))  # the body's own: copied per iteration
+        body += [n("Cast", ["i"], ["i_f"], to=f32), n("Mul", ["i_f", "per_step"], ["shift"]), n("Add", ["h_new", "shift"], ["h_shifted"])]
+        h_final = "h_shifted"
+    body += [n("Identity", ["cond"], ["cond_out"]), n("Identity", [h_final], ["h_out"]), n("Identity", [h_final], ["y_out"])]
     vi = helper.make_tensor_value_info
     states = ["h"] + (["c"] if op == "LSTM" else [])
     body_in = [vi("i", TensorProto.INT64, []), vi("cond", TensorProto.BOOL, [])] + [vi(s, f32, [batch, H]) for s in states]
@@ -74,7 +81,13 @@ def loop_cell(op: str, T: int = 5, batch: int = 2, F: int = 3, H: int = 4) -> on
         body_out.append(vi("c_out", f32, [batch, H]))
     body_out.append(vi("y_out", f32, [batch, H]))
     outs = ["h_T"] + (["c_T"] if op == "LSTM" else []) + ["Y"]
-    loop = n("Loop", ["T", "true", *[f"{s}0" for s in states]], outs, body=helper.make_graph(body, "body", body_in, body_out), name="loop")
+    loop = n(
+        "Loop",
+        ["T", "true", *[f"{s}0" for s in states]],
+        outs,
+        body=helper.make_graph(body, "body", body_in, body_out, body_inits),
+        name="loop",
+    )
     graph = helper.make_graph(
         [loop],
         f"loop_{op.lower()}",

@@ -273,3 +273,47 @@ def test_grouped_int4_on_a_recovered_loop_judges_the_rewrite_apart(keywords, tmp
     wrong = ovrnn.validate(path, use_onnxruntime=False, drift=False, **keywords)
     failed = [c for c in wrong.comparisons if c.counted and not c.passed]
     assert failed and {c.oracle for c in failed} == {"rewrite"}, wrong.format()
+
+
+def _wrong_unroll(monkeypatch) -> list[str]:
+    """Wrap the Loop unroll (control_flow/passes.unrolled) so that each iteration's copy of the
+    body's own initializer 'per_step' is written + 5e-4."""
+    from ovrnn.onnx.control_flow import passes
+
+    real = passes.unrolled
+    made: list[str] = []
+
+    def wrong(graph, node, body, trips, names):
+        nodes, inits, infos = real(graph, node, body, trips, names)
+        for k, t in enumerate(inits):
+            if "per_step" in t.name:
+                inits[k] = numpy_helper.from_array(numpy_helper.to_array(t) + DELTA, t.name)
+                made.append(t.name)
+        return nodes, inits, infos
+
+    monkeypatch.setattr(passes, "unrolled", wrong)
+    return made
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"], ids=["LSTM cell + 1e-3*i", "GRU cell + 1e-3*i", "RNN cell + 1e-3*i"])
+def test_an_unrolled_loop_is_judged_apart_under_compress_to_fp16(op, tmp_path, monkeypatch):
+    """A Loop whose body adds 1e-3 * i to the cell's h is no cell: ovrnn unrolls it. Under
+    --compress-to-fp16 the honest unroll's rewrite rows are exactly 0 (the same ops, copied); an
+    unroll that writes the per-step constant + 5e-4 is 1.6e-3..3.8e-3 off: inside the f16 tolerance
+    (the reference rows PASS), outside float32's (the rewrite rows FAIL). Without the option, the
+    reference rows alone FAIL it at float32."""
+    from .loop_cells import loop_cell
+
+    path = tmp_path / f"loop_{op.lower()}_index_term.onnx"
+    onnx.save(loop_cell(op, index_term=1e-3), path)
+    right = ovrnn.validate(path, use_onnxruntime=False, drift=False, compress_to_fp16=True)
+    assert right.passed and any("unrolled into its 5 iterations" in n for n in right.notes), right.format()
+    assert [c.output for c in _rows(right, "rewrite")] == _outputs(path) and all(c.max_abs == 0.0 for c in _rows(right, "rewrite"))
+
+    made = _wrong_unroll(monkeypatch)
+    wrong = ovrnn.validate(path, use_onnxruntime=False, drift=False, compress_to_fp16=True)
+    assert made and not wrong.passed
+    assert all(c.passed for c in _rows(wrong, "reference"))  # within 1e-2 + 1e-2*|ref|
+    assert all(not c.passed and 1e-3 < c.max_abs < 1e-2 for c in _rows(wrong, "rewrite")), wrong.format()
+    plain = ovrnn.validate(path, use_onnxruntime=False, drift=False)
+    assert not plain.passed and _rows(plain, "rewrite") == [] and not any(c.passed for c in _rows(plain, "reference"))
