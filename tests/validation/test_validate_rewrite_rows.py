@@ -317,3 +317,34 @@ def test_an_unrolled_loop_is_judged_apart_under_compress_to_fp16(op, tmp_path, m
     assert all(not c.passed and 1e-3 < c.max_abs < 1e-2 for c in _rows(wrong, "rewrite")), wrong.format()
     plain = ovrnn.validate(path, use_onnxruntime=False, drift=False)
     assert not plain.passed and _rows(plain, "rewrite") == [] and not any(c.passed for c in _rows(plain, "reference"))
+
+
+def test_the_report_files_carry_the_rewrite_rows(tmp_path, monkeypatch):
+    """--report DIR: report.json's comparisons and report.md's table have the rewrite rows, counted."""
+    import json
+
+    path = LOOPS / "torch_grucell_loop.onnx"
+    _wrong_recovery(monkeypatch)
+    report = ovrnn.validate(path, use_onnxruntime=False, drift=False, compress_weights="int8", report_dir=tmp_path)
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["passed"] is False
+    rows = [c for c in saved["comparisons"] if c["oracle"] == "rewrite"]
+    assert [c["output"] for c in rows] == _outputs(path) and all(c["counted"] and not c["passed"] and c["note"] == ROW_NOTE for c in rows)
+    table = [line for line in (tmp_path / "report.md").read_text().splitlines() if line.startswith("| ") and "| rewrite |" in line]
+    assert table == [
+        f"| {c.output} | rewrite | {c.max_abs:.2e} | {c.max_rel:.2e} | 2e-05 + 2e-05·\\|ref\\| | FAIL |" for c in _rows(report, "rewrite")
+    ]
+
+
+def test_a_given_ir_is_judged_by_validates_own_rewrite(monkeypatch):
+    """validate(model, ir=...): the rewritten graph the dequantized reference runs is validate's own
+    prepare of the model, not the one the IR came from: an IR made by a wrong recovery FAILs on the
+    reference rows, and validate's honest rewrite passes its rewrite rows."""
+    path = LOOPS / "torch_grucell_loop.onnx"
+    _wrong_recovery(monkeypatch)
+    ir = ovrnn.convert_model(path, compress_weights="int8")
+    monkeypatch.undo()
+    report = ovrnn.validate(path, ir=ir, use_onnxruntime=False, drift=False)
+    assert not report.passed
+    assert all(not c.passed and 1e-4 < c.max_abs < 1e-2 for c in _rows(report, "reference"))
+    assert all(c.passed and c.max_abs < 1e-6 for c in _rows(report, "rewrite")) and _rows(report, "rewrite")
