@@ -63,3 +63,18 @@ def on_its_workers_thread(what: str) -> UsageError:
     return UsageError(
         f"{what} waits for the batcher's worker, and this is that worker's thread (a Future's done-callback): use submit() there"
     )
+
+
+def computed_index(kind: str, name: str) -> str:
+    """Why a model whose `kind` node `name` takes indices the graph computes from the streams' inputs is refused (rowwise.py)."""
+    harm = (
+        "OpenVINO gives zeros for an out-of-range Gather index where ONNX fails, so a stream's bad value would get it a wrong result"
+        if kind == "Gather"
+        else "OpenVINO at one thread reads and writes out of bounds on a bad index, so one stream's bad value would change the other "
+        "streams of its batch"
+    )
+    return (
+        f"{kind} '{name}' takes indices computed from the streams' inputs: the batcher cannot check them before a chunk joins a batch, "
+        f"and {harm}, silently. Feed the index as an input of the model (checked per chunk), or pass trust_indices=True if every "
+        "index the streams will produce is in range"
+    )

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedFeatureError
+from .refusals import computed_index
 
 UNKNOWN = -1  # a batched tensor whose axis is not known (after a node that was not proved)
 
@@ -119,7 +120,7 @@ _CELLS = {
     "RNNSequence": (0, 1, 2),
 }
 # ops whose indices read or write out of bounds at one thread: {type: indices input}
-_RAW_INDEXING = {"GatherElements": 1, "GatherND": 1, "ScatterElementsUpdate": 1, "ScatterNDUpdate": 1, "ScatterUpdate": 1}
+_RAW_INDEXING = {"Gather": 1, "GatherElements": 1, "GatherND": 1, "ScatterElementsUpdate": 1, "ScatterNDUpdate": 1, "ScatterUpdate": 1}
 
 
 class RowsNotProved(UnsupportedFeatureError):
@@ -169,13 +170,7 @@ def prove_rows_apart(model, spec, n: int, *, rows: bool = True, indices: bool = 
         for i, a in enumerate(outs):
             axes[(node.get_name(), i)] = a
     if indices and index_problem is not None:
-        node = index_problem
-        raise RowsNotProved(
-            f"{node.get_type_name()} '{node.get_friendly_name()}' takes indices computed from the streams' inputs: the batcher cannot "
-            "check them before a chunk joins a batch, and OpenVINO at one thread reads and writes out of bounds on a bad index, so one "
-            "stream's bad value would change the other streams of its batch, silently. Feed the index as an input of the model (checked "
-            "per chunk), or pass trust_indices=True if every index the streams will produce is in range"
-        )
+        raise RowsNotProved(computed_index(index_problem.get_type_name(), index_problem.get_friendly_name()))
     return axes
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import alone_in_a_child
-from onnx import helper
+from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 from ovrnn.errors import UnsupportedFeatureError, UsageError
@@ -55,6 +55,54 @@ def test_an_index_computed_in_the_graph_is_refused_by_default():
             np.testing.assert_allclose(g["picked"], want, rtol=1e-5, atol=1e-6)
     # an index input as it is (checked per chunk before it joins a batch) needs no opt-in
     ovrnn.StreamBatcher(policy_model(), POLICY_STATE, sizes=(1, 4)).shutdown()
+
+
+def _embedding_model(computed: bool) -> onnx.ModelProto:
+    """x [B,4], h [B,4] -> hn = tanh(x + h); action [B,1] int64 -> emb = Gather(table [8,4], index, axis 0) [B,1,4], where the
+    index is action itself or (`computed`) action + 0 computed in the graph."""
+    init = [
+        numpy_helper.from_array(np.arange(32, dtype=np.float32).reshape(8, 4) + 1, "table"),
+        numpy_helper.from_array(np.zeros((1, 1), np.int64), "zero"),
+    ]
+    nodes = [helper.make_node("Add", ["x", "h"], ["s"]), helper.make_node("Tanh", ["s"], ["hn"])]
+    if computed:
+        nodes.append(helper.make_node("Add", ["action", "zero"], ["index"]))
+    nodes.append(helper.make_node("Gather", ["table", "index" if computed else "action"], ["emb"], axis=0, name="emb"))
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["B", 4]) for n in ("x", "h")]
+    ins.append(helper.make_tensor_value_info("action", TensorProto.INT64, ["B", 1]))
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("emb", "hn")]
+    graph = helper.make_graph(nodes, "embedding", ins, outs, init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+def test_a_gather_index_computed_in_the_graph_is_refused_by_default():
+    """A Gather whose index the graph computes from the streams' inputs (action + 0) was served: OpenVINO gives zeros for an
+    out-of-range Gather index (ONNX and onnxruntime fail), so action 100 returned emb = [0, 0, 0, 0] with no error (redteam4,
+    session 9). Now refused like the other computed indices; trust_indices=True serves it (good indices equal onnxruntime), and
+    the index fed as an input as it is is checked per chunk (action 100: one UsageError, nothing run)."""
+    computed = _embedding_model(computed=True)
+    message = (
+        "Gather 'emb' takes indices computed from the streams' inputs: the batcher cannot check them before a chunk joins a batch, "
+        "and OpenVINO gives zeros for an out-of-range Gather index where ONNX fails, so a stream's bad value would get it a wrong "
+        "result, silently. Feed the index as an input of the model (checked per chunk), or pass trust_indices=True if every index "
+        "the streams will produce is in range"
+    )
+    with pytest.raises(UnsupportedFeatureError, match=f"^{re.escape(message)}$"):
+        ovrnn.StreamBatcher(computed, "h=hn", sizes=(1, 4))
+    x = np.random.default_rng(7).uniform(-1, 1, (4, 1, 4)).astype(np.float32)
+    for model, opt_in in [(computed, {"trust_indices": True}), (_embedding_model(computed=False), {})]:
+        oracle = session(model)
+        with ovrnn.StreamBatcher(model, "h=hn", sizes=(1, 4), max_wait_ms=50, **opt_in) as b:
+            streams = [b.open() for _ in range(4)]
+            got = b.feed_many([(s, {"x": x[i], "action": np.array([[2 * i]])}) for i, s in enumerate(streams)])
+            for i, g in enumerate(got):
+                want = oracle.run(["emb"], {"x": x[i], "h": np.zeros((1, 4), np.float32), "action": np.array([[2 * i]])})[0]
+                np.testing.assert_array_equal(g["emb"], want)
+            if not opt_in:
+                bad = "stream 0: input 'action': value 100 at index [0, 0] is out of range for Gather 'emb' (axis 0 of its data, size 8)"
+                with pytest.raises(UsageError, match=f"^{re.escape(bad)}"):
+                    b.feed(streams[0], {"x": x[0], "action": np.array([[100]])})
+                assert b.stats()["chunks"] == 4
 
 
 # -- a Ctrl-C while a caller's thread runs the batch
