@@ -45,13 +45,18 @@ def rewrote(proto: onnx.ModelProto, rewritten: onnx.ModelProto) -> bool:
     return False
 
 
-def loosened(comparisons: list[Comparison], computes: dict[str, tuple[str | None, str]]) -> bool:
-    """Whether a counted device row is judged looser than its rewrite row would be: the tolerance
-    an option bought (f16 weights, an f16/bf16 inference precision) could hide a rewrite's error."""
-    for c in comparisons:
-        if c.counted and c.output in computes:
-            atol, rtol = tolerance("f64", "f32", computes[c.output][0])
-            if c.atol > atol or c.rtol > rtol:
+def loosened(
+    got: dict[str, np.ndarray], precision: str, floors: dict[str, str | None], computes: dict[str, tuple[str | None, str]]
+) -> bool:
+    """Whether the device's outputs `got` are judged looser than their rewrite rows would be (by
+    either oracle, at inference `precision`, each output's `floors`): the tolerance an option bought
+    (f16 weights, an f16/bf16 inference precision) could hide a rewrite's error."""
+    from ..dtypes import from_numpy
+
+    for name, value in got.items():
+        if name in computes:
+            device = tolerance(from_numpy(np.asarray(value).dtype).ir, precision, floors.get(name))
+            if device > tolerance("f64", "f32", computes[name][0]):
                 return True
     return False
 

@@ -172,7 +172,7 @@ def run_validation(model: ModelSource, input: InputShapes, ir: IR | None, option
         notes.append(compiled.integer_weights)
     comparisons = [compare(name, got[name], want[name], "reference", compiled.precision, floors.get(name, floor)) for name in want]
     # the rewrite judged apart, wherever the reference ran it or a looser tolerance could hide it (rewrite.py)
-    rewrite_judged = judged is not proto or loosened(comparisons, computes)
+    rewrite_judged = judged is not proto or loosened(got, compiled.precision, {n: floors.get(n, floor) for n in got}, computes)
     if rewrite_judged and rewrote(proto, rewritten):
         comparisons += _rewrite_judged(proto, rewritten, judged, original, ref_feeds, handed, ort_out, computes, notes)
     if quant is not None:
