@@ -204,7 +204,7 @@ def ir_model(source):
     """A pickled spec's source back: an ov.Model from ``ir_bytes``'s, anything else as it is."""
     if not (isinstance(source, tuple) and source[:1] == (_IR,)):
         return source
-    from ..engine import ov
+    from ..engine import read_ir_bytes
 
     _, xml, weights = source
-    return ov().Core().read_model(model=xml.decode(), weights=ov().Tensor(np.frombuffer(weights, np.uint8).copy()))
+    return read_ir_bytes(xml, weights)  # read by the process's one Core, as every IR ovrnn reads
