@@ -117,3 +117,56 @@ def test_a_negative_trip_count_runs_no_iteration(tmp_path, dtype, trips):
     s0 = np.zeros((2, 3), helper.tensor_dtype_to_np_dtype(DTYPES[dtype]))
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"s0": s0, "M": np.array(trips, np.int64), "go": np.array(True)})
     assert got["sT"] == [[2, 3], want[0].tolist()] and got["ys"][0] == [0, 2, 3] == list(want[1].shape)
+
+
+def _variant(kind: str) -> onnx.ModelProto:
+    """_loop(float32, M input, go input, the body passing its condition on), changed: `cond-1d` its
+    condition a [1] tensor; `inner-loop` the body runs a Loop of i iterations (a run-time M inside
+    a body, 0 at the first iteration); `in-if` the Loop inside an If branch chosen at run time."""
+    model = _loop(TensorProto.FLOAT, "input", "input", stops=False)
+    graph, loop = model.graph, model.graph.node[0]
+    body = loop.attribute[0].g
+    if kind == "cond-1d":
+        for info in (graph.input[2], body.input[1], body.output[0]):
+            info.type.tensor_type.shape.dim.add().dim_value = 1
+    elif kind == "inner-loop":  # s2 = (s + 0.25) + 0.5 * i
+        inner = helper.make_graph(
+            [helper.make_node("Add", ["t", "half"], ["t2"]), helper.make_node("Identity", ["ci"], ["co"])],
+            "inner",
+            [vi("j", TensorProto.INT64, []), vi("ci", TensorProto.BOOL, []), vi("t", TensorProto.FLOAT, [2, 3])],
+            [vi("co", TensorProto.BOOL, []), vi("t2", TensorProto.FLOAT, [2, 3])],
+            [numpy_helper.from_array(np.full((2, 3), 0.5, np.float32), "half")],
+        )
+        body.node[0].output[0] = "s1"
+        body.node.insert(1, helper.make_node("Loop", ["i", "", "s1"], ["s2"], body=inner, name="inner"))
+    elif kind == "in-if":
+        branch = helper.make_graph([loop], "then", [], [vi("sT", TensorProto.FLOAT, None), vi("ys", TensorProto.FLOAT, None)])
+        other = helper.make_graph(
+            [helper.make_node("Identity", ["s0"], ["a"]), helper.make_node("Unsqueeze", ["s0", "axis0"], ["b"])],
+            "else",
+            [],
+            [vi("a", TensorProto.FLOAT, None), vi("b", TensorProto.FLOAT, None)],
+        )
+        del graph.node[:]
+        graph.node.append(helper.make_node("If", ["pick"], ["sT", "ys"], then_branch=branch, else_branch=other))
+        graph.input.append(vi("pick", TensorProto.BOOL, []))
+        graph.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "axis0"))
+    return model
+
+
+@pytest.mark.parametrize("kind", ["plain", "cond-1d", "inner-loop", "in-if"])
+def test_one_runner_answers_each_call_for_itself(kind):
+    """One Runner (one infer request) over calls of 3, 0, 2, -2 iterations and a false start: with
+    no iteration OpenVINO's Loop left the scan output of the request's previous call (3 rows of
+    its values), so every scan output is cut to no rows when the bounded trip count is 0."""
+    model = _variant(kind) if kind != "plain" else _loop(TensorProto.FLOAT, "input", "input", stops=False)
+    session, runner = ort.InferenceSession(model.SerializeToString()), ovrnn.Runner(ovrnn.convert_model(model))
+    x = (np.arange(6).reshape(2, 3) * 0.1).astype(np.float32)
+    for trips, go in [(3, True), (0, True), (2, True), (3, False), (-2, True), (1, True)]:
+        feeds = {"s0": x, "M": np.array(trips, np.int64), "go": np.array([go] if kind == "cond-1d" else go)}
+        feeds |= {"pick": np.array(True)} if kind == "in-if" else {}
+        want = dict(zip(("sT", "ys"), session.run(None, feeds)))
+        got = runner(feeds)
+        for name, value in want.items():
+            assert got[name].shape == value.shape, (trips, go, name, got[name].shape, value.shape)
+            np.testing.assert_array_equal(got[name], value)

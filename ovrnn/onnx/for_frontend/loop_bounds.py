@@ -13,7 +13,8 @@ So each Loop whose M or starting condition is not a constant gets
 
     M' = Where(cond, Where(M < 0, 0, M), 0)      M absent: Where(cond, -1, 0) (-1: OpenVINO's "no bound")
 
-as its trip count, which is M wherever ONNX runs an iteration. Loops whose M and condition are
+as its trip count, which is M wherever ONNX runs an iteration, and its scan outputs cut to no rows
+when M' is 0 (OpenVINO leaves them as the request's previous call made them). Loops whose M and condition are
 constants are left as they are (prepare.py refuses one that runs no iteration: OpenVINO's frontend
 folds such a Loop wrong).
 """
@@ -24,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..graphs import ONNX_DOMAINS, all_graphs, constant_value, fresh, node_label
+from ..graphs import ONNX_DOMAINS, all_graphs, constant_value, fresh, node_label, opset
 
 
 def bound_loops(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
@@ -39,13 +40,15 @@ def bound_loops(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
         for g in all_graphs(bounded.graph)
         for name in (*(i.name for i in g.input), *(t.name for t in g.initializer), *(o for n in g.node for o in (*n.output, n.name)))
     }
-    count = 0
+    count, slices = 0, opset(bounded) >= 10  # Slice with inputs
     for graph in all_graphs(bounded.graph):
         nodes: list[onnx.NodeProto] = []
         for node in graph.node:
             if _at_run_time(node, graph):
-                nodes.extend(_trip_count(node, graph, taken))
+                before, after = _trip_count(node, graph, taken, slices)
+                nodes += [*before, node, *after]
                 count += 1
+                continue
             nodes.append(node)
         del graph.node[:]
         graph.node.extend(nodes)
@@ -60,8 +63,12 @@ def _at_run_time(node: onnx.NodeProto, graph: onnx.GraphProto) -> bool:
     return any(name and constant_value(graph, name) is None for name in (trips, cond))
 
 
-def _trip_count(loop: onnx.NodeProto, graph: onnx.GraphProto, taken: set[str]) -> list[onnx.NodeProto]:
-    """The nodes computing M' (above), and `loop` set to read it."""
+def _trip_count(loop: onnx.NodeProto, graph: onnx.GraphProto, taken: set[str], slices: bool) -> tuple[list, list]:
+    """(the nodes computing M' (above), the nodes after the Loop), and `loop` set to read M'. After
+    it, each scan output is sliced to no rows when M' is 0: OpenVINO's Loop then leaves the scan
+    output as the request's previous call made it (a reused request answered M = 0 with the last
+    call's 3 rows; the carried states it gives right). `slices`: Slice takes inputs (opset 10 on).
+    The rows are counted with Shape, not an int64-max end: OpenVINO 2026.4.1 sliced [0:int64 max] to no rows."""
     trips, cond = (list(loop.input[:2]) + ["", ""])[:2]
     label = node_label(loop)
     name = lambda kind: fresh(f"{label}/ovrnn_bound/{kind}", taken)  # noqa: E731
@@ -78,10 +85,24 @@ def _trip_count(loop: onnx.NodeProto, graph: onnx.GraphProto, taken: set[str]) -
         started = name("trips_if_started")
         nodes.append(helper.make_node("Where", [cond, bounded, zero], [started]))
         bounded = started
-    for node in nodes:
-        node.name = name(node.op_type)
     if len(loop.input) == 0:
         loop.input.append(bounded)
     else:
         loop.input[0] = bounded
-    return nodes
+    after: list[onnx.NodeProto] = []
+    scans = [k for k in range(max(len(loop.input) - 2, 0), len(loop.output)) if loop.output[k]]
+    if slices and scans:  # Y = Y_loop[:Where(M' == 0, 0, len(Y_loop))]
+        ran_none, start, one, axis = name("ran_none"), name("start"), name("one"), name("axis")
+        after += [helper.make_node("Equal", [bounded, zero], [ran_none]), constant(start, [0]), constant(one, [1]), constant(axis, [0])]
+        for k in scans:
+            looped, shape, length, rows = name("scan_output"), name("shape"), name("length"), name("rows")
+            after += [
+                helper.make_node("Shape", [looped], [shape]),
+                helper.make_node("Slice", [shape, start, one, axis], [length]),
+                helper.make_node("Where", [ran_none, start, length], [rows]),
+                helper.make_node("Slice", [looped, start, rows, axis], [loop.output[k]]),
+            ]
+            loop.output[k] = looped
+    for node in (*nodes, *after):
+        node.name = name(node.op_type)
+    return nodes, after
