@@ -117,3 +117,17 @@ def test_state_pairs_judge_the_rewrite_where_compression_hides_it(model, option,
     failed = [c for c in wrong.comparisons if c.counted and not c.passed]
     assert failed and {c.check for c in failed} == {"rewrite"}, wrong.format()
     assert all(not c.passed and 1e-4 < c.max_abs < 1e-1 for c in _rewrite_rows(wrong))
+
+
+def test_a_stream_at_a_narrower_precision_judges_the_rewrite_apart(tmp_path, monkeypatch):
+    """--stateful h0=h_T --precision bf16: the oracles run the model as given, at bf16's tolerance
+    (6e-2); the rewrite rows judge the recovered Loop at float32's. (A CPU without bf16 runs f32: skip.)"""
+    path = _path("GRU", tmp_path)
+    right = ovrnn.validate(path, stateful="h0=h_T", chunks=2, drift=False, precision="bf16")
+    if right.precision == "f32":
+        pytest.skip("this CPU ran --precision bf16 at f32: no looser tolerance to hide in")
+    assert right.passed and [c.output for c in _rewrite_rows(right)] == ["h_T", "Y"], right.format()
+    _wrong_recovery(monkeypatch)
+    wrong = ovrnn.validate(path, stateful="h0=h_T", chunks=2, drift=False, precision="bf16")
+    failed = [c for c in wrong.comparisons if c.counted and not c.passed]
+    assert failed and {c.check for c in failed} == {"rewrite"}, wrong.format()
