@@ -48,7 +48,18 @@ from .stream_report import StreamComparison, StreamValidationReport
 
 LONG_STEPS = 1000  # the long stream runs at least this many steps
 DEFAULT_CHUNKS = 4
-CHECKS = ("chunked == whole", "chunked == by hand", "final state", "reset", "two streams", "set_state", "batch", "long stream")
+CHECKS = (  # every value of a row's `check`
+    "chunked == whole",
+    "chunked == by hand",
+    "final state",
+    "reset",
+    "two streams",
+    "set_state",
+    "batch",
+    "batch, no reset",
+    "long stream",
+    "rewrite",  # an oracle ran ovrnn's rewritten graph: that graph against the model as given (validation/rewrite.py)
+)
 
 
 def validate_stream(model, input, options: ValidateOptions) -> StreamValidationReport:  # noqa: A002
