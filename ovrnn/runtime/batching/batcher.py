@@ -34,7 +34,7 @@ from .. import engine
 from . import group, refusals, stream_group
 from .admit import admit, enqueue_all
 from .chunks import ChunkChecks, ports
-from .interrupts import critical, install, said
+from .interrupts import control_went_on, critical, install, said
 from .options import checked
 from .processes import start as start_processes
 from .stats import collect
@@ -308,7 +308,7 @@ class StreamBatcher(ChunkChecks):
 
     def reset(self, stream: StreamHandle) -> None:
         """Every state of `stream` back to its initial value, after the chunks fed before."""
-        self._control(stream, lambda s: self._workers[s.worker].store.reset(s.slot))
+        self._control(stream, lambda s: self._workers[s.worker].store.reset(s.slot), "reset()")
 
     def state(self, stream: StreamHandle) -> dict[str, np.ndarray]:
         """{state: value} of `stream` after the chunks fed before (copies, one stream's shape)."""
@@ -317,7 +317,7 @@ class StreamBatcher(ChunkChecks):
     def set_state(self, stream: StreamHandle, name: str, value) -> None:
         """Set one state of `stream` (after the chunks fed before); the next chunk starts from it."""
         checked = self._worker(stream).store.checked(name, value)  # a foreign handle: the UsageError the others give
-        self._control(stream, lambda s: self._workers[s.worker].store.write(s.slot, name, checked))
+        self._control(stream, lambda s: self._workers[s.worker].store.write(s.slot, name, checked), "set_state()")
 
     def close(self, stream: StreamHandle) -> None:
         """Close `stream` now: chunks still waiting fail with ``StreamClosedError`` (one in a
@@ -409,21 +409,31 @@ class StreamBatcher(ChunkChecks):
         enqueue_all(self, groups)  # all workers' chunks, or none
         return out, False
 
-    def _control(self, stream: StreamHandle, apply):
+    def _control(self, stream: StreamHandle, apply, what: str | None = None):
+        """`apply(stream)` now, or queued behind the stream's chunks. A Ctrl-C is held while it writes (a
+        state never half reset) and, once it is made or queued, says so (`what`: a call that changes state)."""
         worker = self._worker(stream)
         if stream.group is not None:  # a group's member: after its group's running call (stream_group.py)
-            return stream.group.control(stream, apply)
-        with worker.cond:
-            if not stream.open:
-                raise refusals.closed(stream.id, stream.why)
-            stream.last_used = monotonic()
-            if not stream.queue and not stream.in_flight:  # nothing before it: now, on this thread
-                return apply(stream)
-            self._not_on_a_worker("reset(), state() and set_state() of a stream with chunks waiting")
-            future: Future = Future()
-            future.set_running_or_notify_cancel()
-            worker.enqueue(stream, Control(apply, future, monotonic()), False)
-        return future.result()
+            return stream.group.control(stream, apply, what)
+        future, made = None, False
+        try:
+            with critical(), worker.cond:
+                if not stream.open:
+                    raise refusals.closed(stream.id, stream.why)
+                stream.last_used = monotonic()
+                if not stream.queue and not stream.in_flight:  # nothing before it: now, on this thread
+                    result, made = apply(stream), True
+                else:
+                    self._not_on_a_worker("reset(), state() and set_state() of a stream with chunks waiting")
+                    future = Future()
+                    future.set_running_or_notify_cancel()
+                    worker.enqueue(stream, Control(apply, future, monotonic()), False)
+                    made = True
+            return result if future is None else future.result()
+        except KeyboardInterrupt as exc:
+            if not made or what is None or exc.args:
+                raise
+            raise KeyboardInterrupt(control_went_on(what)) from None
 
     def _not_on_a_worker(self, what: str) -> None:
         if threading.current_thread() in self._threads or any(w.claimed == threading.get_ident() for w in self._workers):

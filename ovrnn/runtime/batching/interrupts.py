@@ -96,6 +96,11 @@ def said(queued: bool, failed: bool) -> tuple:
     return (WHILE_QUEUED,) if queued else () if failed else (AFTER_A_RUN,)
 
 
+def control_went_on(what: str) -> str:
+    """The words of a KeyboardInterrupt that lands once `what` (``reset()``, ``set_state()``) was made or queued."""
+    return f"Ctrl-C during {what}: it was made, or queued behind the stream's chunks fed before it, and takes effect (read state())"
+
+
 def critical() -> _Critical:
     return _Critical()
 

@@ -49,7 +49,7 @@ from ...errors import UsageError, WorkerDiedError
 from . import arena as arena_mod
 from . import refusals
 from .chunks import ports
-from .interrupts import critical, install
+from .interrupts import control_went_on, critical, install
 from .options import checked
 from .proc_client import Calls, acquire
 from .stats import Recorder, summary
@@ -371,7 +371,12 @@ class ProcessBatcher(Calls):
                 req = next(self._reqs)
                 p.inflight[req] = (None, None, waiter)
             self._send(p, (message[0], req) + (() if stream is None else (stream.id,)) + (() if value is None else (value,)))
-        acquire(waiter.lock)
+        try:
+            acquire(waiter.lock)
+        except KeyboardInterrupt:  # it is in the worker process and takes effect there
+            if message[0] in ("reset", "set_state"):
+                raise KeyboardInterrupt(control_went_on(f"{message[0]}()")) from None
+            raise
         if waiter.errors:
             raise waiter.errors[0]
         return waiter.results[0]

@@ -31,7 +31,7 @@ from ...errors import OverloadedError, StreamClosedError, UsageError
 from . import refusals
 from .group import stacked_inputs
 from .in_place import InPlace
-from .interrupts import critical
+from .interrupts import control_went_on, critical
 from .worker import StreamHandle
 
 
@@ -158,8 +158,8 @@ class StreamGroup:
                 worker.close(stream, "its group was closed")
             worker.store.free.extend(range(self.start + self.n - 1, self.start - 1, -1))  # pop() takes the lowest first
 
-    def control(self, stream: StreamHandle, apply):
-        """A member's reset/state/set_state (``StreamBatcher._control``): after a running call."""
+    def control(self, stream: StreamHandle, apply, what: str | None = None):
+        """A member's reset/state/set_state (``StreamBatcher._control``, its Ctrl-C too): after a running call."""
         worker = self.worker
         with self.lock, worker.cond:
             if not stream.open:
@@ -167,7 +167,15 @@ class StreamGroup:
             stream.last_used = monotonic()
             if self._in_place is not None:
                 self._in_place.settle()
-            return apply(stream)
+            made = False
+            try:
+                with critical():  # a Ctrl-C held: a state never half written
+                    result, made = apply(stream), True
+            except KeyboardInterrupt as exc:
+                if made and what is not None and not exc.args:
+                    raise KeyboardInterrupt(control_went_on(what)) from None
+                raise
+            return result
 
     def __enter__(self):
         return self

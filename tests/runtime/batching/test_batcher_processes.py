@@ -413,3 +413,32 @@ def test_a_ctrl_c_while_the_results_are_made_says_the_chunks_ran(monkeypatch, re
                     np.testing.assert_array_equal(v, want[k])  # each chunk ran exactly once, as said
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_while_reset_waits_for_its_worker_says_it_takes_effect(monkeypatch):
+    """reset()/set_state() are in the worker process once sent: a Ctrl-C while the call waits for the reply (here: raised
+    just after the wait, as the handler would) was a bare KeyboardInterrupt although the state was reset there. Now it says
+    the call takes effect, and state() shows it did; state() itself keeps the bare interrupt (a read)."""
+    from ovrnn.examples import STREAM_MODEL
+    from ovrnn.runtime.batching import processes
+
+    original = processes.acquire
+
+    def then_interrupt(lock):
+        original(lock)
+        raise KeyboardInterrupt  # as the handler raises where the signal lands
+
+    x = {"X": np.random.default_rng(9).uniform(-1, 1, (4, 1, 3)).astype(np.float32)}
+    with ovrnn.StreamBatcher(STREAM_MODEL, "initial_h=Y_h,initial_c=Y_c", sizes=(1,), workers=1, processes=True) as b:
+        s = b.open()
+        b.feed(s, x)
+        monkeypatch.setattr(processes, "acquire", then_interrupt)
+        with pytest.raises(KeyboardInterrupt) as info:
+            b.reset(s)
+        said = "Ctrl-C during reset(): it was made, or queued behind the stream's chunks fed before it, and takes effect (read state())"
+        assert info.value.args == (said,)
+        with pytest.raises(KeyboardInterrupt) as info:
+            b.state(s)
+        assert info.value.args == ()
+        monkeypatch.setattr(processes, "acquire", original)
+        assert all(np.array_equal(v, b.spec.initial_state()[k]) for k, v in b.state(s).items())

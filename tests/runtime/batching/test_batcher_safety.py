@@ -411,6 +411,64 @@ def test_a_ctrl_c_just_after_a_wait_says_what_became_of_the_chunks(monkeypatch):
                 np.testing.assert_array_equal(v, want[k])  # each chunk ran exactly once, as said
 
 
+def test_a_ctrl_c_during_reset_or_set_state_is_held_and_says_it_took_effect(monkeypatch):
+    """reset() and set_state() write a stream's states on the caller's thread when nothing is queued before them: a Ctrl-C
+    there (the handler run as a SIGINT would, before the write) raised at once, bare, and could leave a state half reset
+    (the handler runs between the states' writes too). Now the write is a critical part: the Ctrl-C is held until every
+    state is written, then raised saying the call took effect. state() (a read) keeps the bare interrupt."""
+    import sys
+
+    from ovrnn.examples import STREAM_MODEL
+    from ovrnn.runtime.batching import interrupts
+
+    x = {"X": np.random.default_rng(8).uniform(-1, 1, (4, 1, 3)).astype(np.float32)}
+    with ovrnn.StreamBatcher(STREAM_MODEL, POLICY_STATE, sizes=(1,)) as b:
+        s = b.open()
+        store = b._workers[0].store
+        initial = b.spec.initial_state()
+        for call, kind in [("reset", "reset"), ("set_state", "write")]:
+            b.feed(s, x)
+            moved = b.state(s)
+            original = getattr(store, kind)
+
+            def sigint_first(*args, original=original):
+                interrupts._handler(2, sys._getframe())  # as Python runs it at this function's first bytecode
+                return original(*args)
+
+            monkeypatch.setattr(store, kind, sigint_first)
+            with pytest.raises(KeyboardInterrupt) as info:
+                b.reset(s) if call == "reset" else b.set_state(s, "initial_h", initial["initial_h"])
+            monkeypatch.setattr(store, kind, original)
+            said = (
+                f"Ctrl-C during {call}(): it was made, or queued behind the stream's chunks fed before it, and takes effect (read state())"
+            )
+            assert info.value.args == (said,)
+            now = b.state(s)
+            assert np.array_equal(now["initial_h"], initial["initial_h"])  # done, whole
+            assert np.array_equal(now["initial_c"], initial["initial_c"] if call == "reset" else moved["initial_c"])
+        group = b.open_group(2)  # a group's member: the same, through its group's lock
+        group.feed({"X": np.concatenate([x["X"]] * 2, 1)})
+        original = store.reset
+
+        def sigint_first(*args):
+            interrupts._handler(2, sys._getframe())
+            return original(*args)
+
+        monkeypatch.setattr(store, "reset", sigint_first)
+        with pytest.raises(KeyboardInterrupt) as info:
+            b.reset(group.streams[0])
+        monkeypatch.setattr(store, "reset", original)
+        assert info.value.args == (
+            "Ctrl-C during reset(): it was made, or queued behind the stream's chunks fed before it, and takes effect (read state())",
+        )
+        assert all(np.array_equal(v, initial[k]) for k, v in b.state(group.streams[0]).items())
+        assert not all(np.array_equal(v, initial[k]) for k, v in b.state(group.streams[1]).items())
+        monkeypatch.setattr(store, "read", lambda *a: interrupts._handler(2, sys._getframe()))
+        with pytest.raises(KeyboardInterrupt) as info:
+            b.state(s)
+        assert info.value.args == ()
+
+
 def test_a_sigint_at_any_step_of_the_interrupt_bookkeeping_is_raised_once_and_leaves_nothing_behind():
     """The SIGINT simulated at each call, line and return of interrupts.py's own functions (where
     Python runs a pending signal's handler: a function's start, after a call) in a critical part
