@@ -13,8 +13,12 @@ with, for each such Gather/Scatter:
 
 and the call raises one UsageError naming the op, the value, where it is and the axis when any
 index is out of range; the call's outputs are never returned. Valid indices go through Select
-unchanged, so the numbers are the model's own. Not covered: indices inside Loop/TensorIterator
-bodies (their values do not leave the body) and indices of an unknown rank for GatherND/ScatterND.
+unchanged, so the numbers are the model's own. In a Loop's body the indices do not leave the body:
+each is made safe there, and a flag carried over the iterations (False at the start) says whether
+any went out of range. A constant index is guarded only when it is out of range of a static axis
+(an unrolled Loop's copy reading X[T]). Not covered: bodies nested in a body, If branches,
+TensorIterator bodies, constant indices on an axis of unknown size, and GatherND/ScatterND indices
+of an unknown last dim.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ class Guard:
     source: str  # "computed in the model from its inputs", "input 'idx' as it is"
     first_axis: int  # the data axis the index's first component indexes (GatherND: batch_dims)
     nd: bool  # the index's last dim runs over data axes first_axis, first_axis + 1, ...
-    port: int  # the compiled model's output of the index; port + 1: the axis sizes
+    port: int  # the compiled model's output of the index; port + 1: the axis sizes (flag: the one output)
+    flag: bool = False  # a Loop's body: `port` says whether any iteration had an index out of range
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,13 @@ class IndexGuards:
     def check(self, request) -> None:
         """After a call: every computed index within its axis, else one UsageError (the call's outputs are dropped)."""
         for g in self.guards:
+            if g.flag:
+                if bool(np.asarray(request.get_output_tensor(g.port).data)):
+                    raise UsageError(
+                        f"an index computed in the body of {g.what} went out of range at some iteration (in {g.source}); "
+                        "ONNX makes this an error; OpenVINO would have read zeros or memory garbage, so the call's outputs are not returned"
+                    )
+                continue
             index = np.asarray(request.get_output_tensor(g.port).data)
             sizes = np.asarray(request.get_output_tensor(g.port + 1).data).reshape(-1)
             if index.size == 0:
@@ -70,41 +82,90 @@ class IndexGuards:
 
 
 def guard_indices(model):
-    """(model, None) when no Gather/Scatter of the top graph takes computed indices; else (a clone
-    with each such index made safe and read out, IndexGuards). `model` is left as it is."""
+    """(model, None) when no Gather/Scatter of the top graph or of a Loop's body takes computed
+    indices; else (a clone with each such index made safe and read out, IndexGuards). A Loop's body
+    hands out one flag instead, carried over its iterations: some index went out of range. `model`
+    is left as it is."""
     from ..device.ov import opset
 
     checked = set(index_limits(model))
-    if not any(_needs_guard(node, checked) for node in model.get_ordered_ops()):
+    if not any(_needs_guard(node, checked) or _body_indexing(node) for node in model.get_ordered_ops()):
         return model, None
     ops = opset(13)
     clone = model.clone()
     guards, results = [], []
     for node in clone.get_ordered_ops():
-        if not _needs_guard(node, checked):
-            continue
-        kind = node.get_type_name()
-        port, axis_from = _GUARDED[kind]
-        index = node.input_value(port)
-        etype = index.get_element_type()
-        first = _first_axis(node, axis_from)
-        if first is None:
-            continue
-        shape = ops.shape_of(node.input_value(0), etype)
-        if axis_from == "nd":
-            k = index.get_partial_shape()[-1].get_length()
-            sizes = ops.slice(shape, _const(ops, [first], etype), _const(ops, [first + k], etype), _const(ops, [1], etype))
-        else:
-            sizes = ops.gather(shape, _const(ops, first, etype), _const(ops, 0, etype))  # a scalar: the index keeps its shape
-        ok = ops.logical_and(ops.greater_equal(index, ops.negative(sizes)), ops.less(index, sizes))
-        node.input(port).replace_source_output(ops.select(ok, index, _const(ops, 0, etype)).output(0))
         position = len(clone.outputs) + len(results)
+        if _body_indexing(node):
+            flag, whats = _guard_body(ops, node)
+            results.append(ops.result(flag))
+            guards.append(Guard(f"{node.get_type_name()} '{node.get_friendly_name()}'", ", ".join(whats), 0, False, position, flag=True))
+            continue
+        if not _needs_guard(node, checked) or _first_axis(node, _GUARDED[node.get_type_name()][1]) is None:
+            continue
+        index, sizes, first = _make_safe(ops, node)
         results += [ops.result(index), ops.result(sizes)]
-        guards.append(Guard(f"{kind} '{node.get_friendly_name()}'", _source(index), first, axis_from == "nd", position))
+        nd = _GUARDED[node.get_type_name()][1] == "nd"
+        guards.append(Guard(f"{node.get_type_name()} '{node.get_friendly_name()}'", _source(index), first, nd, position))
     if not guards:
         return model, None
     clone.add_results(results)
     return clone, IndexGuards(tuple(guards))
+
+
+def _make_safe(ops, node):
+    """`node` made to read Select(-size <= index < size, index, 0); (its index, the axis sizes, the first axis)."""
+    port, axis_from = _GUARDED[node.get_type_name()]
+    index = node.input_value(port)
+    etype = index.get_element_type()
+    first = _first_axis(node, axis_from)
+    shape = ops.shape_of(node.input_value(0), etype)
+    if axis_from == "nd":
+        k = index.get_partial_shape()[-1].get_length()
+        sizes = ops.slice(shape, _const(ops, [first], etype), _const(ops, [first + k], etype), _const(ops, [1], etype))
+    else:
+        sizes = ops.gather(shape, _const(ops, first, etype), _const(ops, 0, etype))  # a scalar: the index keeps its shape
+    ok = ops.logical_and(ops.greater_equal(index, ops.negative(sizes)), ops.less(index, sizes))
+    node.input(port).replace_source_output(ops.select(ok, index, _const(ops, 0, etype)).output(0))
+    return index, sizes, first
+
+
+def _body_indexing(node) -> list:
+    """The Gather/Scatter nodes of a Loop's body (not nested deeper) whose indices are no constant."""
+    if node.get_type_name() != "Loop":
+        return []
+    found = []
+    for inner in node.get_function().get_ordered_ops():
+        if _needs_guard(inner, set()) and _first_axis(inner, _GUARDED[inner.get_type_name()][1]) is not None:
+            found.append(inner)
+    return found
+
+
+def _guard_body(ops, loop):
+    """Each indexing node of `loop`'s body made safe, and a flag carried over the iterations (False
+    at the start: a Loop that runs no iteration reports none) set once an index is out of range;
+    (the Loop's output of the flag after its last iteration, the nodes' names)."""
+    from .engine import ov
+
+    body, bad, whats = loop.get_function(), None, []
+    for node in _body_indexing(loop):
+        index, sizes, _ = _make_safe(ops, node)
+        out = ops.logical_not(ops.logical_and(ops.greater_equal(index, ops.negative(sizes)), ops.less(index, sizes)))
+        rank = out.get_output_partial_shape(0).rank
+        if rank.is_dynamic or rank.get_length() > 0:
+            out = ops.reduce_logical_or(
+                out, ops.range(ops.constant(0), ops.squeeze(ops.shape_of(ops.shape_of(out))), ops.constant(1)), False
+            )
+        bad = out if bad is None else ops.logical_or(bad, out)
+        whats.append(f"{node.get_type_name()} '{node.get_friendly_name()}'")
+    seen = ops.parameter([], ov().Type.boolean, name=f"{loop.get_friendly_name()}/ovrnn_index_out_of_range")
+    carried = ops.result(ops.logical_or(seen, bad))
+    body.add_parameters([seen])
+    body.add_results([carried])
+    loop.set_merged_input(seen, ops.constant(False).output(0), carried.output(0))
+    flag = loop.get_iter_value(carried.output(0), -1)
+    loop.validate_and_infer_types()
+    return flag, whats
 
 
 def _needs_guard(node, checked: set[str]) -> bool:
@@ -120,8 +181,8 @@ def _needs_guard(node, checked: set[str]) -> bool:
     source = index.get_node()
     while source.get_type_name() == "Convert" and source.get_output_element_type(0).is_integral_number():
         source = source.input_value(0).get_node()
-    if source.get_type_name() == "Constant":
-        return False
+    if source.get_type_name() == "Constant":  # guarded only when out of range of a static axis (an unrolled Loop reading X[T])
+        return _constant_out_of_range(node, np.asarray(source.get_data()))
     if kind in ("Gather", "GatherElements", "ScatterElementsUpdate") and source.get_type_name() == "Parameter":
         direct = _INDEXING.get(kind)
         if direct is not None and _axis_size(node, direct[1]) is not None and source.output(0).get_names() & checked:
@@ -181,10 +242,30 @@ def _axis_size(node, axis_from: str) -> tuple[int, int] | None:
         return None
 
 
+def _constant_out_of_range(node, values: np.ndarray) -> bool:
+    """A constant index out of range of a static data axis; False where the axis is dynamic (not covered)."""
+    axis_from = _GUARDED[node.get_type_name()][1]
+    first, pshape = _first_axis(node, axis_from), node.get_input_partial_shape(0)
+    if first is None or pshape.rank.is_dynamic or values.size == 0:
+        return False
+    k = values.shape[-1] if axis_from == "nd" and values.ndim else 1
+    dims = [pshape[a] for a in range(first, first + k)] if first + k <= len(pshape) else []
+    if not dims or any(d.is_dynamic for d in dims):
+        return False
+    sizes = np.array([d.get_length() for d in dims])
+    return (
+        bool(((values < -sizes) | (values >= sizes)).any())
+        if axis_from == "nd"
+        else bool(((values < -sizes[0]) | (values >= sizes[0])).any())
+    )
+
+
 def _source(index) -> str:
     node = index.get_node()
     while node.get_type_name() == "Convert":
         node = node.input_value(0).get_node()
+    if node.get_type_name() == "Constant":
+        return "a constant of the model"
     if node.get_type_name() == "Parameter" and node.output(0).get_names():
         return f"input '{min(node.output(0).get_names())}'" + (" as it is" if node is index.get_node() else " converted")
     return "computed in the model from its inputs"

@@ -11,7 +11,10 @@ probe at 0 or 1 would pass with no check at all."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -286,3 +289,75 @@ def test_a_first_call_refused_on_a_dynamic_batch_leaves_the_stream_as_reset():
         stream.feed({"X": x, "idx": np.array([[0], [3]])})
     np.testing.assert_array_equal(stream.state["s"], x)
     np.testing.assert_array_equal(stream.feed({"X": x, "idx": np.array([[2], [-13]])})["O"], 2 * np.array([[x[0, 7]], [x[1, 0]]]))
+
+
+def _reading_loop(dtype: int) -> onnx.ModelProto:
+    """s_T, ys = Loop(M, s0) with s <- s + X[i] (X [5, 2, 3] from the outer graph, read at the
+    iteration number: a Gather in the body), M fed at run time."""
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [
+            helper.make_node("Gather", ["X", "i"], ["x_i"], axis=0, name="read_x"),
+            helper.make_node("Add", ["s", "x_i"], ["s2"]),
+            helper.make_node("Identity", ["c"], ["c2"]),
+            helper.make_node("Identity", ["s2"], ["y"]),
+        ],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("s", dtype, [2, 3])],
+        [vi("c2", TensorProto.BOOL, []), vi("s2", dtype, [2, 3]), vi("y", dtype, [2, 3])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "s0"], ["sT", "ys"], body=body, name="steps")],
+        "reading_loop",
+        [vi("X", dtype, [5, 2, 3]), vi("s0", dtype, [2, 3]), vi("M", TensorProto.INT64, [])],
+        [vi("sT", dtype, None), vi("ys", dtype, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_an_index_out_of_range_inside_a_loop_body_is_refused():
+    """The iteration number reads X[i]: with M = 6 over 5 steps of X, onnxruntime raises and
+    OpenVINO read zeros for X[5] (a float16 LSTM-cell Loop answered 7 steps for 5, silently). The
+    body carries a flag over its iterations; a call after a refused one (more or no iterations) is
+    right, the flag starting False each call. Float16: the Loop is OpenVINO's (float32 with a
+    run-time M is refused at conversion)."""
+    model = _reading_loop(TensorProto.FLOAT16)
+    session = ort.InferenceSession(model.SerializeToString())
+    runner = ovrnn.Runner(ovrnn.convert_model(model))
+    x, s0 = RNG.uniform(-1, 1, (5, 2, 3)).astype(np.float16), RNG.uniform(-1, 1, (2, 3)).astype(np.float16)
+    for trips in (5, 6, 3, 0, 9, 2):
+        feeds = {"X": x, "s0": s0, "M": np.array(trips, np.int64)}
+        if trips > 5:
+            with pytest.raises(ORT_ERRORS):
+                session.run(None, feeds)
+            with pytest.raises(ovrnn.UsageError) as caught:
+                runner(feeds)
+            assert re.fullmatch(
+                "an index computed in the body of Loop '[^']+' went out of range at some iteration [(]in Gather 'read_x'[)]; ONNX makes "
+                "this an error; OpenVINO would have read zeros or memory garbage, so the call's outputs are not returned",
+                str(caught.value),
+            ), str(caught.value)
+            continue
+        got, want = runner(feeds), dict(zip(("sT", "ys"), session.run(None, feeds)))
+        for name, value in want.items():
+            assert got[name].shape == value.shape, (trips, name)
+            np.testing.assert_allclose(got[name], value, rtol=0, atol=2e-3)
+
+
+def test_a_constant_index_out_of_range_is_refused():
+    """The same Loop with the constant M = 6 in float32: ovrnn unrolls it, and the sixth copy reads
+    X[5] with a constant index on an axis of 5 (OpenVINO: zeros, sT 5 where every step adds 1).
+    Constant indices in range of a static axis are not guarded (no cost)."""
+    model = _reading_loop(TensorProto.FLOAT)
+    del model.graph.input[2]
+    model.graph.initializer.append(numpy_helper.from_array(np.array(6, np.int64), "M"))
+    feeds = {"X": np.ones((5, 2, 3), np.float32), "s0": np.zeros((2, 3), np.float32)}
+    with pytest.raises(ORT_ERRORS):
+        ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    runner = ovrnn.Runner(ovrnn.convert_model(model))
+    assert len(runner.compiled.index_guards.guards) == 1  # the sixth read only
+    with pytest.raises(
+        ovrnn.UsageError,
+        match=r"^Gather '[^']*read_x' got index 5 at \[\] \(a constant of the model\), out of range for axis 0 of its data \(size 5\)",
+    ):
+        runner(feeds)
