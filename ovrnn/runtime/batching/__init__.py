@@ -5,7 +5,8 @@
   streams with their states in and out (what a Ray Serve replica calls).
 * ``StreamBatcher`` (``ovrnn.StreamBatcher``): streams opened and fed one chunk at a time; worker
   threads own the compiled sizes and each stream's state (docs/batching.md); ``open_group`` a
-  ``StreamGroup`` of streams fed only together, one stacked batch a call.
+  ``StreamGroup`` of streams fed only together, one stacked batch a call. ``processes=True``: each
+  worker a process of its own, the same calls (processes.py).
 """
 
 from .batcher import StreamBatcher
