@@ -361,20 +361,21 @@ class ProcessBatcher(Calls):
     def _control(self, p: _Proc, message: tuple, stream, value=None):
         """A round trip: reset, state, set_state (in order with the stream's chunks), stats, sync."""
         self._not_on_a_worker(f"{message[0]}()")
-        waiter = Waiter(1)
-        with self._lock:
-            with self._counts:
-                if stream is not None and not stream.open:
-                    raise refusals.closed(stream.id, stream.why)
-                if not p.alive:
-                    raise WorkerDiedError(p.why)
-                req = next(self._reqs)
-                p.inflight[req] = (None, None, waiter)
-            self._send(p, (message[0], req) + (() if stream is None else (stream.id,)) + (() if value is None else (value,)))
+        waiter, sent = Waiter(1), False
         try:
+            with critical(), self._lock:  # a Ctrl-C held until the call is sent (or refused)
+                with self._counts:
+                    if stream is not None and not stream.open:
+                        raise refusals.closed(stream.id, stream.why)
+                    if not p.alive:
+                        raise WorkerDiedError(p.why)
+                    req = next(self._reqs)
+                    p.inflight[req] = (None, None, waiter)
+                self._send(p, (message[0], req) + (() if stream is None else (stream.id,)) + (() if value is None else (value,)))
+                sent = True
             acquire(waiter.lock)
-        except KeyboardInterrupt:  # it is in the worker process and takes effect there
-            if message[0] in ("reset", "set_state"):
+        except KeyboardInterrupt:  # once sent, it is in the worker process and takes effect there
+            if sent and message[0] in ("reset", "set_state"):
                 raise KeyboardInterrupt(control_went_on(f"{message[0]}()")) from None
             raise
         if waiter.errors:

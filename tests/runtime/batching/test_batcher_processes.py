@@ -417,10 +417,11 @@ def test_a_ctrl_c_while_the_results_are_made_says_the_chunks_ran(monkeypatch, re
 
 def test_a_ctrl_c_while_reset_waits_for_its_worker_says_it_takes_effect(monkeypatch):
     """reset()/set_state() are in the worker process once sent: a Ctrl-C while the call waits for the reply (here: raised
-    just after the wait, as the handler would) was a bare KeyboardInterrupt although the state was reset there. Now it says
-    the call takes effect, and state() shows it did; state() itself keeps the bare interrupt (a read)."""
+    just after the wait, as the handler would), or just after its message went, was a bare KeyboardInterrupt although the
+    state was reset there. Now it says the call takes effect, and state() shows it did; state() itself keeps the bare
+    interrupt (a read)."""
     from ovrnn.examples import STREAM_MODEL
-    from ovrnn.runtime.batching import processes
+    from ovrnn.runtime.batching import interrupts, processes
 
     original = processes.acquire
 
@@ -441,4 +442,17 @@ def test_a_ctrl_c_while_reset_waits_for_its_worker_says_it_takes_effect(monkeypa
             b.state(s)
         assert info.value.args == ()
         monkeypatch.setattr(processes, "acquire", original)
+        assert all(np.array_equal(v, b.spec.initial_state()[k]) for k, v in b.state(s).items())
+        b.feed(s, x)
+        send = b._send
+
+        def then_sigint(p, message):  # the handler run as a SIGINT would, just after the message went: held, then said
+            send(p, message)
+            interrupts._handler(2, sys._getframe())
+
+        monkeypatch.setattr(b, "_send", then_sigint)
+        with pytest.raises(KeyboardInterrupt) as info:
+            b.reset(s)
+        monkeypatch.setattr(b, "_send", send)
+        assert info.value.args == (said,)
         assert all(np.array_equal(v, b.spec.initial_state()[k]) for k, v in b.state(s).items())
