@@ -145,7 +145,7 @@ def _guard_body(ops, loop):
     """Each indexing node of `loop`'s body made safe, and a flag carried over the iterations (False
     at the start: a Loop that runs no iteration reports none) set once an index is out of range;
     (the Loop's output of the flag after its last iteration, the nodes' names)."""
-    from .engine import ov
+    from ..device.ov import ov
 
     body, bad, whats = loop.get_function(), None, []
     for node in _body_indexing(loop):
