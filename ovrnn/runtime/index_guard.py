@@ -12,7 +12,9 @@ with, for each such Gather/Scatter:
     outputs += [index, size]              read after the call
 
 and the call raises one UsageError naming the op, the value, where it is and the axis when any
-index is out of range; the call's outputs are never returned. Valid indices go through Select
+index is out of range; the call's outputs are never returned. OpenVINO's CPU plugin computes int64
+as int32 (2**32 + 1 indexes as 1), so an int64 input a guarded index is computed from is refused
+beyond the int32 range. Not caught: int32 overflow inside the graph (``idx * 2`` of 2**31 - 1 reads -2). Valid indices go through Select
 unchanged, so the numbers are the model's own. In a Loop's body the indices do not leave the body:
 each is made safe there, and a flag carried over the iterations (False at the start) says whether
 any went out of range. A constant index is guarded only when it is out of range of a static axis
@@ -50,12 +52,26 @@ class Guard:
     flag: bool = False  # a Loop's body: `port` says whether any iteration had an index out of range
 
 
+_INT32 = np.iinfo(np.int32)
+
+
 @dataclass(frozen=True)
 class IndexGuards:
     guards: tuple[Guard, ...]
+    wide: tuple[tuple[int, str], ...] = ()  # (input port, name): the int64 inputs a guarded index is computed from
 
     def check(self, request) -> None:
         """After a call: every computed index within its axis, else one UsageError (the call's outputs are dropped)."""
+        for port, name in self.wide:  # OpenVINO's CPU plugin computes int64 as int32: 2**32 + 1 reads as 1, a valid index
+            values = np.asarray(request.get_input_tensor(port).data)
+            outside = (values < _INT32.min) | (values > _INT32.max)
+            if outside.any():
+                where = np.argwhere(outside)[0] if values.ndim else np.zeros(0, int)
+                raise UsageError(
+                    f"input '{name}' holds {int(values[tuple(where)])} at {where.tolist()}, beyond the int32 range an index computed "
+                    "from it can take here: OpenVINO's CPU plugin computes int64 values as int32 (2**32 + 1 would index as 1), "
+                    "so the call's outputs are not returned"
+                )
         for g in self.guards:
             if g.flag:
                 if bool(np.asarray(request.get_output_tensor(g.port).data)):
@@ -93,13 +109,14 @@ def guard_indices(model):
         return model, None
     ops = opset(13)
     clone = model.clone()
-    guards, results = [], []
+    guards, results, guarded_ops = [], [], []
     for node in clone.get_ordered_ops():
         position = len(clone.outputs) + len(results)
         if _body_indexing(node):
             flag, whats = _guard_body(ops, node)
             results.append(ops.result(flag))
             guards.append(Guard(f"{node.get_type_name()} '{node.get_friendly_name()}'", ", ".join(whats), 0, False, position, flag=True))
+            guarded_ops.append(node)
             continue
         if not _needs_guard(node, checked) or _first_axis(node, _GUARDED[node.get_type_name()][1]) is None:
             continue
@@ -107,10 +124,29 @@ def guard_indices(model):
         results += [ops.result(index), ops.result(sizes)]
         nd = _GUARDED[node.get_type_name()][1] == "nd"
         guards.append(Guard(f"{node.get_type_name()} '{node.get_friendly_name()}'", _source(index), first, nd, position))
+        guarded_ops.append(node)
     if not guards:
         return model, None
     clone.add_results(results)
-    return clone, IndexGuards(tuple(guards))
+    return clone, IndexGuards(tuple(guards), _wide_inputs(clone, guarded_ops))
+
+
+def _wide_inputs(model, nodes) -> tuple[tuple[int, str], ...]:
+    """(port, name) of each int64 graph input the guarded `nodes` are computed from (any path)."""
+    found, stack, seen = set(), [n.input_value(i) for n in nodes for i in range(n.get_input_size())], set()
+    while stack:
+        node = stack.pop().get_node()
+        key = node.get_friendly_name()
+        if key in seen:
+            continue
+        seen.add(key)
+        if node.get_type_name() == "Parameter":
+            k = next((k for k, p in enumerate(model.get_parameters()) if p.get_friendly_name() == key), None)
+            if k is not None and node.get_element_type().get_type_name() == "i64":
+                found.add((k, min(node.output(0).get_names() or {key})))
+            continue
+        stack += [node.input_value(i) for i in range(node.get_input_size())]
+    return tuple(sorted(found))
 
 
 def _make_safe(ops, node):
