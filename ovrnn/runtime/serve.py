@@ -143,25 +143,31 @@ def _sendable(stream, inputs):
     takes its number (a numbered call lost on the way held the stream's turn: the calls behind it waited
     turn_timeout_s and the stream was closed). What is not a dict goes as it is: the replica refuses it
     in its turn."""
-    if not isinstance(inputs, dict):
+    if not isinstance(inputs, dict):  # it must still reach the replica to be refused there, in its turn
+        _pickles(stream, "its inputs", inputs)
         return inputs
     sent = {}
     for name, value in inputs.items():
+        if not isinstance(name, str):
+            _pickles(stream, f"input name {name!r}", name)
         try:
             array = np.asarray(value)
         except (ValueError, TypeError) as exc:  # ragged lists, say
             raise UsageError(f"stream {stream!r}: input {name!r} is not an array: {exc}") from None
         if array.dtype == object:  # every other numpy array pickles; this one only if what it holds does
-            import ray.cloudpickle
-
-            try:
-                ray.cloudpickle.dumps(array)
-            except Exception as exc:  # noqa: BLE001 (whatever pickling raises, the value cannot be sent)
-                raise UsageError(
-                    f"stream {stream!r}: input {name!r} cannot be sent to the replica ({type(value).__name__}: {exc})"
-                ) from None
+            _pickles(stream, f"input {name!r}", array, type(value).__name__)
         sent[name] = array
     return sent
+
+
+def _pickles(stream, what: str, value, kind: str | None = None) -> None:
+    """One UsageError when Ray cannot pickle `value` (it would fail on its way, after taking the stream's turn)."""
+    import ray.cloudpickle
+
+    try:
+        ray.cloudpickle.dumps(value)
+    except Exception as exc:  # noqa: BLE001 (whatever pickling raises, the value cannot be sent)
+        raise UsageError(f"stream {stream!r}: {what} cannot be sent to the replica ({kind or type(value).__name__}: {exc})") from None
 
 
 class StickyClient:
