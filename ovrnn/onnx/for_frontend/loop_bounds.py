@@ -13,8 +13,10 @@ So each Loop whose M or starting condition is not a constant gets
 
     M' = Where(cond, Where(M < 0, 0, M), 0)      M absent: Where(cond, -1, 0) (-1: OpenVINO's "no bound")
 
-as its trip count, which is M wherever ONNX runs an iteration, and its scan outputs cut to no rows
-when M' is 0 (OpenVINO leaves them as the request's previous call made them). Loops whose M and condition are
+(M' is M wherever ONNX runs an iteration); with M given, the Loop runs with no trip count
+(Where(M' == 0, 0, -1)) and its body stops at ``i + 1 == M'``: OpenVINO sizes scan outputs by a run-time
+trip count (M = 2**30 with a body that stops at 123: no rows; 2**31 - 2: a crash). Its scan outputs
+are cut to no rows when M' is 0 (OpenVINO leaves them as the request's previous call made them). Loops whose M and condition are
 constants are left as they are (prepare.py refuses one that runs no iteration: OpenVINO's frontend
 folds such a Loop wrong).
 """
@@ -85,10 +87,15 @@ def _trip_count(loop: onnx.NodeProto, graph: onnx.GraphProto, taken: set[str], s
         started = name("trips_if_started")
         nodes.append(helper.make_node("Where", [cond, bounded, zero], [started]))
         bounded = started
+    runs = bounded
+    if trips and slices and loop.attribute and _stop_in_body(loop, bounded, name, constant, nodes):
+        runs, minus_one, none = name("runs"), name("minus_one"), name("runs_none")  # Where(M' == 0, 0, -1)
+        nodes += [constant(minus_one, -1), helper.make_node("Equal", [bounded, zero], [none])]
+        nodes.append(helper.make_node("Where", [none, zero, minus_one], [runs]))
     if len(loop.input) == 0:
-        loop.input.append(bounded)
+        loop.input.append(runs)
     else:
-        loop.input[0] = bounded
+        loop.input[0] = runs
     after: list[onnx.NodeProto] = []
     scans = [k for k in range(max(len(loop.input) - 2, 0), len(loop.output)) if loop.output[k]]
     if slices and scans:  # Y = Y_loop[:Where(M' == 0, 0, len(Y_loop))]
@@ -106,3 +113,31 @@ def _trip_count(loop: onnx.NodeProto, graph: onnx.GraphProto, taken: set[str], s
     for node in (*nodes, *after):
         node.name = name(node.op_type)
     return nodes, after
+
+
+def _stop_in_body(loop: onnx.NodeProto, bounded: str, name, constant, nodes: list) -> bool:
+    """The body's condition output made `cond and i + 1 < M'` (M' read from the outer scope, a scalar),
+    so the Loop can run with no trip count (-1): OpenVINO 2026.4.1 reads a run-time trip count as an
+    int32 (M = 2**32 + 5 ran 5 iterations, 2**40 none) and sizes the scan outputs by it in int32 bytes
+    (M = 2**30 with 24-byte rows: no rows, 2**31 - 2: a crash). False (nothing changed) for a body
+    with no iteration input's name."""
+    body = next((a.g for a in loop.attribute if a.name == "body"), None)
+    if body is None or len(body.input) < 2 or not body.input[0].name or not body.output:
+        return False
+    scalar, empty, one = name("trips_scalar"), name("scalar_shape"), name("one_step")
+    nodes += [
+        helper.make_node("Constant", [], [empty], value=numpy_helper.from_array(np.zeros(0, np.int64))),
+        helper.make_node("Reshape", [bounded, empty], [scalar]),
+    ]
+    nxt, more, keep_on = name("next_iteration"), name("below_trips"), name("cond_and_below_trips")
+    added = [
+        constant(one, 1),
+        helper.make_node("Add", [body.input[0].name, one], [nxt]),
+        helper.make_node("Less", [nxt, scalar], [more]),
+        helper.make_node("And", [body.output[0].name, more], [keep_on]),
+    ]
+    for node in added:
+        node.name = name(node.op_type)
+    body.node.extend(added)
+    body.output[0].name = keep_on
+    return True
