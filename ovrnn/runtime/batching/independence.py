@@ -4,10 +4,9 @@ Two lines, both before a ``BatchedStep`` serves:
 
 1. **The proof** (rowwise.py): a walk over the model at every compiled size above 1 that proves each
    op keeps rows apart along the batch axis (a whitelist, the axis tracked through reshapes and
-   transposes); anything not proved is refused naming the node (``RowsNotProved``). It also refuses
-   indices computed from the streams' data for the ops that read out of bounds (opt-in:
-   ``trust_indices=True``). Then size_free.py proves that the model at each size computes the same
-   numbers per row as at batch 1, compiled or not (a batch size folded into a constant is refused).
+   transposes); anything not proved is refused naming the node (``RowsNotProved``). Then
+   size_free.py proves that the model at each size computes the same numbers per row as at batch 1,
+   compiled or not (a batch size folded into a constant is refused).
 2. **The probe** (here), a second line that tests what the proof argues, at every compiled size
    above 1: one call with a different real row in **every** position (values of very different
    magnitudes: rows drawn from ±1, ±30 and ±1000, so a threshold crossed only by large values
@@ -19,7 +18,9 @@ Two lines, both before a ``BatchedStep`` serves:
    (nsnet: 1.2e-7), so comparisons allow 1e-5 relative plus 1e-5 of the row's largest value.
    Integer inputs stay 0 (a random index could be out of range).
 
-``check_rows=False`` skips both lines: the caller asserts that the rows are independent.
+``check_rows=False`` skips both lines: the caller asserts that the rows are independent. Apart from
+both, and at every compiled size, an index the model computes is refused (indices.py; opt-in:
+``trust_indices=True``): the batcher compiles without index_guard's per-call check.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedFeatureError
+from .indices import refuse_computed_indices
 from .rowwise import prove_rows_apart
 from .size_free import prove_size_free
 
@@ -40,16 +42,13 @@ def check_batched(step, rows: bool = True, trust_indices: bool = False) -> set[i
     sizes the probe ran (warmed already); every row of those buckets is left marked for padding."""
     spec = step.spec
     larger = [size for size in step.sizes if size > 1]
-    if not rows and trust_indices:
-        return set()
-    axes = {
-        size: prove_rows_apart(
-            spec.model_at(size, step.device), spec, size, rows=rows, indices=not trust_indices, checked_indices=step.index_limits
-        )
-        for size in larger
-    }
     if not rows:
+        if not trust_indices:
+            refuse_computed_indices(step)
         return set()
+    axes = {size: prove_rows_apart(spec.model_at(size, step.device), spec, size) for size in larger}
+    if not trust_indices:
+        refuse_computed_indices(step)
     # the batch size folded into a value the data meets (x * B): the same rows, other numbers (size_free.py). The
     # reference is a stream alone: batch 1, compiled or not (sizes=(8,) must still serve what each stream gets alone)
     for size in larger:

@@ -65,16 +65,40 @@ def on_its_workers_thread(what: str) -> UsageError:
     )
 
 
-def computed_index(kind: str, name: str) -> str:
-    """Why a model whose `kind` node `name` takes indices the graph computes from the streams' inputs is refused (rowwise.py)."""
-    harm = (
-        "OpenVINO gives zeros for an out-of-range Gather index where ONNX fails, so a stream's bad value would get it a wrong result"
-        if kind == "Gather"
-        else "OpenVINO at one thread reads and writes out of bounds on a bad index, so one stream's bad value would change the other "
-        "streams of its batch"
+_CHECKED_PER_CHUNK = ("Gather", "GatherElements", "ScatterElementsUpdate")  # index_guard.index_limits: an input as it is, checked
+
+
+def computed_index(what: str, source: str, in_body: bool = False) -> str:
+    """Why a model whose `what` ("Gather 'emb'") takes indices from `source` (index_guard's words: "computed in the model from
+    its inputs", "a constant of the model", "input 'i' as it is", or `in_body`: a Loop and its body's nodes) is refused (indices.py)."""
+    kinds = {w.split(" ")[0] for w in source.split(", ")} if in_body else {what.split(" ")[0]}
+    harms = []
+    if "Gather" in kinds:
+        harms.append(
+            "OpenVINO gives zeros for an out-of-range Gather index where ONNX fails, so a stream's bad value would get it a wrong result"
+        )
+    if kinds - {"Gather"}:
+        harms.append(
+            "OpenVINO at one thread reads and writes out of bounds on a bad index, so one stream's bad value would change the other "
+            "streams of its batch"
+        )
+    if in_body:
+        subject = f"{what} computes indices in its body ({source})"
+    elif source == "a constant of the model":
+        return (
+            f"{what} takes a constant index out of range of the axis it indexes: ONNX makes that an error, and OpenVINO would serve "
+            "every stream zeros or memory garbage there, silently. Pass trust_indices=True to serve it as OpenVINO computes it"
+        )
+    elif source.startswith("computed"):
+        subject = f"{what} takes indices computed from the streams' inputs"
+    else:
+        subject = f"{what} takes indices from {source}"
+    feed = (
+        "Feed the index as an input of the model (checked per chunk), or pass"
+        if kinds <= set(_CHECKED_PER_CHUNK) and not in_body
+        else "Pass"
     )
     return (
-        f"{kind} '{name}' takes indices computed from the streams' inputs: the batcher cannot check them before a chunk joins a batch, "
-        f"and {harm}, silently. Feed the index as an input of the model (checked per chunk), or pass trust_indices=True if every "
-        "index the streams will produce is in range"
+        f"{subject}: the batcher cannot check them before a chunk joins a batch, and {'; '.join(harms)}, silently. {feed} "
+        "trust_indices=True if every index the streams will produce is in range"
     )

@@ -16,10 +16,8 @@ is this walk over the model compiled at batch n (the ov.Model of every compiled 
 * anything else (an op not on the list, a Pad/Slice/Concat/reduction across the batch axis, two
   operands stacked on different axes, a Loop body) is not proved: ``RowsNotProved`` names the node.
 
-The same walk marks which tensors depend on the streams' data, and refuses an index computed from
-them for GatherElements/GatherND/Scatter* (OpenVINO 2026.4.1 at one thread reads and writes out of
-bounds on a bad index: one stream's bad value corrupts the others' rows, silently). An index that
-is an input as it is (``index_limits``) is checked per chunk before it joins a batch instead.
+Indices the model computes are refused apart from this walk (indices.py, index_guard's own walk),
+whether or not rows are proved.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedFeatureError
-from .refusals import computed_index
 
 UNKNOWN = -1  # a batched tensor whose axis is not known (after a node that was not proved)
 
@@ -119,8 +116,6 @@ _CELLS = {
     "GRUSequence": (0, 1, 2),
     "RNNSequence": (0, 1, 2),
 }
-# ops whose indices read or write out of bounds at one thread: {type: indices input}
-_RAW_INDEXING = {"Gather": 1, "GatherElements": 1, "GatherND": 1, "ScatterElementsUpdate": 1, "ScatterNDUpdate": 1, "ScatterUpdate": 1}
 
 
 class RowsNotProved(UnsupportedFeatureError):
@@ -131,13 +126,11 @@ class _Refuse(Exception):
     pass
 
 
-def prove_rows_apart(model, spec, n: int, *, rows: bool = True, indices: bool = True, checked_indices=()) -> dict:
+def prove_rows_apart(model, spec, n: int) -> dict:
     """Walk `model` (the stateless model at batch `n` >= 2): ``RowsNotProved`` names the first node not
-    proved to keep rows apart (`rows`) or the first index computed from the streams' data (`indices`;
-    `checked_indices`: inputs checked per chunk). Returns each tensor's batch axis {(node name, port): axis or None}."""
+    proved to keep rows apart. Returns each tensor's batch axis {(node name, port): axis or None}."""
     batch = {p.name: p.batch_axis for p in spec.inputs} | {s.input: s.port.batch_axis for s in spec.states}
     axes: dict[tuple[str, int], int | None] = {}
-    index_problem = None
     for node in model.get_ordered_ops():
         kind = node.get_type_name()
         values = list(node.input_values())
@@ -146,9 +139,7 @@ def prove_rows_apart(model, spec, n: int, *, rows: bool = True, indices: bool = 
         if kind == "Parameter":
             found = [batch[name] for name in node.output(0).get_names() if name in batch]
             if not found:
-                outs = [UNKNOWN]
-                if rows:
-                    raise _error(node, n, "is an input the stream contract does not name")
+                raise _error(node, n, "is an input the stream contract does not name")
             else:
                 outs = [found[0]]
         elif kind == "Constant" or all(a is None for a in ins):
@@ -159,18 +150,9 @@ def prove_rows_apart(model, spec, n: int, *, rows: bool = True, indices: bool = 
             try:
                 outs = _rule(node, kind, ins, n)
             except _Refuse as exc:
-                if rows:
-                    raise _error(node, n, str(exc)) from None
-                outs = [UNKNOWN] * node.get_output_size()
-        if kind in _RAW_INDEXING and index_problem is None and len(ins) > 1 and ins[_RAW_INDEXING[kind]] is not None:
-            source = _through_converts(values[_RAW_INDEXING[kind]].get_node())
-            direct = source.get_type_name() == "Parameter" and any(x in checked_indices for x in source.output(0).get_names())
-            if not direct:
-                index_problem = node
+                raise _error(node, n, str(exc)) from None
         for i, a in enumerate(outs):
             axes[(node.get_name(), i)] = a
-    if indices and index_problem is not None:
-        raise RowsNotProved(computed_index(index_problem.get_type_name(), index_problem.get_friendly_name()))
     return axes
 
 
@@ -180,12 +162,6 @@ def _error(node, n: int, why: str) -> RowsNotProved:
         f"(model at batch {n}); a stream's result could depend on the other streams of its batch. Serve it one stream a call "
         "(ovrnn.Stream), or pass check_rows=False if you know each row depends on its own inputs and states only"
     )
-
-
-def _through_converts(node):
-    while node.get_type_name() == "Convert":
-        node = node.input_value(0).get_node()
-    return node
 
 
 # -- the rules: (node, input batch axes, n) -> output batch axes; _Refuse(why) when not proved

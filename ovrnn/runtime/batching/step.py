@@ -107,7 +107,7 @@ class BatchedStep:
     with zero inputs and initial states; "keep" leaves the rows of an earlier call there (no
     copy; they still never reach a result). `check_rows`: prove and probe at start that rows stay
     apart (False: the caller asserts it); `trust_indices`: serve a model that computes
-    GatherElements/Scatter indices from its inputs (independence.py)."""
+    indices (independence.py, indices.py: without it an index the model computes is refused)."""
 
     def __init__(
         self,
