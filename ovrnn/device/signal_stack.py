@@ -10,9 +10,13 @@ thread) kills the process with SIGSEGV instead of raising KeyboardInterrupt (the
 the handler's frame). ovrnn itself keeps one ``Core`` for the process (``ov.core()``), never destroyed;
 the ``Core``s of the caller's own code are the ones that can leave such a stack behind.
 
-``sound_signal_stack()`` checks the calling thread's stack and gives it one of ovrnn's when the one it
-has is unmapped; ovrnn calls it where it compiles a model (``runtime.compile_ir``): every Runner,
-Stream, StreamBatcher and validate run. Linux only (the plugin's code is Linux only).
+``sound_signal_stack()`` gives the calling thread one of ovrnn's stacks (one per thread, never freed)
+unless it already uses it; ovrnn calls it where it compiles a model (``runtime.compile_ir``): every
+Runner, Stream, StreamBatcher and validate run. Not only an unmapped stack is replaced: the pages of
+a stack the plugin unmapped are soon mapped again by someone else (a buffer of the caller's: a
+Ctrl-C then wrote 3288 bytes of its signal frame into it, silently), and a stack the plugin still
+holds is unmapped when its Core goes. A thread with no alternate stack, or running on its own, is
+left alone. Linux only (the plugin's code is Linux only).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import ctypes
 import errno
 import mmap
 import sys
+import threading
 
 _STACK_BYTES = 1 << 16  # far above the kernel's minimum signal frame (AT_MINSIGSTKSZ: 3-11 KiB with AVX-512 or AMX state)
-_OWN_STACKS: list[mmap.mmap] = []  # the stacks ovrnn handed out: never freed, a thread may use one until it ends
+_OWN_STACKS: dict[int, mmap.mmap] = {}  # thread ident -> ovrnn's stack for it: never freed (an ident is reused only once its thread ended)
 _SS_ONSTACK, _SS_DISABLE = 1, 2
 
 
@@ -32,20 +37,22 @@ class _Stack(ctypes.Structure):  # stack_t
 
 
 def sound_signal_stack() -> bool:
-    """Give the calling thread a usable alternate signal stack if the one it has is no longer mapped;
-    True when it had to (nothing else changes: a thread with no such stack, or a mapped one, keeps it)."""
+    """Give the calling thread ovrnn's alternate signal stack for it unless it uses it already; True when
+    it had to (a thread with no such stack, or one running on its stack, keeps it)."""
     if not sys.platform.startswith("linux"):
         return False
     libc, current = _libc(), _Stack()
     if libc.sigaltstack(None, ctypes.byref(current)) != 0 or current.ss_flags & (_SS_ONSTACK | _SS_DISABLE) or not current.ss_sp:
         return False
-    if _mapped(libc, current.ss_sp, current.ss_size):
+    memory = _OWN_STACKS.get(threading.get_ident())
+    if memory is None:
+        memory = mmap.mmap(-1, _STACK_BYTES)  # anonymous, read-write
+    address = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+    if current.ss_sp == address:
         return False
-    memory = mmap.mmap(-1, _STACK_BYTES)  # anonymous, read-write
-    stack = _Stack(ctypes.addressof(ctypes.c_char.from_buffer(memory)), 0, _STACK_BYTES)
-    if libc.sigaltstack(ctypes.byref(stack), None) != 0:
+    if libc.sigaltstack(ctypes.byref(_Stack(address, 0, _STACK_BYTES)), None) != 0:
         return False
-    _OWN_STACKS.append(memory)
+    _OWN_STACKS[threading.get_ident()] = memory
     return True
 
 

@@ -85,18 +85,50 @@ def test_ovrnn_gives_the_thread_a_usable_signal_stack_when_it_compiles(how):
     assert run.stdout.splitlines() == ["mapped: True own stacks: 1", "again: 1 False", "KeyboardInterrupt"], run.stderr
 
 
-def test_a_thread_with_no_alternate_stack_or_a_mapped_one_keeps_it():
+def test_a_thread_with_no_alternate_stack_keeps_none_and_one_with_the_plugins_gets_ovrnns():
+    """The plugin's stack, mapped while its Core lives, is unmapped when the Core goes: ovrnn's replaces it
+    (once per thread: a second call changes nothing, another thread gets a stack of its own)."""
     run = _child(
         """
-        assert signal_stack.sound_signal_stack() is False  # none yet
+        assert signal_stack.sound_signal_stack() is False  # none yet: none given
         core = ov.Core(); core.compile_model(model(), "CPU")  # the plugin's own stack, mapped
-        before = signal_stack._Stack(); signal_stack._libc().sigaltstack(None, ctypes.byref(before))
-        assert signal_stack.sound_signal_stack() is False
-        after = signal_stack._Stack(); signal_stack._libc().sigaltstack(None, ctypes.byref(after))
-        print(before.ss_sp == after.ss_sp and before.ss_sp is not None, len(signal_stack._OWN_STACKS))
-        """
+        print(signal_stack.sound_signal_stack(), signal_stack.sound_signal_stack(), len(signal_stack._OWN_STACKS))
+        def other():  # a Core of its own: the plugin gives this thread a stack too
+            mine = ov.Core(); mine.compile_model(model(), "CPU")
+            print(signal_stack.sound_signal_stack(), signal_stack.sound_signal_stack(), len(signal_stack._OWN_STACKS))
+        t = threading.Thread(target=other); t.start(); t.join()
+        del core; gc.collect()
+        print("mapped:", stack_mapped())
+        """,
+        CTRL_C,
     )
-    assert run.returncode == 0 and run.stdout.splitlines() == ["True 0"], (run.stdout, run.stderr)
+    assert run.returncode == 0 and run.stdout.splitlines() == ["True False 1", "True False 2", "mapped: True", "KeyboardInterrupt"], (
+        run.stdout,
+        run.stderr,
+    )
+
+
+def test_a_ctrl_c_writes_no_frame_into_a_buffer_mapped_where_the_plugins_stack_was():
+    """redteam5 (main d70ea61): after two Cores left the main thread's stack unmapped, a buffer of the
+    caller's mapped at those pages made the stack look sound; ovrnn kept it, and a Ctrl-C wrote 3284
+    bytes of its signal frame into the buffer, silently. Now ovrnn's compile gives the thread its own."""
+    run = _child(
+        "import mmap, ovrnn; from ovrnn.device.ov import core; core().compile_model(model(), 'CPU')  # ovrnn's Core, before the caller's",
+        LEAVE_IT_UNMAPPED["two Cores destroyed in the order made"],
+        """
+        libc = signal_stack._libc()
+        s = signal_stack._Stack(); libc.sigaltstack(None, ctypes.byref(s))
+        libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t] + [ctypes.c_int] * 3 + [ctypes.c_long]
+        start = s.ss_sp - s.ss_sp % mmap.PAGESIZE
+        length = (s.ss_sp + s.ss_size - start + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+        assert libc.mmap(start, length, 3, 0x22 | 0x100000, -1, 0) == start  # MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE
+        ctypes.memset(start, 0xAB, length)
+        ovrnn.Runner(model())
+        """,
+        CTRL_C,
+        "print('changed:', sum(b != 0xAB for b in ctypes.string_at(start, length)))",
+    )
+    assert run.returncode == 0 and run.stdout.splitlines() == ["KeyboardInterrupt", "changed: 0"], (run.stdout, run.stderr)
 
 
 def test_a_stateful_conversion_makes_no_core_of_its_own(monkeypatch):
