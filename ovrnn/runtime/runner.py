@@ -32,7 +32,7 @@ small (into the request's own buffer, cheaper than a new tensor).
 * A call whose inputs are all static, small and given exactly as their ports' type and shape (a
   stream's chunk) is copied and run with no other check (``_copied_exactly``); the rest is checked.
 * The call itself: ``infer(share_outputs=True)`` with no inputs (tensors set as above), on the
-  calling thread, outputs as views, through the binding's own method (``_bare_infer``: the Python
+  calling thread, outputs as views, through the binding's own method (``bare_infer``: the Python
   wrapper's input dispatch and OVDict cost about 1.3 µs of a 20 µs one-step call): on an idle machine ``start_async()`` + ``wait()`` costs a
   wake-up of the plugin's thread (105-126 µs against 35 µs a one-step LSTM call; equal when the
   other core is busy). The first call with a new set of input shapes goes through ``start_async()``
@@ -167,7 +167,7 @@ class Runner:
             packed = np.zeros(c.packed.size, c.packed.dtype)
             self.request.set_output_tensor(0, o.Tensor(packed, shared_memory=True))
             self._views = c.packed.views(packed)
-        on_inputs = _outputs_on_inputs(c.compiled) if self.outputs else set()
+        on_inputs = outputs_on_inputs(c.compiled) if self.outputs else set()
         for index, (name, port) in enumerate(self.outputs):
             pshape, etype = port.get_partial_shape(), port.get_element_type()
             if pshape.is_static and etype != o.Type.bf16 and index not in on_inputs:
@@ -187,7 +187,7 @@ class Runner:
         plain = all(b is not None for b in self._buffers) and not c.length_limits and not c.index_limits
         self._exact = {n: (self._buffers[i], *self.fast[i], 1 << i) for n, i in self.by_name.items()} if plain else None
         self._every_port = (1 << len(self.ports)) - 1  # each port given once (a port may answer to several names)
-        self._infer = _bare_infer(self.request)
+        self._infer = bare_infer(self.request)
 
     def __call__(self, inputs: dict[str, np.ndarray], share_outputs: bool = False) -> dict[str, np.ndarray]:
         """One inference: {output name: array} in the model's output order, the caller's own
@@ -387,7 +387,7 @@ class Runner:
         raise UsageError(f"an input is given under two of its names (inputs: {ports})")
 
 
-def _outputs_on_inputs(compiled) -> set[int]:
+def outputs_on_inputs(compiled) -> set[int]:
     """The outputs that are a graph input as it is (ONNX allows an input listed as an output too).
     OpenVINO 2026.4.1's CPU plugin runs such a Result in the Parameter's memory: given an output
     buffer of its own, the input is read from that buffer (zeros) and every output computed from it
@@ -415,7 +415,7 @@ def _typed(device: str, exc: RuntimeError, inputs) -> Exception:
     return inference_error(device, exc, inputs if isinstance(inputs, Mapping) else {})
 
 
-def _bare_infer(request):
+def bare_infer(request):
     """``request.infer(share_outputs=True)`` without the Python wrapper's input dispatch and OVDict
     (about 1.3 µs of a 20 µs one-step stream call): the binding's own method, with no inputs, where
     the binding has the signature it was measured with (2026.4); elsewhere the wrapper."""

@@ -32,10 +32,10 @@ class _Lane:
     """One request and what ``BatchedStep._infer`` reads of a bucket: infer, compiled, request, unbound."""
 
     def __init__(self, compiled, request, unbound: list) -> None:
-        from ..runner import _bare_infer
+        from ..runner import bare_infer
 
         self.compiled, self.request, self.unbound = compiled, request, unbound
-        self.infer = _bare_infer(request)
+        self.infer = bare_infer(request)
 
 
 class InPlace:
@@ -55,7 +55,7 @@ class InPlace:
             return None
 
     def __init__(self, step, home: dict, n: int) -> None:
-        from ..runner import _outputs_on_inputs
+        from ..runner import outputs_on_inputs
 
         spec, o = step.spec, engine.ov()
         bucket = step._buckets[n]
@@ -64,7 +64,7 @@ class InPlace:
         self.chunks = {p.name: np.zeros(p.at(n), p.dtype) for p in spec.inputs}  # filled by each call
         self.outputs = {p.name: np.zeros(p.at(n), p.dtype) for p in spec.outputs}  # copied out by each call
         state_of = {s.output: s.input for s in spec.states}
-        on_inputs = _outputs_on_inputs(compiled)
+        on_inputs = outputs_on_inputs(compiled)
         self.lanes = []
         for k in (0, 1):
             source, target = self.homes[k], self.homes[1 - k]

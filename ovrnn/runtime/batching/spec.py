@@ -459,7 +459,7 @@ def _output(model, name: str):
             return port
     if any(name in port.get_names() for port in model.inputs):
         # ONNX lets a graph input be an output as it is; served, OpenVINO 2026.4.1 returns zeros for
-        # it when its output buffer is bound (runner._outputs_on_inputs), and a caller has it already
+        # it when its output buffer is bound (runner.outputs_on_inputs), and a caller has it already
         raise UnsupportedFeatureError(
             f"output '{name}' is the graph input '{name}' itself (ONNX allows "
             "an input listed as an output): a stream batcher does not serve it; "

@@ -56,7 +56,7 @@ class _Bucket:
     """One compiled size: its request and the buffers its tensors point into."""
 
     def __init__(self, spec: StreamSpec, size: int, compiled: engine.Compiled) -> None:
-        from ..runner import _bare_infer, _outputs_on_inputs
+        from ..runner import bare_infer, outputs_on_inputs
 
         o = engine.ov()
         self.size, self.compiled = size, compiled
@@ -73,8 +73,8 @@ class _Bucket:
         self.outputs: dict[str, np.ndarray] = {}
         # an output that is a graph input as it is (a state passed through unchanged): bound to a
         # buffer of ours, OpenVINO 2026.4.1's CPU plugin reads the input from that buffer and
-        # returns zeros (runner._outputs_on_inputs); left unbound, copied out after each call
-        on_inputs = _outputs_on_inputs(compiled.compiled)
+        # returns zeros (runner.outputs_on_inputs); left unbound, copied out after each call
+        on_inputs = outputs_on_inputs(compiled.compiled)
         self.unbound: list[tuple[int, np.ndarray]] = []
         for i, port in enumerate(compiled.compiled.outputs):
             buffer = np.zeros(
@@ -95,7 +95,7 @@ class _Bucket:
         ):
             if name not in self.inputs and name not in self.outputs:
                 raise UsageError(f"'{name}' is not an input or output of the model compiled at batch {size}")
-        self.infer = _bare_infer(self.request)
+        self.infer = bare_infer(self.request)
         self.filled = size  # rows that may hold a real stream's data (all, until padded once)
 
 
@@ -123,7 +123,7 @@ class BatchedStep:
         check_rows: bool = True,
         trust_indices: bool = False,
     ) -> None:
-        from ..runner import thread_properties
+        from ..threads import thread_properties
 
         sizes = tuple(sorted({_size(s) for s in sizes}))
         if not sizes:
