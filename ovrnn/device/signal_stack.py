@@ -14,7 +14,7 @@ the ``Core``s of the caller's own code are the ones that can leave such a stack 
 unless it already uses it; ovrnn calls it where it compiles a model (``runtime.compile_ir``): every
 Runner, Stream, StreamBatcher and validate run. Not only an unmapped stack is replaced: the pages of
 a stack the plugin unmapped are soon mapped again by someone else (a buffer of the caller's: a
-Ctrl-C then wrote 3288 bytes of its signal frame into it, silently), and a stack the plugin still
+Ctrl-C then wrote 3284 bytes of its signal frame into it, silently), and a stack the plugin still
 holds is unmapped when its Core goes. A thread with no alternate stack, or running on its own, is
 left alone. Linux only (the plugin's code is Linux only).
 """

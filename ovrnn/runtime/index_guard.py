@@ -18,7 +18,7 @@ beyond the int32 range. Not caught: int32 overflow inside the graph (``idx * 2``
 unchanged, so the numbers are the model's own. In a Loop's body the indices do not leave the body:
 each is made safe there, and a flag carried over the iterations (False at the start) says whether
 any went out of range. A constant index is guarded only when it is out of range of a static axis
-(an unrolled Loop's copy reading X[T]). Not covered: bodies nested in a body, If branches,
+(an unrolled Loop's copy reading X[T]). An If's branches hand out a flag like a Loop's body. Not covered: bodies nested in a body,
 TensorIterator bodies, constant indices on an axis of unknown size, and GatherND/ScatterND indices
 of an unknown last dim.
 """
@@ -75,8 +75,10 @@ class IndexGuards:
         for g in self.guards:
             if g.flag:
                 if bool(np.asarray(request.get_output_tensor(g.port).data)):
+                    where = f"a branch of {g.what}" if g.what.startswith("If ") else f"the body of {g.what}"
                     raise UsageError(
-                        f"an index computed in the body of {g.what} went out of range at some iteration (in {g.source}); "
+                        f"an index computed in {where} went out of range{'' if g.what.startswith('If ') else ' at some iteration'} "
+                        f"(in {g.source}); "
                         "ONNX makes this an error; OpenVINO would have read zeros or memory garbage, so the call's outputs are not returned"
                     )
                 continue
@@ -105,7 +107,7 @@ def guard_indices(model):
     from ..device.ov import opset
 
     checked = set(index_limits(model))
-    if not any(_needs_guard(node, checked) or _body_indexing(node) for node in model.get_ordered_ops()):
+    if not any(_needs_guard(node, checked) or _body_indexing(node) or _branch_indexing(node) for node in model.get_ordered_ops()):
         return model, None
     ops = opset(13)
     clone = model.clone()
@@ -116,6 +118,12 @@ def guard_indices(model):
             flag, whats = _guard_body(ops, node)
             results.append(ops.result(flag))
             guards.append(Guard(f"{node.get_type_name()} '{node.get_friendly_name()}'", ", ".join(whats), 0, False, position, flag=True))
+            guarded_ops.append(node)
+            continue
+        if _branch_indexing(node):
+            flag, whats = _guard_branches(ops, node)
+            results.append(ops.result(flag))
+            guards.append(Guard(f"If '{node.get_friendly_name()}'", ", ".join(whats), 0, False, position, flag=True))
             guarded_ops.append(node)
             continue
         if not _needs_guard(node, checked) or _first_axis(node, _GUARDED[node.get_type_name()][1]) is None:
@@ -185,13 +193,7 @@ def _guard_body(ops, loop):
 
     body, bad, whats = loop.get_function(), None, []
     for node in _body_indexing(loop):
-        index, sizes, _ = _make_safe(ops, node)
-        out = ops.logical_not(ops.logical_and(ops.greater_equal(index, ops.negative(sizes)), ops.less(index, sizes)))
-        rank = out.get_output_partial_shape(0).rank
-        if rank.is_dynamic or rank.get_length() > 0:
-            out = ops.reduce_logical_or(
-                out, ops.range(ops.constant(0), ops.squeeze(ops.shape_of(ops.shape_of(out))), ops.constant(1)), False
-            )
+        out = _out_of_range(ops, node)
         bad = out if bad is None else ops.logical_or(bad, out)
         whats.append(f"{node.get_type_name()} '{node.get_friendly_name()}'")
     seen = ops.parameter([], ov().Type.boolean, name=f"{loop.get_friendly_name()}/ovrnn_index_out_of_range")
@@ -202,6 +204,46 @@ def _guard_body(ops, loop):
     flag = loop.get_iter_value(carried.output(0), -1)
     loop.validate_and_infer_types()
     return flag, whats
+
+
+def _out_of_range(ops, node):
+    """`node` made safe (_make_safe); a scalar: whether any of its indices was out of range."""
+    index, sizes, _ = _make_safe(ops, node)
+    out = ops.logical_not(ops.logical_and(ops.greater_equal(index, ops.negative(sizes)), ops.less(index, sizes)))
+    rank = out.get_output_partial_shape(0).rank
+    if rank.is_dynamic or rank.get_length() > 0:
+        out = ops.reduce_logical_or(
+            out, ops.range(ops.constant(0), ops.squeeze(ops.shape_of(ops.shape_of(out)), ops.constant([0])), ops.constant(1), "i64"), False
+        )
+    return out
+
+
+def _branch_indexing(node) -> list:
+    """The Gather/Scatter nodes of an If's two branches (not nested deeper) whose indices are no constant."""
+    if node.get_type_name() != "If":
+        return []
+    return [inner for body in (node.get_then_body(), node.get_else_body()) for inner in _indexing_in(body)]
+
+
+def _guard_branches(ops, node):
+    """Each indexing node of `node`'s branches made safe, and an output of the If: whether the branch
+    that ran had an index out of range; (that output, the nodes' names)."""
+    flags, whats = [], []
+    for body in (node.get_then_body(), node.get_else_body()):
+        bad = None
+        for inner in _indexing_in(body):
+            out = _out_of_range(ops, inner)
+            bad = out if bad is None else ops.logical_or(bad, out)
+            whats.append(f"{inner.get_type_name()} '{inner.get_friendly_name()}'")
+        flags.append(ops.result(bad if bad is not None else ops.constant(False)))
+        body.add_results([flags[-1]])
+    flag = node.set_output(flags[0], flags[1])
+    node.validate_and_infer_types()
+    return flag, whats
+
+
+def _indexing_in(function) -> list:
+    return [n for n in function.get_ordered_ops() if _needs_guard(n, set()) and _first_axis(n, _GUARDED[n.get_type_name()][1]) is not None]
 
 
 def _needs_guard(node, checked: set[str]) -> bool:

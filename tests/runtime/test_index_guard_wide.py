@@ -80,3 +80,78 @@ def test_the_int32_refusal_names_the_input_and_the_value():
         "input 'idx' holds 4294967296 at [1], beyond the int32 range an index computed from it can take here: "
         "OpenVINO's CPU plugin computes int64 values as int32 (2**32 + 1 would index as 1), so the call's outputs are not returned"
     )
+
+
+def _if_model() -> onnx.ModelProto:
+    """O = If(c, then: Gather(T, idx + 1), else: Gather(T, idx + 2)): computed indices in both branches."""
+
+    def branch(name: str, k: str) -> onnx.GraphProto:
+        nodes = [helper.make_node("Add", ["idx", k], [f"{name}_i"]), helper.make_node("Gather", ["T", f"{name}_i"], [f"{name}_o"], axis=0)]
+        return helper.make_graph(nodes, name, [], [vi(f"{name}_o", TensorProto.FLOAT, None)])
+
+    node = helper.make_node("If", ["c"], ["O"], then_branch=branch("th", "one"), else_branch=branch("el", "two"), name="pick")
+    inits = [numpy_helper.from_array(a, n) for a, n in ((TABLE, "T"), (np.array([1], np.int64), "one"), (np.array([2], np.int64), "two"))]
+    graph = helper.make_graph(
+        [node], "g", [vi("idx", TensorProto.INT64, [2]), vi("c", TensorProto.BOOL, [])], [vi("O", TensorProto.FLOAT, None)], inits
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _loop_model() -> onnx.ModelProto:
+    """ys = Loop(M): each iteration gathers T[[i + 1]] (a rank-1 index the body computes)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Unsqueeze", ["i", "ax0"], ["i1"]),
+            helper.make_node("Add", ["i1", "one"], ["i2"]),
+            helper.make_node("Gather", ["T", "i2"], ["row"], axis=0),
+            helper.make_node("Identity", ["c"], ["c2"]),
+        ],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, [])],
+        [vi("c2", TensorProto.BOOL, []), vi("row", TensorProto.FLOAT, [1, 3])],
+    )
+    node = helper.make_node("Loop", ["M", ""], ["ys"], body=body, name="rows")
+    inits = [numpy_helper.from_array(a, n) for a, n in ((TABLE, "T"), (np.array([1], np.int64), "one"), (np.array([0], np.int64), "ax0"))]
+    graph = helper.make_graph([node], "g", [vi("M", TensorProto.INT64, [])], [vi("ys", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+IF_CALLS = [([0, -6], True), ([3, -6], True), ([4, 0], True), ([-7, 0], True), ([2, -7], False), ([3, 0], False), ([1, -2], False)]
+
+
+def test_an_index_computed_in_an_if_branch_is_checked():
+    """redteam5 (main 9f4c57c): If branches were not guarded: idx = [4, 0] in the then branch (index 5 of
+    5 rows) answered a row of zeros where onnxruntime raises; each branch's indices are checked now."""
+    model = _if_model()
+    session, runner = ort.InferenceSession(model.SerializeToString()), ovrnn.Runner(ovrnn.convert_model(model))
+    refused = 0
+    for idx, c in IF_CALLS:
+        feeds = {"idx": np.array(idx, np.int64), "c": np.array(c)}
+        try:
+            want = session.run(None, feeds)[0]
+        except Exception:  # noqa: BLE001 (onnxruntime's out-of-range error)
+            with pytest.raises(
+                UsageError, match=r"^an index computed in a branch of If '[^']*' went out of range \(in Gather 'th_o', Gather 'el_o'\)"
+            ):
+                runner(feeds)
+            refused += 1
+            continue
+        np.testing.assert_array_equal(runner(feeds)["O"], want, err_msg=str((idx, c)))
+    assert refused == 3
+
+
+def test_a_rank_1_index_computed_in_a_loop_body_is_checked():
+    """redteam5 (main 9f4c57c): a Loop body's index of rank 1 made Runner raise a bare TypeError
+    (opset13's squeeze/range called without their axes/output type) before any call."""
+    model = _loop_model()
+    session, runner = ort.InferenceSession(model.SerializeToString()), ovrnn.Runner(ovrnn.convert_model(model))
+    for trips in (4, 1, 5, 0, 3):  # 5: the last iteration reads T[5]
+        feeds = {"M": np.array(trips, np.int64)}
+        if trips == 5:
+            with pytest.raises(UsageError, match=r"^an index computed in the body of Loop '[^']*' went out of range at some iteration"):
+                runner(feeds)
+            continue
+        want = session.run(None, feeds)[0]
+        got = runner(feeds)["ys"]
+        assert got.shape == want.shape, (trips, got.shape, want.shape)
+        np.testing.assert_array_equal(got, want, err_msg=f"M = {trips}")
