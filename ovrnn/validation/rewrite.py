@@ -80,6 +80,7 @@ def rewrite_rows(
     rows = []
     for name, want in original_out.items():
         if name not in rewritten_out:
+            rows.append(_missing(name, REWRITE, ROW_NOTE_ORT if by_onnxruntime else ROW_NOTE))
             continue
         c = compare(name, np.asarray(rewritten_out[name], np.float64), np.asarray(want), REWRITE, "f32", computes.get(name, (None, ""))[0])
         c.note = ROW_NOTE_ORT if by_onnxruntime else ROW_NOTE
@@ -131,10 +132,17 @@ def judged_on_one_call(rewritten: onnx.ModelProto, given: onnx.ModelProto, feeds
     computes = output_precisions(given)
     rows = []
     for name, want in theirs.items():
-        if name in ours and np.shape(ours[name]) == np.shape(want):
+        if name not in ours:
+            rows.append(_missing(name, "original graph", note))
+        else:  # a shape that differs is a failed row (compare), not one left out: the rewrite changed what the model returns
             c = compare(
                 name, np.asarray(ours[name], np.float64), np.asarray(want), "original graph", "f32", computes.get(name, (None, ""))[0]
             )
             c.note = note
             rows.append(c)
     return rows
+
+
+def _missing(name: str, oracle: str, note: str) -> Comparison:
+    """A failed row: the original graph returns `name`, ovrnn's rewritten graph does not."""
+    return Comparison(name, oracle, [], float("inf"), float("inf"), 0.0, 0.0, False, note=f"missing from ovrnn's rewritten graph; {note}")
