@@ -117,3 +117,22 @@ def gather_constant_out_of_range() -> onnx.ModelProto:
 def gather_constant_in_range() -> onnx.ModelProto:
     nodes = [helper.make_node("Gather", ["hn", "two"], ["y"], axis=1, name="third")]
     return _frame(nodes, [_const("two", np.array([2], np.int64))], [], ["y"])
+
+
+def scan_body_gathers_action_plus_1() -> onnx.ModelProto:
+    """y = Scan over action [B, 3] (axis 1) with acc <- acc + table[action_t + 1] in its body (OpenVINO: a TensorIterator, whose
+    body index_guard does not guard): an action of 4 reads table[5]."""
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["a_t", "one"], ["index"]),
+            helper.make_node("Gather", ["table", "index"], ["row"], axis=0, name="read_table"),
+            helper.make_node("Add", ["acc", "row"], ["acc2"]),
+        ],
+        "body",
+        [vi("acc", TensorProto.FLOAT, ["B", 4]), vi("a_t", TensorProto.INT64, ["B"])],
+        [vi("acc2", TensorProto.FLOAT, ["B", 4])],
+        [_const("one", np.ones(1, np.int64))],
+    )
+    nodes = [helper.make_node("Scan", ["x", "action"], ["y"], body=body, num_scan_inputs=1, scan_input_axes=[1], name="steps")]
+    return _frame(nodes, [], _action(shape=("B", 3)), ["y"])

@@ -2,7 +2,8 @@
 too, unless trust_indices=True; models whose indices are direct inputs or constants in range are still served.
 
 Before (main ea79cdf), each refused case was served silently wrong where onnxruntime raises (a fresh process each, action or
-state out of range): the Loop reading table[5], table[6] (action 7) y = [3.6712, 4.4739, 6.1028, 6.1638] from zeros;
+state out of range): a batch-1 batcher of a Scan whose body reads table[action_t + 1] (action [0, 1, 4], x 1) y = [2.4, 2.6,
+2.8, 3.0] (table[5] read as zeros); the Loop reading table[5], table[6] (action 7) y = [3.6712, 4.4739, 6.1028, 6.1638] from zeros;
 GatherElements/GatherND of action + 1 (batch-1 batcher) y = 0.0; ScatterElements of action + 1 y = [0, 0, 0, 0] (and a
 segfault a few models later in the same process); a Gather of Cast(float action) or Reshape(action) [0, 0, 0, 0]; a Gather of a
 counter state after 5 chunks [0, 0, 0, 0]; a constant index 4 on an axis of 4: 0.0."""
@@ -28,6 +29,7 @@ from .index_models import (
     gather_nd_action_plus_1,
     gather_reshape_of_an_input,
     loop_body_reads_past_its_end,
+    scan_body_gathers_action_plus_1,
     scatter_elements_action_plus_1,
 )
 
@@ -51,6 +53,13 @@ REFUSED = {
         {"sizes": (1, 4), "check_rows": False},
         {"action": np.array([[5]])},
         f"Loop 'steps' computes indices in its body (Gather 'read_table'): {UNCHECKED} {GATHER}, silently. {PASS}",
+    ),
+    "index_computed_in_a_scan_body_batch_1": (
+        scan_body_gathers_action_plus_1,
+        "h=hn",
+        {"sizes": (1,)},
+        {"action": np.array([[0, 3, 2]])},
+        f"TensorIterator 'y' computes indices in its body (Gather 'read_table'): {UNCHECKED} {GATHER}, silently. {PASS}",
     ),
     "gather_elements_of_action_plus_1": (
         gather_elements_action_plus_1,
