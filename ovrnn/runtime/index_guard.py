@@ -11,16 +11,16 @@ with, for each such Gather/Scatter:
     op(data, Select(ok, index, 0))        never out of bounds, whatever the index
     outputs += [index, size]              read after the call
 
-and the call raises one UsageError naming the op, the value, where it is and the axis when any
-index is out of range; the call's outputs are never returned. OpenVINO's CPU plugin computes int64
-as int32 (2**32 + 1 indexes as 1), so an int64 input a guarded index is computed from is refused
-beyond the int32 range. Not caught: int32 overflow inside the graph (``idx * 2`` of 2**31 - 1 reads -2). Valid indices go through Select
-unchanged, so the numbers are the model's own. In a Loop's body the indices do not leave the body:
-each is made safe there, and a flag carried over the iterations (False at the start) says whether
-any went out of range. A constant index is guarded only when it is out of range of a static axis
-(an unrolled Loop's copy reading X[T]). An If's branches hand out a flag like a Loop's body. Not covered: bodies nested in a body,
-TensorIterator bodies, constant indices on an axis of unknown size, and GatherND/ScatterND indices
-of an unknown last dim.
+and the call raises one UsageError naming the op, the value, where it is and the axis when any index is
+out of range; the call's outputs are never returned. OpenVINO's CPU plugin computes int64 as int32
+(2**32 + 1 indexes as 1), so an int64 input a guarded index is computed from is refused beyond the int32
+range. Not caught: int32 overflow inside the graph (``idx * 2`` of 2**31 - 1 reads -2). Valid indices go
+through Select unchanged, so the numbers are the model's own. In a Loop's body the indices do not leave
+the body: each is made safe there, and a flag carried over the iterations (False at the start) says
+whether any went out of range. A constant index is guarded only when it is out of range of a static axis
+(an unrolled Loop's copy reading X[T]). An If's branches hand out a flag like a Loop's body, and a Loop
+or If nested in a body hands its flag to the body around it. Not covered: TensorIterator bodies,
+constant indices on an axis of unknown size, and GatherND/ScatterND indices of an unknown last dim.
 """
 
 from __future__ import annotations
@@ -175,14 +175,8 @@ def _make_safe(ops, node):
 
 
 def _body_indexing(node) -> list:
-    """The Gather/Scatter nodes of a Loop's body (not nested deeper) whose indices are no constant."""
-    if node.get_type_name() != "Loop":
-        return []
-    found = []
-    for inner in node.get_function().get_ordered_ops():
-        if _needs_guard(inner, set()) and _first_axis(inner, _GUARDED[inner.get_type_name()][1]) is not None:
-            found.append(inner)
-    return found
+    """The nodes of a Loop's body to guard (_indexing_in)."""
+    return _indexing_in(node.get_function()) if node.get_type_name() == "Loop" else []
 
 
 def _guard_body(ops, loop):
@@ -193,9 +187,9 @@ def _guard_body(ops, loop):
 
     body, bad, whats = loop.get_function(), None, []
     for node in _body_indexing(loop):
-        out = _out_of_range(ops, node)
+        out, named = _flag(ops, node)
         bad = out if bad is None else ops.logical_or(bad, out)
-        whats.append(f"{node.get_type_name()} '{node.get_friendly_name()}'")
+        whats += named
     seen = ops.parameter([], ov().Type.boolean, name=f"{loop.get_friendly_name()}/ovrnn_index_out_of_range")
     carried = ops.result(ops.logical_or(seen, bad))
     body.add_parameters([seen])
@@ -219,7 +213,7 @@ def _out_of_range(ops, node):
 
 
 def _branch_indexing(node) -> list:
-    """The Gather/Scatter nodes of an If's two branches (not nested deeper) whose indices are no constant."""
+    """The nodes of an If's two branches to guard (_indexing_in)."""
     if node.get_type_name() != "If":
         return []
     return [inner for body in (node.get_then_body(), node.get_else_body()) for inner in _indexing_in(body)]
@@ -232,9 +226,9 @@ def _guard_branches(ops, node):
     for body in (node.get_then_body(), node.get_else_body()):
         bad = None
         for inner in _indexing_in(body):
-            out = _out_of_range(ops, inner)
+            out, named = _flag(ops, inner)
             bad = out if bad is None else ops.logical_or(bad, out)
-            whats.append(f"{inner.get_type_name()} '{inner.get_friendly_name()}'")
+            whats += named
         flags.append(ops.result(bad if bad is not None else ops.constant(False)))
         body.add_results([flags[-1]])
     flag = node.set_output(flags[0], flags[1])
@@ -243,7 +237,24 @@ def _guard_branches(ops, node):
 
 
 def _indexing_in(function) -> list:
-    return [n for n in function.get_ordered_ops() if _needs_guard(n, set()) and _first_axis(n, _GUARDED[n.get_type_name()][1]) is not None]
+    """The nodes of `function` to guard: Gather/Scatters with computed indices, and Loops/Ifs with such a node inside (at any depth)."""
+    return [
+        n
+        for n in function.get_ordered_ops()
+        if (_needs_guard(n, set()) and _first_axis(n, _GUARDED[n.get_type_name()][1]) is not None)
+        or _body_indexing(n)
+        or _branch_indexing(n)
+    ]
+
+
+def _flag(ops, node):
+    """(a scalar: some index of `node` was out of range, the names of the guarded nodes): `node` a Loop,
+    an If (their bodies guarded, nested ones too) or a Gather/Scatter made safe."""
+    if _body_indexing(node):
+        return _guard_body(ops, node)
+    if _branch_indexing(node):
+        return _guard_branches(ops, node)
+    return _out_of_range(ops, node), [f"{node.get_type_name()} '{node.get_friendly_name()}'"]
 
 
 def _needs_guard(node, checked: set[str]) -> bool:

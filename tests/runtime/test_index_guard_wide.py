@@ -155,3 +155,53 @@ def test_a_rank_1_index_computed_in_a_loop_body_is_checked():
         got = runner(feeds)["ys"]
         assert got.shape == want.shape, (trips, got.shape, want.shape)
         np.testing.assert_array_equal(got, want, err_msg=f"M = {trips}")
+
+
+def _nested_model(in_if: bool) -> onnx.ModelProto:
+    """ys = Loop(M) whose body runs Loop(2) gathering T[[i + j]] (i: the outer iteration); `in_if`: the
+    outer Loop sits in an If's then branch (the else branch gives zeros [1, 2, 1, 3])."""
+    inner = helper.make_graph(
+        [
+            helper.make_node("Add", ["i", "j"], ["ij"]),
+            helper.make_node("Unsqueeze", ["ij", "ax0"], ["ij1"]),
+            helper.make_node("Gather", ["T", "ij1"], ["row"], axis=0),
+            helper.make_node("Identity", ["ci"], ["co"]),
+        ],
+        "inner",
+        [vi("j", TensorProto.INT64, []), vi("ci", TensorProto.BOOL, [])],
+        [vi("co", TensorProto.BOOL, []), vi("row", TensorProto.FLOAT, [1, 3])],
+    )
+    outer = helper.make_graph(
+        [helper.make_node("Loop", ["two", ""], ["rows"], body=inner, name="inner"), helper.make_node("Identity", ["c"], ["c2"])],
+        "outer",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, [])],
+        [vi("c2", TensorProto.BOOL, []), vi("rows", TensorProto.FLOAT, [2, 1, 3])],
+    )
+    loop = helper.make_node("Loop", ["M", ""], ["ys"], body=outer, name="outer")
+    inits = [numpy_helper.from_array(a, n) for a, n in ((TABLE, "T"), (np.array(2, np.int64), "two"), (np.array([0], np.int64), "ax0"))]
+    inputs = [vi("M", TensorProto.INT64, [])]
+    nodes = [loop]
+    if in_if:
+        then = helper.make_graph([loop], "then", [], [vi("ys", TensorProto.FLOAT, None)])
+        other = helper.make_graph([helper.make_node("Identity", ["zeros"], ["zs"])], "else", [], [vi("zs", TensorProto.FLOAT, None)])
+        nodes = [helper.make_node("If", ["go"], ["out"], then_branch=then, else_branch=other, name="maybe")]
+        inputs.append(vi("go", TensorProto.BOOL, []))
+        inits.append(numpy_helper.from_array(np.zeros((1, 2, 1, 3), np.float32), "zeros"))
+    graph = helper.make_graph(nodes, "g", inputs, [vi("out" if in_if else "ys", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("in_if", [False, True], ids=["loop-in-a-loop-body", "loop-in-a-loop-in-an-if-branch"])
+def test_an_index_computed_in_a_nested_body_is_checked(in_if):
+    """redteam5 (main bcef157): a Loop nested in a Loop's body was not guarded: M = 5 read T[5] at the
+    outer iteration 4 and answered a row of zeros where onnxruntime raises."""
+    model = _nested_model(in_if)
+    session, runner = ort.InferenceSession(model.SerializeToString()), ovrnn.Runner(ovrnn.convert_model(model))
+    for trips in (4, 5, 2):
+        feeds = {"M": np.array(trips, np.int64)} | ({"go": np.array(True)} if in_if else {})
+        if trips == 5:
+            with pytest.raises(UsageError, match=r"^an index computed in (the body of Loop|a branch of If) '[^']*' went out of range"):
+                runner(feeds)
+            continue
+        want = session.run(None, feeds)[0]
+        np.testing.assert_array_equal(runner(feeds)["out" if in_if else "ys"], want, err_msg=f"M = {trips}")
