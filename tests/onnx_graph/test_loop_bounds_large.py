@@ -32,3 +32,22 @@ def test_a_large_valid_trip_count_runs_onnxruntimes_iterations(body):
         for name, value in zip(("sT", "ys"), want):
             assert got[name].shape == value.shape, (trips, name, got[name].shape, value.shape)
             np.testing.assert_array_equal(got[name], value, err_msg=f"M = {trips}")
+
+
+@pytest.mark.parametrize("body", ["stops-on-sum", "hands-its-condition-on"])
+def test_an_opset_9_loop_answers_each_call_for_itself(body):
+    """Before opset 10 Slice takes no inputs, so the scan outputs of a Loop that ran no iteration were
+    not cut: one Runner fed M = 3 then M = 0 (or a false start, or M = -1) answered the 3 rows of the
+    call before, where onnxruntime gives none (main 8b9765f). They go through Compress now."""
+    model = _loop(TensorProto.FLOAT, "input", "input", stops=body == "stops-on-sum")
+    model.opset_import[0].version = 9
+    session, runner = ort.InferenceSession(model.SerializeToString()), ovrnn.Runner(ovrnn.convert_model(model))
+    x = (np.arange(6).reshape(2, 3) * 0.1).astype(np.float32)
+    calls = [(3, True), (0, True), (2, True), (2, False), (-1, True), (1, True)]
+    calls += [(2**30, True), (5, True)] if body == "stops-on-sum" else []
+    for trips, go in calls:
+        feeds = {"s0": S0 if trips == 2**30 else x, "M": np.array(trips, np.int64), "go": np.array(go)}
+        want, got = session.run(None, feeds), runner(feeds)
+        for name, value in zip(("sT", "ys"), want):
+            assert got[name].shape == value.shape, (trips, go, name, got[name].shape, value.shape)
+            np.testing.assert_array_equal(got[name], value, err_msg=f"M = {trips}, go = {go}")

@@ -15,7 +15,7 @@ So each Loop whose M or starting condition is not a constant gets
 
 (M' is M wherever ONNX runs an iteration); with M given, the Loop runs with no trip count
 (Where(M' == 0, 0, -1)) and its body stops at ``i + 1 == M'``: OpenVINO sizes scan outputs by a run-time
-trip count (M = 2**30 with a body that stops at 123: no rows; 2**31 - 2: a crash). Its scan outputs
+trip count (M = 2**30 with a body that stops at 123: no rows; 2**31 - 2: a crash). Its scan outputs (through Compress before opset 10)
 are cut to no rows when M' is 0 (OpenVINO leaves them as the request's previous call made them). Loops whose M and condition are
 constants are left as they are (prepare.py refuses one that runs no iteration: OpenVINO's frontend
 folds such a Loop wrong).
@@ -88,7 +88,7 @@ def _trip_count(loop: onnx.NodeProto, graph: onnx.GraphProto, taken: set[str], s
         nodes.append(helper.make_node("Where", [cond, bounded, zero], [started]))
         bounded = started
     runs = bounded
-    if trips and slices and loop.attribute and _stop_in_body(loop, bounded, name, constant, nodes):
+    if trips and loop.attribute and _stop_in_body(loop, bounded, name, constant, nodes):
         runs, minus_one, none = name("runs"), name("minus_one"), name("runs_none")  # Where(M' == 0, 0, -1)
         nodes += [constant(minus_one, -1), helper.make_node("Equal", [bounded, zero], [none])]
         nodes.append(helper.make_node("Where", [none, zero, minus_one], [runs]))
@@ -108,6 +108,20 @@ def _trip_count(loop: onnx.NodeProto, graph: onnx.GraphProto, taken: set[str], s
                 helper.make_node("Slice", [shape, start, one, axis], [length]),
                 helper.make_node("Where", [ran_none, start, length], [rows]),
                 helper.make_node("Slice", [looped, start, rows, axis], [loop.output[k]]),
+            ]
+            loop.output[k] = looped
+    elif scans:  # before opset 10 (Slice takes attributes): Y = Compress(Y_loop, [M' != 0] * len(Y_loop), axis 0)
+        ran, one = name("ran"), name("one")
+        after += [helper.make_node("Equal", [bounded, zero], [name("ran_none")]), constant(one, [1])]
+        after += [helper.make_node("Not", [after[0].output[0]], [ran])]
+        for k in scans:
+            looped, shape, length, ran1, keep = name("scan_output"), name("shape"), name("length"), name("ran_1d"), name("keep")
+            after += [
+                helper.make_node("Shape", [looped], [shape]),
+                helper.make_node("Slice", [shape], [length], starts=[0], ends=[1], axes=[0]),
+                helper.make_node("Reshape", [ran, one], [ran1]),
+                helper.make_node("Expand", [ran1, length], [keep]),
+                helper.make_node("Compress", [looped, keep], [loop.output[k]], axis=0),
             ]
             loop.output[k] = looped
     for node in (*nodes, *after):
