@@ -8,10 +8,11 @@ chunk: a graph input fed to Gather, GatherElements or ScatterElementsUpdate as i
 (``index_limits``). Every other index index_guard would guard, at any compiled size (batch 1 too),
 refuses the model, found by index_guard's own walk: one computed from the inputs or states, one in a
 Loop's body, a constant out of range of a static axis; and a state fed to an index as it is (the
-model computed it at the stream's last chunk, and states are not checked per chunk). The bodies
-index_guard does not guard (TensorIterator bodies, such as an ONNX Scan's, If branches, bodies
-nested in a body) are asked too: each body is given to the same walk as a model of its own, and an
-index that is one of the body's parameters as it is counts (nothing checks it before the call).
+model computed it at the stream's last chunk, and states are not checked per chunk). Every body
+(Loop and TensorIterator bodies, such as an ONNX Scan's, If branches, bodies nested in a body; the
+guard itself covers all but TensorIterator bodies) is asked too: each is given to the same walk as a
+model of its own, and an index that is one of the body's parameters as it is counts (nothing checks
+it before the call).
 """
 
 from __future__ import annotations
