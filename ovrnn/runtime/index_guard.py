@@ -19,8 +19,9 @@ through Select unchanged, so the numbers are the model's own. In a Loop's body t
 the body: each is made safe there, and a flag carried over the iterations (False at the start) says
 whether any went out of range. A constant index is guarded only when it is out of range of a static axis
 (an unrolled Loop's copy reading X[T]). An If's branches hand out a flag like a Loop's body, and a Loop
-or If nested in a body hands its flag to the body around it. Not covered: TensorIterator bodies,
-constant indices on an axis of unknown size, and GatherND/ScatterND indices of an unknown last dim.
+or If nested in a body hands its flag to the body around it; a TensorIterator's body (an ONNX Scan's)
+carries one as a Loop's does. Not covered: constant indices on an axis of unknown size, and
+GatherND/ScatterND indices of an unknown last dim.
 """
 
 from __future__ import annotations
@@ -175,8 +176,8 @@ def _make_safe(ops, node):
 
 
 def _body_indexing(node) -> list:
-    """The nodes of a Loop's body to guard (_indexing_in)."""
-    return _indexing_in(node.get_function()) if node.get_type_name() == "Loop" else []
+    """The nodes of a Loop's or a TensorIterator's body to guard (_indexing_in)."""
+    return _indexing_in(node.get_function()) if node.get_type_name() in ("Loop", "TensorIterator") else []
 
 
 def _guard_body(ops, loop):
