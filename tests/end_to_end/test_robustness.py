@@ -3,8 +3,6 @@ valid input, IR v10."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import onnx
 import openvino as ov
@@ -114,9 +112,9 @@ def _external(tmp_path, whole=False):
 
 
 @pytest.mark.parametrize("whole", [False, True], ids=["rnn-only", "whole-model"])
-def test_external_data_loads_relative_to_the_model(tmp_path, whole):
+def test_external_data_loads_relative_to_the_model(tmp_path, whole, monkeypatch):
     path, _model, feeds = _external(tmp_path, whole)
-    os.chdir(tmp_path)  # not the model's folder
+    monkeypatch.chdir(tmp_path)  # not the model's folder; the suite's own folder again afterwards
     got = run_ir(ovrnn.convert_model(path), feeds)
     want = reference.run_model(onnx.load(path), feeds)
     for name, value in want.items():
