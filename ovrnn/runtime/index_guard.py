@@ -283,7 +283,8 @@ def _needs_guard(node, checked: set[str]) -> bool:
 # op -> (its indices port, how its axis is read): an out-of-range index is ONNX's error (onnxruntime
 # raises), but OpenVINO 2026.4.1's CPU plugin gives Gather's zeros, and GatherElements' and
 # ScatterElementsUpdate's reads out of bounds at one thread (garbage, or a crash a call later)
-_INDEXING = {"Gather": (1, "input 2"), "GatherElements": (1, "axis"), "ScatterElementsUpdate": (1, "input 3")}
+# (the ops whose index input the call can check before it runs: _GUARDED's entries for them)
+_INDEXING = {kind: _GUARDED[kind] for kind in ("Gather", "GatherElements", "ScatterElementsUpdate")}
 
 
 def index_limits(model) -> dict[str, list[tuple[int, str]]]:
@@ -314,22 +315,11 @@ def index_limits(model) -> dict[str, list[tuple[int, str]]]:
 
 def _axis_size(node, axis_from: str) -> tuple[int, int] | None:
     """(size, axis) of the data axis `node` indexes, when static."""
-    try:
-        if axis_from == "axis":
-            axis = int(node.get_attributes()["axis"])
-        else:
-            source = node.input_value(int(axis_from.split()[1])).get_node()
-            if source.get_type_name() != "Constant":
-                return None
-            axis = int(np.asarray(source.get_data()).reshape(-1)[0])
-        pshape = node.get_input_partial_shape(0)
-        if pshape.rank.is_dynamic:
-            return None
-        axis %= len(pshape)
-        dim = pshape[axis]
-        return (dim.get_length(), axis) if dim.is_static else None
-    except (RuntimeError, KeyError, ValueError, IndexError, TypeError):
+    axis, pshape = _first_axis(node, axis_from), node.get_input_partial_shape(0)
+    if axis is None or pshape.rank.is_dynamic or not 0 <= axis < pshape.rank.get_length():
         return None
+    dim = pshape[axis]
+    return (dim.get_length(), axis) if dim.is_static else None
 
 
 def _constant_out_of_range(node, values: np.ndarray) -> bool:
