@@ -21,6 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ovrnn
 
+from .batching.index_models import scan_body_gathers_action_plus_1
+
 H = 8
 ORT_ERRORS = tuple(getattr(ort.capi.onnxruntime_pybind11_state, n) for n in ("Fail", "RuntimeException", "InvalidArgument"))
 RNG = np.random.default_rng(20261128)
@@ -344,49 +346,23 @@ def test_an_index_out_of_range_inside_a_loop_body_is_refused():
             np.testing.assert_allclose(got[name], value, rtol=0, atol=2e-3)
 
 
-def _scan_reading_a_table():
-    """y = Scan over action [B, 3] (axis 1): acc <- acc + table[action_t + 1], table [5, 4] (OpenVINO: a
-    TensorIterator): an action of 4 reads table[5]; -6 reads table[-5], in range."""
-    vi = helper.make_tensor_value_info
-    table = numpy_helper.from_array(RNG.uniform(-1, 1, (5, 4)).astype(np.float32), "table")
-    body = helper.make_graph(
-        [
-            helper.make_node("Add", ["a_t", "one"], ["index"]),
-            helper.make_node("Gather", ["table", "index"], ["row"], axis=0, name="read_table"),
-            helper.make_node("Add", ["acc", "row"], ["acc2"]),
-        ],
-        "body",
-        [vi("acc", TensorProto.FLOAT, ["B", 4]), vi("a_t", TensorProto.INT64, ["B"])],
-        [vi("acc2", TensorProto.FLOAT, ["B", 4])],
-        [numpy_helper.from_array(np.ones(1, np.int64), "one")],
-    )
-    graph = helper.make_graph(
-        [helper.make_node("Scan", ["x", "action"], ["y"], body=body, num_scan_inputs=1, scan_input_axes=[1], name="steps")],
-        "scan_table",
-        [vi("x", TensorProto.FLOAT, ["B", 4]), vi("action", TensorProto.INT64, ["B", 3])],
-        [vi("y", TensorProto.FLOAT, ["B", 4])],
-        [table],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
 def test_an_index_out_of_range_inside_a_scan_body_is_refused():
     """batchidx (session 9): an ONNX Scan becomes a TensorIterator, whose body the guard did not reach:
     action 4 read table[5] as zeros, y = x + rows with no error, where onnxruntime raises. Its body now
     carries the flag a Loop's does; in-range and negative indices are onnxruntime's answers."""
-    model = _scan_reading_a_table()
+    model = scan_body_gathers_action_plus_1()  # table [5, 4]: an action of 4 reads table[5], -6 reads table[-5]
     session = ort.InferenceSession(model.SerializeToString())
     runner = ovrnn.Runner(ovrnn.convert_model(model))
-    x = RNG.uniform(-1, 1, (2, 4)).astype(np.float32)
+    x, h = RNG.uniform(-1, 1, (2, 4)).astype(np.float32), RNG.uniform(-1, 1, (2, 4)).astype(np.float32)
     for action in ([[0, 1, 2], [3, 3, 3]], [[0, 1, 4], [0, 0, 0]], [[-6, -1, 0], [2, 2, 2]], [[0, 0, 0], [0, -7, 0]]):
-        feeds = {"x": x, "action": np.array(action, np.int64)}
+        feeds = {"x": x, "h": h, "action": np.array(action, np.int64)}
         if np.asarray(action).max() >= 4 or np.asarray(action).min() < -6:
             with pytest.raises(ORT_ERRORS):
                 session.run(None, feeds)
             with pytest.raises(ovrnn.UsageError, match=r"^an index computed in the body of TensorIterator '[^']+' went out of range"):
                 runner(feeds)
             continue
-        np.testing.assert_allclose(runner(feeds)["y"], session.run(None, feeds)[0], rtol=0, atol=1e-5, err_msg=str(action))
+        np.testing.assert_allclose(runner(feeds)["y"], session.run(["y"], feeds)[0], rtol=0, atol=1e-5, err_msg=str(action))
 
 
 def test_a_constant_index_out_of_range_is_refused():
